@@ -1,0 +1,107 @@
+// swift-tools-version: 6.2
+import PackageDescription
+
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny")
+]
+
+let package = Package(
+    name: "swift-background",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "Background", targets: ["Background"]),
+        .library(name: "BackgroundTesting", targets: ["BackgroundTesting"]),
+        .executable(name: "bgd", targets: ["bgd"]),
+        .executable(name: "bgctl", targets: ["bgctl"]),
+        .executable(name: "NewsFeed", targets: ["NewsFeed"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+    ],
+    targets: [
+        .target(name: "BackgroundModel", swiftSettings: swiftSettings),
+        .target(name: "BackgroundPolicy", dependencies: ["BackgroundModel"], swiftSettings: swiftSettings),
+        .target(
+            name: "BackgroundStore",
+            dependencies: ["BackgroundModel", "BackgroundPolicy", .product(name: "GRDB", package: "GRDB.swift")],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "BackgroundDaemon",
+            dependencies: [
+                "BackgroundModel", "BackgroundPolicy", "BackgroundStore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "Background",
+            dependencies: [
+                "BackgroundModel",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "BackgroundTesting",
+            dependencies: ["BackgroundModel", "BackgroundPolicy", "BackgroundStore", "BackgroundDaemon", "Background"],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "bgd",
+            dependencies: [
+                "BackgroundDaemon", "BackgroundModel",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "bgctl",
+            dependencies: [
+                "Background", "BackgroundModel",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "NewsFeed",
+            dependencies: ["Background", "BackgroundModel"],
+            path: "Examples/NewsFeed",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(name: "BackgroundModelTests", dependencies: ["BackgroundModel"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "BackgroundPolicyTests",
+            dependencies: ["BackgroundPolicy", "BackgroundModel"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "BackgroundStoreTests",
+            dependencies: ["BackgroundStore", "BackgroundModel", "BackgroundPolicy", "BackgroundTesting"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "BackgroundDaemonTests",
+            dependencies: [
+                "BackgroundDaemon", "BackgroundTesting", "Background", "BackgroundModel", "BackgroundStore",
+                "bgd", "bgctl", "NewsFeed",
+            ],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

@@ -1,0 +1,177 @@
+import BackgroundModel
+import Foundation
+import Synchronization
+
+/// An app's connection to bgd: the `UIApplication` of background work.
+///
+/// ```swift
+/// let app = try BackgroundApplication()          // launched by bgd: reads BGD_* from the environment
+/// app.onBackgroundFetch {
+///     try await feed.refresh() ? .newData : .noData
+/// }
+/// try await app.run()                            // returns when bgd says the work is done
+/// ```
+///
+/// A fetch handler has the run's budget (30 s by default). When the budget is about to end, the
+/// handler's task is cancelled and the delegate's `applicationBackgroundFetchWillExpire(_:)`
+/// runs; an app that still has not answered at the deadline is ended.
+public final class BackgroundApplication: Sendable {
+    public let appID: AppID
+    /// Why bgd started this process; nil when the user started it (a foreground app).
+    public let launchReason: LaunchReason?
+    /// The app's own directory in bgd's state (set when bgd launched the process).
+    public let containerPath: String?
+    let client: DaemonClient
+
+    public typealias FetchHandler = @Sendable () async throws -> BackgroundFetchResult
+
+    private struct State {
+        var fetchHandler: FetchHandler?
+        var delegate: (any BackgroundApplicationDelegate)?
+        var lastHandled: EventSequence?
+        var running: [RunID: Task<Void, Never>] = [:]
+    }
+    private let state = Mutex(State())
+
+    /// For a process bgd launched: reads `BGD_APP_ID`, `BGD_APP_TOKEN`, `BGD_SOCKET`,
+    /// `BGD_LAUNCH_REASON` and `BGD_CONTAINER`. Throws `BackgroundError.notLaunchedByDaemon`
+    /// when they are missing.
+    public convenience init(environment: [String: String] = ProcessInfo.processInfo.environment) throws {
+        guard let rawID = environment[LaunchEnvironment.appID], let appID = AppID(rawValue: rawID),
+            let token = environment[LaunchEnvironment.token], !token.isEmpty
+        else { throw BackgroundError.notLaunchedByDaemon }
+        self.init(
+            appID: appID, token: token, socketPath: DaemonLocation.defaultSocketPath(environment: environment),
+            launchReason: environment[LaunchEnvironment.reason].flatMap(LaunchReason.init(rawValue:)),
+            containerPath: environment[LaunchEnvironment.container])
+    }
+
+    /// For a process the user started: the app id and the token `bgctl register` printed.
+    public convenience init(appID: AppID, token: String, socketPath: String = DaemonLocation.defaultSocketPath()) {
+        self.init(appID: appID, token: token, socketPath: socketPath, launchReason: nil, containerPath: nil)
+    }
+
+    init(appID: AppID, token: String, socketPath: String, launchReason: LaunchReason?, containerPath: String?) {
+        self.appID = appID
+        self.launchReason = launchReason
+        self.containerPath = containerPath
+        self.client = DaemonClient(socketPath: socketPath, token: token)
+    }
+
+    /// Whether bgd started this process for background work.
+    public var isLaunchedInBackground: Bool { launchReason != nil }
+
+    /// The delegate with the iOS method names; used when no async handler is set.
+    public var delegate: (any BackgroundApplicationDelegate)? {
+        get { state.withLock { $0.delegate } }
+        set { state.withLock { $0.delegate = newValue } }
+    }
+
+    /// Sets the async fetch handler. Expiration reaches it as task cancellation.
+    public func onBackgroundFetch(_ handler: @escaping FetchHandler) {
+        state.withLock { $0.fetchHandler = handler }
+    }
+
+    // MARK: Calls to bgd
+
+    /// `setMinimumBackgroundFetchInterval`: how often, at most, this app wants to be woken.
+    public func setMinimumBackgroundFetchInterval(_ interval: FetchInterval) async throws {
+        _ = try await client.send(.put, "/v1/app/fetch-interval", body: FetchIntervalUpdate(interval: interval), as: AppSummary.self)
+    }
+
+    /// Tells bgd the user opened the app (`applicationDidBecomeActive`); the scheduler learns
+    /// from these when the user is likely to look.
+    public func applicationDidBecomeActive() async throws {
+        try await client.send(.post, "/v1/app/opens", body: nil as String?)
+    }
+
+    /// The app as bgd sees it: interval, last run, next planned wake.
+    public func summary() async throws -> AppSummary { try await client.send(.get, "/v1/app", as: AppSummary.self) }
+
+    // MARK: Events
+
+    /// Connects to bgd and handles events until bgd says this background launch is done, or —
+    /// for a foreground app — until the task is cancelled or bgd goes away.
+    public func run() async throws {
+        let messages = try await client.stream("/v1/app/events")
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            defer { group.cancelAll() }
+            for try await message in messages {
+                switch message {
+                case .hello:
+                    continue
+                case .event(let event):
+                    guard claim(event.seq) else {
+                        try await acknowledge(event.seq)  // seen before: the ack was lost
+                        continue
+                    }
+                    switch event.body {
+                    case .fetch(let run, _):
+                        // A task of its own so that an expiration can cancel this one run; the
+                        // group awaits it and passes its own cancellation on, so it stays scoped.
+                        let task = Task { await self.performFetch(run: run, seq: event.seq) }
+                        state.withLock { $0.running[run] = task }
+                        group.addTask {
+                            await withTaskCancellationHandler { await task.value } onCancel: { task.cancel() }
+                        }
+                    }
+                case .control(.expire(let run, _)):
+                    expire(run)
+                case .control(.exit):
+                    if isLaunchedInBackground {
+                        try await group.waitForAll()
+                        return
+                    }
+                }
+            }
+            try await group.waitForAll()
+            if !isLaunchedInBackground { throw BackgroundError.disconnected }
+        }
+    }
+
+    /// Records `seq` as handled; false when it was handled before (a redelivery).
+    private func claim(_ seq: EventSequence) -> Bool {
+        state.withLock { state in
+            if let last = state.lastHandled, seq <= last { return false }
+            state.lastHandled = seq
+            return true
+        }
+    }
+
+    private func performFetch(run: RunID, seq: EventSequence) async {
+        let (handler, delegate) = state.withLock { ($0.fetchHandler, $0.delegate) }
+        let result: BackgroundFetchResult?
+        do {
+            if let handler {
+                result = try await handler()
+            } else if let delegate {
+                result = await DelegateFetch.perform(delegate, application: self)
+            } else {
+                result = .noData  // nothing to do: say so, so the scheduler is not left waiting
+            }
+        } catch is CancellationError {
+            result = nil  // expired: bgd records it
+        } catch {
+            result = .failed
+        }
+        state.withLock { _ = $0.running.removeValue(forKey: run) }
+        if let result {
+            do {
+                _ = try await client.send(.post, "/v1/app/runs/\(run)/result", body: FetchResultReport(result: result), as: RunRecord.self)
+            } catch let error as BackgroundError where error.apiCode == "runAlreadyEnded" {
+                // Too late: bgd already recorded the run as expired. Nothing to do.
+            } catch {}
+        }
+        try? await acknowledge(seq)
+    }
+
+    private func expire(_ run: RunID) {
+        let (task, delegate) = state.withLock { ($0.running[run], $0.delegate) }
+        task?.cancel()
+        delegate?.applicationBackgroundFetchWillExpire(self)
+    }
+
+    private func acknowledge(_ seq: EventSequence) async throws {
+        try await client.send(.post, "/v1/app/events/ack", body: EventAcknowledgement(seq: seq))
+    }
+}

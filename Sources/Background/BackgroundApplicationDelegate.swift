@@ -1,0 +1,45 @@
+import BackgroundModel
+import Synchronization
+
+/// The iOS-shaped layer over `BackgroundApplication`, so code written against
+/// `UIApplicationDelegate` ports line by line.
+///
+/// ```swift
+/// final class AppDelegate: BackgroundApplicationDelegate {
+///     func application(_ application: BackgroundApplication,
+///                      performFetchWithCompletionHandler completionHandler: @escaping @Sendable (BackgroundFetchResult) -> Void) {
+///         fetchNewsItems { haveNewContent in completionHandler(haveNewContent ? .newData : .noData) }
+///     }
+/// }
+/// ```
+public protocol BackgroundApplicationDelegate: AnyObject, Sendable {
+    /// `application(_:performFetchWithCompletionHandler:)`: fetch, then call the handler once.
+    func application(
+        _ application: BackgroundApplication,
+        performFetchWithCompletionHandler completionHandler: @escaping @Sendable (BackgroundFetchResult) -> Void)
+
+    /// The fetch's budget is about to end: stop, save, and call the completion handler now.
+    func applicationBackgroundFetchWillExpire(_ application: BackgroundApplication)
+}
+
+extension BackgroundApplicationDelegate {
+    public func applicationBackgroundFetchWillExpire(_ application: BackgroundApplication) {}
+}
+
+/// Bridges the completion-handler shape to the async one; a handler called twice counts once.
+enum DelegateFetch {
+    static func perform(_ delegate: any BackgroundApplicationDelegate, application: BackgroundApplication) async
+        -> BackgroundFetchResult
+    {
+        await withCheckedContinuation { continuation in
+            let called = Mutex(false)
+            delegate.application(application) { result in
+                let first = called.withLock { called in
+                    defer { called = true }
+                    return !called
+                }
+                if first { continuation.resume(returning: result) }
+            }
+        }
+    }
+}

@@ -1,0 +1,61 @@
+import BackgroundModel
+
+/// An error from the Background library. A struct over a private code, so new cases never break
+/// an app's `switch`; compare with the static members.
+public struct BackgroundError: Error, Equatable, CustomStringConvertible {
+    private enum Code: Equatable {
+        case daemonUnreachable
+        case api(status: Int, code: String)
+        case notLaunchedByDaemon
+        case protocolViolation
+        case disconnected
+    }
+
+    private let code: Code
+    /// What happened and what to do, in a sentence.
+    public let reason: String
+
+    private init(_ code: Code, _ reason: String) {
+        self.code = code
+        self.reason = reason
+    }
+
+    public var description: String { reason }
+
+    public static func == (lhs: BackgroundError, rhs: BackgroundError) -> Bool { lhs.code == rhs.code }
+
+    /// bgd could not be reached on its socket.
+    public static func daemonUnreachable(_ socketPath: String, _ underlying: String) -> BackgroundError {
+        BackgroundError(.daemonUnreachable, "cannot reach bgd at \(socketPath) (\(underlying)); is it running? Start it with `swift run bgd`")
+    }
+
+    /// bgd answered with an API error: `apiCode` is the stable code, e.g. `unknownApp`.
+    public static func api(status: Int, code: String, reason: String) -> BackgroundError {
+        BackgroundError(.api(status: status, code: code), reason)
+    }
+
+    /// The process was not started by bgd (no `BGD_APP_ID`/`BGD_APP_TOKEN` in its environment).
+    public static let notLaunchedByDaemon = BackgroundError(
+        .notLaunchedByDaemon,
+        "this process was not launched by bgd (BGD_APP_ID and BGD_APP_TOKEN are not set); "
+            + "pass the app id and the token `bgctl register` printed instead")
+
+    static func protocolViolation(_ what: String) -> BackgroundError {
+        BackgroundError(.protocolViolation, "bgd sent something this library does not understand: \(what)")
+    }
+
+    /// The event stream closed.
+    public static let disconnected = BackgroundError(.disconnected, "bgd closed the event stream")
+
+    /// The API's stable error code, when bgd answered with one.
+    public var apiCode: String? {
+        if case .api(_, let code) = code { return code }
+        return nil
+    }
+
+    /// The HTTP status, when bgd answered with an error.
+    public var httpStatus: Int? {
+        if case .api(let status, _) = code { return status }
+        return nil
+    }
+}

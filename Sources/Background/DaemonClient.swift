@@ -1,0 +1,105 @@
+import AsyncHTTPClient
+import BackgroundModel
+import Foundation
+import NIOCore
+import NIOHTTP1
+
+/// Talks HTTP/1.1 + JSON to bgd over its Unix socket. Apps use it through
+/// `BackgroundApplication`; `bgctl` uses it directly.
+public struct DaemonClient: Sendable {
+    public let socketPath: String
+    /// Sent as `Authorization: Bearer …` when set (the app endpoints need it).
+    public let token: String?
+    private let http: HTTPClient
+
+    public init(socketPath: String = DaemonLocation.defaultSocketPath(), token: String? = nil) {
+        self.socketPath = socketPath
+        self.token = token
+        self.http = HTTPClient.shared
+    }
+
+    public enum Method: Sendable {
+        case get, post, put, delete
+        var nio: HTTPMethod {
+            switch self {
+            case .get: .GET
+            case .post: .POST
+            case .put: .PUT
+            case .delete: .DELETE
+            }
+        }
+    }
+
+    private struct Empty: Encodable {}
+
+    /// Sends a request and decodes a JSON answer.
+    public func send<Answer: Decodable>(
+        _ method: Method, _ path: String, body: (some Encodable)? = nil as String?, as type: Answer.Type = Answer.self,
+        timeout: Duration = .seconds(30)
+    ) async throws -> Answer {
+        let data = try await exchange(method, path, body: body, timeout: timeout)
+        do {
+            return try WireCoding.makeDecoder().decode(Answer.self, from: data)
+        } catch {
+            throw BackgroundError.protocolViolation("\(path) answered \(String(decoding: data.prefix(200), as: UTF8.self))")
+        }
+    }
+
+    /// Sends a request whose answer has no body worth reading (204).
+    public func send(_ method: Method, _ path: String, body: (some Encodable)? = nil as String?, timeout: Duration = .seconds(30))
+        async throws
+    {
+        _ = try await exchange(method, path, body: body, timeout: timeout)
+    }
+
+    private func exchange(_ method: Method, _ path: String, body: (some Encodable)?, timeout: Duration) async throws -> Data {
+        var request = try makeRequest(method, path)
+        if let body {
+            request.body = .bytes(ByteBuffer(bytes: try WireCoding.makeEncoder().encode(body)))
+            request.headers.add(name: "Content-Type", value: "application/json")
+        }
+        let response: HTTPClientResponse
+        do {
+            response = try await http.execute(request, timeout: .milliseconds(Int64(timeout.seconds * 1000)))
+        } catch {
+            throw BackgroundError.daemonUnreachable(socketPath, "\(error)")
+        }
+        let buffer = try await response.body.collect(upTo: 16 * 1024 * 1024)
+        let data = Data(buffer.readableBytesView)
+        guard (200..<300).contains(Int(response.status.code)) else { throw Self.apiError(response.status, data) }
+        return data
+    }
+
+    /// Opens a newline-delimited JSON stream (the app's events).
+    public func stream(_ path: String) async throws -> StreamMessages {
+        let request = try makeRequest(.get, path)
+        let response: HTTPClientResponse
+        do {
+            response = try await http.execute(request, deadline: .distantFuture)
+        } catch {
+            throw BackgroundError.daemonUnreachable(socketPath, "\(error)")
+        }
+        guard response.status == .ok else {
+            let buffer = try await response.body.collect(upTo: 1024 * 1024)
+            throw Self.apiError(response.status, Data(buffer.readableBytesView))
+        }
+        return StreamMessages(body: response.body)
+    }
+
+    private func makeRequest(_ method: Method, _ path: String) throws -> HTTPClientRequest {
+        guard let url = URL(httpURLWithSocketPath: socketPath, uri: path) else {
+            throw BackgroundError.daemonUnreachable(socketPath, "not a usable socket path")
+        }
+        var request = HTTPClientRequest(url: url.absoluteString)
+        request.method = method.nio
+        if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
+        return request
+    }
+
+    private static func apiError(_ status: HTTPResponseStatus, _ data: Data) -> BackgroundError {
+        if let body = try? WireCoding.makeDecoder().decode(APIErrorBody.self, from: data) {
+            return .api(status: Int(status.code), code: body.error, reason: body.reason)
+        }
+        return .api(status: Int(status.code), code: "http\(status.code)", reason: "bgd answered \(status)")
+    }
+}

@@ -1,0 +1,82 @@
+import BackgroundModel
+import BackgroundStore
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+
+/// An API failure as the client sees it: a status, a stable code and a sentence saying what to do.
+struct APIError: Error, HTTPResponseError {
+    var status: HTTPResponse.Status
+    var code: String
+    var reason: String
+
+    init(_ status: HTTPResponse.Status, _ code: String, _ reason: String) {
+        self.status = status
+        self.code = code
+        self.reason = reason
+    }
+
+    func response(from request: Request, context: some RequestContext) throws -> Response {
+        let body = try WireCoding.makeEncoder().encode(APIErrorBody(error: code, reason: reason))
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json"
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
+    }
+
+    static func unknownApp(_ id: AppID) -> APIError {
+        APIError(.notFound, "unknownApp", "no app \(id) is registered; `bgctl apps` lists them")
+    }
+
+    static let unauthorized = APIError(
+        .unauthorized, "unauthorized",
+        "missing or unknown app token: send 'Authorization: Bearer <token>' with the token `bgctl register` printed, "
+            + "or the BGD_APP_TOKEN bgd gives a process it launches")
+
+    /// Translates the errors of the layers below into what the client should read.
+    static func from(_ error: any Error) -> APIError? {
+        switch error {
+        case let error as APIError: error
+        case StoreError.appAlreadyRegistered(let id):
+            APIError(.conflict, "appAlreadyRegistered", "\(id) is already registered; `bgctl unregister \(id)` first to replace it")
+        case StoreError.appNotFound(let id): .unknownApp(id)
+        case StoreError.runNotFound(let id): APIError(.notFound, "unknownRun", "no run \(id) exists")
+        case StoreError.runAlreadyInFlight(let id):
+            APIError(.conflict, "runInFlight", "\(id) already has a run in flight; wait for it to end (`bgctl history \(id)`)")
+        case RunCoordinator.Failure.runNotFound(let id):
+            APIError(.notFound, "unknownRun", "run \(id) does not exist or is not this app's")
+        case RunCoordinator.Failure.runAlreadyEnded(let run):
+            APIError(
+                .conflict, "runAlreadyEnded",
+                "run \(run.id) already ended as \(run.outcome?.rawValue ?? "?"); its first outcome stands")
+        case is NIOTooManyBytesError:
+            APIError(.contentTooLarge, "bodyTooLarge", "request bodies are limited to \(APIRequestContext.bodyLimit) bytes")
+        case let error as HTTPError where error.status == .notFound:
+            APIError(.notFound, "notFound", "no such endpoint; the API lives under /v1/ (see docs/api.md)")
+        case let error as HTTPError where error.status == .methodNotAllowed:
+            APIError(.methodNotAllowed, "methodNotAllowed", "this endpoint does not take that method")
+        case let error as any HTTPResponseError:
+            APIError(error.status, "httpError", "\(error.status.reasonPhrase)")
+        default: nil
+        }
+    }
+}
+
+/// Turns every error into the API's JSON shape; anything unexpected becomes a 500 without
+/// internals (no SQL text reaches a client) and is logged.
+struct APIErrorMiddleware: RouterMiddleware {
+    typealias Context = APIRequestContext
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
+        -> Response
+    {
+        do {
+            return try await next(request, context)
+        } catch {
+            if let apiError = APIError.from(error) { return try apiError.response(from: request, context: context) }
+            context.logger.error("Request failed", metadata: ["error": "\(error)", "path": "\(request.uri.path)"])
+            return try APIError(.internalServerError, "internal", "bgd failed to handle the request; its log says why")
+                .response(from: request, context: context)
+        }
+    }
+}

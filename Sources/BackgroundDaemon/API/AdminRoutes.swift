@@ -1,0 +1,134 @@
+import BackgroundModel
+import BackgroundStore
+import Foundation
+import Hummingbird
+import HummingbirdCore
+
+/// The operator's endpoints (bgctl, and later the dashboard). Anyone who can open the socket may
+/// call them: the socket is 0600 in a 0700 directory, so that is the user who runs bgd.
+struct AdminRoutes {
+    let core: DaemonCore
+
+    func add(to router: Router<APIRequestContext>) {
+        let v1 = router.group("v1")
+        v1.get("status") { _, _ in try await status() }
+        v1.get("apps") { _, _ in
+            var summaries: [AppSummary] = []
+            for app in try await core.store.apps() { summaries.append(try await core.summary(of: app)) }
+            return try JSONResponse.make(summaries)
+        }
+        v1.post("apps") { request, _ in
+            var request = request
+            return try await register(try await request.decodeJSON(RegisterAppRequest.self))
+        }
+        v1.get("apps/:id") { _, context in
+            try JSONResponse.make(try await core.summary(of: try await core.requireApp(try context.parameters.appID())))
+        }
+        v1.delete("apps/:id") { _, context in try await unregister(try context.parameters.appID()) }
+        v1.get("apps/:id/history") { request, context in
+            let id = try context.parameters.appID()
+            _ = try await core.requireApp(id)
+            let limit = try request.uri.integerQuery("limit", default: 20, range: 1...1000)
+            return try JSONResponse.make(try await core.store.runs(of: id, limit: limit))
+        }
+        v1.get("apps/:id/why") { _, context in try await why(try context.parameters.appID()) }
+        v1.post("apps/:id/fetch") { request, context in
+            try await simulateFetch(try context.parameters.appID(), wait: try request.uri.waitQuery())
+        }
+        v1.post("apps/:id/opens") { _, context in
+            try await core.store.recordOpen(of: try context.parameters.appID(), at: core.clock.now)
+            return Response(status: .noContent)
+        }
+        v1.put("apps/:id/fetch-interval") { request, context in
+            var request = request
+            let id = try context.parameters.appID()
+            let update = try await request.decodeJSON(FetchIntervalUpdate.self)
+            try await core.store.setFetchInterval(update.interval, for: id)
+            core.schedulerDoorbell.ring()
+            return try JSONResponse.make(try await core.summary(of: try await core.requireApp(id)))
+        }
+        v1.get("runs/:run") { request, context in
+            let run = try context.parameters.runID()
+            return try JSONResponse.make(try await core.waitForEnd(of: run, timeout: try request.uri.waitQuery() ?? .zero))
+        }
+    }
+
+    private func status() async throws -> Response {
+        try JSONResponse.make(
+            DaemonStatus(
+                version: Daemon.version, processID: ProcessInfo.processInfo.processIdentifier,
+                stateDirectory: core.stateDirectory.path, socketPath: core.socketPath, startedAt: core.startedAt,
+                now: core.clock.now, appCount: try await core.store.apps().count,
+                runningRuns: try await core.store.runsInFlight().count,
+                nextEvaluation: try await nextEvaluation()))
+    }
+
+    private func nextEvaluation() async throws -> Date? {
+        var next: Date?
+        for app in try await core.store.apps() {
+            if let due = try await core.store.savedPlan(for: app.id)?.decision.dueAt { next = min(next ?? due, due) }
+        }
+        return next
+    }
+
+    private func register(_ registration: RegisterAppRequest) async throws -> Response {
+        guard ProcessLauncher.isExecutable(registration.launchCommand.program) else {
+            throw APIError(
+                .badRequest, "launchCommandNotFound",
+                "\(registration.launchCommand.program) is not an executable file; give an absolute path, or a name on bgd's PATH")
+        }
+        let token = core.tokens.makeToken()
+        let app = try await core.store.register(registration, tokenHash: TokenIssuer.hash(token), now: core.clock.now)
+        _ = try? core.stateDirectory.container(for: app.id)
+        core.activity.emit(.appRegistered(app.id))
+        core.schedulerDoorbell.ring()
+        core.logger.notice("App registered", metadata: ["app.id": "\(app.id)"])
+        return try JSONResponse.make(RegisteredApp(app: try await core.summary(of: app), token: token.rawValue), status: .created)
+    }
+
+    private func unregister(_ id: AppID) async throws -> Response {
+        guard try await core.store.unregister(id) else { throw APIError.unknownApp(id) }
+        await core.coordinator.appUnregistered(id)
+        core.stateDirectory.removeContainer(for: id)
+        core.activity.emit(.appUnregistered(id))
+        core.schedulerDoorbell.ring()
+        core.logger.notice("App unregistered", metadata: ["app.id": "\(id)"])
+        return Response(status: .noContent)
+    }
+
+    private func why(_ id: AppID) async throws -> Response {
+        let app = try await core.requireApp(id)
+        let plan = try await core.store.savedPlan(for: id)
+        let runs = try await core.store.runs(of: id, limit: 10)
+        return try JSONResponse.make(
+            WakeExplanation(
+                app: id, fetchInterval: app.fetchInterval, decidedAt: plan?.decidedAt, nextWake: plan?.decision.dueAt,
+                reasons: plan?.decision.reasons ?? [], running: runs.first { $0.isRunning },
+                recentRuns: runs.filter { !$0.isRunning }))
+    }
+
+    /// `bgctl simulate fetch`: a run through exactly the production path, started now.
+    private func simulateFetch(_ id: AppID, wait: Duration?) async throws -> Response {
+        _ = try await core.requireApp(id)
+        let run = try await core.coordinator.startFetch(
+            for: id, trigger: .manual, reasons: [DecisionReason(.manualRequest, "requested with bgctl simulate fetch")])
+        guard let wait else { return try JSONResponse.make(run, status: .accepted) }
+        return try JSONResponse.make(try await core.waitForEnd(of: run.id, timeout: wait))
+    }
+}
+
+extension URI {
+    func integerQuery(_ name: String, default value: Int, range: ClosedRange<Int>) throws -> Int {
+        guard let raw = queryParameters[name[...]] else { return value }
+        guard let number = Int(raw), range.contains(number) else {
+            throw APIError(.badRequest, "invalidQuery", "'\(name)' must be an integer from \(range.lowerBound) to \(range.upperBound)")
+        }
+        return number
+    }
+
+    /// `?wait=SECONDS` (0 to 600): how long to wait for a run to end.
+    func waitQuery() throws -> Duration? {
+        guard queryParameters["wait"] != nil else { return nil }
+        return .seconds(try integerQuery("wait", default: 0, range: 0...600))
+    }
+}

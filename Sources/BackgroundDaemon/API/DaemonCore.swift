@@ -1,0 +1,61 @@
+import BackgroundModel
+import BackgroundPolicy
+import BackgroundStore
+import Foundation
+import Logging
+
+/// The parts of a running bgd that the API needs, wired once by `Daemon`.
+struct DaemonCore: Sendable {
+    var store: BackgroundStore
+    var stateDirectory: StateDirectory
+    var coordinator: RunCoordinator
+    var broker: EventBroker
+    var tokens: TokenIssuer
+    var activity: ActivityFeed
+    var clock: any WallClock
+    var schedulerDoorbell: Doorbell
+    var socketPath: String
+    var startedAt: Date
+    var logger: Logger
+
+    /// An app as the API shows it.
+    func summary(of app: StoredApp) async throws -> AppSummary {
+        let plan = try await store.savedPlan(for: app.id)
+        return AppSummary(
+            id: app.id, launchCommand: app.launchCommand, fetchInterval: app.fetchInterval,
+            registeredAt: app.registeredAt, isConnected: broker.isConnected(app.id),
+            lastRun: try await store.runs(of: app.id, limit: 1).first, nextWake: plan?.decision.dueAt,
+            nextWakeReasons: plan?.decision.reasons ?? [])
+    }
+
+    func requireApp(_ id: AppID) async throws -> StoredApp {
+        guard let app = try await store.app(id) else { throw APIError.unknownApp(id) }
+        return app
+    }
+
+    /// Waits until the run has ended or `timeout` has passed on the daemon's clock; returns the
+    /// run as it then stands.
+    func waitForEnd(of id: RunID, timeout: Duration) async throws -> RunRecord {
+        let feed = activity.subscribe()  // before reading the store, so the end cannot slip between
+        guard let current = try await store.run(id) else { throw StoreError.runNotFound(id) }
+        if current.outcome != nil || timeout <= .zero { return current }
+        let deadline = clock.now.adding(timeout)
+        let clock = self.clock
+        let ended = try await withThrowingTaskGroup(of: RunRecord?.self) { group in
+            group.addTask {
+                for await activity in feed {
+                    if case .runEnded(let run) = activity, run.id == id { return run }
+                }
+                return nil
+            }
+            group.addTask {
+                try await clock.sleep(until: deadline)
+                return nil
+            }
+            defer { group.cancelAll() }
+            return try await group.next() ?? nil
+        }
+        if let ended { return ended }
+        return try await store.run(id) ?? current
+    }
+}

@@ -1,0 +1,62 @@
+import BackgroundModel
+import Foundation
+import Hummingbird
+import NIOCore
+
+extension Request {
+    /// Reads and decodes a JSON body, with the API's limit and its error shapes.
+    mutating func decodeJSON<T: Decodable>(_ type: T.Type) async throws -> T {
+        let buffer = try await collectBody(upTo: APIRequestContext.bodyLimit)
+        do {
+            return try WireCoding.makeDecoder().decode(type, from: Data(buffer: buffer))
+        } catch let error as DecodingError {
+            throw APIError(.badRequest, "malformedRequest", "the JSON body is not what this endpoint takes: \(error.summary)")
+        } catch {
+            throw APIError(.badRequest, "malformedRequest", "the body is not valid JSON")
+        }
+    }
+}
+
+extension Parameters {
+    func appID() throws -> AppID {
+        let raw = get("id") ?? ""
+        guard let id = AppID(rawValue: raw) else { throw APIError(.badRequest, "invalidAppID", AppID.requirement) }
+        return id
+    }
+
+    func runID() throws -> RunID {
+        guard let raw = get("run"), let value = Int64(raw), value > 0 else {
+            throw APIError(.badRequest, "invalidRunID", "a run id is a positive integer")
+        }
+        return RunID(value)
+    }
+}
+
+extension DecodingError {
+    /// One line a person can act on.
+    var summary: String {
+        func path(_ context: Context) -> String {
+            let keys = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".")
+            return keys.isEmpty ? "the body" : "'\(keys)'"
+        }
+        switch self {
+        case .keyNotFound(let key, let context):
+            let parent = path(context)
+            return "missing '\(key.stringValue)'" + (parent == "the body" ? "" : " in \(parent)")
+        case .typeMismatch(_, let context): return "\(path(context)) has the wrong type: \(context.debugDescription)"
+        case .valueNotFound(_, let context): return "\(path(context)) is null"
+        case .dataCorrupted(let context): return "\(path(context)): \(context.debugDescription)"
+        @unknown default: return "unreadable"
+        }
+    }
+}
+
+/// Writes Codable values as JSON responses.
+enum JSONResponse {
+    static func make<T: Encodable>(_ value: T, status: HTTPResponse.Status = .ok) throws -> Response {
+        let data = try WireCoding.makeEncoder().encode(value)
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json"
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+}

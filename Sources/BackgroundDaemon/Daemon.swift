@@ -1,0 +1,118 @@
+import BackgroundModel
+import BackgroundPolicy
+import BackgroundStore
+import Foundation
+import Hummingbird
+import HummingbirdCore
+import Logging
+import ServiceLifecycle
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// bgd: the composition root. Takes the state directory, opens the store, closes the runs a
+/// previous bgd left in flight, and runs the API, the run coordinator and the scheduler.
+public struct Daemon: Service {
+    public static let version = "0.1.0"
+
+    public struct Configuration: Sendable {
+        public var stateDirectory: String
+        public var socketPath: String
+        public var durability: BackgroundStore.Durability
+        public var budget: RunBudget
+        public var lingerGrace: Duration
+        public var fetchPolicy: FetchPolicy.Configuration
+
+        public init(
+            stateDirectory: String, socketPath: String, durability: BackgroundStore.Durability = .full,
+            budget: RunBudget = RunBudget(), lingerGrace: Duration = .seconds(5),
+            fetchPolicy: FetchPolicy.Configuration = .init()
+        ) {
+            self.stateDirectory = stateDirectory
+            self.socketPath = socketPath
+            self.durability = durability
+            self.budget = budget
+            self.lingerGrace = lingerGrace
+            self.fetchPolicy = fetchPolicy
+        }
+    }
+
+    public let configuration: Configuration
+    public let store: BackgroundStore
+    public let activity: ActivityFeed
+    public let clock: any WallClock
+    private let stateDirectory: StateDirectory
+    private let coordinator: RunCoordinator
+    private let scheduler: Scheduler
+    private let core: DaemonCore
+    private let logger: Logger
+
+    /// Takes the state directory (throws `StateDirectory.AlreadyInUse` when another bgd holds
+    /// it), opens the store and reconciles what a previous bgd left behind.
+    public init(
+        configuration: Configuration, clock: any WallClock = SystemClock(), launcher: any AppLauncher = ProcessLauncher(),
+        logger: Logger = Logger(label: "bg.daemon")
+    ) async throws {
+        self.configuration = configuration
+        self.clock = clock
+        self.logger = logger
+        stateDirectory = try StateDirectory(path: configuration.stateDirectory)
+        store = try BackgroundStore.open(atPath: stateDirectory.databasePath, durability: configuration.durability)
+        activity = ActivityFeed()
+
+        for interrupted in try await store.closeInterruptedRuns(now: clock.now) {
+            logger.notice(
+                "Run was in flight when bgd stopped; recorded as interrupted",
+                metadata: ["app.id": "\(interrupted.run.app)", "run.id": "\(interrupted.run.id)"])
+            if let pid = interrupted.processID, LaunchedProcess.endOrphan(processID: pid, startTicks: interrupted.startTicks) {
+                logger.notice("Ended an app process left over from before", metadata: ["pid": "\(pid)"])
+            }
+        }
+
+        let broker = EventBroker()
+        let tokens = TokenIssuer()
+        let doorbell = Doorbell()
+        coordinator = RunCoordinator(
+            store: store, stateDirectory: stateDirectory, broker: broker, launcher: launcher, tokens: tokens,
+            activity: activity, clock: clock,
+            configuration: .init(
+                budget: configuration.budget, lingerGrace: configuration.lingerGrace, socketPath: configuration.socketPath),
+            schedulerDoorbell: doorbell, logger: Logger(label: "bg.runs"))
+        scheduler = Scheduler(
+            store: store, coordinator: coordinator, policy: FetchPolicy(configuration: configuration.fetchPolicy),
+            clock: clock, doorbell: doorbell, activity: activity, logger: Logger(label: "bg.scheduler"))
+        core = DaemonCore(
+            store: store, stateDirectory: stateDirectory, coordinator: coordinator, broker: broker, tokens: tokens,
+            activity: activity, clock: clock, schedulerDoorbell: doorbell, socketPath: configuration.socketPath,
+            startedAt: clock.now, logger: logger)
+    }
+
+    /// Serves until cancelled or shut down gracefully. `onReady` runs once the socket accepts
+    /// connections.
+    public func run(onReady: @escaping @Sendable () async -> Void) async throws {
+        try SocketPath.prepare(configuration.socketPath)
+        let router = Router(context: APIRequestContext.self)
+        router.middlewares.add(APIErrorMiddleware())
+        AdminRoutes(core: core).add(to: router)
+        AppRoutes(core: core).add(to: router)
+        let socketPath = configuration.socketPath
+        let logger = self.logger
+        let application = Application(
+            router: router,
+            configuration: .init(address: .unixDomainSocket(path: socketPath), serverName: "bgd/\(Self.version)"),
+            services: [coordinator, scheduler],
+            onServerRunning: { _ in
+                chmod(socketPath, 0o600)
+                logger.notice("bgd is ready", metadata: ["socket": "\(socketPath)"])
+                await onReady()
+            },
+            logger: Logger(label: "bg.api"))
+        try await application.run()
+        unlink(socketPath)
+    }
+
+    public func run() async throws { try await run(onReady: {}) }
+}

@@ -1,0 +1,69 @@
+import BackgroundModel
+import BackgroundStore
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdCore
+import NIOCore
+
+/// One app's live event stream: newline-delimited JSON on one long response.
+///
+/// On open it sends `hello`, then every event the app has not acknowledged (in order), then
+/// whatever comes while it stays connected. Events are read from the store, never from memory,
+/// so a reconnect after any crash sees exactly the open events again.
+struct EventStream {
+    let core: DaemonCore
+    let bearer: TokenIssuer.Bearer
+
+    func response(for request: Request) async throws -> Response {
+        _ = try await core.requireApp(bearer.app)
+        // Subscribe before the first read of the store, so nothing committed in between is missed.
+        let subscription = core.broker.subscribe(bearer.app)
+        core.activity.emit(.appConnected(bearer.app))
+        var headers = HTTPFields()
+        headers[.contentType] = "application/x-ndjson"
+        headers[.cacheControl] = "no-store"
+        let core = self.core
+        let bearer = self.bearer
+        return Response(
+            status: .ok, headers: headers,
+            body: ResponseBody { writer in
+                defer {
+                    core.broker.unsubscribe(subscription)
+                    core.activity.emit(.appDisconnected(bearer.app))
+                }
+                do {
+                    try await request.body.consumeWithCancellationOnInboundClose { _ in
+                        try await stream(subscription, to: &writer)
+                    }
+                } catch is CancellationError {
+                    return  // the app went away
+                }
+                try await writer.finish(nil)
+            })
+    }
+
+    private func stream(_ subscription: EventBroker.Subscription, to writer: inout any ResponseBodyWriter) async throws {
+        let encoder = WireCoding.makeEncoder()
+        func send(_ message: StreamMessage) async throws {
+            var line = try encoder.encode(message)
+            line.append(UInt8(ascii: "\n"))
+            try await writer.write(ByteBuffer(bytes: line))
+        }
+        try await send(.hello(app: bearer.app, launchedForRun: bearer.launchedForRun))
+        var lastSent: EventSequence?
+        func sendOpenEvents() async throws {
+            for event in try await core.store.openEvents(for: bearer.app, after: lastSent) {
+                try await send(.event(event))
+                lastSent = event.seq
+            }
+        }
+        try await sendOpenEvents()
+        for await signal in subscription.signals {
+            switch signal {
+            case .eventsAvailable: try await sendOpenEvents()
+            case .control(let message): try await send(.control(message))
+            }
+        }
+    }
+}

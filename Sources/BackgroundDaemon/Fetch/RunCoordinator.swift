@@ -1,0 +1,301 @@
+import BackgroundModel
+import BackgroundPolicy
+import BackgroundStore
+import Foundation
+import Logging
+import ServiceLifecycle
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Carries background runs out: records a run and its event, delivers the event to a connected
+/// app or launches the app, enforces the budget (expire, SIGTERM, SIGKILL), takes the app's
+/// answer, and notices a process that exits without one.
+///
+/// It decides nothing about *when* to run (that is `FetchPolicy`, via `Scheduler`); the budget's
+/// timeline comes from `RunBudget`. Everything it learns goes to the store first, then to the
+/// activity feed.
+public actor RunCoordinator: Service {
+    public struct Configuration: Sendable {
+        public var budget: RunBudget
+        /// How long an app that answered may take to exit before it is ended.
+        public var lingerGrace: Duration
+        public var socketPath: String
+
+        public init(budget: RunBudget = RunBudget(), lingerGrace: Duration = .seconds(5), socketPath: String) {
+            self.budget = budget
+            self.lingerGrace = lingerGrace
+            self.socketPath = socketPath
+        }
+    }
+
+    public enum Failure: Error, Equatable {
+        case runNotFound(RunID)
+        case runAlreadyEnded(RunRecord)
+    }
+
+    private struct Flight {
+        var run: RunRecord
+        var warned = false
+    }
+
+    /// A process bgd launched and is responsible for ending.
+    private struct ManagedProcess {
+        var app: AppID
+        var process: LaunchedProcess
+        var token: AppToken
+        var run: RunID?
+        var exitRequested = false
+        var terminateAt: Date?
+        var killAt: Date?
+    }
+
+    private let store: BackgroundStore
+    private let stateDirectory: StateDirectory
+    private let broker: EventBroker
+    private let launcher: any AppLauncher
+    private let tokens: TokenIssuer
+    private let activity: ActivityFeed
+    private let clock: any WallClock
+    private let configuration: Configuration
+    private let schedulerDoorbell: Doorbell
+    private let logger: Logger
+
+    private var flights: [RunID: Flight] = [:]
+    private var processes: [Int32: ManagedProcess] = [:]
+    private let timers = Doorbell()
+    private let exits = Doorbell()
+    private let exitWatches: AsyncStream<LaunchedProcess>
+    private let exitWatchContinuation: AsyncStream<LaunchedProcess>.Continuation
+
+    public init(
+        store: BackgroundStore, stateDirectory: StateDirectory, broker: EventBroker, launcher: any AppLauncher,
+        tokens: TokenIssuer, activity: ActivityFeed, clock: any WallClock, configuration: Configuration,
+        schedulerDoorbell: Doorbell, logger: Logger
+    ) {
+        self.store = store
+        self.stateDirectory = stateDirectory
+        self.broker = broker
+        self.launcher = launcher
+        self.tokens = tokens
+        self.activity = activity
+        self.clock = clock
+        self.configuration = configuration
+        self.schedulerDoorbell = schedulerDoorbell
+        self.logger = logger
+        (exitWatches, exitWatchContinuation) = AsyncStream<LaunchedProcess>.makeStream()
+    }
+
+    // MARK: Service
+
+    public func run() async throws {
+        await withDiscardingTaskGroup { group in
+            group.addTask {
+                do {
+                    try await cancelWhenGracefulShutdown { try await self.superviseBudgets() }
+                } catch {}
+                await self.shutDown(graceful: !Task.isCancelled)
+                self.exitWatchContinuation.finish()
+            }
+            // One waiter per launched process; each ends when its process does.
+            for await process in exitWatches {
+                group.addTask {
+                    let status = await process.waitForExit()
+                    await self.processExited(process, status: status)
+                }
+            }
+        }
+    }
+
+    // MARK: Starting runs
+
+    /// Starts a fetch run for `app`: records it with its event, then delivers or launches.
+    public func startFetch(for app: AppID, trigger: RunTrigger, reasons: [DecisionReason]) async throws -> RunRecord {
+        let now = clock.now
+        let (run, _) = try await store.startFetchRun(
+            for: app, trigger: trigger, reasons: reasons, budget: configuration.budget.budget, now: now)
+        flights[run.id] = Flight(run: run)
+        activity.emit(.runStarted(run))
+        logger.debug("Fetch run started", metadata: ["app.id": "\(app)", "run.id": "\(run.id)", "wake.reason": "\(trigger)"])
+        let exiting = processes.values.contains { $0.app == app && $0.exitRequested }
+        if broker.isConnected(app) && !exiting {
+            broker.eventsAvailable(for: app)
+        } else {
+            await launch(app, for: run)
+        }
+        timers.ring()
+        return try await store.run(run.id) ?? run
+    }
+
+    private func launch(_ app: AppID, for run: RunRecord) async {
+        let token = tokens.issueLaunchToken(for: app, run: run.id)
+        do {
+            guard let stored = try await store.app(app) else { throw StoreError.appNotFound(app) }
+            let container = try stateDirectory.container(for: app)
+            var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("BGD_") }
+            environment[LaunchEnvironment.reason] = LaunchReason.fetch.rawValue
+            environment[LaunchEnvironment.appID] = app.rawValue
+            environment[LaunchEnvironment.socket] = configuration.socketPath
+            environment[LaunchEnvironment.token] = token.rawValue
+            environment[LaunchEnvironment.container] = container
+            environment[LaunchEnvironment.run] = run.id.description
+            let process = try launcher.launch(
+                LaunchSpec(
+                    command: stored.launchCommand, environment: environment, workingDirectory: container,
+                    logFile: container + "/launch.log"))
+            processes[process.processID] = ManagedProcess(app: app, process: process, token: token, run: run.id)
+            exitWatchContinuation.yield(process)
+            try await store.recordLaunch(of: run.id, processID: process.processID, startTicks: process.startTicks)
+            activity.emit(.processLaunched(app, processID: process.processID))
+            logger.debug("Launched app", metadata: ["app.id": "\(app)", "run.id": "\(run.id)", "pid": "\(process.processID)"])
+        } catch {
+            tokens.revokeLaunchToken(token)
+            logger.info("Launch failed", metadata: ["app.id": "\(app)", "error": "\(error)"])
+            await end(run.id, outcome: .launchFailed, detail: "\(error)")
+        }
+    }
+
+    // MARK: Answers and exits
+
+    /// The app answered a run. Throws when the run is not the app's, or has already ended (the
+    /// first outcome recorded stands).
+    public func reportResult(_ result: BackgroundFetchResult, for runID: RunID, from app: AppID) async throws -> RunRecord {
+        guard let run = try await store.run(runID), run.app == app else { throw Failure.runNotFound(runID) }
+        guard let record = await end(runID, outcome: RunOutcome(result), detail: nil) else {
+            throw Failure.runAlreadyEnded(try await store.run(runID) ?? run)
+        }
+        let now = clock.now
+        for (pid, var managed) in processes where managed.app == app && managed.run == runID {
+            managed.exitRequested = true
+            managed.terminateAt = now.adding(configuration.lingerGrace)
+            processes[pid] = managed
+            broker.send(.exit, to: app)
+        }
+        timers.ring()
+        return record
+    }
+
+    private func processExited(_ process: LaunchedProcess, status: ExitStatus) async {
+        guard let managed = processes.removeValue(forKey: process.processID) else { return }
+        tokens.revokeLaunchToken(managed.token)
+        process.signalGroup(SIGKILL)  // whatever the app left behind in its group
+        activity.emit(.processExited(managed.app, processID: process.processID, status: status))
+        logger.debug("App exited", metadata: ["app.id": "\(managed.app)", "status": "\(status)"])
+        if let run = managed.run, flights[run] != nil {
+            await end(run, outcome: .crashed, detail: "the app \(status) before answering")
+        }
+        exits.ring()
+        timers.ring()
+    }
+
+    /// The app was unregistered: forget its runs and end its processes.
+    public func appUnregistered(_ app: AppID) {
+        flights = flights.filter { $0.value.run.app != app }
+        for managed in processes.values where managed.app == app { managed.process.signalGroup(SIGKILL) }
+        tokens.revokeLaunchTokens(of: app)
+        broker.disconnect(app)
+    }
+
+    /// Runs in flight that this coordinator supervises.
+    public var runningCount: Int { flights.count }
+
+    // MARK: Budgets
+
+    private func superviseBudgets() async throws {
+        while true {
+            let now = clock.now
+            var next: Date?
+            func wake(at date: Date) { next = min(next ?? date, date) }
+            for (id, flight) in flights {
+                switch configuration.budget.step(startedAt: flight.run.startedAt, warned: flight.warned, now: now) {
+                case .wait(let until):
+                    wake(at: until)
+                case .warn(let nextAt):
+                    flights[id]?.warned = true
+                    broker.send(.expire(run: id, deadline: flight.run.deadline), to: flight.run.app)
+                    logger.debug("Expiration warning sent", metadata: ["app.id": "\(flight.run.app)", "run.id": "\(id)"])
+                    wake(at: nextAt)
+                case .terminate, .kill:
+                    await expire(id)
+                }
+            }
+            for (pid, managed) in processes {
+                if let terminateAt = managed.terminateAt {
+                    if terminateAt <= now {
+                        managed.process.signalGroup(SIGTERM)
+                        processes[pid]?.terminateAt = nil
+                        processes[pid]?.killAt = now.adding(configuration.budget.killGrace)
+                        wake(at: now.adding(configuration.budget.killGrace))
+                    } else {
+                        wake(at: terminateAt)
+                    }
+                }
+                if let killAt = managed.killAt {
+                    if killAt <= now {
+                        managed.process.signalGroup(SIGKILL)
+                        processes[pid]?.killAt = nil
+                    } else {
+                        wake(at: killAt)
+                    }
+                }
+            }
+            try await timers.wait(until: next, on: clock)
+        }
+    }
+
+    /// The budget ran out without an answer: record it, then end the app's process.
+    private func expire(_ id: RunID) async {
+        guard let flight = flights[id] else { return }
+        let budget = configuration.budget.budget
+        await end(id, outcome: .expired, detail: "no answer within the \(budget.humanDescription) budget")
+        let now = clock.now
+        for (pid, managed) in processes where managed.run == id && managed.killAt == nil {
+            managed.process.signalGroup(SIGTERM)
+            processes[pid]?.exitRequested = true
+            processes[pid]?.terminateAt = nil
+            processes[pid]?.killAt = flight.run.startedAt.adding(budget + configuration.budget.killGrace)
+            if processes[pid]!.killAt! <= now { processes[pid]?.killAt = now }
+        }
+        logger.info("App overran its budget", metadata: ["app.id": "\(flight.run.app)", "run.id": "\(id)"])
+    }
+
+    /// Records a run's end once; later calls for the same run change nothing and return nil.
+    @discardableResult
+    private func end(_ id: RunID, outcome: RunOutcome, detail: String?) async -> RunRecord? {
+        flights[id] = nil
+        do {
+            guard let record = try await store.finishRun(id, outcome: outcome, detail: detail, now: clock.now) else {
+                return nil
+            }
+            activity.emit(.runEnded(record))
+            schedulerDoorbell.ring()
+            return record
+        } catch StoreError.runNotFound {
+            return nil  // the app was unregistered meanwhile
+        } catch {
+            logger.error("Cannot record the end of a run", metadata: ["run.id": "\(id)", "error": "\(error)"])
+            return nil
+        }
+    }
+
+    // MARK: Shutdown
+
+    /// Ends every process bgd launched. Runs still in flight are recorded as interrupted, so the
+    /// next start makes them up. A graceful stop gives apps SIGTERM and the kill grace first.
+    private func shutDown(graceful: Bool) async {
+        for id in flights.keys {
+            await end(id, outcome: .interrupted, detail: "bgd shut down while the run was in flight")
+        }
+        for managed in processes.values { managed.process.signalGroup(graceful ? SIGTERM : SIGKILL) }
+        if graceful && !processes.isEmpty {
+            let deadline = clock.now.adding(configuration.budget.killGrace)
+            while !processes.isEmpty && clock.now < deadline {
+                do { try await exits.wait(until: deadline, on: clock) } catch { break }
+            }
+            for managed in processes.values { managed.process.signalGroup(SIGKILL) }
+        }
+    }
+}

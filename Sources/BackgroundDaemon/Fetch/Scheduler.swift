@@ -1,0 +1,78 @@
+import BackgroundModel
+import BackgroundPolicy
+import BackgroundStore
+import Foundation
+import Logging
+import ServiceLifecycle
+
+/// The scheduling loop: snapshot the store, ask the policy, start what is due, sleep until the
+/// next due time or until rung (a registration, an interval change, a run that ended).
+///
+/// Stateless between iterations: the plan is recomputed from the store each time, so a crash
+/// loses nothing, and runs missed while bgd was down are caught up on the first iteration.
+public struct Scheduler: Service {
+    private let store: BackgroundStore
+    private let coordinator: RunCoordinator
+    private let policy: FetchPolicy
+    private let clock: any WallClock
+    private let doorbell: Doorbell
+    private let activity: ActivityFeed
+    private let logger: Logger
+    /// How long to wait before trying again after the store failed (disk full, I/O error).
+    private let retryAfterFailure: Duration
+
+    public init(
+        store: BackgroundStore, coordinator: RunCoordinator, policy: FetchPolicy, clock: any WallClock,
+        doorbell: Doorbell, activity: ActivityFeed, logger: Logger, retryAfterFailure: Duration = .seconds(30)
+    ) {
+        self.store = store
+        self.coordinator = coordinator
+        self.policy = policy
+        self.clock = clock
+        self.doorbell = doorbell
+        self.activity = activity
+        self.logger = logger
+        self.retryAfterFailure = retryAfterFailure
+    }
+
+    public func run() async throws {
+        do {
+            try await cancelWhenGracefulShutdown {
+                while !Task.isCancelled {
+                    let next = try await iterate()
+                    try await doorbell.wait(until: next, on: clock)
+                }
+            }
+        } catch is CancellationError {
+            return  // cancellation is a normal stop
+        }
+    }
+
+    /// Plans once and starts what is due; returns when to look again.
+    private func iterate() async throws -> Date? {
+        do {
+            while true {
+                let now = clock.now
+                let candidates = try await store.fetchCandidates()
+                let plan = policy.plan(for: candidates, runningCount: candidates.count { $0.isRunning }, now: now)
+                try await store.savePlan(plan.decisions, now: now)
+                var launched: [AppID] = []
+                for app in plan.launch {
+                    do {
+                        _ = try await coordinator.startFetch(
+                            for: app, trigger: .scheduled, reasons: plan.decision(for: app)?.reasons ?? [])
+                        launched.append(app)
+                    } catch StoreError.runAlreadyInFlight {
+                        continue  // started by someone else (bgctl simulate fetch) since the snapshot
+                    }
+                }
+                activity.emit(.planned(launched: launched, nextEvaluation: plan.nextEvaluation))
+                // Plan again at once: the apps just started now show as running, with their reasons.
+                if launched.isEmpty { return plan.nextEvaluation }
+            }
+        } catch let error where !(error is CancellationError) {
+            logger.warning("Scheduling failed; will retry", metadata: ["error": "\(error)"])
+            return clock.now.adding(retryAfterFailure)
+        }
+    }
+}

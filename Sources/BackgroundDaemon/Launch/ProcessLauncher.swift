@@ -1,0 +1,158 @@
+import BackgroundModel
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// What to start: argv, environment, working directory, and where its output goes.
+public struct LaunchSpec: Sendable {
+    public var command: LaunchCommand
+    public var environment: [String: String]
+    public var workingDirectory: String
+    /// stdout and stderr are appended here; stdin is /dev/null.
+    public var logFile: String
+
+    public init(command: LaunchCommand, environment: [String: String], workingDirectory: String, logFile: String) {
+        self.command = command
+        self.environment = environment
+        self.workingDirectory = workingDirectory
+        self.logFile = logFile
+    }
+}
+
+/// Starts app processes. A protocol so tests of the coordinator's bookkeeping can record launches;
+/// the daemon always uses `ProcessLauncher`.
+public protocol AppLauncher: Sendable {
+    func launch(_ spec: LaunchSpec) throws -> LaunchedProcess
+}
+
+/// Starts each app in its own process group with `posix_spawn`, so bgd can signal the app and
+/// everything it started at once, and resets the signal dispositions bgd itself changed
+/// (ServiceLifecycle ignores SIGTERM/SIGINT to catch them; a child must not inherit that).
+public struct ProcessLauncher: AppLauncher {
+    public init() {}
+
+    public struct Failure: Error, CustomStringConvertible {
+        public var program: String
+        public var errno: Int32
+        public var description: String { "cannot start \(program): \(String(cString: strerror(errno)))" }
+    }
+
+    public func launch(_ spec: LaunchSpec) throws -> LaunchedProcess {
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        posix_spawnattr_setpgroup(&attributes, 0)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for signal in [SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGPIPE, SIGCHLD, SIGUSR1, SIGUSR2] { sigaddset(&defaults, signal) }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        var mask = sigset_t()
+        sigemptyset(&mask)
+        posix_spawnattr_setsigmask(&attributes, &mask)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
+
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, spec.logFile, O_WRONLY | O_CREAT | O_APPEND, 0o600)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        addChangeDirectory(&actions, spec.workingDirectory)
+
+        let argv = spec.command.arguments.map { strdup($0) } + [nil]
+        let envp = spec.environment.sorted { $0.key < $1.key }.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            for pointer in argv { free(pointer) }
+            for pointer in envp { free(pointer) }
+        }
+        var pid: pid_t = 0
+        let result = posix_spawnp(&pid, spec.command.program, &actions, &attributes, argv, envp)
+        guard result == 0 else { throw Failure(program: spec.command.program, errno: result) }
+        return LaunchedProcess(processID: pid, startTicks: LaunchedProcess.startTicks(of: pid))
+    }
+
+    /// Whether `program` names an executable file, directly or on `PATH`.
+    public static func isExecutable(_ program: String, path: String? = ProcessInfo.processInfo.environment["PATH"]) -> Bool {
+        if program.contains("/") { return access(program, X_OK) == 0 && !isDirectory(program) }
+        for directory in (path ?? "/usr/bin:/bin").split(separator: ":") {
+            let candidate = "\(directory)/\(program)"
+            if access(candidate, X_OK) == 0 && !isDirectory(candidate) { return true }
+        }
+        return false
+    }
+
+    private static func isDirectory(_ path: String) -> Bool {
+        var isDirectory: ObjCBool = false
+        return FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) && isDirectory.boolValue
+    }
+}
+
+/// A process bgd started, leader of its own process group.
+public struct LaunchedProcess: Hashable, Sendable {
+    public let processID: Int32
+    /// The kernel's start time of the process (`/proc/<pid>/stat`, field 22), so that a restarted
+    /// bgd never signals an unrelated process that happens to reuse the pid.
+    public let startTicks: Int64?
+
+    public init(processID: Int32, startTicks: Int64?) {
+        self.processID = processID
+        self.startTicks = startTicks
+    }
+
+    /// Sends `signal` to the whole process group. Returns false when no process is left in it.
+    @discardableResult
+    public func signalGroup(_ signal: Int32) -> Bool { killpg(processID, signal) == 0 }
+
+    /// Waits for the leader to exit and reaps it. Call once per process.
+    ///
+    /// `waitpid` blocks, so it runs on a thread of its own, which ends with the process.
+    public func waitForExit() async -> ExitStatus {
+        let pid = processID
+        return await withCheckedContinuation { continuation in
+            let thread = Thread {
+                var status: Int32 = 0
+                while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+                continuation.resume(returning: ExitStatus(waitStatus: status))
+            }
+            thread.name = "bgd-wait-\(pid)"
+            thread.start()
+        }
+    }
+
+    /// The start time of `pid`, or nil where `/proc` is not available or the process is gone.
+    public static func startTicks(of pid: Int32) -> Int64? {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        else { return nil }
+        // Fields after the command name start at field 3; starttime is field 22.
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        return fields.count > 19 ? Int64(fields[19]) : nil
+    }
+
+    /// Ends an orphan left by a bgd that was killed: only if the pid still names the same process.
+    public static func endOrphan(processID: Int32, startTicks: Int64?) -> Bool {
+        guard let startTicks, Self.startTicks(of: processID) == startTicks else { return false }
+        return killpg(processID, SIGKILL) == 0
+    }
+}
+
+#if canImport(Glibc)
+    // glibc has had this since 2.29, but declares it only under _GNU_SOURCE, which Swift's
+    // Glibc module does not define; the C symbol is there.
+    @_silgen_name("posix_spawn_file_actions_addchdir_np")
+    private func spawnFileActionsAddChdir(
+        _ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>, _ path: UnsafePointer<CChar>
+    ) -> Int32
+
+    private func addChangeDirectory(_ actions: inout posix_spawn_file_actions_t, _ path: String) {
+        _ = spawnFileActionsAddChdir(&actions, path)
+    }
+#else
+    private func addChangeDirectory(_ actions: inout posix_spawn_file_actions_t, _ path: String) {
+        _ = posix_spawn_file_actions_addchdir_np(&actions, path)
+    }
+#endif

@@ -1,0 +1,40 @@
+import BackgroundModel
+import Foundation
+import Synchronization
+
+/// Something the daemon did. Tests wait on these instead of sleeping; the dashboard will show them.
+public enum Activity: Hashable, Sendable {
+    case appRegistered(AppID)
+    case appUnregistered(AppID)
+    case appConnected(AppID)
+    case appDisconnected(AppID)
+    case runStarted(RunRecord)
+    case runEnded(RunRecord)
+    case processLaunched(AppID, processID: Int32)
+    case processExited(AppID, processID: Int32, status: ExitStatus)
+    /// The scheduler planned: what it launched and when it will look again.
+    case planned(launched: [AppID], nextEvaluation: Date?)
+}
+
+/// Fans activity out to any number of subscribers. Subscribers that stop listening are dropped.
+public final class ActivityFeed: Sendable {
+    private let subscribers = Mutex<[UUID: AsyncStream<Activity>.Continuation]>([:])
+
+    public init() {}
+
+    public func emit(_ activity: Activity) {
+        let continuations = subscribers.withLock { Array($0.values) }
+        for continuation in continuations { continuation.yield(activity) }
+    }
+
+    /// A stream of everything emitted from now on.
+    public func subscribe() -> AsyncStream<Activity> {
+        let (stream, continuation) = AsyncStream<Activity>.makeStream(bufferingPolicy: .bufferingNewest(10_000))
+        let id = UUID()
+        subscribers.withLock { $0[id] = continuation }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.subscribers.withLock { $0.removeValue(forKey: id) }
+        }
+        return stream
+    }
+}

@@ -1,0 +1,64 @@
+import BackgroundModel
+import Foundation
+import Synchronization
+
+/// Wakes a sleeping service loop early: a mutex and at most one waiter, rings coalesced.
+///
+/// A loop calls `wait(until:on:)` between iterations; anyone may `ring()` to make it go round at
+/// once (a registration, a run that ended). A ring while nobody waits is kept for the next wait,
+/// so none is lost.
+public final class Doorbell: Sendable {
+    private struct State {
+        var rung = false
+        var waiter: CheckedContinuation<Void, Never>?
+    }
+    private let state = Mutex(State())
+
+    public init() {}
+
+    public func ring() {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            if let waiter = state.waiter {
+                state.waiter = nil
+                return waiter
+            }
+            state.rung = true
+            return nil
+        }
+        waiter?.resume()
+    }
+
+    /// Returns when rung, or at `deadline` (nil: only when rung). Throws `CancellationError`
+    /// when the task is cancelled.
+    public func wait(until deadline: Date?, on clock: any WallClock) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await self.waitForRing() }
+            if let deadline { group.addTask { try await clock.sleep(until: deadline) } }
+            defer { group.cancelAll() }
+            _ = try await group.next()
+        }
+        try Task.checkCancellation()
+    }
+
+    private func waitForRing() async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let resumeNow = state.withLock { state -> Bool in
+                    if state.rung || Task.isCancelled {
+                        state.rung = false
+                        return true
+                    }
+                    state.waiter = continuation
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+        } onCancel: {
+            let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                defer { state.waiter = nil }
+                return state.waiter
+            }
+            waiter?.resume()
+        }
+    }
+}

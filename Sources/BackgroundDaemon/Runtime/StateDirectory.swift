@@ -1,0 +1,93 @@
+import BackgroundModel
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// bgd's state directory, held exclusively while bgd runs.
+///
+/// Layout: `bgd.sqlite` (+ WAL), `bgd.lock`, `containers/<app id>/` (one directory per app,
+/// where its launch log and its own files live).
+public final class StateDirectory: Sendable {
+    public let path: String
+    private let lockDescriptor: Int32
+
+    public struct AlreadyInUse: Error, CustomStringConvertible {
+        public var path: String
+        public var holder: String?
+        public var description: String {
+            "another bgd\(holder.map { " (pid \($0))" } ?? "") is using the state directory \(path); "
+                + "stop it first, or start this one with another --state-dir"
+        }
+    }
+
+    public struct Unusable: Error, CustomStringConvertible {
+        public var path: String
+        public var reason: String
+        public var description: String { "cannot use the state directory \(path): \(reason)" }
+    }
+
+    /// Creates the directory (0700) if needed and takes its lock; throws `AlreadyInUse` when
+    /// another bgd holds it.
+    public init(path: String) throws {
+        self.path = path
+        do {
+            try FileManager.default.createDirectory(
+                atPath: path + "/containers", withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            chmod(path, 0o700)
+        } catch {
+            throw Unusable(path: path, reason: "\(error.localizedDescription)")
+        }
+        let lockPath = path + "/bgd.lock"
+        let descriptor = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw Unusable(path: path, reason: String(cString: strerror(errno))) }
+        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+            let holder = try? String(contentsOfFile: lockPath, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+            close(descriptor)
+            throw AlreadyInUse(path: path, holder: holder?.isEmpty == false ? holder : nil)
+        }
+        ftruncate(descriptor, 0)
+        let pid = "\(getpid())\n"
+        _ = pid.withCString { write(descriptor, $0, strlen($0)) }
+        lockDescriptor = descriptor
+    }
+
+    deinit {
+        flock(lockDescriptor, LOCK_UN)
+        close(lockDescriptor)
+    }
+
+    public var databasePath: String { path + "/bgd.sqlite" }
+
+    /// The app's own directory, created (0700) on first use.
+    public func container(for app: AppID) throws -> String {
+        let directory = path + "/containers/" + app.rawValue
+        try FileManager.default.createDirectory(
+            atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        return directory
+    }
+
+    /// Removes the app's directory (it was unregistered, as an uninstall removes an app's data).
+    public func removeContainer(for app: AppID) {
+        try? FileManager.default.removeItem(atPath: path + "/containers/" + app.rawValue)
+    }
+}
+
+/// Prepares the control socket's directory (0700) and clears a stale socket file.
+enum SocketPath {
+    static func prepare(_ socketPath: String) throws {
+        guard socketPath.utf8.count < 104 else {
+            throw StateDirectory.Unusable(
+                path: socketPath, reason: "a Unix socket path must be shorter than 104 bytes; pass a shorter --socket")
+        }
+        let directory = (socketPath as NSString).deletingLastPathComponent
+        try FileManager.default.createDirectory(
+            atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        chmod(directory, 0o700)
+        // The state directory's lock is held, so no live bgd of ours owns a socket here.
+        unlink(socketPath)
+    }
+}

@@ -1,0 +1,46 @@
+import Foundation
+
+/// A durable event in an app's outbox, delivered until the app acknowledges it.
+///
+/// Events are committed in the same transaction as the state change that produced them; each
+/// carries the app's next sequence number, so an app (or the SDK for it) drops any `seq` it has
+/// already handled and sees every event once.
+public struct AppEvent: Hashable, Codable, Sendable {
+    public var seq: EventSequence
+    public var createdAt: Date
+    public var body: Body
+
+    public init(seq: EventSequence, createdAt: Date, body: Body) {
+        self.seq = seq
+        self.createdAt = createdAt
+        self.body = body
+    }
+
+    /// What happened. New mechanisms add cases.
+    public enum Body: Hashable, Codable, Sendable {
+        /// Perform a background fetch for run `run` and report its result.
+        case fetch(run: RunID, budget: Duration)
+    }
+
+    public var kind: String {
+        switch body {
+        case .fetch: "fetch"
+        }
+    }
+}
+
+/// A message that is not durable: it concerns the connection or process at hand only.
+public enum ControlMessage: Hashable, Codable, Sendable {
+    /// The run's budget is about to end: cancel the handler and run expiration handlers now.
+    case expire(run: RunID, deadline: Date)
+    /// bgd launched this process for background work that is now done: exit.
+    case exit
+}
+
+/// One line of the event stream (`GET /v1/app/events`), newline-delimited JSON.
+public enum StreamMessage: Hashable, Codable, Sendable {
+    case event(AppEvent)
+    case control(ControlMessage)
+    /// Sent when the stream opens and as a keep-alive, so both ends notice a dead peer.
+    case hello(app: AppID, launchedForRun: RunID?)
+}

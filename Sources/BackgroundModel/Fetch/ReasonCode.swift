@@ -1,0 +1,43 @@
+/// A stable code for why the scheduler did, delayed or skipped something.
+///
+/// Codes are part of the API: `bgctl why`, the history and (later) the dashboard show them, and
+/// scripts may match on them. Add codes; never rename one.
+public enum ReasonCode: String, Codable, Sendable, CaseIterable {
+    /// The app's interval is `never`: it is not woken for fetch.
+    case fetchDisabled
+    /// The app has never been fetched; its first wake counts from registration.
+    case firstFetch
+    /// The app's own minimum interval sets the due time.
+    case minimumInterval
+    /// The system floor is longer than the app's interval and sets the due time.
+    case systemFloor
+    /// Recent runs answered `.failed` or crashed: the interval is stretched.
+    case backoffAfterFailure
+    /// Recent runs overran their budget: the app is woken less often.
+    case penaltyAfterOverrun
+    /// The last run was cut short by bgd stopping; it is made up at once.
+    case interruptedRun
+    /// A run is in flight; the next one is planned when it ends.
+    case alreadyRunning
+    /// Too many apps are being woken at once; this one waits for a slot.
+    case concurrencyLimit
+    /// The due time has come.
+    case due
+    /// A recorded time lies in the future (the wall clock went backwards); it is treated as now.
+    case clockWentBackwards
+    /// Somebody asked for this run (`bgctl simulate fetch`).
+    case manualRequest
+}
+
+/// One reason behind a decision: a stable code and a sentence with the numbers behind it.
+public struct DecisionReason: Hashable, Codable, Sendable, CustomStringConvertible {
+    public var code: ReasonCode
+    public var detail: String
+
+    public init(_ code: ReasonCode, _ detail: String) {
+        self.code = code
+        self.detail = detail
+    }
+
+    public var description: String { "\(code.rawValue): \(detail)" }
+}

@@ -1,0 +1,28 @@
+import Foundation
+
+/// The single source of wall-clock time for everything that is not pure policy.
+///
+/// Deadlines are persisted as UTC dates, so they survive restarts; `Swift.Clock` instants are
+/// process-local. The system clock is used in production, `BackgroundTesting.ManualClock` in tests.
+public protocol WallClock: Sendable {
+    var now: Date { get }
+    /// Returns at or after `deadline`; throws `CancellationError` when the task is cancelled.
+    func sleep(until deadline: Date) async throws
+}
+
+/// The real wall clock.
+public struct SystemClock: WallClock {
+    /// Bounds how late a sleeper wakes if the wall clock jumps while it naps.
+    public var maximumNap: Duration
+
+    public init(maximumNap: Duration = .seconds(60)) { self.maximumNap = maximumNap }
+
+    public var now: Date { Date() }
+
+    public func sleep(until deadline: Date) async throws {
+        while case let remaining = deadline.timeIntervalSince(now), remaining > 0 {
+            try await Task.sleep(for: min(.milliseconds(Int64((remaining * 1000).rounded(.up))), maximumNap))
+        }
+        try Task.checkCancellation()
+    }
+}

@@ -1,0 +1,60 @@
+import Foundation
+
+/// Asks bgd to register an app (`POST /v1/apps`).
+public struct RegisterAppRequest: Hashable, Codable, Sendable {
+    public var id: AppID
+    public var launchCommand: LaunchCommand
+    public var fetchInterval: FetchInterval?
+
+    public init(id: AppID, launchCommand: LaunchCommand, fetchInterval: FetchInterval? = nil) {
+        self.id = id
+        self.launchCommand = launchCommand
+        self.fetchInterval = fetchInterval
+    }
+}
+
+/// The answer to a registration: the app and its token, which is shown this once.
+public struct RegisteredApp: Hashable, Codable, Sendable {
+    public var app: AppSummary
+    public var token: String
+
+    public init(app: AppSummary, token: String) {
+        self.app = app
+        self.token = token
+    }
+}
+
+/// An app as bgd sees it.
+public struct AppSummary: Hashable, Codable, Sendable {
+    public var id: AppID
+    public var launchCommand: LaunchCommand
+    public var fetchInterval: FetchInterval
+    public var registeredAt: Date
+    /// Whether the app holds an event stream open right now.
+    public var isConnected: Bool
+    public var lastRun: RunRecord?
+    /// When the scheduler plans to wake the app next (nil: not planned), and why.
+    public var nextWake: Date?
+    public var nextWakeReasons: [DecisionReason]
+
+    public init(
+        id: AppID, launchCommand: LaunchCommand, fetchInterval: FetchInterval, registeredAt: Date,
+        isConnected: Bool, lastRun: RunRecord?, nextWake: Date?, nextWakeReasons: [DecisionReason]
+    ) {
+        self.id = id
+        self.launchCommand = launchCommand
+        self.fetchInterval = fetchInterval
+        self.registeredAt = registeredAt
+        self.isConnected = isConnected
+        self.lastRun = lastRun
+        self.nextWake = nextWake
+        self.nextWakeReasons = nextWakeReasons
+    }
+}
+
+/// Sets an app's minimum fetch interval (`PUT /v1/app/fetch-interval`), like
+/// `setMinimumBackgroundFetchInterval`.
+public struct FetchIntervalUpdate: Hashable, Codable, Sendable {
+    public var interval: FetchInterval
+    public init(interval: FetchInterval) { self.interval = interval }
+}

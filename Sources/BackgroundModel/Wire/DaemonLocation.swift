@@ -1,0 +1,26 @@
+import Foundation
+
+/// Where bgd keeps its state and its socket, by the XDG conventions (like `systemd --user`).
+public enum DaemonLocation {
+    /// `$XDG_STATE_HOME/bgd`, else `~/.local/state/bgd`.
+    public static func defaultStateDirectory(environment: [String: String] = ProcessInfo.processInfo.environment)
+        -> String
+    {
+        if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") { return state + "/bgd" }
+        return home(environment) + "/.local/state/bgd"
+    }
+
+    /// `$BGD_SOCKET`, else `$XDG_RUNTIME_DIR/bgd/bgd.sock`, else `<state directory>/run/bgd.sock`.
+    public static func defaultSocketPath(
+        stateDirectory: String? = nil, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) -> String {
+        if let socket = environment[LaunchEnvironment.socket], !socket.isEmpty { return socket }
+        if let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") { return runtime + "/bgd/bgd.sock" }
+        return (stateDirectory ?? defaultStateDirectory(environment: environment)) + "/run/bgd.sock"
+    }
+
+    private static func home(_ environment: [String: String]) -> String {
+        if let home = environment["HOME"], home.hasPrefix("/") { return home }
+        return FileManager.default.homeDirectoryForCurrentUser.path
+    }
+}

@@ -1,0 +1,51 @@
+import Foundation
+
+/// One background run of an app, as kept in its history.
+public struct RunRecord: Hashable, Codable, Sendable {
+    public var id: RunID
+    public var app: AppID
+    public var trigger: RunTrigger
+    public var startedAt: Date
+    /// When the budget ends; the app is told to expire a few seconds before.
+    public var deadline: Date
+    public var endedAt: Date?
+    /// Nil while the run is in flight.
+    public var outcome: RunOutcome?
+    /// Why the run started when it did.
+    public var reasons: [DecisionReason]
+    /// Whether bgd started a process for it (false: the app was connected and got the event).
+    public var launched: Bool
+    /// What bgd observed, in words: an exit status, a launch error.
+    public var detail: String?
+
+    public init(
+        id: RunID, app: AppID, trigger: RunTrigger, startedAt: Date, deadline: Date, endedAt: Date?,
+        outcome: RunOutcome?, reasons: [DecisionReason], launched: Bool, detail: String?
+    ) {
+        self.id = id
+        self.app = app
+        self.trigger = trigger
+        self.startedAt = startedAt
+        self.deadline = deadline
+        self.endedAt = endedAt
+        self.outcome = outcome
+        self.reasons = reasons
+        self.launched = launched
+        self.detail = detail
+    }
+
+    public var isRunning: Bool { outcome == nil }
+    public var duration: Duration? { endedAt.map { $0.duration(since: startedAt) } }
+}
+
+/// An app's report of its fetch result (`POST /v1/app/runs/{run}/result`).
+public struct FetchResultReport: Hashable, Codable, Sendable {
+    public var result: BackgroundFetchResult
+    public init(result: BackgroundFetchResult) { self.result = result }
+}
+
+/// Acknowledges every event up to and including `seq` (`POST /v1/app/events/ack`).
+public struct EventAcknowledgement: Hashable, Codable, Sendable {
+    public var seq: EventSequence
+    public init(seq: EventSequence) { self.seq = seq }
+}

@@ -1,0 +1,55 @@
+import Foundation
+
+/// Why an app will be woken when it will (`GET /v1/apps/{id}/why`).
+public struct WakeExplanation: Hashable, Codable, Sendable {
+    public var app: AppID
+    public var fetchInterval: FetchInterval
+    /// When the decision was made.
+    public var decidedAt: Date?
+    /// The next planned wake; nil when none is planned (fetch disabled, run in flight).
+    public var nextWake: Date?
+    public var reasons: [DecisionReason]
+    public var running: RunRecord?
+    public var recentRuns: [RunRecord]
+
+    public init(
+        app: AppID, fetchInterval: FetchInterval, decidedAt: Date?, nextWake: Date?, reasons: [DecisionReason],
+        running: RunRecord?, recentRuns: [RunRecord]
+    ) {
+        self.app = app
+        self.fetchInterval = fetchInterval
+        self.decidedAt = decidedAt
+        self.nextWake = nextWake
+        self.reasons = reasons
+        self.running = running
+        self.recentRuns = recentRuns
+    }
+}
+
+/// The daemon at a glance (`GET /v1/status`).
+public struct DaemonStatus: Hashable, Codable, Sendable {
+    public var version: String
+    public var processID: Int32
+    public var stateDirectory: String
+    public var socketPath: String
+    public var startedAt: Date
+    public var now: Date
+    public var appCount: Int
+    public var runningRuns: Int
+    public var nextEvaluation: Date?
+
+    public init(
+        version: String, processID: Int32, stateDirectory: String, socketPath: String, startedAt: Date, now: Date,
+        appCount: Int, runningRuns: Int, nextEvaluation: Date?
+    ) {
+        self.version = version
+        self.processID = processID
+        self.stateDirectory = stateDirectory
+        self.socketPath = socketPath
+        self.startedAt = startedAt
+        self.now = now
+        self.appCount = appCount
+        self.runningRuns = runningRuns
+        self.nextEvaluation = nextEvaluation
+    }
+}

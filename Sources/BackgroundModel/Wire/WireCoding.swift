@@ -1,0 +1,38 @@
+import Foundation
+
+/// The JSON conventions of the API: ISO 8601 dates with milliseconds, sorted keys.
+public enum WireCoding {
+    public static func makeEncoder() -> JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            var container = encoder.singleValueContainer()
+            try container.encode(format(date))
+        }
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }
+
+    public static func makeDecoder() -> JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .custom { decoder in
+            let container = try decoder.singleValueContainer()
+            let text = try container.decode(String.self)
+            guard let date = parse(text) else {
+                throw DecodingError.dataCorruptedError(in: container, debugDescription: "expected an ISO 8601 date")
+            }
+            return date
+        }
+        return decoder
+    }
+
+    public static func format(_ date: Date) -> String {
+        date.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true).timeZone(separator: .omitted))
+    }
+
+    public static func parse(_ text: String) -> Date? {
+        if let date = try? Date(text, strategy: .iso8601.year().month().day().time(includingFractionalSeconds: true)) {
+            return date
+        }
+        return try? Date(text, strategy: .iso8601)
+    }
+}

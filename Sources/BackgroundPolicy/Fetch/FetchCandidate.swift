@@ -1,0 +1,32 @@
+import BackgroundModel
+import Foundation
+
+/// What the fetch policy knows about one app: a snapshot of the store.
+public struct FetchCandidate: Hashable, Sendable {
+    public var app: AppID
+    public var interval: FetchInterval
+    public var registeredAt: Date
+    /// Most recent first; only finished runs.
+    public var recentRuns: [FinishedRun]
+    /// Whether a run is in flight now.
+    public var isRunning: Bool
+
+    public init(app: AppID, interval: FetchInterval, registeredAt: Date, recentRuns: [FinishedRun] = [], isRunning: Bool = false) {
+        self.app = app
+        self.interval = interval
+        self.registeredAt = registeredAt
+        self.recentRuns = recentRuns
+        self.isRunning = isRunning
+    }
+
+    /// A past run: when it started and how it ended.
+    public struct FinishedRun: Hashable, Sendable {
+        public var startedAt: Date
+        public var outcome: RunOutcome
+
+        public init(startedAt: Date, outcome: RunOutcome) {
+            self.startedAt = startedAt
+            self.outcome = outcome
+        }
+    }
+}

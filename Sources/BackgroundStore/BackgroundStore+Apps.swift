@@ -1,0 +1,69 @@
+import BackgroundModel
+import Foundation
+import GRDB
+
+extension BackgroundStore {
+    /// Registers an app. Throws `StoreError.appAlreadyRegistered` when the id is taken.
+    public func register(_ request: RegisterAppRequest, tokenHash: String, now: Date) async throws -> StoredApp {
+        let row = AppRow(
+            id: request.id.rawValue,
+            launchCommand: ColumnJSON.encode(request.launchCommand),
+            fetchInterval: ColumnJSON.encode(request.fetchInterval ?? .never),
+            tokenHash: tokenHash,
+            lastEventSeq: 0,
+            registeredAt: now)
+        do {
+            try await writer.write { db in try row.insert(db) }
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
+            throw StoreError.appAlreadyRegistered(request.id)
+        }
+        return try StoredApp(row: row)
+    }
+
+    /// Removes an app with its history and outbox. Returns false when it was not registered.
+    public func unregister(_ id: AppID) async throws -> Bool {
+        try await writer.write { db in try AppRow.deleteOne(db, key: id.rawValue) }
+    }
+
+    public func app(_ id: AppID) async throws -> StoredApp? {
+        try await writer.read { db in try AppRow.fetchOne(db, key: id.rawValue).map(StoredApp.init(row:)) }
+    }
+
+    public func apps() async throws -> [StoredApp] {
+        try await writer.read { db in try AppRow.order(AppRow.Columns.id).fetchAll(db).map(StoredApp.init(row:)) }
+    }
+
+    /// The app whose token hashes to `tokenHash`, if any.
+    public func app(forTokenHash tokenHash: String) async throws -> AppID? {
+        try await writer.read { db in
+            try AppRow.filter(AppRow.Columns.tokenHash == tokenHash).fetchOne(db).flatMap { AppID(rawValue: $0.id) }
+        }
+    }
+
+    /// Changes an app's minimum fetch interval, as `setMinimumBackgroundFetchInterval` does.
+    public func setFetchInterval(_ interval: FetchInterval, for id: AppID) async throws {
+        try await writer.write { db in
+            guard var row = try AppRow.fetchOne(db, key: id.rawValue) else { throw StoreError.appNotFound(id) }
+            row.fetchInterval = ColumnJSON.encode(interval)
+            try row.update(db)
+        }
+    }
+
+    /// Remembers that the user opened the app (the usage model learns from these).
+    public func recordOpen(of id: AppID, at date: Date) async throws {
+        try await writer.write { db in
+            guard try AppRow.exists(db, key: id.rawValue) else { throw StoreError.appNotFound(id) }
+            let row = UsageRow(id: nil, appId: id.rawValue, openedAt: date)
+            try row.insert(db)
+        }
+    }
+
+    /// When the app was opened, oldest first.
+    public func opens(of id: AppID, limit: Int = 1000) async throws -> [Date] {
+        try await writer.read { db in
+            try Date.fetchAll(
+                db, sql: "SELECT openedAt FROM (SELECT openedAt FROM usage WHERE appId = ? ORDER BY openedAt DESC LIMIT ?) ORDER BY openedAt",
+                arguments: [id.rawValue, limit])
+        }
+    }
+}

@@ -1,0 +1,61 @@
+import BackgroundModel
+import Foundation
+import GRDB
+
+extension BackgroundStore {
+    /// The app's events not yet acknowledged or settled, oldest first: what a (re)connecting
+    /// app is sent.
+    public func openEvents(for id: AppID, after seq: EventSequence? = nil) async throws -> [AppEvent] {
+        try await writer.read { db in
+            try EventRow.filter(EventRow.Columns.appId == id.rawValue && EventRow.Columns.closedAt == nil)
+                .filter(EventRow.Columns.seq > (seq?.rawValue ?? 0))
+                .order(EventRow.Columns.seq).fetchAll(db).map(AppEvent.init(row:))
+        }
+    }
+
+    /// Acknowledges every event of the app up to and including `seq`. Acknowledging again is
+    /// harmless; returns how many events this call closed.
+    @discardableResult
+    public func acknowledge(upTo seq: EventSequence, for id: AppID, now: Date) async throws -> Int {
+        try await writer.write { db in
+            try db.execute(
+                sql: """
+                    UPDATE event SET closedAt = ?, closedBy = 'app'
+                    WHERE appId = ? AND seq <= ? AND closedAt IS NULL
+                    """,
+                arguments: [now, id.rawValue, seq.rawValue])
+            return db.changesCount
+        }
+    }
+
+    /// The highest sequence number the app has been given (0 when none).
+    public func lastEventSequence(for id: AppID) async throws -> EventSequence {
+        try await writer.read { db in
+            guard let row = try AppRow.fetchOne(db, key: id.rawValue) else { throw StoreError.appNotFound(id) }
+            return EventSequence(row.lastEventSeq)
+        }
+    }
+
+    /// Every event of the app, open or closed, oldest first (history and tests).
+    public func allEvents(for id: AppID) async throws -> [(event: AppEvent, closedBy: String?)] {
+        try await writer.read { db in
+            try EventRow.filter(EventRow.Columns.appId == id.rawValue).order(EventRow.Columns.seq).fetchAll(db)
+                .map { (try AppEvent(row: $0), $0.closedBy) }
+        }
+    }
+
+    /// A run's events lose their point once the run has ended: settle them in the same transaction.
+    func closeEvents(ofRun run: RunID, db: Database, now: Date) throws {
+        try db.execute(
+            sql: "UPDATE event SET closedAt = ?, closedBy = 'runEnded' WHERE runId = ? AND closedAt IS NULL",
+            arguments: [now, run.rawValue])
+    }
+}
+
+extension AppEvent {
+    init(row: EventRow) throws {
+        self.init(
+            seq: EventSequence(row.seq), createdAt: row.createdAt,
+            body: try ColumnJSON.decode(AppEvent.Body.self, from: row.body))
+    }
+}

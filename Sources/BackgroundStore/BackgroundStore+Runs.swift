@@ -1,0 +1,144 @@
+import BackgroundModel
+import BackgroundPolicy
+import Foundation
+import GRDB
+
+extension BackgroundStore {
+    /// Starts a fetch run and queues its event for the app, in one transaction.
+    ///
+    /// Throws `StoreError.runAlreadyInFlight` when the app has a run in flight (the schema's
+    /// partial unique index enforces it even against a racing caller).
+    public func startFetchRun(
+        for id: AppID, trigger: RunTrigger, reasons: [DecisionReason], budget: Duration, now: Date
+    ) async throws -> (run: RunRecord, event: AppEvent) {
+        do {
+            return try await writer.write { db in
+                guard var app = try AppRow.fetchOne(db, key: id.rawValue) else { throw StoreError.appNotFound(id) }
+                var run = RunRow(
+                    id: nil, appId: id.rawValue, kind: "fetch", trigger: trigger.rawValue,
+                    reasons: ColumnJSON.encode(reasons), startedAt: now, deadline: now.adding(budget),
+                    endedAt: nil, outcome: nil, launched: false, pid: nil, pidStartTicks: nil, detail: nil)
+                try run.insert(db)
+                let runID = RunID(run.id!)
+                app.lastEventSeq += 1
+                try app.update(db)
+                let body = AppEvent.Body.fetch(run: runID, budget: budget)
+                let event = EventRow(
+                    appId: id.rawValue, seq: app.lastEventSeq, kind: "fetch", body: ColumnJSON.encode(body),
+                    runId: run.id, createdAt: now, closedAt: nil, closedBy: nil)
+                try event.insert(db)
+                return (try RunRecord(row: run), try AppEvent(row: event))
+            }
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
+            throw StoreError.runAlreadyInFlight(id)
+        }
+    }
+
+    /// Records the process bgd started for a run, so a restarted bgd can end an orphan.
+    public func recordLaunch(of run: RunID, processID: Int32, startTicks: Int64?) async throws {
+        try await writer.write { db in
+            try db.execute(
+                sql: "UPDATE run SET launched = 1, pid = ?, pidStartTicks = ? WHERE id = ?",
+                arguments: [processID, startTicks, run.rawValue])
+        }
+    }
+
+    /// Ends a run in flight and settles its event, in one transaction. Returns nil (and changes
+    /// nothing) when the run has already ended: the first outcome recorded wins.
+    @discardableResult
+    public func finishRun(_ id: RunID, outcome: RunOutcome, detail: String? = nil, now: Date) async throws -> RunRecord? {
+        try await writer.write { db in
+            guard var row = try RunRow.fetchOne(db, key: id.rawValue) else { throw StoreError.runNotFound(id) }
+            guard row.outcome == nil else { return nil }
+            row.outcome = outcome.rawValue
+            row.endedAt = max(now, row.startedAt)
+            row.detail = detail ?? row.detail
+            try row.update(db)
+            try closeEvents(ofRun: id, db: db, now: now)
+            return try RunRecord(row: row)
+        }
+    }
+
+    public func run(_ id: RunID) async throws -> RunRecord? {
+        try await writer.read { db in try RunRow.fetchOne(db, key: id.rawValue).map(RunRecord.init(row:)) }
+    }
+
+    /// The app's runs, newest first.
+    public func runs(of id: AppID, limit: Int = 50) async throws -> [RunRecord] {
+        try await writer.read { db in
+            try RunRow.filter(RunRow.Columns.appId == id.rawValue)
+                .order(RunRow.Columns.startedAt.desc, RunRow.Columns.id.desc)
+                .limit(limit).fetchAll(db).map(RunRecord.init(row:))
+        }
+    }
+
+    /// Every run in flight.
+    public func runsInFlight() async throws -> [RunRecord] {
+        try await writer.read { db in
+            try RunRow.filter(RunRow.Columns.outcome == nil).order(RunRow.Columns.id).fetchAll(db)
+                .map(RunRecord.init(row:))
+        }
+    }
+
+    /// At start-up: every run that was in flight when bgd stopped is closed as `.interrupted`
+    /// (its event settled, so it is not delivered late), and returned with the process bgd had
+    /// started for it, so the caller can end an orphan.
+    public func closeInterruptedRuns(now: Date) async throws -> [InterruptedRun] {
+        try await writer.write { db in
+            let rows = try RunRow.filter(RunRow.Columns.outcome == nil).fetchAll(db)
+            var closed: [InterruptedRun] = []
+            for var row in rows {
+                row.outcome = RunOutcome.interrupted.rawValue
+                row.endedAt = max(now, row.startedAt)
+                row.detail = "bgd stopped while the run was in flight"
+                try row.update(db)
+                try closeEvents(ofRun: RunID(row.id!), db: db, now: now)
+                closed.append(
+                    InterruptedRun(
+                        run: try RunRecord(row: row), processID: row.pid.map { Int32($0) }, startTicks: row.pidStartTicks))
+            }
+            return closed
+        }
+    }
+
+    /// The snapshot the fetch policy plans from.
+    public func fetchCandidates(recentRunLimit: Int = 8) async throws -> [FetchCandidate] {
+        try await writer.read { db in
+            let apps = try AppRow.order(AppRow.Columns.id).fetchAll(db)
+            return try apps.map { row in
+                let app = try StoredApp(row: row)
+                let runs = try RunRow.filter(RunRow.Columns.appId == row.id)
+                    .order(RunRow.Columns.startedAt.desc, RunRow.Columns.id.desc)
+                    .limit(recentRunLimit + 1).fetchAll(db)
+                let finished = runs.compactMap { run in
+                    run.outcome.flatMap(RunOutcome.init(rawValue:)).map {
+                        FetchCandidate.FinishedRun(startedAt: run.startedAt, outcome: $0)
+                    }
+                }
+                return FetchCandidate(
+                    app: app.id, interval: app.fetchInterval, registeredAt: app.registeredAt,
+                    recentRuns: Array(finished.prefix(recentRunLimit)), isRunning: runs.contains { $0.outcome == nil })
+            }
+        }
+    }
+}
+
+/// A run found in flight at start-up, with the process bgd had launched for it.
+public struct InterruptedRun: Hashable, Sendable {
+    public var run: RunRecord
+    public var processID: Int32?
+    public var startTicks: Int64?
+}
+
+extension RunRecord {
+    init(row: RunRow) throws {
+        guard let app = AppID(rawValue: row.appId), let trigger = RunTrigger(rawValue: row.trigger) else {
+            throw StoreCorruption("run \(row.id ?? -1)")
+        }
+        self.init(
+            id: RunID(row.id ?? 0), app: app, trigger: trigger, startedAt: row.startedAt, deadline: row.deadline,
+            endedAt: row.endedAt, outcome: row.outcome.flatMap(RunOutcome.init(rawValue:)),
+            reasons: try ColumnJSON.decode([DecisionReason].self, from: row.reasons), launched: row.launched,
+            detail: row.detail)
+    }
+}

@@ -1,0 +1,59 @@
+import GRDB
+
+extension BackgroundStore {
+    /// Migrations, registered by name; never edit one that has shipped, add another.
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.create(table: "app") { t in
+                t.primaryKey("id", .text)
+                t.column("launchCommand", .text).notNull()  // JSON argv
+                t.column("fetchInterval", .text).notNull()  // "never", "minimum" or seconds
+                t.column("tokenHash", .text).notNull().unique()
+                t.column("lastEventSeq", .integer).notNull().defaults(to: 0)
+                t.column("registeredAt", .datetime).notNull()
+            }
+            try db.create(table: "usage") { t in
+                t.autoIncrementedPrimaryKey("id")
+                t.belongsTo("app", onDelete: .cascade).notNull()
+                t.column("openedAt", .datetime).notNull()
+            }
+            try db.create(table: "run") { t in
+                t.autoIncrementedPrimaryKey("id")
+                t.belongsTo("app", onDelete: .cascade).notNull()
+                t.column("kind", .text).notNull()  // "fetch"; push and tasks later
+                t.column("trigger", .text).notNull()
+                t.column("reasons", .text).notNull()  // JSON [DecisionReason]
+                t.column("startedAt", .datetime).notNull()
+                t.column("deadline", .datetime).notNull()
+                t.column("endedAt", .datetime)
+                t.column("outcome", .text)  // nil while in flight
+                t.column("launched", .boolean).notNull().defaults(to: false)
+                t.column("pid", .integer)
+                t.column("pidStartTicks", .integer)  // /proc/<pid>/stat starttime, guards pid reuse
+                t.column("detail", .text)
+            }
+            // At most one run in flight per app: the database refuses a second.
+            try db.execute(sql: "CREATE UNIQUE INDEX run_oneInFlight ON run(appId) WHERE outcome IS NULL")
+            try db.create(index: "run_byAppStart", on: "run", columns: ["appId", "startedAt"])
+            try db.create(table: "event") { t in
+                t.belongsTo("app", onDelete: .cascade).notNull()
+                t.column("seq", .integer).notNull()
+                t.column("kind", .text).notNull()
+                t.column("body", .text).notNull()  // JSON AppEvent.Body
+                t.column("runId", .integer)
+                t.column("createdAt", .datetime).notNull()
+                t.column("closedAt", .datetime)  // acknowledged by the app, or settled by bgd
+                t.column("closedBy", .text)  // "app" or "runEnded"
+                t.primaryKey(["appId", "seq"])
+            }
+            try db.create(table: "wakePlan") { t in
+                t.primaryKey("appId", .text).references("app", onDelete: .cascade)
+                t.column("decidedAt", .datetime).notNull()
+                t.column("dueAt", .datetime)
+                t.column("reasons", .text).notNull()
+            }
+        }
+        return migrator
+    }
+}

@@ -1,0 +1,62 @@
+import BackgroundModel
+import Foundation
+import GRDB
+
+/// bgd's durable state: one SQLite file in WAL mode, every method one transaction.
+///
+/// The store is the truth: a state change and the event it produces commit together, and the
+/// daemon recomputes everything else (plans, who is running) from here after a crash.
+public struct BackgroundStore: Sendable {
+    let writer: any DatabaseWriter
+
+    /// Wraps an open database and brings its schema up to date.
+    public init(_ writer: any DatabaseWriter) throws {
+        self.writer = writer
+        try Self.migrator.migrate(writer)
+    }
+
+    /// How hard a commit tries to reach the disk. `full` survives power loss (an fsync per
+    /// commit); `normal` survives a crash of bgd (`kill -9`) but may lose the last commits
+    /// when the machine loses power (SQLite's WAL + synchronous=NORMAL guarantee).
+    public enum Durability: String, Sendable, CaseIterable {
+        case full
+        case normal
+    }
+
+    /// Opens (creating if needed) the database file at `path` in WAL mode.
+    public static func open(atPath path: String, durability: Durability = .full) throws -> BackgroundStore {
+        var configuration = Configuration()
+        configuration.foreignKeysEnabled = true
+        configuration.busyMode = .timeout(5)
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = \(durability == .full ? "FULL" : "NORMAL")")
+        }
+        let pool = try DatabasePool(path: path, configuration: configuration)
+        return try BackgroundStore(pool)
+    }
+
+    /// An in-memory store, for tests of the store itself.
+    public static func inMemory() throws -> BackgroundStore {
+        var configuration = Configuration()
+        configuration.foreignKeysEnabled = true
+        return try BackgroundStore(DatabaseQueue(configuration: configuration))
+    }
+
+    /// The journal mode in force (`wal` for files opened with `open(atPath:)`).
+    public func journalMode() async throws -> String {
+        try await writer.read { db in try String.fetchOne(db, sql: "PRAGMA journal_mode") ?? "" }
+    }
+
+    /// Runs SQLite's own consistency check; "ok" when the file is sound.
+    public func integrityCheck() async throws -> String {
+        try await writer.read { db in try String.fetchOne(db, sql: "PRAGMA integrity_check") ?? "" }
+    }
+}
+
+/// Errors the caller acts on; anything else is a `DatabaseError` and propagates.
+public enum StoreError: Error, Equatable, Sendable {
+    case appAlreadyRegistered(AppID)
+    case appNotFound(AppID)
+    case runNotFound(RunID)
+    case runAlreadyInFlight(AppID)
+}

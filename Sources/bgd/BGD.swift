@@ -1,0 +1,101 @@
+import ArgumentParser
+import BackgroundDaemon
+import BackgroundModel
+import BackgroundPolicy
+import BackgroundStore
+import Foundation
+import Logging
+import ServiceLifecycle
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The daemon: decides when apps run in the background, and runs them.
+@main
+struct BGD: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bgd",
+        abstract: "The swift-background daemon: wakes apps for background fetch and runs them within a budget.",
+        discussion: "State lives in --state-dir (SQLite, WAL); apps and bgctl talk to it over --socket.",
+        version: Daemon.version)
+
+    @Option(help: "Where bgd keeps its state (default: $XDG_STATE_HOME/bgd, else ~/.local/state/bgd).")
+    var stateDir: String?
+
+    @Option(help: "The control socket (default: $XDG_RUNTIME_DIR/bgd/bgd.sock, else <state-dir>/run/bgd.sock).")
+    var socket: String?
+
+    @Option(help: "How long a background fetch may run, e.g. 30s.", transform: parseDuration)
+    var fetchBudget: Duration = .seconds(30)
+
+    @Option(help: "How long before the budget ends the app is told to expire.", transform: parseDuration)
+    var expirationLead: Duration = .seconds(5)
+
+    @Option(help: "How long after SIGTERM an app is killed.", transform: parseDuration)
+    var killGrace: Duration = .seconds(5)
+
+    @Option(help: "No app is woken for fetch more often than this (the 'minimum' interval).", transform: parseDuration)
+    var fetchFloor: Duration = .seconds(15 * 60)
+
+    @Option(help: "full: every commit survives power loss; normal: survives crashes of bgd, faster.")
+    var durability: String = "full"
+
+    @Option(help: "trace, debug, info, notice, warning, error or critical.")
+    var logLevel: String = "notice"
+
+    func validate() throws {
+        guard BackgroundStore.Durability(rawValue: durability) != nil else {
+            throw ValidationError("--durability must be 'full' or 'normal'")
+        }
+        guard Logger.Level(rawValue: logLevel) != nil else {
+            throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
+        }
+        guard fetchBudget > .zero, expirationLead < fetchBudget else {
+            throw ValidationError("--fetch-budget must be positive and longer than --expiration-lead")
+        }
+    }
+
+    func run() async throws {
+        umask(0o077)  // the store, the token hashes and app logs are the user's alone
+        let level = Logger.Level(rawValue: logLevel) ?? .notice
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "bg.daemon")
+        let stateDirectory = stateDir ?? DaemonLocation.defaultStateDirectory()
+        let socketPath = socket ?? DaemonLocation.defaultSocketPath(stateDirectory: stateDirectory)
+        let configuration = Daemon.Configuration(
+            stateDirectory: stateDirectory, socketPath: socketPath,
+            durability: BackgroundStore.Durability(rawValue: durability) ?? .full,
+            budget: RunBudget(budget: fetchBudget, expirationLead: expirationLead, killGrace: killGrace),
+            fetchPolicy: FetchPolicy.Configuration(systemFloor: fetchFloor))
+        let daemon: Daemon
+        do {
+            daemon = try await Daemon(configuration: configuration, logger: logger)
+        } catch let error as StateDirectory.AlreadyInUse {
+            FileHandle.standardError.write(Data("bgd: \(error)\n".utf8))
+            throw ExitCode(75)  // EX_TEMPFAIL
+        } catch {
+            FileHandle.standardError.write(Data("bgd: cannot start: \(error)\n".utf8))
+            throw ExitCode.failure
+        }
+        let group = ServiceGroup(
+            configuration: .init(
+                services: [daemon], gracefulShutdownSignals: [.sigterm, .sigint], cancellationSignals: [],
+                logger: logger))
+        try await group.run()
+        logger.notice("bgd stopped")
+    }
+}
+
+func parseDuration(_ text: String) throws -> Duration {
+    guard let duration = Duration(parsingHuman: text) else {
+        throw ValidationError("'\(text)' is not a duration; write it like 30s, 15m, 2h or 500ms")
+    }
+    return duration
+}
