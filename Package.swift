@@ -84,6 +84,12 @@ let package = Package(
             path: "Examples/NewsFeed",
             swiftSettings: swiftSettings
         ),
+        .executableTarget(
+            name: "bgd-fixture-app",
+            dependencies: ["Background"],
+            path: "Tests/Fixtures/FixtureApp",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(name: "BackgroundModelTests", dependencies: ["BackgroundModel"], swiftSettings: swiftSettings),
         .testTarget(
             name: "BackgroundPolicyTests",
@@ -99,7 +105,7 @@ let package = Package(
             name: "BackgroundDaemonTests",
             dependencies: [
                 "BackgroundDaemon", "BackgroundTesting", "Background", "BackgroundModel", "BackgroundStore",
-                "bgd", "bgctl", "NewsFeed",
+                "bgd", "bgctl", "NewsFeed", "bgd-fixture-app",
             ],
             swiftSettings: swiftSettings
         ),

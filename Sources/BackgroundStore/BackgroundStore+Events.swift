@@ -36,11 +36,12 @@ extension BackgroundStore {
         }
     }
 
-    /// Every event of the app, open or closed, oldest first (history and tests).
-    public func allEvents(for id: AppID) async throws -> [(event: AppEvent, closedBy: String?)] {
+    /// The app's outbox, open and closed events, newest `limit` in order.
+    public func outbox(for id: AppID, limit: Int = 100) async throws -> [OutboxEntry] {
         try await writer.read { db in
-            try EventRow.filter(EventRow.Columns.appId == id.rawValue).order(EventRow.Columns.seq).fetchAll(db)
-                .map { (try AppEvent(row: $0), $0.closedBy) }
+            try EventRow.filter(EventRow.Columns.appId == id.rawValue).order(EventRow.Columns.seq.desc).limit(limit)
+                .fetchAll(db).reversed()
+                .map { OutboxEntry(event: try AppEvent(row: $0), closedAt: $0.closedAt, closedBy: $0.closedBy) }
         }
     }
 

@@ -139,6 +139,6 @@ extension RunRecord {
             id: RunID(row.id ?? 0), app: app, trigger: trigger, startedAt: row.startedAt, deadline: row.deadline,
             endedAt: row.endedAt, outcome: row.outcome.flatMap(RunOutcome.init(rawValue:)),
             reasons: try ColumnJSON.decode([DecisionReason].self, from: row.reasons), launched: row.launched,
-            detail: row.detail)
+            detail: row.detail, processID: row.pid.map { Int32(truncatingIfNeeded: $0) })
     }
 }

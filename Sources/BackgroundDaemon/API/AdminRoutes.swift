@@ -31,6 +31,12 @@ struct AdminRoutes {
             let limit = try request.uri.integerQuery("limit", default: 20, range: 1...1000)
             return try JSONResponse.make(try await core.store.runs(of: id, limit: limit))
         }
+        v1.get("apps/:id/events") { request, context in
+            let id = try context.parameters.appID()
+            _ = try await core.requireApp(id)
+            let limit = try request.uri.integerQuery("limit", default: 100, range: 1...10_000)
+            return try JSONResponse.make(try await core.store.outbox(for: id, limit: limit))
+        }
         v1.get("apps/:id/why") { _, context in try await why(try context.parameters.appID()) }
         v1.post("apps/:id/fetch") { request, context in
             try await simulateFetch(try context.parameters.appID(), wait: try request.uri.waitQuery())

@@ -36,10 +36,13 @@ public struct AppSummary: Hashable, Codable, Sendable {
     /// When the scheduler plans to wake the app next (nil: not planned), and why.
     public var nextWake: Date?
     public var nextWakeReasons: [DecisionReason]
+    /// The app's own directory in bgd's state, where its launch log and its files live.
+    public var containerPath: String?
 
     public init(
         id: AppID, launchCommand: LaunchCommand, fetchInterval: FetchInterval, registeredAt: Date,
-        isConnected: Bool, lastRun: RunRecord?, nextWake: Date?, nextWakeReasons: [DecisionReason]
+        isConnected: Bool, lastRun: RunRecord?, nextWake: Date?, nextWakeReasons: [DecisionReason],
+        containerPath: String? = nil
     ) {
         self.id = id
         self.launchCommand = launchCommand
@@ -49,6 +52,7 @@ public struct AppSummary: Hashable, Codable, Sendable {
         self.lastRun = lastRun
         self.nextWake = nextWake
         self.nextWakeReasons = nextWakeReasons
+        self.containerPath = containerPath
     }
 }
 

@@ -17,10 +17,12 @@ public struct RunRecord: Hashable, Codable, Sendable {
     public var launched: Bool
     /// What bgd observed, in words: an exit status, a launch error.
     public var detail: String?
+    /// The process bgd started for the run, if it started one.
+    public var processID: Int32?
 
     public init(
         id: RunID, app: AppID, trigger: RunTrigger, startedAt: Date, deadline: Date, endedAt: Date?,
-        outcome: RunOutcome?, reasons: [DecisionReason], launched: Bool, detail: String?
+        outcome: RunOutcome?, reasons: [DecisionReason], launched: Bool, detail: String?, processID: Int32? = nil
     ) {
         self.id = id
         self.app = app
@@ -32,6 +34,7 @@ public struct RunRecord: Hashable, Codable, Sendable {
         self.reasons = reasons
         self.launched = launched
         self.detail = detail
+        self.processID = processID
     }
 
     public var isRunning: Bool { outcome == nil }
@@ -48,4 +51,19 @@ public struct FetchResultReport: Hashable, Codable, Sendable {
 public struct EventAcknowledgement: Hashable, Codable, Sendable {
     public var seq: EventSequence
     public init(seq: EventSequence) { self.seq = seq }
+}
+
+/// An event in an app's outbox, with its delivery state (`GET /v1/apps/{id}/events`).
+public struct OutboxEntry: Hashable, Codable, Sendable {
+    public var event: AppEvent
+    /// Nil while the event waits for the app; else when it was closed, and by whom:
+    /// `app` (acknowledged) or `runEnded` (its run ended, so it is no longer worth delivering).
+    public var closedAt: Date?
+    public var closedBy: String?
+
+    public init(event: AppEvent, closedAt: Date?, closedBy: String?) {
+        self.event = event
+        self.closedAt = closedAt
+        self.closedBy = closedBy
+    }
 }

@@ -1,0 +1,130 @@
+import Background
+import BackgroundDaemon
+import BackgroundModel
+import BackgroundPolicy
+import BackgroundStore
+import Foundation
+
+/// A real bgd, in this process, on a temporary directory and socket, driven by a `ManualClock`.
+///
+/// ```swift
+/// try await TestDaemon.with { daemon in
+///     let registered = try await daemon.register("com.example.app", command: [fixture], interval: .minimum)
+///     daemon.clock.advance(by: .seconds(15 * 60))
+///     let run = try await daemon.waitForRunEnd(of: registered.app.id)
+/// }
+/// ```
+public struct TestDaemon: Sendable {
+    public let daemon: Daemon
+    public let clock: ManualClock
+    public let directory: String
+    public var socketPath: String { daemon.configuration.socketPath }
+    public var store: BackgroundStore { daemon.store }
+    public var activity: ActivityFeed { daemon.activity }
+    /// A client for the operator's endpoints.
+    public var admin: DaemonClient { DaemonClient(socketPath: socketPath) }
+
+    /// Starts a daemon, runs `body`, then stops the daemon and removes its directory.
+    public static func with<T: Sendable>(
+        budget: RunBudget = RunBudget(), fetchPolicy: FetchPolicy.Configuration = .init(),
+        clock: ManualClock = ManualClock(), directory: String? = nil,
+        _ body: @Sendable (TestDaemon) async throws -> T
+    ) async throws -> T {
+        let directory = directory ?? TemporaryDirectory.make()
+        let configuration = Daemon.Configuration(
+            stateDirectory: directory + "/state", socketPath: directory + "/bgd.sock", durability: .normal, budget: budget,
+            lingerGrace: .seconds(5), fetchPolicy: fetchPolicy)
+        let daemon = try await Daemon(configuration: configuration, clock: clock)
+        let test = TestDaemon(daemon: daemon, clock: clock, directory: directory)
+        return try await withThrowingTaskGroup(of: T?.self) { group in
+            let (ready, readyContinuation) = AsyncStream<Void>.makeStream()
+            group.addTask {
+                defer { readyContinuation.finish() }  // a daemon that fails to start must not leave us waiting
+                try await daemon.run(onReady: { readyContinuation.yield() })
+                return nil
+            }
+            var isReady = false
+            for await _ in ready {
+                isReady = true
+                break
+            }
+            defer { group.cancelAll() }
+            if !isReady { _ = try await group.next() }
+            let result = try await body(test)
+            group.cancelAll()
+            return result
+        }
+    }
+
+    /// Registers an app through the API and returns its token.
+    @discardableResult
+    public func register(_ id: String, command: [String], interval: FetchInterval = .minimum) async throws -> RegisteredApp {
+        try await admin.send(
+            .post, "/v1/apps",
+            body: RegisterAppRequest(id: AppID(rawValue: id)!, launchCommand: LaunchCommand(command)!, fetchInterval: interval),
+            as: RegisteredApp.self)
+    }
+
+    /// Waits until `predicate` matches an activity emitted after this call started, running
+    /// `trigger` once subscribed (so the activity it causes cannot be missed).
+    public func waitFor<T: Sendable>(
+        _ predicate: @escaping @Sendable (Activity) -> T?, after trigger: @Sendable () async throws -> Void = {}
+    ) async throws -> T {
+        let feed = activity.subscribe()
+        try await trigger()
+        for await activity in feed {
+            if let value = predicate(activity) { return value }
+        }
+        throw CancellationError()
+    }
+
+    /// Waits for the next run of `app` to end, after running `trigger`.
+    public func waitForRunEnd(of app: String, after trigger: @Sendable () async throws -> Void = {}) async throws -> RunRecord {
+        try await waitFor({ activity in
+            if case .runEnded(let run) = activity, run.app.rawValue == app { return run }
+            return nil
+        }, after: trigger)
+    }
+
+    /// Advances the clock to the scheduler's next planned evaluation.
+    public func advanceToNextPlannedWake(of app: String) async throws {
+        let why = try await admin.send(.get, "/v1/apps/\(app)/why", as: WakeExplanation.self)
+        guard let next = why.nextWake else { throw TestDaemonError.noWakePlanned(app) }
+        if next > clock.now { clock.advance(to: next) }
+    }
+}
+
+public enum TestDaemonError: Error {
+    case noWakePlanned(String)
+    case productNotBuilt(String)
+}
+
+/// Fresh, short temporary directories (a Unix socket path must stay under 104 bytes).
+public enum TemporaryDirectory {
+    public static func make() -> String {
+        let path = "/tmp/bgd-test-" + UUID().uuidString.prefix(8).lowercased()
+        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+}
+
+/// Finds the executables SwiftPM built beside the test bundle (bgd, bgctl, NewsFeed, fixtures).
+public enum BuiltProducts {
+    public static var directory: String {
+        if let override = ProcessInfo.processInfo.environment["BGD_PRODUCTS_DIR"] { return override }
+        var url = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        // The test runner is .build/<triple>/debug/<package>PackageTests.xctest (a file on Linux,
+        // a bundle on macOS); the products sit in the same directory.
+        while url.path != "/" {
+            url.deleteLastPathComponent()
+            if FileManager.default.isExecutableFile(atPath: url.appendingPathComponent("bgd").path) { return url.path }
+        }
+        return FileManager.default.currentDirectoryPath + "/.build/debug"
+    }
+
+    public static func path(of product: String) throws -> String {
+        let path = directory + "/" + product
+        guard FileManager.default.isExecutableFile(atPath: path) else { throw TestDaemonError.productNotBuilt(path) }
+        return path
+    }
+}

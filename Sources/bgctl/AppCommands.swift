@@ -1,0 +1,119 @@
+import ArgumentParser
+import Background
+import BackgroundModel
+import Foundation
+
+extension BGCtl {
+    struct Status: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Is bgd running, and what is it doing?")
+        @OptionGroup var options: DaemonOptions
+
+        func run() async throws {
+            let status = try await options.call { try await $0.send(.get, "/v1/status", as: DaemonStatus.self) }
+            if options.json { return try options.printJSON(status) }
+            print("bgd \(status.version) (pid \(status.processID)), up \(status.now.duration(since: status.startedAt).humanDescription)")
+            print("  state:   \(status.stateDirectory)")
+            print("  socket:  \(status.socketPath)")
+            print("  apps:    \(status.appCount), runs in flight: \(status.runningRuns)")
+            print("  next wake: \(status.nextEvaluation.map { TextFormat.when($0, now: status.now) } ?? "none planned")")
+        }
+    }
+
+    struct Apps: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List the registered apps.")
+        @OptionGroup var options: DaemonOptions
+
+        func run() async throws {
+            let apps = try await options.call { try await $0.send(.get, "/v1/apps", as: [AppSummary].self) }
+            if options.json { return try options.printJSON(apps) }
+            guard !apps.isEmpty else {
+                return print("No apps registered. Register one with: bgctl register APP-ID --interval minimum -- /path/to/app")
+            }
+            let now = Date.now
+            let rows = apps.map { app in
+                [
+                    app.id.rawValue, app.fetchInterval.description, app.isConnected ? "connected" : "-",
+                    app.lastRun.map { "\($0.outcome?.rawValue ?? "running") \(TextFormat.when($0.startedAt, now: now))" } ?? "never",
+                    app.nextWake.map { TextFormat.when($0, now: now) } ?? "not planned",
+                ]
+            }
+            TextFormat.table(header: ["APP", "INTERVAL", "STATE", "LAST RUN", "NEXT WAKE"], rows: rows)
+        }
+    }
+
+    struct Register: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Register an app and print its token.",
+            discussion: """
+                The launch command comes after `--`, as argv (no shell): bgd runs it to wake the app.
+                  bgctl register com.example.newsfeed --interval minimum -- /path/to/NewsFeed
+                """)
+        @OptionGroup var options: DaemonOptions
+        @Argument(help: "The app id, reverse-DNS (com.example.app).", transform: parseAppID) var app: AppID
+        @Option(help: "Minimum fetch interval: never (default), minimum, or a duration like 30m.", transform: parseInterval)
+        var interval: FetchInterval?
+        @Flag(help: "Print only the token.") var quiet = false
+        @Argument(parsing: .postTerminator, help: "The launch command, after --.") var command: [String] = []
+
+        func validate() throws {
+            guard !command.isEmpty else { throw ValidationError("give the launch command after --, e.g. -- /usr/local/bin/myapp --background") }
+        }
+
+        func run() async throws {
+            var argv = command
+            // bgd runs the command from the app's own directory: make a relative path absolute now.
+            if argv[0].contains("/") && !argv[0].hasPrefix("/") {
+                argv[0] = URL(fileURLWithPath: argv[0]).standardizedFileURL.path
+            }
+            guard let launch = LaunchCommand(argv) else { throw ValidationError(LaunchCommand.requirement) }
+            let registered = try await options.call {
+                try await $0.send(
+                    .post, "/v1/apps", body: RegisterAppRequest(id: app, launchCommand: launch, fetchInterval: interval),
+                    as: RegisteredApp.self)
+            }
+            if options.json { return try options.printJSON(registered) }
+            if quiet { return print(registered.token) }
+            print("Registered \(registered.app.id) (fetch interval: \(registered.app.fetchInterval)).")
+            print("token: \(registered.token)")
+            print("It is shown only now. To run the app in the foreground: export BGD_APP_TOKEN=\(registered.token)")
+        }
+    }
+
+    struct Unregister: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Remove an app, its history and its directory.")
+        @OptionGroup var options: DaemonOptions
+        @Argument(transform: parseAppID) var app: AppID
+
+        func run() async throws {
+            try await options.call { try await $0.send(.delete, "/v1/apps/\(app)") }
+            if !options.json { print("Unregistered \(app).") }
+        }
+    }
+
+    struct SetInterval: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "set-interval", abstract: "Change an app's minimum fetch interval (never, minimum, 30m, …).")
+        @OptionGroup var options: DaemonOptions
+        @Argument(transform: parseAppID) var app: AppID
+        @Argument(transform: parseInterval) var interval: FetchInterval
+
+        func run() async throws {
+            let summary = try await options.call {
+                try await $0.send(.put, "/v1/apps/\(app)/fetch-interval", body: FetchIntervalUpdate(interval: interval), as: AppSummary.self)
+            }
+            if options.json { return try options.printJSON(summary) }
+            print("\(app): fetch interval is now \(summary.fetchInterval).")
+        }
+    }
+
+    struct Open: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Record that the user opened an app (as the SDK does).")
+        @OptionGroup var options: DaemonOptions
+        @Argument(transform: parseAppID) var app: AppID
+
+        func run() async throws {
+            try await options.call { try await $0.send(.post, "/v1/apps/\(app)/opens") }
+            if !options.json { print("Recorded an open of \(app).") }
+        }
+    }
+}

@@ -1,0 +1,79 @@
+import ArgumentParser
+import Background
+import BackgroundModel
+import Foundation
+
+extension BGCtl {
+    struct History: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "An app's background runs: result, duration, reason.")
+        @OptionGroup var options: DaemonOptions
+        @Argument(transform: parseAppID) var app: AppID
+        @Option(help: "How many runs, newest first.") var limit = 20
+
+        func run() async throws {
+            let runs = try await options.call { try await $0.send(.get, "/v1/apps/\(app)/history?limit=\(limit)", as: [RunRecord].self) }
+            if options.json { return try options.printJSON(runs) }
+            guard !runs.isEmpty else { return print("\(app) has not run yet. `bgctl why \(app)` says when it will.") }
+            let now = Date.now
+            TextFormat.table(
+                header: ["RUN", "STARTED", "TRIGGER", "RESULT", "DURATION", "WHY", "DETAIL"],
+                rows: runs.map { run in
+                    [
+                        run.id.description, TextFormat.when(run.startedAt, now: now), run.trigger.rawValue,
+                        run.outcome?.rawValue ?? "running", run.duration?.humanDescription ?? "-",
+                        run.reasons.map(\.code.rawValue).joined(separator: ","), run.detail ?? "",
+                    ]
+                })
+        }
+    }
+
+    struct Why: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "When bgd will next wake an app, and every reason why.")
+        @OptionGroup var options: DaemonOptions
+        @Argument(transform: parseAppID) var app: AppID
+
+        func run() async throws {
+            let why = try await options.call { try await $0.send(.get, "/v1/apps/\(app)/why", as: WakeExplanation.self) }
+            if options.json { return try options.printJSON(why) }
+            let now = Date.now
+            if let running = why.running {
+                print("\(app) is running now (run \(running.id), started \(TextFormat.when(running.startedAt, now: now)), deadline \(TextFormat.when(running.deadline, now: now))).")
+            } else if let next = why.nextWake {
+                print("\(app) will next be woken \(TextFormat.when(next, now: now)).")
+            } else {
+                print("\(app) is not planned to be woken.")
+            }
+            print("  fetch interval: \(why.fetchInterval)")
+            for reason in why.reasons { print("  - \(reason.code.rawValue): \(reason.detail)") }
+            if let last = why.recentRuns.first {
+                print("  last run: \(last.outcome?.rawValue ?? "?") \(TextFormat.when(last.startedAt, now: now))\(last.detail.map { " (\($0))" } ?? "")")
+            }
+            if let decided = why.decidedAt { print("  (decided \(TextFormat.when(decided, now: now)))") }
+        }
+    }
+
+    struct Simulate: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Make bgd do something now, through the production path.", subcommands: [Fetch.self])
+
+        struct Fetch: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Wake an app for a background fetch now (Xcode's Simulate Background Fetch).")
+            @OptionGroup var options: DaemonOptions
+            @Argument(transform: parseAppID) var app: AppID
+            @Flag(help: "Return once the run has started, without waiting for its result.") var noWait = false
+
+            func run() async throws {
+                let path = "/v1/apps/\(app)/fetch" + (noWait ? "" : "?wait=120")
+                if !noWait && !options.json { FileHandle.standardError.write(Data("Waking \(app) for a fetch…\n".utf8)) }
+                let run = try await options.call { try await $0.send(.post, path, as: RunRecord.self, timeout: .seconds(130)) }
+                if options.json { return try options.printJSON(run) }
+                guard let outcome = run.outcome else {
+                    return print("Run \(run.id) started (\(run.launched ? "launched the app" : "sent to the connected app")); `bgctl history \(app)` shows its result.")
+                }
+                print("Run \(run.id): \(outcome.rawValue) after \(run.duration?.humanDescription ?? "?")\(run.detail.map { " — \($0)" } ?? "")")
+                if !outcome.isAnswer { throw ExitCode.failure }
+            }
+        }
+    }
+}

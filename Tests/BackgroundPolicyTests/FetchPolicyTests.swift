@@ -1,0 +1,146 @@
+import BackgroundModel
+import BackgroundPolicy
+import Foundation
+import Testing
+
+struct FetchPolicyTests {
+    let policy = FetchPolicy(configuration: .init(systemFloor: .seconds(15 * 60), maximumConcurrentRuns: 2, maximumStretch: 32))
+    let registered = Date(timeIntervalSince1970: 1_767_603_600)
+    let app = AppID(rawValue: "com.example.a")!
+
+    func candidate(
+        _ interval: FetchInterval, runs: [(minutesAfterRegistration: Double, RunOutcome)] = [], running: Bool = false,
+        id: String = "com.example.a"
+    ) -> FetchCandidate {
+        FetchCandidate(
+            app: AppID(rawValue: id)!, interval: interval, registeredAt: registered,
+            recentRuns: runs.map { .init(startedAt: registered.addingTimeInterval($0.0 * 60), outcome: $0.1) }
+                .sorted { $0.startedAt > $1.startedAt },
+            isRunning: running)
+    }
+
+    func minutes(_ m: Double) -> Date { registered.addingTimeInterval(m * 60) }
+
+    @Test func neverIsNeverWoken() {
+        let decision = policy.dueDecision(for: candidate(.never), now: minutes(600))
+        #expect(decision.dueAt == nil)
+        #expect(decision.reasons.map(\.code) == [.fetchDisabled])
+    }
+
+    @Test(arguments: [
+        // interval, last run start (minutes), expected due (minutes), binding reason
+        (FetchInterval.minimum, 0.0, 15.0, ReasonCode.systemFloor),
+        (.every(.seconds(60)), 0.0, 15.0, .systemFloor),
+        (.every(.seconds(3600)), 10.0, 70.0, .minimumInterval),
+    ])
+    func dueIsLastRunPlusTheLongerOfIntervalAndFloor(
+        interval: FetchInterval, lastRun: Double, expectedDue: Double, reason: ReasonCode
+    ) {
+        let decision = policy.dueDecision(for: candidate(interval, runs: [(lastRun, .newData)]), now: minutes(lastRun + 1))
+        #expect(decision.dueAt == minutes(expectedDue))
+        #expect(decision.reasons.map(\.code).contains(reason))
+    }
+
+    @Test func firstFetchCountsFromRegistration() {
+        let decision = policy.dueDecision(for: candidate(.minimum), now: minutes(1))
+        #expect(decision.dueAt == minutes(15))
+        #expect(decision.reasons.first?.code == .firstFetch)
+    }
+
+    @Test(arguments: [(1, 30.0), (2, 60.0), (3, 120.0), (5, 480.0), (9, 480.0)])
+    func failuresDoubleTheIntervalUpToTheCap(failures: Int, expectedMinutes: Double) {
+        let policy = FetchPolicy(configuration: .init(systemFloor: .seconds(15 * 60), maximumStretch: 32))
+        let runs = (0..<failures).map { (Double($0), RunOutcome.failed) }
+        let last = Double(failures - 1)
+        let decision = policy.dueDecision(for: candidate(.minimum, runs: runs), now: minutes(last))
+        #expect(decision.dueAt == minutes(last + expectedMinutes))
+        #expect(decision.reasons.map(\.code).contains(.backoffAfterFailure))
+    }
+
+    @Test func anOverrunIsPenalisedWithItsOwnReason() {
+        let decision = policy.dueDecision(for: candidate(.minimum, runs: [(0, .expired)]), now: minutes(1))
+        #expect(decision.dueAt == minutes(30))
+        #expect(decision.reasons.map(\.code) == [.systemFloor, .penaltyAfterOverrun])
+        #expect(decision.reasons.last?.detail.contains("×2") == true)
+    }
+
+    @Test func aGoodAnswerEndsTheStreak() {
+        let runs: [(Double, RunOutcome)] = [(0, .failed), (1, .crashed), (2, .noData)]
+        let decision = policy.dueDecision(for: candidate(.minimum, runs: runs), now: minutes(3))
+        #expect(decision.dueAt == minutes(17))
+        #expect(!decision.reasons.map(\.code).contains(.backoffAfterFailure))
+    }
+
+    @Test func stretchNeverPassesTheMaximumDelay() {
+        let policy = FetchPolicy(configuration: .init(systemFloor: .seconds(3600), maximumStretch: 64, maximumDelay: .seconds(6 * 3600)))
+        let runs = (0..<6).map { (Double($0), RunOutcome.expired) }
+        let decision = policy.dueDecision(for: candidate(.minimum, runs: runs), now: minutes(5))
+        #expect(decision.dueAt == minutes(5 + 360))
+    }
+
+    @Test func anInterruptedRunIsMadeUpAtOnceButNotForever() {
+        let once = policy.dueDecision(for: candidate(.minimum, runs: [(0, .newData), (20, .interrupted)]), now: minutes(25))
+        #expect(once.dueAt == minutes(20))
+        #expect(once.reasons.map(\.code) == [.interruptedRun])
+        let thrice = policy.dueDecision(
+            for: candidate(.minimum, runs: [(0, .interrupted), (1, .interrupted), (2, .interrupted)]), now: minutes(3))
+        #expect(thrice.dueAt == minutes(2 + 15 * 8))
+        #expect(thrice.reasons.map(\.code).contains(.backoffAfterFailure))
+    }
+
+    @Test func aRunInFlightIsNotPlanned() {
+        let decision = policy.dueDecision(for: candidate(.minimum, runs: [(0, .newData)], running: true), now: minutes(60))
+        #expect(decision.dueAt == nil)
+        #expect(decision.reasons.map(\.code) == [.alreadyRunning])
+    }
+
+    @Test func aTimeInTheFutureCountsAsNow() {
+        // The wall clock went back a day: the last run seems to lie in the future.
+        let now = minutes(-24 * 60)
+        let decision = policy.dueDecision(for: candidate(.minimum, runs: [(0, .newData)]), now: now)
+        #expect(decision.dueAt == now.addingTimeInterval(15 * 60))
+        #expect(decision.reasons.map(\.code).contains(.clockWentBackwards))
+    }
+
+    @Test func aClockJumpForwardWakesOnceNotForEveryMissedInterval() {
+        // Days pass in one jump: the app is due once, and the plan launches it once.
+        let plan = policy.plan(for: [candidate(.minimum, runs: [(0, .newData)])], runningCount: 0, now: minutes(3 * 24 * 60))
+        #expect(plan.launch == [app])
+        let after = policy.plan(
+            for: [candidate(.minimum, runs: [(0, .newData), (3 * 24 * 60, .newData)])], runningCount: 0,
+            now: minutes(3 * 24 * 60 + 1))
+        #expect(after.launch.isEmpty)
+        #expect(after.nextEvaluation == minutes(3 * 24 * 60 + 15))
+    }
+
+    @Test func planLaunchesTheMostOverdueFirstWithinTheConcurrencyLimit() {
+        let candidates = [
+            candidate(.minimum, runs: [(10, .newData)], id: "com.example.b"),
+            candidate(.minimum, runs: [(0, .newData)], id: "com.example.a"),
+            candidate(.minimum, runs: [(5, .newData)], id: "com.example.c"),
+            candidate(.every(.seconds(7200)), runs: [(0, .newData)], id: "com.example.d"),
+        ]
+        let plan = policy.plan(for: candidates, runningCount: 0, now: minutes(30))
+        #expect(plan.launch.map(\.rawValue) == ["com.example.a", "com.example.c"])
+        #expect(plan.decision(for: AppID(rawValue: "com.example.b")!)?.reasons.last?.code == .concurrencyLimit)
+        #expect(plan.nextEvaluation == minutes(120))
+        let busy = policy.plan(for: candidates, runningCount: 2, now: minutes(30))
+        #expect(busy.launch.isEmpty)
+    }
+}
+
+struct RunBudgetTests {
+    let start = Date(timeIntervalSince1970: 1_767_603_600)
+    let budget = RunBudget(budget: .seconds(30), expirationLead: .seconds(5), killGrace: .seconds(5))
+
+    @Test(arguments: [
+        (0.0, false, RunBudget.Step.wait(until: Date(timeIntervalSince1970: 1_767_603_625))),
+        (25.0, false, .warn(nextAt: Date(timeIntervalSince1970: 1_767_603_630))),
+        (26.0, true, .wait(until: Date(timeIntervalSince1970: 1_767_603_630))),
+        (30.0, true, .terminate(killAt: Date(timeIntervalSince1970: 1_767_603_635))),
+        (35.0, true, .kill),
+    ])
+    func stepsThroughWarnTerminateKill(seconds: Double, warned: Bool, expected: RunBudget.Step) {
+        #expect(budget.step(startedAt: start, warned: warned, now: start.addingTimeInterval(seconds)) == expected)
+    }
+}

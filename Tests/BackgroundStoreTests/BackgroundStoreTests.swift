@@ -1,0 +1,123 @@
+import BackgroundModel
+import BackgroundStore
+import BackgroundTesting
+import Foundation
+import Testing
+
+struct BackgroundStoreTests {
+    let now = Date(timeIntervalSince1970: 1_767_603_600)
+    let app = AppID(rawValue: "com.example.a")!
+
+    func registered() async throws -> BackgroundStore {
+        let store = try BackgroundStore.inMemory()
+        _ = try await store.register(
+            RegisterAppRequest(id: app, launchCommand: LaunchCommand(["/bin/true"])!, fetchInterval: .minimum),
+            tokenHash: "h", now: now)
+        return store
+    }
+
+    @Test func aSecondRegistrationOfAnIdIsRefused() async throws {
+        let store = try await registered()
+        await #expect(throws: StoreError.appAlreadyRegistered(app)) {
+            _ = try await store.register(
+                RegisterAppRequest(id: app, launchCommand: LaunchCommand(["/bin/false"])!), tokenHash: "other", now: now)
+        }
+        #expect(try await store.app(app)?.launchCommand.program == "/bin/true")
+    }
+
+    @Test func startingARunQueuesItsEventInTheSameTransaction() async throws {
+        let store = try await registered()
+        // When
+        let (run, event) = try await store.startFetchRun(for: app, trigger: .scheduled, reasons: [], budget: .seconds(30), now: now)
+        // Then
+        #expect(event.seq == EventSequence(1))
+        #expect(event.body == .fetch(run: run.id, budget: .seconds(30)))
+        #expect(try await store.openEvents(for: app) == [event])
+        #expect(run.deadline == now.addingTimeInterval(30))
+    }
+
+    @Test func onlyOneRunIsInFlightPerApp() async throws {
+        let store = try await registered()
+        _ = try await store.startFetchRun(for: app, trigger: .scheduled, reasons: [], budget: .seconds(30), now: now)
+        await #expect(throws: StoreError.runAlreadyInFlight(app)) {
+            _ = try await store.startFetchRun(for: app, trigger: .manual, reasons: [], budget: .seconds(30), now: now)
+        }
+        #expect(try await store.openEvents(for: app).count == 1)
+        #expect(try await store.lastEventSequence(for: app) == EventSequence(1))
+    }
+
+    @Test func theFirstOutcomeStandsAndSettlesTheEvent() async throws {
+        let store = try await registered()
+        let (run, _) = try await store.startFetchRun(for: app, trigger: .scheduled, reasons: [], budget: .seconds(30), now: now)
+        let first = try await store.finishRun(run.id, outcome: .expired, now: now.addingTimeInterval(30))
+        let second = try await store.finishRun(run.id, outcome: .newData, now: now.addingTimeInterval(31))
+        #expect(first?.outcome == .expired)
+        #expect(second == nil)
+        #expect(try await store.run(run.id)?.outcome == .expired)
+        #expect(try await store.openEvents(for: app).isEmpty)
+        #expect(try await store.outbox(for: app).map(\.closedBy) == ["runEnded"])
+    }
+
+    @Test func acknowledgementIsCumulativeAndIdempotent() async throws {
+        let store = try await registered()
+        for offset in 0..<3 {
+            let (run, _) = try await store.startFetchRun(
+                for: app, trigger: .manual, reasons: [], budget: .seconds(30), now: now.addingTimeInterval(Double(offset)))
+            // Keep events open: end the run without settling by acknowledging out of band below.
+            if offset < 2 { try await store.finishRun(run.id, outcome: .newData, now: now) }
+        }
+        #expect(try await store.openEvents(for: app).map(\.seq.rawValue) == [3])
+        #expect(try await store.acknowledge(upTo: EventSequence(3), for: app, now: now) == 1)
+        #expect(try await store.acknowledge(upTo: EventSequence(3), for: app, now: now) == 0)
+        #expect(try await store.openEvents(for: app).isEmpty)
+    }
+
+    @Test func runsInFlightAtRestartAreClosedAsInterrupted() async throws {
+        // Given a file store with a run in flight, as a killed bgd leaves it
+        let directory = TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/bgd.sqlite"
+        do {
+            let store = try BackgroundStore.open(atPath: path)
+            _ = try await store.register(
+                RegisterAppRequest(id: app, launchCommand: LaunchCommand(["/bin/true"])!, fetchInterval: .minimum),
+                tokenHash: "h", now: now)
+            let (run, _) = try await store.startFetchRun(for: app, trigger: .scheduled, reasons: [], budget: .seconds(30), now: now)
+            try await store.recordLaunch(of: run.id, processID: 4242, startTicks: 99)
+        }
+        // When it is reopened
+        let reopened = try BackgroundStore.open(atPath: path)
+        #expect(try await reopened.journalMode() == "wal")
+        let interrupted = try await reopened.closeInterruptedRuns(now: now.addingTimeInterval(5))
+        // Then
+        #expect(interrupted.map(\.run.outcome) == [.interrupted])
+        #expect(interrupted.first?.processID == 4242)
+        #expect(interrupted.first?.startTicks == 99)
+        #expect(try await reopened.openEvents(for: app).isEmpty)
+        #expect(try await reopened.fetchCandidates().first?.isRunning == false)
+        #expect(try await reopened.closeInterruptedRuns(now: now).isEmpty)
+        #expect(try await reopened.integrityCheck() == "ok")
+    }
+
+    @Test func unregisteringRemovesHistoryAndOutbox() async throws {
+        let store = try await registered()
+        _ = try await store.startFetchRun(for: app, trigger: .scheduled, reasons: [], budget: .seconds(30), now: now)
+        try await store.recordOpen(of: app, at: now)
+        #expect(try await store.unregister(app))
+        #expect(try await store.unregister(app) == false)
+        #expect(try await store.runsInFlight().isEmpty)
+        await #expect(throws: StoreError.appNotFound(app)) { try await store.recordOpen(of: app, at: now) }
+    }
+
+    @Test func candidatesCarryRecentOutcomesNewestFirst() async throws {
+        let store = try await registered()
+        for (offset, outcome) in [(0.0, RunOutcome.newData), (60, .failed), (120, .expired)] {
+            let (run, _) = try await store.startFetchRun(
+                for: app, trigger: .scheduled, reasons: [], budget: .seconds(30), now: now.addingTimeInterval(offset))
+            try await store.finishRun(run.id, outcome: outcome, now: now.addingTimeInterval(offset + 1))
+        }
+        let candidate = try #require(try await store.fetchCandidates().first)
+        #expect(candidate.recentRuns.map(\.outcome) == [.expired, .failed, .newData])
+        #expect(candidate.interval == .minimum)
+    }
+}

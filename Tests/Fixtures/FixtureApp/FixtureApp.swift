@@ -1,0 +1,96 @@
+import Background
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// An app that misbehaves on purpose, for the daemon's tests. The behaviour is argv[1]:
+///
+/// - `newData`, `noData`, `failed`: answer that.
+/// - `hang`: never answer, ignore cancellation; with `ignore-term` also ignore SIGTERM.
+/// - `cooperate`: wait until expired (cancelled), then answer `.failed`, as a well-behaved app does.
+/// - `crash`: abort in the middle of the fetch.
+/// - `exit`: exit at once, before connecting.
+/// - `hang-first`: hang on the first fetch ever (marker file in the container), answer later ones.
+///
+/// Every fetch and expiration is appended to `$BGD_CONTAINER/fixture.log` as `fetch <run>` /
+/// `expire`, so tests can count what the app saw.
+@main
+struct FixtureApp {
+    static func main() async throws {
+        let behaviour = CommandLine.arguments.dropFirst().first ?? "newData"
+        if CommandLine.arguments.contains("ignore-term") { signal(SIGTERM, SIG_IGN) }
+        if behaviour == "exit" { exit(0) }
+        let application = try BackgroundApplication()
+        let log = Log(path: (application.containerPath ?? ".") + "/fixture.log")
+        let delegate = ExpirationRecorder(log: log)
+        application.delegate = delegate
+        application.onBackgroundFetch {
+            let run = ProcessInfo.processInfo.environment[LaunchEnvironment.run] ?? "?"
+            log.append("fetch \(run) pid \(getpid())")
+            switch behaviour {
+            case "noData": return .noData
+            case "failed": return .failed
+            case "crash": abort()
+            case "hang": await never()
+            case "hang-first":
+                let marker = (application.containerPath ?? ".") + "/hung-before"
+                if !FileManager.default.fileExists(atPath: marker) {
+                    FileManager.default.createFile(atPath: marker, contents: Data())
+                    await never()
+                }
+                return .newData
+            case "cooperate":
+                await waitForCancellation()
+                return .failed
+            default: return .newData
+            }
+        }
+        try await application.run()
+    }
+
+    /// Suspends forever, deaf to cancellation.
+    static func never() async -> Never {
+        await withUnsafeContinuation { (_: UnsafeContinuation<Void, Never>) in }
+        fatalError("unreachable")
+    }
+
+    static func waitForCancellation() async {
+        let waiter = Mutex<CheckedContinuation<Void, Never>?>(nil)
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                if Task.isCancelled { return continuation.resume() }
+                waiter.withLock { $0 = continuation }
+            }
+        } onCancel: {
+            waiter.withLock { $0.take() }?.resume()
+        }
+    }
+}
+
+final class ExpirationRecorder: BackgroundApplicationDelegate {
+    let log: Log
+    init(log: Log) { self.log = log }
+
+    func application(
+        _ application: BackgroundApplication,
+        performFetchWithCompletionHandler completionHandler: @escaping @Sendable (BackgroundFetchResult) -> Void
+    ) { completionHandler(.noData) }
+
+    func applicationBackgroundFetchWillExpire(_ application: BackgroundApplication) { log.append("expire") }
+}
+
+final class Log: Sendable {
+    let path: String
+    init(path: String) { self.path = path }
+
+    func append(_ line: String) {
+        let fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0o600)
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        let bytes = Array((line + "\n").utf8)
+        _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+    }
+}
