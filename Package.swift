@@ -57,7 +57,10 @@ let package = Package(
         ),
         .target(
             name: "BackgroundTesting",
-            dependencies: ["BackgroundModel", "BackgroundPolicy", "BackgroundStore", "BackgroundDaemon", "Background"],
+            dependencies: [
+                "BackgroundModel", "BackgroundPolicy", "BackgroundStore", "BackgroundDaemon", "Background",
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: swiftSettings
         ),
         .executableTarget(

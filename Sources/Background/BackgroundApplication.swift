@@ -29,7 +29,8 @@ public final class BackgroundApplication: Sendable {
         var fetchHandler: FetchHandler?
         var delegate: (any BackgroundApplicationDelegate)?
         var lastHandled: EventSequence?
-        var running: [RunID: Task<Void, Never>] = [:]
+        /// The handlers in flight, so an expiration can cancel exactly that one.
+        var running: [RunID: Task<BackgroundFetchResult?, Never>] = [:]
     }
     private let state = Mutex(State())
 
@@ -107,13 +108,11 @@ public final class BackgroundApplication: Sendable {
                     }
                     switch event.body {
                     case .fetch(let run, _):
-                        // A task of its own so that an expiration can cancel this one run; the
-                        // group awaits it and passes its own cancellation on, so it stays scoped.
-                        let task = Task { await self.performFetch(run: run, seq: event.seq) }
-                        state.withLock { $0.running[run] = task }
-                        group.addTask {
-                            await withTaskCancellationHandler { await task.value } onCancel: { task.cancel() }
-                        }
+                        // The handler's task exists before the next message is read, so an
+                        // expiration that follows at once still finds it to cancel.
+                        let handler = Task { await self.invokeFetchHandler() }
+                        state.withLock { $0.running[run] = handler }
+                        group.addTask { await self.reportFetch(run: run, seq: event.seq, handler: handler) }
                     }
                 case .control(.expire(let run, _)):
                     expire(run)
@@ -138,22 +137,11 @@ public final class BackgroundApplication: Sendable {
         }
     }
 
-    private func performFetch(run: RunID, seq: EventSequence) async {
-        let (handler, delegate) = state.withLock { ($0.fetchHandler, $0.delegate) }
-        let result: BackgroundFetchResult?
-        do {
-            if let handler {
-                result = try await handler()
-            } else if let delegate {
-                result = await DelegateFetch.perform(delegate, application: self)
-            } else {
-                result = .noData  // nothing to do: say so, so the scheduler is not left waiting
-            }
-        } catch is CancellationError {
-            result = nil  // expired: bgd records it
-        } catch {
-            result = .failed
-        }
+    /// Waits for the handler and sends its answer. The handler runs in a task of its own so that
+    /// an expiration cancels it alone; the answer is sent from here, outside the cancelled task,
+    /// so it still reaches bgd.
+    private func reportFetch(run: RunID, seq: EventSequence, handler handlerTask: Task<BackgroundFetchResult?, Never>) async {
+        let result = await withTaskCancellationHandler { await handlerTask.value } onCancel: { handlerTask.cancel() }
         state.withLock { _ = $0.running.removeValue(forKey: run) }
         if let result {
             do {
@@ -165,10 +153,25 @@ public final class BackgroundApplication: Sendable {
         try? await acknowledge(seq)
     }
 
+    /// The app's answer; nil when the handler gave up because it was cancelled (expired).
+    private func invokeFetchHandler() async -> BackgroundFetchResult? {
+        let (handler, delegate) = state.withLock { ($0.fetchHandler, $0.delegate) }
+        do {
+            if let handler { return try await handler() }
+            if let delegate { return await DelegateFetch.perform(delegate, application: self) }
+            return .noData  // nothing to do: say so, so the scheduler is not left waiting
+        } catch is CancellationError {
+            return nil  // expired: bgd records it
+        } catch {
+            return .failed
+        }
+    }
+
     private func expire(_ run: RunID) {
         let (task, delegate) = state.withLock { ($0.running[run], $0.delegate) }
-        task?.cancel()
+        // The delegate first, as on iOS: it saves state while the handler still runs.
         delegate?.applicationBackgroundFetchWillExpire(self)
+        task?.cancel()
     }
 
     private func acknowledge(_ seq: EventSequence) async throws {

@@ -47,6 +47,7 @@ public struct Daemon: Service {
     private let stateDirectory: StateDirectory
     private let coordinator: RunCoordinator
     private let scheduler: Scheduler
+    private let keepAlive: KeepAlive
     private let core: DaemonCore
     private let logger: Logger
 
@@ -80,10 +81,11 @@ public struct Daemon: Service {
             activity: activity, clock: clock,
             configuration: .init(
                 budget: configuration.budget, lingerGrace: configuration.lingerGrace, socketPath: configuration.socketPath),
-            schedulerDoorbell: doorbell, logger: Logger(label: "bg.runs"))
+            schedulerDoorbell: doorbell, logger: Self.logger("bg.runs", like: logger))
         scheduler = Scheduler(
             store: store, coordinator: coordinator, policy: FetchPolicy(configuration: configuration.fetchPolicy),
-            clock: clock, doorbell: doorbell, activity: activity, logger: Logger(label: "bg.scheduler"))
+            clock: clock, doorbell: doorbell, activity: activity, logger: Self.logger("bg.scheduler", like: logger))
+        keepAlive = KeepAlive(broker: broker, clock: clock)
         core = DaemonCore(
             store: store, stateDirectory: stateDirectory, coordinator: coordinator, broker: broker, tokens: tokens,
             activity: activity, clock: clock, schedulerDoorbell: doorbell, socketPath: configuration.socketPath,
@@ -103,16 +105,23 @@ public struct Daemon: Service {
         let application = Application(
             router: router,
             configuration: .init(address: .unixDomainSocket(path: socketPath), serverName: "bgd/\(Self.version)"),
-            services: [coordinator, scheduler],
+            services: [coordinator, scheduler, keepAlive],
             onServerRunning: { _ in
                 chmod(socketPath, 0o600)
                 logger.notice("bgd is ready", metadata: ["socket": "\(socketPath)"])
                 await onReady()
             },
-            logger: Logger(label: "bg.api"))
+            logger: Self.logger("bg.api", like: logger))
         try await application.run()
         unlink(socketPath)
     }
 
     public func run() async throws { try await run(onReady: {}) }
+
+    /// A logger for one area, at the level the daemon's logger was given.
+    private static func logger(_ label: String, like parent: Logger) -> Logger {
+        var logger = Logger(label: label)
+        logger.logLevel = parent.logLevel
+        return logger
+    }
 }

@@ -4,6 +4,7 @@ import BackgroundModel
 import BackgroundPolicy
 import BackgroundStore
 import Foundation
+import Logging
 
 /// A real bgd, in this process, on a temporary directory and socket, driven by a `ManualClock`.
 ///
@@ -34,7 +35,10 @@ public struct TestDaemon: Sendable {
         let configuration = Daemon.Configuration(
             stateDirectory: directory + "/state", socketPath: directory + "/bgd.sock", durability: .normal, budget: budget,
             lingerGrace: .seconds(5), fetchPolicy: fetchPolicy)
-        let daemon = try await Daemon(configuration: configuration, clock: clock)
+        var logger = Logger(label: "bg.daemon")
+        // Quiet unless asked: BGD_TEST_LOG_LEVEL=debug swift test …
+        logger.logLevel = ProcessInfo.processInfo.environment["BGD_TEST_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
+        let daemon = try await Daemon(configuration: configuration, clock: clock, logger: logger)
         let test = TestDaemon(daemon: daemon, clock: clock, directory: directory)
         return try await withThrowingTaskGroup(of: T?.self) { group in
             let (ready, readyContinuation) = AsyncStream<Void>.makeStream()
@@ -68,7 +72,7 @@ public struct TestDaemon: Sendable {
     /// Waits until `predicate` matches an activity emitted after this call started, running
     /// `trigger` once subscribed (so the activity it causes cannot be missed).
     public func waitFor<T: Sendable>(
-        _ predicate: @escaping @Sendable (Activity) -> T?, after trigger: @Sendable () async throws -> Void = {}
+        _ predicate: @escaping @Sendable (Activity) -> T?, after trigger: () async throws -> Void = {}
     ) async throws -> T {
         let feed = activity.subscribe()
         try await trigger()
@@ -78,19 +82,42 @@ public struct TestDaemon: Sendable {
         throw CancellationError()
     }
 
+    /// Waits until `condition` holds, checking it now and again after each activity of the daemon.
+    public func waitUntil(_ condition: () async throws -> Bool) async throws {
+        let feed = activity.subscribe()
+        if try await condition() { return }
+        for await _ in feed {
+            if try await condition() { return }
+        }
+        throw CancellationError()
+    }
+
     /// Waits for the next run of `app` to end, after running `trigger`.
-    public func waitForRunEnd(of app: String, after trigger: @Sendable () async throws -> Void = {}) async throws -> RunRecord {
+    public func waitForRunEnd(of app: String, after trigger: () async throws -> Void = {}) async throws -> RunRecord {
         try await waitFor({ activity in
             if case .runEnded(let run) = activity, run.app.rawValue == app { return run }
             return nil
         }, after: trigger)
     }
 
-    /// Advances the clock to the scheduler's next planned evaluation.
-    public func advanceToNextPlannedWake(of app: String) async throws {
-        let why = try await admin.send(.get, "/v1/apps/\(app)/why", as: WakeExplanation.self)
-        guard let next = why.nextWake else { throw TestDaemonError.noWakePlanned(app) }
-        if next > clock.now { clock.advance(to: next) }
+    /// What `bgctl why` would say about the app.
+    public func why(_ app: String) async throws -> WakeExplanation {
+        try await admin.send(.get, "/v1/apps/\(app)/why", as: WakeExplanation.self)
+    }
+
+    /// The app's next planned wake once the scheduler has planned one (it plans after every
+    /// registration and every run): waits for the scheduler, never for time.
+    public func plannedWake(of app: String, where accept: @Sendable (WakeExplanation) -> Bool = { _ in true }) async throws -> Date {
+        let feed = activity.subscribe()
+        var iterator = feed.makeAsyncIterator()
+        while true {
+            let why = try await why(app)
+            if let next = why.nextWake, why.running == nil, accept(why) { return next }
+            while true {
+                guard let activity = await iterator.next() else { throw TestDaemonError.noWakePlanned(app) }
+                if case .planned = activity { break }
+            }
+        }
     }
 }
 

@@ -10,51 +10,78 @@ public final class EventBroker: Sendable {
     public enum Signal: Hashable, Sendable {
         case eventsAvailable
         case control(ControlMessage)
+        /// Say something, so idle connections stay open and a dead peer is noticed.
+        case keepAlive
     }
 
     public struct Subscription: Sendable {
         public let id: UUID
         public let app: AppID
+        /// Whether the stream belongs to a process bgd launched (for one run) rather than to an
+        /// app the user runs.
+        public let isLaunched: Bool
         public let signals: AsyncStream<Signal>
     }
 
-    private let streams = Mutex<[AppID: [UUID: AsyncStream<Signal>.Continuation]]>([:])
+    private struct Stream {
+        var isLaunched: Bool
+        var continuation: AsyncStream<Signal>.Continuation
+    }
+
+    private let streams = Mutex<[AppID: [UUID: Stream]]>([:])
 
     public init() {}
 
-    public func subscribe(_ app: AppID) -> Subscription {
+    public func subscribe(_ app: AppID, isLaunched: Bool) -> Subscription {
         let (signals, continuation) = AsyncStream<Signal>.makeStream(bufferingPolicy: .unbounded)
         let id = UUID()
-        streams.withLock { $0[app, default: [:]][id] = continuation }
-        return Subscription(id: id, app: app, signals: signals)
+        streams.withLock { $0[app, default: [:]][id] = Stream(isLaunched: isLaunched, continuation: continuation) }
+        return Subscription(id: id, app: app, isLaunched: isLaunched, signals: signals)
     }
 
     public func unsubscribe(_ subscription: Subscription) {
-        let continuation = streams.withLock { streams -> AsyncStream<Signal>.Continuation? in
+        let stream = streams.withLock { streams -> Stream? in
             let removed = streams[subscription.app]?.removeValue(forKey: subscription.id)
             if streams[subscription.app]?.isEmpty == true { streams[subscription.app] = nil }
             return removed
         }
-        continuation?.finish()
+        stream?.continuation.finish()
     }
 
+    /// Whether the app holds any event stream open.
     public func isConnected(_ app: AppID) -> Bool { streams.withLock { $0[app] != nil } }
+
+    /// Whether the app as the user runs it is connected, so a new run can go to it without a
+    /// launch. A process bgd launched serves only the run it was launched for: once that run is
+    /// over it is on its way out, even if its stream has not closed yet.
+    public func isConnectedInForeground(_ app: AppID) -> Bool {
+        streams.withLock { $0[app]?.values.contains { !$0.isLaunched } ?? false }
+    }
 
     public var connectedApps: Set<AppID> { streams.withLock { Set($0.keys) } }
 
     /// Tells the app's open streams that the store holds new events for it.
     public func eventsAvailable(for app: AppID) { send(.eventsAvailable, to: app) }
 
-    public func send(_ control: ControlMessage, to app: AppID) { send(.control(control), to: app) }
+    /// Sends a control message to the app's streams; `.exit` only to processes bgd launched.
+    public func send(_ control: ControlMessage, to app: AppID) {
+        send(.control(control), to: app, launchedOnly: control == .exit)
+    }
+
+    /// Nudges every open stream to send a keep-alive line.
+    public func keepAlive() {
+        let continuations = streams.withLock { $0.values.flatMap { $0.values.map(\.continuation) } }
+        for continuation in continuations { continuation.yield(.keepAlive) }
+    }
 
     /// Ends every stream of the app (it was unregistered).
     public func disconnect(_ app: AppID) {
-        let continuations = streams.withLock { $0.removeValue(forKey: app).map { Array($0.values) } ?? [] }
-        for continuation in continuations { continuation.finish() }
+        let removed = streams.withLock { $0.removeValue(forKey: app).map { Array($0.values) } ?? [] }
+        for stream in removed { stream.continuation.finish() }
     }
 
-    private func send(_ signal: Signal, to app: AppID) {
-        let continuations = streams.withLock { $0[app].map { Array($0.values) } ?? [] }
-        for continuation in continuations { continuation.yield(signal) }
+    private func send(_ signal: Signal, to app: AppID, launchedOnly: Bool = false) {
+        let targets = streams.withLock { $0[app].map { Array($0.values) } ?? [] }
+        for stream in targets where stream.isLaunched || !launchedOnly { stream.continuation.yield(signal) }
     }
 }

@@ -18,7 +18,7 @@ struct EventStream {
     func response(for request: Request) async throws -> Response {
         _ = try await core.requireApp(bearer.app)
         // Subscribe before the first read of the store, so nothing committed in between is missed.
-        let subscription = core.broker.subscribe(bearer.app)
+        let subscription = core.broker.subscribe(bearer.app, isLaunched: bearer.launchedForRun != nil)
         core.activity.emit(.appConnected(bearer.app))
         var headers = HTTPFields()
         headers[.contentType] = "application/x-ndjson"
@@ -63,6 +63,7 @@ struct EventStream {
             switch signal {
             case .eventsAvailable: try await sendOpenEvents()
             case .control(let message): try await send(.control(message))
+            case .keepAlive: try await send(.hello(app: bearer.app, launchedForRun: bearer.launchedForRun))
             }
         }
     }

@@ -120,8 +120,7 @@ public actor RunCoordinator: Service {
         flights[run.id] = Flight(run: run)
         activity.emit(.runStarted(run))
         logger.debug("Fetch run started", metadata: ["app.id": "\(app)", "run.id": "\(run.id)", "wake.reason": "\(trigger)"])
-        let exiting = processes.values.contains { $0.app == app && $0.exitRequested }
-        if broker.isConnected(app) && !exiting {
+        if broker.isConnectedInForeground(app) {
             broker.eventsAvailable(for: app)
         } else {
             await launch(app, for: run)
@@ -214,11 +213,12 @@ public actor RunCoordinator: Service {
                 case .wait(let until):
                     wake(at: until)
                 case .warn(let nextAt):
-                    flights[id]?.warned = true
-                    broker.send(.expire(run: id, deadline: flight.run.deadline), to: flight.run.app)
-                    logger.debug("Expiration warning sent", metadata: ["app.id": "\(flight.run.app)", "run.id": "\(id)"])
+                    warn(flight)
                     wake(at: nextAt)
                 case .terminate, .kill:
+                    // Even when the deadline is found already past (the machine slept, the clock
+                    // jumped), the app hears of the expiration before it is ended.
+                    if !flight.warned { warn(flight) }
                     await expire(id)
                 }
             }
@@ -244,6 +244,13 @@ public actor RunCoordinator: Service {
             }
             try await timers.wait(until: next, on: clock)
         }
+    }
+
+    private func warn(_ flight: Flight) {
+        flights[flight.run.id]?.warned = true
+        broker.send(.expire(run: flight.run.id, deadline: flight.run.deadline), to: flight.run.app)
+        activity.emit(.expirationWarned(flight.run.app, flight.run.id))
+        logger.debug("Expiration warning sent", metadata: ["app.id": "\(flight.run.app)", "run.id": "\(flight.run.id)"])
     }
 
     /// The budget ran out without an answer: record it, then end the app's process.

@@ -62,6 +62,8 @@ public struct ProcessLauncher: AppLauncher {
         posix_spawn_file_actions_addopen(&actions, 1, spec.logFile, O_WRONLY | O_CREAT | O_APPEND, 0o600)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
         addChangeDirectory(&actions, spec.workingDirectory)
+        // Nothing of bgd's leaks into the app: its sockets, its database, pipes of its parent.
+        closeDescriptors(from: 3, &actions)
 
         let argv = spec.command.arguments.map { strdup($0) } + [nil]
         let envp = spec.environment.sorted { $0.key < $1.key }.map { strdup("\($0.key)=\($0.value)") } + [nil]
@@ -151,7 +153,18 @@ public struct LaunchedProcess: Hashable, Sendable {
     private func addChangeDirectory(_ actions: inout posix_spawn_file_actions_t, _ path: String) {
         _ = spawnFileActionsAddChdir(&actions, path)
     }
+
+    // glibc 2.34+, same story as above.
+    @_silgen_name("posix_spawn_file_actions_addclosefrom_np")
+    private func spawnFileActionsAddClosefrom(_ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>, _ from: Int32) -> Int32
+
+    private func closeDescriptors(from first: Int32, _ actions: inout posix_spawn_file_actions_t) {
+        _ = spawnFileActionsAddClosefrom(&actions, first)
+    }
 #else
+    // Darwin: every descriptor bgd opens is close-on-exec (SQLite, NIO, the lock file).
+    private func closeDescriptors(from first: Int32, _ actions: inout posix_spawn_file_actions_t) {}
+
     private func addChangeDirectory(_ actions: inout posix_spawn_file_actions_t, _ path: String) {
         _ = posix_spawn_file_actions_addchdir_np(&actions, path)
     }

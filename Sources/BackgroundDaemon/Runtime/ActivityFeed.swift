@@ -10,6 +10,8 @@ public enum Activity: Hashable, Sendable {
     case appDisconnected(AppID)
     case runStarted(RunRecord)
     case runEnded(RunRecord)
+    /// The app was told its run's budget is about to end.
+    case expirationWarned(AppID, RunID)
     case processLaunched(AppID, processID: Int32)
     case processExited(AppID, processID: Int32, status: ExitStatus)
     /// The scheduler planned: what it launched and when it will look again.

@@ -61,8 +61,13 @@ struct FixtureApp {
         let waiter = Mutex<CheckedContinuation<Void, Never>?>(nil)
         await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                if Task.isCancelled { return continuation.resume() }
-                waiter.withLock { $0 = continuation }
+                // Checked under the lock, so a cancellation racing this store is never lost.
+                let cancelled = waiter.withLock { waiter in
+                    if Task.isCancelled { return true }
+                    waiter = continuation
+                    return false
+                }
+                if cancelled { continuation.resume() }
             }
         } onCancel: {
             waiter.withLock { $0.take() }?.resume()
