@@ -109,6 +109,7 @@ let package = Package(
             dependencies: [
                 "BackgroundDaemon", "BackgroundTesting", "Background", "BackgroundModel", "BackgroundStore",
                 "bgd", "bgctl", "NewsFeed", "bgd-fixture-app",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -87,6 +87,9 @@ public struct DaemonClient: Sendable {
     }
 
     private func makeRequest(_ method: Method, _ path: String) throws -> HTTPClientRequest {
+        if let problem = SocketProbe.problem(connectingTo: socketPath) {
+            throw BackgroundError.daemonUnreachable(socketPath, problem)
+        }
         guard let url = URL(httpURLWithSocketPath: socketPath, uri: path) else {
             throw BackgroundError.daemonUnreachable(socketPath, "not a usable socket path")
         }

@@ -86,6 +86,24 @@ struct BudgetEnforcementTests {
         }
     }
 
+    @Test func anAppThatLingersAfterAnsweringIsEnded() async throws {
+        try await TestDaemon.with(budget: budget) { daemon in
+            let app = "com.example.linger"
+            try await daemon.register(app, command: try fixture("linger"), interval: .minimum)
+            let run = try await daemon.waitForRunEnd(of: app) {
+                _ = try await daemon.admin.send(.post, "/v1/apps/\(app)/fetch", as: RunRecord.self)
+            }
+            #expect(run.outcome == .newData)
+            let pid = try #require(try await daemon.store.run(run.id)?.processID)
+            #expect(try processState(pid) != nil, "told to exit, it stays")
+            let status = try await daemon.waitFor({ activity -> BackgroundDaemon.ExitStatus? in
+                if case .processExited(_, pid, let status) = activity { return status }
+                return nil
+            }) { daemon.clock.advance(by: .seconds(5)) }
+            #expect(status == .signalled(SIGTERM))
+        }
+    }
+
     @Test func anAppThatCrashesMidFetchIsRecordedAsCrashed() async throws {
         try await TestDaemon.with(budget: budget) { daemon in
             let app = "com.example.crash"

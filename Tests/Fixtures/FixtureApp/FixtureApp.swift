@@ -13,7 +13,8 @@ import Synchronization
 /// - `cooperate`: wait until expired (cancelled), then answer `.failed`, as a well-behaved app does.
 /// - `crash`: abort in the middle of the fetch.
 /// - `exit`: exit at once, before connecting.
-/// - `hang-first`: hang on the first fetch ever (marker file in the container), answer later ones.
+/// - `linger`: answer `.newData`, then stay around after bgd says to exit.
+/// - `hang-run N`: hang when launched for run N, answer `.newData` otherwise.
 ///
 /// Every fetch and expiration is appended to `$BGD_CONTAINER/fixture.log` as `fetch <run>` /
 /// `expire`, so tests can count what the app saw.
@@ -35,12 +36,8 @@ struct FixtureApp {
             case "failed": return .failed
             case "crash": abort()
             case "hang": await never()
-            case "hang-first":
-                let marker = (application.containerPath ?? ".") + "/hung-before"
-                if !FileManager.default.fileExists(atPath: marker) {
-                    FileManager.default.createFile(atPath: marker, contents: Data())
-                    await never()
-                }
+            case "hang-run":
+                if run == CommandLine.arguments.dropFirst(2).first { await never() }
                 return .newData
             case "cooperate":
                 await waitForCancellation()
@@ -49,6 +46,7 @@ struct FixtureApp {
             }
         }
         try await application.run()
+        if behaviour == "linger" { await never() }
     }
 
     /// Suspends forever, deaf to cancellation.

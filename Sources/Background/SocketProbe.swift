@@ -1,0 +1,35 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Checks that something listens on a Unix socket before a request is made. AsyncHTTPClient
+/// retries a failing connection until the request's deadline, so without this, `bgctl status`
+/// with bgd down would sit for the whole timeout instead of saying so at once.
+enum SocketProbe {
+    /// Nil when a connection succeeds; otherwise why it failed.
+    static func problem(connectingTo path: String) -> String? {
+        #if canImport(Glibc)
+            let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        #else
+            let descriptor = socket(AF_UNIX, SOCK_STREAM, 0)
+        #endif
+        guard descriptor >= 0 else { return String(cString: strerror(errno)) }
+        defer { close(descriptor) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let capacity = MemoryLayout.size(ofValue: address.sun_path)
+        guard path.utf8.count < capacity else { return "the socket path is too long" }
+        withUnsafeMutableBytes(of: &address.sun_path) { buffer in
+            buffer.copyBytes(from: path.utf8)
+            buffer[path.utf8.count] = 0
+        }
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        return result == 0 ? nil : String(cString: strerror(errno))
+    }
+}

@@ -1,0 +1,77 @@
+import BackgroundModel
+import BackgroundTesting
+import Foundation
+import Testing
+
+/// bgctl against a live daemon: the commands of the tour, their JSON, and their errors.
+@Suite(.timeLimit(.minutes(1)))
+struct BGCtlTests {
+    func bgctl(_ daemon: TestDaemon, _ arguments: String...) async throws -> Command.Output {
+        // Options go before any `--`, after the subcommand's name.
+        try await Command.run(
+            try BuiltProducts.path(of: "bgctl"), [arguments[0], "--socket", daemon.socketPath] + arguments.dropFirst())
+    }
+
+    @Test func registerListChangeAndUnregister() async throws {
+        try await TestDaemon.with { daemon in
+            let register = try await bgctl(daemon, "register", "com.example.cli", "--interval", "30m", "--", "/bin/true", "--flag")
+            #expect(register.status == 0, "\(register.standardError)")
+            #expect(register.standardOutput.contains("token: "))
+
+            let apps = try await bgctl(daemon, "apps", "--json")
+            let listed = try WireCoding.makeDecoder().decode([AppSummary].self, from: Data(apps.standardOutput.utf8))
+            #expect(listed.map(\.id.rawValue) == ["com.example.cli"])
+            #expect(listed.first?.launchCommand.arguments == ["/bin/true", "--flag"])
+            #expect(listed.first?.fetchInterval == .every(.seconds(1800)))
+
+            let text = try await bgctl(daemon, "apps")
+            #expect(text.standardOutput.contains("com.example.cli"))
+            #expect(text.standardOutput.contains("30m"))
+
+            #expect(try await bgctl(daemon, "set-interval", "com.example.cli", "never").status == 0)
+            let why = try await bgctl(daemon, "why", "com.example.cli", "--json")
+            #expect(try WireCoding.makeDecoder().decode(WakeExplanation.self, from: Data(why.standardOutput.utf8)).fetchInterval == .never)
+
+            #expect(try await bgctl(daemon, "open", "com.example.cli").status == 0)
+            #expect(try await daemon.store.opens(of: AppID(rawValue: "com.example.cli")!).count == 1)
+
+            let status = try await bgctl(daemon, "status")
+            #expect(status.standardOutput.contains("apps:    1"))
+
+            #expect(try await bgctl(daemon, "unregister", "com.example.cli").status == 0)
+            #expect(try await daemon.store.apps().isEmpty)
+            #expect(!FileManager.default.fileExists(atPath: daemon.directory + "/state/containers/com.example.cli"))
+        }
+    }
+
+    @Test func badInputIsRefusedWithAMessage() async throws {
+        try await TestDaemon.with { daemon in
+            let badID = try await bgctl(daemon, "register", "not-reverse-dns", "--", "/bin/true")
+            #expect(badID.status == 64)
+            #expect(badID.standardError.contains("reverse-DNS"))
+
+            let badInterval = try await bgctl(daemon, "register", "com.example.x", "--interval", "often", "--", "/bin/true")
+            #expect(badInterval.status == 64)
+            #expect(badInterval.standardError.contains("'never', 'minimum', or a duration"))
+
+            let noCommand = try await bgctl(daemon, "register", "com.example.x")
+            #expect(noCommand.status == 64)
+            #expect(noCommand.standardError.contains("launch command after --"))
+
+            let missing = try await bgctl(daemon, "register", "com.example.x", "--", "/no/such/app")
+            #expect(missing.status == 1)
+            #expect(missing.standardError.contains("/no/such/app is not an executable file"))
+
+            let unknown = try await bgctl(daemon, "why", "com.example.nope")
+            #expect(unknown.status == 1)
+            #expect(unknown.standardError.contains("no app com.example.nope is registered"))
+
+            #expect(try await daemon.store.apps().isEmpty, "nothing was registered")
+
+            let noDaemon = try await Command.run(
+                try BuiltProducts.path(of: "bgctl"), ["status", "--socket", daemon.directory + "/nobody.sock"])
+            #expect(noDaemon.status == 1)
+            #expect(noDaemon.standardError.contains("is it running? Start it with `swift run bgd`"))
+        }
+    }
+}

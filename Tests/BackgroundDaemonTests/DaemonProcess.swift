@@ -1,0 +1,80 @@
+import BackgroundTesting
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A real bgd, as a child process of the test, on a given state directory and socket.
+final class DaemonProcess: @unchecked Sendable {
+    // @unchecked: `process` is set once in init and only read afterwards.
+    let process = Process()
+    let socketPath: String
+    let stateDirectory: String
+
+    /// Starts bgd and returns once it says it is ready (it prints "bgd is ready" on stderr).
+    init(stateDirectory: String, socketPath: String, arguments: [String] = []) async throws {
+        self.socketPath = socketPath
+        self.stateDirectory = stateDirectory
+        process.executableURL = URL(fileURLWithPath: try BuiltProducts.path(of: "bgd"))
+        process.arguments = ["--state-dir", stateDirectory, "--socket", socketPath] + arguments
+        let stderr = Pipe()
+        process.standardError = stderr
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        let ready = await Self.readUntil("bgd is ready", from: stderr.fileHandleForReading)
+        guard ready else { throw Failure.didNotStart(stateDirectory) }
+    }
+
+    enum Failure: Error { case didNotStart(String) }
+
+    var processID: Int32 { process.processIdentifier }
+
+    func signal(_ signal: Int32) { kill(process.processIdentifier, signal) }
+
+    /// Waits for bgd to exit and returns its status.
+    func waitForExit() async -> Int32 {
+        await withCheckedContinuation { continuation in
+            Thread {
+                self.process.waitUntilExit()
+                continuation.resume(returning: self.process.terminationStatus)
+            }.start()
+        }
+    }
+
+    /// Reads the pipe until a line contains `marker` (true) or it closes (false), then keeps
+    /// draining it on the same thread so bgd never blocks on a full pipe.
+    static func readUntil(_ marker: String, from handle: FileHandle) async -> Bool {
+        await withCheckedContinuation { continuation in
+            Thread {
+                var seen = ""
+                var resumed = false
+                while true {
+                    let data = handle.availableData
+                    if data.isEmpty { break }
+                    if !resumed {
+                        seen += String(decoding: data, as: UTF8.self)
+                        if seen.contains(marker) {
+                            resumed = true
+                            continuation.resume(returning: true)
+                        }
+                    }
+                }
+                if !resumed { continuation.resume(returning: false) }
+            }.start()
+        }
+    }
+}
+
+/// Waits until a process that is not our child has exited (pidfd: an event, not a poll loop).
+func waitUntilGone(_ pid: Int32, timeoutMilliseconds: Int32 = 10_000) -> Bool {
+    let descriptor = pidfdOpen(pid, 0)
+    guard descriptor >= 0 else { return errno == ESRCH }
+    defer { close(descriptor) }
+    var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+    return poll(&poller, 1, timeoutMilliseconds) == 1
+}
+
+// glibc 2.36 has the wrapper; Swift cannot call the variadic syscall(2).
+@_silgen_name("pidfd_open")
+private func pidfdOpen(_ pid: Int32, _ flags: UInt32) -> Int32

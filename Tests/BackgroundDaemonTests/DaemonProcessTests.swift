@@ -1,0 +1,99 @@
+import Background
+import BackgroundModel
+import BackgroundStore
+import BackgroundTesting
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// bgd as a real process: one per state directory, a clean stop on SIGTERM, and nothing lost or
+/// doubled when it is killed with SIGKILL in the middle of a fetch.
+@Suite(.timeLimit(.minutes(2)), .serialized)
+struct DaemonProcessTests {
+    @Test func aSecondBgdOnTheSameStateRefusesToStart() async throws {
+        let directory = TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let first = try await DaemonProcess(stateDirectory: directory + "/state", socketPath: directory + "/bgd.sock")
+        let second = try await Command.run(
+            try BuiltProducts.path(of: "bgd"), ["--state-dir", directory + "/state", "--socket", directory + "/other.sock"])
+        #expect(second.status == 75)
+        #expect(second.standardError.contains("another bgd (pid \(first.processID)) is using the state directory"))
+        // The first still serves.
+        let status = try await DaemonClient(socketPath: first.socketPath).send(.get, "/v1/status", as: DaemonStatus.self)
+        #expect(status.processID == first.processID)
+        first.signal(SIGTERM)
+        #expect(await first.waitForExit() == 0)
+    }
+
+    @Test func sigtermStopsCleanlyAndTheStoreIsSound() async throws {
+        let directory = TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let daemon = try await DaemonProcess(stateDirectory: directory + "/state", socketPath: directory + "/bgd.sock")
+        let admin = DaemonClient(socketPath: daemon.socketPath)
+        _ = try await admin.send(
+            .post, "/v1/apps",
+            body: RegisterAppRequest(id: AppID(rawValue: "com.example.a")!, launchCommand: LaunchCommand(["/bin/true"])!, fetchInterval: .minimum),
+            as: RegisteredApp.self)
+        daemon.signal(SIGTERM)
+        #expect(await daemon.waitForExit() == 0)
+        #expect(!FileManager.default.fileExists(atPath: daemon.socketPath), "the socket is removed")
+        let store = try BackgroundStore.open(atPath: directory + "/state/bgd.sqlite")
+        #expect(try await store.integrityCheck() == "ok")
+        #expect(try await store.apps().map(\.id.rawValue) == ["com.example.a"])
+    }
+
+    @Test func killDashNineDuringAFetchLosesAndDoublesNothing() async throws {
+        let directory = TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let state = directory + "/state"
+        let socket = directory + "/bgd.sock"
+        let arguments = ["--fetch-budget", "20s", "--expiration-lead", "2s", "--kill-grace", "1s"]
+        let app = "com.example.crashsafe"
+        let fixture = try BuiltProducts.path(of: "bgd-fixture-app")
+
+        // A fetch is in flight: the app was launched for run 1 and hangs in its handler.
+        let first = try await DaemonProcess(stateDirectory: state, socketPath: socket, arguments: arguments)
+        var admin = DaemonClient(socketPath: socket)
+        _ = try await admin.send(
+            .post, "/v1/apps",
+            body: RegisterAppRequest(
+                id: AppID(rawValue: app)!, launchCommand: LaunchCommand([fixture, "hang-run", "1"])!, fetchInterval: .minimum),
+            as: RegisteredApp.self)
+        let run = try await admin.send(.post, "/v1/apps/\(app)/fetch", as: RunRecord.self)
+        #expect(run.id == RunID(1))
+        let orphan = try #require(run.processID)
+
+        // bgd dies at once, no chance to clean up.
+        first.signal(SIGKILL)
+        #expect(await first.waitForExit() == SIGKILL)
+
+        // Restart: the interrupted run is recorded as such, and its orphaned app is ended.
+        let second = try await DaemonProcess(stateDirectory: state, socketPath: socket, arguments: arguments)
+        admin = DaemonClient(socketPath: socket)
+        let interrupted = try await admin.send(.get, "/v1/runs/1", as: RunRecord.self)
+        #expect(interrupted.outcome == .interrupted)
+        #expect(waitUntilGone(orphan), "the app process bgd left behind is ended")
+
+        // The app is scheduled again at once, and this time answers.
+        let rerun = try await admin.send(.get, "/v1/runs/2?wait=60", as: RunRecord.self)
+        #expect(rerun.trigger == .scheduled)
+        #expect(rerun.reasons.map(\.code).contains(.interruptedRun))
+        #expect(rerun.outcome == .newData)
+
+        // One event per run, each closed once; the app saw each run exactly once.
+        let outbox = try await admin.send(.get, "/v1/apps/\(app)/events", as: [OutboxEntry].self)
+        #expect(outbox.map(\.event.seq.rawValue) == [1, 2])
+        #expect(outbox.allSatisfy { $0.closedAt != nil })
+        let log = try String(contentsOfFile: state + "/containers/\(app)/fixture.log", encoding: .utf8)
+        let fetches = log.split(separator: "\n").filter { $0.hasPrefix("fetch") }.map { $0.split(separator: " ")[1] }
+        #expect(fetches.count <= 2 && Set(fetches).count == fetches.count, "no run delivered twice: \(fetches)")
+        #expect(fetches.contains("2"))
+
+        second.signal(SIGTERM)
+        #expect(await second.waitForExit() == 0)
+        #expect(try await BackgroundStore.open(atPath: state + "/bgd.sqlite").integrityCheck() == "ok")
+    }
+}
