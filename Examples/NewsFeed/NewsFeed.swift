@@ -73,7 +73,7 @@ struct NewsFeed {
     }
 
     static func show(_ items: [NewsItem]) {
-        print("News (\(items.count) items)")
+        print("News (\(items.count) item\(items.count == 1 ? "" : "s"))")
         for item in items.reversed() {
             print("  \(item.date.formatted(date: .abbreviated, time: .standard))  \(item.text)")
         }

@@ -28,6 +28,11 @@ final class DaemonProcess: @unchecked Sendable {
 
     enum Failure: Error { case didNotStart(String) }
 
+    /// A test that fails or times out must not leave a bgd behind.
+    deinit {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
+
     var processID: Int32 { process.processIdentifier }
 
     func signal(_ signal: Int32) { kill(process.processIdentifier, signal) }
