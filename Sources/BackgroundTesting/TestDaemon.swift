@@ -5,6 +5,7 @@ import BackgroundPolicy
 import BackgroundStore
 import Foundation
 import Logging
+import ServiceLifecycle
 
 /// A real bgd, in this process, on a temporary directory and socket, driven by a `ManualClock`.
 ///
@@ -40,11 +41,16 @@ public struct TestDaemon: Sendable {
         logger.logLevel = ProcessInfo.processInfo.environment["BGD_TEST_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
         let daemon = try await Daemon(configuration: configuration, clock: clock, logger: logger)
         let test = TestDaemon(daemon: daemon, clock: clock, directory: directory)
+        // Stopped by a graceful shutdown, as bgd is on SIGTERM: cancelling a NIO server while a
+        // connection is still being accepted traps (apple/swift-nio#3481).
+        let (ready, readyContinuation) = AsyncStream<Void>.makeStream()
+        let services = ServiceGroup(
+            configuration: .init(
+                services: [ReadyReporting(daemon: daemon, onReady: { readyContinuation.yield() })], logger: logger))
         return try await withThrowingTaskGroup(of: T?.self) { group in
-            let (ready, readyContinuation) = AsyncStream<Void>.makeStream()
             group.addTask {
                 defer { readyContinuation.finish() }  // a daemon that fails to start must not leave us waiting
-                try await daemon.run(onReady: { readyContinuation.yield() })
+                try await services.run()
                 return nil
             }
             var isReady = false
@@ -52,11 +58,17 @@ public struct TestDaemon: Sendable {
                 isReady = true
                 break
             }
-            defer { group.cancelAll() }
             if !isReady { _ = try await group.next() }
-            let result = try await body(test)
-            group.cancelAll()
-            return result
+            do {
+                let result = try await body(test)
+                await services.triggerGracefulShutdown()
+                try await group.waitForAll()
+                return result
+            } catch {
+                await services.triggerGracefulShutdown()
+                try? await group.waitForAll()
+                throw error
+            }
         }
     }
 
@@ -154,4 +166,11 @@ public enum BuiltProducts {
         guard FileManager.default.isExecutableFile(atPath: path) else { throw TestDaemonError.productNotBuilt(path) }
         return path
     }
+}
+
+/// The daemon as a service that says when its socket accepts connections.
+private struct ReadyReporting: Service {
+    let daemon: Daemon
+    let onReady: @Sendable () async -> Void
+    func run() async throws { try await daemon.run(onReady: onReady) }
 }

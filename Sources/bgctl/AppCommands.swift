@@ -29,7 +29,7 @@ extension BGCtl {
             guard !apps.isEmpty else {
                 return print("No apps registered. Register one with: bgctl register APP-ID --interval minimum -- /path/to/app")
             }
-            let now = Date.now
+            let now = SystemClock().now
             let rows = apps.map { app in
                 [
                     app.id.rawValue, app.fetchInterval.description, app.isConnected ? "connected" : "-",

@@ -14,7 +14,7 @@ extension BGCtl {
             let runs = try await options.call { try await $0.send(.get, "/v1/apps/\(app)/history?limit=\(limit)", as: [RunRecord].self) }
             if options.json { return try options.printJSON(runs) }
             guard !runs.isEmpty else { return print("\(app) has not run yet. `bgctl why \(app)` says when it will.") }
-            let now = Date.now
+            let now = SystemClock().now
             TextFormat.table(
                 header: ["RUN", "STARTED", "TRIGGER", "RESULT", "DURATION", "WHY", "DETAIL"],
                 rows: runs.map { run in
@@ -35,7 +35,7 @@ extension BGCtl {
         func run() async throws {
             let why = try await options.call { try await $0.send(.get, "/v1/apps/\(app)/why", as: WakeExplanation.self) }
             if options.json { return try options.printJSON(why) }
-            let now = Date.now
+            let now = SystemClock().now
             if let running = why.running {
                 print("\(app) is running now (run \(running.id), started \(TextFormat.when(running.startedAt, now: now)), deadline \(TextFormat.when(running.deadline, now: now))).")
             } else if let next = why.nextWake {

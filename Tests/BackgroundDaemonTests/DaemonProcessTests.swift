@@ -37,12 +37,21 @@ struct DaemonProcessTests {
             .post, "/v1/apps",
             body: RegisterAppRequest(id: AppID(rawValue: "com.example.a")!, launchCommand: LaunchCommand(["/bin/true"])!, fetchInterval: .minimum),
             as: RegisteredApp.self)
+        // An app holds its event stream open: the stop must not wait on it.
+        let registered = try await admin.send(
+            .post, "/v1/apps",
+            body: RegisterAppRequest(id: AppID(rawValue: "com.example.b")!, launchCommand: LaunchCommand(["/bin/true"])!),
+            as: RegisteredApp.self)
+        let stream = try await DaemonClient(socketPath: daemon.socketPath, token: registered.token).stream("/v1/app/events")
+        var messages = stream.makeAsyncIterator()
+        _ = try await messages.next()
         daemon.signal(SIGTERM)
         #expect(await daemon.waitForExit() == 0)
+        #expect(try await messages.next() == nil, "the app's stream ended with bgd")
         #expect(!FileManager.default.fileExists(atPath: daemon.socketPath), "the socket is removed")
         let store = try BackgroundStore.open(atPath: directory + "/state/bgd.sqlite")
         #expect(try await store.integrityCheck() == "ok")
-        #expect(try await store.apps().map(\.id.rawValue) == ["com.example.a"])
+        #expect(try await store.apps().map(\.id.rawValue) == ["com.example.a", "com.example.b"])
     }
 
     @Test func killDashNineDuringAFetchLosesAndDoublesNothing() async throws {

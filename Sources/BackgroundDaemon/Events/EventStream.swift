@@ -5,6 +5,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdCore
 import NIOCore
+import ServiceLifecycle
 
 /// One app's live event stream: newline-delimited JSON on one long response.
 ///
@@ -33,8 +34,14 @@ struct EventStream {
                     core.activity.emit(.appDisconnected(bearer.app))
                 }
                 do {
-                    try await request.body.consumeWithCancellationOnInboundClose { _ in
-                        try await stream(subscription, to: &writer)
+                    // A stream never ends by itself: on a graceful shutdown, end it, so the server
+                    // does not wait on it forever. The app reconnects to the next bgd.
+                    try await withGracefulShutdownHandler {
+                        try await request.body.consumeWithCancellationOnInboundClose { _ in
+                            try await stream(subscription, to: &writer)
+                        }
+                    } onGracefulShutdown: {
+                        core.broker.unsubscribe(subscription)
                     }
                 } catch is CancellationError {
                     return  // the app went away
