@@ -5,25 +5,37 @@ import GRDB
 
 extension BackgroundStore {
     /// Stores the scheduler's latest decisions, so `bgctl why` shows what the scheduler decided
-    /// (not a recomputation) and the reasons survive a restart.
-    public func savePlan(_ decisions: [WakeDecision], now: Date) async throws {
+    /// (not a recomputation) and the reasons survive a restart. `candidates` are the snapshot
+    /// the decisions came from: each plan records the newest run it knew of.
+    public func savePlan(_ decisions: [WakeDecision], from candidates: [FetchCandidate], now: Date) async throws {
+        let basis = Dictionary(candidates.map { ($0.app, $0.recentRuns.first?.id) }, uniquingKeysWith: { first, _ in first })
         try await writer.write { db in
             for decision in decisions {
                 guard try AppRow.exists(db, key: decision.app.rawValue) else { continue }
                 try WakePlanRow(
                     appId: decision.app.rawValue, decidedAt: now, dueAt: decision.dueAt,
-                    reasons: ColumnJSON.encode(decision.reasons)
+                    reasons: ColumnJSON.encode(decision.reasons), basedOnRunId: (basis[decision.app] ?? nil)?.rawValue
                 ).save(db)
             }
         }
     }
 
-    /// The latest stored decision for an app.
-    public func savedPlan(for id: AppID) async throws -> (decidedAt: Date, decision: WakeDecision)? {
+    /// The latest stored decision for an app, and the newest run it took into account.
+    public func savedPlan(for id: AppID) async throws -> SavedPlan? {
         try await writer.read { db in
             guard let row = try WakePlanRow.fetchOne(db, key: id.rawValue) else { return nil }
             let reasons = try ColumnJSON.decode([DecisionReason].self, from: row.reasons)
-            return (row.decidedAt, WakeDecision(app: id, dueAt: row.dueAt, reasons: reasons))
+            return SavedPlan(
+                decidedAt: row.decidedAt, decision: WakeDecision(app: id, dueAt: row.dueAt, reasons: reasons),
+                basedOnRun: row.basedOnRunId.map(RunID.init))
         }
     }
+}
+
+/// A decision of the scheduler as stored.
+public struct SavedPlan: Hashable, Sendable {
+    public var decidedAt: Date
+    public var decision: WakeDecision
+    /// The newest finished run the decision took into account (nil: none yet).
+    public var basedOnRun: RunID?
 }

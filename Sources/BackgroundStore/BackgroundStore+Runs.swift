@@ -112,7 +112,7 @@ extension BackgroundStore {
                     .limit(recentRunLimit + 1).fetchAll(db)
                 let finished = runs.compactMap { run in
                     run.outcome.flatMap(RunOutcome.init(rawValue:)).map {
-                        FetchCandidate.FinishedRun(startedAt: run.startedAt, outcome: $0)
+                        FetchCandidate.FinishedRun(id: run.id.map(RunID.init), startedAt: run.startedAt, outcome: $0)
                     }
                 }
                 return FetchCandidate(

@@ -54,6 +54,11 @@ extension BackgroundStore {
                 t.column("reasons", .text).notNull()
             }
         }
+        migrator.registerMigration("wakePlanBasis") { db in
+            // The newest finished run a decision took into account, so a reader can tell a plan
+            // made before a run ended from one made after.
+            try db.alter(table: "wakePlan") { t in t.add(column: "basedOnRunId", .integer) }
+        }
         return migrator
     }
 }

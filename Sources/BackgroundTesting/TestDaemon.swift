@@ -124,7 +124,9 @@ public struct TestDaemon: Sendable {
         var iterator = feed.makeAsyncIterator()
         while true {
             let why = try await why(app)
-            if let next = why.nextWake, why.running == nil, accept(why) { return next }
+            // Only a plan that has caught up with the last run, made while none is in flight.
+            let isCurrent = why.running == nil && why.basedOnRun == why.recentRuns.first?.id
+            if let next = why.nextWake, isCurrent, accept(why) { return next }
             while true {
                 guard let activity = await iterator.next() else { throw TestDaemonError.noWakePlanned(app) }
                 if case .planned = activity { break }

@@ -110,7 +110,7 @@ struct AdminRoutes {
             WakeExplanation(
                 app: id, fetchInterval: app.fetchInterval, decidedAt: plan?.decidedAt, nextWake: plan?.decision.dueAt,
                 reasons: plan?.decision.reasons ?? [], running: runs.first { $0.isRunning },
-                recentRuns: runs.filter { !$0.isRunning }))
+                recentRuns: runs.filter { !$0.isRunning }, basedOnRun: plan?.basedOnRun))
     }
 
     /// `bgctl simulate fetch`: a run through exactly the production path, started now.

@@ -55,7 +55,7 @@ public struct Scheduler: Service {
                 let now = clock.now
                 let candidates = try await store.fetchCandidates()
                 let plan = policy.plan(for: candidates, runningCount: candidates.count { $0.isRunning }, now: now)
-                try await store.savePlan(plan.decisions, now: now)
+                try await store.savePlan(plan.decisions, from: candidates, now: now)
                 var launched: [AppID] = []
                 for app in plan.launch {
                     do {

@@ -11,11 +11,15 @@ public struct WakeExplanation: Hashable, Codable, Sendable {
     public var reasons: [DecisionReason]
     public var running: RunRecord?
     public var recentRuns: [RunRecord]
+    /// The newest finished run the decision took into account: a plan older than the last run
+    /// has not caught up yet.
+    public var basedOnRun: RunID?
 
     public init(
         app: AppID, fetchInterval: FetchInterval, decidedAt: Date?, nextWake: Date?, reasons: [DecisionReason],
-        running: RunRecord?, recentRuns: [RunRecord]
+        running: RunRecord?, recentRuns: [RunRecord], basedOnRun: RunID? = nil
     ) {
+        self.basedOnRun = basedOnRun
         self.app = app
         self.fetchInterval = fetchInterval
         self.decidedAt = decidedAt

@@ -21,10 +21,12 @@ public struct FetchCandidate: Hashable, Sendable {
 
     /// A past run: when it started and how it ended.
     public struct FinishedRun: Hashable, Sendable {
+        public var id: RunID?
         public var startedAt: Date
         public var outcome: RunOutcome
 
-        public init(startedAt: Date, outcome: RunOutcome) {
+        public init(id: RunID? = nil, startedAt: Date, outcome: RunOutcome) {
+            self.id = id
             self.startedAt = startedAt
             self.outcome = outcome
         }

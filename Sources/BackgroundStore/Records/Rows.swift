@@ -69,6 +69,7 @@ struct WakePlanRow: Codable, FetchableRecord, PersistableRecord {
     var decidedAt: Date
     var dueAt: Date?
     var reasons: String
+    var basedOnRunId: Int64?
 }
 
 struct UsageRow: Codable, FetchableRecord, PersistableRecord {
