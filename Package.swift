@@ -76,7 +76,7 @@ let package = Package(
         .executableTarget(
             name: "bgctl",
             dependencies: [
-                "Background", "BackgroundModel",
+                "Background", "BackgroundModel", "BackgroundPolicy",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings

@@ -54,7 +54,7 @@ extension BGCtl {
 
     struct Simulate: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Make bgd do something now, through the production path.", subcommands: [Fetch.self])
+            abstract: "Make bgd do something now, or replay a trace through the policies.", subcommands: [Fetch.self, Trace.self])
 
         struct Fetch: AsyncParsableCommand {
             static let configuration = CommandConfiguration(

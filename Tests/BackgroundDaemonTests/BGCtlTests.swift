@@ -44,6 +44,29 @@ struct BGCtlTests {
         }
     }
 
+    @Test func simulateTraceRefusesBadInput() async throws {
+        let bgctl = try BuiltProducts.path(of: "bgctl")
+        let directory = TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try "user,app,open_utc\nu1,mail,tomorrow\n".write(toFile: directory + "/bad.csv", atomically: true, encoding: .utf8)
+        let cases: [([String], String)] = [
+            (["simulate", "trace", directory + "/nope.csv"], "cannot read"),
+            (["simulate", "trace", directory + "/bad.csv"], "line 2: open_utc must be Unix seconds"),
+            (["simulate", "trace", directory + "/bad.csv", "--policy", "magic"], "unknown policy 'magic'"),
+            (["simulate", "trace", directory + "/bad.csv", "--wakes-per-open", "0"], "--wakes-per-open must be in (0, 100]"),
+        ]
+        for (arguments, message) in cases {
+            let output = try await Command.run(bgctl, arguments)
+            #expect(output.status == 64, "\(arguments)")
+            #expect(output.standardError.contains(message), "\(output.standardError)")
+        }
+        try "user,app,open_utc\nu1,mail,1364095883\nu1,mail,1364099483\n".write(
+            toFile: directory + "/tiny.csv", atomically: true, encoding: .utf8)
+        let ok = try await Command.run(bgctl, ["simulate", "trace", directory + "/tiny.csv", "--policy", "oracle", "--wakes-out", directory + "/w.csv"])
+        #expect(ok.status == 0, "\(ok.standardError)")
+        #expect(try String(contentsOfFile: directory + "/w.csv", encoding: .utf8) == "user,app,wake_utc\nu1,mail,1364095823\nu1,mail,1364099423\n")
+    }
+
     @Test func badInputIsRefusedWithAMessage() async throws {
         try await TestDaemon.with { daemon in
             let badID = try await bgctl(daemon, "register", "not-reverse-dns", "--", "/bin/true")

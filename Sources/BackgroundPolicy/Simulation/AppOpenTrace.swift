@@ -1,0 +1,78 @@
+import Foundation
+
+/// Recorded app opens of real users, to replay through a policy in virtual time.
+public struct AppOpenTrace: Hashable, Sendable {
+    /// One app on one user's device.
+    public struct Key: Hashable, Comparable, Sendable {
+        public var user: String
+        public var app: String
+        public init(user: String, app: String) {
+            self.user = user
+            self.app = app
+        }
+        public static func < (lhs: Key, rhs: Key) -> Bool { (lhs.user, lhs.app) < (rhs.user, rhs.app) }
+    }
+
+    /// Open times per (user, app), each list in time order.
+    public let opens: [Key: [Date]]
+
+    public init(opens: [Key: [Date]]) { self.opens = opens.mapValues { $0.sorted() } }
+
+    public var users: [String] { Set(opens.keys.map(\.user)).sorted() }
+    public var openCount: Int { opens.values.reduce(0) { $0 + $1.count } }
+
+    /// A user's first and last open of any app.
+    public func span(of user: String) -> ClosedRange<Date>? {
+        let times = opens.filter { $0.key.user == user }.values.flatMap { $0 }
+        guard let first = times.min(), let last = times.max() else { return nil }
+        return first...last
+    }
+
+    /// What went wrong reading a trace, with the line.
+    public enum ParseError: Error, Hashable, CustomStringConvertible {
+        case empty
+        case missingColumns(found: [String])
+        case malformedLine(number: Int, text: String, problem: String)
+
+        public var description: String {
+            switch self {
+            case .empty: "the trace is empty; it needs a header user,app,open_utc and one line per open"
+            case .missingColumns(let found):
+                "the header must name the columns user, app and open_utc (found: \(found.joined(separator: ", ")))"
+            case .malformedLine(let number, let text, let problem): "line \(number): \(problem): \(text.prefix(120))"
+            }
+        }
+    }
+
+    /// Reads CSV with a header naming `user`, `app` and `open_utc` (Unix seconds). Lines may come
+    /// in any order; blank lines are skipped. Quoting is not supported: the fields never need it.
+    public static func parse(csv text: String) -> Result<AppOpenTrace, ParseError> {
+        var lines = text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated()
+            .filter { !$0.element.trimmingCharacters(in: .whitespaces).isEmpty }.makeIterator()
+        guard let header = lines.next() else { return .failure(.empty) }
+        let columns = header.element.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        guard let user = columns.firstIndex(of: "user"), let app = columns.firstIndex(of: "app"),
+            let time = columns.firstIndex(of: "open_utc")
+        else { return .failure(.missingColumns(found: columns)) }
+        var opens: [Key: [Date]] = [:]
+        while let (offset, line) = lines.next() {
+            let fields = line.split(separator: ",", omittingEmptySubsequences: false).map {
+                $0.trimmingCharacters(in: .whitespaces)
+            }
+            let number = offset + 1
+            guard fields.count == columns.count else {
+                return .failure(.malformedLine(number: number, text: String(line), problem: "expected \(columns.count) fields"))
+            }
+            guard !fields[user].isEmpty, !fields[app].isEmpty else {
+                return .failure(.malformedLine(number: number, text: String(line), problem: "user and app must not be empty"))
+            }
+            // Between 2000 and 2100: anything else is a unit mistake (milliseconds) or garbage.
+            guard let seconds = Double(fields[time]), seconds.isFinite, (946_684_800...4_102_444_800).contains(seconds) else {
+                return .failure(
+                    .malformedLine(number: number, text: String(line), problem: "open_utc must be Unix seconds (2000–2100)"))
+            }
+            opens[Key(user: fields[user], app: fields[app]), default: []].append(Date(timeIntervalSince1970: seconds))
+        }
+        return .success(AppOpenTrace(opens: opens))
+    }
+}
