@@ -256,15 +256,15 @@ public actor RunCoordinator: Service {
     /// The budget ran out without an answer: record it, then end the app's process.
     private func expire(_ id: RunID) async {
         guard let flight = flights[id] else { return }
-        let budget = configuration.budget.budget
-        await end(id, outcome: .expired, detail: "no answer within the \(budget.humanDescription) budget")
+        await end(id, outcome: .expired, detail: "no answer within the \(configuration.budget.budget.humanDescription) budget")
         let now = clock.now
+        // SIGKILL follows the grace period after the deadline (at once if that has passed too).
+        let killAt = max(now, configuration.budget.killTime(startingAt: flight.run.startedAt))
         for (pid, managed) in processes where managed.run == id && managed.killAt == nil {
             managed.process.signalGroup(SIGTERM)
             processes[pid]?.exitRequested = true
             processes[pid]?.terminateAt = nil
-            processes[pid]?.killAt = flight.run.startedAt.adding(budget + configuration.budget.killGrace)
-            if processes[pid]!.killAt! <= now { processes[pid]?.killAt = now }
+            processes[pid]?.killAt = killAt
         }
         logger.info("App overran its budget", metadata: ["app.id": "\(flight.run.app)", "run.id": "\(id)"])
     }
