@@ -58,6 +58,16 @@ extension BackgroundStore {
         }
     }
 
+    /// Forgets every recorded open of the app (`bgctl usage --reset`). Returns how many.
+    @discardableResult
+    public func forgetOpens(of id: AppID) async throws -> Int {
+        try await writer.write { db in
+            guard try AppRow.exists(db, key: id.rawValue) else { throw StoreError.appNotFound(id) }
+            try db.execute(sql: "DELETE FROM usage WHERE appId = ?", arguments: [id.rawValue])
+            return db.changesCount
+        }
+    }
+
     /// When the app was opened, oldest first.
     public func opens(of id: AppID, limit: Int = 1000) async throws -> [Date] {
         try await writer.read { db in

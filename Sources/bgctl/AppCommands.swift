@@ -106,6 +106,29 @@ extension BGCtl {
         }
     }
 
+    struct Usage: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "What bgd has learnt about when an app is opened.")
+        @OptionGroup var options: DaemonOptions
+        @Argument(transform: parseAppID) var app: AppID
+        @Flag(help: "Forget every recorded open of the app.") var reset = false
+
+        func run() async throws {
+            if reset {
+                try await options.call { try await $0.send(.delete, "/v1/apps/\(app)/usage") }
+                if !options.json { print("Forgot every recorded open of \(app).") }
+                return
+            }
+            let usage = try await options.call { try await $0.send(.get, "/v1/apps/\(app)/usage", as: UsageSummary.self) }
+            if options.json { return try options.printJSON(usage) }
+            guard usage.opensRecorded > 0 else {
+                return print("\(app) has no recorded opens yet: apps report them with applicationDidBecomeActive(), or `bgctl open \(app)`.")
+            }
+            print("\(app): \(usage.opensRecorded) opens recorded, \(String(format: "%.1f", usage.opensPerDay)) a day lately, in \(String(format: "%.1f", usage.sessionsPerDay)) sessions a day")
+            print("  busiest times of day (UTC), session starts a day:")
+            for slot in usage.busiestSlots { print("    \(slot.start)  \(String(format: "%.2f", slot.sessionsPerDay))") }
+        }
+    }
+
     struct Open: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Record that the user opened an app (as the SDK does).")
         @OptionGroup var options: DaemonOptions

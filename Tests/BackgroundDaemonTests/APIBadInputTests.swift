@@ -48,6 +48,8 @@ struct APIBadInputTests {
                 (.GET, "/v1/apps/com.example.nope", nil, nil, 404, "unknownApp"),
                 (.POST, "/v1/apps/com.example.nope/fetch", nil, nil, 404, "unknownApp"),
                 (.DELETE, "/v1/apps/com.example.nope", nil, nil, 404, "unknownApp"),
+                (.GET, "/v1/apps/com.example.nope/usage", nil, nil, 404, "unknownApp"),
+                (.DELETE, "/v1/apps/com.example.nope/usage", nil, nil, 404, "unknownApp"),
                 (.GET, "/v1/apps/not..valid/why", nil, nil, 400, "invalidAppID"),
                 (.GET, "/v1/apps/com.example.a/history?limit=0", nil, nil, 400, "invalidQuery"),
                 (.GET, "/v1/apps/com.example.a/history?limit=abc", nil, nil, 400, "invalidQuery"),

@@ -32,8 +32,19 @@ struct BGCtlTests {
             let why = try await bgctl(daemon, "why", "com.example.cli", "--json")
             #expect(try WireCoding.makeDecoder().decode(WakeExplanation.self, from: Data(why.standardOutput.utf8)).fetchInterval == .never)
 
-            #expect(try await bgctl(daemon, "open", "com.example.cli").status == 0)
-            #expect(try await daemon.store.opens(of: AppID(rawValue: "com.example.cli")!).count == 1)
+            // Opens at 09:00 on three days: the model sees one session a day, at 09:00.
+            for _ in 0..<3 {
+                #expect(try await bgctl(daemon, "open", "com.example.cli").status == 0)
+                daemon.clock.advance(by: .seconds(86400))
+            }
+            #expect(try await daemon.store.opens(of: AppID(rawValue: "com.example.cli")!).count == 3)
+            let usage = try WireCoding.makeDecoder().decode(
+                UsageSummary.self, from: Data(try await bgctl(daemon, "usage", "com.example.cli", "--json").standardOutput.utf8))
+            #expect(usage.opensRecorded == 3)
+            #expect(usage.busiestSlots.first?.start == "09:00")
+            #expect(try await bgctl(daemon, "usage", "com.example.cli").standardOutput.contains("09:00"))
+            #expect(try await bgctl(daemon, "usage", "com.example.cli", "--reset").status == 0)
+            #expect(try await daemon.store.opens(of: AppID(rawValue: "com.example.cli")!).isEmpty)
 
             let status = try await bgctl(daemon, "status")
             #expect(status.standardOutput.contains("apps:    1"))

@@ -1,4 +1,5 @@
 import BackgroundModel
+import BackgroundPolicy
 import BackgroundStore
 import Foundation
 import Hummingbird
@@ -36,6 +37,23 @@ struct AdminRoutes {
             _ = try await core.requireApp(id)
             let limit = try request.uri.integerQuery("limit", default: 100, range: 1...10_000)
             return try JSONResponse.make(try await core.store.outbox(for: id, limit: limit))
+        }
+        v1.get("apps/:id/usage") { _, context in
+            let id = try context.parameters.appID()
+            _ = try await core.requireApp(id)
+            let opens = try await core.store.opens(of: id)
+            let now = core.clock.now
+            let model = UsageModel.learning(from: opens)
+            return try JSONResponse.make(
+                UsageSummary(
+                    app: id, opensRecorded: opens.count, firstOpen: opens.first, lastOpen: opens.last,
+                    opensPerDay: model.opensPerDay(now: now), sessionsPerDay: model.sessionsPerDay(now: now),
+                    busiestSlots: model.busiestSlots(limit: 8, now: now).map { UsageSummary.Slot(start: $0.start, sessionsPerDay: $0.sessionsPerDay) }))
+        }
+        v1.delete("apps/:id/usage") { _, context in
+            try await core.store.forgetOpens(of: try context.parameters.appID())
+            core.schedulerDoorbell.ring()
+            return Response(status: .noContent)
         }
         v1.get("apps/:id/why") { _, context in try await why(try context.parameters.appID()) }
         v1.post("apps/:id/fetch") { request, context in

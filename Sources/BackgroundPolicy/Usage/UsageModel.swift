@@ -125,6 +125,27 @@ public struct UsageModel: Hashable, Sendable {
         return halfLife / log(2) * (1 - exp2(-span / halfLife)) / 86400
     }
 
+    /// A model that has learnt from `opens` (any order).
+    public static func learning(from opens: [Date], configuration: Configuration = .init()) -> UsageModel {
+        var model = UsageModel(configuration: configuration)
+        for open in opens.sorted() { model.recordOpen(at: open) }
+        return model
+    }
+
+    /// The busiest slots of the day, as "HH:MM" (in the model's local time) and session starts a
+    /// day, busiest first.
+    public func busiestSlots(limit: Int, now: Date) -> [(start: String, sessionsPerDay: Double)] {
+        guard let days = observedDays(now: now), let lastOpen, days > 0 else { return [] }
+        let age = exp2(-max(0, now.timeIntervalSince(lastOpen)) / configuration.halfLife.seconds)
+        let minutes = Int(configuration.slot.seconds / 60)
+        return daySlots.indices.filter { daySlots[$0] > 0 }
+            .sorted { daySlots[$0] > daySlots[$1] }.prefix(limit)
+            .map { index in
+                let minute = index * minutes
+                return (String(format: "%02d:%02d", minute / 60, minute % 60), daySlots[index] * age / days)
+            }
+    }
+
     /// The start of the slot that contains `date`.
     public func slotStart(containing date: Date) -> Date {
         let width = configuration.slot.seconds

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# BM11: bgd idle with 50 registered apps (next wake >= 10 min away) versus cron, measured in the
+# same run: resident memory, and wakeups (voluntary context switches, all threads) per minute.
+# Usage: Benchmarks/idle-footprint.sh [SECONDS]   (default 60; needs a release build, made here)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+window=${1:-60}
+command -v cron >/dev/null || { apt-get update -qq && apt-get install -y -qq cron >/dev/null; }
+swift build -c release --product bgd >/dev/null
+swift build -c release --product bgctl >/dev/null
+bin=$(swift build -c release --show-bin-path)
+work=$(mktemp -d /tmp/bgd-bench-XXXX)
+trap 'kill $bgd $cronpid 2>/dev/null || true; rm -rf "$work"' EXIT
+
+"$bin/bgd" --state-dir "$work/state" --socket "$work/bgd.sock" 2>"$work/bgd.log" &
+bgd=$!
+until grep -q "bgd is ready" "$work/bgd.log" 2>/dev/null; do sleep 0.1; done
+for i in $(seq 1 50); do
+    "$bin/bgctl" register "com.example.app$i" --interval 1h --quiet --socket "$work/bgd.sock" -- /bin/true >/dev/null
+done
+cron -f -L 0 &
+cronpid=$!
+sleep 5  # let both settle after start-up
+
+switches() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/^voluntary_ctxt_switches/ {s += $2} END {print s}'; }
+rss() { awk '/^VmRSS/ {print $2}' /proc/"$1"/status; }
+b0=$(switches $bgd); c0=$(switches $cronpid)
+sleep "$window"
+b1=$(switches $bgd); c1=$(switches $cronpid)
+per_minute() { echo "scale=1; ($2 - $1) * 60 / $window" | bc; }
+printf '%-28s %10s %18s\n' "daemon (idle ${window}s)" "RSS (MB)" "wakeups / min"
+printf '%-28s %10.1f %18s\n' "bgd, 50 apps" "$(echo "$(rss $bgd) / 1024" | bc -l)" "$(per_minute $b0 $b1)"
+printf '%-28s %10.1f %18s\n' "cron (anchor, same run)" "$(echo "$(rss $cronpid) / 1024" | bc -l)" "$(per_minute $c0 $c1)"
+echo "threads in bgd: $(ls /proc/$bgd/task | wc -l); $(nproc) cores; $(uname -r)"
