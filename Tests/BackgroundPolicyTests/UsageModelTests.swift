@@ -82,3 +82,30 @@ struct AdaptiveWakePlannerTests {
         #expect(planner.plan(for: model, lastRefresh: nil, wakesInLastDay: 3, now: now).isEmpty)
     }
 }
+
+struct CoUsageModelTests {
+    let start = Date(timeIntervalSince1970: 1_767_603_600)
+
+    @Test func learnsWhichAppsFollowActivity() {
+        var model = CoUsageModel()
+        // Thirty days: each morning mail is opened, and chat starts a session 20 minutes later.
+        for day in 0..<30 {
+            let morning = start.addingTimeInterval(Double(day) * 86400)
+            model.recordOpen(of: "mail", at: morning, isSessionStart: true)
+            model.recordOpen(of: "chat", at: morning.addingTimeInterval(1200), isSessionStart: true)
+        }
+        // Mail opens are followed by chat; chat opens by nothing.
+        let chat = model.chanceOfSession(of: "chat")
+        let mail = model.chanceOfSession(of: "mail")
+        #expect(chat != nil && chat! > 0.4)
+        #expect(mail != nil && mail! < 0.1)
+        #expect(model.chanceOfSession(of: "never-seen") == 0)
+    }
+
+    @Test func saysNothingBeforeEnoughActivity() {
+        var model = CoUsageModel()
+        model.recordOpen(of: "mail", at: start, isSessionStart: true)
+        model.recordOpen(of: "chat", at: start.addingTimeInterval(7200), isSessionStart: true)
+        #expect(model.chanceOfSession(of: "chat") == nil)
+    }
+}

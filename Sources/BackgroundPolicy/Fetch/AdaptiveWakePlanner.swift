@@ -20,11 +20,14 @@ public struct AdaptiveWakePlanner: Hashable, Sendable {
         public var minimumValue: Double
         /// How far ahead to plan.
         public var horizon: Duration
+        /// When the user opens some app, wake another whose session follows at least this often.
+        public var activityThreshold: Double
 
         public init(
-            freshness: Duration = .seconds(60 * 60), wakesPerOpen: Double = 0.9, minimumValue: Double = 0.1,
-            horizon: Duration = .seconds(86400)
+            freshness: Duration = .seconds(60 * 60), wakesPerOpen: Double = 1, minimumValue: Double = 0.1,
+            horizon: Duration = .seconds(86400), activityThreshold: Double = 0.1
         ) {
+            self.activityThreshold = activityThreshold
             self.freshness = freshness
             self.wakesPerOpen = wakesPerOpen
             self.minimumValue = minimumValue

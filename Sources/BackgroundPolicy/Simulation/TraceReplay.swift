@@ -30,6 +30,9 @@ public struct TraceReplay: Sendable {
 
     /// Every wake the policy decides, per (user, app).
     public func wakes(for trace: AppOpenTrace, policy: Policy) -> [AppOpenTrace.Key: [Date]] {
+        if policy == .adaptive {
+            return trace.users.reduce(into: [:]) { wakes, user in wakes.merge(adaptive(user: user, in: trace)) { $1 } }
+        }
         var wakes: [AppOpenTrace.Key: [Date]] = [:]
         for (key, opens) in trace.opens {
             guard let span = trace.span(of: key.user) else { continue }
@@ -38,7 +41,7 @@ public struct TraceReplay: Sendable {
             case .fixed15m: wakes[key] = fixed(every: 15 * 60, over: span)
             case .fixed60m: wakes[key] = fixed(every: 60 * 60, over: span)
             case .oracle: wakes[key] = opens.map { $0.addingTimeInterval(-60) }
-            case .adaptive: wakes[key] = adaptive(opens: opens, over: span)
+            case .adaptive: break
             }
         }
         return wakes
@@ -49,36 +52,73 @@ public struct TraceReplay: Sendable {
             .map(Date.init(timeIntervalSince1970:))
     }
 
-    /// One app, event by event: each open teaches the model; after every open and every wake —
-    /// and at least hourly — the planner is asked again for the next wake.
-    private func adaptive(opens: [Date], over span: ClosedRange<Date>) -> [Date] {
+    /// One user's apps together, event by event. Each open teaches the app's usage model and the
+    /// user's co-usage model; an open of any app may wake the others likely to follow (the user is
+    /// active now); after every event — and at least hourly — each app's planner is asked again.
+    /// Both kinds of wake spend the same daily budget.
+    private func adaptive(user: String, in trace: AppOpenTrace) -> [AppOpenTrace.Key: [Date]] {
+        guard let span = trace.span(of: user) else { return [:] }
+        let keys = trace.opens.keys.filter { $0.user == user }.sorted()
+        let events = keys.flatMap { key in trace.opens[key]!.map { (at: $0, key: key) } }.sorted { ($0.at, $0.key) < ($1.at, $1.key) }
         let planner = AdaptiveWakePlanner(configuration: self.planner)
-        var model = UsageModel(configuration: usage)
-        var wakes: [Date] = []
-        var lastRefresh: Date?
-        var nextOpen = 0
+        var models = Dictionary(uniqueKeysWithValues: keys.map { ($0, UsageModel(configuration: usage)) })
+        var coUsage = CoUsageModel(window: self.planner.freshness)
+        var wakes: [AppOpenTrace.Key: [Date]] = [:]
+        var lastRefresh: [AppOpenTrace.Key: Date] = [:]
+        var planned: [AppOpenTrace.Key: Date] = [:]
+
+        func spent(_ key: AppOpenTrace.Key, now: Date) -> Int {
+            (wakes[key] ?? []).reversed().prefix { $0 > now.addingTimeInterval(-86400) }.count
+        }
+        func budget(_ key: AppOpenTrace.Key, now: Date) -> Int {
+            Int((models[key]!.opensPerDay(now: now) * self.planner.wakesPerOpen).rounded())
+        }
+        func replan(_ key: AppOpenTrace.Key, now: Date) {
+            planned[key] = planner.plan(
+                for: models[key]!, lastRefresh: lastRefresh[key], wakesInLastDay: spent(key, now: now), now: now
+            ).first?.at
+        }
+        func wake(_ key: AppOpenTrace.Key, at date: Date) {
+            wakes[key, default: []].append(date)
+            lastRefresh[key] = date
+        }
+
         var now = span.lowerBound
-        let replanEvery: TimeInterval = 3600
+        var nextEvent = 0
+        var nextLook = now
         while now <= span.upperBound {
-            let dayAgo = now.addingTimeInterval(-86400)
-            let spent = wakes.reversed().prefix { $0 > dayAgo }.count
-            let planned = planner.plan(for: model, lastRefresh: lastRefresh, wakesInLastDay: spent, now: now).first?.at
-            let replan = now.addingTimeInterval(replanEvery)
-            let open = nextOpen < opens.count ? opens[nextOpen] : nil
-            // The next thing to happen: an open, the planned wake, or the hourly look.
-            if let open, open <= min(planned ?? .distantFuture, replan) {
-                model.recordOpen(at: open)
-                lastRefresh = open
-                nextOpen += 1
-                now = max(now, open)
-            } else if let planned, planned <= replan {
-                let at = max(planned, now)
+            if now >= nextLook {
+                for key in keys { replan(key, now: now) }
+                nextLook = now.addingTimeInterval(3600)
+            }
+            let earliestPlan = planned.values.min() ?? .distantFuture
+            let open = nextEvent < events.count ? events[nextEvent] : nil
+            if let open, open.at <= min(earliestPlan, nextLook) {
+                now = max(now, open.at)
+                let previous = models[open.key]!.lastOpen
+                let isSessionStart = previous.map { open.at.timeIntervalSince($0) > usage.sessionGap.seconds } ?? true
+                models[open.key]!.recordOpen(at: open.at)
+                coUsage.recordOpen(of: open.key.app, at: open.at, isSessionStart: isSessionStart)
+                lastRefresh[open.key] = open.at
+                nextEvent += 1
+                // The user is active: wake the apps whose sessions tend to follow, if they are stale.
+                for key in keys where key != open.key {
+                    let stale = lastRefresh[key].map { $0 < now.addingTimeInterval(-self.planner.freshness.seconds) } ?? true
+                    guard stale, let chance = coUsage.chanceOfSession(of: key.app), chance >= self.planner.activityThreshold,
+                        spent(key, now: now) < budget(key, now: now)
+                    else { continue }
+                    wake(key, at: now)
+                    replan(key, now: now)
+                }
+                replan(open.key, now: now)
+            } else if earliestPlan <= nextLook, let key = planned.first(where: { $0.value == earliestPlan })?.key {
+                let at = max(earliestPlan, now)
                 guard at <= span.upperBound else { break }
-                wakes.append(at)
-                lastRefresh = at
-                now = at.addingTimeInterval(0.001)
+                now = at
+                wake(key, at: at)
+                replan(key, now: now.addingTimeInterval(0.001))
             } else {
-                now = replan
+                now = nextLook
             }
         }
         return wakes
