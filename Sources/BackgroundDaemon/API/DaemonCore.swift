@@ -25,7 +25,7 @@ struct DaemonCore: Sendable {
             id: app.id, launchCommand: app.launchCommand, fetchInterval: app.fetchInterval,
             registeredAt: app.registeredAt, isConnected: broker.isConnected(app.id),
             lastRun: try await store.runs(of: app.id, limit: 1).first, nextWake: plan?.decision.dueAt,
-            nextWakeReasons: plan?.decision.reasons ?? [], containerPath: try? stateDirectory.container(for: app.id))
+            nextWakeReasons: plan?.decision.reasons ?? [], containerPath: stateDirectory.containerPath(for: app.id))
     }
 
     func requireApp(_ id: AppID) async throws -> StoredApp {

@@ -62,9 +62,12 @@ public final class StateDirectory: Sendable {
 
     public var databasePath: String { path + "/bgd.sqlite" }
 
+    /// Where the app's own directory is (it may not exist yet).
+    public func containerPath(for app: AppID) -> String { path + "/containers/" + app.rawValue }
+
     /// The app's own directory, created (0700) on first use.
     public func container(for app: AppID) throws -> String {
-        let directory = path + "/containers/" + app.rawValue
+        let directory = containerPath(for: app)
         try FileManager.default.createDirectory(
             atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         return directory
@@ -72,7 +75,7 @@ public final class StateDirectory: Sendable {
 
     /// Removes the app's directory (it was unregistered, as an uninstall removes an app's data).
     public func removeContainer(for app: AppID) {
-        try? FileManager.default.removeItem(atPath: path + "/containers/" + app.rawValue)
+        try? FileManager.default.removeItem(atPath: containerPath(for: app))
     }
 }
 

@@ -46,14 +46,18 @@ public struct AdaptiveWakePlanner: Hashable, Sendable {
         public var value: Double
     }
 
+    /// Wakes the app may have a day: its recent opens a day × `wakesPerOpen`.
+    public func dailyBudget(for model: UsageModel, now: Date) -> Int {
+        Int((model.opensPerDay(now: now) * configuration.wakesPerOpen).rounded())
+    }
+
     /// The plan for the horizon ahead, earliest first.
     ///
     /// - Parameters:
     ///   - lastRefresh: the last wake or open; content is fresh until `freshness` after it.
     ///   - wakesInLastDay: wakes already spent in the 24 hours before `now`.
     public func plan(for model: UsageModel, lastRefresh: Date?, wakesInLastDay: Int, now: Date) -> [PlannedWake] {
-        let budget = Int((model.opensPerDay(now: now) * configuration.wakesPerOpen).rounded())
-        var remaining = budget - wakesInLastDay
+        var remaining = dailyBudget(for: model, now: now) - wakesInLastDay
         guard remaining > 0 else { return [] }
         let slot = model.configuration.slot.seconds
         let first = model.slotStart(containing: now).addingTimeInterval(slot)

@@ -41,7 +41,7 @@ public struct TraceReplay: Sendable {
             case .fixed15m: wakes[key] = fixed(every: 15 * 60, over: span)
             case .fixed60m: wakes[key] = fixed(every: 60 * 60, over: span)
             case .oracle: wakes[key] = opens.map { $0.addingTimeInterval(-60) }
-            case .adaptive: break
+            case .adaptive: break  // replayed per user, above: its apps learn from one another
             }
         }
         return wakes
@@ -69,9 +69,6 @@ public struct TraceReplay: Sendable {
 
         func spent(_ key: AppOpenTrace.Key, now: Date) -> Int {
             (wakes[key] ?? []).reversed().prefix { $0 > now.addingTimeInterval(-86400) }.count
-        }
-        func budget(_ key: AppOpenTrace.Key, now: Date) -> Int {
-            Int((models[key]!.opensPerDay(now: now) * self.planner.wakesPerOpen).rounded())
         }
         func replan(_ key: AppOpenTrace.Key, now: Date) {
             planned[key] = planner.plan(
@@ -105,7 +102,7 @@ public struct TraceReplay: Sendable {
                 for key in keys where key != open.key {
                     let stale = lastRefresh[key].map { $0 < now.addingTimeInterval(-self.planner.freshness.seconds) } ?? true
                     guard stale, let chance = coUsage.chanceOfSession(of: key.app), chance >= self.planner.activityThreshold,
-                        spent(key, now: now) < budget(key, now: now)
+                        spent(key, now: now) < planner.dailyBudget(for: models[key]!, now: now)
                     else { continue }
                     wake(key, at: now)
                     replan(key, now: now)

@@ -6,7 +6,7 @@ import Foundation
 ///
 /// The phone in the hand is the strongest hint that more apps are about to be opened; time of day
 /// only says when that tends to happen.
-public struct CoUsageModel: Hashable, Sendable {
+public struct CoUsageModel: Sendable {
     public var window: Duration
     public var halfLife: Duration
     /// Decayed count of activity moments whose window has passed.
@@ -19,15 +19,6 @@ public struct CoUsageModel: Hashable, Sendable {
     public init(window: Duration = .seconds(3600), halfLife: Duration = .seconds(14 * 86400)) {
         self.window = window
         self.halfLife = halfLife
-    }
-
-    public static func == (lhs: CoUsageModel, rhs: CoUsageModel) -> Bool {
-        lhs.moments == rhs.moments && lhs.followedBy == rhs.followedBy && lhs.lastUpdate == rhs.lastUpdate
-    }
-
-    public func hash(into hasher: inout Hasher) {
-        hasher.combine(moments)
-        hasher.combine(lastUpdate)
     }
 
     /// Learns from an open of `app` at `date` (in time order); `isSessionStart` as the app's

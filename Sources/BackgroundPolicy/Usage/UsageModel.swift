@@ -80,12 +80,11 @@ public struct UsageModel: Hashable, Sendable {
     /// kernel `smoothing` slots wide each side), so an app opened at 9:10 one day and 9:40 the
     /// next is expected around 9:30 on the third.
     public func sessionStartRate(inSlotContaining date: Date, now: Date) -> Double {
-        guard let lastOpen, let days = observedDays(now: now), days > 0 else { return 0 }
-        let age = decay(over: max(0, now.timeIntervalSince(lastOpen)))
-        let byDay = smoothed(daySlots, at: daySlot(of: date)) * age / days
+        guard let perDay = perDayScale(now: now), let days = observedDays(now: now) else { return 0 }
+        let byDay = smoothed(daySlots, at: daySlot(of: date)) * perDay
         let weeks = days / 7
         guard weeks >= 1 else { return byDay }
-        let byWeek = smoothed(weekSlots, at: weekSlot(of: date)) * age / weeks
+        let byWeek = smoothed(weekSlots, at: weekSlot(of: date)) * perDay * 7
         // The day-of-week habit earns trust as weeks of it are seen; time of day is the prior.
         let trust = min(1, (weeks - 1) / 2) * 0.5
         return (1 - trust) * byDay + trust * byWeek
@@ -106,14 +105,12 @@ public struct UsageModel: Hashable, Sendable {
 
     /// The expected number of session starts a day, lately.
     public func sessionsPerDay(now: Date) -> Double {
-        guard let lastOpen, let days = observedDays(now: now), days > 0 else { return 0 }
-        return daySlots.reduce(0, +) * decay(over: max(0, now.timeIntervalSince(lastOpen))) / days
+        daySlots.reduce(0, +) * (perDayScale(now: now) ?? 0)
     }
 
     /// The expected number of opens a day, lately.
     public func opensPerDay(now: Date) -> Double {
-        guard let lastOpen, let days = observedDays(now: now), days > 0 else { return 0 }
-        return opens * decay(over: max(0, now.timeIntervalSince(lastOpen))) / days
+        opens * (perDayScale(now: now) ?? 0)
     }
 
     /// Days of observation, each weighted as an open on it would be: ∫ 2^(−age/halfLife) over the
@@ -135,14 +132,13 @@ public struct UsageModel: Hashable, Sendable {
     /// The busiest slots of the day, as "HH:MM" (in the model's local time) and session starts a
     /// day, busiest first.
     public func busiestSlots(limit: Int, now: Date) -> [(start: String, sessionsPerDay: Double)] {
-        guard let days = observedDays(now: now), let lastOpen, days > 0 else { return [] }
-        let age = exp2(-max(0, now.timeIntervalSince(lastOpen)) / configuration.halfLife.seconds)
+        guard let perDay = perDayScale(now: now) else { return [] }
         let minutes = Int(configuration.slot.seconds / 60)
         return daySlots.indices.filter { daySlots[$0] > 0 }
             .sorted { daySlots[$0] > daySlots[$1] }.prefix(limit)
             .map { index in
                 let minute = index * minutes
-                return (String(format: "%02d:%02d", minute / 60, minute % 60), daySlots[index] * age / days)
+                return (String(format: "%02d:%02d", minute / 60, minute % 60), daySlots[index] * perDay)
             }
     }
 
@@ -164,6 +160,13 @@ public struct UsageModel: Hashable, Sendable {
         // 1970-01-01 was a Thursday: shift so that index 0 is Monday.
         let day = (Int((local / 86400).rounded(.down)) + 3) % 7
         return (day + 7) % 7 * daySlots.count + daySlot(of: date)
+    }
+
+    /// Turns a count kept as of `lastOpen` into a rate a day at `now`: the decay since, over the
+    /// days observed. Nil before the first open.
+    private func perDayScale(now: Date) -> Double? {
+        guard let lastOpen, let days = observedDays(now: now), days > 0 else { return nil }
+        return decay(over: max(0, now.timeIntervalSince(lastOpen))) / days
     }
 
     private func decay(over seconds: TimeInterval) -> Double { exp2(-seconds / configuration.halfLife.seconds) }
