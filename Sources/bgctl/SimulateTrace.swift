@@ -19,10 +19,9 @@ extension BGCtl.Simulate {
         var policies: [String] = []
         @Option(help: "Write every wake the last policy decided as CSV user,app,wake_utc.") var wakesOut: String?
         @Option(help: "The users' offset from UTC in hours, for time-of-day habits.") var utcOffset: Double = 0
-        @Option(help: "Wakes a day per expected open a day (the adaptive policy's budget).") var wakesPerOpen: Double = 1
-        @Option(help: "Slots each side that share a slot's count (time-of-day smoothing).") var smoothing: Int = 2
-        @Option(help: "The least share of a session a wake must be expected to serve.") var minimumValue: Double = 0.1
-        @Option(help: "Wake an app when the user opens another if its session follows this often (1: never).") var activityThreshold: Double = 0.1
+        @Option(help: "Wakes a day per expected open a day (the adaptive policy's budget).") var wakesPerOpen: Double = 0.9
+        @Option(help: "10-minute slots each side that share a slot's count (time-of-day smoothing).") var smoothing: Int = 1
+        @Option(help: "Expected session starts a wake must serve, before the budget adjusts it.") var initialThreshold: Double = 0.3
         @Flag(help: "Print JSON instead of a table.") var json = false
 
         func validate() throws {
@@ -32,6 +31,9 @@ extension BGCtl.Simulate {
             guard (-14...14).contains(utcOffset) else { throw ValidationError("--utc-offset is in hours, from -14 to 14") }
             guard wakesPerOpen > 0, wakesPerOpen <= 100 else { throw ValidationError("--wakes-per-open must be in (0, 100]") }
             guard (0...36).contains(smoothing) else { throw ValidationError("--smoothing is a number of slots from 0 to 36") }
+            guard WakeThreshold.range.contains(initialThreshold) else {
+                throw ValidationError("--initial-threshold must be within \(WakeThreshold.range)")
+            }
         }
 
         func run() throws {
@@ -45,7 +47,8 @@ extension BGCtl.Simulate {
             }
             let chosen = policies.isEmpty ? TraceReplay.Policy.allCases : policies.compactMap(TraceReplay.Policy.init(rawValue:))
             let replay = TraceReplay(
-                usage: .init(utcOffset: .seconds(utcOffset * 3600), smoothing: smoothing), planner: .init(wakesPerOpen: wakesPerOpen, minimumValue: minimumValue, activityThreshold: activityThreshold))
+                learning: .init(usage: .init(utcOffset: .seconds(utcOffset * 3600), smoothing: smoothing)),
+                planner: .init(wakesPerOpen: wakesPerOpen), initialThreshold: initialThreshold)
             var results: [(TraceReplay.Policy, FreshnessScore)] = []
             var lastWakes: [AppOpenTrace.Key: [Date]] = [:]
             for policy in chosen {

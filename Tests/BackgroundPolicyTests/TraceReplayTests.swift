@@ -78,16 +78,32 @@ struct AppOpenTraceTests {
 }
 
 struct AdaptiveReplayTests {
-    /// Not the bar (see the closing note): the adaptive policy spends no more than the
-    /// oracle and beats fetching on open, on the real trace.
-    @Test func adaptiveSpendsLessThanTheOracleAndBeatsOpenOnly() throws {
+    /// Where the adaptive policy stands on the real trace, in the same replay the benchmark runs
+    /// (`bgctl simulate trace Traces/studentlife-dev.csv --utc-offset=-4`). The bar —
+    /// 0.70 fresh within 60 minutes, median ≤ 45 minutes at the oracle's wakes — is not met (see
+    /// docs/scheduling.md); this pins what is, so a change that loses ground fails.
+    @Test func adaptiveSpendsNoMoreThanTheOracleAndKeepsItsGround() throws {
         let trace = try DevTrace.load()
-        let replay = TraceReplay()
+        let replay = TraceReplay(learning: .init(usage: .init(utcOffset: .seconds(-4 * 3600))))
         let adaptive = FreshnessScore(trace: trace, wakes: replay.wakes(for: trace, policy: .adaptive))
         let oracle = FreshnessScore(trace: trace, wakes: replay.wakes(for: trace, policy: .oracle))
         let openOnly = FreshnessScore(trace: trace, wakes: replay.wakes(for: trace, policy: .openOnly))
         #expect(adaptive.wakesPerUserDay <= oracle.wakesPerUserDay)
-        #expect(adaptive.freshWithin60Minutes > openOnly.freshWithin60Minutes + 0.1)
-        #expect(adaptive.medianAge < openOnly.medianAge)
+        #expect(adaptive.freshWithin60Minutes >= 0.56, "\(adaptive.freshWithin60Minutes)")
+        #expect(adaptive.freshWithin60Minutes > openOnly.freshWithin60Minutes + 0.25)
+        #expect(adaptive.medianAge <= .seconds(60 * 60))
+    }
+
+    /// More budget buys more freshness: the threshold follows the budget, not a fitted constant.
+    @Test func freshnessFollowsTheBudget() throws {
+        let trace = try DevTrace.load()
+        func score(_ wakesPerOpen: Double) -> FreshnessScore {
+            let replay = TraceReplay(planner: .init(wakesPerOpen: wakesPerOpen))
+            return FreshnessScore(trace: trace, wakes: replay.wakes(for: trace, policy: .adaptive))
+        }
+        let lean = score(0.5)
+        let rich = score(1.5)
+        #expect(lean.wakesPerUserDay < rich.wakesPerUserDay / 2)
+        #expect(lean.freshWithin60Minutes < rich.freshWithin60Minutes)
     }
 }

@@ -16,16 +16,22 @@ public struct TraceReplay: Sendable {
         case fixed60m = "fixed-60m"
         /// Knows the future: one wake a minute before each open. A bound, not a policy.
         case oracle
-        /// Ours: `UsageModel` + `AdaptiveWakePlanner`.
+        /// Ours: `UsageLearner` + `AdaptiveWakePlanner` + `WakeThreshold`, as bgd runs them.
         case adaptive
     }
 
-    public var usage: UsageModel.Configuration
+    public var learning: UsageLearner.Configuration
     public var planner: AdaptiveWakePlanner.Configuration
+    /// Where the daily threshold starts before the budget has moved it.
+    public var initialThreshold: Double
 
-    public init(usage: UsageModel.Configuration = .init(), planner: AdaptiveWakePlanner.Configuration = .init()) {
-        self.usage = usage
+    public init(
+        learning: UsageLearner.Configuration = .init(), planner: AdaptiveWakePlanner.Configuration = .init(),
+        initialThreshold: Double = 0.3
+    ) {
+        self.learning = learning
         self.planner = planner
+        self.initialThreshold = initialThreshold
     }
 
     /// Every wake the policy decides, per (user, app).
@@ -52,72 +58,53 @@ public struct TraceReplay: Sendable {
             .map(Date.init(timeIntervalSince1970:))
     }
 
-    /// One user's apps together, event by event. Each open teaches the app's usage model and the
-    /// user's co-usage model; an open of any app may wake the others likely to follow (the user is
-    /// active now); after every event — and at least hourly — each app's planner is asked again.
-    /// Both kinds of wake spend the same daily budget.
+    /// One user's apps together, in virtual time. The learner sees each open as it happens; at
+    /// every grid step, and a second after each open (the user is active: other apps may follow),
+    /// each app is asked the planner's question — wake now? — exactly as the daemon asks it.
+    /// The day's threshold adapts so that the wakes spent match the budget the opens earn.
     private func adaptive(user: String, in trace: AppOpenTrace) -> [AppOpenTrace.Key: [Date]] {
         guard let span = trace.span(of: user) else { return [:] }
-        let keys = trace.opens.keys.filter { $0.user == user }.sorted()
-        let events = keys.flatMap { key in trace.opens[key]!.map { (at: $0, key: key) } }.sorted { ($0.at, $0.key) < ($1.at, $1.key) }
+        let keys = trace.opens.keys.filter { $0.user == user }
+        let events = keys.flatMap { key in trace.opens[key]!.map { (at: $0, app: key.app) } }.sorted { ($0.at, $0.app) < ($1.at, $1.app) }
         let planner = AdaptiveWakePlanner(configuration: self.planner)
-        var models = Dictionary(uniqueKeysWithValues: keys.map { ($0, UsageModel(configuration: usage)) })
-        var coUsage = CoUsageModel(window: self.planner.freshness)
-        var wakes: [AppOpenTrace.Key: [Date]] = [:]
-        var lastRefresh: [AppOpenTrace.Key: Date] = [:]
-        var planned: [AppOpenTrace.Key: Date] = [:]
+        var learner = UsageLearner(configuration: learning)
+        var threshold = WakeThreshold(initial: initialThreshold)
+        var wakes: [String: [Date]] = [:]
+        var lastRefresh: [String: Date] = [:]
 
-        func spent(_ key: AppOpenTrace.Key, now: Date) -> Int {
-            (wakes[key] ?? []).reversed().prefix { $0 > now.addingTimeInterval(-86400) }.count
-        }
-        func replan(_ key: AppOpenTrace.Key, now: Date) {
-            planned[key] = planner.plan(
-                for: models[key]!, lastRefresh: lastRefresh[key], wakesInLastDay: spent(key, now: now), now: now
-            ).first?.at
-        }
-        func wake(_ key: AppOpenTrace.Key, at date: Date) {
-            wakes[key, default: []].append(date)
-            lastRefresh[key] = date
-        }
-
-        var now = span.lowerBound
-        var nextEvent = 0
-        var nextLook = now
-        while now <= span.upperBound {
-            if now >= nextLook {
-                for key in keys { replan(key, now: now) }
-                nextLook = now.addingTimeInterval(3600)
-            }
-            let earliestPlan = planned.values.min() ?? .distantFuture
-            let open = nextEvent < events.count ? events[nextEvent] : nil
-            if let open, open.at <= min(earliestPlan, nextLook) {
-                now = max(now, open.at)
-                let previous = models[open.key]!.lastOpen
-                let isSessionStart = previous.map { open.at.timeIntervalSince($0) > usage.sessionGap.seconds } ?? true
-                models[open.key]!.recordOpen(at: open.at)
-                coUsage.recordOpen(of: open.key.app, at: open.at, isSessionStart: isSessionStart)
-                lastRefresh[open.key] = open.at
-                nextEvent += 1
-                // The user is active: wake the apps whose sessions tend to follow, if they are stale.
-                for key in keys where key != open.key {
-                    let stale = lastRefresh[key].map { $0 < now.addingTimeInterval(-self.planner.freshness.seconds) } ?? true
-                    guard stale, let chance = coUsage.chanceOfSession(of: key.app), chance >= self.planner.activityThreshold,
-                        spent(key, now: now) < planner.dailyBudget(for: models[key]!, now: now)
-                    else { continue }
-                    wake(key, at: now)
-                    replan(key, now: now)
-                }
-                replan(open.key, now: now)
-            } else if earliestPlan <= nextLook, let key = planned.first(where: { $0.value == earliestPlan })?.key {
-                let at = max(earliestPlan, now)
-                guard at <= span.upperBound else { break }
-                now = at
-                wake(key, at: at)
-                replan(key, now: now.addingTimeInterval(0.001))
-            } else {
-                now = nextLook
+        func decide(at now: Date) {
+            learner.advance(to: now)
+            threshold.update(now: now, budgetPerDay: planner.dailyBudget(learner: learner, now: now))
+            for app in learner.models.keys.sorted() {
+                let recent = (wakes[app] ?? []).reversed().prefix { $0 > now.addingTimeInterval(-86400) }.count
+                guard
+                    case .success = planner.evaluate(
+                        app, at: now, learner: learner, threshold: threshold.value, lastRefresh: lastRefresh[app],
+                        wakesInLastDay: recent, now: now)
+                else { continue }
+                wakes[app, default: []].append(now)
+                lastRefresh[app] = now
+                threshold.recordWake()
             }
         }
-        return wakes
+
+        var index = 0
+        var grid = planner.nextGridPoint(after: span.lowerBound)
+        while index < events.count {
+            let at = events[index].at
+            if grid < at {
+                decide(at: grid)
+                grid = planner.nextGridPoint(after: grid)
+                continue
+            }
+            while index < events.count, events[index].at == at {
+                learner.recordOpen(of: events[index].app, at: at)
+                lastRefresh[events[index].app] = at
+                index += 1
+            }
+            let reaction = at.addingTimeInterval(1)
+            if reaction < grid { decide(at: reaction) }
+        }
+        return Dictionary(uniqueKeysWithValues: wakes.map { (AppOpenTrace.Key(user: user, app: $0.key), $0.value) })
     }
 }

@@ -11,7 +11,7 @@ import Foundation
 /// which is known in closed form, so the model needs no clock and no periodic upkeep.
 public struct UsageModel: Hashable, Sendable {
     public struct Configuration: Hashable, Sendable {
-        /// The width of a slot; 20 minutes matches the resolution of real open logs.
+        /// The width of a slot: finer than the freshness window, so a wake can be placed just before a habit.
         public var slot: Duration
         /// An open's weight halves every `halfLife`.
         public var halfLife: Duration
@@ -23,8 +23,8 @@ public struct UsageModel: Hashable, Sendable {
         public var smoothing: Int
 
         public init(
-            slot: Duration = .seconds(20 * 60), halfLife: Duration = .seconds(14 * 86400),
-            sessionGap: Duration = .seconds(60 * 60), utcOffset: Duration = .zero, smoothing: Int = 2
+            slot: Duration = .seconds(10 * 60), halfLife: Duration = .seconds(14 * 86400),
+            sessionGap: Duration = .seconds(60 * 60), utcOffset: Duration = .zero, smoothing: Int = 1
         ) {
             self.smoothing = max(0, smoothing)
             self.slot = slot
