@@ -25,12 +25,15 @@ public struct Daemon: Service {
         public var budget: RunBudget
         public var lingerGrace: Duration
         public var fetchPolicy: FetchPolicy.Configuration
+        /// How apps' habits are learnt and turned into wakes.
+        public var usage: UsageTracker.Configuration
 
         public init(
             stateDirectory: String, socketPath: String, durability: BackgroundStore.Durability = .full,
             budget: RunBudget = RunBudget(), lingerGrace: Duration = .seconds(5),
-            fetchPolicy: FetchPolicy.Configuration = .init()
+            fetchPolicy: FetchPolicy.Configuration = .init(), usage: UsageTracker.Configuration = .init()
         ) {
+            self.usage = usage
             self.stateDirectory = stateDirectory
             self.socketPath = socketPath
             self.durability = durability
@@ -73,6 +76,9 @@ public struct Daemon: Service {
             }
         }
 
+        let usage = UsageTracker(store: store, configuration: configuration.usage)
+        try await usage.rebuild(now: clock.now)
+        let fetchPolicy = FetchPolicy(configuration: configuration.fetchPolicy)
         let broker = EventBroker()
         let tokens = TokenIssuer()
         let doorbell = Doorbell()
@@ -83,12 +89,12 @@ public struct Daemon: Service {
                 budget: configuration.budget, lingerGrace: configuration.lingerGrace, socketPath: configuration.socketPath),
             schedulerDoorbell: doorbell, logger: Self.logger("bg.runs", like: logger))
         scheduler = Scheduler(
-            store: store, coordinator: coordinator, policy: FetchPolicy(configuration: configuration.fetchPolicy),
-            clock: clock, doorbell: doorbell, activity: activity, logger: Self.logger("bg.scheduler", like: logger))
+            store: store, coordinator: coordinator, policy: fetchPolicy, usage: usage, clock: clock, doorbell: doorbell, activity: activity, logger: Self.logger("bg.scheduler", like: logger))
         keepAlive = KeepAlive(broker: broker, clock: clock)
         core = DaemonCore(
             store: store, stateDirectory: stateDirectory, coordinator: coordinator, broker: broker, tokens: tokens,
-            activity: activity, clock: clock, schedulerDoorbell: doorbell, socketPath: configuration.socketPath,
+            activity: activity, clock: clock, schedulerDoorbell: doorbell, usage: usage, fetchPolicy: fetchPolicy,
+            socketPath: configuration.socketPath,
             startedAt: clock.now, logger: logger)
     }
 

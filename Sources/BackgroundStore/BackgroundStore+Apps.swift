@@ -76,4 +76,12 @@ extension BackgroundStore {
                 arguments: [id.rawValue, limit])
         }
     }
+
+    /// Every app's opens since `date`, in time order: what the usage learner is rebuilt from.
+    public func allOpens(since date: Date) async throws -> [(app: AppID, at: Date)] {
+        try await writer.read { db in
+            try Row.fetchAll(db, sql: "SELECT appId, openedAt FROM usage WHERE openedAt >= ? ORDER BY openedAt, id", arguments: [date])
+                .compactMap { row in AppID(rawValue: row["appId"]).map { (app: $0, at: row["openedAt"]) } }
+        }
+    }
 }

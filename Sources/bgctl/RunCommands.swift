@@ -52,6 +52,36 @@ extension BGCtl {
         }
     }
 
+    struct Forecast: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "The wakes bgd plans for an app over the hours ahead, if nothing new happens, and what binds each one.")
+        @OptionGroup var options: DaemonOptions
+        @Argument(transform: parseAppID) var app: AppID
+        @Option(help: "How many hours ahead (1 to 168).") var hours: Int = 24
+
+        func validate() throws {
+            guard (1...168).contains(hours) else { throw ValidationError("--hours must be from 1 to 168") }
+        }
+
+        func run() async throws {
+            let forecast = try await options.call {
+                try await $0.send(.get, "/v1/apps/\(app)/forecast?hours=\(hours)", as: WakeForecast.self)
+            }
+            if options.json { return try options.printJSON(forecast) }
+            let now = SystemClock().now
+            print("\(app): \(forecast.wakes.count) wake(s) planned in the next \(hours) h (today's threshold: \(String(format: "%.2f", forecast.threshold)) expected session starts).")
+            if let earliest = forecast.earliest {
+                print("  earliest allowed \(TextFormat.when(earliest, now: now)): " + forecast.earliestReasons.map(\.code.rawValue).joined(separator: ", "))
+            } else {
+                for reason in forecast.earliestReasons { print("  - \(reason.code.rawValue): \(reason.detail)") }
+            }
+            for wake in forecast.wakes {
+                print("  \(WireCoding.format(wake.at))  \(String(format: "%.2f", wake.expectedStarts))  \(wake.reason.detail)")
+            }
+            if let holdback = forecast.holdback { print("  then: \(holdback.code.rawValue): \(holdback.detail)") }
+        }
+    }
+
     struct Simulate: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Make bgd do something now, or replay a trace through the policies.", subcommands: [Fetch.self, Trace.self])

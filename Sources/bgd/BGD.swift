@@ -40,6 +40,11 @@ struct BGD: AsyncParsableCommand {
     @Option(help: "No app is woken for fetch more often than this (the 'minimum' interval).", transform: parseDuration)
     var fetchFloor: Duration = .seconds(15 * 60)
 
+    @Option(
+        help: "Apps never opened (no opens reported by the SDK or `bgctl open`) are woken at most this often; 'interval' wakes them on their fetch interval.",
+        transform: { $0 == "interval" ? nil : try parseDuration($0) })
+    var unusedAppInterval: Duration? = .seconds(6 * 3600)
+
     @Option(help: "full: every commit survives power loss; normal: survives crashes of bgd, faster.")
     var durability: String = "full"
 
@@ -73,7 +78,7 @@ struct BGD: AsyncParsableCommand {
             stateDirectory: stateDirectory, socketPath: socketPath,
             durability: BackgroundStore.Durability(rawValue: durability) ?? .full,
             budget: RunBudget(budget: fetchBudget, expirationLead: expirationLead, killGrace: killGrace),
-            fetchPolicy: FetchPolicy.Configuration(systemFloor: fetchFloor))
+            fetchPolicy: FetchPolicy.Configuration(systemFloor: fetchFloor, unusedAppInterval: unusedAppInterval))
         let daemon: Daemon
         do {
             daemon = try await Daemon(configuration: configuration, logger: logger)

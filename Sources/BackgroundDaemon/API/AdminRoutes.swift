@@ -51,16 +51,21 @@ struct AdminRoutes {
                     busiestSlots: model.busiestSlots(limit: 8, now: now).map { UsageSummary.Slot(start: $0.start, sessionsPerDay: $0.sessionsPerDay) }))
         }
         v1.delete("apps/:id/usage") { _, context in
-            try await core.store.forgetOpens(of: try context.parameters.appID())
+            let id = try context.parameters.appID()
+            try await core.store.forgetOpens(of: id)
+            await core.usage.forget(id)
             core.schedulerDoorbell.ring()
             return Response(status: .noContent)
         }
         v1.get("apps/:id/why") { _, context in try await why(try context.parameters.appID()) }
+        v1.get("apps/:id/forecast") { request, context in
+            try await forecast(try context.parameters.appID(), hours: try request.uri.integerQuery("hours", default: 24, range: 1...168))
+        }
         v1.post("apps/:id/fetch") { request, context in
             try await simulateFetch(try context.parameters.appID(), wait: try request.uri.waitQuery())
         }
         v1.post("apps/:id/opens") { _, context in
-            try await core.store.recordOpen(of: try context.parameters.appID(), at: core.clock.now)
+            try await core.recordOpen(of: try context.parameters.appID())
             return Response(status: .noContent)
         }
         v1.put("apps/:id/fetch-interval") { request, context in
@@ -113,6 +118,7 @@ struct AdminRoutes {
     private func unregister(_ id: AppID) async throws -> Response {
         guard try await core.store.unregister(id) else { throw APIError.unknownApp(id) }
         await core.coordinator.appUnregistered(id)
+        await core.usage.forget(id)
         core.stateDirectory.removeContainer(for: id)
         core.activity.emit(.appUnregistered(id))
         core.schedulerDoorbell.ring()
@@ -129,6 +135,16 @@ struct AdminRoutes {
                 app: id, fetchInterval: app.fetchInterval, decidedAt: plan?.decidedAt, nextWake: plan?.decision.dueAt,
                 reasons: plan?.decision.reasons ?? [], running: runs.first { $0.isRunning },
                 recentRuns: runs.filter { !$0.isRunning }, basedOnRun: plan?.basedOnRun))
+    }
+
+    /// The wakes planned ahead if nothing new happens, and what binds each one.
+    private func forecast(_ id: AppID, hours: Int) async throws -> Response {
+        _ = try await core.requireApp(id)
+        let now = core.clock.now
+        guard let candidate = try await core.store.fetchCandidates().first(where: { $0.app == id }) else { throw APIError.unknownApp(id) }
+        let outlook = await core.usage.outlook(now: now)
+        return try JSONResponse.make(
+            outlook.forecast(for: candidate, policy: core.fetchPolicy, until: now.addingTimeInterval(Double(hours) * 3600), now: now))
     }
 
     /// `bgctl simulate fetch`: a run through exactly the production path, started now.

@@ -45,7 +45,7 @@ struct AppRoutes {
         }
         app.post("opens") { request, _ in
             let bearer = try await authenticate(request)
-            try await core.store.recordOpen(of: bearer.app, at: core.clock.now)
+            try await core.recordOpen(of: bearer.app)
             return Response(status: .noContent)
         }
     }

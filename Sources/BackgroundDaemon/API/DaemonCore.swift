@@ -14,6 +14,8 @@ struct DaemonCore: Sendable {
     var activity: ActivityFeed
     var clock: any WallClock
     var schedulerDoorbell: Doorbell
+    var usage: UsageTracker
+    var fetchPolicy: FetchPolicy
     var socketPath: String
     var startedAt: Date
     var logger: Logger
@@ -26,6 +28,15 @@ struct DaemonCore: Sendable {
             registeredAt: app.registeredAt, isConnected: broker.isConnected(app.id),
             lastRun: try await store.runs(of: app.id, limit: 1).first, nextWake: plan?.decision.dueAt,
             nextWakeReasons: plan?.decision.reasons ?? [], containerPath: stateDirectory.containerPath(for: app.id))
+    }
+
+    /// The user opened the app: the store remembers, the learner learns, the scheduler replans
+    /// (the user being active changes the chances of the other apps too).
+    func recordOpen(of app: AppID) async throws {
+        let now = clock.now
+        try await store.recordOpen(of: app, at: now)
+        await usage.recordOpen(of: app, at: now)
+        schedulerDoorbell.ring()
     }
 
     func requireApp(_ id: AppID) async throws -> StoredApp {

@@ -14,6 +14,7 @@ public struct Scheduler: Service {
     private let store: BackgroundStore
     private let coordinator: RunCoordinator
     private let policy: FetchPolicy
+    private let usage: UsageTracker
     private let clock: any WallClock
     private let doorbell: Doorbell
     private let activity: ActivityFeed
@@ -22,12 +23,13 @@ public struct Scheduler: Service {
     private let retryAfterFailure: Duration
 
     public init(
-        store: BackgroundStore, coordinator: RunCoordinator, policy: FetchPolicy, clock: any WallClock,
+        store: BackgroundStore, coordinator: RunCoordinator, policy: FetchPolicy, usage: UsageTracker, clock: any WallClock,
         doorbell: Doorbell, activity: ActivityFeed, logger: Logger, retryAfterFailure: Duration = .seconds(30)
     ) {
         self.store = store
         self.coordinator = coordinator
         self.policy = policy
+        self.usage = usage
         self.clock = clock
         self.doorbell = doorbell
         self.activity = activity
@@ -54,14 +56,17 @@ public struct Scheduler: Service {
             while true {
                 let now = clock.now
                 let candidates = try await store.fetchCandidates()
-                let plan = policy.plan(for: candidates, runningCount: candidates.count { $0.isRunning }, now: now)
+                let outlook = await usage.outlook(now: now)
+                let plan = policy.plan(
+                    for: candidates, runningCount: candidates.count { $0.isRunning }, usage: outlook, now: now)
                 try await store.savePlan(plan.decisions, from: candidates, now: now)
                 var launched: [AppID] = []
                 for app in plan.launch {
                     do {
-                        _ = try await coordinator.startFetch(
-                            for: app, trigger: .scheduled, reasons: plan.decision(for: app)?.reasons ?? [])
+                        let reasons = plan.decision(for: app)?.reasons ?? []
+                        _ = try await coordinator.startFetch(for: app, trigger: .scheduled, reasons: reasons)
                         launched.append(app)
+                        if reasons.contains(where: { $0.code == .predictedOpen }) { await usage.recordWake() }
                     } catch StoreError.runAlreadyInFlight {
                         continue  // started by someone else (bgctl simulate fetch) since the snapshot
                     }

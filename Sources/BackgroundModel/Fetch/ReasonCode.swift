@@ -27,6 +27,18 @@ public enum ReasonCode: String, Codable, Sendable, CaseIterable {
     case clockWentBackwards
     /// Somebody asked for this run (`bgctl simulate fetch`).
     case manualRequest
+    /// The wake is placed shortly before the user is likely to open the app.
+    case predictedOpen
+    /// Nothing in the day ahead is likely enough to be worth a wake.
+    case noLikelyOpen
+    /// The app has had the wakes its use earns in the last 24 hours.
+    case dailyBudgetSpent
+    /// The last wake or open still keeps the content fresh.
+    case stillFresh
+    /// A wake is due, but a later one serves the same likely opens with fresher content.
+    case closerToTheOpen
+    /// The app has never been opened: it gets the rare wakes of an unused app.
+    case rarelyUsed
 }
 
 /// One reason behind a decision: a stable code and a sentence with the numbers behind it.

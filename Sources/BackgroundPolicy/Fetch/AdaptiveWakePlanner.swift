@@ -138,7 +138,8 @@ public struct AdaptiveWakePlanner: Hashable, Sendable {
         return (wakes, holdback)
     }
 
-    /// The next planned wake within the horizon, or why there is none.
+    /// The next planned wake within the horizon, or why there is none (the spent budget, or the
+    /// best chance in the horizon and the threshold it missed).
     public func nextWake(
         _ app: String, learner: UsageLearner, threshold: Double, lastRefresh: Date?, recentWakes: [Date], notBefore: Date, now: Date
     ) -> Result<PlannedWake, Holdback> {
@@ -152,8 +153,16 @@ public struct AdaptiveWakePlanner: Hashable, Sendable {
             switch evaluate(app, at: date, learner: learner, threshold: threshold, lastRefresh: lastRefresh, wakesInLastDay: spent.count, now: now) {
             case .success(let wake): return .success(wake)
             case .failure(let reason):
-                if case .neverOpened = reason { return .failure(reason) }
-                first = first ?? reason
+                switch reason {
+                case .neverOpened: return .failure(reason)
+                case .budgetSpent: first = reason
+                case .belowThreshold(let prediction, _):
+                    // Nothing reached the bar: say how close the best moment came.
+                    if case .belowThreshold(let best, _) = first, best.expectedStarts >= prediction.expectedStarts { break }
+                    if case .budgetSpent = first { break }
+                    first = reason
+                case .stillFresh, .closerToTheOpen: first = first ?? reason
+                }
             }
             date = nextGridPoint(after: date)
         }

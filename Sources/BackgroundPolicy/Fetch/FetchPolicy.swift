@@ -19,11 +19,19 @@ public struct FetchPolicy: Sendable {
         public var maximumStretch: Int
         /// However long the stretch, a wake comes at least this often while the app's interval allows.
         public var maximumDelay: Duration
+        /// With a usage outlook, an app never opened is woken at most this often (nil: on its
+        /// interval). Android's "rare" bucket: unused apps get almost nothing.
+        public var unusedAppInterval: Duration?
+        /// With a usage outlook, when to look again at an app the outlook holds back.
+        public var reviewHeldAppsAfter: Duration
 
         public init(
             systemFloor: Duration = .seconds(15 * 60), maximumConcurrentRuns: Int = 4, maximumStretch: Int = 32,
-            maximumDelay: Duration = .seconds(24 * 3600)
+            maximumDelay: Duration = .seconds(24 * 3600), unusedAppInterval: Duration? = nil,
+            reviewHeldAppsAfter: Duration = .seconds(3600)
         ) {
+            self.unusedAppInterval = unusedAppInterval
+            self.reviewHeldAppsAfter = reviewHeldAppsAfter
             self.systemFloor = systemFloor
             self.maximumConcurrentRuns = max(1, maximumConcurrentRuns)
             self.maximumStretch = max(1, maximumStretch)
@@ -35,9 +43,14 @@ public struct FetchPolicy: Sendable {
 
     public init(configuration: Configuration = .init()) { self.configuration = configuration }
 
-    /// Plans every candidate at `now`; `runningCount` runs are already in flight.
-    public func plan(for candidates: [FetchCandidate], runningCount: Int, now: Date) -> FetchPlan {
-        var decisions = candidates.map { dueDecision(for: $0, now: now) }
+    /// Plans every candidate at `now`; `runningCount` runs are already in flight. With a usage
+    /// outlook, apps the user opens are woken before their likely opens (see `UsageOutlook`).
+    public func plan(for candidates: [FetchCandidate], runningCount: Int, usage: UsageOutlook? = nil, now: Date) -> FetchPlan {
+        var decisions = candidates.map { candidate in
+            let decision = dueDecision(for: candidate, now: now)
+            guard let usage else { return decision }
+            return usage.refine(decision, for: candidate, unusedAppInterval: configuration.unusedAppInterval, now: now)
+        }
         let due = decisions.indices
             .filter { decisions[$0].dueAt.map { $0 <= now } ?? false }
             .sorted { (decisions[$0].dueAt!, decisions[$0].app) < (decisions[$1].dueAt!, decisions[$1].app) }
@@ -55,7 +68,11 @@ public struct FetchPolicy: Sendable {
                         "\(configuration.maximumConcurrentRuns) runs at most at once; waits for one to end"))
             }
         }
-        let future = decisions.compactMap(\.dueAt).filter { $0 > now }
+        var future = decisions.compactMap(\.dueAt).filter { $0 > now }
+        // Held back by the outlook: the chances change with the time of day, so look again.
+        if usage != nil, decisions.contains(where: { $0.dueAt == nil && $0.reasons.contains { $0.code.isUsageHoldback } }) {
+            future.append(now.adding(configuration.reviewHeldAppsAfter))
+        }
         return FetchPlan(launch: launch, decisions: decisions, nextEvaluation: future.min())
     }
 

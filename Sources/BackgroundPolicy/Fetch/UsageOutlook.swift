@@ -1,0 +1,120 @@
+import BackgroundModel
+import Foundation
+
+/// What the usage learner expects, brought to the fetch policy: it moves an interval decision to
+/// shortly before the user's likely open, holds it while nothing is likely, or — for an app never
+/// opened — spaces it out to the rare wakes of an unused app.
+///
+/// The interval decision stays the earliest a wake may come (the app's minimum interval, the
+/// system floor, backoff after failures, the overrun penalty); the outlook only ever delays it.
+public struct UsageOutlook: Sendable {
+    public var learner: UsageLearner
+    public var planner: AdaptiveWakePlanner
+    /// Today's threshold: expected session starts a wake must serve.
+    public var threshold: Double
+
+    public init(learner: UsageLearner, planner: AdaptiveWakePlanner, threshold: Double) {
+        self.learner = learner
+        self.planner = planner
+        self.threshold = threshold
+    }
+
+    func refine(_ decision: WakeDecision, for candidate: FetchCandidate, unusedAppInterval: Duration?, now: Date) -> WakeDecision {
+        guard let earliest = decision.dueAt, !decision.reasons.contains(where: { $0.code == .interruptedRun }) else {
+            return decision
+        }
+        var decision = decision
+        let app = candidate.app.rawValue
+        guard let model = learner.models[app], let lastOpen = model.lastOpen else {
+            guard let unusedAppInterval else { return decision }
+            let anchor = candidate.recentRuns.first?.startedAt ?? candidate.registeredAt
+            let rare = min(anchor, now).adding(unusedAppInterval)
+            if rare > earliest {
+                decision.dueAt = rare
+                decision.reasons.append(
+                    DecisionReason(
+                        .rarelyUsed,
+                        "never opened: woken at most every \(unusedAppInterval.humanDescription) (report opens with the SDK or `bgctl open`)"))
+            }
+            return decision
+        }
+        let lastRun = candidate.recentRuns.first.map { min($0.startedAt, now) }
+        let lastRefresh = max(lastRun ?? lastOpen, lastOpen)
+        let recentWakes = candidate.recentRuns.map(\.startedAt).filter { $0 > now.addingTimeInterval(-86400) && $0 <= now }
+        switch planner.nextWake(
+            app, learner: learner, threshold: threshold, lastRefresh: lastRefresh, recentWakes: recentWakes, notBefore: earliest,
+            now: now)
+        {
+        case .success(let wake):
+            decision.dueAt = wake.at
+            decision.reasons.append(DecisionReason(.predictedOpen, Self.describe(wake.prediction, at: wake.at, threshold: threshold)))
+        case .failure(let holdback):
+            decision.dueAt = nil
+            decision.reasons.append(reason(for: holdback, app: app, now: now))
+        }
+        return decision
+    }
+
+    /// The wakes planned from `now` to `end` if nothing new happens, for `bgctl forecast`.
+    public func forecast(for candidate: FetchCandidate, policy: FetchPolicy, until end: Date, now: Date) -> WakeForecast {
+        let base = policy.dueDecision(for: candidate, now: now)
+        let app = candidate.app.rawValue
+        var wakes: [WakeForecast.Wake] = []
+        var holdback: DecisionReason?
+        if let earliest = base.dueAt, let lastOpen = learner.models[app]?.lastOpen {
+            let lastRun = candidate.recentRuns.first.map { min($0.startedAt, now) }
+            let recent = candidate.recentRuns.map(\.startedAt).filter { $0 > now.addingTimeInterval(-86400) && $0 <= now }
+            let planned = planner.forecast(
+                app, learner: learner, threshold: threshold, lastRefresh: max(lastRun ?? lastOpen, lastOpen), recentWakes: recent,
+                notBefore: earliest, until: end, now: now)
+            wakes = planned.wakes.map { wake in
+                WakeForecast.Wake(
+                    at: wake.at, expectedStarts: wake.prediction.expectedStarts,
+                    reason: DecisionReason(.predictedOpen, Self.describe(wake.prediction, at: wake.at, threshold: threshold)))
+            }
+            holdback = planned.lastHoldback.map { reason(for: $0, app: app, now: now) }
+        } else if base.dueAt != nil {
+            holdback = DecisionReason(.rarelyUsed, "never opened: nothing to predict from; woken on its interval at most")
+        }
+        return WakeForecast(
+            app: candidate.app, from: now, until: end, threshold: threshold, earliest: base.dueAt, earliestReasons: base.reasons,
+            wakes: wakes, holdback: holdback)
+    }
+
+    private func reason(for holdback: AdaptiveWakePlanner.Holdback, app: String, now: Date) -> DecisionReason {
+        switch holdback {
+        case .neverOpened:
+            return DecisionReason(.noLikelyOpen, "no recorded opens to predict from")
+        case .stillFresh(let until):
+            return DecisionReason(.stillFresh, "the last refresh keeps the content fresh until \(WireCoding.format(until))")
+        case .budgetSpent(let spent, let cap):
+            return DecisionReason(.dailyBudgetSpent, "\(spent) wakes in the last 24 h; the app's use earns \(cap)")
+        case .belowThreshold(let prediction, let threshold):
+            return DecisionReason(
+                .noLikelyOpen,
+                "nothing in the next \(planner.configuration.horizon.humanDescription) reaches today's threshold of \(Self.number(threshold)) expected session starts; best now: \(Self.describe(prediction, at: now, threshold: threshold))"
+            )
+        case .closerToTheOpen(let prediction, let threshold):
+            return DecisionReason(.closerToTheOpen, Self.describe(prediction, at: now, threshold: threshold))
+        }
+    }
+
+    /// "0.82 session starts expected in the hour after 11:50: time of day 0.64 × …".
+    static func describe(_ prediction: UsageLearner.Prediction, at date: Date, threshold: Double) -> String {
+        "\(number(prediction.expectedStarts)) session starts expected in the hour after \(WireCoding.format(date)): "
+            + "time of day \(number(prediction.fromTimeOfDay)) × \(number(prediction.activityLift)) (\(prediction.context.activity.label)) "
+            + "× \(number(prediction.sinceOpenLift)) (\(prediction.context.sinceOpen.label)); today's threshold \(number(threshold))"
+    }
+
+    static func number(_ value: Double) -> String { String(format: "%.2f", value) }
+}
+
+extension ReasonCode {
+    /// Codes with which the usage outlook holds a wake back until the chances change.
+    var isUsageHoldback: Bool {
+        switch self {
+        case .noLikelyOpen, .dailyBudgetSpent, .stillFresh, .closerToTheOpen: true
+        default: false
+        }
+    }
+}
