@@ -38,12 +38,10 @@ public struct UsageOutlook: Sendable {
             }
             return decision
         }
-        let lastRun = candidate.recentRuns.first.map { min($0.startedAt, now) }
-        let lastRefresh = max(lastRun ?? lastOpen, lastOpen)
-        let recentWakes = candidate.recentRuns.map(\.startedAt).filter { $0 > now.addingTimeInterval(-86400) && $0 <= now }
+        let history = refreshHistory(of: candidate, lastOpen: lastOpen, now: now)
         switch planner.nextWake(
-            app, learner: learner, threshold: threshold, lastRefresh: lastRefresh, recentWakes: recentWakes, notBefore: earliest,
-            now: now)
+            app, learner: learner, threshold: threshold, lastRefresh: history.lastRefresh, recentWakes: history.recentWakes,
+            notBefore: earliest, now: now)
         {
         case .success(let wake):
             decision.dueAt = wake.at
@@ -62,10 +60,9 @@ public struct UsageOutlook: Sendable {
         var wakes: [WakeForecast.Wake] = []
         var holdback: DecisionReason?
         if let earliest = base.dueAt, let lastOpen = learner.models[app]?.lastOpen {
-            let lastRun = candidate.recentRuns.first.map { min($0.startedAt, now) }
-            let recent = candidate.recentRuns.map(\.startedAt).filter { $0 > now.addingTimeInterval(-86400) && $0 <= now }
+            let history = refreshHistory(of: candidate, lastOpen: lastOpen, now: now)
             let planned = planner.forecast(
-                app, learner: learner, threshold: threshold, lastRefresh: max(lastRun ?? lastOpen, lastOpen), recentWakes: recent,
+                app, learner: learner, threshold: threshold, lastRefresh: history.lastRefresh, recentWakes: history.recentWakes,
                 notBefore: earliest, until: end, now: now)
             wakes = planned.wakes.map { wake in
                 WakeForecast.Wake(
@@ -79,6 +76,14 @@ public struct UsageOutlook: Sendable {
         return WakeForecast(
             app: candidate.app, from: now, until: end, threshold: threshold, earliest: base.dueAt, earliestReasons: base.reasons,
             wakes: wakes, holdback: holdback)
+    }
+
+    /// The app's last refresh (its last run or open, a future time counting as now) and the
+    /// wakes it had in the 24 hours before `now`.
+    private func refreshHistory(of candidate: FetchCandidate, lastOpen: Date, now: Date) -> (lastRefresh: Date, recentWakes: [Date]) {
+        let lastRun = candidate.recentRuns.first.map { min($0.startedAt, now) }
+        let recentWakes = candidate.recentRuns.map(\.startedAt).filter { $0 > now.addingTimeInterval(-86400) && $0 <= now }
+        return (max(lastRun ?? lastOpen, lastOpen), recentWakes)
     }
 
     private func reason(for holdback: AdaptiveWakePlanner.Holdback, app: String, now: Date) -> DecisionReason {
