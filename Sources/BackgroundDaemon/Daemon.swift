@@ -27,13 +27,17 @@ public struct Daemon: Service {
         public var fetchPolicy: FetchPolicy.Configuration
         /// How apps' habits are learnt and turned into wakes.
         public var usage: UsageTracker.Configuration
+        /// Where the machine's power and network are read from.
+        public var conditions: ConditionsMonitor.Configuration
 
         public init(
             stateDirectory: String, socketPath: String, durability: BackgroundStore.Durability = .full,
             budget: RunBudget = RunBudget(), lingerGrace: Duration = .seconds(5),
-            fetchPolicy: FetchPolicy.Configuration = .init(), usage: UsageTracker.Configuration = .init()
+            fetchPolicy: FetchPolicy.Configuration = .init(), usage: UsageTracker.Configuration = .init(),
+            conditions: ConditionsMonitor.Configuration = .init()
         ) {
             self.usage = usage
+            self.conditions = conditions
             self.stateDirectory = stateDirectory
             self.socketPath = socketPath
             self.durability = durability
@@ -51,6 +55,7 @@ public struct Daemon: Service {
     private let coordinator: RunCoordinator
     private let scheduler: Scheduler
     private let keepAlive: KeepAlive
+    private let conditionsPoller: ConditionsMonitor.Poller?
     private let core: DaemonCore
     private let logger: Logger
 
@@ -82,6 +87,14 @@ public struct Daemon: Service {
         let broker = EventBroker()
         let tokens = TokenIssuer()
         let doorbell = Doorbell()
+        let conditions = try await ConditionsMonitor(
+            configuration: configuration.conditions, store: store, doorbell: doorbell,
+            logger: Self.logger("bg.conditions", like: logger))
+        if case .sysfs = configuration.conditions.sensing {
+            conditionsPoller = ConditionsMonitor.Poller(monitor: conditions, clock: clock, interval: configuration.conditions.pollInterval)
+        } else {
+            conditionsPoller = nil
+        }
         coordinator = RunCoordinator(
             store: store, stateDirectory: stateDirectory, broker: broker, launcher: launcher, tokens: tokens,
             activity: activity, clock: clock,
@@ -89,11 +102,12 @@ public struct Daemon: Service {
                 budget: configuration.budget, lingerGrace: configuration.lingerGrace, socketPath: configuration.socketPath),
             schedulerDoorbell: doorbell, logger: Self.logger("bg.runs", like: logger))
         scheduler = Scheduler(
-            store: store, coordinator: coordinator, policy: fetchPolicy, usage: usage, clock: clock, doorbell: doorbell, activity: activity, logger: Self.logger("bg.scheduler", like: logger))
+            store: store, coordinator: coordinator, policy: fetchPolicy, usage: usage, conditions: conditions, clock: clock, doorbell: doorbell,
+            activity: activity, logger: Self.logger("bg.scheduler", like: logger))
         keepAlive = KeepAlive(broker: broker, clock: clock)
         core = DaemonCore(
             store: store, stateDirectory: stateDirectory, coordinator: coordinator, broker: broker, tokens: tokens,
-            activity: activity, clock: clock, schedulerDoorbell: doorbell, usage: usage, fetchPolicy: fetchPolicy,
+            activity: activity, clock: clock, schedulerDoorbell: doorbell, usage: usage, conditions: conditions, fetchPolicy: fetchPolicy,
             socketPath: configuration.socketPath,
             startedAt: clock.now, logger: logger)
     }
@@ -111,7 +125,7 @@ public struct Daemon: Service {
         let application = Application(
             router: router,
             configuration: .init(address: .unixDomainSocket(path: socketPath), serverName: "bgd/\(Self.version)"),
-            services: [coordinator, scheduler, keepAlive],
+            services: [coordinator, scheduler, keepAlive] + (conditionsPoller.map { [$0] } ?? []),
             onServerRunning: { _ in
                 chmod(socketPath, 0o600)
                 logger.notice("bgd is ready", metadata: ["socket": "\(socketPath)"])

@@ -101,8 +101,11 @@ extension BackgroundStore {
         }
     }
 
-    /// The snapshot the fetch policy plans from.
-    public func fetchCandidates(recentRunLimit: Int = 8) async throws -> [FetchCandidate] {
+    /// The snapshot the fetch policy plans from: each app's last `recentRunLimit` finished runs,
+    /// and its `.newData`/`.noData` answers since `answersSince` (at most `answerLimit`, newest).
+    public func fetchCandidates(
+        recentRunLimit: Int = 8, answersSince: Date? = nil, answerLimit: Int = 500
+    ) async throws -> [FetchCandidate] {
         try await writer.read { db in
             let apps = try AppRow.order(AppRow.Columns.id).fetchAll(db)
             return try apps.map { row in
@@ -115,9 +118,18 @@ extension BackgroundStore {
                         FetchCandidate.FinishedRun(id: run.id.map(RunID.init), startedAt: run.startedAt, outcome: $0)
                     }
                 }
+                var answers: [FetchCandidate.Answer] = []
+                if let answersSince {
+                    answers = try RunRow.filter(RunRow.Columns.appId == row.id)
+                        .filter([RunOutcome.newData.rawValue, RunOutcome.noData.rawValue].contains(RunRow.Columns.outcome))
+                        .filter(RunRow.Columns.startedAt >= answersSince)
+                        .order(RunRow.Columns.startedAt.desc).limit(answerLimit).fetchAll(db)
+                        .map { FetchCandidate.Answer(at: $0.startedAt, broughtNewData: $0.outcome == RunOutcome.newData.rawValue) }
+                }
                 return FetchCandidate(
                     app: app.id, interval: app.fetchInterval, registeredAt: app.registeredAt,
-                    recentRuns: Array(finished.prefix(recentRunLimit)), isRunning: runs.contains { $0.outcome == nil })
+                    recentRuns: Array(finished.prefix(recentRunLimit)), isRunning: runs.contains { $0.outcome == nil },
+                    answers: answers)
             }
         }
     }

@@ -59,6 +59,13 @@ extension BackgroundStore {
             // made before a run ended from one made after.
             try db.alter(table: "wakePlan") { t in t.add(column: "basedOnRunId", .integer) }
         }
+        migrator.registerMigration("settings") { db in
+            // Small operator settings that must survive a restart (the condition overrides).
+            try db.create(table: "setting") { t in
+                t.primaryKey("key", .text)
+                t.column("value", .text).notNull()  // JSON
+            }
+        }
         return migrator
     }
 }

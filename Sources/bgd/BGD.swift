@@ -45,6 +45,14 @@ struct BGD: AsyncParsableCommand {
         transform: { $0 == "interval" ? nil : try parseDuration($0) })
     var unusedAppInterval: Duration? = .seconds(6 * 3600)
 
+    @Option(
+        help: "Where power and network are read from: a sysfs root (default /sys), or 'unconstrained' to assume mains power and an unmetered network."
+    )
+    var conditions: String = "/sys"
+
+    @Option(help: "How often power and network are read again.", transform: parseDuration)
+    var conditionsPoll: Duration = .seconds(60)
+
     @Option(help: "full: every commit survives power loss; normal: survives crashes of bgd, faster.")
     var durability: String = "full"
 
@@ -58,6 +66,7 @@ struct BGD: AsyncParsableCommand {
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
         }
+        guard conditionsPoll >= .seconds(1) else { throw ValidationError("--conditions-poll must be at least 1s") }
         guard fetchBudget > .zero, expirationLead < fetchBudget else {
             throw ValidationError("--fetch-budget must be positive and longer than --expiration-lead")
         }
@@ -78,7 +87,10 @@ struct BGD: AsyncParsableCommand {
             stateDirectory: stateDirectory, socketPath: socketPath,
             durability: BackgroundStore.Durability(rawValue: durability) ?? .full,
             budget: RunBudget(budget: fetchBudget, expirationLead: expirationLead, killGrace: killGrace),
-            fetchPolicy: FetchPolicy.Configuration(systemFloor: fetchFloor, unusedAppInterval: unusedAppInterval))
+            fetchPolicy: FetchPolicy.Configuration(systemFloor: fetchFloor, unusedAppInterval: unusedAppInterval),
+            conditions: .init(
+                sensing: conditions == "unconstrained" ? .fixed(.unconstrained) : .sysfs(root: conditions),
+                pollInterval: conditionsPoll))
         let daemon: Daemon
         do {
             daemon = try await Daemon(configuration: configuration, logger: logger)

@@ -76,6 +76,18 @@ struct AdminRoutes {
             core.schedulerDoorbell.ring()
             return try JSONResponse.make(try await core.summary(of: try await core.requireApp(id)))
         }
+        v1.get("env") { _, _ in try JSONResponse.make(await core.conditions.report) }
+        v1.put("env") { request, _ in
+            var request = request
+            let overrides = try await request.decodeJSON(ConditionOverrides.self)
+            if let problem = overrides.problem { throw APIError(.badRequest, "invalidConditions", problem) }
+            try await core.conditions.setOverrides(overrides)
+            return try JSONResponse.make(await core.conditions.report)
+        }
+        v1.delete("env") { _, _ in
+            try await core.conditions.setOverrides(ConditionOverrides())
+            return try JSONResponse.make(await core.conditions.report)
+        }
         v1.get("runs/:run") { request, context in
             let run = try context.parameters.runID()
             return try JSONResponse.make(try await core.waitForEnd(of: run, timeout: try request.uri.waitQuery() ?? .zero))
@@ -144,7 +156,9 @@ struct AdminRoutes {
         guard let candidate = try await core.store.fetchCandidates().first(where: { $0.app == id }) else { throw APIError.unknownApp(id) }
         let outlook = await core.usage.outlook(now: now)
         return try JSONResponse.make(
-            outlook.forecast(for: candidate, policy: core.fetchPolicy, until: now.addingTimeInterval(Double(hours) * 3600), now: now))
+            outlook.forecast(
+                for: candidate, policy: core.fetchPolicy, conditions: await core.conditions.effective,
+                until: now.addingTimeInterval(Double(hours) * 3600), now: now))
     }
 
     /// `bgctl simulate fetch`: a run through exactly the production path, started now.

@@ -15,6 +15,7 @@ struct DaemonCore: Sendable {
     var clock: any WallClock
     var schedulerDoorbell: Doorbell
     var usage: UsageTracker
+    var conditions: ConditionsMonitor
     var fetchPolicy: FetchPolicy
     var socketPath: String
     var startedAt: Date

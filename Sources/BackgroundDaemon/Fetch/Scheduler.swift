@@ -15,6 +15,7 @@ public struct Scheduler: Service {
     private let coordinator: RunCoordinator
     private let policy: FetchPolicy
     private let usage: UsageTracker
+    private let conditions: ConditionsMonitor
     private let clock: any WallClock
     private let doorbell: Doorbell
     private let activity: ActivityFeed
@@ -23,19 +24,23 @@ public struct Scheduler: Service {
     private let retryAfterFailure: Duration
 
     public init(
-        store: BackgroundStore, coordinator: RunCoordinator, policy: FetchPolicy, usage: UsageTracker, clock: any WallClock,
+        store: BackgroundStore, coordinator: RunCoordinator, policy: FetchPolicy, usage: UsageTracker, conditions: ConditionsMonitor, clock: any WallClock,
         doorbell: Doorbell, activity: ActivityFeed, logger: Logger, retryAfterFailure: Duration = .seconds(30)
     ) {
         self.store = store
         self.coordinator = coordinator
         self.policy = policy
         self.usage = usage
+        self.conditions = conditions
         self.clock = clock
         self.doorbell = doorbell
         self.activity = activity
         self.logger = logger
         self.retryAfterFailure = retryAfterFailure
     }
+
+    /// How far back apps' `.newData`/`.noData` answers are read for `FetchYield` (four half-lives).
+    static let answerMemory: TimeInterval = 28 * 86400
 
     public func run() async throws {
         do {
@@ -55,10 +60,11 @@ public struct Scheduler: Service {
         do {
             while true {
                 let now = clock.now
-                let candidates = try await store.fetchCandidates()
+                let candidates = try await store.fetchCandidates(answersSince: now.addingTimeInterval(-Self.answerMemory))
                 let outlook = await usage.outlook(now: now)
                 let plan = policy.plan(
-                    for: candidates, runningCount: candidates.count { $0.isRunning }, usage: outlook, now: now)
+                    for: candidates, runningCount: candidates.count { $0.isRunning }, usage: outlook,
+                    conditions: await conditions.effective, now: now)
                 try await store.savePlan(plan.decisions, from: candidates, now: now)
                 var launched: [AppID] = []
                 for app in plan.launch {

@@ -39,6 +39,18 @@ public enum ReasonCode: String, Codable, Sendable, CaseIterable {
     case closerToTheOpen
     /// The app has never been opened: it gets the rare wakes of an unused app.
     case rarelyUsed
+    /// No network is up: wakes wait until one is.
+    case noNetwork
+    /// The battery is low and discharging: wakes wait for power (iOS's Low Power Mode).
+    case lowBattery
+    /// On battery: wakes not tied to a likely open come less often.
+    case onBattery
+    /// The only network is metered: wakes not tied to a likely open come less often.
+    case meteredNetwork
+    /// Held a little so that it shares one wake-up of the system with other apps due just after.
+    case coalesced
+    /// Fetches at this hour of day have mostly answered `.noData`: the app is woken less then.
+    case usuallyNoData
 }
 
 /// One reason behind a decision: a stable code and a sentence with the numbers behind it.

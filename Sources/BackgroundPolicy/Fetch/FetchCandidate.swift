@@ -10,8 +10,14 @@ public struct FetchCandidate: Hashable, Sendable {
     public var recentRuns: [FinishedRun]
     /// Whether a run is in flight now.
     public var isRunning: Bool
+    /// The app's `.newData`/`.noData` answers of the last weeks, for `FetchYield`.
+    public var answers: [Answer]
 
-    public init(app: AppID, interval: FetchInterval, registeredAt: Date, recentRuns: [FinishedRun] = [], isRunning: Bool = false) {
+    public init(
+        app: AppID, interval: FetchInterval, registeredAt: Date, recentRuns: [FinishedRun] = [], isRunning: Bool = false,
+        answers: [Answer] = []
+    ) {
+        self.answers = answers
         self.app = app
         self.interval = interval
         self.registeredAt = registeredAt
@@ -29,6 +35,17 @@ public struct FetchCandidate: Hashable, Sendable {
             self.id = id
             self.startedAt = startedAt
             self.outcome = outcome
+        }
+    }
+
+    /// A fetch the app answered: when it started and whether it found something new.
+    public struct Answer: Hashable, Sendable {
+        public var at: Date
+        public var broughtNewData: Bool
+
+        public init(at: Date, broughtNewData: Bool) {
+            self.at = at
+            self.broughtNewData = broughtNewData
         }
     }
 }

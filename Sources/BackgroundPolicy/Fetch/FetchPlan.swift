@@ -7,11 +7,16 @@ public struct WakeDecision: Hashable, Sendable {
     /// Nil: no wake is planned (fetch disabled, or a run is in flight).
     public var dueAt: Date?
     public var reasons: [DecisionReason]
+    /// The gap this wake keeps from the app's last one (its interval, stretched by backoff, or
+    /// the rare wakes of an unused app); nil for a wake placed by a predicted open or made up at
+    /// once. Conditions that thin wakes out add it again.
+    public var spacing: Duration?
 
-    public init(app: AppID, dueAt: Date?, reasons: [DecisionReason]) {
+    public init(app: AppID, dueAt: Date?, reasons: [DecisionReason], spacing: Duration? = nil) {
         self.app = app
         self.dueAt = dueAt
         self.reasons = reasons
+        self.spacing = spacing
     }
 }
 

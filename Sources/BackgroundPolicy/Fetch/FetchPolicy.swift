@@ -22,14 +22,24 @@ public struct FetchPolicy: Sendable {
         /// With a usage outlook, an app never opened is woken at most this often (nil: on its
         /// interval). Android's "rare" bucket: unused apps get almost nothing.
         public var unusedAppInterval: Duration?
-        /// With a usage outlook, when to look again at an app the outlook holds back.
+        /// When to look again at an app held back until the chances change with the time of day.
         public var reviewHeldAppsAfter: Duration
+        /// Wakes of different apps due within this of the earliest share one wake-up (zero: never).
+        public var coalescingLeeway: Duration
+        /// On a discharging battery at or below this percentage, no app is woken.
+        public var lowBatteryLevel: Int
+        /// How the share of fetches bringing new data is learnt per hour of day.
+        public var fetchYield: FetchYield.Configuration
 
         public init(
             systemFloor: Duration = .seconds(15 * 60), maximumConcurrentRuns: Int = 4, maximumStretch: Int = 32,
             maximumDelay: Duration = .seconds(24 * 3600), unusedAppInterval: Duration? = nil,
-            reviewHeldAppsAfter: Duration = .seconds(3600)
+            reviewHeldAppsAfter: Duration = .seconds(3600), coalescingLeeway: Duration = .seconds(300),
+            lowBatteryLevel: Int = 20, fetchYield: FetchYield.Configuration = .init()
         ) {
+            self.coalescingLeeway = max(.zero, coalescingLeeway)
+            self.lowBatteryLevel = lowBatteryLevel
+            self.fetchYield = fetchYield
             self.unusedAppInterval = unusedAppInterval
             self.reviewHeldAppsAfter = reviewHeldAppsAfter
             self.systemFloor = systemFloor
@@ -44,13 +54,22 @@ public struct FetchPolicy: Sendable {
     public init(configuration: Configuration = .init()) { self.configuration = configuration }
 
     /// Plans every candidate at `now`; `runningCount` runs are already in flight. With a usage
-    /// outlook, apps the user opens are woken before their likely opens (see `UsageOutlook`).
-    public func plan(for candidates: [FetchCandidate], runningCount: Int, usage: UsageOutlook? = nil, now: Date) -> FetchPlan {
+    /// outlook, apps the user opens are woken before their likely opens (see `UsageOutlook`);
+    /// hours that usually bring no data, and the machine's conditions, hold or thin wakes; wakes
+    /// of different apps close together share one wake-up of the system.
+    public func plan(
+        for candidates: [FetchCandidate], runningCount: Int, usage: UsageOutlook? = nil,
+        conditions: DeviceConditions = .unconstrained, now: Date
+    ) -> FetchPlan {
         var decisions = candidates.map { candidate in
-            let decision = dueDecision(for: candidate, now: now)
-            guard let usage else { return decision }
-            return usage.refine(decision, for: candidate, unusedAppInterval: configuration.unusedAppInterval, now: now)
+            var decision = dueDecision(for: candidate, now: now)
+            if let usage {
+                decision = usage.refine(decision, for: candidate, unusedAppInterval: configuration.unusedAppInterval, now: now)
+            }
+            decision = applyingYield(to: decision, answers: candidate.answers, now: now)
+            return applying(conditions, to: decision)
         }
+        coalesce(&decisions, now: now)
         let due = decisions.indices
             .filter { decisions[$0].dueAt.map { $0 <= now } ?? false }
             .sorted { (decisions[$0].dueAt!, decisions[$0].app) < (decisions[$1].dueAt!, decisions[$1].app) }
@@ -69,11 +88,34 @@ public struct FetchPolicy: Sendable {
             }
         }
         var future = decisions.compactMap(\.dueAt).filter { $0 > now }
-        // Held back by the outlook: the chances change with the time of day, so look again.
-        if usage != nil, decisions.contains(where: { $0.dueAt == nil && $0.reasons.contains { $0.code.isUsageHoldback } }) {
+        // Held back until the chances change with the time of day: look again.
+        if decisions.contains(where: { $0.dueAt == nil && $0.reasons.contains { $0.code.isReviewedLater } }) {
             future.append(now.adding(configuration.reviewHeldAppsAfter))
         }
         return FetchPlan(launch: launch, decisions: decisions, nextEvaluation: future.min())
+    }
+
+    /// One wake-up of the system for wakes close together (iOS's timer tolerance): the earliest
+    /// planned wake waits, by at most `coalescingLeeway`, for the latest one due within the
+    /// leeway after it, and they start together. Waiting, not waking early, keeps every app's
+    /// minimum interval. The window is fixed by the earliest due time, so planning again
+    /// within it gives the same answer.
+    private func coalesce(_ decisions: inout [WakeDecision], now: Date) {
+        let leeway = configuration.coalescingLeeway
+        guard leeway > .zero, let earliest = decisions.compactMap(\.dueAt).min() else { return }
+        let windowEnd = earliest.adding(leeway)
+        let batch = decisions.indices.filter { decisions[$0].dueAt.map { $0 <= windowEnd } ?? false }
+        let together = batch.map { decisions[$0].dueAt! }.max()!
+        guard together > now, batch.count > 1 else { return }
+        for index in batch where decisions[index].dueAt! < together {
+            let others = batch.filter { $0 != index }.map { decisions[$0].app.rawValue }.joined(separator: ", ")
+            decisions[index].reasons.append(
+                DecisionReason(
+                    .coalesced,
+                    "due at \(WireCoding.format(decisions[index].dueAt!)); waits \(together.duration(since: decisions[index].dueAt!).humanDescription) to share one wake-up with \(others)"
+                ))
+            decisions[index].dueAt = together
+        }
     }
 
     /// When one app is due, ignoring the others.
@@ -108,7 +150,7 @@ public struct FetchPolicy: Sendable {
         guard let last = candidate.recentRuns.first else {
             let anchor = clamped(candidate.registeredAt, now: now, reasons: &reasons)
             reasons.insert(DecisionReason(.firstFetch, "never fetched; counting from registration"), at: 0)
-            return WakeDecision(app: app, dueAt: anchor.adding(interval), reasons: reasons)
+            return WakeDecision(app: app, dueAt: anchor.adding(interval), reasons: reasons, spacing: interval)
         }
         let anchor = clamped(last.startedAt, now: now, reasons: &reasons)
 
@@ -142,7 +184,7 @@ public struct FetchPolicy: Sendable {
         }
         var delay = interval * stretch
         if stretch > 1 { delay = min(delay, max(interval, configuration.maximumDelay)) }
-        return WakeDecision(app: app, dueAt: anchor.adding(delay), reasons: reasons)
+        return WakeDecision(app: app, dueAt: anchor.adding(delay), reasons: reasons, spacing: delay)
     }
 
     /// A persisted time in the future means the wall clock went backwards: treat it as now,

@@ -31,6 +31,7 @@ public struct UsageOutlook: Sendable {
             let rare = min(anchor, now).adding(unusedAppInterval)
             if rare > earliest {
                 decision.dueAt = rare
+                decision.spacing = unusedAppInterval
                 decision.reasons.append(
                     DecisionReason(
                         .rarelyUsed,
@@ -45,6 +46,7 @@ public struct UsageOutlook: Sendable {
         {
         case .success(let wake):
             decision.dueAt = wake.at
+            decision.spacing = nil
             decision.reasons.append(DecisionReason(.predictedOpen, Self.describe(wake.prediction, at: wake.at, threshold: threshold)))
         case .failure(let holdback):
             decision.dueAt = nil
@@ -54,8 +56,19 @@ public struct UsageOutlook: Sendable {
     }
 
     /// The wakes planned from `now` to `end` if nothing new happens, for `bgctl forecast`.
-    public func forecast(for candidate: FetchCandidate, policy: FetchPolicy, until end: Date, now: Date) -> WakeForecast {
+    /// Conditions that hold every wake (no network, a low battery) leave the forecast empty, with
+    /// that as the reason.
+    public func forecast(
+        for candidate: FetchCandidate, policy: FetchPolicy, conditions: DeviceConditions = .unconstrained, until end: Date,
+        now: Date
+    ) -> WakeForecast {
         let base = policy.dueDecision(for: candidate, now: now)
+        let gated = policy.applying(conditions, to: WakeDecision(app: candidate.app, dueAt: now, reasons: []))
+        if gated.dueAt == nil {
+            return WakeForecast(
+                app: candidate.app, from: now, until: end, threshold: threshold, earliest: base.dueAt,
+                earliestReasons: base.reasons, wakes: [], holdback: gated.reasons.last)
+        }
         let app = candidate.app.rawValue
         var wakes: [WakeForecast.Wake] = []
         var holdback: DecisionReason?
@@ -115,10 +128,11 @@ public struct UsageOutlook: Sendable {
 }
 
 extension ReasonCode {
-    /// Codes with which the usage outlook holds a wake back until the chances change.
-    var isUsageHoldback: Bool {
+    /// Codes that hold a wake back until the chances change with the time of day: looked at again
+    /// after `reviewHeldAppsAfter`.
+    var isReviewedLater: Bool {
         switch self {
-        case .noLikelyOpen, .dailyBudgetSpent, .stillFresh, .closerToTheOpen: true
+        case .noLikelyOpen, .dailyBudgetSpent, .stillFresh, .closerToTheOpen, .usuallyNoData: true
         default: false
         }
     }

@@ -1,0 +1,83 @@
+import BackgroundModel
+import Foundation
+
+/// Reads the machine's power and network from Linux's sysfs: `class/power_supply/*` (type,
+/// online, status, capacity) and `class/net/*` (operstate, carrier, uevent's DEVTYPE).
+///
+/// The root is a parameter so that tests can lay out a sysfs tree of their own. Where there is
+/// no sysfs (macOS) the machine reads as plugged in and online: an unknown is not a reason to
+/// stop every app.
+public struct SysfsConditions: Sendable {
+    public let root: String
+
+    public init(root: String = "/sys") { self.root = root }
+
+    /// The conditions now, and the files they were read from.
+    public func read() -> (conditions: DeviceConditions, sources: [String]) {
+        var sources: [String] = []
+        let (power, level) = readPower(sources: &sources)
+        let network = readNetwork(sources: &sources)
+        return (DeviceConditions(power: power, batteryLevel: level, network: network), sources)
+    }
+
+    private func readPower(sources: inout [String]) -> (DeviceConditions.PowerSource, Int?) {
+        let directory = root + "/class/power_supply"
+        var externalOnline = false
+        var batteryCharging = false
+        var levels: [Int] = []
+        for name in entries(of: directory) {
+            let path = directory + "/" + name
+            switch value(path + "/type") {
+            case "Mains", "USB", "USB_C", "USB_PD":
+                sources.append(path)
+                if value(path + "/online") == "1" { externalOnline = true }
+            case "Battery":
+                // Peripherals (a mouse's battery) report scope "Device"; only the system's counts.
+                guard value(path + "/scope") != "Device" else { continue }
+                sources.append(path)
+                if let capacity = value(path + "/capacity").flatMap(Int.init) { levels.append(capacity) }
+                if ["Charging", "Full"].contains(value(path + "/status")) { batteryCharging = true }
+            default:
+                continue
+            }
+        }
+        let level = levels.isEmpty ? nil : levels.reduce(0, +) / levels.count
+        // No battery at all: a desktop or a server, always on mains.
+        let onMains = externalOnline || batteryCharging || levels.isEmpty
+        return (onMains ? .mains : .battery, level)
+    }
+
+    private func readNetwork(sources: inout [String]) -> DeviceConditions.Network {
+        let directory = root + "/class/net"
+        guard FileManager.default.fileExists(atPath: directory) else {
+            sources.append("no \(directory): network assumed up")
+            return .unmetered
+        }
+        var up: [(name: String, metered: Bool)] = []
+        for name in entries(of: directory) where name != "lo" {
+            let path = directory + "/" + name
+            let state = value(path + "/operstate")
+            // Some virtual links (tun, ppp) say "unknown" while carrying traffic; their carrier tells.
+            guard state == "up" || (state == "unknown" && value(path + "/carrier") == "1") else { continue }
+            sources.append(path)
+            let devtype = (value(path + "/uevent") ?? "").split(separator: "\n").first { $0.hasPrefix("DEVTYPE=") }
+            let metered = devtype == "DEVTYPE=wwan" || name.hasPrefix("wwan") || name.hasPrefix("rmnet")
+            up.append((name, metered))
+        }
+        if up.isEmpty { return .none }
+        return up.allSatisfy(\.metered) ? .metered : .unmetered
+    }
+
+    private func entries(of directory: String) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).sorted()
+    }
+
+    /// A sysfs attribute, trimmed; nil when absent or unreadable. Attributes are small; a
+    /// hostile or odd tree cannot make this read more than a page.
+    private func value(_ path: String) -> String? {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
+        defer { try? handle.close() }
+        guard let data = try? handle.read(upToCount: 4096) else { return nil }
+        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+}
