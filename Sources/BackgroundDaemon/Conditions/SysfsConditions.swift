@@ -24,6 +24,7 @@ public struct SysfsConditions: Sendable {
         let directory = root + "/class/power_supply"
         var externalOnline = false
         var batteryCharging = false
+        var batteryFound = false
         var levels: [Int] = []
         for name in entries(of: directory) {
             let path = directory + "/" + name
@@ -35,6 +36,7 @@ public struct SysfsConditions: Sendable {
                 // Peripherals (a mouse's battery) report scope "Device"; only the system's counts.
                 guard value(path + "/scope") != "Device" else { continue }
                 sources.append(path)
+                batteryFound = true
                 if let capacity = value(path + "/capacity").flatMap(Int.init) { levels.append(capacity) }
                 if ["Charging", "Full"].contains(value(path + "/status")) { batteryCharging = true }
             default:
@@ -43,7 +45,7 @@ public struct SysfsConditions: Sendable {
         }
         let level = levels.isEmpty ? nil : levels.reduce(0, +) / levels.count
         // No battery at all: a desktop or a server, always on mains.
-        let onMains = externalOnline || batteryCharging || levels.isEmpty
+        let onMains = externalOnline || batteryCharging || !batteryFound
         return (onMains ? .mains : .battery, level)
     }
 

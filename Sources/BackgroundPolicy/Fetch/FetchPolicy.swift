@@ -106,15 +106,17 @@ public struct FetchPolicy: Sendable {
         let windowEnd = earliest.adding(leeway)
         let batch = decisions.indices.filter { decisions[$0].dueAt.map { $0 <= windowEnd } ?? false }
         let together = batch.map { decisions[$0].dueAt! }.max()!
-        guard together > now, batch.count > 1 else { return }
+        guard batch.count > 1 else { return }
         for index in batch where decisions[index].dueAt! < together {
             let others = batch.filter { $0 != index }.map { decisions[$0].app.rawValue }.joined(separator: ", ")
+            let own = decisions[index].dueAt!
             decisions[index].reasons.append(
                 DecisionReason(
                     .coalesced,
-                    "due at \(WireCoding.format(decisions[index].dueAt!)); waits \(together.duration(since: decisions[index].dueAt!).humanDescription) to share one wake-up with \(others)"
+                    "due at \(WireCoding.format(own)); shares one wake-up with \(others) at \(WireCoding.format(together)), \(together.duration(since: own).humanDescription) later"
                 ))
-            decisions[index].dueAt = together
+            // Already past the shared time: all start now, as they would have.
+            if together > now { decisions[index].dueAt = together }
         }
     }
 

@@ -1,0 +1,186 @@
+import BackgroundDaemon
+import BackgroundModel
+import BackgroundTesting
+import Foundation
+import NIOHTTP1
+import Testing
+
+/// A sysfs tree of our own, laid out like Linux's.
+struct FakeSysfs {
+    let root = TemporaryDirectory.make() + "/sys"
+
+    func write(_ path: String, _ value: String) throws {
+        let url = URL(fileURLWithPath: root + "/" + path)
+        try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try (value + "\n").write(to: url, atomically: true, encoding: .utf8)
+    }
+
+    func laptop(onAC: Bool = false, capacity: Int = 80, network: String = "eth0") throws {
+        try write("class/power_supply/AC/type", "Mains")
+        try write("class/power_supply/AC/online", onAC ? "1" : "0")
+        try write("class/power_supply/BAT0/type", "Battery")
+        try write("class/power_supply/BAT0/status", onAC ? "Charging" : "Discharging")
+        try write("class/power_supply/BAT0/capacity", "\(capacity)")
+        try write("class/net/lo/operstate", "unknown")
+        try write("class/net/lo/carrier", "1")
+        try write("class/net/\(network)/operstate", "up")
+        try write("class/net/\(network)/uevent", network.hasPrefix("wwan") ? "DEVTYPE=wwan\nINTERFACE=\(network)" : "INTERFACE=\(network)")
+    }
+}
+
+struct SysfsConditionsTests {
+    @Test func aLaptopOnBattery() throws {
+        let sysfs = FakeSysfs()
+        try sysfs.laptop(capacity: 42)
+        let (conditions, sources) = SysfsConditions(root: sysfs.root).read()
+        #expect(conditions == DeviceConditions(power: .battery, batteryLevel: 42, network: .unmetered))
+        #expect(sources.contains(sysfs.root + "/class/power_supply/BAT0"))
+    }
+
+    @Test func aLaptopPluggedIn() throws {
+        let sysfs = FakeSysfs()
+        try sysfs.laptop(onAC: true, capacity: 42)
+        #expect(SysfsConditions(root: sysfs.root).read().conditions.power == .mains)
+    }
+
+    @Test func aServerWithoutABatteryIsOnMains() throws {
+        let sysfs = FakeSysfs()
+        try sysfs.write("class/net/eth0/operstate", "up")
+        let conditions = SysfsConditions(root: sysfs.root).read().conditions
+        #expect(conditions == DeviceConditions(power: .mains, batteryLevel: nil, network: .unmetered))
+    }
+
+    @Test func onlyACellularModemIsMetered() throws {
+        let sysfs = FakeSysfs()
+        try sysfs.laptop(network: "wwan0")
+        try sysfs.write("class/net/wlan0/operstate", "down")
+        #expect(SysfsConditions(root: sysfs.root).read().conditions.network == .metered)
+        try sysfs.write("class/net/wlan0/operstate", "up")
+        #expect(SysfsConditions(root: sysfs.root).read().conditions.network == .unmetered)
+    }
+
+    @Test func onlyLoopbackIsNoNetwork() throws {
+        let sysfs = FakeSysfs()
+        try sysfs.laptop(network: "eth0")
+        try sysfs.write("class/net/eth0/operstate", "down")
+        #expect(SysfsConditions(root: sysfs.root).read().conditions.network == .none)
+        // A tunnel says "unknown" but has a carrier: that is a network.
+        try sysfs.write("class/net/tun0/operstate", "unknown")
+        try sysfs.write("class/net/tun0/carrier", "1")
+        #expect(SysfsConditions(root: sysfs.root).read().conditions.network == .unmetered)
+    }
+
+    /// Garbage in the files, a mouse's battery, no sysfs at all: sensible answers, no crash.
+    @Test func oddTreesGiveSensibleAnswers() throws {
+        let sysfs = FakeSysfs()
+        try sysfs.write("class/power_supply/BAT0/type", "Battery")
+        try sysfs.write("class/power_supply/BAT0/status", "Discharging")
+        try sysfs.write("class/power_supply/BAT0/capacity", "lots")
+        try sysfs.write("class/power_supply/hidpp_battery_0/type", "Battery")
+        try sysfs.write("class/power_supply/hidpp_battery_0/scope", "Device")
+        try sysfs.write("class/power_supply/hidpp_battery_0/capacity", "3")
+        try sysfs.write("class/net/eth0/operstate", String(repeating: "x", count: 100_000))
+        let conditions = SysfsConditions(root: sysfs.root).read().conditions
+        #expect(conditions == DeviceConditions(power: .battery, batteryLevel: nil, network: .none))
+        let nothing = SysfsConditions(root: sysfs.root + "/missing").read()
+        #expect(nothing.conditions == .unconstrained)
+    }
+}
+
+/// Conditions on a live daemon: sensed from a sysfs tree, overridden with `bgctl env`.
+@Suite(.timeLimit(.minutes(2)))
+struct DaemonConditionsTests {
+    static let app = "com.example.conditions"
+    static let start = Date(timeIntervalSince1970: 1_767_603_600)
+
+    func fixture() throws -> [String] { [try BuiltProducts.path(of: "bgd-fixture-app"), "newData"] }
+
+    func bgctl(_ daemon: TestDaemon, _ arguments: String...) async throws -> Command.Output {
+        try await Command.run(try BuiltProducts.path(of: "bgctl"), arguments + ["--socket", daemon.socketPath])
+    }
+
+    @Test func sensesTheBatteryAndFollowsItsChanges() async throws {
+        let sysfs = FakeSysfs()
+        try sysfs.laptop(capacity: 80)
+        try await TestDaemon.with(
+            clock: ManualClock(now: Self.start), conditions: .init(sensing: .sysfs(root: sysfs.root), pollInterval: .seconds(60))
+        ) { daemon in
+            let report = try await daemon.admin.send(.get, "/v1/env", as: ConditionsReport.self)
+            #expect(report.effective == DeviceConditions(power: .battery, batteryLevel: 80, network: .unmetered))
+
+            try await daemon.register(Self.app, command: try fixture(), interval: .minimum)
+            // On battery an interval wake comes half as often: 30 minutes, not 15.
+            let due = try await daemon.plannedWake(of: Self.app) { $0.reasons.contains { $0.code == .onBattery } }
+            #expect(due == Self.start.addingTimeInterval(30 * 60))
+
+            // The battery runs low: the next poll sees it and every wake waits.
+            try sysfs.write("class/power_supply/BAT0/capacity", "12")
+            daemon.clock.advance(by: .seconds(60))
+            try await daemon.waitUntil { try await daemon.why(Self.app).reasons.contains { $0.code == .lowBattery } }
+            #expect(try await daemon.why(Self.app).nextWake == nil)
+            let forecast = try await daemon.admin.send(.get, "/v1/apps/\(Self.app)/forecast", as: WakeForecast.self)
+            #expect(forecast.wakes.isEmpty)
+            #expect(forecast.holdback?.code == .lowBattery)
+
+            // Plugged in: woken at the interval again, from the same clock.
+            try sysfs.write("class/power_supply/AC/online", "1")
+            try sysfs.write("class/power_supply/BAT0/status", "Charging")
+            daemon.clock.advance(by: .seconds(60))
+            let plugged = try await daemon.plannedWake(of: Self.app) { !$0.reasons.contains { $0.code == .lowBattery } }
+            #expect(plugged == Self.start.addingTimeInterval(15 * 60))
+        }
+    }
+
+    @Test func bgctlEnvOverridesAndTheOverridesSurviveARestart() async throws {
+        let directory = TemporaryDirectory.make()
+        try await TestDaemon.with(clock: ManualClock(now: Self.start), directory: directory) { daemon in
+            try await daemon.register(Self.app, command: try fixture(), interval: .minimum)
+            _ = try await daemon.plannedWake(of: Self.app)
+
+            let offline = try await bgctl(daemon, "env", "set", "--network", "none")
+            #expect(offline.status == 0, "\(offline.standardError)")
+            #expect(offline.standardOutput.contains("network"))
+            try await daemon.waitUntil { try await daemon.why(Self.app).reasons.contains { $0.code == .noNetwork } }
+            daemon.clock.advance(by: .seconds(3600))
+            let runs = try await daemon.admin.send(.get, "/v1/apps/\(Self.app)/history", as: [RunRecord].self)
+            #expect(runs.isEmpty)
+
+            let battery = try await bgctl(daemon, "env", "set", "--power", "battery", "--battery", "50%", "--json")
+            #expect(battery.status == 0, "\(battery.standardError)")
+            let report = try WireCoding.makeDecoder().decode(ConditionsReport.self, from: Data(battery.standardOutput.utf8))
+            // Earlier overrides are kept.
+            #expect(report.overrides == ConditionOverrides(power: .battery, batteryLevel: 50, network: DeviceConditions.Network.none))
+        }
+        try await TestDaemon.with(clock: ManualClock(now: Self.start.addingTimeInterval(7200)), directory: directory) { daemon in
+            let report = try await daemon.admin.send(.get, "/v1/env", as: ConditionsReport.self)
+            #expect(report.effective.network == DeviceConditions.Network.none)
+            #expect(report.effective.batteryLevel == 50)
+            // Back online: the wake held for two hours comes at once.
+            let run = try await daemon.waitForRunEnd(of: Self.app) {
+                let reset = try await bgctl(daemon, "env", "reset")
+                #expect(reset.status == 0)
+            }
+            #expect(run.startedAt == Self.start.addingTimeInterval(7200))
+        }
+    }
+
+    @Test func badOverridesChangeNothing() async throws {
+        try await TestDaemon.with { daemon in
+            let bodies = [#"{"batteryLevel": 150}"#, #"{"network": "wifi"}"#, #"{"power": 1}"#, "not json", #"[]"#]
+            for body in bodies {
+                let answer = try await RawHTTP.request(daemon.socketPath, .PUT, "/v1/env", body: Data(body.utf8))
+                #expect(answer.status == 400, "\(body)")
+                #expect(["invalidConditions", "malformedRequest"].contains(answer.errorCode ?? ""), "\(body): \(answer.errorCode ?? "-")")
+            }
+            let report = try await daemon.admin.send(.get, "/v1/env", as: ConditionsReport.self)
+            #expect(report.overrides.isEmpty)
+            for arguments in [["--battery", "150"], ["--network", "wifi"], ["--power", "solar"], []] {
+                let refused = try await Command.run(
+                    try BuiltProducts.path(of: "bgctl"), ["env", "set"] + arguments + ["--socket", daemon.socketPath])
+                #expect(refused.status != 0, "\(arguments)")
+                #expect(!refused.standardError.isEmpty)
+            }
+            #expect(try await daemon.admin.send(.get, "/v1/env", as: ConditionsReport.self).overrides.isEmpty)
+        }
+    }
+}
