@@ -3,12 +3,13 @@ import Foundation
 
 /// Decides when each app is next woken for a background fetch. Pure: no I/O, no clock, no logging.
 ///
-/// The first policy, deliberately plain so that its decisions are easy to predict:
+/// The interval decision, deliberately plain so that it is easy to predict:
 /// due = last run's start + max(app interval, system floor) × stretch, where the stretch doubles
 /// for each consecutive run that failed (`.failed`, crashed, could not launch) or overran its
 /// budget, up to `maximumStretch` — the app is woken less often, as iOS does. A run cut short by
-/// bgd itself is made up at once. The adaptive, learning policy replaces `dueDecision` later; the
-/// seam is `plan(for:runningCount:now:)`, which the Scheduler and `bgctl why` both call.
+/// bgd itself is made up at once. That is the earliest a wake may come; `plan` then lets the
+/// usage outlook, the per-hour yield and the machine's conditions delay or hold it, and coalesces
+/// wakes across apps. The Scheduler calls `plan`; `bgctl why` shows what it decided.
 public struct FetchPolicy: Sendable {
     public struct Configuration: Hashable, Sendable {
         /// No app is woken more often than this, whatever it asks (`.minimum` means this).
