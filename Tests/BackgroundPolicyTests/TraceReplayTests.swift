@@ -94,6 +94,36 @@ struct AdaptiveReplayTests {
         #expect(adaptive.medianAge <= .seconds(60 * 60))
     }
 
+    /// Issue 3's bar, asserted as written. It is not met yet, so it is a known issue: this test
+    /// passes while the bar fails, and fails — asking for the wrapper to go — the day a change
+    /// meets it.
+    @Test func theIssueBar() throws {
+        let trace = try DevTrace.load()
+        let replay = TraceReplay(learning: .init(usage: .init(utcOffset: .seconds(-4 * 3600))))
+        let adaptive = FreshnessScore(trace: trace, wakes: replay.wakes(for: trace, policy: .adaptive))
+        let oracle = FreshnessScore(trace: trace, wakes: replay.wakes(for: trace, policy: .oracle))
+        #expect(adaptive.wakesPerUserDay <= oracle.wakesPerUserDay)
+        withKnownIssue("issue 3's bar: ≥ 0.70 fresh within 60 min and median age ≤ 45 min; adaptive reaches 0.575 and 60 min") {
+            #expect(adaptive.freshWithin60Minutes >= 0.70)
+            #expect(adaptive.medianAge <= .seconds(45 * 60))
+        }
+    }
+
+    /// The policy holds on traces it was not shaped on: each user alone, and the whole trace
+    /// moved by 5 h 7 min (another time zone, another phase of the 20-minute logging grid).
+    @Test func holdsOnEachUserAndOnAShiftedTrace() throws {
+        let trace = try DevTrace.load()
+        let shifted = AppOpenTrace(opens: trace.opens.mapValues { $0.map { $0.addingTimeInterval(5 * 3600 + 7 * 60) } })
+        let variants = [shifted] + trace.users.map { user in AppOpenTrace(opens: trace.opens.filter { $0.key.user == user }) }
+        for variant in variants {
+            let replay = TraceReplay()
+            let adaptive = FreshnessScore(trace: variant, wakes: replay.wakes(for: variant, policy: .adaptive))
+            let oracle = FreshnessScore(trace: variant, wakes: replay.wakes(for: variant, policy: .oracle))
+            #expect(adaptive.wakesPerUserDay <= oracle.wakesPerUserDay)
+            #expect(adaptive.freshWithin60Minutes >= 0.53, "\(adaptive.freshWithin60Minutes)")
+        }
+    }
+
     /// More budget buys more freshness: the threshold follows the budget, not a fitted constant.
     @Test func freshnessFollowsTheBudget() throws {
         let trace = try DevTrace.load()
