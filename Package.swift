@@ -64,6 +64,9 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .executableTarget(
+            name: "bgbench", dependencies: ["BackgroundModel", "BackgroundPolicy"], path: "Benchmarks/bgbench",
+            swiftSettings: swiftSettings),
+        .executableTarget(
             name: "bgd",
             dependencies: [
                 "BackgroundDaemon", "BackgroundModel",
