@@ -22,6 +22,8 @@ public final class BackgroundApplication: Sendable {
     /// The app's own directory in bgd's state (set when bgd launched the process).
     public let containerPath: String?
     let client: DaemonClient
+    /// The app's background URL sessions, by identifier.
+    let sessions = SessionRegistry()
 
     public typealias FetchHandler = @Sendable () async throws -> BackgroundFetchResult
 
@@ -31,6 +33,8 @@ public final class BackgroundApplication: Sendable {
         var lastHandled: EventSequence?
         /// The handlers in flight, so an expiration can cancel exactly that one.
         var running: [RunID: Task<BackgroundFetchResult?, Never>] = [:]
+        /// Sessions whose events this launch has announced with `handleEventsForBackgroundURLSession`.
+        var announcedSessions: Set<String> = []
     }
     private let state = Mutex(State())
 
@@ -113,7 +117,15 @@ public final class BackgroundApplication: Sendable {
                         let handler = Task { await self.invokeFetchHandler() }
                         state.withLock { $0.running[run] = handler }
                         group.addTask { await self.reportFetch(run: run, seq: event.seq, handler: handler) }
+                    case .downloadFinished(_, let session, _, _), .transferCompleted(_, let session, _, _, _),
+                        .sessionEventsFinished(let session):
+                        // In order, one at a time: a session's events keep their order, and the
+                        // ack after each covers only what was handled.
+                        await deliverTransferEvent(event.body, session: session)
+                        try await acknowledge(event.seq)
                     }
+                case .control(.transferProgress(let transfer, let session, let bytes, let expected)):
+                    sessions.existing(session)?.progress(transfer, bytes: bytes, expected: expected)
                 case .control(.expire(let run, _)):
                     expire(run)
                 case .control(.exit):
@@ -172,6 +184,20 @@ public final class BackgroundApplication: Sendable {
         // The delegate first, as on iOS: it saves state while the handler still runs.
         delegate?.applicationBackgroundFetchWillExpire(self)
         task?.cancel()
+    }
+
+    /// `handleEventsForBackgroundURLSession` first (once per session per launch, when launched
+    /// for its events), then the session — waiting for the app to create it.
+    private func deliverTransferEvent(_ body: AppEvent.Body, session identifier: String) async {
+        if launchReason == .urlSession, let delegate {
+            let first = state.withLock { $0.announcedSessions.insert(identifier).inserted }
+            if first {
+                delegate.application(self, handleEventsForBackgroundURLSession: identifier, completionHandler: {})
+            }
+        }
+        let session = await sessions.session(identifier)
+        session.deliver(body)
+        if case .sessionEventsFinished = body { _ = state.withLock { $0.announcedSessions.remove(identifier) } }
     }
 
     private func acknowledge(_ seq: EventSequence) async throws {

@@ -20,10 +20,21 @@ public protocol BackgroundApplicationDelegate: AnyObject, Sendable {
 
     /// The fetch's budget is about to end: stop, save, and call the completion handler now.
     func applicationBackgroundFetchWillExpire(_ application: BackgroundApplication)
+
+    /// bgd launched the app for a background session's events: store the handler, (re)create
+    /// the session with this identifier, and call the handler from
+    /// `urlSessionDidFinishEvents(forBackgroundURLSession:)`.
+    func application(
+        _ application: BackgroundApplication, handleEventsForBackgroundURLSession identifier: String,
+        completionHandler: @escaping @Sendable () -> Void)
 }
 
 extension BackgroundApplicationDelegate {
     public func applicationBackgroundFetchWillExpire(_ application: BackgroundApplication) {}
+    public func application(
+        _ application: BackgroundApplication, handleEventsForBackgroundURLSession identifier: String,
+        completionHandler: @escaping @Sendable () -> Void
+    ) { completionHandler() }
 }
 
 /// Bridges the completion-handler shape to the async one; a handler called twice counts once.

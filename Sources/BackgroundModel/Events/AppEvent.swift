@@ -20,11 +20,22 @@ public struct AppEvent: Hashable, Codable, Sendable {
     public enum Body: Hashable, Codable, Sendable {
         /// Perform a background fetch for run `run` and report its result.
         case fetch(run: RunID, budget: Duration)
+        /// A download finished: the file is at `location` (inside the app's container) until the
+        /// app acknowledges this event; the app moves it away first (`didFinishDownloadingTo`).
+        case downloadFinished(transfer: TransferID, session: String, taskDescription: String?, location: String)
+        /// A transfer ended, with its error when it failed (`didCompleteWithError`).
+        case transferCompleted(
+            transfer: TransferID, session: String, taskDescription: String?, statusCode: Int?, error: TransferError?)
+        /// Every event of the session so far has been given (`urlSessionDidFinishEvents`).
+        case sessionEventsFinished(session: String)
     }
 
     public var kind: String {
         switch body {
         case .fetch: "fetch"
+        case .downloadFinished: "downloadFinished"
+        case .transferCompleted: "transferCompleted"
+        case .sessionEventsFinished: "sessionEventsFinished"
         }
     }
 }
@@ -35,6 +46,8 @@ public enum ControlMessage: Hashable, Codable, Sendable {
     case expire(run: RunID, deadline: Date)
     /// bgd launched this process for background work that is now done: exit.
     case exit
+    /// Bytes moved (`didWriteData`); not durable, sent only to a connected app.
+    case transferProgress(transfer: TransferID, session: String, bytesTransferred: Int64, bytesExpected: Int64?)
 }
 
 /// One line of the event stream (`GET /v1/app/events`), newline-delimited JSON.

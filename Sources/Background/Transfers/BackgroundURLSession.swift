@@ -1,0 +1,230 @@
+import BackgroundModel
+import Foundation
+import Synchronization
+
+/// `URLSession` with a background configuration: transfers handed to bgd, which carries them
+/// through the app's exit, crashes of either side and bad networks, and gives the events back —
+/// to the delegate with the iOS method names, and to `events` for async code.
+///
+/// ```swift
+/// let session = BackgroundURLSession(configuration: .background(withIdentifier: "downloads"),
+///                                    delegate: self, application: app)
+/// let task = try await session.downloadTask(with: url)          // bgd has it now; the app may exit
+/// ```
+public final class BackgroundURLSession: Sendable {
+    public let configuration: BackgroundURLSessionConfiguration
+    public let delegate: (any BackgroundURLSessionDelegate)?
+    let application: BackgroundApplication
+
+    private struct State {
+        var waiters: [TransferID: CheckedContinuation<Outcome, Never>] = [:]
+        var finishedFiles: [TransferID: URL] = [:]
+        var early: [TransferID: Outcome] = [:]
+        var listeners: [UUID: AsyncStream<BackgroundURLSessionEvent>.Continuation] = [:]
+    }
+
+    struct Outcome: Sendable {
+        var file: URL?
+        var error: TransferError?
+        var statusCode: Int?
+    }
+
+    private let state = Mutex(State())
+
+    public init(
+        configuration: BackgroundURLSessionConfiguration, delegate: (any BackgroundURLSessionDelegate)? = nil,
+        application: BackgroundApplication
+    ) {
+        self.configuration = configuration
+        self.delegate = delegate
+        self.application = application
+        application.sessions.register(self)
+    }
+
+    // MARK: Handing transfers over
+
+    /// `downloadTask(with:)` + `resume()`: bgd owns the download once this returns.
+    public func downloadTask(
+        with url: URL, taskDescription: String? = nil, sha256: String? = nil, earliestBeginDate: Date? = nil
+    ) async throws -> BackgroundURLSessionTask {
+        try await submit(
+            TransferRequest(
+                session: configuration.identifier, kind: .download, url: url, taskDescription: taskDescription,
+                isDiscretionary: configuration.isDiscretionary, allowsExpensiveNetworkAccess: configuration.allowsExpensiveNetworkAccess,
+                timeoutForResource: .seconds(configuration.timeoutIntervalForResource), earliestBegin: earliestBeginDate, sha256: sha256))
+    }
+
+    /// `uploadTask(with:fromFile:)`: bgd copies the file at once, so the app may delete it.
+    public func uploadTask(
+        fromFile file: URL, to url: URL, httpMethod: String = "POST", taskDescription: String? = nil
+    ) async throws -> BackgroundURLSessionTask {
+        try await submit(
+            TransferRequest(
+                session: configuration.identifier, kind: .upload, url: url, taskDescription: taskDescription,
+                uploadFile: file.standardizedFileURL.path, httpMethod: httpMethod, isDiscretionary: configuration.isDiscretionary,
+                allowsExpensiveNetworkAccess: configuration.allowsExpensiveNetworkAccess,
+                timeoutForResource: .seconds(configuration.timeoutIntervalForResource)))
+    }
+
+    /// Downloads and waits: the file returned is the caller's (moved into the app's
+    /// `Downloads` directory). Throws the transfer's error when it fails.
+    public func download(from url: URL, taskDescription: String? = nil, sha256: String? = nil) async throws -> (URL, BackgroundURLSessionTask) {
+        let task = try await downloadTask(with: url, taskDescription: taskDescription, sha256: sha256)
+        let outcome = await wait(for: task.taskIdentifier)
+        if let error = outcome.error { throw error }
+        guard let file = outcome.file else { throw TransferError(.fileError, "bgd reported success without a file") }
+        return (file, task)
+    }
+
+    /// Uploads and waits; returns the server's status.
+    public func upload(fileAt file: URL, to url: URL, httpMethod: String = "POST") async throws -> (Int?, BackgroundURLSessionTask) {
+        let task = try await uploadTask(fromFile: file, to: url, httpMethod: httpMethod)
+        let outcome = await wait(for: task.taskIdentifier)
+        if let error = outcome.error { throw error }
+        return (outcome.statusCode, task)
+    }
+
+    /// The session's transfers that have not ended.
+    public func getAllTasks() async throws -> [BackgroundURLSessionTask] {
+        let records = try await application.client.send(
+            .get, "/v1/app/transfers?session=\(Self.queryEscaped(configuration.identifier))", as: [TransferRecord].self)
+        return records.filter { !$0.state.isFinal }.map(BackgroundURLSessionTask.init(record:))
+    }
+
+    public func cancel(_ task: BackgroundURLSessionTask) async throws {
+        _ = try await application.client.send(.delete, "/v1/app/transfers/\(task.taskIdentifier)", as: TransferRecord.self)
+    }
+
+    /// Stops the download and keeps what it has, for `downloadTask(withResumeData:)`.
+    public func cancel(_ task: BackgroundURLSessionTask, byProducingResumeData: Void = ()) async throws -> TransferResumeData {
+        try await application.client.send(.post, "/v1/app/transfers/\(task.taskIdentifier)/pause", as: TransferResumeData.self)
+    }
+
+    public func downloadTask(withResumeData data: TransferResumeData) async throws -> BackgroundURLSessionTask {
+        BackgroundURLSessionTask(
+            record: try await application.client.send(.post, "/v1/app/transfers/\(data.transfer)/resume", as: TransferRecord.self))
+    }
+
+    /// The session's events as they arrive, for async code.
+    public var events: AsyncStream<BackgroundURLSessionEvent> {
+        let (stream, continuation) = AsyncStream<BackgroundURLSessionEvent>.makeStream()
+        let id = UUID()
+        state.withLock { $0.listeners[id] = continuation }
+        continuation.onTermination = { [weak self] _ in _ = self?.state.withLock { $0.listeners.removeValue(forKey: id) } }
+        return stream
+    }
+
+    private func submit(_ request: TransferRequest) async throws -> BackgroundURLSessionTask {
+        BackgroundURLSessionTask(record: try await application.client.send(.post, "/v1/app/transfers", body: request, as: TransferRecord.self))
+    }
+
+    private func wait(for id: TransferID) async -> Outcome {
+        await withCheckedContinuation { continuation in
+            let early: Outcome? = state.withLock { state in
+                if let outcome = state.early.removeValue(forKey: id) { return outcome }
+                state.waiters[id] = continuation
+                return nil
+            }
+            if let early { continuation.resume(returning: early) }
+        }
+    }
+
+    static func queryEscaped(_ text: String) -> String {
+        text.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? text
+    }
+
+    // MARK: Events from bgd, in order
+
+    func deliver(_ body: AppEvent.Body) {
+        switch body {
+        case .downloadFinished(let id, _, let description, let location):
+            let task = BackgroundURLSessionTask(id: id, taskDescription: description, kind: .download)
+            let file = URL(fileURLWithPath: location)
+            let awaited = state.withLock { $0.waiters[id] != nil }
+            if awaited || hasListeners {
+                // Async callers own the file: it leaves bgd's hand-off place before the ack.
+                let kept = keep(file, id: id)
+                state.withLock { $0.finishedFiles[id] = kept }
+                broadcast(.downloadFinished(task, location: kept ?? file))
+            }
+            delegate?.urlSession(self, downloadTask: task, didFinishDownloadingTo: file)
+            // As on iOS: whatever the delegate did not move is gone when it returns.
+            try? FileManager.default.removeItem(at: file)
+        case .transferCompleted(let id, _, let description, let statusCode, let error):
+            let task = BackgroundURLSessionTask(id: id, taskDescription: description, kind: .download)
+            delegate?.urlSession(self, task: task, didCompleteWithError: error)
+            broadcast(.completed(task, error: error, statusCode: statusCode))
+            let (waiter, outcome) = state.withLock { state -> (CheckedContinuation<Outcome, Never>?, Outcome) in
+                let outcome = Outcome(file: state.finishedFiles.removeValue(forKey: id), error: error, statusCode: statusCode)
+                let waiter = state.waiters.removeValue(forKey: id)
+                if waiter == nil { state.early[id] = outcome }
+                return (waiter, outcome)
+            }
+            waiter?.resume(returning: outcome)
+        case .sessionEventsFinished:
+            delegate?.urlSessionDidFinishEvents(forBackgroundURLSession: self)
+            broadcast(.eventsFinished)
+        case .fetch:
+            break
+        }
+    }
+
+    func progress(_ id: TransferID, bytes: Int64, expected: Int64?) {
+        let task = BackgroundURLSessionTask(id: id, taskDescription: nil, kind: .download)
+        delegate?.urlSession(self, downloadTask: task, didWriteData: 0, totalBytesWritten: bytes, totalBytesExpectedToWrite: expected ?? -1)
+        broadcast(.progress(task, bytesTransferred: bytes, bytesExpected: expected))
+    }
+
+    private var hasListeners: Bool { state.withLock { !$0.listeners.isEmpty } }
+
+    private func broadcast(_ event: BackgroundURLSessionEvent) {
+        for listener in state.withLock({ Array($0.listeners.values) }) { listener.yield(event) }
+    }
+
+    /// Moves a finished download to `<container>/Downloads/<id>-<name>`, next to where bgd put it.
+    private func keep(_ file: URL, id: TransferID) -> URL? {
+        let container = file.deletingLastPathComponent().deletingLastPathComponent()
+        let downloads = container.appendingPathComponent("Downloads")
+        try? FileManager.default.createDirectory(at: downloads, withIntermediateDirectories: true)
+        let target = downloads.appendingPathComponent("\(id)-\(file.lastPathComponent)")
+        try? FileManager.default.removeItem(at: target)
+        do {
+            try FileManager.default.moveItem(at: file, to: target)
+            return target
+        } catch {
+            return nil
+        }
+    }
+}
+
+/// The app's sessions by identifier, so that events reach the session the app (re)created.
+final class SessionRegistry: Sendable {
+    private struct State {
+        var sessions: [String: BackgroundURLSession] = [:]
+        var waiters: [String: [CheckedContinuation<BackgroundURLSession, Never>]] = [:]
+    }
+    private let state = Mutex(State())
+
+    func register(_ session: BackgroundURLSession) {
+        let waiters = state.withLock { state in
+            state.sessions[session.configuration.identifier] = session
+            return state.waiters.removeValue(forKey: session.configuration.identifier) ?? []
+        }
+        for waiter in waiters { waiter.resume(returning: session) }
+    }
+
+    func existing(_ identifier: String) -> BackgroundURLSession? { state.withLock { $0.sessions[identifier] } }
+
+    /// The session, once the app has created it (events wait for it, in order, as on iOS where
+    /// the app recreates the session in `handleEventsForBackgroundURLSession`).
+    func session(_ identifier: String) async -> BackgroundURLSession {
+        await withCheckedContinuation { continuation in
+            let found: BackgroundURLSession? = state.withLock { state in
+                if let session = state.sessions[identifier] { return session }
+                state.waiters[identifier, default: []].append(continuation)
+                return nil
+            }
+            if let found { continuation.resume(returning: found) }
+        }
+    }
+}
