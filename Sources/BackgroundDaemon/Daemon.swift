@@ -29,13 +29,16 @@ public struct Daemon: Service {
         public var usage: UsageTracker.Configuration
         /// Where the machine's power and network are read from.
         public var conditions: ConditionsMonitor.Configuration
+        /// How background transfers are carried.
+        public var transfers: TransferService.Configuration
 
         public init(
             stateDirectory: String, socketPath: String, durability: BackgroundStore.Durability = .full,
             budget: RunBudget = RunBudget(), lingerGrace: Duration = .seconds(5),
             fetchPolicy: FetchPolicy.Configuration = .init(), usage: UsageTracker.Configuration = .init(),
-            conditions: ConditionsMonitor.Configuration = .init()
+            conditions: ConditionsMonitor.Configuration = .init(), transfers: TransferService.Configuration = .init()
         ) {
+            self.transfers = transfers
             self.usage = usage
             self.conditions = conditions
             self.stateDirectory = stateDirectory
@@ -56,6 +59,7 @@ public struct Daemon: Service {
     private let scheduler: Scheduler
     private let keepAlive: KeepAlive
     private let conditionsPoller: ConditionsMonitor.Poller?
+    private let transfers: TransferService
     private let core: DaemonCore
     private let logger: Logger
 
@@ -87,8 +91,9 @@ public struct Daemon: Service {
         let broker = EventBroker()
         let tokens = TokenIssuer()
         let doorbell = Doorbell()
+        let transferDoorbell = Doorbell()
         let conditions = try await ConditionsMonitor(
-            configuration: configuration.conditions, store: store, doorbell: doorbell,
+            configuration: configuration.conditions, store: store, doorbells: [doorbell, transferDoorbell],
             logger: Self.logger("bg.conditions", like: logger))
         if case .sysfs = configuration.conditions.sensing {
             conditionsPoller = ConditionsMonitor.Poller(monitor: conditions, clock: clock, interval: configuration.conditions.pollInterval)
@@ -105,9 +110,13 @@ public struct Daemon: Service {
             store: store, coordinator: coordinator, policy: fetchPolicy, usage: usage, conditions: conditions, clock: clock, doorbell: doorbell,
             activity: activity, logger: Self.logger("bg.scheduler", like: logger))
         keepAlive = KeepAlive(broker: broker, clock: clock)
+        transfers = TransferService(
+            store: store, stateDirectory: stateDirectory, coordinator: coordinator, broker: broker, conditions: conditions,
+            activity: activity, clock: clock, configuration: configuration.transfers, doorbell: transferDoorbell,
+            logger: Self.logger("bg.transfers", like: logger))
         core = DaemonCore(
             store: store, stateDirectory: stateDirectory, coordinator: coordinator, broker: broker, tokens: tokens,
-            activity: activity, clock: clock, schedulerDoorbell: doorbell, usage: usage, conditions: conditions, fetchPolicy: fetchPolicy,
+            activity: activity, clock: clock, schedulerDoorbell: doorbell, usage: usage, conditions: conditions, transfers: transfers, fetchPolicy: fetchPolicy,
             socketPath: configuration.socketPath,
             startedAt: clock.now, logger: logger)
     }
@@ -119,13 +128,15 @@ public struct Daemon: Service {
         let router = Router(context: APIRequestContext.self)
         router.middlewares.add(APIErrorMiddleware())
         AdminRoutes(core: core).add(to: router)
-        AppRoutes(core: core).add(to: router)
+        let appRoutes = AppRoutes(core: core)
+        appRoutes.add(to: router)
+        TransferRoutes(core: core, authenticate: { try await appRoutes.authenticate($0) }).add(to: router)
         let socketPath = configuration.socketPath
         let logger = self.logger
         let application = Application(
             router: router,
             configuration: .init(address: .unixDomainSocket(path: socketPath), serverName: "bgd/\(Self.version)"),
-            services: [coordinator, scheduler, keepAlive] + (conditionsPoller.map { [$0] } ?? []),
+            services: [coordinator, scheduler, keepAlive, transfers] + (conditionsPoller.map { [$0] } ?? []),
             onServerRunning: { _ in
                 chmod(socketPath, 0o600)
                 logger.notice("bgd is ready", metadata: ["socket": "\(socketPath)"])

@@ -66,6 +66,33 @@ extension BackgroundStore {
                 t.column("value", .text).notNull()  // JSON
             }
         }
+        migrator.registerMigration("transfers") { db in
+            try db.create(table: "transfer") { t in
+                t.autoIncrementedPrimaryKey("id")
+                t.belongsTo("app", onDelete: .cascade)  // nil: the operator's own download
+                t.column("session", .text).notNull()
+                t.column("request", .text).notNull()  // JSON TransferRequest, as submitted
+                t.column("state", .text).notNull()
+                t.column("bytesDone", .integer).notNull().defaults(to: 0)  // the durable checkpoint
+                t.column("bytesTotal", .integer)
+                t.column("validator", .text)  // JSON DownloadCheckpoint.Validator
+                t.column("attempts", .integer).notNull().defaults(to: 0)  // counted before each attempt runs
+                t.column("restarts", .integer).notNull().defaults(to: 0)
+                t.column("consecutiveFailures", .integer).notNull().defaults(to: 0)
+                t.column("nextAttemptAt", .datetime)
+                t.column("waitingReason", .text)
+                t.column("lastError", .text)
+                t.column("error", .text)  // JSON TransferError
+                t.column("statusCode", .integer)
+                t.column("partialPath", .text).notNull()
+                t.column("destination", .text)
+                t.column("createdAt", .datetime).notNull()
+                t.column("lastProgressAt", .datetime).notNull()
+                t.column("finishedAt", .datetime)
+            }
+            try db.create(index: "transfer_byState", on: "transfer", columns: ["state"])
+            try db.create(index: "transfer_bySession", on: "transfer", columns: ["appId", "session"])
+        }
         return migrator
     }
 }

@@ -26,6 +26,7 @@ struct AppRoutes {
                 throw APIError(.badRequest, "invalidSequence", "seq \(ack.seq) was never sent; the last event is \(last)")
             }
             try await core.store.acknowledge(upTo: ack.seq, for: bearer.app, now: core.clock.now)
+            await core.coordinator.eventsAcknowledged(by: bearer.app, openRemaining: try await core.store.openEvents(for: bearer.app).count)
             return Response(status: .noContent)
         }
         app.post("runs/:run/result") { request, context in
@@ -52,7 +53,7 @@ struct AppRoutes {
 
     /// Who is calling: `Authorization: Bearer <token>`, the app's own token or the one bgd gave
     /// a process it launched.
-    private func authenticate(_ request: Request) async throws -> TokenIssuer.Bearer {
+    func authenticate(_ request: Request) async throws -> TokenIssuer.Bearer {
         guard let header = request.headers[.authorization], header.hasPrefix("Bearer ") else { throw APIError.unauthorized }
         let token = String(header.dropFirst("Bearer ".count)).trimmingCharacters(in: .whitespaces)
         guard !token.isEmpty, token.utf8.count <= 256 else { throw APIError.unauthorized }

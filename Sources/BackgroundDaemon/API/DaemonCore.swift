@@ -16,6 +16,7 @@ struct DaemonCore: Sendable {
     var schedulerDoorbell: Doorbell
     var usage: UsageTracker
     var conditions: ConditionsMonitor
+    var transfers: TransferService
     var fetchPolicy: FetchPolicy
     var socketPath: String
     var startedAt: Date

@@ -27,16 +27,17 @@ public actor ConditionsMonitor {
 
     private let configuration: Configuration
     private let store: BackgroundStore
-    private let doorbell: Doorbell
+    /// Rung when the effective conditions change: the scheduler's and the transfers'.
+    private let doorbells: [Doorbell]
     private let logger: Logger
     private var sensed: DeviceConditions
     private var sources: [String]
     private var overrides: ConditionOverrides
 
-    init(configuration: Configuration, store: BackgroundStore, doorbell: Doorbell, logger: Logger) async throws {
+    init(configuration: Configuration, store: BackgroundStore, doorbells: [Doorbell], logger: Logger) async throws {
         self.configuration = configuration
         self.store = store
-        self.doorbell = doorbell
+        self.doorbells = doorbells
         self.logger = logger
         (sensed, sources) = Self.sense(configuration.sensing)
         overrides = try await store.conditionOverrides()
@@ -65,7 +66,7 @@ public actor ConditionsMonitor {
     private func announce(from before: DeviceConditions) {
         guard effective != before else { return }
         logger.notice("Conditions changed", metadata: ["from": "\(before)", "to": "\(effective)"])
-        doorbell.ring()
+        for doorbell in doorbells { doorbell.ring() }
     }
 
     private static func sense(_ sensing: Sensing) -> (DeviceConditions, [String]) {

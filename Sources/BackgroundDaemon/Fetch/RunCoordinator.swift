@@ -129,31 +129,64 @@ public actor RunCoordinator: Service {
         return try await store.run(run.id) ?? run
     }
 
+    /// Events wait for the app (a transfer ended): a connected app is told; one that is not
+    /// running is launched with `reason` (url-session), given the fetch budget to handle them,
+    /// and told to exit once it has acknowledged them all.
+    public func deliverEvents(to app: AppID, reason: LaunchReason) async {
+        if broker.isConnected(app) || processes.values.contains(where: { $0.app == app }) {
+            broker.eventsAvailable(for: app)
+            return
+        }
+        await launch(app, reason: reason, for: nil)
+    }
+
+    /// The app acknowledged events; with none left open, a process launched only for events
+    /// (no run) is done: it is told to exit, and ended after the linger grace.
+    public func eventsAcknowledged(by app: AppID, openRemaining: Int) {
+        guard openRemaining == 0 else { return }
+        let now = clock.now
+        for (pid, managed) in processes where managed.app == app && managed.run == nil && !managed.exitRequested {
+            processes[pid]?.exitRequested = true
+            processes[pid]?.terminateAt = now.adding(configuration.lingerGrace)
+            broker.send(.exit, to: app)
+        }
+        timers.ring()
+    }
+
     private func launch(_ app: AppID, for run: RunRecord) async {
-        let token = tokens.issueLaunchToken(for: app, run: run.id)
+        await launch(app, reason: .fetch, for: run)
+    }
+
+    private func launch(_ app: AppID, reason: LaunchReason, for run: RunRecord?) async {
+        let token = tokens.issueLaunchToken(for: app, run: run?.id)
         do {
             guard let stored = try await store.app(app) else { throw StoreError.appNotFound(app) }
             let container = try stateDirectory.container(for: app)
             var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("BGD_") }
-            environment[LaunchEnvironment.reason] = LaunchReason.fetch.rawValue
+            environment[LaunchEnvironment.reason] = reason.rawValue
             environment[LaunchEnvironment.appID] = app.rawValue
             environment[LaunchEnvironment.socket] = configuration.socketPath
             environment[LaunchEnvironment.token] = token.rawValue
             environment[LaunchEnvironment.container] = container
-            environment[LaunchEnvironment.run] = run.id.description
+            if let run { environment[LaunchEnvironment.run] = run.id.description }
             let process = try launcher.launch(
                 LaunchSpec(
                     command: stored.launchCommand, environment: environment, workingDirectory: container,
                     logFile: container + "/launch.log"))
-            processes[process.processID] = ManagedProcess(app: app, process: process, token: token, run: run.id)
+            var managed = ManagedProcess(app: app, process: process, token: token, run: run?.id)
+            // Launched for events only: the fetch budget caps how long it may take over them.
+            if run == nil { managed.terminateAt = clock.now.adding(configuration.budget.budget) }
+            processes[process.processID] = managed
             exitWatchContinuation.yield(process)
-            try await store.recordLaunch(of: run.id, processID: process.processID, startTicks: process.startTicks)
+            if let run { try await store.recordLaunch(of: run.id, processID: process.processID, startTicks: process.startTicks) }
             activity.emit(.processLaunched(app, processID: process.processID))
-            logger.debug("Launched app", metadata: ["app.id": "\(app)", "run.id": "\(run.id)", "pid": "\(process.processID)"])
+            logger.debug(
+                "Launched app", metadata: ["app.id": "\(app)", "reason": "\(reason.rawValue)", "pid": "\(process.processID)"])
+            timers.ring()
         } catch {
             tokens.revokeLaunchToken(token)
             logger.info("Launch failed", metadata: ["app.id": "\(app)", "error": "\(error)"])
-            await end(run.id, outcome: .launchFailed, detail: "\(error)")
+            if let run { await end(run.id, outcome: .launchFailed, detail: "\(error)") }
         }
     }
 

@@ -16,6 +16,13 @@ public enum Activity: Hashable, Sendable {
     case processExited(AppID, processID: Int32, status: ExitStatus)
     /// The scheduler planned: what it launched and when it will look again.
     case planned(launched: [AppID], nextEvaluation: Date?)
+    /// A transfer attempt began (its attempt count is committed).
+    case transferAttemptStarted(TransferID)
+    /// Bytes up to `bytes` are synced and committed.
+    case transferCheckpointed(TransferID, bytes: Int64)
+    case transferRetryScheduled(TransferID, at: Date, reason: String)
+    /// A transfer ended; its events (for an app's) are committed.
+    case transferEnded(TransferRecord)
 }
 
 /// Fans activity out to any number of subscribers. Subscribers that stop listening are dropped.

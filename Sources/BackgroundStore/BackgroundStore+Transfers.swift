@@ -1,0 +1,237 @@
+import BackgroundModel
+import BackgroundPolicy
+import Foundation
+import GRDB
+
+/// A transfer with everything the TransferService needs to carry it on after a restart.
+public struct StoredTransfer: Hashable, Sendable {
+    public var record: TransferRecord
+    public var request: TransferRequest
+    /// The durable checkpoint: the only basis for appending.
+    public var checkpoint: DownloadCheckpoint
+    /// Downloads: where the bytes go until the end. Uploads: bgd's copy of the file.
+    public var partialPath: String
+    public var consecutiveFailures: Int
+    /// The last time bytes moved (or the transfer was handed over).
+    public var lastProgressAt: Date
+}
+
+/// How a transfer ended.
+public enum TransferEnding: Hashable, Sendable {
+    /// Done; a download's file is at `location` (moved there before this is recorded).
+    case completed(location: String?, statusCode: Int?)
+    case failed(TransferError, statusCode: Int?)
+    case cancelled
+}
+
+extension BackgroundStore {
+    /// Records a transfer handed over; `paths` gives its partial file (and destination) from its id.
+    public func createTransfer(
+        _ request: TransferRequest, app: AppID?, now: Date, paths: @escaping @Sendable (TransferID) -> (partial: String, destination: String?)
+    ) async throws -> StoredTransfer {
+        try await writer.write { db in
+            if let app, try AppRow.fetchOne(db, key: app.rawValue) == nil { throw StoreError.appNotFound(app) }
+            var row = TransferRow(
+                id: nil, appId: app?.rawValue, session: request.session, request: ColumnJSON.encode(request),
+                state: TransferState.waiting.rawValue, bytesDone: 0, bytesTotal: nil, validator: nil, attempts: 0, restarts: 0,
+                consecutiveFailures: 0, nextAttemptAt: request.earliestBegin, waitingReason: "queued", lastError: nil, error: nil,
+                statusCode: nil, partialPath: "", destination: nil, createdAt: now, lastProgressAt: now, finishedAt: nil)
+            try row.insert(db)
+            let location = paths(TransferID(row.id!))
+            row.partialPath = location.partial
+            row.destination = location.destination
+            try row.update(db)
+            return try StoredTransfer(row: row)
+        }
+    }
+
+    public func transfer(_ id: TransferID) async throws -> StoredTransfer? {
+        try await writer.read { db in try TransferRow.fetchOne(db, key: id.rawValue).map(StoredTransfer.init(row:)) }
+    }
+
+    /// Transfers bgd must carry on: not ended and not paused.
+    public func activeTransfers() async throws -> [StoredTransfer] {
+        try await writer.read { db in
+            try TransferRow.filter([TransferState.waiting.rawValue, TransferState.running.rawValue].contains(TransferRow.Columns.state))
+                .order(TransferRow.Columns.id).fetchAll(db).map(StoredTransfer.init(row:))
+        }
+    }
+
+    /// Transfers, newest first: one app's (one session's), or everyone's.
+    public func transfers(app: AppID? = nil, session: String? = nil, limit: Int = 200) async throws -> [TransferRecord] {
+        try await writer.read { db in
+            var query = TransferRow.all()
+            if let app { query = query.filter(TransferRow.Columns.appId == app.rawValue) }
+            if let session { query = query.filter(TransferRow.Columns.session == session) }
+            return try query.order(TransferRow.Columns.id.desc).limit(limit).fetchAll(db).map { try StoredTransfer(row: $0).record }
+        }
+    }
+
+    /// An attempt starts: counted before it runs, so a transfer that crashes bgd is not retried forever.
+    public func startAttempt(_ id: TransferID) async throws -> StoredTransfer? {
+        try await update(id) { row in
+            row.state = TransferState.running.rawValue
+            row.attempts += 1
+            row.waitingReason = nil
+            row.nextAttemptAt = nil
+        }
+    }
+
+    /// Bytes up to `checkpoint.offset` are synced: they will not be fetched again.
+    public func saveCheckpoint(_ id: TransferID, _ checkpoint: DownloadCheckpoint, restarted: Bool, now: Date) async throws {
+        _ = try await update(id) { row in
+            if restarted { row.restarts += 1 }
+            row.bytesDone = checkpoint.offset
+            row.bytesTotal = checkpoint.total
+            row.validator = checkpoint.validator.map(ColumnJSON.encode)
+            row.consecutiveFailures = 0
+            row.lastProgressAt = now
+        }
+    }
+
+    /// Throws the checkpoint away: the next attempt starts from byte 0.
+    public func discardCheckpoint(_ id: TransferID, reason: String) async throws {
+        _ = try await update(id) { row in
+            row.bytesDone = 0
+            row.bytesTotal = nil
+            row.validator = nil
+            row.restarts += 1
+            row.lastError = reason
+        }
+    }
+
+    /// The attempt failed in a way worth retrying, at `nextAttemptAt`.
+    public func scheduleRetry(_ id: TransferID, error: String, at nextAttemptAt: Date) async throws {
+        _ = try await update(id) { row in
+            row.state = TransferState.waiting.rawValue
+            row.consecutiveFailures += 1
+            row.lastError = error
+            row.nextAttemptAt = nextAttemptAt
+            row.waitingReason = "retrying after: \(error)"
+        }
+    }
+
+    /// Says why a waiting transfer waits (its turn, conditions); written only when it changes.
+    public func setWaiting(_ id: TransferID, reason: String) async throws {
+        try await writer.write { db in
+            try db.execute(
+                sql: "UPDATE transfer SET state = ?, waitingReason = ? WHERE id = ? AND state IN (?, ?) AND (waitingReason IS NOT ? OR state != ?)",
+                arguments: [
+                    TransferState.waiting.rawValue, reason, id.rawValue, TransferState.waiting.rawValue, TransferState.running.rawValue,
+                    reason, TransferState.waiting.rawValue,
+                ])
+        }
+    }
+
+    /// Ends a transfer and, for an app's, queues its events — in one transaction, so the app
+    /// hears of every ending exactly once. Nil (nothing changes) when it had already ended.
+    public func finishTransfer(_ id: TransferID, _ ending: TransferEnding, now: Date) async throws -> TransferRecord? {
+        try await writer.write { db in
+            guard var row = try TransferRow.fetchOne(db, key: id.rawValue) else { return nil }
+            guard let state = TransferState(rawValue: row.state), !state.isFinal else { return nil }
+            let request = try ColumnJSON.decode(TransferRequest.self, from: row.request)
+            var error: TransferError?
+            var statusCode: Int?
+            switch ending {
+            case .completed(let location, let status):
+                row.state = TransferState.completed.rawValue
+                statusCode = status
+                if request.destination == nil, let location { row.destination = location }
+            case .failed(let failure, let status):
+                row.state = TransferState.failed.rawValue
+                error = failure
+                statusCode = status
+            case .cancelled:
+                row.state = TransferState.cancelled.rawValue
+                error = TransferError(.cancelled, "cancelled")
+            }
+            row.error = error.map(ColumnJSON.encode)
+            row.statusCode = statusCode
+            row.finishedAt = now
+            row.waitingReason = nil
+            row.nextAttemptAt = nil
+            try row.update(db)
+            if let appId = row.appId, let app = AppID(rawValue: appId) {
+                let transfer = TransferID(row.id!)
+                if case .completed(let location?, _) = ending, request.kind == .download {
+                    try appendEvent(
+                        .downloadFinished(transfer: transfer, session: row.session, taskDescription: request.taskDescription, location: location),
+                        for: app, now: now, db: db)
+                }
+                try appendEvent(
+                    .transferCompleted(
+                        transfer: transfer, session: row.session, taskDescription: request.taskDescription, statusCode: statusCode,
+                        error: error),
+                    for: app, now: now, db: db)
+                let others = try TransferRow.filter(TransferRow.Columns.appId == appId && TransferRow.Columns.session == row.session)
+                    .filter([TransferState.waiting.rawValue, TransferState.running.rawValue].contains(TransferRow.Columns.state))
+                    .fetchCount(db)
+                if others == 0 { try appendEvent(.sessionEventsFinished(session: row.session), for: app, now: now, db: db) }
+            }
+            return try StoredTransfer(row: row).record
+        }
+    }
+
+    /// `cancel(byProducingResumeData:)`: kept with its checkpoint, not carried on.
+    public func pauseTransfer(_ id: TransferID) async throws -> StoredTransfer? {
+        try await update(id, onlyIf: [.waiting, .running]) { row in
+            row.state = TransferState.paused.rawValue
+            row.waitingReason = "paused by the app"
+        }
+    }
+
+    public func resumeTransfer(_ id: TransferID) async throws -> StoredTransfer? {
+        try await update(id, onlyIf: [.paused]) { row in
+            row.state = TransferState.waiting.rawValue
+            row.waitingReason = "resumed"
+            row.nextAttemptAt = nil
+        }
+    }
+
+    /// Changes a transfer that is not final (or in one of `states`); nil when there is none.
+    private func update(
+        _ id: TransferID, onlyIf states: Set<TransferState>? = nil, _ change: @escaping @Sendable (inout TransferRow) -> Void
+    ) async throws -> StoredTransfer? {
+        try await writer.write { db in
+            guard var row = try TransferRow.fetchOne(db, key: id.rawValue), let state = TransferState(rawValue: row.state) else {
+                return nil
+            }
+            if let states { guard states.contains(state) else { return nil } } else if state.isFinal { return nil }
+            change(&row)
+            try row.update(db)
+            return try StoredTransfer(row: row)
+        }
+    }
+
+    /// Queues an event for the app with its next sequence number (inside the caller's transaction).
+    func appendEvent(_ body: AppEvent.Body, for app: AppID, runId: Int64? = nil, now: Date, db: Database) throws {
+        guard var appRow = try AppRow.fetchOne(db, key: app.rawValue) else { throw StoreError.appNotFound(app) }
+        appRow.lastEventSeq += 1
+        try appRow.update(db)
+        let kind = AppEvent(seq: EventSequence(appRow.lastEventSeq), createdAt: now, body: body).kind
+        try EventRow(
+            appId: app.rawValue, seq: appRow.lastEventSeq, kind: kind, body: ColumnJSON.encode(body), runId: runId, createdAt: now,
+            closedAt: nil, closedBy: nil
+        ).insert(db)
+    }
+}
+
+extension StoredTransfer {
+    init(row: TransferRow) throws {
+        guard let state = TransferState(rawValue: row.state), let id = row.id else { throw StoreCorruption("transfer \(row.id ?? -1)") }
+        let request = try ColumnJSON.decode(TransferRequest.self, from: row.request)
+        let validator = try row.validator.map { try ColumnJSON.decode(DownloadCheckpoint.Validator.self, from: $0) }
+        self.request = request
+        checkpoint = DownloadCheckpoint(offset: row.bytesDone, total: row.bytesTotal, validator: validator)
+        partialPath = row.partialPath
+        consecutiveFailures = row.consecutiveFailures
+        lastProgressAt = row.lastProgressAt
+        record = TransferRecord(
+            id: TransferID(id), app: row.appId.flatMap(AppID.init(rawValue:)), session: row.session, kind: request.kind, url: request.url,
+            taskDescription: request.taskDescription, state: state, bytesTransferred: row.bytesDone, bytesExpected: row.bytesTotal,
+            attempts: row.attempts, restarts: row.restarts, nextAttemptAt: row.nextAttemptAt, waitingReason: row.waitingReason,
+            lastError: row.lastError, error: try row.error.map { try ColumnJSON.decode(TransferError.self, from: $0) },
+            statusCode: row.statusCode, createdAt: row.createdAt, finishedAt: row.finishedAt,
+            destination: row.destination ?? request.destination, isDiscretionary: request.isDiscretionary)
+    }
+}
