@@ -63,6 +63,8 @@ let package = Package(
             dependencies: [
                 "BackgroundModel", "BackgroundPolicy", "BackgroundStore", "BackgroundDaemon", "Background",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),

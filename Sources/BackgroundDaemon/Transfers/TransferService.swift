@@ -413,7 +413,10 @@ public actor TransferService: Service {
     private func retry(_ transfer: StoredTransfer, reason: String, retryAfter: String?) async {
         let now = clock.now
         let failures = transfer.consecutiveFailures + 1
-        let delay = configuration.backoff.delay(afterFailures: failures, retryAfter: retryAfter, jitter: Double.random(in: 0..<1), now: now)
+        // Whole seconds: the store keeps milliseconds, and a retry time read back later than the
+        // one planned would wait for a clock tick that never comes.
+        let jittered = configuration.backoff.delay(afterFailures: failures, retryAfter: retryAfter, jitter: Double.random(in: 0..<1), now: now)
+        let delay = Duration.seconds(jittered.seconds.rounded(.up))
         do {
             try await store.scheduleRetry(transfer.record.id, error: reason, at: now.adding(delay))
             activity.emit(.transferRetryScheduled(transfer.record.id, at: now.adding(delay), reason: reason))
@@ -451,7 +454,7 @@ public actor TransferService: Service {
     /// A file name from the URL's last path component that cannot leave the directory: no
     /// separators, no dot-only names, printable ASCII only, at most 100 bytes. The server's
     /// `Content-Disposition` is never used.
-    static func safeName(for url: URL) -> String {
+    public static func safeName(for url: URL) -> String {
         let raw = url.lastPathComponent.removingPercentEncoding ?? url.lastPathComponent
         let allowed = raw.unicodeScalars.map { scalar -> Character in
             let c = Character(scalar)

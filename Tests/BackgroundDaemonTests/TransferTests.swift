@@ -1,0 +1,285 @@
+import BackgroundDaemon
+import BackgroundModel
+import BackgroundPolicy
+import BackgroundTesting
+import Foundation
+import NIOHTTP1
+import Testing
+
+/// Transfers against a real origin on loopback, through an in-process bgd on a virtual clock:
+/// the faults of reliability-matrix T1–T13.
+@Suite(.timeLimit(.minutes(2)))
+struct TransferTests {
+    static let start = Date(timeIntervalSince1970: 1_767_603_600)
+    /// Small checkpoints, so a drop in a few MiB shows resuming from one.
+    static let transfers = TransferService.Configuration(
+        checkpointInterval: 256 << 10, backoff: RetryBackoff(base: .seconds(2), maximum: .seconds(60), retryAfterRange: 30...86400),
+        readTimeout: .seconds(1), connectTimeout: .seconds(1))
+
+    /// Runs `body` with an origin and a daemon, and stops both.
+    func withOrigin<T: Sendable>(_ body: @Sendable (FaultyOrigin, TestDaemon) async throws -> T) async throws -> T {
+        let origin = try await FaultyOrigin.start()
+        do {
+            let result = try await TestDaemon.with(clock: ManualClock(now: Self.start), transfers: Self.transfers) { daemon in
+                try await body(origin, daemon)
+            }
+            await origin.stop()
+            return result
+        } catch {
+            await origin.stop()
+            throw error
+        }
+    }
+
+    /// Submits an operator download into the daemon's directory; returns its id and path.
+    func download(_ url: URL, _ daemon: TestDaemon, sha256: String? = nil) async throws -> (TransferRecord, String) {
+        let path = daemon.directory + "/out-\(UUID().uuidString.prefix(6))"
+        let record = try await daemon.admin.send(
+            .post, "/v1/transfers", body: TransferRequest(session: "test", url: url, sha256: sha256, destination: path), as: TransferRecord.self)
+        return (record, path)
+    }
+
+    /// Waits for the transfer to end, advancing the virtual clock to each retry it schedules.
+    /// Subscribes before looking, so nothing that happens in between is missed.
+    func waitForEnd(_ id: TransferID, _ daemon: TestDaemon, maximumRetries: Int = 10) async throws -> TransferRecord {
+        var retries = 0
+        var activities = daemon.activity.subscribe().makeAsyncIterator()
+        let current = try await daemon.admin.send(.get, "/v1/transfers/\(id)", as: TransferRecord.self)
+        if current.state.isFinal { return current }
+        if current.state == .waiting, let at = current.nextAttemptAt, at > daemon.clock.now { daemon.clock.advance(to: at) }
+        while let activity = await activities.next() {
+            switch activity {
+            case .transferEnded(let record) where record.id == id:
+                return record
+            case .transferRetryScheduled(let transfer, let at, _) where transfer == id:
+                retries += 1
+                #expect(retries <= maximumRetries, "too many retries")
+                if retries > maximumRetries { return try await daemon.admin.send(.get, "/v1/transfers/\(id)", as: TransferRecord.self) }
+                daemon.clock.advance(to: at)
+            default:
+                continue
+            }
+        }
+        throw CancellationError()
+    }
+
+    /// The first retry the transfer submitted by `submit` schedules.
+    func firstRetry(_ daemon: TestDaemon, after submit: () async throws -> TransferRecord) async throws -> (TransferRecord, Date, String) {
+        var activities = daemon.activity.subscribe().makeAsyncIterator()
+        let record = try await submit()
+        while let activity = await activities.next() {
+            if case .transferRetryScheduled(let id, let at, let reason) = activity, id == record.id { return (record, at, reason) }
+        }
+        throw CancellationError()
+    }
+
+    func sha256(ofFile path: String) throws -> String {
+        let data = try Data(contentsOf: URL(fileURLWithPath: path))
+        return FaultyOrigin.sha256Digest(of: data)
+    }
+
+    @Test func aDownloadCompletesWithTheRightBytes() async throws {
+        try await withOrigin { origin, daemon in
+            let size = 3 << 20
+            let (record, path) = try await download(origin.url(seed: 1, size: size), daemon)
+            let ended = try await waitForEnd(record.id, daemon)
+            #expect(ended.state == .completed, "\(ended)")
+            #expect(ended.bytesTransferred == Int64(size))
+            #expect(try sha256(ofFile: path) == FaultyOrigin.sha256(seed: 1, size: size))
+            #expect(origin.requests.allSatisfy { $0.acceptEncoding == "identity" })
+        }
+    }
+
+    /// T1, T10: the connection drops mid-body; the retry resumes from the durable checkpoint
+    /// with Range and If-Range, and re-fetches less than one checkpoint interval.
+    @Test func aDroppedConnectionResumesFromTheCheckpoint() async throws {
+        try await withOrigin { origin, daemon in
+            let size = 4 << 20
+            let (record, path) = try await download(origin.url(seed: 2, size: size, faults: ["drop-after": "1500000", "times": "1"]), daemon)
+            let ended = try await waitForEnd(record.id, daemon)
+            #expect(ended.state == .completed, "\(ended)")
+            #expect(ended.restarts == 0 && ended.attempts == 2)
+            #expect(try sha256(ofFile: path) == FaultyOrigin.sha256(seed: 2, size: size))
+            // Every byte bgd received before the drop was kept: the retry asks from there (the
+            // bytes the server sent but the client never read are all that is fetched twice).
+            let resumed = try #require(origin.requests.last)
+            let from = Int(resumed.range?.dropFirst("bytes=".count).prefix { $0 != "-" } ?? "") ?? -1
+            #expect(from > 0 && from <= 1_500_000, "\(resumed)")
+            #expect(resumed.ifRange == "\"s2\"")
+            #expect(origin.bytesServed - size == 1_500_000 - from)
+        }
+    }
+
+    /// T2: a server that ignores Range sends the whole body again: start over, never append.
+    @Test func aServerIgnoringRangeMeansStartingOver() async throws {
+        try await withOrigin { origin, daemon in
+            let size = 2 << 20
+            let url = origin.url(seed: 3, size: size, faults: ["drop-after": "1000000", "times": "1", "ignore-range": "1"])
+            let (record, path) = try await download(url, daemon)
+            let ended = try await waitForEnd(record.id, daemon)
+            #expect(ended.state == .completed && ended.restarts == 1, "\(ended)")
+            #expect(try sha256(ofFile: path) == FaultyOrigin.sha256(seed: 3, size: size))
+        }
+    }
+
+    /// T3: the content changed between attempts: If-Range fails, the new version comes whole —
+    /// never a file mixed from two versions.
+    @Test func changedContentIsNeverMixed() async throws {
+        try await withOrigin { origin, daemon in
+            let size = 2 << 20
+            let url = origin.url(seed: 4, size: size, faults: ["drop-after": "1000000", "times": "1", "etag": "rotate"])
+            let (record, path) = try await download(url, daemon)
+            let ended = try await waitForEnd(record.id, daemon)
+            #expect(ended.state == .completed && ended.restarts == 1, "\(ended)")
+            // Version 2 (the second request) whole.
+            #expect(try sha256(ofFile: path) == FaultyOrigin.sha256(seed: 4 + 2, size: size))
+        }
+    }
+
+    /// T4: a weak tag (or none) cannot guard a resume: the retry asks for everything.
+    @Test(arguments: ["weak", "none"])
+    func withoutAStrongValidatorTheRetryStartsOver(etag: String) async throws {
+        try await withOrigin { origin, daemon in
+            let size = 2 << 20
+            let url = origin.url(seed: 5, size: size, faults: ["drop-after": "1000000", "times": "1", "etag": etag])
+            let (record, path) = try await download(url, daemon)
+            let ended = try await waitForEnd(record.id, daemon)
+            #expect(ended.state == .completed, "\(ended)")
+            #expect(origin.requests.allSatisfy { $0.range == nil && $0.ifRange == nil })
+            #expect(try sha256(ofFile: path) == FaultyOrigin.sha256(seed: 5, size: size))
+        }
+    }
+
+    /// T5: a 206 whose Content-Range does not start at the checkpoint is not written.
+    @Test func aWrongContentRangeIsRejected() async throws {
+        try await withOrigin { origin, daemon in
+            let size = 2 << 20
+            let url = origin.url(seed: 6, size: size, faults: ["drop-after": "1000000", "times": "1", "wrong-content-range": "1"])
+            let (record, path) = try await download(url, daemon)
+            let ended = try await waitForEnd(record.id, daemon)
+            #expect(ended.state == .completed && ended.restarts == 1, "\(ended)")
+            #expect(try sha256(ofFile: path) == FaultyOrigin.sha256(seed: 6, size: size))
+        }
+    }
+
+    /// T8: 503 with Retry-After: the next attempt comes when the server said (clamped to ≥ 30 s).
+    @Test(arguments: [("120", 120.0), ("5", 30.0)])
+    func retryAfterIsObeyed(retryAfter: String, expected: Double) async throws {
+        try await withOrigin { origin, daemon in
+            let url = origin.url(seed: 7, size: 100_000, faults: ["status": "503", "retry-after": retryAfter, "times": "1"])
+            let (record, at, _) = try await firstRetry(daemon) { try await download(url, daemon).0 }
+            #expect(at == Self.start.addingTimeInterval(expected))
+            #expect(try await waitForEnd(record.id, daemon).state == .completed)
+        }
+    }
+
+    /// T9: at most 5 redirects; a longer chain fails for good.
+    @Test func redirectsAreFollowedUpToFive() async throws {
+        try await withOrigin { origin, daemon in
+            let (short, _) = try await download(origin.url(seed: 8, size: 1000, faults: ["redirect": "2"]), daemon)
+            #expect(try await waitForEnd(short.id, daemon).state == .completed)
+            let (long, _) = try await download(origin.url(seed: 8, size: 1000, faults: ["redirect": "6"]), daemon)
+            let ended = try await waitForEnd(long.id, daemon)
+            #expect(ended.state == .failed && ended.error?.code == .tooManyRedirects, "\(ended)")
+        }
+    }
+
+    /// T11: a body claiming gzip is never stored as if it were the bytes asked for.
+    @Test func anEncodedBodyIsNotStored() async throws {
+        try await withOrigin { origin, daemon in
+            let path = daemon.directory + "/gzip"
+            let url = origin.url(seed: 9, size: 10_000, faults: ["gzip": "1"])
+            let (_, _, reason) = try await firstRetry(daemon) {
+                try await daemon.admin.send(
+                    .post, "/v1/transfers", body: TransferRequest(session: "test", url: url, destination: path), as: TransferRecord.self)
+            }
+            #expect(reason.contains("Content-Encoding"))
+            #expect(!FileManager.default.fileExists(atPath: path))
+        }
+    }
+
+    /// T12: the app's SHA-256 does not match: failed once, nothing left behind.
+    @Test func aChecksumMismatchFails() async throws {
+        try await withOrigin { origin, daemon in
+            let wrong = FaultyOrigin.sha256(seed: 99, size: 10_000)
+            let (record, path) = try await download(origin.url(seed: 10, size: 10_000), daemon, sha256: wrong)
+            let ended = try await waitForEnd(record.id, daemon)
+            #expect(ended.state == .failed && ended.error?.code == .checksumMismatch, "\(ended)")
+            #expect(!FileManager.default.fileExists(atPath: path))
+            let right = FaultyOrigin.sha256(seed: 10, size: 10_000)
+            let (good, goodPath) = try await download(origin.url(seed: 10, size: 10_000), daemon, sha256: right)
+            #expect(try await waitForEnd(good.id, daemon).state == .completed)
+            #expect(FileManager.default.fileExists(atPath: goodPath))
+        }
+    }
+
+    /// T13: nobody listening: a transient error, retried with backoff; then it comes up.
+    @Test func aRefusedConnectionIsRetried() async throws {
+        try await TestDaemon.with(clock: ManualClock(now: Self.start), transfers: Self.transfers) { daemon in
+            let url = URL(string: "http://127.0.0.1:9/files/1/100")!  // discard port: nothing listens
+            let (record, at, _) = try await firstRetry(daemon) { try await download(url, daemon).0 }
+            #expect(at > Self.start && at <= Self.start.addingTimeInterval(2))
+            let waiting = try await daemon.admin.send(.get, "/v1/transfers/\(record.id)", as: TransferRecord.self)
+            #expect(waiting.state == .waiting && waiting.lastError != nil && waiting.nextAttemptAt == at)
+        }
+    }
+
+    /// T7: a body that stalls is dropped by the read timeout and resumed.
+    @Test func aStalledBodyIsRetried() async throws {
+        try await withOrigin { origin, daemon in
+            let size = 1 << 20
+            let url = origin.url(seed: 11, size: size, faults: ["stall-after": "300000", "times": "1"])
+            let (record, path) = try await download(url, daemon)
+            let ended = try await waitForEnd(record.id, daemon)
+            #expect(ended.state == .completed && ended.attempts == 2, "\(ended)")
+            #expect(try sha256(ofFile: path) == FaultyOrigin.sha256(seed: 11, size: size))
+        }
+    }
+
+    @Test func withoutANetworkTransfersWait() async throws {
+        try await withOrigin { origin, daemon in
+            _ = try await daemon.admin.send(.put, "/v1/env", body: ConditionOverrides(network: DeviceConditions.Network.none), as: ConditionsReport.self)
+            let (record, path) = try await download(origin.url(seed: 12, size: 1000), daemon)
+            try await daemon.waitUntil {
+                try await daemon.admin.send(.get, "/v1/transfers/\(record.id)", as: TransferRecord.self).waitingReason == "waiting for a network"
+            }
+            #expect(origin.requests.isEmpty)
+            _ = try await daemon.admin.send(.delete, "/v1/env", as: ConditionsReport.self)
+            #expect(try await waitForEnd(record.id, daemon).state == .completed)
+            #expect(FileManager.default.fileExists(atPath: path))
+        }
+    }
+
+    @Test func badTransferRequestsChangeNothing() async throws {
+        try await withOrigin { origin, daemon in
+            let bodies = [
+                #"{"session": "s", "url": "file:///etc/passwd", "destination": "/tmp/x"}"#,
+                #"{"session": "", "url": "http://127.0.0.1/x", "destination": "/tmp/x"}"#,
+                #"{"session": "s", "url": "http://127.0.0.1/x"}"#,
+                #"{"session": "s", "url": "http://127.0.0.1/x", "destination": "relative/path"}"#,
+                #"{"session": "s", "url": "http://127.0.0.1/x", "destination": "/no/such/dir/x"}"#,
+                #"{"session": "s", "url": "http://127.0.0.1/x", "sha256": "abc", "destination": "/tmp/x"}"#,
+                #"{"session": "s", "kind": "upload", "url": "http://127.0.0.1/x", "destination": "/tmp/x"}"#,
+                #"{"session": "s", "url": 5}"#, "not json",
+            ]
+            for body in bodies {
+                let answer = try await RawHTTP.request(daemon.socketPath, .POST, "/v1/transfers", body: Data(body.utf8))
+                #expect(answer.status == 400, "\(body): \(answer.status)")
+            }
+            for path in ["/v1/transfers/0", "/v1/transfers/abc", "/v1/transfers/99"] {
+                let answer = try await RawHTTP.request(daemon.socketPath, .GET, path)
+                #expect([400, 404].contains(answer.status), "\(path)")
+            }
+            #expect(try await daemon.admin.send(.get, "/v1/transfers", as: [TransferRecord].self).isEmpty)
+        }
+    }
+
+    /// P17: names from the URL cannot leave the app's directory, and the server's
+    /// Content-Disposition is never used.
+    @Test func namesCannotEscape() {
+        for raw in ["http://h/..%2F..%2F.bashrc", "http://h/a/%2E%2E", "http://h/", "http://h/..", "http://h/%00x", "http://h/a%2Fb"] {
+            let name = TransferService.safeName(for: URL(string: raw)!)
+            #expect(!name.contains("/") && !name.hasPrefix(".") && !name.isEmpty, "\(raw) → \(name)")
+        }
+    }
+}
