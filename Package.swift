@@ -97,7 +97,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "bgd-fixture-app",
-            dependencies: ["Background"],
+            dependencies: ["Background", .product(name: "Crypto", package: "swift-crypto")],
             path: "Tests/Fixtures/FixtureApp",
             swiftSettings: swiftSettings
         ),

@@ -12,15 +12,22 @@ import Testing
 struct TransferTests {
     static let start = Date(timeIntervalSince1970: 1_767_603_600)
     /// Small checkpoints, so a drop in a few MiB shows resuming from one.
-    static let transfers = TransferService.Configuration(
-        checkpointInterval: 256 << 10, backoff: RetryBackoff(base: .seconds(2), maximum: .seconds(60), retryAfterRange: 30...86400),
-        readTimeout: .seconds(1), connectTimeout: .seconds(1))
+    /// The read timeout is the real-time guard against stalls; tests other than the stall test
+    /// keep it long, so a busy machine does not cause extra attempts.
+    static func transfers(readTimeout: Duration = .seconds(20)) -> TransferService.Configuration {
+        TransferService.Configuration(
+            checkpointInterval: 256 << 10, backoff: RetryBackoff(base: .seconds(2), maximum: .seconds(60), retryAfterRange: 30...86400),
+            readTimeout: readTimeout, connectTimeout: .seconds(1))
+    }
+    static let transfers = transfers()
 
     /// Runs `body` with an origin and a daemon, and stops both.
-    func withOrigin<T: Sendable>(_ body: @Sendable (FaultyOrigin, TestDaemon) async throws -> T) async throws -> T {
+    func withOrigin<T: Sendable>(
+        readTimeout: Duration = .seconds(20), _ body: @Sendable (FaultyOrigin, TestDaemon) async throws -> T
+    ) async throws -> T {
         let origin = try await FaultyOrigin.start()
         do {
-            let result = try await TestDaemon.with(clock: ManualClock(now: Self.start), transfers: Self.transfers) { daemon in
+            let result = try await TestDaemon.with(clock: ManualClock(now: Self.start), transfers: Self.transfers(readTimeout: readTimeout)) { daemon in
                 try await body(origin, daemon)
             }
             await origin.stop()
@@ -226,7 +233,7 @@ struct TransferTests {
 
     /// T7: a body that stalls is dropped by the read timeout and resumed.
     @Test func aStalledBodyIsRetried() async throws {
-        try await withOrigin { origin, daemon in
+        try await withOrigin(readTimeout: .seconds(1)) { origin, daemon in
             let size = 1 << 20
             let url = origin.url(seed: 11, size: size, faults: ["stall-after": "300000", "times": "1"])
             let (record, path) = try await download(url, daemon)

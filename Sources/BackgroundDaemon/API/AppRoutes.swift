@@ -61,6 +61,6 @@ struct AppRoutes {
         guard let app = try await core.store.app(forTokenHash: TokenIssuer.hash(AppToken(rawValue: token))) else {
             throw APIError.unauthorized
         }
-        return TokenIssuer.Bearer(app: app, launchedForRun: nil)
+        return TokenIssuer.Bearer(app: app, launchedForRun: nil, isLaunched: false)
     }
 }

@@ -19,7 +19,7 @@ struct EventStream {
     func response(for request: Request) async throws -> Response {
         _ = try await core.requireApp(bearer.app)
         // Subscribe before the first read of the store, so nothing committed in between is missed.
-        let subscription = core.broker.subscribe(bearer.app, isLaunched: bearer.launchedForRun != nil)
+        let subscription = core.broker.subscribe(bearer.app, isLaunched: bearer.isLaunched)
         core.activity.emit(.appConnected(bearer.app))
         var headers = HTTPFields()
         headers[.contentType] = "application/x-ndjson"

@@ -9,8 +9,16 @@ public final class TokenIssuer: Sendable {
     /// Who a token speaks for.
     public struct Bearer: Hashable, Sendable {
         public var app: AppID
-        /// Set for a process bgd launched: the run it was launched for.
+        /// Set for a process bgd launched for a run: the run it was launched for.
         public var launchedForRun: RunID?
+        /// Whether bgd launched the process (for a run, or for events such as a session's).
+        public var isLaunched: Bool
+
+        public init(app: AppID, launchedForRun: RunID?, isLaunched: Bool) {
+            self.app = app
+            self.launchedForRun = launchedForRun
+            self.isLaunched = isLaunched
+        }
     }
 
     private let launchTokens = Mutex<[String: Bearer]>([:])
@@ -34,7 +42,7 @@ public final class TokenIssuer: Sendable {
     /// Issues a token valid until `revokeLaunchToken(_:)` (the process exits).
     public func issueLaunchToken(for app: AppID, run: RunID?) -> AppToken {
         let token = makeToken()
-        launchTokens.withLock { $0[token.rawValue] = Bearer(app: app, launchedForRun: run) }
+        launchTokens.withLock { $0[token.rawValue] = Bearer(app: app, launchedForRun: run, isLaunched: true) }
         return token
     }
 

@@ -1,4 +1,5 @@
 import Background
+import Crypto
 import Foundation
 import Synchronization
 
@@ -15,6 +16,12 @@ import Synchronization
 /// - `exit`: exit at once, before connecting.
 /// - `linger`: answer `.newData`, then stay around after bgd says to exit.
 /// - `hang-run N`: hang when launched for run N, answer `.newData` otherwise.
+/// - `crash-on-download`: the first time a download is handed over, abort inside
+///   `didFinishDownloadingTo` (before acknowledging); behave afterwards.
+///
+/// Every process has the background session "fixture"; its events are logged as
+/// `handleEvents <session>`, `finished <transfer> <sha256 of the file>`, `completed <transfer> <ok|code>`,
+/// `eventsFinished <session>`.
 ///
 /// Every fetch and expiration is appended to `$BGD_CONTAINER/fixture.log` as `fetch <run>` /
 /// `expire`, so tests can count what the app saw.
@@ -28,6 +35,11 @@ struct FixtureApp {
         let log = Log(path: (application.containerPath ?? ".") + "/fixture.log")
         let delegate = ExpirationRecorder(log: log)
         application.delegate = delegate
+        let session = BackgroundURLSession(
+            configuration: .background(withIdentifier: "fixture"),
+            delegate: TransferRecorder(log: log, container: application.containerPath ?? ".", crashOnce: behaviour == "crash-on-download"),
+            application: application)
+        _ = session
         application.onBackgroundFetch {
             let run = ProcessInfo.processInfo.environment[LaunchEnvironment.run] ?? "?"
             log.append("fetch \(run) pid \(getpid())")
@@ -83,6 +95,46 @@ final class ExpirationRecorder: BackgroundApplicationDelegate {
     ) { completionHandler(.noData) }
 
     func applicationBackgroundFetchWillExpire(_ application: BackgroundApplication) { log.append("expire") }
+
+    func application(
+        _ application: BackgroundApplication, handleEventsForBackgroundURLSession identifier: String,
+        completionHandler: @escaping @Sendable () -> Void
+    ) {
+        log.append("handleEvents \(identifier)")
+        completionHandler()
+    }
+}
+
+final class TransferRecorder: BackgroundURLSessionDelegate {
+    let log: Log
+    let container: String
+    let crashOnce: Bool
+    init(log: Log, container: String, crashOnce: Bool) {
+        self.log = log
+        self.container = container
+        self.crashOnce = crashOnce
+    }
+
+    func urlSession(_ session: BackgroundURLSession, downloadTask: BackgroundURLSessionTask, didFinishDownloadingTo location: URL) {
+        let kept = URL(fileURLWithPath: container + "/kept-\(downloadTask.taskIdentifier)")
+        try? FileManager.default.removeItem(at: kept)
+        let digest = (try? Data(contentsOf: location)).map { FixtureDigest.sha256($0) } ?? "missing"
+        log.append("finished \(downloadTask.taskIdentifier) \(digest)")
+        let marker = container + "/crashed-once"
+        if crashOnce && !FileManager.default.fileExists(atPath: marker) {
+            FileManager.default.createFile(atPath: marker, contents: nil)
+            abort()
+        }
+        try? FileManager.default.moveItem(at: location, to: kept)
+    }
+
+    func urlSession(_ session: BackgroundURLSession, task: BackgroundURLSessionTask, didCompleteWithError error: TransferError?) {
+        log.append("completed \(task.taskIdentifier) \(error?.code.rawValue ?? "ok")")
+    }
+
+    func urlSessionDidFinishEvents(forBackgroundURLSession session: BackgroundURLSession) {
+        log.append("eventsFinished \(session.configuration.identifier)")
+    }
 }
 
 final class Log: Sendable {
@@ -96,4 +148,8 @@ final class Log: Sendable {
         let bytes = Array((line + "\n").utf8)
         _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
     }
+}
+
+enum FixtureDigest {
+    static func sha256(_ data: Data) -> String { SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined() }
 }

@@ -1,0 +1,100 @@
+import BackgroundDaemon
+import BackgroundModel
+import BackgroundPolicy
+import BackgroundTesting
+import Foundation
+import Testing
+
+/// A download handed to bgd for an app that is not running: bgd finishes it, launches the app
+/// with reason url-session and delivers the events in iOS's order, until acknowledged.
+@Suite(.timeLimit(.minutes(2)))
+struct TransferHandOffTests {
+    static let app = "com.example.downloads"
+
+    func fixture(_ behaviour: String) throws -> [String] { [try BuiltProducts.path(of: "bgd-fixture-app"), behaviour] }
+
+    func log(_ daemon: TestDaemon) -> [String] {
+        let path = daemon.directory + "/state/containers/\(Self.app)/fixture.log"
+        return ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+    }
+
+    /// Submits a download for the app and waits until the process bgd launched for its events exits.
+    func handOver(_ url: URL, daemon: TestDaemon) async throws -> TransferRecord {
+        var activities = daemon.activity.subscribe().makeAsyncIterator()
+        let record = try await daemon.admin.send(
+            .post, "/v1/transfers?app=\(Self.app)", body: TransferRequest(session: "fixture", url: url, taskDescription: "the image"),
+            as: TransferRecord.self)
+        var ended = false
+        while let activity = await activities.next() {
+            if case .transferEnded(let done) = activity, done.id == record.id { ended = true }
+            if case .processExited(let app, _, _) = activity, app.rawValue == Self.app, ended { break }
+        }
+        return record
+    }
+
+    @Test func theAppIsLaunchedAndSeesTheEventsInOrder() async throws {
+        let origin = try await FaultyOrigin.start()
+        defer { Task { await origin.stop() } }
+        try await TestDaemon.with { daemon in
+            try await daemon.register(Self.app, command: try fixture("newData"), interval: .never)
+            let record = try await handOver(origin.url(seed: 21, size: 500_000), daemon: daemon)
+            let digest = FaultyOrigin.sha256(seed: 21, size: 500_000)
+            #expect(
+                log(daemon) == [
+                    "handleEvents fixture", "finished \(record.id) \(digest)", "completed \(record.id) ok", "eventsFinished fixture",
+                ])
+            // The app moved the file; bgd's hand-off place is empty; every event acknowledged.
+            #expect(FileManager.default.fileExists(atPath: daemon.directory + "/state/containers/\(Self.app)/kept-\(record.id)"))
+            let outbox = try await daemon.store.outbox(for: AppID(rawValue: Self.app)!)
+            #expect(outbox.count == 3 && outbox.allSatisfy { $0.closedBy == "app" }, "\(outbox)")
+            let launches = try await daemon.admin.send(.get, "/v1/apps/\(Self.app)/history", as: [RunRecord].self)
+            #expect(launches.isEmpty)  // a url-session launch is not a fetch run
+        }
+    }
+
+    /// The app crashes inside didFinishDownloadingTo, before acknowledging: the next time it runs
+    /// it gets the same events again, in order, and sees the completion once.
+    @Test func anAppThatCrashesBeforeAcknowledgingGetsTheEventsAgain() async throws {
+        let origin = try await FaultyOrigin.start()
+        defer { Task { await origin.stop() } }
+        try await TestDaemon.with { daemon in
+            try await daemon.register(Self.app, command: try fixture("crash-on-download"), interval: .never)
+            let record = try await handOver(origin.url(seed: 22, size: 300_000), daemon: daemon)
+            let digest = FaultyOrigin.sha256(seed: 22, size: 300_000)
+            #expect(log(daemon) == ["handleEvents fixture", "finished \(record.id) \(digest)"])
+            // Next launch (a fetch): the backlog first, then the fetch.
+            _ = try await daemon.waitForRunEnd(of: Self.app) {
+                _ = try await daemon.admin.send(.post, "/v1/apps/\(Self.app)/fetch", as: RunRecord.self)
+            }
+            let lines = log(daemon)
+            #expect(Array(lines.prefix(5)) == [
+                "handleEvents fixture", "finished \(record.id) \(digest)", "finished \(record.id) \(digest)",
+                "completed \(record.id) ok", "eventsFinished fixture",
+            ], "\(lines)")
+            #expect(lines.filter { $0.hasPrefix("completed") }.count == 1)
+        }
+    }
+
+    /// Apps cannot name where a download goes, nor see or cancel another app's transfers.
+    @Test func appsStayInTheirOwnLane() async throws {
+        try await TestDaemon.with { daemon in
+            let mine = try await daemon.register(Self.app, command: try fixture("newData"), interval: .never)
+            let other = try await daemon.register("com.example.other", command: try fixture("newData"), interval: .never)
+            let escape = #"{"session": "s", "url": "http://127.0.0.1:9/x", "destination": "/tmp/evil"}"#
+            let refused = try await RawHTTP.request(daemon.socketPath, .POST, "/v1/app/transfers", body: Data(escape.utf8), token: mine.token)
+            #expect(refused.status == 400 && refused.errorCode == "destinationNotAllowed")
+            let body = #"{"session": "s", "url": "http://127.0.0.1:9/x"}"#
+            let created = try await RawHTTP.request(daemon.socketPath, .POST, "/v1/app/transfers", body: Data(body.utf8), token: mine.token)
+            #expect(created.status == 201)
+            let id = try #require(created.json["id"] as? Int)
+            for (method, path) in [("GET", "/v1/app/transfers/\(id)"), ("DELETE", "/v1/app/transfers/\(id)")] {
+                let answer = try await RawHTTP.request(daemon.socketPath, .init(rawValue: method), path, token: other.token)
+                #expect(answer.status == 404 && answer.errorCode == "unknownTransfer", "\(method) \(path)")
+            }
+            let list = try await RawHTTP.request(daemon.socketPath, .GET, "/v1/app/transfers", token: other.token)
+            #expect(String(decoding: list.body, as: UTF8.self) == "[]")
+            let unauthenticated = try await RawHTTP.request(daemon.socketPath, .POST, "/v1/app/transfers", body: Data(body.utf8))
+            #expect(unauthenticated.status == 401)
+        }
+    }
+}
