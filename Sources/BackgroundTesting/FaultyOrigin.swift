@@ -40,6 +40,7 @@ public final class FaultyOrigin: Sendable {
         var log: [RequestRecord] = []
         var uploads: [String: [Data]] = [:]
         var bytesServed = 0
+        var servedWaiters: [(bytes: Int, continuation: CheckedContinuation<Void, Never>)] = []
     }
 
     /// What the origin saw of one request.
@@ -97,6 +98,9 @@ public final class FaultyOrigin: Sendable {
 
     public func stop() async {
         stallRelease.finish()
+        for waiter in state.withLock({ state in defer { state.servedWaiters = [] }; return state.servedWaiters.map(\.continuation) }) {
+            waiter.resume()
+        }
         await group.triggerGracefulShutdown()
         _ = try? await task.value
     }
@@ -111,6 +115,18 @@ public final class FaultyOrigin: Sendable {
     public var requests: [RequestRecord] { state.withLock { $0.log } }
     /// Body bytes written to clients so far, all requests together.
     public var bytesServed: Int { state.withLock { $0.bytesServed } }
+    /// Returns once at least `bytes` body bytes have been served in all (an event, not a poll).
+    public func waitUntilServed(_ bytes: Int) async {
+        await withCheckedContinuation { continuation in
+            let now = state.withLock { state -> Bool in
+                if state.bytesServed >= bytes { return true }
+                state.servedWaiters.append((bytes, continuation))
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
+
     /// Upload bodies received, by Idempotency-Key.
     public var uploads: [String: [Data]] { state.withLock { $0.uploads } }
 
@@ -253,7 +269,14 @@ public final class FaultyOrigin: Sendable {
                     if piece > 0 {
                         try await writer.write(Self.body(seed: bodySeed, size: offset + sent + piece, from: offset + sent))
                         sent += piece
-                        state.withLock { $0.bytesServed += piece }
+                        let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+                            state.bytesServed += piece
+                            let served = state.bytesServed
+                            let ready = state.servedWaiters.filter { $0.bytes <= served }.map(\.continuation)
+                            state.servedWaiters.removeAll { $0.bytes <= served }
+                            return ready
+                        }
+                        for waiter in ready { waiter.resume() }
                         // `rate=B`: about B bytes a second, in 64 KiB steps.
                         if let rate, rate > 0 { try await ContinuousClock().sleep(for: .seconds(Double(piece) / Double(rate))) }
                     }

@@ -53,6 +53,15 @@ struct BGD: AsyncParsableCommand {
     @Option(help: "How often power and network are read again.", transform: parseDuration)
     var conditionsPoll: Duration = .seconds(60)
 
+    @Option(help: "Background transfers moving bytes at once.")
+    var maxTransfers: Int = 6
+
+    @Option(help: "Bytes between a download's durable checkpoints (the most a crash makes it fetch again), e.g. 8MiB.", transform: parseSize)
+    var transferCheckpoint: Int64 = 8 << 20
+
+    @Option(help: "A transfer whose connection is silent this long is dropped and retried.", transform: parseDuration)
+    var transferReadTimeout: Duration = .seconds(30)
+
     @Option(help: "full: every commit survives power loss; normal: survives crashes of bgd, faster.")
     var durability: String = "full"
 
@@ -66,6 +75,8 @@ struct BGD: AsyncParsableCommand {
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
         }
+        guard maxTransfers >= 1 && maxTransfers <= 1000 else { throw ValidationError("--max-transfers is from 1 to 1000") }
+        guard transferCheckpoint >= 64 << 10 else { throw ValidationError("--transfer-checkpoint is at least 64KiB") }
         guard conditionsPoll >= .seconds(1) else { throw ValidationError("--conditions-poll must be at least 1s") }
         guard fetchBudget > .zero, expirationLead < fetchBudget else {
             throw ValidationError("--fetch-budget must be positive and longer than --expiration-lead")
@@ -90,7 +101,8 @@ struct BGD: AsyncParsableCommand {
             fetchPolicy: FetchPolicy.Configuration(systemFloor: fetchFloor, unusedAppInterval: unusedAppInterval),
             conditions: .init(
                 sensing: conditions == "unconstrained" ? .fixed(.unconstrained) : .sysfs(root: conditions),
-                pollInterval: conditionsPoll))
+                pollInterval: conditionsPoll),
+            transfers: .init(maximumConcurrent: maxTransfers, checkpointInterval: transferCheckpoint, readTimeout: transferReadTimeout))
         let daemon: Daemon
         do {
             daemon = try await Daemon(configuration: configuration, logger: logger)
@@ -115,4 +127,14 @@ func parseDuration(_ text: String) throws -> Duration {
         throw ValidationError("'\(text)' is not a duration; write it like 30s, 15m, 2h or 500ms")
     }
     return duration
+}
+
+/// "8MiB", "512KiB", "1048576": a size in bytes.
+func parseSize(_ text: String) throws -> Int64 {
+    let units: [(String, Int64)] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10), ("B", 1)]
+    for (suffix, factor) in units where text.hasSuffix(suffix) {
+        if let number = Int64(text.dropLast(suffix.count)), number >= 0 { return number * factor }
+    }
+    if let number = Int64(text), number >= 0 { return number }
+    throw ValidationError("'\(text)' is not a size; write it like 8MiB, 512KiB or 1048576")
 }

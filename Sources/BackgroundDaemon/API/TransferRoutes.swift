@@ -78,10 +78,9 @@ struct TransferRoutes {
             }
             return try JSONResponse.make(try await submit(transfer, for: owner), status: .created)
         }
-        admin.get(":transfer") { _, context in
+        admin.get(":transfer") { request, context in
             let id = try context.parameters.transferID()
-            guard let stored = try await core.store.transfer(id) else { throw APIError.unknownTransfer(id) }
-            return try JSONResponse.make(stored.record)
+            return try JSONResponse.make(try await waitForEnd(of: id, timeout: try request.uri.waitQuery() ?? .zero))
         }
         admin.delete(":transfer") { _, context in try JSONResponse.make(try await cancel(try context.parameters.transferID())) }
     }
@@ -89,6 +88,31 @@ struct TransferRoutes {
     private func submit(_ transfer: TransferRequest, for app: AppID?) async throws -> TransferRecord {
         if let problem = transfer.problem { throw APIError(.badRequest, "invalidTransfer", problem) }
         return try await core.transfers.submit(transfer, from: app)
+    }
+
+    /// The transfer; with `?wait=S`, once it has ended or S seconds have passed on bgd's clock.
+    private func waitForEnd(of id: TransferID, timeout: Duration) async throws -> TransferRecord {
+        let feed = core.activity.subscribe()  // before reading the store, so the end cannot slip between
+        guard let current = try await core.store.transfer(id)?.record else { throw APIError.unknownTransfer(id) }
+        if current.state.isFinal || timeout <= .zero { return current }
+        let deadline = core.clock.now.adding(timeout)
+        let clock = core.clock
+        let ended = try await withThrowingTaskGroup(of: TransferRecord?.self) { group in
+            group.addTask {
+                for await activity in feed {
+                    if case .transferEnded(let record) = activity, record.id == id { return record }
+                }
+                return nil
+            }
+            group.addTask {
+                try await clock.sleep(until: deadline)
+                return nil
+            }
+            defer { group.cancelAll() }
+            return try await group.next() ?? nil
+        }
+        if let ended { return ended }
+        return try await core.store.transfer(id)?.record ?? current
     }
 
     private func cancel(_ id: TransferID) async throws -> TransferRecord {

@@ -1,0 +1,84 @@
+import Background
+import BackgroundModel
+import BackgroundTesting
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// D1 for transfers: `kill -9` of a real bgd at seeded random moments of a download. The file
+/// completes with the right bytes, what is fetched again stays within a checkpoint (plus what was
+/// in flight) per kill, and the app sees exactly one completion.
+/// More iterations: BGD_KILL_ITERATIONS=50 BGD_KILL_SEED=7 swift test --filter TransferCrashTests
+@Suite(.timeLimit(.minutes(5)))
+struct TransferCrashTests {
+    static let app = "com.example.crashy"
+
+    @Test func killNineDuringADownloadLosesNothingAndDeliversOnce() async throws {
+        let environment = ProcessInfo.processInfo.environment
+        let kills = environment["BGD_KILL_ITERATIONS"].flatMap(Int.init) ?? 4
+        var random = SeededRandom(seed: environment["BGD_KILL_SEED"].flatMap(UInt64.init) ?? 1)
+        let origin = try await FaultyOrigin.start()
+        defer { Task { await origin.stop() } }
+        let directory = TemporaryDirectory.make()
+        let state = directory + "/state"
+        let socket = directory + "/bgd.sock"
+        let checkpoint = 1 << 20
+        let arguments = ["--transfer-checkpoint", "1MiB", "--durability", "normal", "--conditions", "unconstrained"]
+        let size = (kills + 2) * (2 << 20)
+        let admin = DaemonClient(socketPath: socket)
+
+        var daemon = try await DaemonProcess(stateDirectory: state, socketPath: socket, arguments: arguments)
+        _ = try await admin.send(
+            .post, "/v1/apps",
+            body: RegisterAppRequest(
+                id: AppID(rawValue: Self.app)!, launchCommand: LaunchCommand([try BuiltProducts.path(of: "bgd-fixture-app"), "newData"])!,
+                fetchInterval: .never),
+            as: RegisteredApp.self)
+        // About 4 MiB/s: slow enough to be killed in the middle, fast enough for a test.
+        let url = origin.url(seed: 31, size: size, faults: ["rate": String(4 << 20)])
+        let record = try await admin.send(
+            .post, "/v1/transfers?app=\(Self.app)", body: TransferRequest(session: "fixture", url: url), as: TransferRecord.self)
+
+        for _ in 0..<kills {
+            let served = origin.bytesServed
+            await origin.waitUntilServed(served + Int.random(in: 300_000..<1_800_000, using: &random))
+            daemon.signal(SIGKILL)
+            _ = await daemon.waitForExit()
+            daemon = try await DaemonProcess(stateDirectory: state, socketPath: socket, arguments: arguments)
+        }
+        let ended = try await admin.send(.get, "/v1/transfers/\(record.id)?wait=120", as: TransferRecord.self, timeout: .seconds(130))
+        #expect(ended.state == .completed, "\(ended)")
+        let refetched = origin.bytesServed - size
+        #expect(refetched <= kills * (checkpoint + (1 << 20)), "fetched again: \(refetched) bytes over \(kills) kills")
+        print("kill -9 ×\(kills): \(refetched) bytes fetched again (\(refetched / max(1, kills)) per kill; checkpoint every \(checkpoint))")
+
+        // The app is launched for the events: one completion, the right bytes.
+        let log = state + "/containers/\(Self.app)/fixture.log"
+        let digest = FaultyOrigin.sha256(seed: 31, size: size)
+        var lines: [String] = []
+        for _ in 0..<200 {
+            lines = ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+            if lines.contains(where: { $0.hasPrefix("eventsFinished") }) { break }
+            _ = try await admin.send(.get, "/v1/transfers/\(record.id)?wait=1", as: TransferRecord.self)  // bgd's clock, not ours
+        }
+        #expect(lines == ["handleEvents fixture", "finished \(record.id) \(digest)", "completed \(record.id) ok", "eventsFinished fixture"])
+        daemon.signal(SIGTERM)
+        _ = await daemon.waitForExit()
+    }
+}
+
+/// SplitMix64: the same kill moments for the same seed.
+struct SeededRandom: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
