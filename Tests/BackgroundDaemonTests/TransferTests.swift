@@ -290,3 +290,35 @@ struct TransferTests {
         }
     }
 }
+
+/// `bgctl download`, `bgctl transfers`, `bgctl transfers cancel` against a live daemon.
+@Suite(.timeLimit(.minutes(2)))
+struct TransferCommandTests {
+    func bgctl(_ arguments: [String], _ daemon: TestDaemon) async throws -> Command.Output {
+        try await Command.run(try BuiltProducts.path(of: "bgctl"), arguments + ["--socket", daemon.socketPath])
+    }
+
+    @Test func downloadListAndCancel() async throws {
+        let origin = try await FaultyOrigin.start()
+        defer { Task { await origin.stop() } }
+        try await TestDaemon.with { daemon in
+            let path = daemon.directory + "/file.bin"
+            let done = try await bgctl(["download", origin.url(seed: 41, size: 300_000).absoluteString, "--to", path], daemon)
+            #expect(done.status == 0, "\(done.standardError)")
+            #expect(done.standardOutput.contains("done"), "\(done.standardOutput)")
+            #expect(FaultyOrigin.sha256Digest(of: try Data(contentsOf: URL(fileURLWithPath: path))) == FaultyOrigin.sha256(seed: 41, size: 300_000))
+
+            let handed = try await bgctl(["download", "http://127.0.0.1:9/never", "--to", daemon.directory + "/never", "--no-wait", "--json"], daemon)
+            let record = try WireCoding.makeDecoder().decode(TransferRecord.self, from: Data(handed.standardOutput.utf8))
+            let list = try await bgctl(["transfers"], daemon)
+            #expect(list.standardOutput.contains("completed") && list.standardOutput.contains("http://127.0.0.1:9/never"))
+            let cancelled = try await bgctl(["transfers", "cancel", record.id.description], daemon)
+            #expect(cancelled.status == 0 && cancelled.standardOutput.contains("cancelled"), "\(cancelled.standardOutput)")
+
+            for arguments in [["download", "ftp://example.com/x"], ["download", "not a url"], ["transfers", "cancel", "999"]] {
+                let refused = try await bgctl(arguments, daemon)
+                #expect(refused.status != 0 && !refused.standardError.isEmpty, "\(arguments)")
+            }
+        }
+    }
+}

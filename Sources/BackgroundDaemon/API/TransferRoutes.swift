@@ -54,7 +54,9 @@ struct TransferRoutes {
         let admin = router.group("v1/transfers")
         admin.get { request, _ in
             let limit = try request.uri.integerQuery("limit", default: 200, range: 1...10_000)
-            return try JSONResponse.make(try await core.store.transfers(limit: limit))
+            var records: [TransferRecord] = []
+            for record in try await core.store.transfers(limit: limit) { records.append(await core.transfers.live(record)) }
+            return try JSONResponse.make(records)
         }
         admin.post { request, _ in
             var request = request
@@ -80,7 +82,7 @@ struct TransferRoutes {
         }
         admin.get(":transfer") { request, context in
             let id = try context.parameters.transferID()
-            return try JSONResponse.make(try await waitForEnd(of: id, timeout: try request.uri.waitQuery() ?? .zero))
+            return try JSONResponse.make(await core.transfers.live(try await waitForEnd(of: id, timeout: try request.uri.waitQuery() ?? .zero)))
         }
         admin.delete(":transfer") { _, context in try JSONResponse.make(try await cancel(try context.parameters.transferID())) }
     }

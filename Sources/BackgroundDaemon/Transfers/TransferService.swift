@@ -60,6 +60,15 @@ public actor TransferService: Service {
     private let http: HTTPClient
     /// Attempts in flight, so a cancel can stop one and the loop knows the free slots.
     private var attempts: [TransferID: Task<Void, Never>] = [:]
+    /// Bytes received by running attempts, checkpointed or not: progress, not a promise.
+    private var received: [TransferID: Int64] = [:]
+
+    /// The record with its live progress.
+    func live(_ record: TransferRecord) -> TransferRecord {
+        var record = record
+        record.bytesReceived = received[record.id]
+        return record
+    }
 
     init(
         store: BackgroundStore, stateDirectory: StateDirectory, coordinator: RunCoordinator, broker: EventBroker,
@@ -218,6 +227,7 @@ public actor TransferService: Service {
     private func attempt(_ id: TransferID) async {
         defer {
             attempts[id] = nil
+            received[id] = nil
             replan()
         }
         do {
@@ -299,6 +309,7 @@ public actor TransferService: Service {
             for try await buffer in body {
                 try Task.checkCancellation()
                 try file.write(buffer)
+                received[id] = file.offset
                 if file.offset - saved.offset >= configuration.checkpointInterval {
                     try file.sync()
                     saved.offset = file.offset

@@ -30,6 +30,8 @@ public struct TransferRecord: Hashable, Codable, Sendable {
     /// Where the finished download is (operator downloads; app downloads are moved by the app).
     public var destination: String?
     public var isDiscretionary: Bool
+    /// While an attempt runs: bytes received so far, checkpointed or not (for progress bars).
+    public var bytesReceived: Int64?
 
     public init(
         id: TransferID, app: AppID?, session: String, kind: TransferKind, url: URL, taskDescription: String?, state: TransferState,
