@@ -14,6 +14,8 @@ let package = Package(
         .executable(name: "bgd", targets: ["bgd"]),
         .executable(name: "bgctl", targets: ["bgctl"]),
         .executable(name: "NewsFeed", targets: ["NewsFeed"]),
+        .executable(name: "ImageFetch", targets: ["ImageFetch"]),
+        .executable(name: "DownloadManager", targets: ["DownloadManager"]),
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
@@ -96,6 +98,13 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .executableTarget(
+            name: "ImageFetch",
+            dependencies: ["Background", "BackgroundModel", .product(name: "AsyncHTTPClient", package: "async-http-client")],
+            path: "Examples/ImageFetch", swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "DownloadManager", dependencies: ["Background", "BackgroundModel"], path: "Examples/DownloadManager",
+            swiftSettings: swiftSettings),
+        .executableTarget(
             name: "bgd-fixture-app",
             dependencies: ["Background", .product(name: "Crypto", package: "swift-crypto")],
             path: "Tests/Fixtures/FixtureApp",
@@ -116,7 +125,7 @@ let package = Package(
             name: "BackgroundDaemonTests",
             dependencies: [
                 "BackgroundDaemon", "BackgroundTesting", "Background", "BackgroundModel", "BackgroundStore",
-                "bgd", "bgctl", "NewsFeed", "bgd-fixture-app",
+                "bgd", "bgctl", "NewsFeed", "ImageFetch", "DownloadManager", "bgd-fixture-app",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             swiftSettings: swiftSettings
