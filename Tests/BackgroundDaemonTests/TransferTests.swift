@@ -281,6 +281,82 @@ struct TransferTests {
         }
     }
 
+    /// T15: an upload from a file the app may delete at once; a 503 is retried with the same
+    /// Idempotency-Key, so the server can tell the duplicate.
+    @Test func anUploadIsCopiedRetriedAndKeyed() async throws {
+        try await withOrigin { origin, daemon in
+            let source = daemon.directory + "/report.bin"
+            let body = Data(FaultyOrigin.body(seed: 61, size: 700_000).readableBytesView)
+            try body.write(to: URL(fileURLWithPath: source))
+            let url = origin.baseURL.appendingPathComponent("upload").absoluteString + "?fail=1"
+            let record = try await daemon.admin.send(
+                .post, "/v1/transfers",
+                body: TransferRequest(session: "test", kind: .upload, url: URL(string: url)!, uploadFile: source, destination: daemon.directory + "/unused"),
+                as: TransferRecord.self)
+            try FileManager.default.removeItem(atPath: source)  // the app may delete it: bgd has a copy
+            let ended = try await waitForEnd(record.id, daemon)
+            #expect(ended.state == .completed && ended.statusCode == 201 && ended.attempts == 2, "\(ended)")
+            let received = try #require(origin.uploads.first)
+            #expect(received.key.hasPrefix("bgd-\(record.id)-") && received.value.count == 2)
+            #expect(received.value.allSatisfy { $0 == body })
+        }
+    }
+
+    /// A discretionary transfer waits for mains power; others do not.
+    @Test func aDiscretionaryTransferWaitsForPower() async throws {
+        try await withOrigin { origin, daemon in
+            _ = try await daemon.admin.send(.put, "/v1/env", body: ConditionOverrides(power: .battery, batteryLevel: 60), as: ConditionsReport.self)
+            let url = origin.url(seed: 62, size: 1000)
+            let patient = try await daemon.admin.send(
+                .post, "/v1/transfers", body: TransferRequest(session: "t", url: url, isDiscretionary: true, destination: daemon.directory + "/a"),
+                as: TransferRecord.self)
+            let (urgent, _) = try await download(url, daemon)
+            #expect(try await waitForEnd(urgent.id, daemon).state == .completed)
+            let waiting = try await daemon.admin.send(.get, "/v1/transfers/\(patient.id)", as: TransferRecord.self)
+            #expect(waiting.state == .waiting && waiting.waitingReason == "discretionary: waiting for mains power", "\(waiting)")
+            _ = try await daemon.admin.send(.delete, "/v1/env", as: ConditionsReport.self)
+            #expect(try await waitForEnd(patient.id, daemon).state == .completed)
+        }
+    }
+
+    /// timeoutIntervalForResource: a transfer that cannot finish in time fails with timedOut.
+    @Test func theResourceTimeoutFailsATransfer() async throws {
+        try await withOrigin { origin, daemon in
+            let url = origin.url(seed: 63, size: 1000, faults: ["status": "503", "retry-after": "600"])
+            let record = try await daemon.admin.send(
+                .post, "/v1/transfers",
+                body: TransferRequest(session: "t", url: url, timeoutForResource: .seconds(3600), destination: daemon.directory + "/b"),
+                as: TransferRecord.self)
+            let ended = try await waitForEnd(record.id, daemon, maximumRetries: 20)
+            #expect(ended.state == .failed && ended.error?.code == .timedOut, "\(ended)")
+            #expect(ended.finishedAt == Self.start.addingTimeInterval(3600))
+        }
+    }
+
+    /// cancel(byProducingResumeData:) keeps the bytes; resuming carries on from them.
+    @Test func pauseAndResumeKeepTheBytes() async throws {
+        try await withOrigin { origin, daemon in
+            let app = try await daemon.register("com.example.pauser", command: ["/bin/true"], interval: .never)
+            let size = 3 << 20
+            let url = origin.url(seed: 64, size: size, faults: ["rate": String(1 << 20)])
+            let body = try JSONEncoder().encode(TransferRequest(session: "s", url: url))
+            let created = try await RawHTTP.request(daemon.socketPath, .POST, "/v1/app/transfers", body: body, token: app.token)
+            let id = try #require(created.json["id"] as? Int)
+            await origin.waitUntilServed(1 << 20)
+            let paused = try await RawHTTP.request(daemon.socketPath, .POST, "/v1/app/transfers/\(id)/pause", token: app.token)
+            let kept = try #require(paused.json["bytesTransferred"] as? Int)
+            #expect(paused.status == 200 && kept > 0, "\(paused.json)")
+            let state = try await daemon.admin.send(.get, "/v1/transfers/\(id)", as: TransferRecord.self)
+            #expect(state.state == .paused)
+            let resumed = try await RawHTTP.request(daemon.socketPath, .POST, "/v1/app/transfers/\(id)/resume", token: app.token)
+            #expect(resumed.status == 200)
+            let ended = try await waitForEnd(TransferID(Int64(id)), daemon)
+            #expect(ended.state == .completed && ended.restarts == 0, "\(ended)")
+            let range = origin.requests.last?.range ?? ""
+            #expect(range.hasPrefix("bytes=") && (Int(range.dropFirst(6).prefix { $0 != "-" }) ?? 0) >= kept)
+        }
+    }
+
     /// P17: names from the URL cannot leave the app's directory, and the server's
     /// Content-Disposition is never used.
     @Test func namesCannotEscape() {
