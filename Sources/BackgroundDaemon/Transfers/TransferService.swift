@@ -297,7 +297,8 @@ public actor TransferService: Service {
 
     /// Streams the body into the partial file, syncing and committing a checkpoint every
     /// `checkpointInterval` bytes; a body that ends early is retried from the last checkpoint.
-    private func receive(
+    /// Not isolated to the actor: concurrent transfers write in parallel, not in turn.
+    nonisolated private func receive(
         _ transfer: StoredTransfer, body: HTTPClientResponse.Body, from offset: Int64, checkpoint: DownloadCheckpoint,
         head: ResponseHead, destination: String
     ) async throws {
@@ -309,7 +310,6 @@ public actor TransferService: Service {
             for try await buffer in body {
                 try Task.checkCancellation()
                 try file.write(buffer)
-                received[id] = file.offset
                 if file.offset - saved.offset >= configuration.checkpointInterval {
                     try file.sync()
                     saved.offset = file.offset
@@ -318,6 +318,7 @@ public actor TransferService: Service {
                 }
                 if file.offset - lastProgress >= 256 << 10 {
                     lastProgress = file.offset
+                    await noteReceived(id, bytes: file.offset)
                     if let app = transfer.record.app {
                         broker.send(
                             .transferProgress(transfer: id, session: transfer.record.session, bytesTransferred: file.offset, bytesExpected: saved.total),
@@ -347,6 +348,8 @@ public actor TransferService: Service {
         finished.checkpoint = saved
         try await finishDownload(finished, destination: destination, statusCode: head.status)
     }
+
+    private func noteReceived(_ id: TransferID, bytes: Int64) { received[id] = bytes }
 
     /// Verifies the body against the app's hash, moves it into place, records the end.
     private func finishDownload(_ transfer: StoredTransfer, destination: String, statusCode: Int) async throws {
