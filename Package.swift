@@ -37,12 +37,21 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
-            name: "BackgroundDaemon",
+            name: "BackgroundTransfers",
             dependencies: [
                 "BackgroundModel", "BackgroundPolicy", "BackgroundStore",
-                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "BackgroundDaemon",
+            dependencies: [
+                "BackgroundModel", "BackgroundPolicy", "BackgroundStore", "BackgroundTransfers",
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -63,7 +72,7 @@ let package = Package(
         .target(
             name: "BackgroundTesting",
             dependencies: [
-                "BackgroundModel", "BackgroundPolicy", "BackgroundStore", "BackgroundDaemon", "Background",
+                "BackgroundModel", "BackgroundPolicy", "BackgroundStore", "BackgroundTransfers", "BackgroundDaemon", "Background",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -102,7 +102,9 @@ struct BGD: AsyncParsableCommand {
             conditions: .init(
                 sensing: conditions == "unconstrained" ? .fixed(.unconstrained) : .sysfs(root: conditions),
                 pollInterval: conditionsPoll),
-            transfers: .init(maximumConcurrent: maxTransfers, checkpointInterval: transferCheckpoint, readTimeout: transferReadTimeout))
+            transfers: .init(
+                maximumConcurrent: maxTransfers,
+                engine: .init(checkpointInterval: transferCheckpoint, readTimeout: transferReadTimeout)))
         let daemon: Daemon
         do {
             daemon = try await Daemon(configuration: configuration, logger: logger)

@@ -16,8 +16,8 @@ struct TransferTests {
     /// keep it long, so a busy machine does not cause extra attempts.
     static func transfers(readTimeout: Duration = .seconds(20)) -> TransferService.Configuration {
         TransferService.Configuration(
-            checkpointInterval: 256 << 10, backoff: RetryBackoff(base: .seconds(2), maximum: .seconds(60), retryAfterRange: 30...86400),
-            readTimeout: readTimeout, connectTimeout: .seconds(1))
+            backoff: RetryBackoff(base: .seconds(2), maximum: .seconds(60), retryAfterRange: 30...86400),
+            engine: .init(checkpointInterval: 256 << 10, readTimeout: readTimeout, connectTimeout: .seconds(1)))
     }
     static let transfers = transfers()
 

@@ -1,18 +1,15 @@
-import AsyncHTTPClient
 import BackgroundModel
 import BackgroundPolicy
 import BackgroundStore
-import Crypto
+import BackgroundTransfers
 import Foundation
 import Logging
-import NIOCore
-import NIOHTTP1
-import NIOSSL
 import ServiceLifecycle
 
-/// Carries background transfers: streams each to a partial file in the app's container,
-/// checkpoints durably, resumes by the rules of `ResumeDecision`, retries with backoff, waits for
-/// the conditions a task asks for, and hands the result over through the app's outbox.
+/// Carries background transfers through their lives: takes them over, decides when each may
+/// make an attempt (its retry time, the machine's conditions, a concurrency limit, its resource
+/// and no-progress timeouts), has the `TransferEngine` make it, and records the ending with the
+/// app's events, then tells or launches the app.
 ///
 /// The store is the truth: every attempt, checkpoint and ending is committed before it counts,
 /// so a `kill -9` at any moment loses at most the bytes since the last checkpoint.
@@ -20,30 +17,20 @@ public actor TransferService: Service {
     public struct Configuration: Sendable {
         /// Transfers moving bytes at once.
         public var maximumConcurrent: Int
-        /// Bytes between durable checkpoints (fsync of the data, then the commit of the offset):
-        /// the most a crash can make bgd fetch again.
-        public var checkpointInterval: Int64
         public var backoff: RetryBackoff
         /// A transfer that moves no byte for this long fails with `noProgress` (BITS's default is 14 days).
         public var noProgressTimeout: Duration
-        /// An attempt whose connection stays silent this long is dropped and retried.
-        public var readTimeout: Duration
-        public var connectTimeout: Duration
-        /// Certificates to trust for HTTPS besides the system's (tests' own CA).
-        public var additionalTrustRoots: [String]
+        /// Checkpoints, timeouts and TLS trust for each attempt.
+        public var engine: TransferEngine.Configuration
 
         public init(
-            maximumConcurrent: Int = 6, checkpointInterval: Int64 = 8 << 20, backoff: RetryBackoff = RetryBackoff(),
-            noProgressTimeout: Duration = .seconds(86400), readTimeout: Duration = .seconds(30), connectTimeout: Duration = .seconds(10),
-            additionalTrustRoots: [String] = []
+            maximumConcurrent: Int = 6, backoff: RetryBackoff = RetryBackoff(), noProgressTimeout: Duration = .seconds(86400),
+            engine: TransferEngine.Configuration = .init()
         ) {
             self.maximumConcurrent = max(1, maximumConcurrent)
-            self.checkpointInterval = max(64 << 10, checkpointInterval)
             self.backoff = backoff
             self.noProgressTimeout = noProgressTimeout
-            self.readTimeout = readTimeout
-            self.connectTimeout = connectTimeout
-            self.additionalTrustRoots = additionalTrustRoots
+            self.engine = engine
         }
     }
 
@@ -57,7 +44,7 @@ public actor TransferService: Service {
     private let configuration: Configuration
     private let logger: Logger
     private let doorbell: Doorbell
-    private let http: HTTPClient
+    private let engine: TransferEngine
     /// Attempts in flight, so a cancel can stop one and the loop knows the free slots.
     private var attempts: [TransferID: Task<Void, Never>] = [:]
     /// Bytes received by running attempts, checkpointed or not: progress, not a promise.
@@ -85,19 +72,7 @@ public actor TransferService: Service {
         self.clock = clock
         self.configuration = configuration
         self.logger = logger
-        var client = HTTPClient.Configuration(
-            redirectConfiguration: .follow(max: 5, allowCycles: false),
-            timeout: .init(
-                connect: .nanoseconds(Int64(configuration.connectTimeout.seconds * 1e9)),
-                read: .nanoseconds(Int64(configuration.readTimeout.seconds * 1e9))),
-            decompression: .disabled)
-        client.httpVersion = .automatic
-        if !configuration.additionalTrustRoots.isEmpty {
-            var tls = TLSConfiguration.makeClientConfiguration()
-            tls.additionalTrustRoots = configuration.additionalTrustRoots.map { .file($0) }
-            client.tlsConfiguration = tls
-        }
-        http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: client)
+        engine = TransferEngine(store: store, clock: clock, configuration: configuration.engine)
     }
 
     // MARK: Service
@@ -113,7 +88,7 @@ public actor TransferService: Service {
         } catch {}
         for task in attempts.values { task.cancel() }
         for task in attempts.values { await task.value }
-        try? await http.shutdown()
+        await engine.shutdown()
     }
 
     /// Something changed (a new transfer, conditions, a cancel): plan again.
@@ -233,9 +208,27 @@ public actor TransferService: Service {
         do {
             guard let transfer = try await store.startAttempt(id) else { return }
             activity.emit(.transferAttemptStarted(id))
-            switch transfer.request.kind {
-            case .download: try await download(transfer)
-            case .upload: try await upload(transfer)
+            let activity = self.activity
+            let broker = self.broker
+            let observer = TransferEngine.Observer(
+                checkpointed: { id, bytes in activity.emit(.transferCheckpointed(id, bytes: bytes)) },
+                progress: { transfer, bytes, expected in
+                    await self.noteReceived(transfer.record.id, bytes: bytes)
+                    if let app = transfer.record.app {
+                        broker.send(
+                            .transferProgress(
+                                transfer: transfer.record.id, session: transfer.record.session, bytesTransferred: bytes, bytesExpected: expected),
+                            to: app)
+                    }
+                })
+            switch try await engine.attempt(transfer, observer: observer) {
+            case .completed(let file, let statusCode):
+                try await complete(transfer, file: file, statusCode: statusCode)
+            case .retry(let reason, let retryAfter):
+                // Read again: the engine may have moved or dropped the checkpoint.
+                await retry(try await store.transfer(id) ?? transfer, reason: reason, retryAfter: retryAfter)
+            case .failed(let error, let statusCode):
+                await fail(transfer, error, statusCode: statusCode)
             }
         } catch is CancellationError {
             return  // cancelled or paused: whoever cancelled records it
@@ -245,184 +238,16 @@ public actor TransferService: Service {
         }
     }
 
-    private func download(_ transfer: StoredTransfer) async throws {
-        var checkpoint = transfer.checkpoint
-        let destination = transfer.record.destination ?? transfer.partialPath + ".done"
-        // Crashed between the rename and its commit: the file is in place, finish the record.
-        if PartialFile.size(of: transfer.partialPath) == nil, let total = checkpoint.total, checkpoint.offset == total,
-            PartialFile.size(of: destination) == total
-        {
-            return try await complete(transfer, file: destination, statusCode: transfer.record.statusCode ?? 200)
-        }
-        // The partial file lost bytes the checkpoint promised (truncated, deleted): start over.
-        if checkpoint.offset > 0, (PartialFile.size(of: transfer.partialPath) ?? 0) < checkpoint.offset {
-            try await store.discardCheckpoint(transfer.record.id, reason: "the partial file is shorter than the checkpoint")
-            checkpoint = .empty
-        }
-        var request = HTTPClientRequest(url: transfer.request.url.absoluteString)
-        request.method = .GET
-        for (name, value) in checkpoint.requestHeaders { request.headers.add(name: name, value: value) }
-        let response: HTTPClientResponse
-        do {
-            response = try await http.execute(request, timeout: .hours(24 * 7))
-        } catch {
-            return try await attemptFailed(transfer, error)
-        }
-        let head = ResponseHead(
-            status: Int(response.status.code), contentRange: response.headers.first(name: "Content-Range"),
-            contentLength: response.headers.first(name: "Content-Length").flatMap(Int64.init),
-            entityTag: response.headers.first(name: "ETag"), lastModified: response.headers.first(name: "Last-Modified"),
-            date: response.headers.first(name: "Date"), contentEncoding: response.headers.first(name: "Content-Encoding"),
-            retryAfter: response.headers.first(name: "Retry-After"))
-        switch ResumeDecision.decide(head, checkpoint: checkpoint) {
-        case .write(let from, let next, let restarted):
-            try await store.saveCheckpoint(transfer.record.id, next, restarted: restarted, now: clock.now)
-            try await receive(transfer, body: response.body, from: from, checkpoint: next, head: head, destination: destination)
-        case .alreadyComplete:
-            try await drain(response.body)
-            try await finishDownload(transfer, destination: destination, statusCode: 200)
-        case .discardAndRestart(let reason):
-            try await drain(response.body)
-            try await store.discardCheckpoint(transfer.record.id, reason: reason)
-            await retry(transfer, reason: reason, retryAfter: nil)
-        case .retry(let reason, let retryAfter):
-            try await drain(response.body)
-            await retry(transfer, reason: reason, retryAfter: retryAfter)
-        case .fail(let error):
-            try await drain(response.body)
-            try? FileManager.default.removeItem(atPath: transfer.partialPath)
-            await fail(transfer, error, statusCode: head.status)
-        }
-    }
-
-    /// Streams the body into the partial file, syncing and committing a checkpoint every
-    /// `checkpointInterval` bytes; a body that ends early is retried from the last checkpoint.
-    /// Not isolated to the actor: concurrent transfers write in parallel, not in turn.
-    nonisolated private func receive(
-        _ transfer: StoredTransfer, body: HTTPClientResponse.Body, from offset: Int64, checkpoint: DownloadCheckpoint,
-        head: ResponseHead, destination: String
-    ) async throws {
-        let id = transfer.record.id
-        var file = try PartialFile(path: transfer.partialPath, offset: offset)
-        var saved = checkpoint
-        var lastProgress = offset
-        do {
-            for try await buffer in body {
-                try Task.checkCancellation()
-                try file.write(buffer)
-                if file.offset - saved.offset >= configuration.checkpointInterval {
-                    try file.sync()
-                    saved.offset = file.offset
-                    try await store.saveCheckpoint(id, saved, restarted: false, now: clock.now)
-                    activity.emit(.transferCheckpointed(id, bytes: saved.offset))
-                }
-                if file.offset - lastProgress >= 256 << 10 {
-                    lastProgress = file.offset
-                    await noteReceived(id, bytes: file.offset)
-                    if let app = transfer.record.app {
-                        broker.send(
-                            .transferProgress(transfer: id, session: transfer.record.session, bytesTransferred: file.offset, bytesExpected: saved.total),
-                            to: app)
-                    }
-                }
-            }
-        } catch is CancellationError {
-            try? file.sync()
-            throw CancellationError()
-        } catch {
-            // Keep what is synced; bytes after the checkpoint are cut off on the next attempt.
-            if (try? file.sync()) != nil {
-                saved.offset = file.offset
-                try await store.saveCheckpoint(id, saved, restarted: false, now: clock.now)
-            }
-            return try await attemptFailed(transfer, error)
-        }
-        try file.sync()
-        saved.offset = file.offset
-        if saved.total == nil { saved.total = file.offset }  // no Content-Length: the end of the body is the end
-        try await store.saveCheckpoint(id, saved, restarted: false, now: clock.now)
-        guard saved.offset == saved.total else {
-            return await retry(transfer, reason: "the body ended at \(saved.offset) of \(saved.total ?? 0) bytes", retryAfter: nil)
-        }
-        var finished = transfer
-        finished.checkpoint = saved
-        try await finishDownload(finished, destination: destination, statusCode: head.status)
-    }
-
     private func noteReceived(_ id: TransferID, bytes: Int64) { received[id] = bytes }
 
-    /// Verifies the body against the app's hash, moves it into place, records the end.
-    private func finishDownload(_ transfer: StoredTransfer, destination: String, statusCode: Int) async throws {
-        if let expected = transfer.request.sha256?.lowercased() {
-            let actual = try Self.sha256(ofFile: transfer.partialPath)
-            guard actual == expected else {
-                try? FileManager.default.removeItem(atPath: transfer.partialPath)
-                return await fail(transfer, TransferError(.checksumMismatch, "SHA-256 is \(actual), not \(expected)"), statusCode: statusCode)
-            }
-        }
-        guard rename(transfer.partialPath, destination) == 0 else {
-            let reason = String(cString: strerror(errno))
-            return await fail(transfer, TransferError(.fileError, "cannot move the download to \(destination): \(reason)"), statusCode: statusCode)
-        }
-        PartialFile.syncDirectory(of: destination)
-        try await complete(transfer, file: destination, statusCode: statusCode)
-    }
-
-    private func complete(_ transfer: StoredTransfer, file: String, statusCode: Int?) async throws {
-        let location = transfer.record.app == nil ? nil : file
-        if let ended = try await store.finishTransfer(transfer.record.id, .completed(location: location ?? file, statusCode: statusCode), now: clock.now) {
-            logger.info("Transfer completed", metadata: ["transfer.id": "\(transfer.record.id)", "file": "\(file)"])
+    private func complete(_ transfer: StoredTransfer, file: String?, statusCode: Int?) async throws {
+        if let ended = try await store.finishTransfer(transfer.record.id, .completed(location: file, statusCode: statusCode), now: clock.now) {
+            logger.info("Transfer completed", metadata: ["transfer.id": "\(transfer.record.id)", "file": "\(file ?? "-")"])
             await announce(ended)
         }
     }
 
-    private func upload(_ transfer: StoredTransfer) async throws {
-        guard let size = PartialFile.size(of: transfer.partialPath) else {
-            return await fail(transfer, TransferError(.fileError, "bgd's copy of the upload is gone"))
-        }
-        var request = HTTPClientRequest(url: transfer.request.url.absoluteString)
-        request.method = transfer.request.httpMethod == "PUT" ? .PUT : .POST
-        // Every attempt sends the whole file again; the key lets the server drop duplicates.
-        request.headers.add(name: "Idempotency-Key", value: "bgd-\(transfer.record.id)-\(Int(transfer.record.createdAt.timeIntervalSince1970))")
-        request.headers.add(name: "Content-Type", value: "application/octet-stream")
-        request.body = .stream(FileChunks(path: transfer.partialPath), length: .known(size))
-        let response: HTTPClientResponse
-        do {
-            response = try await http.execute(request, timeout: .hours(24 * 7))
-            try await drain(response.body)
-        } catch {
-            return try await attemptFailed(transfer, error)
-        }
-        let status = Int(response.status.code)
-        switch status {
-        case 200..<300:
-            try await store.saveCheckpoint(transfer.record.id, DownloadCheckpoint(offset: size, total: size), restarted: false, now: clock.now)
-            try? FileManager.default.removeItem(atPath: transfer.partialPath)
-            if let ended = try await store.finishTransfer(transfer.record.id, .completed(location: nil, statusCode: status), now: clock.now) {
-                await announce(ended)
-            }
-        case 408, 429, 500...599:
-            await retry(transfer, reason: "HTTP \(status)", retryAfter: response.headers.first(name: "Retry-After"))
-        default:
-            try? FileManager.default.removeItem(atPath: transfer.partialPath)
-            await fail(transfer, TransferError(.httpError, "HTTP \(status)"), statusCode: status)
-        }
-    }
-
     // MARK: Endings
-
-    /// A network-level failure: TLS and redirect loops are final, the rest is retried.
-    private func attemptFailed(_ transfer: StoredTransfer, _ error: any Error) async throws {
-        if error is CancellationError { throw error }
-        let description = "\(error)"
-        if let client = error as? HTTPClientError, client == .redirectLimitReached || client == .redirectCycleDetected {
-            return await fail(transfer, TransferError(.tooManyRedirects, "more than 5 redirects"))
-        }
-        if error is NIOSSLError || error is BoringSSLError || error is NIOSSLExtraError {
-            return await fail(transfer, TransferError(.tls, description))
-        }
-        await retry(transfer, reason: description, retryAfter: nil)
-    }
 
     private func retry(_ transfer: StoredTransfer, reason: String, retryAfter: String?) async {
         let now = clock.now
@@ -478,39 +303,4 @@ public actor TransferService: Service {
         while name.hasPrefix(".") { name.removeFirst() }
         return name.isEmpty ? "download" : name
     }
-
-    static func sha256(ofFile path: String) throws -> String {
-        guard let handle = FileHandle(forReadingAtPath: path) else { throw TransferError(.fileError, "cannot read \(path)") }
-        defer { try? handle.close() }
-        var hasher = SHA256()
-        while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty { hasher.update(data: chunk) }
-        return hasher.finalize().map { String(format: "%02x", $0) }.joined()
-    }
-
-    private func drain(_ body: HTTPClientResponse.Body) async throws {
-        var seen = 0
-        for try await buffer in body {
-            seen += buffer.readableBytes
-            if seen > 1 << 20 { break }  // a non-2xx body is never written; nor read forever
-        }
-    }
-}
-
-/// A file as a stream of 256 KiB buffers, for upload bodies.
-struct FileChunks: AsyncSequence, Sendable {
-    typealias Element = ByteBuffer
-    let path: String
-
-    struct AsyncIterator: AsyncIteratorProtocol {
-        let handle: FileHandle?
-        mutating func next() async throws -> ByteBuffer? {
-            guard let handle, let data = try handle.read(upToCount: 256 << 10), !data.isEmpty else {
-                try? handle?.close()
-                return nil
-            }
-            return ByteBuffer(bytes: data)
-        }
-    }
-
-    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(handle: FileHandle(forReadingAtPath: path)) }
 }

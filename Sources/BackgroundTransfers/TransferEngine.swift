@@ -1,0 +1,304 @@
+import AsyncHTTPClient
+import BackgroundModel
+import BackgroundPolicy
+import BackgroundStore
+import Crypto
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOSSL
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Makes one attempt at a transfer: the HTTP request, the resume rules of `ResumeDecision`, the
+/// body streamed to the partial file with durable checkpoints, the hash check and the move into
+/// place. It decides nothing about *whether* or *when* to try (that is the daemon's
+/// TransferService); it says how the attempt went.
+///
+/// Checkpoints are committed here, as they happen: after `fsync` of the bytes, the offset goes to
+/// the store, so a crash at any moment loses at most `checkpointInterval` bytes.
+public final class TransferEngine: Sendable {
+    public struct Configuration: Sendable {
+        /// Bytes between durable checkpoints.
+        public var checkpointInterval: Int64
+        /// An attempt whose connection stays silent this long is dropped (and retried).
+        public var readTimeout: Duration
+        public var connectTimeout: Duration
+        /// Certificates to trust for HTTPS besides the system's (a test's own CA).
+        public var additionalTrustRoots: [String]
+
+        public init(
+            checkpointInterval: Int64 = 8 << 20, readTimeout: Duration = .seconds(30), connectTimeout: Duration = .seconds(10),
+            additionalTrustRoots: [String] = []
+        ) {
+            self.checkpointInterval = max(64 << 10, checkpointInterval)
+            self.readTimeout = readTimeout
+            self.connectTimeout = connectTimeout
+            self.additionalTrustRoots = additionalTrustRoots
+        }
+    }
+
+    /// How an attempt went.
+    public enum Outcome: Sendable, Equatable {
+        /// Done: a download's file is at `file` (moved into place); an upload was accepted.
+        case completed(file: String?, statusCode: Int?)
+        /// Worth another attempt later (the checkpoint is kept, or was dropped if `reason` says so).
+        case retry(reason: String, retryAfter: String?)
+        /// Final.
+        case failed(TransferError, statusCode: Int?)
+    }
+
+    /// What an attempt reports while it runs.
+    public struct Observer: Sendable {
+        /// Bytes up to this offset are synced and committed.
+        public var checkpointed: @Sendable (TransferID, Int64) -> Void
+        /// Bytes received so far (every 256 KiB), checkpointed or not.
+        public var progress: @Sendable (StoredTransfer, Int64, Int64?) async -> Void
+
+        public init(
+            checkpointed: @escaping @Sendable (TransferID, Int64) -> Void = { _, _ in },
+            progress: @escaping @Sendable (StoredTransfer, Int64, Int64?) async -> Void = { _, _, _ in }
+        ) {
+            self.checkpointed = checkpointed
+            self.progress = progress
+        }
+    }
+
+    private let store: BackgroundStore
+    private let clock: any WallClock
+    private let configuration: Configuration
+    private let http: HTTPClient
+
+    public init(store: BackgroundStore, clock: any WallClock, configuration: Configuration) {
+        self.store = store
+        self.clock = clock
+        self.configuration = configuration
+        var client = HTTPClient.Configuration(
+            redirectConfiguration: .follow(max: 5, allowCycles: false),
+            timeout: .init(
+                connect: .nanoseconds(Int64(configuration.connectTimeout.seconds * 1e9)),
+                read: .nanoseconds(Int64(configuration.readTimeout.seconds * 1e9))),
+            decompression: .disabled)
+        client.httpVersion = .automatic
+        if !configuration.additionalTrustRoots.isEmpty {
+            var tls = TLSConfiguration.makeClientConfiguration()
+            tls.additionalTrustRoots = configuration.additionalTrustRoots.map { .file($0) }
+            client.tlsConfiguration = tls
+        }
+        http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: client)
+    }
+
+    public func shutdown() async { try? await http.shutdown() }
+
+    /// One attempt. Throws only `CancellationError` (cancelled or paused: the caller records that)
+    /// and store errors.
+    public func attempt(_ transfer: StoredTransfer, observer: Observer) async throws -> Outcome {
+        switch transfer.request.kind {
+        case .download: try await download(transfer, observer: observer)
+        case .upload: try await upload(transfer)
+        }
+    }
+
+    // MARK: Downloads
+
+    private func download(_ transfer: StoredTransfer, observer: Observer) async throws -> Outcome {
+        var checkpoint = transfer.checkpoint
+        let destination = transfer.record.destination ?? transfer.partialPath + ".done"
+        // Crashed between the rename and its commit: the file is in place; say so.
+        if PartialFile.size(of: transfer.partialPath) == nil, let total = checkpoint.total, checkpoint.offset == total,
+            PartialFile.size(of: destination) == total
+        {
+            return .completed(file: destination, statusCode: transfer.record.statusCode ?? 200)
+        }
+        // The partial file lost bytes the checkpoint promised (truncated, deleted): start over.
+        if checkpoint.offset > 0, (PartialFile.size(of: transfer.partialPath) ?? 0) < checkpoint.offset {
+            try await store.discardCheckpoint(transfer.record.id, reason: "the partial file is shorter than the checkpoint")
+            checkpoint = .empty
+        }
+        var request = HTTPClientRequest(url: transfer.request.url.absoluteString)
+        request.method = .GET
+        for (name, value) in checkpoint.requestHeaders { request.headers.add(name: name, value: value) }
+        let response: HTTPClientResponse
+        do {
+            response = try await http.execute(request, timeout: .hours(24 * 7))
+        } catch {
+            return try Self.outcome(of: error)
+        }
+        let head = ResponseHead(
+            status: Int(response.status.code), contentRange: response.headers.first(name: "Content-Range"),
+            contentLength: response.headers.first(name: "Content-Length").flatMap(Int64.init),
+            entityTag: response.headers.first(name: "ETag"), lastModified: response.headers.first(name: "Last-Modified"),
+            date: response.headers.first(name: "Date"), contentEncoding: response.headers.first(name: "Content-Encoding"),
+            retryAfter: response.headers.first(name: "Retry-After"))
+        switch ResumeDecision.decide(head, checkpoint: checkpoint) {
+        case .write(let from, let next, let restarted):
+            try await store.saveCheckpoint(transfer.record.id, next, restarted: restarted, now: clock.now)
+            return try await receive(transfer, body: response.body, from: from, checkpoint: next, head: head, destination: destination, observer: observer)
+        case .alreadyComplete:
+            try await drain(response.body)
+            return finish(transfer, destination: destination, statusCode: 200)
+        case .discardAndRestart(let reason):
+            try await drain(response.body)
+            try await store.discardCheckpoint(transfer.record.id, reason: reason)
+            return .retry(reason: reason, retryAfter: nil)
+        case .retry(let reason, let retryAfter):
+            try await drain(response.body)
+            return .retry(reason: reason, retryAfter: retryAfter)
+        case .fail(let error):
+            try await drain(response.body)
+            try? FileManager.default.removeItem(atPath: transfer.partialPath)
+            return .failed(error, statusCode: head.status)
+        }
+    }
+
+    /// Streams the body into the partial file, syncing and committing a checkpoint every
+    /// `checkpointInterval` bytes; a body that ends early is retried from the last checkpoint.
+    private func receive(
+        _ transfer: StoredTransfer, body: HTTPClientResponse.Body, from offset: Int64, checkpoint: DownloadCheckpoint,
+        head: ResponseHead, destination: String, observer: Observer
+    ) async throws -> Outcome {
+        let id = transfer.record.id
+        var file = try PartialFile(path: transfer.partialPath, offset: offset)
+        var saved = checkpoint
+        var lastProgress = offset
+        do {
+            for try await buffer in body {
+                try Task.checkCancellation()
+                try file.write(buffer)
+                if file.offset - saved.offset >= configuration.checkpointInterval {
+                    try file.sync()
+                    saved.offset = file.offset
+                    try await store.saveCheckpoint(id, saved, restarted: false, now: clock.now)
+                    observer.checkpointed(id, saved.offset)
+                }
+                if file.offset - lastProgress >= 256 << 10 {
+                    lastProgress = file.offset
+                    await observer.progress(transfer, file.offset, saved.total)
+                }
+            }
+        } catch is CancellationError {
+            try? file.sync()
+            throw CancellationError()
+        } catch {
+            // Keep what is synced; bytes after the checkpoint are cut off on the next attempt.
+            if (try? file.sync()) != nil {
+                saved.offset = file.offset
+                try await store.saveCheckpoint(id, saved, restarted: false, now: clock.now)
+            }
+            return try Self.outcome(of: error)
+        }
+        try file.sync()
+        saved.offset = file.offset
+        if saved.total == nil { saved.total = file.offset }  // no Content-Length: the end of the body is the end
+        try await store.saveCheckpoint(id, saved, restarted: false, now: clock.now)
+        guard saved.offset == saved.total else {
+            return .retry(reason: "the body ended at \(saved.offset) of \(saved.total ?? 0) bytes", retryAfter: nil)
+        }
+        return finish(transfer, destination: destination, statusCode: head.status)
+    }
+
+    /// Verifies the body against the app's hash and moves it into place.
+    private func finish(_ transfer: StoredTransfer, destination: String, statusCode: Int) -> Outcome {
+        if let expected = transfer.request.sha256?.lowercased() {
+            guard let actual = try? Self.sha256(ofFile: transfer.partialPath) else {
+                return .failed(TransferError(.fileError, "cannot read the download back"), statusCode: statusCode)
+            }
+            guard actual == expected else {
+                try? FileManager.default.removeItem(atPath: transfer.partialPath)
+                return .failed(TransferError(.checksumMismatch, "SHA-256 is \(actual), not \(expected)"), statusCode: statusCode)
+            }
+        }
+        guard rename(transfer.partialPath, destination) == 0 else {
+            let reason = String(cString: strerror(errno))
+            return .failed(TransferError(.fileError, "cannot move the download to \(destination): \(reason)"), statusCode: statusCode)
+        }
+        PartialFile.syncDirectory(of: destination)
+        return .completed(file: destination, statusCode: statusCode)
+    }
+
+    // MARK: Uploads
+
+    private func upload(_ transfer: StoredTransfer) async throws -> Outcome {
+        guard let size = PartialFile.size(of: transfer.partialPath) else {
+            return .failed(TransferError(.fileError, "bgd's copy of the upload is gone"), statusCode: nil)
+        }
+        var request = HTTPClientRequest(url: transfer.request.url.absoluteString)
+        request.method = transfer.request.httpMethod == "PUT" ? .PUT : .POST
+        // Every attempt sends the whole file again; the key lets the server drop duplicates.
+        request.headers.add(name: "Idempotency-Key", value: "bgd-\(transfer.record.id)-\(Int(transfer.record.createdAt.timeIntervalSince1970))")
+        request.headers.add(name: "Content-Type", value: "application/octet-stream")
+        request.body = .stream(FileChunks(path: transfer.partialPath), length: .known(size))
+        let response: HTTPClientResponse
+        do {
+            response = try await http.execute(request, timeout: .hours(24 * 7))
+            try await drain(response.body)
+        } catch {
+            return try Self.outcome(of: error)
+        }
+        let status = Int(response.status.code)
+        switch status {
+        case 200..<300:
+            try await store.saveCheckpoint(transfer.record.id, DownloadCheckpoint(offset: size, total: size), restarted: false, now: clock.now)
+            try? FileManager.default.removeItem(atPath: transfer.partialPath)
+            return .completed(file: nil, statusCode: status)
+        case 408, 429, 500...599:
+            return .retry(reason: "HTTP \(status)", retryAfter: response.headers.first(name: "Retry-After"))
+        default:
+            try? FileManager.default.removeItem(atPath: transfer.partialPath)
+            return .failed(TransferError(.httpError, "HTTP \(status)"), statusCode: status)
+        }
+    }
+
+    // MARK: Helpers
+
+    /// A network-level failure: TLS and redirect loops are final, the rest is worth retrying.
+    static func outcome(of error: any Error) throws -> Outcome {
+        if error is CancellationError { throw error }
+        if let client = error as? HTTPClientError, client == .redirectLimitReached || client == .redirectCycleDetected {
+            return .failed(TransferError(.tooManyRedirects, "more than 5 redirects"), statusCode: nil)
+        }
+        if error is NIOSSLError || error is BoringSSLError || error is NIOSSLExtraError {
+            return .failed(TransferError(.tls, "\(error)"), statusCode: nil)
+        }
+        return .retry(reason: "\(error)", retryAfter: nil)
+    }
+
+    static func sha256(ofFile path: String) throws -> String {
+        guard let handle = FileHandle(forReadingAtPath: path) else { throw TransferError(.fileError, "cannot read \(path)") }
+        defer { try? handle.close() }
+        var hasher = SHA256()
+        while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty { hasher.update(data: chunk) }
+        return hasher.finalize().map { String(format: "%02x", $0) }.joined()
+    }
+
+    private func drain(_ body: HTTPClientResponse.Body) async throws {
+        var seen = 0
+        for try await buffer in body {
+            seen += buffer.readableBytes
+            if seen > 1 << 20 { break }  // a non-2xx body is never written; nor read forever
+        }
+    }
+}
+
+/// A file as a stream of 256 KiB buffers, for upload bodies.
+struct FileChunks: AsyncSequence, Sendable {
+    typealias Element = ByteBuffer
+    let path: String
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        let handle: FileHandle?
+        mutating func next() async throws -> ByteBuffer? {
+            guard let handle, let data = try handle.read(upToCount: 256 << 10), !data.isEmpty else {
+                try? handle?.close()
+                return nil
+            }
+            return ByteBuffer(bytes: data)
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(handle: FileHandle(forReadingAtPath: path)) }
+}
