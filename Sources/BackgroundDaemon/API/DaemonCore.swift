@@ -52,12 +52,25 @@ struct DaemonCore: Sendable {
         let feed = activity.subscribe()  // before reading the store, so the end cannot slip between
         guard let current = try await store.run(id) else { throw StoreError.runNotFound(id) }
         if current.outcome != nil || timeout <= .zero { return current }
+        let ended = try await firstActivity(in: feed, within: timeout) { activity -> RunRecord? in
+            if case .runEnded(let run) = activity, run.id == id { return run }
+            return nil
+        }
+        if let ended { return ended }
+        return try await store.run(id) ?? current
+    }
+
+    /// The first activity in `feed` that `match` accepts, or nil once `timeout` has passed on the
+    /// daemon's clock.
+    func firstActivity<T: Sendable>(
+        in feed: AsyncStream<Activity>, within timeout: Duration, _ match: @escaping @Sendable (Activity) -> T?
+    ) async throws -> T? {
         let deadline = clock.now.adding(timeout)
         let clock = self.clock
-        let ended = try await withThrowingTaskGroup(of: RunRecord?.self) { group in
+        return try await withThrowingTaskGroup(of: T?.self) { group in
             group.addTask {
                 for await activity in feed {
-                    if case .runEnded(let run) = activity, run.id == id { return run }
+                    if let found = match(activity) { return found }
                 }
                 return nil
             }
@@ -68,7 +81,5 @@ struct DaemonCore: Sendable {
             defer { group.cancelAll() }
             return try await group.next() ?? nil
         }
-        if let ended { return ended }
-        return try await store.run(id) ?? current
     }
 }

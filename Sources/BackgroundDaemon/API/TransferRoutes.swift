@@ -97,21 +97,9 @@ struct TransferRoutes {
         let feed = core.activity.subscribe()  // before reading the store, so the end cannot slip between
         guard let current = try await core.store.transfer(id)?.record else { throw APIError.unknownTransfer(id) }
         if current.state.isFinal || timeout <= .zero { return current }
-        let deadline = core.clock.now.adding(timeout)
-        let clock = core.clock
-        let ended = try await withThrowingTaskGroup(of: TransferRecord?.self) { group in
-            group.addTask {
-                for await activity in feed {
-                    if case .transferEnded(let record) = activity, record.id == id { return record }
-                }
-                return nil
-            }
-            group.addTask {
-                try await clock.sleep(until: deadline)
-                return nil
-            }
-            defer { group.cancelAll() }
-            return try await group.next() ?? nil
+        let ended = try await core.firstActivity(in: feed, within: timeout) { activity -> TransferRecord? in
+            if case .transferEnded(let record) = activity, record.id == id { return record }
+            return nil
         }
         if let ended { return ended }
         return try await core.store.transfer(id)?.record ?? current
