@@ -69,7 +69,7 @@ extension BackgroundStore {
 
     /// An attempt starts: counted before it runs, so a transfer that crashes bgd is not retried forever.
     public func startAttempt(_ id: TransferID) async throws -> StoredTransfer? {
-        try await update(id) { row in
+        try await update(id, onlyIf: [.waiting, .running]) { row in
             row.state = TransferState.running.rawValue
             row.attempts += 1
             row.waitingReason = nil

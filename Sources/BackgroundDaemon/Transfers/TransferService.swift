@@ -49,6 +49,8 @@ public actor TransferService: Service {
     private var attempts: [TransferID: Task<Void, Never>] = [:]
     /// Bytes received by running attempts, checkpointed or not: progress, not a promise.
     private var received: [TransferID: Int64] = [:]
+    /// Transfers being cancelled or paused: no new attempt may start while that is recorded.
+    private var stopping: Set<TransferID> = []
 
     /// The record with its live progress.
     func live(_ record: TransferRecord) -> TransferRecord {
@@ -122,6 +124,8 @@ public actor TransferService: Service {
 
     /// Cancels: the attempt stops, the partial file goes, the app hears `cancelled` once.
     func cancel(_ id: TransferID) async throws -> TransferRecord? {
+        stopping.insert(id)
+        defer { stopping.remove(id) }
         attempts[id]?.cancel()
         await attempts[id]?.value
         guard let stored = try await store.transfer(id) else { return nil }
@@ -135,6 +139,8 @@ public actor TransferService: Service {
 
     /// `cancel(byProducingResumeData:)`: stops and keeps the checkpoint.
     func pause(_ id: TransferID) async throws -> TransferResumeData? {
+        stopping.insert(id)
+        defer { stopping.remove(id) }
         attempts[id]?.cancel()
         await attempts[id]?.value
         guard let paused = try await store.pauseTransfer(id) else { return nil }
@@ -155,7 +161,7 @@ public actor TransferService: Service {
         let conditions = await self.conditions.effective
         var next: Date?
         func wake(at date: Date) { next = min(next ?? date, date) }
-        for transfer in try await store.activeTransfers() where attempts[transfer.record.id] == nil {
+        for transfer in try await store.activeTransfers() where attempts[transfer.record.id] == nil && !stopping.contains(transfer.record.id) {
             let id = transfer.record.id
             let deadline = transfer.record.createdAt.adding(transfer.request.timeoutForResource)
             if now >= deadline {

@@ -1,0 +1,94 @@
+import Background
+import BackgroundDaemon
+import BackgroundModel
+import BackgroundTesting
+import Foundation
+import Testing
+
+/// The SDK's async face of background sessions, from a foreground app connected to a live daemon.
+@Suite(.timeLimit(.minutes(2)))
+struct BackgroundURLSessionTests {
+    static let app = "com.example.sessions"
+
+    @Test func downloadUploadEventsAndTasks() async throws {
+        let origin = try await FaultyOrigin.start()
+        defer { Task { await origin.stop() } }
+        try await TestDaemon.with { daemon in
+            let registered = try await daemon.register(Self.app, command: ["/bin/true"], interval: .never)
+            let application = BackgroundApplication(appID: AppID(rawValue: Self.app)!, token: registered.token, socketPath: daemon.socketPath)
+            let session = BackgroundURLSession(configuration: .background(withIdentifier: "sdk"), application: application)
+            let connection = Task { try await application.run() }
+            defer { connection.cancel() }
+            var events = session.events.makeAsyncIterator()
+
+            // download(from:) waits, and the file is the caller's.
+            let (file, task) = try await session.download(from: origin.url(seed: 71, size: 400_000), taskDescription: "sdk file")
+            #expect(task.taskDescription == "sdk file")
+            #expect(FaultyOrigin.sha256Digest(of: try Data(contentsOf: file)) == FaultyOrigin.sha256(seed: 71, size: 400_000))
+            #expect(file.path.contains("/Downloads/"))
+
+            // The same, as a sequence of events in order.
+            var seen: [String] = []
+            while seen.last != "eventsFinished", let event = await events.next() {
+                switch event {
+                case .downloadFinished: seen.append("downloadFinished")
+                case .completed(_, let error, _): seen.append(error == nil ? "completed" : "failed")
+                case .eventsFinished: seen.append("eventsFinished")
+                case .progress: continue
+                }
+            }
+            #expect(seen == ["downloadFinished", "completed", "eventsFinished"])
+
+            // A failing download throws its error.
+            await #expect(throws: TransferError.self) {
+                _ = try await session.download(from: origin.url(seed: 72, size: 1000, faults: ["status": "404"]))
+            }
+
+            // upload(fileAt:to:) returns the server's status.
+            let source = URL(fileURLWithPath: daemon.directory + "/up.bin")
+            try Data(repeating: 7, count: 50_000).write(to: source)
+            let (status, _) = try await session.upload(fileAt: source, to: origin.baseURL.appendingPathComponent("upload"))
+            #expect(status == 201)
+
+            // getAllTasks lists what is not finished; cancel ends it.
+            let pending = try await session.downloadTask(with: URL(string: "http://127.0.0.1:9/never")!)
+            #expect(try await session.getAllTasks().map(\.taskIdentifier) == [pending.taskIdentifier])
+            try await session.cancel(pending)
+            #expect(try await session.getAllTasks().isEmpty)
+        }
+    }
+
+    /// D13: the partial file is cut short while paused: the checkpoint is not trusted, the
+    /// download starts over and still ends with the right bytes.
+    @Test func aTruncatedPartialIsNotTrusted() async throws {
+        let origin = try await FaultyOrigin.start()
+        defer { Task { await origin.stop() } }
+        try await TestDaemon.with(transfers: .init(engine: .init(checkpointInterval: 256 << 10))) { daemon in
+            let registered = try await daemon.register(Self.app, command: ["/bin/true"], interval: .never)
+            let application = BackgroundApplication(appID: AppID(rawValue: Self.app)!, token: registered.token, socketPath: daemon.socketPath)
+            let session = BackgroundURLSession(configuration: .background(withIdentifier: "sdk"), application: application)
+            let connection = Task { try await application.run() }
+            defer { connection.cancel() }
+            let size = 3 << 20
+            let task = try await session.downloadTask(with: origin.url(seed: 73, size: size, faults: ["rate": String(1 << 20)]))
+            await origin.waitUntilServed(1 << 20)
+            let resumeData = try await session.cancel(task, byProducingResumeData: ())
+            #expect(resumeData.bytesTransferred > 0)
+            let paused = try await daemon.admin.send(.get, "/v1/transfers/\(task.taskIdentifier)", as: TransferRecord.self)
+            #expect(paused.state == .paused, "\(paused)")
+            let partial = daemon.directory + "/state/containers/\(Self.app)/transfers/\(task.taskIdentifier).partial"
+            try FileHandle(forWritingAtPath: partial).map { try $0.truncate(atOffset: 1000); try $0.close() }
+            var events = session.events.makeAsyncIterator()
+            _ = try await session.downloadTask(withResumeData: resumeData)
+            var location: URL?
+            while let event = await events.next() {
+                if case .downloadFinished(_, let file) = event { location = file }
+                if case .completed = event { break }
+            }
+            let record = try await daemon.admin.send(.get, "/v1/transfers/\(task.taskIdentifier)", as: TransferRecord.self)
+            #expect(record.state == .completed && record.restarts >= 1, "\(record)")
+            let file = try #require(location)
+            #expect(FaultyOrigin.sha256Digest(of: try Data(contentsOf: file)) == FaultyOrigin.sha256(seed: 73, size: size))
+        }
+    }
+}
