@@ -75,6 +75,27 @@ struct TransferHandOffTests {
         }
     }
 
+    /// sessionSendsLaunchEvents off: bgd does not launch the app; the events wait for it.
+    @Test func withoutLaunchEventsTheEventsWaitForTheApp() async throws {
+        let origin = try await FaultyOrigin.start()
+        defer { Task { await origin.stop() } }
+        try await TestDaemon.with { daemon in
+            try await daemon.register(Self.app, command: try fixture("newData"), interval: .never)
+            var activities = daemon.activity.subscribe().makeAsyncIterator()
+            let record = try await daemon.admin.send(
+                .post, "/v1/transfers?app=\(Self.app)",
+                body: TransferRequest(session: "fixture", url: origin.url(seed: 23, size: 1000), sessionSendsLaunchEvents: false),
+                as: TransferRecord.self)
+            while let activity = await activities.next() {
+                if case .processLaunched = activity { Issue.record("the app was launched") }
+                if case .transferEnded(let ended) = activity, ended.id == record.id { break }
+            }
+            let open = try await daemon.store.openEvents(for: AppID(rawValue: Self.app)!)
+            #expect(open.map(\.kind) == ["downloadFinished", "transferCompleted", "sessionEventsFinished"])
+            #expect(log(daemon).isEmpty)
+        }
+    }
+
     /// Apps cannot name where a download goes, nor see or cancel another app's transfers.
     @Test func appsStayInTheirOwnLane() async throws {
         try await TestDaemon.with { daemon in

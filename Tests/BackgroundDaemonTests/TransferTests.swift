@@ -357,6 +357,33 @@ struct TransferTests {
         }
     }
 
+    /// T6: bgd stopped after the last bytes were synced but before the file was moved into place:
+    /// the server answers the resume with 416 for exactly the stored size, and the download
+    /// completes without fetching a byte and without writing the 416's body.
+    @Test func a416OnACompleteDownloadCompletesIt() async throws {
+        try await withOrigin { origin, daemon in
+            let size = 200_000
+            let partial = daemon.directory + "/complete.partial"
+            let destination = daemon.directory + "/complete.bin"
+            let stored = try await daemon.store.createTransfer(
+                TransferRequest(session: "test", url: origin.url(seed: 81, size: size), destination: destination), app: nil,
+                now: Self.start) { _ in (partial, destination) }
+            try Data(FaultyOrigin.body(seed: 81, size: size).readableBytesView).write(to: URL(fileURLWithPath: partial))
+            try await daemon.store.saveCheckpoint(
+                stored.record.id, DownloadCheckpoint(offset: Int64(size), total: Int64(size), validator: .entityTag("\"s81\"")),
+                restarted: false, now: Self.start)
+            // Anything that makes the service plan again picks it up, as a restart would: here,
+            // another (empty) download.
+            let (other, _) = try await download(origin.url(seed: 82, size: 0), daemon)
+            let ended = try await waitForEnd(stored.record.id, daemon)
+            _ = try await waitForEnd(other.id, daemon)
+            #expect(ended.state == .completed, "\(ended)")
+            #expect(origin.requests.filter { $0.path.contains("/81/") }.map(\.status) == [416])
+            #expect(origin.bytesServed == 0)
+            #expect(try sha256(ofFile: destination) == FaultyOrigin.sha256(seed: 81, size: size))
+        }
+    }
+
     /// P17: names from the URL cannot leave the app's directory, and the server's
     /// Content-Disposition is never used.
     @Test func namesCannotEscape() {

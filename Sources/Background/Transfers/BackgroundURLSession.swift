@@ -51,7 +51,8 @@ public final class BackgroundURLSession: Sendable {
             TransferRequest(
                 session: configuration.identifier, kind: .download, url: url, taskDescription: taskDescription,
                 isDiscretionary: configuration.isDiscretionary, allowsExpensiveNetworkAccess: configuration.allowsExpensiveNetworkAccess,
-                timeoutForResource: .seconds(configuration.timeoutIntervalForResource), earliestBegin: earliestBeginDate, sha256: sha256))
+                timeoutForResource: .seconds(configuration.timeoutIntervalForResource), earliestBegin: earliestBeginDate, sha256: sha256,
+                sessionSendsLaunchEvents: configuration.sessionSendsLaunchEvents))
     }
 
     /// `uploadTask(with:fromFile:)`: bgd copies the file at once, so the app may delete it.
@@ -63,7 +64,8 @@ public final class BackgroundURLSession: Sendable {
                 session: configuration.identifier, kind: .upload, url: url, taskDescription: taskDescription,
                 uploadFile: file.standardizedFileURL.path, httpMethod: httpMethod, isDiscretionary: configuration.isDiscretionary,
                 allowsExpensiveNetworkAccess: configuration.allowsExpensiveNetworkAccess,
-                timeoutForResource: .seconds(configuration.timeoutIntervalForResource)))
+                timeoutForResource: .seconds(configuration.timeoutIntervalForResource),
+                sessionSendsLaunchEvents: configuration.sessionSendsLaunchEvents))
     }
 
     /// Downloads and waits: the file returned is the caller's (moved into the app's

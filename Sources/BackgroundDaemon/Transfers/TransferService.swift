@@ -282,10 +282,17 @@ public actor TransferService: Service {
         }
     }
 
-    /// The ending is committed with its events: now tell (or launch) the app.
+    /// The ending is committed with its events: now tell (or launch) the app. With
+    /// `sessionSendsLaunchEvents` off, the events wait until the app next connects.
     private func announce(_ ended: TransferRecord) async {
         activity.emit(.transferEnded(ended))
-        if let app = ended.app { await coordinator.deliverEvents(to: app, reason: .urlSession) }
+        guard let app = ended.app else { return }
+        let launches = (try? await store.transfer(ended.id))?.request.sessionSendsLaunchEvents ?? true
+        if launches {
+            await coordinator.deliverEvents(to: app, reason: .urlSession)
+        } else {
+            broker.eventsAvailable(for: app)
+        }
     }
 
     // MARK: Helpers

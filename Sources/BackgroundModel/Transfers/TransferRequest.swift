@@ -22,6 +22,8 @@ public struct TransferRequest: Hashable, Codable, Sendable {
     public var earliestBegin: Date?
     /// Expected SHA-256 of the whole body, lowercase hex; a mismatch fails the download.
     public var sha256: String?
+    /// Launch the app for this transfer's events when it is not running (default: yes).
+    public var sessionSendsLaunchEvents: Bool
     /// Operator downloads only: where to put the file (absolute). App downloads land in the
     /// app's container and are offered to it in `didFinishDownloadingTo`.
     public var destination: String?
@@ -30,8 +32,9 @@ public struct TransferRequest: Hashable, Codable, Sendable {
         session: String, kind: TransferKind = .download, url: URL, taskDescription: String? = nil, uploadFile: String? = nil,
         httpMethod: String? = nil, isDiscretionary: Bool = false, allowsExpensiveNetworkAccess: Bool = true,
         timeoutForResource: Duration = .seconds(7 * 86400), earliestBegin: Date? = nil, sha256: String? = nil,
-        destination: String? = nil
+        sessionSendsLaunchEvents: Bool = true, destination: String? = nil
     ) {
+        self.sessionSendsLaunchEvents = sessionSendsLaunchEvents
         self.session = session
         self.kind = kind
         self.url = url
@@ -48,7 +51,7 @@ public struct TransferRequest: Hashable, Codable, Sendable {
 
     private enum CodingKeys: String, CodingKey {
         case session, kind, url, taskDescription, uploadFile, httpMethod, isDiscretionary, allowsExpensiveNetworkAccess
-        case timeoutForResource, earliestBegin, sha256, destination
+        case timeoutForResource, earliestBegin, sha256, sessionSendsLaunchEvents, destination
     }
 
     /// Optional fields take their defaults; `timeoutForResource` is in seconds on the wire.
@@ -65,6 +68,7 @@ public struct TransferRequest: Hashable, Codable, Sendable {
         timeoutForResource = .seconds(try c.decodeIfPresent(Double.self, forKey: .timeoutForResource) ?? 7 * 86400)
         earliestBegin = try c.decodeIfPresent(Date.self, forKey: .earliestBegin)
         sha256 = try c.decodeIfPresent(String.self, forKey: .sha256)
+        sessionSendsLaunchEvents = try c.decodeIfPresent(Bool.self, forKey: .sessionSendsLaunchEvents) ?? true
         destination = try c.decodeIfPresent(String.self, forKey: .destination)
     }
 
@@ -81,6 +85,7 @@ public struct TransferRequest: Hashable, Codable, Sendable {
         try c.encode(timeoutForResource.seconds, forKey: .timeoutForResource)
         try c.encodeIfPresent(earliestBegin, forKey: .earliestBegin)
         try c.encodeIfPresent(sha256, forKey: .sha256)
+        try c.encode(sessionSendsLaunchEvents, forKey: .sessionSendsLaunchEvents)
         try c.encodeIfPresent(destination, forKey: .destination)
     }
 
