@@ -30,11 +30,14 @@ public final class TransferEngine: Sendable {
         public var connectTimeout: Duration
         /// Certificates to trust for HTTPS besides the system's (a test's own CA).
         public var additionalTrustRoots: [String]
+        /// Bytes a second all downloads together may receive; nil: no cap.
+        public var bandwidthLimit: Int64?
 
         public init(
             checkpointInterval: Int64 = 8 << 20, readTimeout: Duration = .seconds(30), connectTimeout: Duration = .seconds(10),
-            additionalTrustRoots: [String] = []
+            additionalTrustRoots: [String] = [], bandwidthLimit: Int64? = nil
         ) {
+            self.bandwidthLimit = bandwidthLimit
             self.checkpointInterval = max(64 << 10, checkpointInterval)
             self.readTimeout = readTimeout
             self.connectTimeout = connectTimeout
@@ -72,8 +75,10 @@ public final class TransferEngine: Sendable {
     private let clock: any WallClock
     private let configuration: Configuration
     private let http: HTTPClient
+    private let cap: BandwidthCap?
 
     public init(store: BackgroundStore, clock: any WallClock, configuration: Configuration) {
+        cap = configuration.bandwidthLimit.map(BandwidthCap.init(bytesPerSecond:))
         self.store = store
         self.clock = clock
         self.configuration = configuration
@@ -168,6 +173,7 @@ public final class TransferEngine: Sendable {
         do {
             for try await buffer in body {
                 try Task.checkCancellation()
+                try await cap?.take(buffer.readableBytes)
                 try file.write(buffer)
                 if file.offset - saved.offset >= configuration.checkpointInterval {
                     try file.sync()

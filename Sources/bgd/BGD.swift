@@ -59,6 +59,9 @@ struct BGD: AsyncParsableCommand {
     @Option(help: "Bytes between a download's durable checkpoints (the most a crash makes it fetch again), e.g. 8MiB.", transform: parseSize)
     var transferCheckpoint: Int64 = 8 << 20
 
+    @Option(help: "Bytes a second all downloads together may receive, e.g. 10MiB (default: no cap).", transform: parseSize)
+    var transferRateLimit: Int64?
+
     @Option(help: "A transfer whose connection is silent this long is dropped and retried.", transform: parseDuration)
     var transferReadTimeout: Duration = .seconds(30)
 
@@ -76,6 +79,7 @@ struct BGD: AsyncParsableCommand {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
         }
         guard maxTransfers >= 1 && maxTransfers <= 1000 else { throw ValidationError("--max-transfers is from 1 to 1000") }
+        if let transferRateLimit, transferRateLimit < 1024 { throw ValidationError("--transfer-rate-limit is at least 1KiB (a second)") }
         guard transferCheckpoint >= 64 << 10 else { throw ValidationError("--transfer-checkpoint is at least 64KiB") }
         guard conditionsPoll >= .seconds(1) else { throw ValidationError("--conditions-poll must be at least 1s") }
         guard fetchBudget > .zero, expirationLead < fetchBudget else {
@@ -104,7 +108,8 @@ struct BGD: AsyncParsableCommand {
                 pollInterval: conditionsPoll),
             transfers: .init(
                 maximumConcurrent: maxTransfers,
-                engine: .init(checkpointInterval: transferCheckpoint, readTimeout: transferReadTimeout)))
+                engine: .init(
+                    checkpointInterval: transferCheckpoint, readTimeout: transferReadTimeout, bandwidthLimit: transferRateLimit)))
         let daemon: Daemon
         do {
             daemon = try await Daemon(configuration: configuration, logger: logger)

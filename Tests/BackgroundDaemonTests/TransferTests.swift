@@ -384,6 +384,23 @@ struct TransferTests {
         }
     }
 
+    /// The bandwidth cap holds two downloads together under the rate (a lower bound on real time:
+    /// pacing is real-time behaviour, like a read timeout).
+    @Test func theBandwidthCapIsShared() async throws {
+        let origin = try await FaultyOrigin.start()
+        defer { Task { await origin.stop() } }
+        var configuration = Self.transfers
+        configuration.engine.bandwidthLimit = 1 << 20
+        try await TestDaemon.with(clock: ManualClock(now: Self.start), transfers: configuration) { daemon in
+            let began = ContinuousClock.now
+            let (first, _) = try await download(origin.url(seed: 91, size: 1 << 20), daemon)
+            let (second, _) = try await download(origin.url(seed: 92, size: 1 << 20), daemon)
+            #expect(try await waitForEnd(first.id, daemon).state == .completed)
+            #expect(try await waitForEnd(second.id, daemon).state == .completed)
+            #expect(ContinuousClock.now - began >= .milliseconds(1700), "2 MiB at 1 MiB/s")
+        }
+    }
+
     /// P17: names from the URL cannot leave the app's directory, and the server's
     /// Content-Disposition is never used.
     @Test func namesCannotEscape() {
