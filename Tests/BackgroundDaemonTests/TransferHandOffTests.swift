@@ -37,7 +37,8 @@ struct TransferHandOffTests {
         defer { Task { await origin.stop() } }
         try await TestDaemon.with { daemon in
             try await daemon.register(Self.app, command: try fixture("newData"), interval: .never)
-            let record = try await handOver(origin.url(seed: 21, size: 500_000), daemon: daemon)
+            // The server suggests a name that climbs out of the container: it is never used.
+            let record = try await handOver(origin.url(seed: 21, size: 500_000, faults: ["disposition": "../../../evil.sh"]), daemon: daemon)
             let digest = FaultyOrigin.sha256(seed: 21, size: 500_000)
             #expect(
                 log(daemon) == [
@@ -47,6 +48,8 @@ struct TransferHandOffTests {
             #expect(FileManager.default.fileExists(atPath: daemon.directory + "/state/containers/\(Self.app)/kept-\(record.id)"))
             let outbox = try await daemon.store.outbox(for: AppID(rawValue: Self.app)!)
             #expect(outbox.count == 3 && outbox.allSatisfy { $0.closedBy == "app" }, "\(outbox)")
+            let everything = FileManager.default.enumerator(atPath: daemon.directory)?.allObjects as? [String] ?? []
+            #expect(!everything.contains { $0.hasSuffix("evil.sh") }, "\(everything)")
             let launches = try await daemon.admin.send(.get, "/v1/apps/\(Self.app)/history", as: [RunRecord].self)
             #expect(launches.isEmpty)  // a url-session launch is not a fetch run
         }
