@@ -333,6 +333,22 @@ struct TransferTests {
         }
     }
 
+    /// A transfer that moves no byte for the no-progress timeout fails with noProgress, with the
+    /// last error as the reason.
+    @Test func noProgressFailsATransfer() async throws {
+        let origin = try await FaultyOrigin.start()
+        defer { Task { await origin.stop() } }
+        var configuration = Self.transfers
+        configuration.noProgressTimeout = .seconds(3600)
+        try await TestDaemon.with(clock: ManualClock(now: Self.start), transfers: configuration) { daemon in
+            let (record, _) = try await download(origin.url(seed: 65, size: 1000, faults: ["status": "503", "retry-after": "600"]), daemon)
+            let ended = try await waitForEnd(record.id, daemon, maximumRetries: 20)
+            #expect(ended.state == .failed && ended.error?.code == .noProgress, "\(ended)")
+            #expect(ended.error?.message.contains("HTTP 503") == true)
+            #expect(ended.finishedAt == Self.start.addingTimeInterval(3600))
+        }
+    }
+
     /// cancel(byProducingResumeData:) keeps the bytes; resuming carries on from them.
     @Test func pauseAndResumeKeepTheBytes() async throws {
         try await withOrigin { origin, daemon in
