@@ -97,6 +97,7 @@ let package = Package(
             dependencies: [
                 "Background", "BackgroundModel", "BackgroundPolicy",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -136,6 +137,7 @@ let package = Package(
                 "BackgroundDaemon", "BackgroundTesting", "Background", "BackgroundModel", "BackgroundStore",
                 "bgd", "bgctl", "NewsFeed", "ImageFetch", "DownloadManager", "bgd-fixture-app",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),

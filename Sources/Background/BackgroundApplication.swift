@@ -90,6 +90,21 @@ public final class BackgroundApplication: Sendable {
         try await client.send(.post, "/v1/app/opens", body: nil as String?)
     }
 
+    /// `registerForRemoteNotifications()`: the app's device token, which a provider pushes to.
+    /// The same token comes back every time until `unregisterForRemoteNotifications()`; the
+    /// delegate's `application(_:didRegisterForRemoteNotificationsWithDeviceToken:)` hears it too.
+    @discardableResult
+    public func registerForRemoteNotifications() async throws -> String {
+        let info = try await client.send(.post, "/v1/app/push/token", as: DeviceTokenInfo.self)
+        delegate?.application(self, didRegisterForRemoteNotificationsWithDeviceToken: info.token)
+        return info.token
+    }
+
+    /// Revokes the app's device token: pushes to it answer 410 Unregistered from now on.
+    public func unregisterForRemoteNotifications() async throws {
+        try await client.send(.delete, "/v1/app/push/token")
+    }
+
     /// The app as bgd sees it: interval, last run, next planned wake.
     public func summary() async throws -> AppSummary { try await client.send(.get, "/v1/app", as: AppSummary.self) }
 

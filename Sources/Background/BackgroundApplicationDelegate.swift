@@ -27,6 +27,9 @@ public protocol BackgroundApplicationDelegate: AnyObject, Sendable {
     func application(
         _ application: BackgroundApplication, handleEventsForBackgroundURLSession identifier: String,
         completionHandler: @escaping @Sendable () -> Void)
+
+    /// The device token `registerForRemoteNotifications()` obtained (64 hex digits).
+    func application(_ application: BackgroundApplication, didRegisterForRemoteNotificationsWithDeviceToken deviceToken: String)
 }
 
 extension BackgroundApplicationDelegate {
@@ -35,6 +38,8 @@ extension BackgroundApplicationDelegate {
         _ application: BackgroundApplication, handleEventsForBackgroundURLSession identifier: String,
         completionHandler: @escaping @Sendable () -> Void
     ) { completionHandler() }
+
+    public func application(_ application: BackgroundApplication, didRegisterForRemoteNotificationsWithDeviceToken deviceToken: String) {}
 }
 
 /// Bridges the completion-handler shape to the async one; a handler called twice counts once.

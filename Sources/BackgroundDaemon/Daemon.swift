@@ -131,6 +131,7 @@ public struct Daemon: Service {
         let appRoutes = AppRoutes(core: core)
         appRoutes.add(to: router)
         TransferRoutes(core: core, authenticate: { try await appRoutes.authenticate($0) }).add(to: router)
+        PushRoutes(core: core, authenticate: { try await appRoutes.authenticate($0) }).add(to: router)
         let socketPath = configuration.socketPath
         let logger = self.logger
         let application = Application(

@@ -93,6 +93,23 @@ extension BackgroundStore {
             try db.create(index: "transfer_byState", on: "transfer", columns: ["state"])
             try db.create(index: "transfer_bySession", on: "transfer", columns: ["appId", "session"])
         }
+        migrator.registerMigration("push") { db in
+            // Tokens outlive their app: a push to the token of an unregistered app answers
+            // 410 Unregistered with the time it stopped being valid.
+            try db.create(table: "deviceToken") { t in
+                t.primaryKey("token", .text)
+                t.column("appId", .text).notNull().indexed()
+                t.column("createdAt", .datetime).notNull()
+                t.column("revokedAt", .datetime)
+            }
+            try db.create(table: "providerKey") { t in
+                t.primaryKey("keyId", .text)
+                t.column("teamId", .text).notNull()
+                t.column("topics", .text).notNull()  // JSON [String]
+                t.column("publicKey", .text).notNull()  // PEM; private keys are never sent nor kept
+                t.column("addedAt", .datetime).notNull()
+            }
+        }
         return migrator
     }
 }

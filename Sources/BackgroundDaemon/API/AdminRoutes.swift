@@ -128,6 +128,7 @@ struct AdminRoutes {
     }
 
     private func unregister(_ id: AppID) async throws -> Response {
+        try await core.store.revokeDeviceTokens(of: id, now: core.clock.now)  // pushes to it now answer 410
         guard try await core.store.unregister(id) else { throw APIError.unknownApp(id) }
         await core.coordinator.appUnregistered(id)
         await core.usage.forget(id)

@@ -1,0 +1,49 @@
+import Foundation
+
+/// An app's device token (`registerForRemoteNotifications`): 32 random bytes as 64 hex digits,
+/// stable across restarts of bgd and of the app until revoked.
+public struct DeviceTokenInfo: Hashable, Codable, Sendable {
+    public var app: AppID
+    public var token: String
+    public var createdAt: Date
+
+    public init(app: AppID, token: String, createdAt: Date) {
+        self.app = app
+        self.token = token
+        self.createdAt = createdAt
+    }
+}
+
+/// A provider key registered with bgd (`bgctl push keys add`): only the public half is sent and
+/// kept; the .p8 private key stays with the provider.
+public struct ProviderKeyRegistration: Hashable, Codable, Sendable {
+    /// The 10-character Key ID APNs shows for the key (the JWT's `kid`).
+    public var keyID: String
+    /// The 10-character Team ID (the JWT's `iss`).
+    public var teamID: String
+    /// The topics (app ids) this key may push to.
+    public var topics: [String]
+    /// The P-256 public key, PEM ("-----BEGIN PUBLIC KEY-----").
+    public var publicKeyPEM: String
+    public var addedAt: Date?
+
+    public init(keyID: String, teamID: String, topics: [String], publicKeyPEM: String, addedAt: Date? = nil) {
+        self.keyID = keyID
+        self.teamID = teamID
+        self.topics = topics
+        self.publicKeyPEM = publicKeyPEM
+        self.addedAt = addedAt
+    }
+
+    /// Why bgd cannot take this key, or nil (the PEM itself is checked by bgd).
+    public var problem: String? {
+        func isID(_ text: String) -> Bool { text.count == 10 && text.allSatisfy { $0.isASCII && ($0.isUppercase || $0.isNumber) } }
+        if !isID(keyID) { return "'keyID' is the 10-character Key ID (A-Z, 0-9) APNs shows for the key" }
+        if !isID(teamID) { return "'teamID' is the 10-character Team ID (A-Z, 0-9)" }
+        if topics.isEmpty || topics.count > 100 || topics.contains(where: { AppID(rawValue: $0) == nil }) {
+            return "'topics' lists 1 to 100 app ids (reverse-DNS) the key may push to"
+        }
+        if publicKeyPEM.utf8.count > 4096 { return "'publicKeyPEM' is too long for a P-256 public key" }
+        return nil
+    }
+}

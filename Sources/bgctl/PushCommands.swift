@@ -1,0 +1,88 @@
+import ArgumentParser
+import Background
+import BackgroundModel
+import Crypto
+import Foundation
+
+extension BGCtl {
+    struct Push: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Device tokens and provider keys for bgd's APNs-compatible push gateway.",
+            subcommands: [Token.self, Keys.self])
+
+        struct Token: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Print an app's device token, for a provider under test.")
+            @OptionGroup var options: DaemonOptions
+            @Argument(transform: parseAppID) var app: AppID
+            @Flag(help: "Make one if the app has none yet (as registerForRemoteNotifications does).") var create = false
+
+            func run() async throws {
+                let info = try await options.call {
+                    try await $0.send(create ? .post : .get, "/v1/apps/\(app)/push/token", as: DeviceTokenInfo.self)
+                }
+                if options.json { return try options.printJSON(info) }
+                print(info.token)
+            }
+        }
+
+        struct Keys: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Provider keys (ES256, .p8) whose tokens bgd accepts.", subcommands: [List.self, Add.self, Remove.self],
+                defaultSubcommand: List.self)
+
+            struct List: AsyncParsableCommand {
+                static let configuration = CommandConfiguration(abstract: "List the registered keys.")
+                @OptionGroup var options: DaemonOptions
+
+                func run() async throws {
+                    let keys = try await options.call { try await $0.send(.get, "/v1/push/keys", as: [ProviderKeyRegistration].self) }
+                    if options.json { return try options.printJSON(keys) }
+                    guard !keys.isEmpty else { return print("No provider keys. Add one with: bgctl push keys add --key-id … --team-id … --topics APP KEY.p8") }
+                    TextFormat.table(header: ["KEY ID", "TEAM ID", "TOPICS"], rows: keys.map { [$0.keyID, $0.teamID, $0.topics.joined(separator: ",")] })
+                }
+            }
+
+            struct Add: AsyncParsableCommand {
+                static let configuration = CommandConfiguration(
+                    abstract: "Register a provider key: only its public half is sent to bgd; the .p8 stays here.")
+                @OptionGroup var options: DaemonOptions
+                @Option(help: "The 10-character Key ID (the JWT's kid).") var keyID: String
+                @Option(help: "The 10-character Team ID (the JWT's iss).") var teamID: String
+                @Option(help: "App ids the key may push to, comma-separated.") var topics: String
+                @Argument(help: "The key file (PKCS#8 PEM, as APNs issues .p8 files).") var file: String
+
+                func run() async throws {
+                    guard let pem = try? String(contentsOfFile: file, encoding: .utf8) else {
+                        throw ValidationError("cannot read \(file)")
+                    }
+                    let publicKey: String
+                    if let privateKey = try? P256.Signing.PrivateKey(pemRepresentation: pem) {
+                        publicKey = privateKey.publicKey.pemRepresentation
+                    } else if let key = try? P256.Signing.PublicKey(pemRepresentation: pem) {
+                        publicKey = key.pemRepresentation
+                    } else {
+                        throw ValidationError("\(file) is not a P-256 key in PEM (an APNs .p8 file)")
+                    }
+                    let registration = ProviderKeyRegistration(
+                        keyID: keyID, teamID: teamID, topics: topics.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) },
+                        publicKeyPEM: publicKey)
+                    if let problem = registration.problem { throw ValidationError(problem) }
+                    let stored = try await options.call { try await $0.send(.post, "/v1/push/keys", body: registration, as: ProviderKeyRegistration.self) }
+                    if options.json { return try options.printJSON(stored) }
+                    print("Provider key \(stored.keyID) (team \(stored.teamID)) may push to \(stored.topics.joined(separator: ", ")).")
+                }
+            }
+
+            struct Remove: AsyncParsableCommand {
+                static let configuration = CommandConfiguration(abstract: "Forget a provider key: its tokens are refused from now on.")
+                @OptionGroup var options: DaemonOptions
+                @Argument var keyID: String
+
+                func run() async throws {
+                    try await options.call { try await $0.send(.delete, "/v1/push/keys/\(keyID)") }
+                    if !options.json { print("Removed provider key \(keyID).") }
+                }
+            }
+        }
+    }
+}
