@@ -31,13 +31,17 @@ public struct Daemon: Service {
         public var conditions: ConditionsMonitor.Configuration
         /// How background transfers are carried.
         public var transfers: TransferService.Configuration
+        /// The APNs-compatible push gateway; nil: not started.
+        public var push: PushGateway.Configuration?
 
         public init(
             stateDirectory: String, socketPath: String, durability: BackgroundStore.Durability = .full,
             budget: RunBudget = RunBudget(), lingerGrace: Duration = .seconds(5),
             fetchPolicy: FetchPolicy.Configuration = .init(), usage: UsageTracker.Configuration = .init(),
-            conditions: ConditionsMonitor.Configuration = .init(), transfers: TransferService.Configuration = .init()
+            conditions: ConditionsMonitor.Configuration = .init(), transfers: TransferService.Configuration = .init(),
+            push: PushGateway.Configuration? = nil
         ) {
+            self.push = push
             self.transfers = transfers
             self.usage = usage
             self.conditions = conditions
@@ -60,6 +64,8 @@ public struct Daemon: Service {
     private let keepAlive: KeepAlive
     private let conditionsPoller: ConditionsMonitor.Poller?
     private let transfers: TransferService
+    /// The push gateway, when configured.
+    public let pushGateway: PushGateway?
     private let core: DaemonCore
     private let logger: Logger
 
@@ -110,6 +116,13 @@ public struct Daemon: Service {
             store: store, coordinator: coordinator, policy: fetchPolicy, usage: usage, conditions: conditions, clock: clock, doorbell: doorbell,
             activity: activity, logger: Self.logger("bg.scheduler", like: logger))
         keepAlive = KeepAlive(broker: broker, clock: clock)
+        if let push = configuration.push {
+            pushGateway = PushGateway(
+                configuration: push, intake: PushIntake(store: store, clock: clock), certificateDirectory: stateDirectory.path,
+                clock: clock, logger: Self.logger("bg.push", like: logger))
+        } else {
+            pushGateway = nil
+        }
         transfers = TransferService(
             store: store, stateDirectory: stateDirectory, coordinator: coordinator, broker: broker, conditions: conditions,
             activity: activity, clock: clock, configuration: configuration.transfers, doorbell: transferDoorbell,
@@ -137,7 +150,8 @@ public struct Daemon: Service {
         let application = Application(
             router: router,
             configuration: .init(address: .unixDomainSocket(path: socketPath), serverName: "bgd/\(Self.version)"),
-            services: [coordinator, scheduler, keepAlive, transfers] + (conditionsPoller.map { [$0] } ?? []),
+            services: [coordinator, scheduler, keepAlive, transfers] + (conditionsPoller.map { [$0] } ?? [])
+                + (pushGateway.map { [$0] } ?? []),
             onServerRunning: { _ in
                 chmod(socketPath, 0o600)
                 logger.notice("bgd is ready", metadata: ["socket": "\(socketPath)"])

@@ -78,3 +78,52 @@ extension BackgroundStore {
             publicKeyPEM: row["publicKey"], addedAt: row["addedAt"])
     }
 }
+
+/// A push the gateway accepted, as stored.
+public struct StoredPush: Hashable, Sendable {
+    public var id: Int64
+    public var app: AppID
+    public var apnsID: String
+    public var pushType: String
+    public var priority: Int
+    public var collapseID: String?
+    public var expiration: Date?
+    public var payload: Data
+    public var receivedAt: Date
+    public var state: String
+    public var reason: String?
+}
+
+extension BackgroundStore {
+    /// Queues an accepted push (alerts are only recorded: they wake nothing). Committed before
+    /// the gateway answers 200.
+    @discardableResult
+    public func enqueuePush(
+        app: AppID, apnsID: String, pushType: String, priority: Int, collapseID: String?, expiration: Date?, payload: Data, now: Date
+    ) async throws -> Int64 {
+        try await writer.write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO push(appId, apnsId, pushType, priority, collapseId, expiration, payload, receivedAt, state)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [
+                    app.rawValue, apnsID, pushType, priority, collapseID, expiration, payload, now, pushType == "background" ? "queued" : "recorded",
+                ])
+            return db.lastInsertedRowID
+        }
+    }
+
+    /// The app's pushes, newest first.
+    public func pushes(of app: AppID, limit: Int = 100) async throws -> [StoredPush] {
+        try await writer.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM push WHERE appId = ? ORDER BY id DESC LIMIT ?", arguments: [app.rawValue, limit]).compactMap { row in
+                guard let app = AppID(rawValue: row["appId"]) else { return nil }
+                return StoredPush(
+                    id: row["id"], app: app, apnsID: row["apnsId"], pushType: row["pushType"], priority: row["priority"],
+                    collapseID: row["collapseId"], expiration: row["expiration"], payload: row["payload"], receivedAt: row["receivedAt"],
+                    state: row["state"], reason: row["reason"])
+            }
+        }
+    }
+}

@@ -110,6 +110,22 @@ extension BackgroundStore {
                 t.column("addedAt", .datetime).notNull()
             }
         }
+        migrator.registerMigration("pushQueue") { db in
+            // A 200 from the gateway means the push is here, committed.
+            try db.create(table: "push") { t in
+                t.autoIncrementedPrimaryKey("id")
+                t.column("appId", .text).notNull().indexed()
+                t.column("apnsId", .text).notNull()
+                t.column("pushType", .text).notNull()
+                t.column("priority", .integer).notNull()
+                t.column("collapseId", .text)
+                t.column("expiration", .datetime)
+                t.column("payload", .blob).notNull()
+                t.column("receivedAt", .datetime).notNull()
+                t.column("state", .text).notNull()  // queued, delivered, dropped, replaced, recorded (alerts)
+                t.column("reason", .text)
+            }
+        }
         return migrator
     }
 }

@@ -31,13 +31,13 @@ public struct TestDaemon: Sendable {
         budget: RunBudget = RunBudget(), fetchPolicy: FetchPolicy.Configuration = .init(),
         clock: ManualClock = ManualClock(), directory: String? = nil,
         conditions: ConditionsMonitor.Configuration = .init(sensing: .fixed(.unconstrained)),
-        transfers: TransferService.Configuration = .init(),
+        transfers: TransferService.Configuration = .init(), push: PushGateway.Configuration? = nil,
         _ body: @Sendable (TestDaemon) async throws -> T
     ) async throws -> T {
         let directory = directory ?? TemporaryDirectory.make()
         let configuration = Daemon.Configuration(
             stateDirectory: directory + "/state", socketPath: directory + "/bgd.sock", durability: .normal, budget: budget,
-            lingerGrace: .seconds(5), fetchPolicy: fetchPolicy, conditions: conditions, transfers: transfers)
+            lingerGrace: .seconds(5), fetchPolicy: fetchPolicy, conditions: conditions, transfers: transfers, push: push)
         var logger = Logger(label: "bg.daemon")
         // Quiet unless asked: BGD_TEST_LOG_LEVEL=debug swift test …
         logger.logLevel = ProcessInfo.processInfo.environment["BGD_TEST_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .critical

@@ -1,0 +1,150 @@
+import BackgroundModel
+import BackgroundStore
+import Foundation
+import Hummingbird
+import HTTPTypes
+import HummingbirdCore
+import HummingbirdHTTP2
+import Logging
+import NIOCore
+import NIOSSL
+import ServiceLifecycle
+import Synchronization
+
+/// bgd's APNs-compatible listener: `POST /3/device/<token>` over HTTP/2 with TLS (ALPN h2,
+/// HTTP/1.1 as fallback) on port 2197 by default, so APNs client libraries work against it
+/// with the host, port and certificate changed. Plaintext (HTTP/2 with prior knowledge) is for
+/// development and only on loopback.
+public struct PushGateway: Service {
+    public struct Configuration: Sendable {
+        public enum Security: Sendable {
+            /// A self-signed pair kept in the state directory, made on first start.
+            case selfSigned
+            /// The operator's certificate chain and key (PEM files).
+            case files(certificate: String, key: String)
+            /// No TLS: HTTP/2 with prior knowledge; refused unless the host is a loopback address.
+            case plaintext
+        }
+
+        public var host: String
+        /// 0: any free port (tests); `boundPort` says which.
+        public var port: Int
+        public var security: Security
+
+        public init(host: String = "127.0.0.1", port: Int = 2197, security: Security = .selfSigned) {
+            self.host = host
+            self.port = port
+            self.security = security
+        }
+
+        var isLoopback: Bool { host == "127.0.0.1" || host == "::1" || host == "localhost" }
+    }
+
+    public enum Failure: Error, CustomStringConvertible {
+        case plaintextOffLoopback(String)
+        public var description: String {
+            switch self {
+            case .plaintextOffLoopback(let host): "the push gateway serves plaintext only on loopback, not on \(host); give it a certificate"
+            }
+        }
+    }
+
+    let configuration: Configuration
+    let intake: PushIntake
+    let certificateDirectory: String
+    let clock: any WallClock
+    let logger: Logger
+    /// The port it listens on, once it does.
+    public let boundPort = BoundPort()
+
+    public final class BoundPort: Sendable {
+        private let state = Mutex<(port: Int?, waiters: [CheckedContinuation<Int, Never>])>((nil, []))
+        public var port: Int? { state.withLock { $0.port } }
+
+        /// The port, once the gateway listens.
+        public func wait() async -> Int {
+            await withCheckedContinuation { continuation in
+                let known = state.withLock { state -> Int? in
+                    if let port = state.port { return port }
+                    state.waiters.append(continuation)
+                    return nil
+                }
+                if let known { continuation.resume(returning: known) }
+            }
+        }
+
+        func set(_ port: Int) {
+            let waiters = state.withLock { state in
+                state.port = port
+                defer { state.waiters = [] }
+                return state.waiters
+            }
+            for waiter in waiters { waiter.resume(returning: port) }
+        }
+    }
+
+    /// Where the gateway's self-signed certificate is, for clients to trust.
+    public var certificatePath: String { certificateDirectory + "/push-gateway.crt" }
+
+    public func run() async throws {
+        let server: HTTPServerBuilder
+        switch configuration.security {
+        case .plaintext:
+            guard configuration.isLoopback else { throw Failure.plaintextOffLoopback(configuration.host) }
+            server = .plaintextHTTP2()
+        case .selfSigned, .files:
+            let paths: (certificate: String, key: String)
+            if case .files(let certificate, let key) = configuration.security {
+                paths = (certificate, key)
+            } else {
+                paths = try GatewayCertificate.loadOrCreate(in: certificateDirectory, now: clock.now)
+            }
+            let chain = try NIOSSLCertificate.fromPEMFile(paths.certificate).map { NIOSSLCertificateSource.certificate($0) }
+            let key = try NIOSSLPrivateKey(file: paths.key, format: .pem)
+            var tls = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key))
+            tls.minimumTLSVersion = .tlsv12
+            server = try .http2Upgrade(tlsConfiguration: tls)
+        }
+        let intake = self.intake
+        let responder = CallbackResponder<BasicRequestContext> { request, _ in
+            try await Self.respond(to: request, intake: intake)
+        }
+        let boundPort = self.boundPort
+        let logger = self.logger
+        let application = Application(
+            responder: responder, server: server,
+            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "bgd-push"),
+            onServerRunning: { channel in
+                boundPort.set(channel.localAddress?.port ?? 0)
+                logger.notice("Push gateway is listening", metadata: ["port": "\(channel.localAddress?.port ?? 0)"])
+            }, logger: logger)
+        try await application.run()
+    }
+
+    /// Reads at most 4097 bytes of the body — a larger one is refused without being buffered —
+    /// and answers as APNs does: empty body and `apns-id` on success, `{"reason"}` otherwise.
+    static func respond(to request: Request, intake: PushIntake) async throws -> Response {
+        var body = Data()
+        var size = 0
+        for try await buffer in request.body {
+            size += buffer.readableBytes
+            if size > PushRequestLimit.maximumRead { break }
+            body.append(contentsOf: buffer.readableBytesView)
+        }
+        let headers = request.headers.map { (name: $0.name.rawName, value: $0.value) }
+        let answer = await intake.handle(
+            method: request.method.rawValue, path: request.uri.path, headers: headers, body: body, bodySize: min(size, PushRequestLimit.maximumRead))
+        var fields: HTTPFields = [HTTPField.Name("apns-id")!: answer.apnsID]
+        guard let reason = answer.reason else { return Response(status: .ok, headers: fields) }
+        var json = #"{"reason":"\#(reason.rawValue)""#
+        if let timestamp = answer.timestamp { json += #","timestamp":\#(timestamp)"# }
+        json += "}"
+        fields[.contentType] = "application/json"
+        return Response(status: .init(code: answer.status), headers: fields, body: .init(byteBuffer: ByteBuffer(string: json)))
+    }
+}
+
+enum PushRequestLimit {
+    /// One byte over the payload limit: enough to know it is too large.
+    static let maximumRead = 4097
+}

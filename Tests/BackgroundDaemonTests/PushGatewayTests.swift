@@ -1,0 +1,148 @@
+import AsyncHTTPClient
+import BackgroundDaemon
+import BackgroundModel
+import BackgroundTesting
+import Crypto
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOSSL
+import Testing
+
+/// The APNs provider API on bgd's gateway, over HTTP/2 with TLS (the self-signed certificate
+/// trusted), with a real client: each reason from a request built to cause it.
+@Suite(.timeLimit(.minutes(2)))
+struct PushGatewayTests {
+    static let app = "com.example.pushnews"
+    static let other = "com.example.other"
+    static let keyID = "ABC123DEFG"
+    static let teamID = "TEAM123456"
+
+    struct Provider {
+        let client: HTTPClient
+        let base: String
+        let key: P256.Signing.PrivateKey
+        let now: Date
+
+        func jwt(iat: Date? = nil, key: P256.Signing.PrivateKey? = nil, kid: String = PushGatewayTests.keyID) throws -> String {
+            func encode(_ data: Data) -> String {
+                data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+                    .replacingOccurrences(of: "=", with: "")
+            }
+            let header = encode(Data(#"{"alg":"ES256","kid":"\#(kid)"}"#.utf8))
+            let claims = encode(Data(#"{"iss":"\#(PushGatewayTests.teamID)","iat":\#(Int((iat ?? now).timeIntervalSince1970))}"#.utf8))
+            let signature = try (key ?? self.key).signature(for: Data("\(header).\(claims)".utf8)).rawRepresentation
+            return "\(header).\(claims).\(encode(signature))"
+        }
+
+        /// Sends a push; returns status, APNs reason, apns-id and the HTTP version.
+        func send(
+            token: String, method: HTTPMethod = .POST, path: String? = nil, headers: [(String, String)] = [], body: String? = nil,
+            bodyData: Data? = nil, authorization: String?? = nil
+        ) async throws -> (status: Int, reason: String?, apnsID: String?, version: HTTPVersion, json: [String: Any]) {
+            var request = HTTPClientRequest(url: base + (path ?? "/3/device/\(token)"))
+            request.method = method
+            let auth = try authorization ?? ("bearer " + jwt())
+            if let auth { request.headers.add(name: "authorization", value: auth) }
+            var defaults = [("apns-topic", PushGatewayTests.app), ("apns-push-type", "background"), ("apns-priority", "5")]
+            defaults.removeAll { name in headers.contains { $0.0 == name.0 } }
+            for (name, value) in defaults + headers where !value.isEmpty { request.headers.add(name: name, value: value) }
+            let payload = bodyData ?? Data((body ?? #"{"aps":{"content-available":1},"content-id":42}"#).utf8)
+            request.body = .bytes(ByteBuffer(bytes: payload))
+            let response = try await client.execute(request, timeout: .seconds(10))
+            let data = try await response.body.collect(upTo: 1 << 16)
+            let json = (try? JSONSerialization.jsonObject(with: Data(buffer: data))) as? [String: Any] ?? [:]
+            return (Int(response.status.code), json["reason"] as? String, response.headers.first(name: "apns-id"), response.version, json)
+        }
+    }
+
+    func withGateway(_ body: @Sendable (Provider, TestDaemon, (String) async throws -> String) async throws -> Void) async throws {
+        try await TestDaemon.with(clock: ManualClock(now: Date(timeIntervalSince1970: 1_767_603_600)), push: .init(port: 0)) { daemon in
+            let gateway = try #require(daemon.daemon.pushGateway)
+            let port = await gateway.boundPort.wait()
+            var tls = TLSConfiguration.makeClientConfiguration()
+            tls.additionalTrustRoots = [.file(gateway.certificatePath)]
+            var configuration = HTTPClient.Configuration(tlsConfiguration: tls)
+            configuration.httpVersion = .automatic
+            let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+            let key = P256.Signing.PrivateKey()
+            try await daemon.register(Self.app, command: ["/bin/true"], interval: .never)
+            try await daemon.register(Self.other, command: ["/bin/true"], interval: .never)
+            _ = try await daemon.admin.send(
+                .post, "/v1/push/keys",
+                body: ProviderKeyRegistration(keyID: Self.keyID, teamID: Self.teamID, topics: [Self.app, Self.other], publicKeyPEM: key.publicKey.pemRepresentation),
+                as: ProviderKeyRegistration.self)
+            let provider = Provider(client: client, base: "https://localhost:\(port)", key: key, now: daemon.clock.now)
+            let tokenOf: (String) async throws -> String = { app in
+                try await daemon.admin.send(.post, "/v1/apps/\(app)/push/token", as: DeviceTokenInfo.self).token
+            }
+            do {
+                try await body(provider, daemon, tokenOf)
+            } catch {
+                try? await client.shutdown()
+                throw error
+            }
+            try await client.shutdown()
+        }
+    }
+
+    @Test func aValidBackgroundPushIsQueuedOverHTTP2() async throws {
+        try await withGateway { provider, daemon, tokenOf in
+            let token = try await tokenOf(Self.app)
+            let id = "123e4567-e89b-12d3-a456-426614174000"
+            let answer = try await provider.send(token: token, headers: [("apns-id", id)])
+            #expect(answer.status == 200 && answer.apnsID == id && answer.version == .http2, "\(answer)")
+            let pushes = try await daemon.store.pushes(of: AppID(rawValue: Self.app)!)
+            #expect(pushes.count == 1 && pushes[0].state == "queued" && pushes[0].apnsID == id)
+            // An alert push is accepted and recorded, but wakes nothing.
+            let alert = try await provider.send(
+                token: token, headers: [("apns-push-type", "alert"), ("apns-priority", "10")], body: #"{"aps":{"alert":"hello"}}"#)
+            #expect(alert.status == 200 && alert.apnsID != nil)
+            #expect(try await daemon.store.pushes(of: AppID(rawValue: Self.app)!).first?.state == "recorded")
+        }
+    }
+
+    @Test func eachReasonComesFromARequestBuiltForIt() async throws {
+        try await withGateway { provider, daemon, tokenOf in
+            let token = try await tokenOf(Self.app)
+            let otherToken = try await tokenOf(Self.other)
+            func reason(_ answer: (status: Int, reason: String?, apnsID: String?, version: HTTPVersion, json: [String: Any])) -> String {
+                "\(answer.status) \(answer.reason ?? "-")"
+            }
+            let unknown = String(repeating: "0", count: 64)
+            #expect(reason(try await provider.send(token: token, authorization: .some(nil))) == "403 MissingProviderToken")
+            #expect(reason(try await provider.send(token: token, authorization: "bearer " + provider.jwt(key: P256.Signing.PrivateKey()))) == "403 InvalidProviderToken")
+            #expect(reason(try await provider.send(token: token, authorization: "bearer " + provider.jwt(kid: "ZZZ999ZZZZ"))) == "403 InvalidProviderToken")
+            #expect(reason(try await provider.send(token: token, authorization: "bearer " + provider.jwt(iat: provider.now.addingTimeInterval(-3601)))) == "403 ExpiredProviderToken")
+            #expect(reason(try await provider.send(token: token, path: "/3/other/\(token)")) == "404 BadPath")
+            #expect(reason(try await provider.send(token: token, method: .GET)) == "405 MethodNotAllowed")
+            #expect(reason(try await provider.send(token: unknown)) == "400 BadDeviceToken")
+            #expect(reason(try await provider.send(token: "xyz")) == "400 BadDeviceToken")
+            #expect(reason(try await provider.send(token: otherToken)) == "400 DeviceTokenNotForTopic")
+            #expect(reason(try await provider.send(token: token, headers: [("apns-topic", "com.example.nobody")])) == "400 TopicDisallowed")
+            #expect(reason(try await provider.send(token: token, headers: [("apns-priority", "10")])) == "400 BadPriority")
+            #expect(reason(try await provider.send(token: token, body: #"{"aps":{"content-available":1,"alert":"x"}}"#)) == "400 InvalidPushType")
+            #expect(reason(try await provider.send(token: token, headers: [("apns-push-type", "smoke-signal")])) == "400 InvalidPushType")
+            #expect(reason(try await provider.send(token: token, bodyData: Data(repeating: 0x20, count: 5000))) == "413 PayloadTooLarge")
+            #expect(reason(try await provider.send(token: token, bodyData: Data())) == "400 PayloadEmpty")
+            #expect(reason(try await provider.send(token: token, headers: [("apns-collapse-id", String(repeating: "c", count: 65))])) == "400 BadCollapseId")
+            #expect(reason(try await provider.send(token: token, headers: [("apns-expiration", "soon")])) == "400 BadExpirationDate")
+            #expect(reason(try await provider.send(token: token, headers: [("apns-id", "nope")])) == "400 BadMessageId")
+            #expect(reason(try await provider.send(token: token, headers: [("apns-topic", "")])) == "400 MissingTopic")
+            #expect(reason(try await provider.send(token: token, body: "not json")) == "400 InvalidPayload")
+            // A new token for the same key within 20 minutes.
+            let refreshed = "bearer " + (try provider.jwt(iat: provider.now.addingTimeInterval(-60)))
+            _ = try await provider.send(token: token)  // the current token is now the one in use
+            #expect(reason(try await provider.send(token: token, authorization: .some(refreshed))) == "200 -")
+            let tooSoon = "bearer " + (try provider.jwt(iat: provider.now.addingTimeInterval(30)))
+            #expect(reason(try await provider.send(token: token, authorization: .some(tooSoon))) == "429 TooManyProviderTokenUpdates")
+            // Revoked: 410 with the time it stopped counting.
+            try await daemon.store.revokeDeviceTokens(of: AppID(rawValue: Self.app)!, now: daemon.clock.now)
+            let gone = try await provider.send(token: token)
+            #expect(reason(gone) == "410 Unregistered")
+            #expect((gone.json["timestamp"] as? Int) == Int(daemon.clock.now.timeIntervalSince1970 * 1000))
+            // None of the refused pushes was queued.
+            #expect(try await daemon.store.pushes(of: AppID(rawValue: Self.app)!).count == 2)
+        }
+    }
+}
