@@ -26,9 +26,11 @@ public final class BackgroundApplication: Sendable {
     let sessions = SessionRegistry()
 
     public typealias FetchHandler = @Sendable () async throws -> BackgroundFetchResult
+    public typealias RemoteNotificationHandler = @Sendable (RemoteNotification) async throws -> BackgroundFetchResult
 
     private struct State {
         var fetchHandler: FetchHandler?
+        var remoteNotificationHandler: RemoteNotificationHandler?
         var delegate: (any BackgroundApplicationDelegate)?
         var lastHandled: EventSequence?
         /// The handlers in flight, so an expiration can cancel exactly that one.
@@ -75,6 +77,11 @@ public final class BackgroundApplication: Sendable {
     /// Sets the async fetch handler. Expiration reaches it as task cancellation.
     public func onBackgroundFetch(_ handler: @escaping FetchHandler) {
         state.withLock { $0.fetchHandler = handler }
+    }
+
+    /// Sets the async handler for background pushes (`didReceiveRemoteNotification`).
+    public func onRemoteNotification(_ handler: @escaping RemoteNotificationHandler) {
+        state.withLock { $0.remoteNotificationHandler = handler }
     }
 
     // MARK: Calls to bgd
@@ -130,6 +137,11 @@ public final class BackgroundApplication: Sendable {
                         // The handler's task exists before the next message is read, so an
                         // expiration that follows at once still finds it to cancel.
                         let handler = Task { await self.invokeFetchHandler() }
+                        state.withLock { $0.running[run] = handler }
+                        group.addTask { await self.reportFetch(run: run, seq: event.seq, handler: handler) }
+                    case .remoteNotification(let run, let payload, _):
+                        let notification = RemoteNotification(json: payload)
+                        let handler = Task { await self.invokeRemoteNotificationHandler(notification) }
                         state.withLock { $0.running[run] = handler }
                         group.addTask { await self.reportFetch(run: run, seq: event.seq, handler: handler) }
                     case .downloadFinished(_, let session, _, _), .transferCompleted(_, let session, _, _, _),
@@ -189,6 +201,20 @@ public final class BackgroundApplication: Sendable {
             return .noData  // nothing to do: say so, so the scheduler is not left waiting
         } catch is CancellationError {
             return nil  // expired: bgd records it
+        } catch {
+            return .failed
+        }
+    }
+
+    /// The app's answer to a push; nil when the handler gave up because it was cancelled.
+    private func invokeRemoteNotificationHandler(_ notification: RemoteNotification) async -> BackgroundFetchResult? {
+        let (handler, delegate) = state.withLock { ($0.remoteNotificationHandler, $0.delegate) }
+        do {
+            if let handler { return try await handler(notification) }
+            if let delegate { return await DelegateRemoteNotification.perform(delegate, application: self, notification: notification) }
+            return .noData
+        } catch is CancellationError {
+            return nil
         } catch {
             return .failed
         }

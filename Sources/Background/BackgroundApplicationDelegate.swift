@@ -30,6 +30,12 @@ public protocol BackgroundApplicationDelegate: AnyObject, Sendable {
 
     /// The device token `registerForRemoteNotifications()` obtained (64 hex digits).
     func application(_ application: BackgroundApplication, didRegisterForRemoteNotificationsWithDeviceToken deviceToken: String)
+
+    /// A background push (`content-available: 1`) woke the app: fetch what it announces, then
+    /// call the handler once, within the 30-second budget, as for a background fetch.
+    func application(
+        _ application: BackgroundApplication, didReceiveRemoteNotification userInfo: RemoteNotification,
+        fetchCompletionHandler completionHandler: @escaping @Sendable (BackgroundFetchResult) -> Void)
 }
 
 extension BackgroundApplicationDelegate {
@@ -40,6 +46,11 @@ extension BackgroundApplicationDelegate {
     ) { completionHandler() }
 
     public func application(_ application: BackgroundApplication, didRegisterForRemoteNotificationsWithDeviceToken deviceToken: String) {}
+
+    public func application(
+        _ application: BackgroundApplication, didReceiveRemoteNotification userInfo: RemoteNotification,
+        fetchCompletionHandler completionHandler: @escaping @Sendable (BackgroundFetchResult) -> Void
+    ) { completionHandler(.noData) }
 }
 
 /// Bridges the completion-handler shape to the async one; a handler called twice counts once.

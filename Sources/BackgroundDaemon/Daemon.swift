@@ -66,6 +66,7 @@ public struct Daemon: Service {
     private let transfers: TransferService
     /// The push gateway, when configured.
     public let pushGateway: PushGateway?
+    private let pushDispatcher: PushDispatcher?
     private let core: DaemonCore
     private let logger: Logger
 
@@ -98,6 +99,7 @@ public struct Daemon: Service {
         let tokens = TokenIssuer()
         let doorbell = Doorbell()
         let transferDoorbell = Doorbell()
+        let pushDoorbell = Doorbell()
         let conditions = try await ConditionsMonitor(
             configuration: configuration.conditions, store: store, doorbells: [doorbell, transferDoorbell],
             logger: Self.logger("bg.conditions", like: logger))
@@ -111,17 +113,21 @@ public struct Daemon: Service {
             activity: activity, clock: clock,
             configuration: .init(
                 budget: configuration.budget, lingerGrace: configuration.lingerGrace, socketPath: configuration.socketPath),
-            schedulerDoorbell: doorbell, logger: Self.logger("bg.runs", like: logger))
+            schedulerDoorbell: doorbell, runEndedDoorbells: [pushDoorbell], logger: Self.logger("bg.runs", like: logger))
         scheduler = Scheduler(
             store: store, coordinator: coordinator, policy: fetchPolicy, usage: usage, conditions: conditions, clock: clock, doorbell: doorbell,
             activity: activity, logger: Self.logger("bg.scheduler", like: logger))
         keepAlive = KeepAlive(broker: broker, clock: clock)
         if let push = configuration.push {
             pushGateway = PushGateway(
-                configuration: push, intake: PushIntake(store: store, clock: clock), certificateDirectory: stateDirectory.path,
-                clock: clock, logger: Self.logger("bg.push", like: logger))
+                configuration: push, intake: PushIntake(store: store, clock: clock, queued: pushDoorbell),
+                certificateDirectory: stateDirectory.path, clock: clock, logger: Self.logger("bg.push", like: logger))
+            pushDispatcher = PushDispatcher(
+                store: store, coordinator: coordinator, throttle: push.throttle, clock: clock, doorbell: pushDoorbell,
+                activity: activity, logger: Self.logger("bg.push", like: logger))
         } else {
             pushGateway = nil
+            pushDispatcher = nil
         }
         transfers = TransferService(
             store: store, stateDirectory: stateDirectory, coordinator: coordinator, broker: broker, conditions: conditions,
@@ -151,7 +157,7 @@ public struct Daemon: Service {
             router: router,
             configuration: .init(address: .unixDomainSocket(path: socketPath), serverName: "bgd/\(Self.version)"),
             services: [coordinator, scheduler, keepAlive, transfers] + (conditionsPoller.map { [$0] } ?? [])
-                + (pushGateway.map { [$0] } ?? []),
+                + (pushGateway.map { [$0] } ?? []) + (pushDispatcher.map { [$0] } ?? []),
             onServerRunning: { _ in
                 chmod(socketPath, 0o600)
                 logger.notice("bgd is ready", metadata: ["socket": "\(socketPath)"])

@@ -127,3 +127,36 @@ extension BackgroundStore {
         }
     }
 }
+
+extension BackgroundStore {
+    /// Apps with background pushes waiting.
+    public func appsWithQueuedPushes() async throws -> [AppID] {
+        try await writer.read { db in
+            try String.fetchAll(db, sql: "SELECT DISTINCT appId FROM push WHERE state = 'queued' ORDER BY appId").compactMap(AppID.init(rawValue:))
+        }
+    }
+
+    /// Coalesces the app's waiting pushes — the newest of each collapse id (and of those without
+    /// one) stays, the others are marked replaced — and returns the newest that stays.
+    public func coalesceQueuedPushes(of app: AppID) async throws -> StoredPush? {
+        try await writer.write { db -> Void in
+            let rows = try Row.fetchAll(db, sql: "SELECT id, collapseId FROM push WHERE appId = ? AND state = 'queued' ORDER BY id DESC", arguments: [app.rawValue])
+            var kept: Set<String> = []
+            for row in rows {
+                let group: String = (row["collapseId"] as String?) ?? ""
+                if kept.insert(group).inserted { continue }
+                try db.execute(
+                    sql: "UPDATE push SET state = 'replaced', reason = 'a newer push for the same app and collapse id replaced it' WHERE id = ?",
+                    arguments: [row["id"] as Int64])
+            }
+        }
+        return try await pushes(of: app, limit: 50).first { $0.state == "queued" }
+    }
+
+    /// Marks a waiting push dropped, with why.
+    public func dropPush(_ id: Int64, reason: String) async throws {
+        try await writer.write { db in
+            try db.execute(sql: "UPDATE push SET state = 'dropped', reason = ? WHERE id = ? AND state = 'queued'", arguments: [reason, id])
+        }
+    }
+}

@@ -34,6 +34,28 @@ extension BackgroundStore {
         }
     }
 
+    /// Starts a run for a queued background push and marks the push delivered, with the app's
+    /// event, in one transaction: the push reaches the app once, as a run like a fetch.
+    public func startPushRun(
+        for id: AppID, push: Int64, payload: String, reasons: [DecisionReason], budget: Duration, now: Date
+    ) async throws -> RunRecord {
+        do {
+            return try await writer.write { db in
+                guard try AppRow.fetchOne(db, key: id.rawValue) != nil else { throw StoreError.appNotFound(id) }
+                var run = RunRow(
+                    id: nil, appId: id.rawValue, kind: "push", trigger: RunTrigger.remoteNotification.rawValue,
+                    reasons: ColumnJSON.encode(reasons), startedAt: now, deadline: now.adding(budget),
+                    endedAt: nil, outcome: nil, launched: false, pid: nil, pidStartTicks: nil, detail: nil)
+                try run.insert(db)
+                try appendEvent(.remoteNotification(run: RunID(run.id!), payload: payload, budget: budget), for: id, runId: run.id, now: now, db: db)
+                try db.execute(sql: "UPDATE push SET state = 'delivered', reason = ? WHERE id = ?", arguments: ["woke the app in run \(run.id!)", push])
+                return try RunRecord(row: run)
+            }
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
+            throw StoreError.runAlreadyInFlight(id)
+        }
+    }
+
     /// Records the process bgd started for a run, so a restarted bgd can end an orphan.
     public func recordLaunch(of run: RunID, processID: Int32, startTicks: Int64?) async throws {
         try await writer.write { db in

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import BackgroundDaemon
 import BackgroundModel
+import BackgroundPolicy
 import BackgroundTesting
 import Crypto
 import Foundation
@@ -56,8 +57,11 @@ struct PushGatewayTests {
         }
     }
 
-    func withGateway(_ body: @Sendable (Provider, TestDaemon, (String) async throws -> String) async throws -> Void) async throws {
-        try await TestDaemon.with(clock: ManualClock(now: Date(timeIntervalSince1970: 1_767_603_600)), push: .init(port: 0)) { daemon in
+    func withGateway(
+        command: [String] = ["/bin/true"], throttle: PushThrottle = PushThrottle(),
+        _ body: @Sendable (Provider, TestDaemon, (String) async throws -> String) async throws -> Void
+    ) async throws {
+        try await TestDaemon.with(clock: ManualClock(now: Date(timeIntervalSince1970: 1_767_603_600)), push: .init(port: 0, throttle: throttle)) { daemon in
             let gateway = try #require(daemon.daemon.pushGateway)
             let port = await gateway.boundPort.wait()
             var tls = TLSConfiguration.makeClientConfiguration()
@@ -66,7 +70,7 @@ struct PushGatewayTests {
             configuration.httpVersion = .automatic
             let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
             let key = P256.Signing.PrivateKey()
-            try await daemon.register(Self.app, command: ["/bin/true"], interval: .never)
+            try await daemon.register(Self.app, command: command, interval: .never)
             try await daemon.register(Self.other, command: ["/bin/true"], interval: .never)
             _ = try await daemon.admin.send(
                 .post, "/v1/push/keys",
@@ -93,7 +97,8 @@ struct PushGatewayTests {
             let answer = try await provider.send(token: token, headers: [("apns-id", id)])
             #expect(answer.status == 200 && answer.apnsID == id && answer.version == .http2, "\(answer)")
             let pushes = try await daemon.store.pushes(of: AppID(rawValue: Self.app)!)
-            #expect(pushes.count == 1 && pushes[0].state == "queued" && pushes[0].apnsID == id)
+            // Committed before the 200; the dispatcher may already have woken the app with it.
+            #expect(pushes.count == 1 && ["queued", "delivered"].contains(pushes[0].state) && pushes[0].apnsID == id, "\(pushes)")
             // An alert push is accepted and recorded, but wakes nothing.
             let alert = try await provider.send(
                 token: token, headers: [("apns-push-type", "alert"), ("apns-priority", "10")], body: #"{"aps":{"alert":"hello"}}"#)
@@ -143,6 +148,60 @@ struct PushGatewayTests {
             #expect((gone.json["timestamp"] as? Int) == Int(daemon.clock.now.timeIntervalSince1970 * 1000))
             // None of the refused pushes was queued.
             #expect(try await daemon.store.pushes(of: AppID(rawValue: Self.app)!).count == 2)
+        }
+    }
+
+    func log(_ daemon: TestDaemon) -> [String] {
+        let path = daemon.directory + "/state/containers/\(Self.app)/fixture.log"
+        return ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+    }
+
+    func fixture() throws -> [String] { [try BuiltProducts.path(of: "bgd-fixture-app"), "newData"] }
+
+    /// The push wakes the stopped app (launched with reason remote-notification), which answers
+    /// like a fetch; the run is in the app's history with the push's reason.
+    @Test func aPushLaunchesAStoppedAppWhichAnswers() async throws {
+        try await withGateway(command: try fixture()) { provider, daemon, tokenOf in
+            let token = try await tokenOf(Self.app)
+            let run = try await daemon.waitFor({ activity -> RunRecord? in
+                if case .runEnded(let run) = activity, run.app.rawValue == Self.app { return run }
+                return nil
+            }, after: {
+                let answer = try await provider.send(token: token)
+                #expect(answer.status == 200)
+            })
+            #expect(run.trigger == .remoteNotification && run.outcome == .newData, "\(run)")
+            #expect(run.reasons.first?.code == .pushWake)
+            #expect(log(daemon) == ["push 42"])
+            #expect(try await daemon.store.pushes(of: AppID(rawValue: Self.app)!).first?.state == "delivered")
+        }
+    }
+
+    /// Beyond its allowance an app is not woken; the pushes that wait are coalesced to the newest,
+    /// which goes when the next wake is allowed; one that expires first is dropped with a reason.
+    @Test func throttledPushesKeepTheNewestAndExpire() async throws {
+        try await withGateway(command: try fixture(), throttle: PushThrottle(wakesPerHour: 3, burst: 1)) { provider, daemon, tokenOf in
+            let token = try await tokenOf(Self.app)
+            func push(_ id: Int, _ headers: [(String, String)] = []) async throws {
+                let answer = try await provider.send(token: token, headers: headers, body: #"{"aps":{"content-available":1},"content-id":\#(id)}"#)
+                #expect(answer.status == 200)
+            }
+            _ = try await daemon.waitForRunEnd(of: Self.app) { try await push(1) }
+            try await push(2)
+            try await push(3)
+            let expiring = Int(daemon.clock.now.timeIntervalSince1970) + 60
+            try await push(4, [("apns-collapse-id", "scores"), ("apns-expiration", String(expiring))])
+            let app = AppID(rawValue: Self.app)!
+            try await daemon.waitUntil {
+                let states = try await daemon.store.pushes(of: app).map(\.state)
+                return states == ["dropped", "queued", "replaced", "delivered"]
+            }
+            // 20 minutes on, the next wake is allowed: the newest waiting push goes.
+            _ = try await daemon.waitForRunEnd(of: Self.app) { daemon.clock.advance(by: .seconds(1200)) }
+            #expect(log(daemon) == ["push 1", "push 3"])
+            let pushes = try await daemon.store.pushes(of: app)
+            #expect(pushes.map(\.state) == ["dropped", "delivered", "replaced", "delivered"])
+            #expect(pushes[0].reason?.contains("expired") == true)
         }
     }
 }

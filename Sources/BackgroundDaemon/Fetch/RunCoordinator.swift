@@ -62,6 +62,8 @@ public actor RunCoordinator: Service {
     private let clock: any WallClock
     private let configuration: Configuration
     private let schedulerDoorbell: Doorbell
+    /// Also rung when a run ends (the push dispatcher waits for an app's run to end).
+    private let runEndedDoorbells: [Doorbell]
     private let logger: Logger
 
     private var flights: [RunID: Flight] = [:]
@@ -74,8 +76,9 @@ public actor RunCoordinator: Service {
     public init(
         store: BackgroundStore, stateDirectory: StateDirectory, broker: EventBroker, launcher: any AppLauncher,
         tokens: TokenIssuer, activity: ActivityFeed, clock: any WallClock, configuration: Configuration,
-        schedulerDoorbell: Doorbell, logger: Logger
+        schedulerDoorbell: Doorbell, runEndedDoorbells: [Doorbell] = [], logger: Logger
     ) {
+        self.runEndedDoorbells = runEndedDoorbells
         self.store = store
         self.stateDirectory = stateDirectory
         self.broker = broker
@@ -124,6 +127,22 @@ public actor RunCoordinator: Service {
             broker.eventsAvailable(for: app)
         } else {
             await launch(app, for: run)
+        }
+        timers.ring()
+        return try await store.run(run.id) ?? run
+    }
+
+    /// Starts a run for a background push: records it with its event (and the push as delivered),
+    /// then delivers to a connected app or launches it with reason remote-notification.
+    public func startPush(for app: AppID, push: Int64, payload: String, reasons: [DecisionReason]) async throws -> RunRecord {
+        let run = try await store.startPushRun(
+            for: app, push: push, payload: payload, reasons: reasons, budget: configuration.budget.budget, now: clock.now)
+        flights[run.id] = Flight(run: run)
+        activity.emit(.runStarted(run))
+        if broker.isConnectedInForeground(app) {
+            broker.eventsAvailable(for: app)
+        } else {
+            await launch(app, reason: .remoteNotification, for: run)
         }
         timers.ring()
         return try await store.run(run.id) ?? run
@@ -312,6 +331,7 @@ public actor RunCoordinator: Service {
             }
             activity.emit(.runEnded(record))
             schedulerDoorbell.ring()
+            for doorbell in runEndedDoorbells { doorbell.ring() }
             return record
         } catch StoreError.runNotFound {
             return nil  // the app was unregistered meanwhile

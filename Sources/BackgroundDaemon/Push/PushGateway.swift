@@ -1,4 +1,5 @@
 import BackgroundModel
+import BackgroundPolicy
 import BackgroundStore
 import Foundation
 import Hummingbird
@@ -30,8 +31,11 @@ public struct PushGateway: Service {
         /// 0: any free port (tests); `boundPort` says which.
         public var port: Int
         public var security: Security
+        /// How many background pushes may wake an app, and how bursts are coalesced.
+        public var throttle: PushThrottle
 
-        public init(host: String = "127.0.0.1", port: Int = 2197, security: Security = .selfSigned) {
+        public init(host: String = "127.0.0.1", port: Int = 2197, security: Security = .selfSigned, throttle: PushThrottle = PushThrottle()) {
+            self.throttle = throttle
             self.host = host
             self.port = port
             self.security = security

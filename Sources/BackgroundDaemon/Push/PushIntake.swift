@@ -23,9 +23,12 @@ actor PushIntake {
     /// ES256 verification per token, not per push.
     private var verified: Set<String> = []
 
-    init(store: BackgroundStore, clock: any WallClock) {
+    private let queued: Doorbell
+
+    init(store: BackgroundStore, clock: any WallClock, queued: Doorbell) {
         self.store = store
         self.clock = clock
+        self.queued = queued
     }
 
     func handle(method: String, path: String, headers: [(name: String, value: String)], body: Data, bodySize: Int) async -> Answer {
@@ -71,6 +74,7 @@ actor PushIntake {
         } catch {
             return refuse(.serviceUnavailable)
         }
+        queued.ring()
         return Answer(status: 200, reason: nil, timestamp: nil, apnsID: push.apnsID ?? apnsID)
     }
 

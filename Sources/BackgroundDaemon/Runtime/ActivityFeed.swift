@@ -23,6 +23,8 @@ public enum Activity: Hashable, Sendable {
     case transferRetryScheduled(TransferID, at: Date, reason: String)
     /// A transfer ended; its events (for an app's) are committed.
     case transferEnded(TransferRecord)
+    /// The push dispatcher decided about a waiting push: delivered, held, dropped, waiting.
+    case pushHandled(AppID, Int64, String)
 }
 
 /// Fans activity out to any number of subscribers. Subscribers that stop listening are dropped.

@@ -28,6 +28,9 @@ public struct AppEvent: Hashable, Codable, Sendable {
             transfer: TransferID, session: String, taskDescription: String?, statusCode: Int?, error: TransferError?)
         /// Every event of the session so far has been given (`urlSessionDidFinishEvents`).
         case sessionEventsFinished(session: String)
+        /// A background push for run `run`: `didReceiveRemoteNotification` with `payload` (the
+        /// provider's JSON, as sent); answer like a fetch.
+        case remoteNotification(run: RunID, payload: String, budget: Duration)
     }
 
     public var kind: String {
@@ -36,6 +39,7 @@ public struct AppEvent: Hashable, Codable, Sendable {
         case .downloadFinished: "downloadFinished"
         case .transferCompleted: "transferCompleted"
         case .sessionEventsFinished: "sessionEventsFinished"
+        case .remoteNotification: "remoteNotification"
         }
     }
 }

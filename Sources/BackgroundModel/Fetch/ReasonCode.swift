@@ -51,6 +51,8 @@ public enum ReasonCode: String, Codable, Sendable, CaseIterable {
     case coalesced
     /// Fetches at this hour of day have mostly answered `.noData`: the app is woken less then.
     case usuallyNoData
+    /// A provider's background push woke the app.
+    case pushWake
 }
 
 /// One reason behind a decision: a stable code and a sentence with the numbers behind it.

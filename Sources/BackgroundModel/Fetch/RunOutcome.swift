@@ -36,4 +36,6 @@ public enum RunTrigger: String, Codable, Sendable {
     case scheduled
     /// Someone asked for it (`bgctl simulate fetch`, Xcode's *Simulate Background Fetch*).
     case manual
+    /// A provider's background push (`content-available: 1`) through the push gateway.
+    case remoteNotification
 }

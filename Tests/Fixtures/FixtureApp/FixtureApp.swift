@@ -57,6 +57,10 @@ struct FixtureApp {
             default: return .newData
             }
         }
+        application.onRemoteNotification { notification in
+            log.append("push \((notification.userInfo["content-id"] as? NSNumber)?.intValue ?? -1)")
+            return .newData
+        }
         try await application.run()
         if behaviour == "linger" { await never() }
     }
