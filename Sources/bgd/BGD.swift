@@ -65,6 +65,24 @@ struct BGD: AsyncParsableCommand {
     @Option(help: "A transfer whose connection is silent this long is dropped and retried.", transform: parseDuration)
     var transferReadTimeout: Duration = .seconds(30)
 
+    @Option(help: "The APNs-compatible push gateway's port (HTTP/2 over TLS), or 'off'.")
+    var pushPort: String = "2197"
+
+    @Option(help: "The address the push gateway listens on.")
+    var pushHost: String = "127.0.0.1"
+
+    @Option(help: "The push gateway's certificate chain (PEM); default: a self-signed pair made in the state directory.")
+    var pushCertificate: String?
+
+    @Option(help: "The push gateway's private key (PEM), with --push-certificate.")
+    var pushKey: String?
+
+    @Flag(help: "Serve pushes as plaintext HTTP/2 (prior knowledge), for development; loopback only.")
+    var pushPlaintext = false
+
+    @Option(help: "Background pushes that may wake one app per hour.")
+    var pushWakesPerHour: Double = 3
+
     @Option(help: "full: every commit survives power loss; normal: survives crashes of bgd, faster.")
     var durability: String = "full"
 
@@ -78,6 +96,11 @@ struct BGD: AsyncParsableCommand {
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
         }
+        if pushPort != "off" {
+            guard let port = Int(pushPort), (0...65535).contains(port) else { throw ValidationError("--push-port is a port number or 'off'") }
+        }
+        guard (pushCertificate == nil) == (pushKey == nil) else { throw ValidationError("give --push-certificate and --push-key together") }
+        guard pushWakesPerHour > 0 else { throw ValidationError("--push-wakes-per-hour must be positive") }
         guard maxTransfers >= 1 && maxTransfers <= 1000 else { throw ValidationError("--max-transfers is from 1 to 1000") }
         if let transferRateLimit, transferRateLimit < 1024 { throw ValidationError("--transfer-rate-limit is at least 1KiB (a second)") }
         guard transferCheckpoint >= 64 << 10 else { throw ValidationError("--transfer-checkpoint is at least 64KiB") }
@@ -85,6 +108,13 @@ struct BGD: AsyncParsableCommand {
         guard fetchBudget > .zero, expirationLead < fetchBudget else {
             throw ValidationError("--fetch-budget must be positive and longer than --expiration-lead")
         }
+    }
+
+    var pushConfiguration: PushGateway.Configuration? {
+        guard pushPort != "off", let port = Int(pushPort) else { return nil }
+        let security: PushGateway.Configuration.Security =
+            pushPlaintext ? .plaintext : pushCertificate.map { .files(certificate: $0, key: pushKey ?? "") } ?? .selfSigned
+        return PushGateway.Configuration(host: pushHost, port: port, security: security, throttle: PushThrottle(wakesPerHour: pushWakesPerHour))
     }
 
     func run() async throws {
@@ -109,7 +139,8 @@ struct BGD: AsyncParsableCommand {
             transfers: .init(
                 maximumConcurrent: maxTransfers,
                 engine: .init(
-                    checkpointInterval: transferCheckpoint, readTimeout: transferReadTimeout, bandwidthLimit: transferRateLimit)))
+                    checkpointInterval: transferCheckpoint, readTimeout: transferReadTimeout, bandwidthLimit: transferRateLimit)),
+            push: pushConfiguration)
         let daemon: Daemon
         do {
             daemon = try await Daemon(configuration: configuration, logger: logger)

@@ -17,7 +17,8 @@ final class DaemonProcess: @unchecked Sendable {
         self.socketPath = socketPath
         self.stateDirectory = stateDirectory
         process.executableURL = URL(fileURLWithPath: try BuiltProducts.path(of: "bgd"))
-        process.arguments = ["--state-dir", stateDirectory, "--socket", socketPath] + arguments
+        // Any free port for the push gateway: tests run several daemons at once.
+        process.arguments = ["--state-dir", stateDirectory, "--socket", socketPath, "--push-port", "0"] + arguments
         let stderr = Pipe()
         process.standardError = stderr
         process.standardOutput = FileHandle.nullDevice

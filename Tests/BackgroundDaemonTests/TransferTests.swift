@@ -238,7 +238,8 @@ struct TransferTests {
             let url = origin.url(seed: 11, size: size, faults: ["stall-after": "300000", "times": "1"])
             let (record, path) = try await download(url, daemon)
             let ended = try await waitForEnd(record.id, daemon)
-            #expect(ended.state == .completed && ended.attempts == 2, "\(ended)")
+            // At least one retry; a busy machine may make the 1 s read timeout fire once more.
+            #expect(ended.state == .completed && ended.attempts >= 2 && ended.lastError?.contains("readTimeout") == true, "\(ended)")
             #expect(try sha256(ofFile: path) == FaultyOrigin.sha256(seed: 11, size: size))
         }
     }
