@@ -8,7 +8,28 @@ extension BGCtl {
     struct Push: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Device tokens and provider keys for bgd's APNs-compatible push gateway.",
-            subcommands: [Token.self, Keys.self])
+            subcommands: [Token.self, Keys.self, Log.self])
+
+        struct Log: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "The pushes an app was sent, and what became of each (delivered, held, replaced, dropped).")
+            @OptionGroup var options: DaemonOptions
+            @Argument(transform: parseAppID) var app: AppID
+            @Option(help: "At most this many, newest first.") var limit: Int = 20
+
+            func run() async throws {
+                let pushes = try await options.call {
+                    try await $0.send(.get, "/v1/apps/\(app)/pushes?limit=\(max(1, min(limit, 1000)))", as: [PushRecord].self)
+                }
+                if options.json { return try options.printJSON(pushes) }
+                guard !pushes.isEmpty else { return print("No pushes for \(app). A provider sends them to its token: bgctl push token \(app)") }
+                let now = SystemClock().now
+                TextFormat.table(
+                    header: ["RECEIVED", "TYPE", "STATE", "WHY", "APNS-ID"],
+                    rows: pushes.map {
+                        [TextFormat.when($0.receivedAt, now: now), $0.pushType, $0.state, $0.reason ?? "-", $0.apnsID]
+                    })
+            }
+        }
 
         struct Token: AsyncParsableCommand {
             static let configuration = CommandConfiguration(abstract: "Print an app's device token, for a provider under test.")

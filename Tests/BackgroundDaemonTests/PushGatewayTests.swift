@@ -202,6 +202,8 @@ struct PushGatewayTests {
             let pushes = try await daemon.store.pushes(of: app)
             #expect(pushes.map(\.state) == ["dropped", "delivered", "replaced", "delivered"])
             #expect(pushes[0].reason?.contains("expired") == true)
+            let logged = try await Command.run(try BuiltProducts.path(of: "bgctl"), ["push", "log", Self.app, "--socket", daemon.socketPath])
+            #expect(logged.status == 0 && logged.standardOutput.contains("replaced") && logged.standardOutput.contains("expired"), "\(logged.standardOutput)")
         }
     }
 }

@@ -33,6 +33,17 @@ struct PushRoutes {
             let app = try await core.requireApp(try context.parameters.appID())
             return try JSONResponse.make(try await deviceToken(for: app.id))
         }
+        router.get("v1/apps/:id/pushes") { request, context in
+            let app = try await core.requireApp(try context.parameters.appID())
+            let limit = try request.uri.integerQuery("limit", default: 50, range: 1...1000)
+            return try JSONResponse.make(
+                try await core.store.pushes(of: app.id, limit: limit).map { push in
+                    PushRecord(
+                        id: push.id, apnsID: push.apnsID, pushType: push.pushType, priority: push.priority, collapseID: push.collapseID,
+                        expiration: push.expiration, receivedAt: push.receivedAt, state: push.state, reason: push.reason,
+                        payload: String(decoding: push.payload, as: UTF8.self))
+                })
+        }
         router.get("v1/push/keys") { _, _ in try JSONResponse.make(try await core.store.providerKeys()) }
         router.post("v1/push/keys") { request, _ in
             var request = request

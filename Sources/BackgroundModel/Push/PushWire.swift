@@ -47,3 +47,34 @@ public struct ProviderKeyRegistration: Hashable, Codable, Sendable {
         return nil
     }
 }
+
+/// A push the gateway accepted, and what became of it (`GET /v1/apps/{id}/pushes`).
+public struct PushRecord: Hashable, Codable, Sendable {
+    public var id: Int64
+    public var apnsID: String
+    public var pushType: String
+    public var priority: Int
+    public var collapseID: String?
+    public var expiration: Date?
+    public var receivedAt: Date
+    /// queued, delivered, replaced, dropped, or recorded (alert pushes: kept, wake nothing).
+    public var state: String
+    public var reason: String?
+    public var payload: String
+
+    public init(
+        id: Int64, apnsID: String, pushType: String, priority: Int, collapseID: String?, expiration: Date?, receivedAt: Date,
+        state: String, reason: String?, payload: String
+    ) {
+        self.id = id
+        self.apnsID = apnsID
+        self.pushType = pushType
+        self.priority = priority
+        self.collapseID = collapseID
+        self.expiration = expiration
+        self.receivedAt = receivedAt
+        self.state = state
+        self.reason = reason
+        self.payload = payload
+    }
+}
