@@ -58,10 +58,10 @@ struct PushGatewayTests {
     }
 
     func withGateway(
-        command: [String] = ["/bin/true"], throttle: PushThrottle = PushThrottle(),
+        command: [String] = ["/bin/true"], throttle: PushThrottle = PushThrottle(), now: Date = Date(timeIntervalSince1970: 1_767_603_600),
         _ body: @Sendable (Provider, TestDaemon, (String) async throws -> String) async throws -> Void
     ) async throws {
-        try await TestDaemon.with(clock: ManualClock(now: Date(timeIntervalSince1970: 1_767_603_600)), push: .init(port: 0, throttle: throttle)) { daemon in
+        try await TestDaemon.with(clock: ManualClock(now: now), push: .init(port: 0, throttle: throttle)) { daemon in
             let gateway = try #require(daemon.daemon.pushGateway)
             let port = await gateway.boundPort.wait()
             var tls = TLSConfiguration.makeClientConfiguration()
@@ -204,6 +204,29 @@ struct PushGatewayTests {
             #expect(pushes[0].reason?.contains("expired") == true)
             let logged = try await Command.run(try BuiltProducts.path(of: "bgctl"), ["push", "log", Self.app, "--socket", daemon.socketPath])
             #expect(logged.status == 0 && logged.standardOutput.contains("replaced") && logged.standardOutput.contains("expired"), "\(logged.standardOutput)")
+        }
+    }
+
+    /// `bgctl push send`: a provider's request through the real gateway, signed with a .p8.
+    @Test func bgctlPushSendGoesThroughTheGateway() async throws {
+        // bgctl signs with the real time, so bgd's virtual clock starts there.
+        try await withGateway(now: SystemClock().now) { provider, daemon, tokenOf in
+            let keyFile = daemon.directory + "/AuthKey.p8"
+            try provider.key.pemRepresentation.write(toFile: keyFile, atomically: true, encoding: .utf8)
+            let payload = daemon.directory + "/payload.json"
+            try #"{"aps":{"content-available":1},"content-id":7}"#.write(toFile: payload, atomically: true, encoding: .utf8)
+            let port = try #require(daemon.daemon.pushGateway?.boundPort.port)
+            func send(_ extra: [String] = []) async throws -> Command.Output {
+                try await Command.run(
+                    try BuiltProducts.path(of: "bgctl"),
+                    ["push", "send", Self.app, payload, "--key", keyFile, "--key-id", Self.keyID, "--team-id", Self.teamID,
+                     "--gateway", "https://localhost:\(port)", "--socket", daemon.socketPath] + extra)
+            }
+            let sent = try await send()
+            #expect(sent.status == 0 && sent.standardOutput.contains("200 accepted"), "\(sent.standardOutput) \(sent.standardError)")
+            let refused = try await send(["--priority", "10"])
+            #expect(refused.status != 0 && refused.standardError.contains("BadPriority"), "\(refused.standardError)")
+            #expect(try await daemon.store.pushes(of: AppID(rawValue: Self.app)!).count == 1)
         }
     }
 }

@@ -1,0 +1,66 @@
+import ArgumentParser
+import Background
+import BackgroundModel
+import Crypto
+import Foundation
+
+extension BGCtl.Push {
+    struct Send: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Send a push through bgd's real gateway, as a provider would (HTTP/2, TLS, an ES256 token).",
+            discussion: """
+                Signs a provider token with your .p8 key (registered with `bgctl push keys add`) and posts the
+                payload to /3/device/<token> on the gateway, trusting the certificate bgd made:
+                  bgctl push send com.example.newsfeed payload.json --key AuthKey_ABC123DEFG.p8 --key-id ABC123DEFG --team-id TEAM123456
+                """)
+        @OptionGroup var options: DaemonOptions
+        @Argument(transform: parseAppID) var app: AppID
+        @Argument(help: "The JSON payload file, e.g. {\"aps\":{\"content-available\":1}}.") var payload: String
+        @Option(help: "The provider's .p8 private key.") var key: String
+        @Option(help: "Its 10-character Key ID.") var keyID: String
+        @Option(help: "The 10-character Team ID.") var teamID: String
+        @Option(help: "The device token (default: the app's).") var token: String?
+        @Option(help: "The gateway (default: https://localhost:2197).") var gateway: String = "https://localhost:2197"
+        @Option(help: "The certificate to trust (default: the one bgd made in its state directory).") var certificate: String?
+        @Option(help: "apns-push-type.") var pushType: String = "background"
+        @Option(help: "apns-priority (default: 5 for background, 10 otherwise).") var priority: Int?
+        @Option(help: "apns-collapse-id.") var collapseID: String?
+
+        func run() async throws {
+            guard let body = FileManager.default.contents(atPath: payload) else { throw ValidationError("cannot read \(payload)") }
+            guard let pem = try? String(contentsOfFile: key, encoding: .utf8), let signingKey = try? P256.Signing.PrivateKey(pemRepresentation: pem)
+            else { throw ValidationError("\(key) is not a P-256 private key in PEM (an APNs .p8 file)") }
+            let deviceToken: String
+            if let token {
+                deviceToken = token
+            } else {
+                deviceToken = try await options.call { try await $0.send(.post, "/v1/apps/\(app)/push/token", as: DeviceTokenInfo.self) }.token
+            }
+            let trusted: String
+            if let certificate {
+                trusted = certificate
+            } else {
+                trusted = try await options.call { try await $0.send(.get, "/v1/status", as: DaemonStatus.self) }.stateDirectory + "/push-gateway.crt"
+            }
+            let jwt = try ProviderJWT.make(keyID: keyID, teamID: teamID, key: signingKey, issuedAt: SystemClock().now)
+            var headers = [
+                ("authorization", "bearer \(jwt)"), ("apns-topic", app.rawValue), ("apns-push-type", pushType),
+                ("apns-priority", String(priority ?? (pushType == "background" ? 5 : 10))),
+            ]
+            if let collapseID { headers.append(("apns-collapse-id", collapseID)) }
+            let answer: PushAnswer
+            do {
+                answer = try await PushAnswer.post(url: gateway + "/3/device/\(deviceToken)", headers: headers, body: body, trusting: trusted)
+            } catch {
+                FileHandle.standardError.write(Data("bgctl: cannot reach the push gateway at \(gateway): \(error)\n".utf8))
+                throw ExitCode.failure
+            }
+            if options.json { return try options.printJSON(answer) }
+            guard answer.status == 200 else {
+                FileHandle.standardError.write(Data("bgctl: \(answer.status) \(answer.reason ?? "")\n".utf8))
+                throw ExitCode.failure
+            }
+            print("200 accepted over \(answer.httpVersion) (apns-id \(answer.apnsID ?? "-")); bgctl push log \(app) shows what becomes of it")
+        }
+    }
+}
