@@ -16,6 +16,7 @@ let package = Package(
         .executable(name: "NewsFeed", targets: ["NewsFeed"]),
         .executable(name: "ImageFetch", targets: ["ImageFetch"]),
         .executable(name: "DownloadManager", targets: ["DownloadManager"]),
+        .executable(name: "PushNews", targets: ["PushNews"]),
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
@@ -118,6 +119,10 @@ let package = Package(
             dependencies: ["Background", "BackgroundModel", .product(name: "AsyncHTTPClient", package: "async-http-client")],
             path: "Examples/ImageFetch", swiftSettings: swiftSettings),
         .executableTarget(
+            name: "PushNews",
+            dependencies: ["Background", "BackgroundModel", .product(name: "AsyncHTTPClient", package: "async-http-client")],
+            path: "Examples/PushNews", swiftSettings: swiftSettings),
+        .executableTarget(
             name: "DownloadManager", dependencies: ["Background", "BackgroundModel"], path: "Examples/DownloadManager",
             swiftSettings: swiftSettings),
         .executableTarget(
@@ -141,7 +146,7 @@ let package = Package(
             name: "BackgroundDaemonTests",
             dependencies: [
                 "BackgroundDaemon", "BackgroundTesting", "Background", "BackgroundModel", "BackgroundStore",
-                "bgd", "bgctl", "NewsFeed", "ImageFetch", "DownloadManager", "bgd-fixture-app",
+                "bgd", "bgctl", "NewsFeed", "ImageFetch", "DownloadManager", "PushNews", "bgd-fixture-app",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],

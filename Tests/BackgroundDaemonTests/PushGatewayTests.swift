@@ -229,4 +229,21 @@ struct PushGatewayTests {
             #expect(try await daemon.store.pushes(of: AppID(rawValue: Self.app)!).count == 1)
         }
     }
+
+    /// Seed 004's sample: a push with content-id 5 wakes PushNews, which fetches item 5 and answers newData.
+    @Test func pushNewsFetchesTheItemThePushNames() async throws {
+        let origin = try await FaultyOrigin.start()
+        defer { Task { await origin.stop() } }
+        let template = origin.baseURL.absoluteString + "/files/{id}/2000"
+        try await withGateway(command: [try BuiltProducts.path(of: "PushNews"), "--url", template]) { provider, daemon, tokenOf in
+            let token = try await tokenOf(Self.app)
+            let run = try await daemon.waitForRunEnd(of: Self.app) {
+                let answer = try await provider.send(token: token, body: #"{"aps":{"content-available":1},"content-id":5}"#)
+                #expect(answer.status == 200)
+            }
+            #expect(run.outcome == .newData, "\(run)")
+            let item = try Data(contentsOf: URL(fileURLWithPath: daemon.directory + "/state/containers/\(Self.app)/items/5"))
+            #expect(FaultyOrigin.sha256Digest(of: item) == FaultyOrigin.sha256(seed: 5, size: 2000))
+        }
+    }
 }
