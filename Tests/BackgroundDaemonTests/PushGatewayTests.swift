@@ -8,7 +8,9 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOSSL
+import Synchronization
 import Testing
+import Background
 
 /// The APNs provider API on bgd's gateway, over HTTP/2 with TLS (the self-signed certificate
 /// trusted), with a real client: each reason from a request built to cause it.
@@ -24,6 +26,8 @@ struct PushGatewayTests {
         let base: String
         let key: P256.Signing.PrivateKey
         let now: Date
+        /// The app's own token (for a foreground process of it).
+        var appToken = ""
 
         func jwt(iat: Date? = nil, key: P256.Signing.PrivateKey? = nil, kid: String = PushGatewayTests.keyID) throws -> String {
             func encode(_ data: Data) -> String {
@@ -59,9 +63,9 @@ struct PushGatewayTests {
 
     func withGateway(
         command: [String] = ["/bin/true"], throttle: PushThrottle = PushThrottle(), now: Date = Date(timeIntervalSince1970: 1_767_603_600),
-        _ body: @Sendable (Provider, TestDaemon, (String) async throws -> String) async throws -> Void
+        directory: String? = nil, _ body: @Sendable (Provider, TestDaemon, (String) async throws -> String) async throws -> Void
     ) async throws {
-        try await TestDaemon.with(clock: ManualClock(now: now), push: .init(port: 0, throttle: throttle)) { daemon in
+        try await TestDaemon.with(clock: ManualClock(now: now), directory: directory, push: .init(port: 0, throttle: throttle)) { daemon in
             let gateway = try #require(daemon.daemon.pushGateway)
             let port = await gateway.boundPort.wait()
             var tls = TLSConfiguration.makeClientConfiguration()
@@ -70,13 +74,14 @@ struct PushGatewayTests {
             configuration.httpVersion = .automatic
             let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
             let key = P256.Signing.PrivateKey()
-            try await daemon.register(Self.app, command: command, interval: .never)
+            let registered = try await daemon.register(Self.app, command: command, interval: .never)
             try await daemon.register(Self.other, command: ["/bin/true"], interval: .never)
             _ = try await daemon.admin.send(
                 .post, "/v1/push/keys",
                 body: ProviderKeyRegistration(keyID: Self.keyID, teamID: Self.teamID, topics: [Self.app, Self.other], publicKeyPEM: key.publicKey.pemRepresentation),
                 as: ProviderKeyRegistration.self)
-            let provider = Provider(client: client, base: "https://localhost:\(port)", key: key, now: daemon.clock.now)
+            var provider = Provider(client: client, base: "https://localhost:\(port)", key: key, now: daemon.clock.now)
+            provider.appToken = registered.token
             let tokenOf: (String) async throws -> String = { app in
                 try await daemon.admin.send(.post, "/v1/apps/\(app)/push/token", as: DeviceTokenInfo.self).token
             }
@@ -246,4 +251,59 @@ struct PushGatewayTests {
             #expect(FaultyOrigin.sha256Digest(of: item) == FaultyOrigin.sha256(seed: 5, size: 2000))
         }
     }
+
+    /// A running (connected) app gets the push live, without a launch.
+    @Test func aPushReachesARunningApp() async throws {
+        try await withGateway { provider, daemon, tokenOf in
+            let token = try await tokenOf(Self.app)
+            let received = ReceivedPushes()
+            let application = BackgroundApplication(appID: AppID(rawValue: Self.app)!, token: provider.appToken, socketPath: daemon.socketPath)
+            application.onRemoteNotification { notification in
+                received.append(notification.json)
+                return .newData
+            }
+            var connection: Task<Void, any Error>?
+            _ = try await daemon.waitFor({ activity -> Bool? in
+                if case .appConnected(let app) = activity, app.rawValue == Self.app { return true }
+                return nil
+            }, after: { connection = Task { try await application.run() } })
+            defer { connection?.cancel() }
+            let launched = ReceivedPushes()
+            let run = try await daemon.waitFor({ activity -> RunRecord? in
+                if case .processLaunched = activity { launched.append("launched") }
+                if case .runEnded(let run) = activity, run.app.rawValue == Self.app { return run }
+                return nil
+            }, after: {
+                let status = try await provider.send(token: token).status
+                #expect(status == 200)
+            })
+            #expect(run.outcome == .newData && launched.all.isEmpty, "\(run)")
+            #expect(received.all.first?.contains("content-id") == true)
+        }
+    }
+
+    /// A 200 means durably queued: a push held by the throttle is still there after bgd restarts,
+    /// and goes then.
+    @Test func aRestartKeepsQueuedPushes() async throws {
+        let directory = TemporaryDirectory.make()
+        try await withGateway(command: try fixture(), throttle: PushThrottle(wakesPerHour: 1, burst: 1), directory: directory) { provider, daemon, tokenOf in
+            let token = try await tokenOf(Self.app)
+            _ = try await daemon.waitForRunEnd(of: Self.app) { _ = try await provider.send(token: token) }
+            let status = try await provider.send(token: token, body: #"{"aps":{"content-available":1},"content-id":2}"#).status
+            #expect(status == 200)
+            try await daemon.waitUntil { try await daemon.store.pushes(of: AppID(rawValue: Self.app)!).first?.state == "queued" }
+        }
+        try await TestDaemon.with(clock: ManualClock(now: Date(timeIntervalSince1970: 1_767_603_700)), directory: directory, push: .init(port: 0)) { daemon in
+            try await daemon.waitUntil { try await daemon.store.pushes(of: AppID(rawValue: Self.app)!).allSatisfy { $0.state == "delivered" } }
+            try await daemon.waitUntil { try await daemon.store.runsInFlight().isEmpty }
+            let lines = ((try? String(contentsOfFile: directory + "/state/containers/\(Self.app)/fixture.log", encoding: .utf8)) ?? "")
+            #expect(lines.split(separator: "\n").map(String.init) == ["push 42", "push 2"])
+        }
+    }
+}
+
+final class ReceivedPushes: Sendable {
+    private let items = Mutex<[String]>([])
+    func append(_ item: String) { items.withLock { $0.append(item) } }
+    var all: [String] { items.withLock { $0 } }
 }
