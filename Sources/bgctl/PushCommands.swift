@@ -8,7 +8,7 @@ extension BGCtl {
     struct Push: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Device tokens and provider keys for bgd's APNs-compatible push gateway.",
-            subcommands: [Token.self, Keys.self, Send.self, Log.self])
+            subcommands: [Token.self, Keys.self, Send.self, Jwt.self, Log.self])
 
         struct Log: AsyncParsableCommand {
             static let configuration = CommandConfiguration(abstract: "The pushes an app was sent, and what became of each (delivered, held, replaced, dropped).")

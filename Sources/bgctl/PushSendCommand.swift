@@ -64,3 +64,20 @@ extension BGCtl.Push {
         }
     }
 }
+
+extension BGCtl.Push {
+    /// Prints a provider token, for tools that send pushes themselves (curl, h2load).
+    struct Jwt: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "jwt", abstract: "Print an ES256 provider token signed with a .p8 key (valid for an hour).")
+        @Option(help: "The provider's .p8 private key.") var key: String
+        @Option(help: "Its 10-character Key ID.") var keyID: String
+        @Option(help: "The 10-character Team ID.") var teamID: String
+
+        func run() async throws {
+            guard let pem = try? String(contentsOfFile: key, encoding: .utf8), let signingKey = try? P256.Signing.PrivateKey(pemRepresentation: pem)
+            else { throw ValidationError("\(key) is not a P-256 private key in PEM (an APNs .p8 file)") }
+            print(try ProviderJWT.make(keyID: keyID, teamID: teamID, key: signingKey, issuedAt: SystemClock().now))
+        }
+    }
+}
