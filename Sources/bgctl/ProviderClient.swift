@@ -7,6 +7,29 @@ import NIOSSL
 
 /// An ES256 provider token, as APNs client libraries make them.
 enum ProviderJWT {
+    /// A token minted less than 40 minutes ago for the same key and team is reused, as APNs asks
+    /// ("no more than once every 20 minutes"): minting one per send would earn 429
+    /// TooManyProviderTokenUpdates. Kept in `$XDG_CACHE_HOME/bgctl` (else `~/.cache/bgctl`).
+    static func cached(keyID: String, teamID: String, key: P256.Signing.PrivateKey, now: Date) throws -> String {
+        let environment = ProcessInfo.processInfo.environment
+        let base = environment["XDG_CACHE_HOME"] ?? (NSHomeDirectory() + "/.cache")
+        let directory = base + "/bgctl"
+        let file = directory + "/provider-token-\(keyID)"
+        if let saved = try? String(contentsOfFile: file, encoding: .utf8) {
+            let fields = saved.split(separator: " ").map(String.init)
+            if fields.count == 3, fields[0] == teamID, let iat = Double(fields[1]), now.timeIntervalSince1970 - iat < 40 * 60,
+                now.timeIntervalSince1970 >= iat
+            {
+                return fields[2]
+            }
+        }
+        let token = try make(keyID: keyID, teamID: teamID, key: key, issuedAt: now)
+        try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        FileManager.default.createFile(
+            atPath: file, contents: Data("\(teamID) \(Int(now.timeIntervalSince1970)) \(token)".utf8), attributes: [.posixPermissions: 0o600])
+        return token
+    }
+
     static func make(keyID: String, teamID: String, key: P256.Signing.PrivateKey, issuedAt: Date) throws -> String {
         let header = base64URL(Data(#"{"alg":"ES256","kid":"\#(keyID)"}"#.utf8))
         let claims = base64URL(Data(#"{"iss":"\#(teamID)","iat":\#(Int(issuedAt.timeIntervalSince1970))}"#.utf8))

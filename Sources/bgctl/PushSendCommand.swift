@@ -42,7 +42,7 @@ extension BGCtl.Push {
             } else {
                 trusted = try await options.call { try await $0.send(.get, "/v1/status", as: DaemonStatus.self) }.stateDirectory + "/push-gateway.crt"
             }
-            let jwt = try ProviderJWT.make(keyID: keyID, teamID: teamID, key: signingKey, issuedAt: SystemClock().now)
+            let jwt = try ProviderJWT.cached(keyID: keyID, teamID: teamID, key: signingKey, now: SystemClock().now)
             var headers = [
                 ("authorization", "bearer \(jwt)"), ("apns-topic", app.rawValue), ("apns-push-type", pushType),
                 ("apns-priority", String(priority ?? (pushType == "background" ? 5 : 10))),
@@ -77,7 +77,7 @@ extension BGCtl.Push {
         func run() async throws {
             guard let pem = try? String(contentsOfFile: key, encoding: .utf8), let signingKey = try? P256.Signing.PrivateKey(pemRepresentation: pem)
             else { throw ValidationError("\(key) is not a P-256 private key in PEM (an APNs .p8 file)") }
-            print(try ProviderJWT.make(keyID: keyID, teamID: teamID, key: signingKey, issuedAt: SystemClock().now))
+            print(try ProviderJWT.cached(keyID: keyID, teamID: teamID, key: signingKey, now: SystemClock().now))
         }
     }
 }

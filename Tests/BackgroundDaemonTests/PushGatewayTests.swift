@@ -221,11 +221,14 @@ struct PushGatewayTests {
             let payload = daemon.directory + "/payload.json"
             try #"{"aps":{"content-available":1},"content-id":7}"#.write(toFile: payload, atomically: true, encoding: .utf8)
             let port = try #require(daemon.daemon.pushGateway?.boundPort.port)
+            // bgctl keeps its provider token between runs, as APNs asks; a fresh cache per test.
+            let cache = ["XDG_CACHE_HOME": daemon.directory + "/cache"]
             func send(_ extra: [String] = []) async throws -> Command.Output {
                 try await Command.run(
                     try BuiltProducts.path(of: "bgctl"),
                     ["push", "send", Self.app, payload, "--key", keyFile, "--key-id", Self.keyID, "--team-id", Self.teamID,
-                     "--gateway", "https://localhost:\(port)", "--socket", daemon.socketPath] + extra)
+                     "--gateway", "https://localhost:\(port)", "--socket", daemon.socketPath] + extra,
+                    environment: ProcessInfo.processInfo.environment.merging(cache) { $1 })
             }
             let sent = try await send()
             #expect(sent.status == 0 && sent.standardOutput.contains("200 accepted"), "\(sent.standardOutput) \(sent.standardError)")
