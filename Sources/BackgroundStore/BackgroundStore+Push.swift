@@ -95,25 +95,6 @@ public struct StoredPush: Hashable, Sendable {
 }
 
 extension BackgroundStore {
-    /// Queues an accepted push (alerts are only recorded: they wake nothing). Committed before
-    /// the gateway answers 200.
-    @discardableResult
-    public func enqueuePush(
-        app: AppID, apnsID: String, pushType: String, priority: Int, collapseID: String?, expiration: Date?, payload: Data, now: Date
-    ) async throws -> Int64 {
-        try await writer.write { db in
-            try db.execute(
-                sql: """
-                    INSERT INTO push(appId, apnsId, pushType, priority, collapseId, expiration, payload, receivedAt, state)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """,
-                arguments: [
-                    app.rawValue, apnsID, pushType, priority, collapseID, expiration, payload, now, pushType == "background" ? "queued" : "recorded",
-                ])
-            return db.lastInsertedRowID
-        }
-    }
-
     /// The app's pushes, newest first.
     public func pushes(of app: AppID, limit: Int = 100) async throws -> [StoredPush] {
         try await writer.read { db in
@@ -157,6 +138,47 @@ extension BackgroundStore {
     public func dropPush(_ id: Int64, reason: String) async throws {
         try await writer.write { db in
             try db.execute(sql: "UPDATE push SET state = 'dropped', reason = ? WHERE id = ? AND state = 'queued'", arguments: [reason, id])
+        }
+    }
+}
+
+/// A push to queue (see `enqueuePushes`).
+public struct NewPush: Sendable {
+    public var app: AppID
+    public var apnsID: String
+    public var pushType: String
+    public var priority: Int
+    public var collapseID: String?
+    public var expiration: Date?
+    public var payload: Data
+
+    public init(app: AppID, apnsID: String, pushType: String, priority: Int, collapseID: String?, expiration: Date?, payload: Data) {
+        self.app = app
+        self.apnsID = apnsID
+        self.pushType = pushType
+        self.priority = priority
+        self.collapseID = collapseID
+        self.expiration = expiration
+        self.payload = payload
+    }
+}
+
+extension BackgroundStore {
+    /// Queues accepted pushes in one transaction (group commit: one fsync for all of them);
+    /// alert pushes are only recorded, they wake nothing. Committed before the gateway's 200.
+    public func enqueuePushes(_ pushes: [NewPush], now: Date) async throws {
+        try await writer.write { db in
+            let statement = try db.makeStatement(
+                sql: """
+                    INSERT INTO push(appId, apnsId, pushType, priority, collapseId, expiration, payload, receivedAt, state)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """)
+            for push in pushes {
+                try statement.execute(arguments: [
+                    push.app.rawValue, push.apnsID, push.pushType, push.priority, push.collapseID, push.expiration, push.payload, now,
+                    push.pushType == "background" ? "queued" : "recorded",
+                ])
+            }
         }
     }
 }

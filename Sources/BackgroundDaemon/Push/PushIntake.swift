@@ -24,11 +24,13 @@ actor PushIntake {
     private var verified: Set<String> = []
 
     private let queued: Doorbell
+    private let writer: PushQueueWriter
 
     init(store: BackgroundStore, clock: any WallClock, queued: Doorbell) {
         self.store = store
         self.clock = clock
         self.queued = queued
+        writer = PushQueueWriter(store: store, clock: clock)
     }
 
     func handle(method: String, path: String, headers: [(name: String, value: String)], body: Data, bodySize: Int) async -> Answer {
@@ -68,9 +70,10 @@ actor PushIntake {
             guard let owner = try await store.deviceTokenOwner(push.deviceToken) else { return refuse(.badDeviceToken) }
             guard owner.app.rawValue == push.topic else { return refuse(.deviceTokenNotForTopic) }
             if let revoked = owner.revokedAt { return refuse(.unregistered, timestamp: Int64(revoked.timeIntervalSince1970 * 1000)) }
-            try await store.enqueuePush(
-                app: owner.app, apnsID: push.apnsID ?? apnsID, pushType: push.pushType.rawValue, priority: push.priority,
-                collapseID: push.collapseID, expiration: push.expiration, payload: push.payload, now: now)
+            try await writer.enqueue(
+                NewPush(
+                    app: owner.app, apnsID: push.apnsID ?? apnsID, pushType: push.pushType.rawValue, priority: push.priority,
+                    collapseID: push.collapseID, expiration: push.expiration, payload: push.payload))
         } catch {
             return refuse(.serviceUnavailable)
         }
