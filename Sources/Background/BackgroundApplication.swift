@@ -197,7 +197,7 @@ public final class BackgroundApplication: Sendable {
         let (handler, delegate) = state.withLock { ($0.fetchHandler, $0.delegate) }
         do {
             if let handler { return try await handler() }
-            if let delegate { return await DelegateFetch.perform(delegate, application: self) }
+            if let delegate { return await CompletionOnce.await { delegate.application(self, performFetchWithCompletionHandler: $0) } }
             return .noData  // nothing to do: say so, so the scheduler is not left waiting
         } catch is CancellationError {
             return nil  // expired: bgd records it
@@ -211,7 +211,11 @@ public final class BackgroundApplication: Sendable {
         let (handler, delegate) = state.withLock { ($0.remoteNotificationHandler, $0.delegate) }
         do {
             if let handler { return try await handler(notification) }
-            if let delegate { return await DelegateRemoteNotification.perform(delegate, application: self, notification: notification) }
+            if let delegate {
+                return await CompletionOnce.await {
+                    delegate.application(self, didReceiveRemoteNotification: notification, fetchCompletionHandler: $0)
+                }
+            }
             return .noData
         } catch is CancellationError {
             return nil

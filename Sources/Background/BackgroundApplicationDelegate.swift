@@ -53,14 +53,13 @@ extension BackgroundApplicationDelegate {
     ) { completionHandler(.noData) }
 }
 
-/// Bridges the completion-handler shape to the async one; a handler called twice counts once.
-enum DelegateFetch {
-    static func perform(_ delegate: any BackgroundApplicationDelegate, application: BackgroundApplication) async
-        -> BackgroundFetchResult
-    {
+/// Bridges a completion-handler callback to async: the first call to the handler is the answer,
+/// later calls are ignored (an app that calls it twice counts once).
+enum CompletionOnce {
+    static func await<T: Sendable>(_ start: (@escaping @Sendable (T) -> Void) -> Void) async -> T {
         await withCheckedContinuation { continuation in
             let called = Mutex(false)
-            delegate.application(application) { result in
+            start { result in
                 let first = called.withLock { called in
                     defer { called = true }
                     return !called

@@ -45,6 +45,20 @@ extension BackgroundStore {
         }
     }
 
+    /// Queues an event for the app with its next sequence number (inside the caller's transaction).
+    @discardableResult
+    func appendEvent(_ body: AppEvent.Body, for app: AppID, runId: Int64? = nil, now: Date, db: Database) throws -> AppEvent {
+        guard var appRow = try AppRow.fetchOne(db, key: app.rawValue) else { throw StoreError.appNotFound(app) }
+        appRow.lastEventSeq += 1
+        try appRow.update(db)
+        let event = AppEvent(seq: EventSequence(appRow.lastEventSeq), createdAt: now, body: body)
+        try EventRow(
+            appId: app.rawValue, seq: appRow.lastEventSeq, kind: event.kind, body: ColumnJSON.encode(body), runId: runId, createdAt: now,
+            closedAt: nil, closedBy: nil
+        ).insert(db)
+        return event
+    }
+
     /// A run's events lose their point once the run has ended: settle them in the same transaction.
     func closeEvents(ofRun run: RunID, db: Database, now: Date) throws {
         try db.execute(

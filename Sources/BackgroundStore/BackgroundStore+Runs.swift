@@ -13,21 +13,14 @@ extension BackgroundStore {
     ) async throws -> (run: RunRecord, event: AppEvent) {
         do {
             return try await writer.write { db in
-                guard var app = try AppRow.fetchOne(db, key: id.rawValue) else { throw StoreError.appNotFound(id) }
+                guard try AppRow.fetchOne(db, key: id.rawValue) != nil else { throw StoreError.appNotFound(id) }
                 var run = RunRow(
                     id: nil, appId: id.rawValue, kind: "fetch", trigger: trigger.rawValue,
                     reasons: ColumnJSON.encode(reasons), startedAt: now, deadline: now.adding(budget),
                     endedAt: nil, outcome: nil, launched: false, pid: nil, pidStartTicks: nil, detail: nil)
                 try run.insert(db)
-                let runID = RunID(run.id!)
-                app.lastEventSeq += 1
-                try app.update(db)
-                let body = AppEvent.Body.fetch(run: runID, budget: budget)
-                let event = EventRow(
-                    appId: id.rawValue, seq: app.lastEventSeq, kind: "fetch", body: ColumnJSON.encode(body),
-                    runId: run.id, createdAt: now, closedAt: nil, closedBy: nil)
-                try event.insert(db)
-                return (try RunRecord(row: run), try AppEvent(row: event))
+                let event = try appendEvent(.fetch(run: RunID(run.id!), budget: budget), for: id, runId: run.id, now: now, db: db)
+                return (try RunRecord(row: run), event)
             }
         } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
             throw StoreError.runAlreadyInFlight(id)

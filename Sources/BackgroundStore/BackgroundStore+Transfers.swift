@@ -202,18 +202,6 @@ extension BackgroundStore {
             return try StoredTransfer(row: row)
         }
     }
-
-    /// Queues an event for the app with its next sequence number (inside the caller's transaction).
-    func appendEvent(_ body: AppEvent.Body, for app: AppID, runId: Int64? = nil, now: Date, db: Database) throws {
-        guard var appRow = try AppRow.fetchOne(db, key: app.rawValue) else { throw StoreError.appNotFound(app) }
-        appRow.lastEventSeq += 1
-        try appRow.update(db)
-        let kind = AppEvent(seq: EventSequence(appRow.lastEventSeq), createdAt: now, body: body).kind
-        try EventRow(
-            appId: app.rawValue, seq: appRow.lastEventSeq, kind: kind, body: ColumnJSON.encode(body), runId: runId, createdAt: now,
-            closedAt: nil, closedBy: nil
-        ).insert(db)
-    }
 }
 
 extension StoredTransfer {

@@ -117,19 +117,9 @@ public actor RunCoordinator: Service {
 
     /// Starts a fetch run for `app`: records it with its event, then delivers or launches.
     public func startFetch(for app: AppID, trigger: RunTrigger, reasons: [DecisionReason]) async throws -> RunRecord {
-        let now = clock.now
         let (run, _) = try await store.startFetchRun(
-            for: app, trigger: trigger, reasons: reasons, budget: configuration.budget.budget, now: now)
-        flights[run.id] = Flight(run: run)
-        activity.emit(.runStarted(run))
-        logger.debug("Fetch run started", metadata: ["app.id": "\(app)", "run.id": "\(run.id)", "wake.reason": "\(trigger)"])
-        if broker.isConnectedInForeground(app) {
-            broker.eventsAvailable(for: app)
-        } else {
-            await launch(app, for: run)
-        }
-        timers.ring()
-        return try await store.run(run.id) ?? run
+            for: app, trigger: trigger, reasons: reasons, budget: configuration.budget.budget, now: clock.now)
+        return try await carryOut(run, reason: .fetch)
     }
 
     /// Starts a run for a background push: records it with its event (and the push as delivered),
@@ -137,12 +127,19 @@ public actor RunCoordinator: Service {
     public func startPush(for app: AppID, push: Int64, payload: String, reasons: [DecisionReason]) async throws -> RunRecord {
         let run = try await store.startPushRun(
             for: app, push: push, payload: payload, reasons: reasons, budget: configuration.budget.budget, now: clock.now)
+        return try await carryOut(run, reason: .remoteNotification)
+    }
+
+    /// A recorded run starts: supervised from now, its event goes to the app in the foreground or
+    /// the app is launched for it.
+    private func carryOut(_ run: RunRecord, reason: LaunchReason) async throws -> RunRecord {
         flights[run.id] = Flight(run: run)
         activity.emit(.runStarted(run))
-        if broker.isConnectedInForeground(app) {
-            broker.eventsAvailable(for: app)
+        logger.debug("Run started", metadata: ["app.id": "\(run.app)", "run.id": "\(run.id)", "trigger": "\(run.trigger)"])
+        if broker.isConnectedInForeground(run.app) {
+            broker.eventsAvailable(for: run.app)
         } else {
-            await launch(app, reason: .remoteNotification, for: run)
+            await launch(run.app, reason: reason, for: run)
         }
         timers.ring()
         return try await store.run(run.id) ?? run
@@ -170,10 +167,6 @@ public actor RunCoordinator: Service {
             broker.send(.exit, to: app)
         }
         timers.ring()
-    }
-
-    private func launch(_ app: AppID, for run: RunRecord) async {
-        await launch(app, reason: .fetch, for: run)
     }
 
     private func launch(_ app: AppID, reason: LaunchReason, for run: RunRecord?) async {
