@@ -88,6 +88,15 @@ let package = Package(
             name: "bgbench", dependencies: ["BackgroundModel", "BackgroundPolicy"], path: "Benchmarks/bgbench",
             swiftSettings: swiftSettings),
         .executableTarget(
+            name: "bgbench-push",
+            dependencies: [
+                "Background", "BackgroundModel",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            path: "Benchmarks/bgbench-push", swiftSettings: swiftSettings),
+        .executableTarget(
             name: "bgd",
             dependencies: [
                 "BackgroundDaemon", "BackgroundModel",

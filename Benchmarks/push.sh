@@ -13,8 +13,8 @@ bin=$(swift build -c release --show-bin-path)
 work=$(mktemp -d /tmp/bgd-push-bench-XXXX)
 port=22197
 trap 'kill $bgd 2>/dev/null || true; rm -rf "$work"' EXIT
-"$bin/bgd" --state-dir "$work/state" --socket "$work/bgd.sock" --push-port $port --durability normal --conditions unconstrained \
-    --push-wakes-per-hour 1 2>"$work/bgd.log" &
+"$bin/bgd" --state-dir "$work/state" --socket "$work/bgd.sock" --push-port $port --durability "${BGD_DURABILITY:-normal}" --conditions unconstrained \
+    --push-wakes-per-hour 1 --push-token-rate 1000000 2>"$work/bgd.log" &
 bgd=$!
 until grep -q "Push gateway is listening" "$work/bgd.log" 2>/dev/null; do sleep 0.05; done
 ctl() { "$bin/bgctl" "$@" --socket "$work/bgd.sock"; }
@@ -22,7 +22,7 @@ ctl() { "$bin/bgctl" "$@" --socket "$work/bgd.sock"; }
 openssl ecparam -genkey -name prime256v1 2>/dev/null | openssl pkcs8 -topk8 -nocrypt -out "$work/key.p8"
 ctl push keys add --key-id BENCH12345 --team-id TEAM123456 --topics com.example.bench "$work/key.p8" >/dev/null
 token=$(ctl push token com.example.bench --create)
-jwt=$("$bin/bgctl" push jwt --key "$work/key.p8" --key-id BENCH12345 --team-id TEAM123456)
+jwt=$(XDG_CACHE_HOME="$work/cache" "$bin/bgctl" push jwt --key "$work/key.p8" --key-id BENCH12345 --team-id TEAM123456)
 printf '{"aps":{"content-available":1},"content-id":1}' > "$work/payload.json"
 common=(-c 16 -m 32 -t 2 -H "authorization: bearer $jwt" -H "apns-topic: com.example.bench" -H "apns-push-type: background" -H "apns-priority: 5" -d "$work/payload.json")
 rate() { awk '/^finished in/ {for (i = 1; i <= NF; i++) if ($i ~ /req\/s/) print $(i-1)}'; }

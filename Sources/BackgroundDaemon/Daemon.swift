@@ -120,7 +120,7 @@ public struct Daemon: Service {
         keepAlive = KeepAlive(broker: broker, clock: clock)
         if let push = configuration.push {
             pushGateway = PushGateway(
-                configuration: push, intake: PushIntake(store: store, clock: clock, queued: pushDoorbell),
+                configuration: push, intake: PushIntake(store: store, clock: clock, queued: pushDoorbell, floodLimit: push.floodLimit),
                 certificateDirectory: stateDirectory.path, clock: clock, logger: Self.logger("bg.push", like: logger))
             pushDispatcher = PushDispatcher(
                 store: store, coordinator: coordinator, throttle: push.throttle, clock: clock, doorbell: pushDoorbell,

@@ -1,4 +1,5 @@
 import BackgroundModel
+import BackgroundPolicy
 import Foundation
 import GRDB
 
@@ -41,6 +42,7 @@ extension BackgroundStore {
         try await writer.write { db in
             try db.execute(sql: "UPDATE deviceToken SET revokedAt = ? WHERE appId = ? AND revokedAt IS NULL", arguments: [now, app.rawValue])
         }
+        pushCredentials.advance()
     }
 
     public func addProviderKey(_ key: ProviderKeyRegistration, now: Date) async throws {
@@ -52,6 +54,7 @@ extension BackgroundStore {
                     """,
                 arguments: [key.keyID, key.teamID, ColumnJSON.encode(key.topics), key.publicKeyPEM, now])
         }
+        pushCredentials.advance()
     }
 
     public func providerKey(_ keyID: String) async throws -> ProviderKeyRegistration? {
@@ -66,7 +69,8 @@ extension BackgroundStore {
 
     /// Removes a key; false when there was none.
     public func removeProviderKey(_ keyID: String) async throws -> Bool {
-        try await writer.write { db in
+        defer { pushCredentials.advance() }
+        return try await writer.write { db in
             try db.execute(sql: "DELETE FROM providerKey WHERE keyId = ?", arguments: [keyID])
             return db.changesCount > 0
         }
@@ -91,20 +95,26 @@ public struct StoredPush: Hashable, Sendable {
     public var payload: Data
     public var receivedAt: Date
     public var state: String
+    public var reasonCode: ReasonCode?
     public var reason: String?
+}
+
+extension StoredPush {
+    init?(row: Row) {
+        guard let app = AppID(rawValue: row["appId"]) else { return nil }
+        self.init(
+            id: row["id"], app: app, apnsID: row["apnsId"], pushType: row["pushType"], priority: row["priority"],
+            collapseID: row["collapseId"], expiration: row["expiration"], payload: row["payload"], receivedAt: row["receivedAt"],
+            state: row["state"], reasonCode: (row["reasonCode"] as String?).flatMap(ReasonCode.init(rawValue:)), reason: row["reason"])
+    }
 }
 
 extension BackgroundStore {
     /// The app's pushes, newest first.
     public func pushes(of app: AppID, limit: Int = 100) async throws -> [StoredPush] {
         try await writer.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM push WHERE appId = ? ORDER BY id DESC LIMIT ?", arguments: [app.rawValue, limit]).compactMap { row in
-                guard let app = AppID(rawValue: row["appId"]) else { return nil }
-                return StoredPush(
-                    id: row["id"], app: app, apnsID: row["apnsId"], pushType: row["pushType"], priority: row["priority"],
-                    collapseID: row["collapseId"], expiration: row["expiration"], payload: row["payload"], receivedAt: row["receivedAt"],
-                    state: row["state"], reason: row["reason"])
-            }
+            try Row.fetchAll(db, sql: "SELECT * FROM push WHERE appId = ? ORDER BY id DESC LIMIT ?", arguments: [app.rawValue, limit])
+                .compactMap(StoredPush.init(row:))
         }
     }
 }
@@ -120,25 +130,54 @@ extension BackgroundStore {
     /// Coalesces the app's waiting pushes — the newest of each collapse id (and of those without
     /// one) stays, the others are marked replaced — and returns the newest that stays.
     public func coalesceQueuedPushes(of app: AppID) async throws -> StoredPush? {
-        try await writer.write { db -> Void in
-            let rows = try Row.fetchAll(db, sql: "SELECT id, collapseId FROM push WHERE appId = ? AND state = 'queued' ORDER BY id DESC", arguments: [app.rawValue])
-            var kept: Set<String> = []
-            for row in rows {
-                let group: String = (row["collapseId"] as String?) ?? ""
-                if kept.insert(group).inserted { continue }
-                try db.execute(
-                    sql: "UPDATE push SET state = 'replaced', reason = 'a newer push for the same app and collapse id replaced it' WHERE id = ?",
-                    arguments: [row["id"] as Int64])
-            }
+        try await writer.write { db in
+            // One statement, so a flood of pushes to one app costs one pass, not one update each.
+            try db.execute(
+                sql: """
+                    UPDATE push SET state = 'replaced', reasonCode = ?,
+                        reason = CASE WHEN collapseId IS NULL THEN 'a newer push for the app replaced it'
+                                 ELSE 'a newer push with collapse id ''' || collapseId || ''' replaced it' END
+                    WHERE appId = ? AND state = 'queued' AND id NOT IN (
+                        SELECT max(id) FROM push WHERE appId = ? AND state = 'queued' GROUP BY ifnull(collapseId, ''))
+                    """,
+                arguments: [ReasonCode.pushReplaced.rawValue, app.rawValue, app.rawValue])
         }
-        return try await pushes(of: app, limit: 50).first { $0.state == "queued" }
+        return try await writer.read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM push WHERE appId = ? AND state = 'queued' ORDER BY id DESC LIMIT 1", arguments: [app.rawValue])
+                .flatMap(StoredPush.init(row:))
+        }
     }
 
     /// Marks a waiting push dropped, with why.
-    public func dropPush(_ id: Int64, reason: String) async throws {
+    public func dropPush(_ id: Int64, reason: DecisionReason) async throws {
         try await writer.write { db in
-            try db.execute(sql: "UPDATE push SET state = 'dropped', reason = ? WHERE id = ? AND state = 'queued'", arguments: [reason, id])
+            try db.execute(
+                sql: "UPDATE push SET state = 'dropped', reasonCode = ?, reason = ? WHERE id = ? AND state = 'queued'",
+                arguments: [reason.code.rawValue, reason.detail, id])
         }
+    }
+
+    /// Notes why a push still waits (it stays queued); writes nothing when that is already noted.
+    public func notePushWaiting(_ id: Int64, reason: DecisionReason) async throws {
+        try await writer.write { db in
+            try db.execute(
+                sql: "UPDATE push SET reasonCode = ?, reason = ? WHERE id = ? AND state = 'queued' AND (reason IS NOT ? OR reasonCode IS NOT ?)",
+                arguments: [reason.code.rawValue, reason.detail, id, reason.detail, reason.code.rawValue])
+        }
+    }
+
+    /// The app's throttle allowance as of its last push wake; nil when it never had one.
+    public func pushAllowance(of app: AppID) async throws -> PushThrottle.Allowance? {
+        try await writer.read { db in
+            try Row.fetchOne(db, sql: "SELECT tokens, at FROM pushAllowance WHERE appId = ?", arguments: [app.rawValue])
+                .map { PushThrottle.Allowance(tokens: $0["tokens"], at: $0["at"]) }
+        }
+    }
+
+    static func savePushAllowance(_ allowance: PushThrottle.Allowance, of app: AppID, db: Database) throws {
+        try db.execute(
+            sql: "INSERT INTO pushAllowance(appId, tokens, at) VALUES (?, ?, ?) ON CONFLICT(appId) DO UPDATE SET tokens = excluded.tokens, at = excluded.at",
+            arguments: [app.rawValue, allowance.tokens, allowance.at])
     }
 }
 

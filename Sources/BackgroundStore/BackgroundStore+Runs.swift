@@ -29,8 +29,10 @@ extension BackgroundStore {
 
     /// Starts a run for a queued background push and marks the push delivered, with the app's
     /// event, in one transaction: the push reaches the app once, as a run like a fetch.
+    /// Starts a run for a background push: the run, the app's event, the push marked delivered
+    /// and the app's throttle allowance after this wake, in one transaction.
     public func startPushRun(
-        for id: AppID, push: Int64, payload: String, reasons: [DecisionReason], budget: Duration, now: Date
+        for id: AppID, push: Int64, payload: String, reasons: [DecisionReason], allowance: PushThrottle.Allowance?, budget: Duration, now: Date
     ) async throws -> RunRecord {
         do {
             return try await writer.write { db in
@@ -41,7 +43,11 @@ extension BackgroundStore {
                     endedAt: nil, outcome: nil, launched: false, pid: nil, pidStartTicks: nil, detail: nil)
                 try run.insert(db)
                 try appendEvent(.remoteNotification(run: RunID(run.id!), payload: payload, budget: budget), for: id, runId: run.id, now: now, db: db)
-                try db.execute(sql: "UPDATE push SET state = 'delivered', reason = ? WHERE id = ?", arguments: ["woke the app in run \(run.id!)", push])
+                let why = reasons.first { $0.code == .pushWake }?.detail ?? "woke the app"
+                try db.execute(
+                    sql: "UPDATE push SET state = 'delivered', reasonCode = ?, reason = ? WHERE id = ?",
+                    arguments: [ReasonCode.pushWake.rawValue, "\(why), in run \(run.id!)", push])
+                if let allowance { try Self.savePushAllowance(allowance, of: id, db: db) }
                 return try RunRecord(row: run)
             }
         } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {

@@ -126,6 +126,19 @@ extension BackgroundStore {
                 t.column("reason", .text)
             }
         }
+        migrator.registerMigration("pushDecisions") { db in
+            // Every push's fate carries a reason code (`bgctl why`, `bgctl push log`).
+            try db.alter(table: "push") { t in t.add(column: "reasonCode", .text) }
+            // The dispatcher's throttle allowance per app, so a restart of bgd does not hand
+            // every app a fresh burst of wakes.
+            try db.create(table: "pushAllowance") { t in
+                t.primaryKey("appId", .text)
+                t.column("tokens", .double).notNull()
+                t.column("at", .datetime).notNull()
+            }
+            // The dispatcher asks which apps have pushes waiting on every pass.
+            try db.execute(sql: "CREATE INDEX push_queued ON push(appId) WHERE state = 'queued'")
+        }
         return migrator
     }
 }

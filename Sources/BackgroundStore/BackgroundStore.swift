@@ -8,6 +8,8 @@ import GRDB
 /// daemon recomputes everything else (plans, who is running) from here after a crash.
 public struct BackgroundStore: Sendable {
     let writer: any DatabaseWriter
+    /// Advances whenever a device token or provider key is added, revoked or removed.
+    public let pushCredentials = Generation()
 
     /// Wraps an open database and brings its schema up to date.
     public init(_ writer: any DatabaseWriter) throws {

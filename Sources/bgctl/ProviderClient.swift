@@ -9,12 +9,14 @@ import NIOSSL
 enum ProviderJWT {
     /// A token minted less than 40 minutes ago for the same key and team is reused, as APNs asks
     /// ("no more than once every 20 minutes"): minting one per send would earn 429
-    /// TooManyProviderTokenUpdates. Kept in `$XDG_CACHE_HOME/bgctl` (else `~/.cache/bgctl`).
+    /// TooManyProviderTokenUpdates. Kept in `$XDG_CACHE_HOME/bgctl` (else `~/.cache/bgctl`), one
+    /// file per key id and key — a new .p8 under an old key id must not reuse the old key's token.
     static func cached(keyID: String, teamID: String, key: P256.Signing.PrivateKey, now: Date) throws -> String {
         let environment = ProcessInfo.processInfo.environment
         let base = environment["XDG_CACHE_HOME"] ?? (NSHomeDirectory() + "/.cache")
         let directory = base + "/bgctl"
-        let file = directory + "/provider-token-\(keyID)"
+        let fingerprint = SHA256.hash(data: key.publicKey.rawRepresentation).prefix(8).map { String(format: "%02x", $0) }.joined()
+        let file = directory + "/provider-token-\(keyID)-\(fingerprint)"
         if let saved = try? String(contentsOfFile: file, encoding: .utf8) {
             let fields = saved.split(separator: " ").map(String.init)
             if fields.count == 3, fields[0] == teamID, let iat = Double(fields[1]), now.timeIntervalSince1970 - iat < 40 * 60,

@@ -83,6 +83,9 @@ struct BGD: AsyncParsableCommand {
     @Option(help: "Background pushes that may wake one app per hour.")
     var pushWakesPerHour: Double = 3
 
+    @Option(help: "Pushes per second one device token accepts (ten times as many back to back) before 429 TooManyRequests.")
+    var pushTokenRate: Double = 20
+
     @Option(help: "full: every commit survives power loss; normal: survives crashes of bgd, faster.")
     var durability: String = "full"
 
@@ -101,6 +104,7 @@ struct BGD: AsyncParsableCommand {
         }
         guard (pushCertificate == nil) == (pushKey == nil) else { throw ValidationError("give --push-certificate and --push-key together") }
         guard pushWakesPerHour > 0 else { throw ValidationError("--push-wakes-per-hour must be positive") }
+        guard pushTokenRate > 0 else { throw ValidationError("--push-token-rate must be positive") }
         guard maxTransfers >= 1 && maxTransfers <= 1000 else { throw ValidationError("--max-transfers is from 1 to 1000") }
         if let transferRateLimit, transferRateLimit < 1024 { throw ValidationError("--transfer-rate-limit is at least 1KiB (a second)") }
         guard transferCheckpoint >= 64 << 10 else { throw ValidationError("--transfer-checkpoint is at least 64KiB") }
@@ -114,7 +118,8 @@ struct BGD: AsyncParsableCommand {
         guard pushPort != "off", let port = Int(pushPort) else { return nil }
         let security: PushGateway.Configuration.Security =
             pushPlaintext ? .plaintext : pushCertificate.map { .files(certificate: $0, key: pushKey ?? "") } ?? .selfSigned
-        return PushGateway.Configuration(host: pushHost, port: port, security: security, throttle: PushThrottle(wakesPerHour: pushWakesPerHour))
+        return PushGateway.Configuration(host: pushHost, port: port, security: security, throttle: PushThrottle(wakesPerHour: pushWakesPerHour),
+            floodLimit: PushFloodLimit(perSecond: pushTokenRate, burst: pushTokenRate * 10))
     }
 
     func run() async throws {

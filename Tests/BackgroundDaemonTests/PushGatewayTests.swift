@@ -62,10 +62,10 @@ struct PushGatewayTests {
     }
 
     func withGateway(
-        command: [String] = ["/bin/true"], throttle: PushThrottle = PushThrottle(), now: Date = Date(timeIntervalSince1970: 1_767_603_600),
-        directory: String? = nil, _ body: @Sendable (Provider, TestDaemon, (String) async throws -> String) async throws -> Void
+        command: [String] = ["/bin/true"], throttle: PushThrottle = PushThrottle(), floodLimit: PushFloodLimit = PushFloodLimit(),
+        now: Date = Date(timeIntervalSince1970: 1_767_603_600), directory: String? = nil, _ body: @Sendable (Provider, TestDaemon, (String) async throws -> String) async throws -> Void
     ) async throws {
-        try await TestDaemon.with(clock: ManualClock(now: now), directory: directory, push: .init(port: 0, throttle: throttle)) { daemon in
+        try await TestDaemon.with(clock: ManualClock(now: now), directory: directory, push: .init(port: 0, throttle: throttle, floodLimit: floodLimit)) { daemon in
             let gateway = try #require(daemon.daemon.pushGateway)
             let port = await gateway.boundPort.wait()
             var tls = TLSConfiguration.makeClientConfiguration()
@@ -198,17 +198,24 @@ struct PushGatewayTests {
             try await push(4, [("apns-collapse-id", "scores"), ("apns-expiration", String(expiring))])
             let app = AppID(rawValue: Self.app)!
             try await daemon.waitUntil {
-                let states = try await daemon.store.pushes(of: app).map(\.state)
-                return states == ["dropped", "queued", "replaced", "delivered"]
+                let pushes = try await daemon.store.pushes(of: app)
+                return pushes.map(\.state) == ["dropped", "queued", "replaced", "delivered"] && pushes[1].reasonCode == .pushThrottled
+            }
+            // bgctl why says which pushes wait, until when, and which will never wake the app.
+            let why = try await Command.run(try BuiltProducts.path(of: "bgctl"), ["why", Self.app, "--socket", daemon.socketPath])
+            #expect(why.status == 0, "\(why.standardError)")
+            for expected in ["background pushes waiting", "pushThrottled: held until 2026-01-05T09:20:00Z", "pushExpired", "pushReplaced"] {
+                #expect(why.standardOutput.contains(expected), "\(expected) in \(why.standardOutput)")
             }
             // 20 minutes on, the next wake is allowed: the newest waiting push goes.
             _ = try await daemon.waitForRunEnd(of: Self.app) { daemon.clock.advance(by: .seconds(1200)) }
             #expect(log(daemon) == ["push 1", "push 3"])
             let pushes = try await daemon.store.pushes(of: app)
             #expect(pushes.map(\.state) == ["dropped", "delivered", "replaced", "delivered"])
-            #expect(pushes[0].reason?.contains("expired") == true)
+            #expect(pushes[0].reasonCode == .pushExpired && pushes[0].reason?.contains("apns-expiration") == true)
+            #expect(pushes[2].reasonCode == .pushReplaced && pushes[3].reasonCode == .pushWake)
             let logged = try await Command.run(try BuiltProducts.path(of: "bgctl"), ["push", "log", Self.app, "--socket", daemon.socketPath])
-            #expect(logged.status == 0 && logged.standardOutput.contains("replaced") && logged.standardOutput.contains("expired"), "\(logged.standardOutput)")
+            #expect(logged.status == 0 && logged.standardOutput.contains("pushReplaced") && logged.standardOutput.contains("pushExpired"), "\(logged.standardOutput)")
         }
     }
 
@@ -286,21 +293,66 @@ struct PushGatewayTests {
     }
 
     /// A 200 means durably queued: a push held by the throttle is still there after bgd restarts,
-    /// and goes then.
-    @Test func aRestartKeepsQueuedPushes() async throws {
+    /// still held (the app's allowance was saved with its last wake), and goes when the next
+    /// wake is allowed.
+    @Test func aRestartKeepsQueuedPushesAndTheAllowance() async throws {
         let directory = TemporaryDirectory.make()
-        try await withGateway(command: try fixture(), throttle: PushThrottle(wakesPerHour: 1, burst: 1), directory: directory) { provider, daemon, tokenOf in
+        let start = Date(timeIntervalSince1970: 1_767_603_600)
+        let app = AppID(rawValue: Self.app)!
+        try await withGateway(command: try fixture(), throttle: PushThrottle(wakesPerHour: 1, burst: 1), now: start, directory: directory) { provider, daemon, tokenOf in
             let token = try await tokenOf(Self.app)
             _ = try await daemon.waitForRunEnd(of: Self.app) { _ = try await provider.send(token: token) }
             let status = try await provider.send(token: token, body: #"{"aps":{"content-available":1},"content-id":2}"#).status
             #expect(status == 200)
-            try await daemon.waitUntil { try await daemon.store.pushes(of: AppID(rawValue: Self.app)!).first?.state == "queued" }
+            try await daemon.waitUntil { try await daemon.store.pushes(of: app).first?.reasonCode == .pushThrottled }
         }
-        try await TestDaemon.with(clock: ManualClock(now: Date(timeIntervalSince1970: 1_767_603_700)), directory: directory, push: .init(port: 0)) { daemon in
-            try await daemon.waitUntil { try await daemon.store.pushes(of: AppID(rawValue: Self.app)!).allSatisfy { $0.state == "delivered" } }
-            try await daemon.waitUntil { try await daemon.store.runsInFlight().isEmpty }
+        let clock = ManualClock(now: start.addingTimeInterval(100))
+        try await TestDaemon.with(clock: clock, directory: directory, push: .init(port: 0, throttle: PushThrottle(wakesPerHour: 1, burst: 1))) { daemon in
+            try await daemon.waitUntil { try await daemon.store.pushes(of: app).first?.reason?.contains("held until 2026-01-05T10:00:00Z") == true }
+            #expect(try await daemon.store.runsInFlight().isEmpty)
+            _ = try await daemon.waitForRunEnd(of: Self.app) { clock.advance(by: .seconds(3500)) }
+            #expect(try await daemon.store.pushes(of: app).map(\.state) == ["delivered", "delivered"])
             let lines = ((try? String(contentsOfFile: directory + "/state/containers/\(Self.app)/fixture.log", encoding: .utf8)) ?? "")
             #expect(lines.split(separator: "\n").map(String.init) == ["push 42", "push 2"])
+        }
+    }
+
+    /// A provider flooding one device token is told 429 TooManyRequests; nothing of the flood
+    /// beyond the allowance is queued, and another token is not affected.
+    @Test func aFloodToOneTokenIsToldToBackOff() async throws {
+        try await withGateway(floodLimit: PushFloodLimit(perSecond: 0.01, burst: 3)) { provider, daemon, tokenOf in
+            let token = try await tokenOf(Self.app)
+            var statuses: [String] = []
+            for _ in 0..<5 {
+                let answer = try await provider.send(token: token)
+                statuses.append("\(answer.status) \(answer.reason ?? "-")")
+            }
+            #expect(statuses == ["200 -", "200 -", "200 -", "429 TooManyRequests", "429 TooManyRequests"])
+            #expect(try await daemon.store.pushes(of: AppID(rawValue: Self.app)!).count == 3)
+            let other = try await provider.send(token: try await tokenOf(Self.other), headers: [("apns-topic", Self.other)])
+            #expect(other.status == 200)
+            // The allowance refills with time (the gateway reads the daemon's clock).
+            daemon.clock.advance(by: .seconds(100))
+            #expect(try await provider.send(token: token).status == 200)
+        }
+    }
+
+    /// The gateway keeps provider keys in memory; removing one refuses its tokens from the next
+    /// request on, and adding it back lets them in again.
+    @Test func aRemovedKeyIsRefusedAtOnce() async throws {
+        try await withGateway { provider, daemon, tokenOf in
+            let token = try await tokenOf(Self.app)
+            #expect(try await provider.send(token: token).status == 200)
+            let removed = try await Command.run(
+                try BuiltProducts.path(of: "bgctl"), ["push", "keys", "remove", Self.keyID, "--socket", daemon.socketPath])
+            #expect(removed.status == 0, "\(removed.standardError)")
+            let refused = try await provider.send(token: token)
+            #expect(refused.status == 403 && refused.reason == "InvalidProviderToken")
+            _ = try await daemon.admin.send(
+                .post, "/v1/push/keys",
+                body: ProviderKeyRegistration(keyID: Self.keyID, teamID: Self.teamID, topics: [Self.app], publicKeyPEM: provider.key.publicKey.pemRepresentation),
+                as: ProviderKeyRegistration.self)
+            #expect(try await provider.send(token: token).status == 200)
         }
     }
 }

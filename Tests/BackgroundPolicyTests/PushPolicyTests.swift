@@ -149,31 +149,76 @@ struct PushThrottleTests {
     let now = Date(timeIntervalSince1970: 1_767_603_600)
     let throttle = PushThrottle(wakesPerHour: 3, burst: 2)
 
+    func code(_ decision: PushThrottle.Decision) -> ReasonCode {
+        switch decision {
+        case .wakeNow(_, let reason), .hold(_, _, let reason), .expired(let reason): reason.code
+        }
+    }
+
     @Test func aBurstThenAFewAnHour() {
-        guard case .wakeNow(let first) = throttle.decide(expiration: nil, allowance: nil, now: now),
-            case .wakeNow(let second) = throttle.decide(expiration: nil, allowance: first, now: now),
-            case .hold(let until, _) = throttle.decide(expiration: nil, allowance: second, now: now)
+        guard case .wakeNow(let first, _) = throttle.decide(expiration: nil, allowance: nil, now: now),
+            case .wakeNow(let second, _) = throttle.decide(expiration: nil, allowance: first, now: now),
+            case .hold(let until, _, let reason) = throttle.decide(expiration: nil, allowance: second, now: now)
         else {
             Issue.record("expected two wakes, then a hold")
             return
         }
         #expect(until == now.addingTimeInterval(1200))  // one token every 20 minutes
-        guard case .wakeNow = throttle.decide(expiration: nil, allowance: second, now: until) else {
+        #expect(reason.code == .pushThrottled && reason.detail.contains("2026-01-05T09:20:00Z") && reason.detail.contains("3 an hour"), "\(reason)")
+        guard case .wakeNow(_, let woke) = throttle.decide(expiration: nil, allowance: second, now: until) else {
             Issue.record("the held push goes when the token comes")
             return
         }
+        #expect(woke.code == .pushWake)
     }
 
     @Test func expiredPushesAreDropped() {
         let spent = PushThrottle.Allowance(tokens: 0, at: now)
-        #expect(throttle.decide(expiration: now.addingTimeInterval(-1), allowance: nil, now: now) == .expired)
-        #expect(throttle.decide(expiration: Date(timeIntervalSince1970: 0), allowance: spent, now: now) == .expired)
-        #expect(throttle.decide(expiration: now.addingTimeInterval(600), allowance: spent, now: now) == .expired)
-        if case .wakeNow = throttle.decide(expiration: Date(timeIntervalSince1970: 0), allowance: nil, now: now) {} else {
-            Issue.record("expiration 0 goes when it can go now")
+        #expect(code(throttle.decide(expiration: now.addingTimeInterval(-1), allowance: nil, now: now)) == .pushExpired)
+        #expect(code(throttle.decide(expiration: Date(timeIntervalSince1970: 0), allowance: spent, now: now)) == .pushExpired)
+        #expect(code(throttle.decide(expiration: now.addingTimeInterval(600), allowance: spent, now: now)) == .pushExpired)
+        // Expiration 0 goes when it can go now; one that can wait for its wake is held.
+        #expect(code(throttle.decide(expiration: Date(timeIntervalSince1970: 0), allowance: nil, now: now)) == .pushWake)
+        #expect(code(throttle.decide(expiration: now.addingTimeInterval(7200), allowance: spent, now: now)) == .pushThrottled)
+    }
+}
+
+struct PushFloodLimitTests {
+    let now = Date(timeIntervalSince1970: 1_767_603_600)
+
+    /// A burst is accepted, the next push in the same instant is not; it refills at the rate,
+    /// and a refused push costs nothing.
+    @Test func aBurstThenTheRate() {
+        let limit = PushFloodLimit(perSecond: 10, burst: 3)
+        var allowance: PushThrottle.Allowance?
+        for _ in 0..<3 {
+            let answer = limit.admit(allowance, now: now)
+            #expect(answer.admitted)
+            allowance = answer.allowance
         }
-        if case .hold = throttle.decide(expiration: now.addingTimeInterval(7200), allowance: spent, now: now) {} else {
-            Issue.record("a push that can wait for its token is held")
+        let refused = limit.admit(allowance, now: now)
+        #expect(!refused.admitted)
+        #expect(!limit.admit(refused.allowance, now: now.addingTimeInterval(0.05)).admitted)
+        #expect(limit.admit(refused.allowance, now: now.addingTimeInterval(0.11)).admitted)
+        #expect(!limit.isFull(refused.allowance, now: now.addingTimeInterval(0.25)))
+        #expect(limit.isFull(refused.allowance, now: now.addingTimeInterval(0.35)))
+    }
+
+    /// Property: over any stretch of time, no more than burst + rate × seconds pushes get in.
+    @Test func neverMoreThanBurstPlusRate() {
+        let limit = PushFloodLimit(perSecond: 20, burst: 50)
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<50 {
+            var allowance: PushThrottle.Allowance?
+            var time = now
+            var admitted = 0
+            for _ in 0..<2000 {
+                time = time.addingTimeInterval(Double.random(in: 0...0.02, using: &generator))
+                let answer = limit.admit(allowance, now: time)
+                allowance = answer.allowance
+                if answer.admitted { admitted += 1 }
+            }
+            #expect(Double(admitted) <= 50 + 20 * time.timeIntervalSince(now) + 1e-6)
         }
     }
 }

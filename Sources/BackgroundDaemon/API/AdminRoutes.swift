@@ -143,11 +143,15 @@ struct AdminRoutes {
         let app = try await core.requireApp(id)
         let plan = try await core.store.savedPlan(for: id)
         let runs = try await core.store.runs(of: id, limit: 10)
+        let dayAgo = core.clock.now.addingTimeInterval(-86400)
+        let pushes = try await core.store.pushes(of: id, limit: 200).filter { push in
+            push.pushType == "background" && (push.state == "queued" || (["dropped", "replaced"].contains(push.state) && push.receivedAt > dayAgo))
+        }
         return try JSONResponse.make(
             WakeExplanation(
                 app: id, fetchInterval: app.fetchInterval, decidedAt: plan?.decidedAt, nextWake: plan?.decision.dueAt,
                 reasons: plan?.decision.reasons ?? [], running: runs.first { $0.isRunning },
-                recentRuns: runs.filter { !$0.isRunning }, basedOnRun: plan?.basedOnRun))
+                recentRuns: runs.filter { !$0.isRunning }, basedOnRun: plan?.basedOnRun, pushes: Array(pushes.prefix(10)).map(PushRecord.init)))
     }
 
     /// The wakes planned ahead if nothing new happens, and what binds each one.

@@ -37,12 +37,7 @@ struct PushRoutes {
             let app = try await core.requireApp(try context.parameters.appID())
             let limit = try request.uri.integerQuery("limit", default: 50, range: 1...1000)
             return try JSONResponse.make(
-                try await core.store.pushes(of: app.id, limit: limit).map { push in
-                    PushRecord(
-                        id: push.id, apnsID: push.apnsID, pushType: push.pushType, priority: push.priority, collapseID: push.collapseID,
-                        expiration: push.expiration, receivedAt: push.receivedAt, state: push.state, reason: push.reason,
-                        payload: String(decoding: push.payload, as: UTF8.self))
-                })
+                try await core.store.pushes(of: app.id, limit: limit).map(PushRecord.init))
         }
         router.get("v1/push/keys") { _, _ in try JSONResponse.make(try await core.store.providerKeys()) }
         router.post("v1/push/keys") { request, _ in
@@ -73,5 +68,14 @@ struct PushRoutes {
     static func makeToken() -> String {
         var generator = SystemRandomNumberGenerator()
         return (0..<32).map { _ in String(format: "%02x", UInt8.random(in: .min ... .max, using: &generator)) }.joined()
+    }
+}
+
+extension PushRecord {
+    init(_ push: StoredPush) {
+        self.init(
+            id: push.id, apnsID: push.apnsID, pushType: push.pushType, priority: push.priority, collapseID: push.collapseID,
+            expiration: push.expiration, receivedAt: push.receivedAt, state: push.state, reasonCode: push.reasonCode, reason: push.reason,
+            payload: String(decoding: push.payload, as: UTF8.self))
     }
 }

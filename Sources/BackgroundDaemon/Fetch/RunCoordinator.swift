@@ -124,9 +124,11 @@ public actor RunCoordinator: Service {
 
     /// Starts a run for a background push: records it with its event (and the push as delivered),
     /// then delivers to a connected app or launches it with reason remote-notification.
-    public func startPush(for app: AppID, push: Int64, payload: String, reasons: [DecisionReason]) async throws -> RunRecord {
+    public func startPush(
+        for app: AppID, push: Int64, payload: String, reasons: [DecisionReason], allowance: PushThrottle.Allowance? = nil
+    ) async throws -> RunRecord {
         let run = try await store.startPushRun(
-            for: app, push: push, payload: payload, reasons: reasons, budget: configuration.budget.budget, now: clock.now)
+            for: app, push: push, payload: payload, reasons: reasons, allowance: allowance, budget: configuration.budget.budget, now: clock.now)
         return try await carryOut(run, reason: .remoteNotification)
     }
 

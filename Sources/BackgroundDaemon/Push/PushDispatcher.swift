@@ -7,10 +7,9 @@ import ServiceLifecycle
 
 /// Turns queued background pushes into wakes: coalesces each app's waiting pushes to the newest
 /// (per collapse id), asks `PushThrottle` whether the app may be woken now, drops expired ones
-/// with a reason, and starts a push run through the same path as a fetch.
-///
-/// The throttle's allowances are kept in memory: after a restart every app starts with a full
-/// burst, which can only wake an app sooner, never lose a push (the queue is in the store).
+/// with a reason, and starts a push run through the same path as a fetch. Every push's fate is
+/// written to it with a reason code (`bgctl why`); each app's allowance is saved with the wake
+/// that spends it, so a restart of bgd hands out no extra wakes.
 actor PushDispatcher: Service {
     private let store: BackgroundStore
     private let coordinator: RunCoordinator
@@ -19,7 +18,6 @@ actor PushDispatcher: Service {
     private let doorbell: Doorbell
     private let activity: ActivityFeed
     private let logger: Logger
-    private var allowances: [AppID: PushThrottle.Allowance] = [:]
 
     init(
         store: BackgroundStore, coordinator: RunCoordinator, throttle: PushThrottle, clock: any WallClock, doorbell: Doorbell,
@@ -50,28 +48,28 @@ actor PushDispatcher: Service {
         let now = clock.now
         var next: Date?
         for app in try await store.appsWithQueuedPushes() {
+            let allowance = try await store.pushAllowance(of: app)
             // Until the app's newest waiting push is held or sent: an expired one makes way for the next.
             while let push = try await store.coalesceQueuedPushes(of: app) {
-                switch throttle.decide(expiration: push.expiration, allowance: allowances[app], now: now) {
-                case .expired:
-                    try await store.dropPush(push.id, reason: "expired: apns-expiration passed before the app could be woken")
+                switch throttle.decide(expiration: push.expiration, allowance: allowance, now: now) {
+                case .expired(let reason):
+                    try await store.dropPush(push.id, reason: reason)
                     activity.emit(.pushHandled(app, push.id, "dropped"))
                     continue
-                case .hold(let until, let allowance):
-                    allowances[app] = allowance
+                case .hold(let until, _, let reason):
+                    try await store.notePushWaiting(push.id, reason: reason)
                     next = min(next ?? until, until)
                     activity.emit(.pushHandled(app, push.id, "held"))
-                case .wakeNow(let allowance):
-                    let reason = DecisionReason(
-                        .pushWake,
-                        "background push \(push.apnsID) (\(String(format: "%.1f", allowance.tokens)) more wakes allowed now; \(throttle.wakesPerHour) an hour)")
+                case .wakeNow(let allowance, let reason):
                     do {
                         _ = try await coordinator.startPush(
-                            for: app, push: push.id, payload: String(decoding: push.payload, as: UTF8.self), reasons: [reason])
-                        allowances[app] = allowance
+                            for: app, push: push.id, payload: String(decoding: push.payload, as: UTF8.self),
+                            reasons: [DecisionReason(.pushWake, "background push \(push.apnsID): \(reason.detail)")], allowance: allowance)
                         activity.emit(.pushHandled(app, push.id, "delivered"))
                     } catch StoreError.runAlreadyInFlight {
                         // A fetch or an earlier push is running: again when it ends (the coordinator rings us).
+                        try await store.notePushWaiting(
+                            push.id, reason: DecisionReason(.pushWaitsForRun, "the app is running a fetch or an earlier push; this one goes when that run ends"))
                         activity.emit(.pushHandled(app, push.id, "waiting for the app's run to end"))
                     }
                 }

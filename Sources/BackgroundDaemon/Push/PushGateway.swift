@@ -33,9 +33,15 @@ public struct PushGateway: Service {
         public var security: Security
         /// How many background pushes may wake an app, and how bursts are coalesced.
         public var throttle: PushThrottle
+        /// How many pushes one device token accepts before answering 429 TooManyRequests.
+        public var floodLimit: PushFloodLimit
 
-        public init(host: String = "127.0.0.1", port: Int = 2197, security: Security = .selfSigned, throttle: PushThrottle = PushThrottle()) {
+        public init(
+            host: String = "127.0.0.1", port: Int = 2197, security: Security = .selfSigned, throttle: PushThrottle = PushThrottle(),
+            floodLimit: PushFloodLimit = PushFloodLimit()
+        ) {
             self.throttle = throttle
+            self.floodLimit = floodLimit
             self.host = host
             self.port = port
             self.security = security

@@ -5,8 +5,12 @@ import Crypto
 import Foundation
 
 /// What the gateway does with one provider request: authenticate the provider token, validate
-/// the request, resolve the device token, check the topic, and queue the push durably — in the
-/// order APNs does, answering with APNs' reasons.
+/// the request, resolve the device token, check the topic, hold back a flood to one token, and
+/// queue the push durably — in the order APNs does, answering with APNs' reasons.
+///
+/// Provider keys and device-token owners are read from the store once and kept, until the
+/// store's `pushCredentials` generation moves (a key added or removed, a token revoked): a
+/// revocation answers 410 from the next request on, and a push costs no read of the store.
 actor PushIntake {
     struct Answer: Sendable {
         var status: Int
@@ -22,15 +26,68 @@ actor PushIntake {
     /// Signatures already verified, so a provider reusing its token (as it should) costs one
     /// ES256 verification per token, not per push.
     private var verified: Set<String> = []
+    /// Authorization headers already parsed (parsing is pure; its answer never changes).
+    private var parsedTokens: [String: ProviderToken] = [:]
 
     private let queued: Doorbell
     private let writer: PushQueueWriter
+    private let floodLimit: PushFloodLimit
+    /// Each device token's allowance under `floodLimit`; full ones are forgotten now and then.
+    private var floodAllowances: [String: PushThrottle.Allowance] = [:]
 
-    init(store: BackgroundStore, clock: any WallClock, queued: Doorbell) {
+    private struct TokenOwner {
+        var app: AppID
+        var revokedAt: Date?
+    }
+    private var keys: [String: ProviderKeyRegistration] = [:]
+    private var owners: [String: TokenOwner] = [:]
+    /// The store's `pushCredentials` generation the two caches above were read at.
+    private var cachedGeneration = -1
+
+    init(store: BackgroundStore, clock: any WallClock, queued: Doorbell, floodLimit: PushFloodLimit = PushFloodLimit()) {
         self.store = store
         self.clock = clock
         self.queued = queued
+        self.floodLimit = floodLimit
         writer = PushQueueWriter(store: store, clock: clock)
+    }
+
+    /// Drops the cached keys and owners if the store's have changed since they were read.
+    private func revalidateCaches() {
+        let generation = store.pushCredentials.current
+        guard generation != cachedGeneration else { return }
+        keys.removeAll()
+        owners.removeAll()
+        verified.removeAll()  // a key replaced under the same kid must not pass on an old verification
+        cachedGeneration = generation
+    }
+
+    private func providerKey(_ keyID: String) async throws -> ProviderKeyRegistration? {
+        revalidateCaches()
+        if let key = keys[keyID] { return key }
+        let generation = cachedGeneration
+        let found = try await store.providerKey(keyID)
+        // Unknown keys are not remembered: one added later must count at once.
+        if let found, generation == store.pushCredentials.current, keys.count < 10_000 { keys[keyID] = found }
+        return found
+    }
+
+    private func owner(of deviceToken: String) async throws -> TokenOwner? {
+        revalidateCaches()
+        if let owner = owners[deviceToken] { return owner }
+        let generation = cachedGeneration
+        guard let found = try await store.deviceTokenOwner(deviceToken) else { return nil }
+        let owner = TokenOwner(app: found.app, revokedAt: found.revokedAt)
+        if generation == store.pushCredentials.current, owners.count < 100_000 { owners[deviceToken] = owner }
+        return owner
+    }
+
+    /// Whether one more push to the token fits `floodLimit` now.
+    private func admitToFloodLimit(_ deviceToken: String, now: Date) -> Bool {
+        let answer = floodLimit.admit(floodAllowances[deviceToken], now: now)
+        floodAllowances[deviceToken] = answer.allowance
+        if floodAllowances.count > 50_000 { floodAllowances = floodAllowances.filter { !floodLimit.isFull($0.value, now: now) } }
+        return answer.admitted
     }
 
     func handle(method: String, path: String, headers: [(name: String, value: String)], body: Data, bodySize: Int) async -> Answer {
@@ -45,13 +102,21 @@ actor PushIntake {
         // The provider first: nothing about the request is answered to someone unauthenticated.
         let authorization = headers.first { $0.name.lowercased() == "authorization" }?.value
         let token: ProviderToken
-        switch ProviderToken.parse(authorization: authorization) {
-        case .failure(let reason): return refuse(reason)
-        case .success(let parsed): token = parsed
+        if let authorization, let parsed = parsedTokens[authorization] {
+            token = parsed
+        } else {
+            switch ProviderToken.parse(authorization: authorization) {
+            case .failure(let reason): return refuse(reason)
+            case .success(let parsed):
+                token = parsed
+                // A provider sends the same token for up to an hour: parse it once.
+                if parsedTokens.count > 1_000 { parsedTokens.removeAll() }
+                if let authorization { parsedTokens[authorization] = parsed }
+            }
         }
         let key: ProviderKeyRegistration
         do {
-            guard let found = try await store.providerKey(token.keyID) else { return refuse(.invalidProviderToken) }
+            guard let found = try await providerKey(token.keyID) else { return refuse(.invalidProviderToken) }
             key = found
         } catch {
             return refuse(.serviceUnavailable)
@@ -67,9 +132,10 @@ actor PushIntake {
         }
         guard key.topics.contains(push.topic) else { return refuse(.topicDisallowed) }
         do {
-            guard let owner = try await store.deviceTokenOwner(push.deviceToken) else { return refuse(.badDeviceToken) }
+            guard let owner = try await owner(of: push.deviceToken) else { return refuse(.badDeviceToken) }
             guard owner.app.rawValue == push.topic else { return refuse(.deviceTokenNotForTopic) }
             if let revoked = owner.revokedAt { return refuse(.unregistered, timestamp: Int64(revoked.timeIntervalSince1970 * 1000)) }
+            guard admitToFloodLimit(push.deviceToken, now: now) else { return refuse(.tooManyRequests) }
             try await writer.enqueue(
                 NewPush(
                     app: owner.app, apnsID: push.apnsID ?? apnsID, pushType: push.pushType.rawValue, priority: push.priority,

@@ -53,6 +53,14 @@ public enum ReasonCode: String, Codable, Sendable, CaseIterable {
     case usuallyNoData
     /// A provider's background push woke the app.
     case pushWake
+    /// The app has had the wakes pushes may give it for now: the push waits for the next one.
+    case pushThrottled
+    /// The push's `apns-expiration` passed (or was 0) before the app could be woken: dropped.
+    case pushExpired
+    /// A newer push for the same app (and collapse id) took this one's place: the app wakes once, with the newest.
+    case pushReplaced
+    /// The app is already running a fetch or an earlier push: the push goes when that run ends.
+    case pushWaitsForRun
 }
 
 /// One reason behind a decision: a stable code and a sentence with the numbers behind it.

@@ -59,13 +59,16 @@ public struct PushRecord: Hashable, Codable, Sendable {
     public var receivedAt: Date
     /// queued, delivered, replaced, dropped, or recorded (alert pushes: kept, wake nothing).
     public var state: String
+    /// Why it is in that state (nil for a push not yet looked at, and for alert pushes).
+    public var reasonCode: ReasonCode?
     public var reason: String?
     public var payload: String
 
     public init(
         id: Int64, apnsID: String, pushType: String, priority: Int, collapseID: String?, expiration: Date?, receivedAt: Date,
-        state: String, reason: String?, payload: String
+        state: String, reasonCode: ReasonCode? = nil, reason: String?, payload: String
     ) {
+        self.reasonCode = reasonCode
         self.id = id
         self.apnsID = apnsID
         self.pushType = pushType

@@ -14,12 +14,16 @@ public struct WakeExplanation: Hashable, Codable, Sendable {
     /// The newest finished run the decision took into account: a plan older than the last run
     /// has not caught up yet.
     public var basedOnRun: RunID?
+    /// Background pushes that wait (held by the throttle, or for a run to end) and those dropped
+    /// or replaced in the last day, newest first, each with its reason.
+    public var pushes: [PushRecord]
 
     public init(
         app: AppID, fetchInterval: FetchInterval, decidedAt: Date?, nextWake: Date?, reasons: [DecisionReason],
-        running: RunRecord?, recentRuns: [RunRecord], basedOnRun: RunID? = nil
+        running: RunRecord?, recentRuns: [RunRecord], basedOnRun: RunID? = nil, pushes: [PushRecord] = []
     ) {
         self.basedOnRun = basedOnRun
+        self.pushes = pushes
         self.app = app
         self.fetchInterval = fetchInterval
         self.decidedAt = decidedAt

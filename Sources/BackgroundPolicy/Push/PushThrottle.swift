@@ -3,7 +3,7 @@ import Foundation
 
 /// How background pushes become wakes: a few per hour per app (Apple: "two or three per hour"),
 /// bursts coalesced so the app wakes once with the newest payload, expired pushes dropped. Pure:
-/// the gateway keeps the state in the store and asks this at `now`.
+/// the dispatcher keeps each app's allowance in the store and asks this at `now`.
 public struct PushThrottle: Hashable, Sendable {
     /// Wakes an app may get per hour from pushes, and how many may come back to back.
     public var wakesPerHour: Double
@@ -14,7 +14,8 @@ public struct PushThrottle: Hashable, Sendable {
         self.burst = max(1, burst)
     }
 
-    /// The app's allowance: tokens left and when they were counted.
+    /// The app's allowance: wakes left (fractions refill over time) and when they were counted.
+    /// A token bucket; `PushFloodLimit` keeps one per device token.
     public struct Allowance: Hashable, Codable, Sendable {
         public var tokens: Double
         public var at: Date
@@ -22,36 +23,65 @@ public struct PushThrottle: Hashable, Sendable {
             self.tokens = tokens
             self.at = at
         }
+
+        /// `allowance` (a full bucket when nil) refilled at `perSecond` up to `burst`, as of `now`.
+        static func refilled(_ allowance: Allowance?, perSecond: Double, burst: Double, now: Date) -> Allowance {
+            guard let allowance else { return Allowance(tokens: burst, at: now) }
+            let elapsed = max(0, now.timeIntervalSince(allowance.at))
+            return Allowance(tokens: min(burst, allowance.tokens + elapsed * perSecond), at: max(now, allowance.at))
+        }
     }
 
     public enum Decision: Hashable, Sendable {
         /// Wake the app now; the allowance after spending one.
-        case wakeNow(Allowance)
-        /// Hold until `until` (the next token); a newer push for the same app and collapse id replaces it.
-        case hold(until: Date, Allowance)
+        case wakeNow(Allowance, DecisionReason)
+        /// Hold until `until` (the next wake allowed); a newer push for the same app and collapse id replaces it.
+        case hold(until: Date, Allowance, DecisionReason)
         /// Drop it: its `apns-expiration` has passed (or was 0 and it cannot go now).
-        case expired
+        case expired(DecisionReason)
     }
 
     /// The allowance refilled up to `now`.
     public func refilled(_ allowance: Allowance?, now: Date) -> Allowance {
-        guard let allowance else { return Allowance(tokens: burst, at: now) }
-        let elapsed = max(0, now.timeIntervalSince(allowance.at))
-        return Allowance(tokens: min(burst, allowance.tokens + elapsed * wakesPerHour / 3600), at: max(now, allowance.at))
+        Allowance.refilled(allowance, perSecond: wakesPerHour / 3600, burst: burst, now: now)
     }
 
-    /// What to do with the oldest waiting push of an app at `now`.
+    /// What to do with the newest waiting push of an app at `now`.
     public func decide(expiration: Date?, allowance: Allowance?, now: Date) -> Decision {
         let current = refilled(allowance, now: now)
+        let rate = "\(Self.format(wakesPerHour)) an hour, \(Self.format(burst)) back to back"
+        let never = Date(timeIntervalSince1970: 0)
         if current.tokens >= 1 {
-            if let expiration, expiration != Date(timeIntervalSince1970: 0), expiration < now { return .expired }
-            return .wakeNow(Allowance(tokens: current.tokens - 1, at: now))
+            if let expiration, expiration != never, expiration < now {
+                return .expired(DecisionReason(.pushExpired, "apns-expiration \(Self.stamp(expiration)) passed before the app could be woken"))
+            }
+            let left = current.tokens - 1
+            return .wakeNow(
+                Allowance(tokens: left, at: now),
+                DecisionReason(.pushWake, "a background push woke the app (\(Self.format(left)) more wakes allowed now; \(rate))"))
         }
-        // 0: "deliver once": now or never.
-        if let expiration, expiration == Date(timeIntervalSince1970: 0) || expiration <= now { return .expired }
+        // 0 means "deliver once": now or never.
+        if let expiration, expiration == never || expiration <= now {
+            let when = expiration == never ? "apns-expiration 0 (now or never)" : "apns-expiration \(Self.stamp(expiration))"
+            return .expired(DecisionReason(.pushExpired, "\(when), and the app had had its push wakes for now (\(rate))"))
+        }
         let wait = (1 - current.tokens) * 3600 / wakesPerHour
         let until = now.addingTimeInterval(wait)
-        if let expiration, expiration < until { return .expired }
-        return .hold(until: until, current)
+        if let expiration, expiration < until {
+            return .expired(
+                DecisionReason(.pushExpired, "apns-expiration \(Self.stamp(expiration)) comes before the next wake allowed, \(Self.stamp(until)) (\(rate))"))
+        }
+        return .hold(
+            until: until, current,
+            DecisionReason(.pushThrottled, "held until \(Self.stamp(until)): the app has had its push wakes for now (\(rate))"))
+    }
+
+    static func format(_ value: Double) -> String {
+        value == value.rounded() ? String(Int(value)) : String(format: "%.1f", value)
+    }
+
+    /// ISO 8601 in UTC, to the second: the form `bgctl` and logs show.
+    static func stamp(_ date: Date) -> String {
+        date.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: false).timeZone(separator: .omitted))
     }
 }
