@@ -80,6 +80,9 @@ struct BGD: AsyncParsableCommand {
     @Flag(help: "Serve pushes as plaintext HTTP/2 (prior knowledge), for development; loopback only.")
     var pushPlaintext = false
 
+    @Flag(help: "Serve pushes as plaintext HTTP/1.1 (plain curl), for development; loopback only.")
+    var pushHttp1 = false
+
     @Option(help: "Background pushes that may wake one app per hour.")
     var pushWakesPerHour: Double = 3
 
@@ -103,6 +106,10 @@ struct BGD: AsyncParsableCommand {
             guard let port = Int(pushPort), (0...65535).contains(port) else { throw ValidationError("--push-port is a port number or 'off'") }
         }
         guard (pushCertificate == nil) == (pushKey == nil) else { throw ValidationError("give --push-certificate and --push-key together") }
+        guard !(pushPlaintext && pushHttp1) else { throw ValidationError("give --push-plaintext or --push-http1, not both") }
+        if pushPlaintext || pushHttp1, !PushGateway.Configuration(host: pushHost).isLoopback {
+            throw ValidationError("the push gateway serves plaintext only on loopback (127.0.0.1, ::1, localhost), not on \(pushHost); drop --push-plaintext/--push-http1 to serve TLS")
+        }
         guard pushWakesPerHour > 0 else { throw ValidationError("--push-wakes-per-hour must be positive") }
         guard pushTokenRate > 0 else { throw ValidationError("--push-token-rate must be positive") }
         guard maxTransfers >= 1 && maxTransfers <= 1000 else { throw ValidationError("--max-transfers is from 1 to 1000") }
@@ -117,7 +124,7 @@ struct BGD: AsyncParsableCommand {
     var pushConfiguration: PushGateway.Configuration? {
         guard pushPort != "off", let port = Int(pushPort) else { return nil }
         let security: PushGateway.Configuration.Security =
-            pushPlaintext ? .plaintext : pushCertificate.map { .files(certificate: $0, key: pushKey ?? "") } ?? .selfSigned
+            pushPlaintext ? .plaintext : pushHttp1 ? .plaintextHTTP1 : pushCertificate.map { .files(certificate: $0, key: pushKey ?? "") } ?? .selfSigned
         return PushGateway.Configuration(host: pushHost, port: port, security: security, throttle: PushThrottle(wakesPerHour: pushWakesPerHour),
             floodLimit: PushFloodLimit(perSecond: pushTokenRate, burst: pushTokenRate * 10))
     }

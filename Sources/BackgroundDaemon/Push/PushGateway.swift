@@ -6,16 +6,17 @@ import Hummingbird
 import HTTPTypes
 import HummingbirdCore
 import HummingbirdHTTP2
+import HummingbirdTLS
 import Logging
 import NIOCore
 import NIOSSL
 import ServiceLifecycle
 import Synchronization
 
-/// bgd's APNs-compatible listener: `POST /3/device/<token>` over HTTP/2 with TLS (ALPN h2,
-/// HTTP/1.1 as fallback) on port 2197 by default, so APNs client libraries work against it
-/// with the host, port and certificate changed. Plaintext (HTTP/2 with prior knowledge) is for
-/// development and only on loopback.
+/// bgd's APNs-compatible listener: `POST /3/device/<token>` over HTTP/2 with TLS (ALPN h2, or
+/// no ALPN at all, as APNs accepts) on port 2197 by default, so APNs client libraries work
+/// against it with the host, port and certificate changed. Plaintext (HTTP/2 with prior
+/// knowledge) is for development and only on loopback.
 public struct PushGateway: Service {
     public struct Configuration: Sendable {
         public enum Security: Sendable {
@@ -25,6 +26,8 @@ public struct PushGateway: Service {
             case files(certificate: String, key: String)
             /// No TLS: HTTP/2 with prior knowledge; refused unless the host is a loopback address.
             case plaintext
+            /// No TLS, HTTP/1.1 (curl without flags); refused unless the host is a loopback address.
+            case plaintextHTTP1
         }
 
         public var host: String
@@ -47,7 +50,7 @@ public struct PushGateway: Service {
             self.security = security
         }
 
-        var isLoopback: Bool { host == "127.0.0.1" || host == "::1" || host == "localhost" }
+        public var isLoopback: Bool { host == "127.0.0.1" || host == "::1" || host == "localhost" }
     }
 
     public enum Failure: Error, CustomStringConvertible {
@@ -101,7 +104,10 @@ public struct PushGateway: Service {
         switch configuration.security {
         case .plaintext:
             guard configuration.isLoopback else { throw Failure.plaintextOffLoopback(configuration.host) }
-            server = .plaintextHTTP2()
+            server = .plaintextHTTP2(configuration: Self.http2)
+        case .plaintextHTTP1:
+            guard configuration.isLoopback else { throw Failure.plaintextOffLoopback(configuration.host) }
+            server = .http1()
         case .selfSigned, .files:
             let paths: (certificate: String, key: String)
             if case .files(let certificate, let key) = configuration.security {
@@ -113,7 +119,10 @@ public struct PushGateway: Service {
             let key = try NIOSSLPrivateKey(file: paths.key, format: .pem)
             var tls = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key))
             tls.minimumTLSVersion = .tlsv12
-            server = try .http2Upgrade(tlsConfiguration: tls)
+            tls.applicationProtocols = ["h2"]
+            // HTTP/2 whether or not the client names it in ALPN: APNs speaks nothing else over
+            // TLS, and client libraries (aioapns, for one) start HTTP/2 without offering ALPN.
+            server = try .tls(.plaintextHTTP2(configuration: Self.http2), tlsConfiguration: tls)
         }
         let intake = self.intake
         let responder = CallbackResponder<BasicRequestContext> { request, _ in
@@ -130,6 +139,10 @@ public struct PushGateway: Service {
             }, logger: logger)
         try await application.run()
     }
+
+    /// Every stream ends on its last frame, as APNs' do (see `EndStreamCoalescer`).
+    static let http2 = HTTP2Channel.Configuration(
+        streamConfiguration: .init(additionalChannelHandlers: [EndStreamCoalescer.Installer()]))
 
     /// Reads at most 4097 bytes of the body — a larger one is refused without being buffered —
     /// and answers as APNs does: empty body and `apns-id` on success, `{"reason"}` otherwise.
