@@ -28,7 +28,7 @@ public final class BackgroundApplication: Sendable {
     public typealias FetchHandler = @Sendable () async throws -> BackgroundFetchResult
     public typealias RemoteNotificationHandler = @Sendable (RemoteNotification) async throws -> BackgroundFetchResult
 
-    private struct State {
+    struct State {
         var fetchHandler: FetchHandler?
         var remoteNotificationHandler: RemoteNotificationHandler?
         var delegate: (any BackgroundApplicationDelegate)?
@@ -37,8 +37,17 @@ public final class BackgroundApplication: Sendable {
         var running: [RunID: Task<BackgroundFetchResult?, Never>] = [:]
         /// Sessions whose events this launch has announced with `handleEventsForBackgroundURLSession`.
         var announcedSessions: Set<String> = []
+        /// The lifecycle as this process knows it (bgd's word wins when it sends one).
+        var applicationState: ApplicationState = .active
+        var backgroundDeadline: Date?
+        var expirationHandlers: [BackgroundTaskIdentifier: @Sendable () -> Void] = [:]
+        var lastBackgroundTaskRefusal: String?
+        var lifecycleObservers: [UUID: AsyncStream<LifecycleNotification>.Continuation] = [:]
+        /// `BGTaskScheduler` launch handlers, by identifier, and the tasks being carried out.
+        var taskHandlers: [String: TaskLaunchHandler] = [:]
+        var runningTasks: [RunID: BGTask] = [:]
     }
-    private let state = Mutex(State())
+    let state = Mutex(State())
 
     /// For a process bgd launched: reads `BGD_APP_ID`, `BGD_APP_TOKEN`, `BGD_SOCKET`,
     /// `BGD_LAUNCH_REASON` and `BGD_CONTAINER`. Throws `BackgroundError.notLaunchedByDaemon`
@@ -63,6 +72,8 @@ public final class BackgroundApplication: Sendable {
         self.launchReason = launchReason
         self.containerPath = containerPath
         self.client = DaemonClient(socketPath: socketPath, token: token)
+        // A process bgd started for background work is in the background from the start.
+        if launchReason != nil { state.withLock { $0.applicationState = .background } }
     }
 
     /// Whether bgd started this process for background work.
@@ -95,6 +106,7 @@ public final class BackgroundApplication: Sendable {
     /// from these when the user is likely to look.
     public func applicationDidBecomeActive() async throws {
         try await client.send(.post, "/v1/app/opens", body: nil as String?)
+        try await transition(to: .active, notifying: .didBecomeActive)
     }
 
     /// `registerForRemoteNotifications()`: the app's device token, which a provider pushes to.
@@ -121,6 +133,8 @@ public final class BackgroundApplication: Sendable {
     /// for a foreground app — until the task is cancelled or bgd goes away.
     public func run() async throws {
         let messages = try await client.stream("/v1/app/events")
+        // bgd tracks a launched process from the start (its pid, for its background time).
+        if isLaunchedInBackground { try? await reportState(.background) }
         try await withThrowingTaskGroup(of: Void.self) { group in
             defer { group.cancelAll() }
             for try await message in messages {
@@ -144,6 +158,14 @@ public final class BackgroundApplication: Sendable {
                         let handler = Task { await self.invokeRemoteNotificationHandler(notification) }
                         state.withLock { $0.running[run] = handler }
                         group.addTask { await self.reportFetch(run: run, seq: event.seq, handler: handler) }
+                    case .backgroundTask(let run, let identifier, let kind, _):
+                        let task = BGTask(identifier: identifier, kind: kind)
+                        let handler = Task { await self.invokeTaskHandler(task) }
+                        state.withLock {
+                            $0.running[run] = handler
+                            $0.runningTasks[run] = task
+                        }
+                        group.addTask { await self.reportFetch(run: run, seq: event.seq, handler: handler) }
                     case .downloadFinished(_, let session, _, _), .transferCompleted(_, let session, _, _, _),
                         .sessionEventsFinished(let session):
                         // In order, one at a time: a session's events keep their order, and the
@@ -155,6 +177,10 @@ public final class BackgroundApplication: Sendable {
                     sessions.existing(session)?.progress(transfer, bytes: bytes, expected: expected)
                 case .control(.expire(let run, _)):
                     expire(run)
+                case .control(.backgroundTimeExpiring(let deadline)):
+                    backgroundTimeExpiring(deadline: deadline)
+                case .control(.lifecycle(let newState, let deadline)):
+                    bgdChangedState(to: newState, deadline: deadline)
                 case .control(.exit):
                     if isLaunchedInBackground {
                         try await group.waitForAll()
@@ -225,9 +251,14 @@ public final class BackgroundApplication: Sendable {
     }
 
     private func expire(_ run: RunID) {
-        let (task, delegate) = state.withLock { ($0.running[run], $0.delegate) }
-        // The delegate first, as on iOS: it saves state while the handler still runs.
-        delegate?.applicationBackgroundFetchWillExpire(self)
+        let (task, delegate, backgroundTask) = state.withLock { ($0.running[run], $0.delegate, $0.runningTasks[run]) }
+        if let backgroundTask {
+            // A BGTask's own expiration handler, which may still call setTaskCompleted(success: false).
+            backgroundTask.expire()
+        } else {
+            // The delegate first, as on iOS: it saves state while the handler still runs.
+            delegate?.applicationBackgroundFetchWillExpire(self)
+        }
         task?.cancel()
     }
 

@@ -33,14 +33,21 @@ public struct Daemon: Service {
         public var transfers: TransferService.Configuration
         /// The APNs-compatible push gateway; nil: not started.
         public var push: PushGateway.Configuration?
+        /// Background time after leaving the foreground (`beginBackgroundTask`), and suspension.
+        public var backgroundTime: BackgroundTimePolicy
+        /// How long `BGProcessingTaskRequest`s may run.
+        public var processing: ProcessingTaskPolicy
 
         public init(
             stateDirectory: String, socketPath: String, durability: BackgroundStore.Durability = .full,
             budget: RunBudget = RunBudget(), lingerGrace: Duration = .seconds(5),
             fetchPolicy: FetchPolicy.Configuration = .init(), usage: UsageTracker.Configuration = .init(),
             conditions: ConditionsMonitor.Configuration = .init(), transfers: TransferService.Configuration = .init(),
-            push: PushGateway.Configuration? = nil
+            push: PushGateway.Configuration? = nil, backgroundTime: BackgroundTimePolicy = BackgroundTimePolicy(),
+            processing: ProcessingTaskPolicy = ProcessingTaskPolicy()
         ) {
+            self.backgroundTime = backgroundTime
+            self.processing = processing
             self.push = push
             self.transfers = transfers
             self.usage = usage
@@ -67,6 +74,9 @@ public struct Daemon: Service {
     /// The push gateway, when configured.
     public let pushGateway: PushGateway?
     private let pushDispatcher: PushDispatcher?
+    /// Apps' lifecycles and finite-length background tasks.
+    public let lifecycle: LifecycleSupervisor
+    private let taskDispatcher: TaskDispatcher
     private let core: DaemonCore
     private let logger: Logger
 
@@ -100,20 +110,28 @@ public struct Daemon: Service {
         let doorbell = Doorbell()
         let transferDoorbell = Doorbell()
         let pushDoorbell = Doorbell()
+        let taskDoorbell = Doorbell()
         let conditions = try await ConditionsMonitor(
-            configuration: configuration.conditions, store: store, doorbells: [doorbell, transferDoorbell],
+            configuration: configuration.conditions, store: store, doorbells: [doorbell, transferDoorbell, taskDoorbell],
             logger: Self.logger("bg.conditions", like: logger))
         if case .sysfs = configuration.conditions.sensing {
             conditionsPoller = ConditionsMonitor.Poller(monitor: conditions, clock: clock, interval: configuration.conditions.pollInterval)
         } else {
             conditionsPoller = nil
         }
+        lifecycle = LifecycleSupervisor(
+            policy: configuration.backgroundTime, broker: broker, activity: activity, clock: clock, killGrace: configuration.budget.killGrace,
+            foregroundDoorbells: [taskDoorbell], logger: Self.logger("bg.lifecycle", like: logger))
         coordinator = RunCoordinator(
             store: store, stateDirectory: stateDirectory, broker: broker, launcher: launcher, tokens: tokens,
             activity: activity, clock: clock,
             configuration: .init(
                 budget: configuration.budget, lingerGrace: configuration.lingerGrace, socketPath: configuration.socketPath),
-            schedulerDoorbell: doorbell, runEndedDoorbells: [pushDoorbell], logger: Self.logger("bg.runs", like: logger))
+            schedulerDoorbell: doorbell, runEndedDoorbells: [pushDoorbell, taskDoorbell], lifecycle: lifecycle,
+            logger: Self.logger("bg.runs", like: logger))
+        taskDispatcher = TaskDispatcher(
+            store: store, coordinator: coordinator, lifecycle: lifecycle, conditions: conditions, policy: configuration.processing, clock: clock,
+            doorbell: taskDoorbell, logger: Self.logger("bg.tasks", like: logger))
         scheduler = Scheduler(
             store: store, coordinator: coordinator, policy: fetchPolicy, usage: usage, conditions: conditions, clock: clock, doorbell: doorbell,
             activity: activity, logger: Self.logger("bg.scheduler", like: logger))
@@ -135,7 +153,9 @@ public struct Daemon: Service {
             logger: Self.logger("bg.transfers", like: logger))
         core = DaemonCore(
             store: store, stateDirectory: stateDirectory, coordinator: coordinator, broker: broker, tokens: tokens,
-            activity: activity, clock: clock, schedulerDoorbell: doorbell, usage: usage, conditions: conditions, transfers: transfers, fetchPolicy: fetchPolicy,
+            activity: activity, clock: clock, schedulerDoorbell: doorbell, taskDoorbell: taskDoorbell, lifecycle: lifecycle, tasks: taskDispatcher,
+            processingBudget: configuration.processing.budget,
+            usage: usage, conditions: conditions, transfers: transfers, fetchPolicy: fetchPolicy,
             socketPath: configuration.socketPath,
             startedAt: clock.now, logger: logger)
     }
@@ -151,12 +171,13 @@ public struct Daemon: Service {
         appRoutes.add(to: router)
         TransferRoutes(core: core, authenticate: { try await appRoutes.authenticate($0) }).add(to: router)
         PushRoutes(core: core, authenticate: { try await appRoutes.authenticate($0) }).add(to: router)
+        LifecycleRoutes(core: core, authenticate: { try await appRoutes.authenticate($0) }).add(to: router)
         let socketPath = configuration.socketPath
         let logger = self.logger
         let application = Application(
             router: router,
             configuration: .init(address: .unixDomainSocket(path: socketPath), serverName: "bgd/\(Self.version)"),
-            services: [coordinator, scheduler, keepAlive, transfers] + (conditionsPoller.map { [$0] } ?? [])
+            services: [coordinator, scheduler, keepAlive, transfers, lifecycle, taskDispatcher] + (conditionsPoller.map { [$0] } ?? [])
                 + (pushGateway.map { [$0] } ?? []) + (pushDispatcher.map { [$0] } ?? []),
             onServerRunning: { _ in
                 chmod(socketPath, 0o600)

@@ -11,7 +11,8 @@ extension BackgroundStore {
             fetchInterval: ColumnJSON.encode(request.fetchInterval ?? .never),
             tokenHash: tokenHash,
             lastEventSeq: 0,
-            registeredAt: now)
+            registeredAt: now,
+            taskIdentifiers: ColumnJSON.encode(request.taskIdentifiers ?? []))
         do {
             try await writer.write { db in try row.insert(db) }
         } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {

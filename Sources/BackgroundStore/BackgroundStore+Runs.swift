@@ -27,8 +27,6 @@ extension BackgroundStore {
         }
     }
 
-    /// Starts a run for a queued background push and marks the push delivered, with the app's
-    /// event, in one transaction: the push reaches the app once, as a run like a fetch.
     /// Starts a run for a background push: the run, the app's event, the push marked delivered
     /// and the app's throttle allowance after this wake, in one transaction.
     public func startPushRun(
@@ -147,10 +145,13 @@ extension BackgroundStore {
                         .order(RunRow.Columns.startedAt.desc).limit(answerLimit).fetchAll(db)
                         .map { FetchCandidate.Answer(at: $0.startedAt, broughtNewData: $0.outcome == RunOutcome.newData.rawValue) }
                 }
-                return FetchCandidate(
+                var candidate = FetchCandidate(
                     app: app.id, interval: app.fetchInterval, registeredAt: app.registeredAt,
                     recentRuns: Array(finished.prefix(recentRunLimit)), isRunning: runs.contains { $0.outcome == nil },
                     answers: answers)
+                candidate.notBefore = try Date.fetchOne(
+                    db, sql: "SELECT earliestBeginDate FROM taskRequest WHERE appId = ? AND kind = 'appRefresh'", arguments: [row.id])
+                return candidate
             }
         }
     }
@@ -172,6 +173,6 @@ extension RunRecord {
             id: RunID(row.id ?? 0), app: app, trigger: trigger, startedAt: row.startedAt, deadline: row.deadline,
             endedAt: row.endedAt, outcome: row.outcome.flatMap(RunOutcome.init(rawValue:)),
             reasons: try ColumnJSON.decode([DecisionReason].self, from: row.reasons), launched: row.launched,
-            detail: row.detail, processID: row.pid.map { Int32(truncatingIfNeeded: $0) })
+            detail: row.detail, processID: row.pid.map { Int32(truncatingIfNeeded: $0) }, taskIdentifier: row.taskIdentifier)
     }
 }

@@ -139,6 +139,25 @@ extension BackgroundStore {
             // The dispatcher asks which apps have pushes waiting on every pass.
             try db.execute(sql: "CREATE INDEX push_queued ON push(appId) WHERE state = 'queued'")
         }
+        migrator.registerMigration("backgroundTasks") { db in
+            try db.alter(table: "app") { t in t.add(column: "taskIdentifiers", .text).notNull().defaults(to: "[]") }
+            // Pending BGTaskScheduler requests; one per identifier (a new submit replaces it).
+            try db.create(table: "taskRequest") { t in
+                t.belongsTo("app", onDelete: .cascade).notNull()
+                t.column("identifier", .text).notNull()
+                t.column("kind", .text).notNull()
+                t.column("earliestBeginDate", .datetime)
+                t.column("requiresNetwork", .boolean).notNull()
+                t.column("requiresPower", .boolean).notNull()
+                t.column("submittedAt", .datetime).notNull()
+                t.primaryKey(["appId", "identifier"])
+            }
+            // The task a run carries out (kind 'task'): its identifier and kind.
+            try db.alter(table: "run") { t in
+                t.add(column: "taskIdentifier", .text)
+                t.add(column: "taskKind", .text)
+            }
+        }
         return migrator
     }
 }

@@ -61,4 +61,5 @@ public enum StoreError: Error, Equatable, Sendable {
     case appNotFound(AppID)
     case runNotFound(RunID)
     case runAlreadyInFlight(AppID)
+    case taskRequestNotFound(AppID, String)
 }

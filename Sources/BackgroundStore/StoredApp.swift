@@ -7,6 +7,8 @@ public struct StoredApp: Hashable, Sendable {
     public var launchCommand: LaunchCommand
     public var fetchInterval: FetchInterval
     public var registeredAt: Date
+    /// The `BGTaskScheduler` identifiers it declared (`BGTaskSchedulerPermittedIdentifiers`).
+    public var taskIdentifiers: [String]
 
     init(row: AppRow) throws {
         guard let id = AppID(rawValue: row.id) else { throw StoreCorruption("app id \(row.id)") }
@@ -14,6 +16,7 @@ public struct StoredApp: Hashable, Sendable {
         self.launchCommand = try ColumnJSON.decode(LaunchCommand.self, from: row.launchCommand)
         self.fetchInterval = try ColumnJSON.decode(FetchInterval.self, from: row.fetchInterval)
         self.registeredAt = row.registeredAt
+        self.taskIdentifiers = try ColumnJSON.decode([String].self, from: row.taskIdentifiers)
     }
 }
 

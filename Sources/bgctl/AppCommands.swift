@@ -32,12 +32,24 @@ extension BGCtl {
             let now = SystemClock().now
             let rows = apps.map { app in
                 [
-                    app.id.rawValue, app.fetchInterval.description, app.isConnected ? "connected" : "-",
+                    app.id.rawValue, app.fetchInterval.description,
+                    app.lifecycle.map { Self.describe($0, now: now) } ?? (app.isConnected ? "connected" : "-"),
                     app.lastRun.map { "\($0.outcome?.rawValue ?? "running") \(TextFormat.when($0.startedAt, now: now))" } ?? "never",
                     app.nextWake.map { TextFormat.when($0, now: now) } ?? "not planned",
                 ]
             }
             TextFormat.table(header: ["APP", "INTERVAL", "STATE", "LAST RUN", "NEXT WAKE"], rows: rows)
+        }
+
+        /// "background, 2 tasks, 12s left" / "suspended (pid 123)".
+        static func describe(_ status: LifecycleStatus, now: Date) -> String {
+            var words = status.state.rawValue
+            if !status.tasks.isEmpty { words += ", \(status.tasks.count) task\(status.tasks.count == 1 ? "" : "s")" }
+            if let deadline = status.deadline, status.state == .background {
+                words += ", \(max(0, Int(deadline.timeIntervalSince(now).rounded(.up))))s left"
+            }
+            if status.state == .suspended, let pid = status.processID { words += " (pid \(pid))" }
+            return words
         }
     }
 
@@ -52,11 +64,18 @@ extension BGCtl {
         @Argument(help: "The app id, reverse-DNS (com.example.app).", transform: parseAppID) var app: AppID
         @Option(help: "Minimum fetch interval: never (default), minimum, or a duration like 30m.", transform: parseInterval)
         var interval: FetchInterval?
+        @Option(
+            name: .customLong("task-identifier"),
+            help: "A BGTaskScheduler identifier the app may submit requests for (repeat for more), like BGTaskSchedulerPermittedIdentifiers.")
+        var taskIdentifiers: [String] = []
         @Flag(help: "Print only the token.") var quiet = false
         @Argument(parsing: .postTerminator, help: "The launch command, after --.") var command: [String] = []
 
         func validate() throws {
             guard !command.isEmpty else { throw ValidationError("give the launch command after --, e.g. -- /usr/local/bin/myapp --background") }
+            for identifier in taskIdentifiers where !TaskRequest.isValidIdentifier(identifier) {
+                throw ValidationError("--task-identifier '\(identifier)': use 1 to 200 letters, digits, '.', '-' or '_'")
+            }
         }
 
         func run() async throws {
@@ -68,7 +87,8 @@ extension BGCtl {
             guard let launch = LaunchCommand(argv) else { throw ValidationError(LaunchCommand.requirement) }
             let registered = try await options.call {
                 try await $0.send(
-                    .post, "/v1/apps", body: RegisterAppRequest(id: app, launchCommand: launch, fetchInterval: interval),
+                    .post, "/v1/apps", body: RegisterAppRequest(
+                        id: app, launchCommand: launch, fetchInterval: interval, taskIdentifiers: taskIdentifiers.isEmpty ? nil : taskIdentifiers),
                     as: RegisteredApp.self)
             }
             if options.json { return try options.printJSON(registered) }

@@ -89,6 +89,15 @@ struct BGD: AsyncParsableCommand {
     @Option(help: "Pushes per second one device token accepts (ten times as many back to back) before 429 TooManyRequests.")
     var pushTokenRate: Double = 20
 
+    @Option(help: "Background time an app gets after leaving the foreground (beginBackgroundTask), e.g. 30s.", transform: parseDuration)
+    var backgroundTime: Duration = .seconds(30)
+
+    @Option(help: "on: an app whose background time is up (holding no task) is suspended with SIGSTOP until an event comes; off: it is ended.")
+    var suspension: String = "on"
+
+    @Option(help: "How long a BGProcessingTaskRequest may run, e.g. 10m.", transform: parseDuration)
+    var processingBudget: Duration = .seconds(600)
+
     @Option(help: "full: every commit survives power loss; normal: survives crashes of bgd, faster.")
     var durability: String = "full"
 
@@ -111,6 +120,9 @@ struct BGD: AsyncParsableCommand {
             throw ValidationError("the push gateway serves plaintext only on loopback (127.0.0.1, ::1, localhost), not on \(pushHost); drop --push-plaintext/--push-http1 to serve TLS")
         }
         guard pushWakesPerHour > 0 else { throw ValidationError("--push-wakes-per-hour must be positive") }
+        guard ["on", "off"].contains(suspension) else { throw ValidationError("--suspension is 'on' or 'off'") }
+        guard backgroundTime > expirationLead else { throw ValidationError("--background-time must be longer than --expiration-lead") }
+        guard processingBudget > expirationLead else { throw ValidationError("--processing-budget must be longer than --expiration-lead") }
         guard pushTokenRate > 0 else { throw ValidationError("--push-token-rate must be positive") }
         guard maxTransfers >= 1 && maxTransfers <= 1000 else { throw ValidationError("--max-transfers is from 1 to 1000") }
         if let transferRateLimit, transferRateLimit < 1024 { throw ValidationError("--transfer-rate-limit is at least 1KiB (a second)") }
@@ -152,7 +164,9 @@ struct BGD: AsyncParsableCommand {
                 maximumConcurrent: maxTransfers,
                 engine: .init(
                     checkpointInterval: transferCheckpoint, readTimeout: transferReadTimeout, bandwidthLimit: transferRateLimit)),
-            push: pushConfiguration)
+            push: pushConfiguration,
+            backgroundTime: BackgroundTimePolicy(budget: backgroundTime, expirationLead: expirationLead, suspensionEnabled: suspension == "on"),
+            processing: ProcessingTaskPolicy(budget: processingBudget))
         let daemon: Daemon
         do {
             daemon = try await Daemon(configuration: configuration, logger: logger)

@@ -166,7 +166,7 @@ public final class BackgroundURLSession: Sendable {
         case .sessionEventsFinished:
             delegate?.urlSessionDidFinishEvents(forBackgroundURLSession: self)
             broadcast(.eventsFinished)
-        case .fetch, .remoteNotification:
+        case .fetch, .remoteNotification, .backgroundTask:
             break
         }
     }

@@ -49,6 +49,10 @@ struct APIError: Error, HTTPResponseError {
             APIError(
                 .conflict, "runAlreadyEnded",
                 "run \(run.id) already ended as \(run.outcome?.rawValue ?? "?"); its first outcome stands")
+        case let error as TaskSchedulerError:
+            APIError(error == .notPermitted ? .forbidden : error == .tooManyPendingTaskRequests ? .tooManyRequests : .conflict, error.rawValue, error.description)
+        case StoreError.taskRequestNotFound(let app, let identifier):
+            APIError(.notFound, "unknownTaskRequest", "\(app) has no pending task request '\(identifier)'; `bgctl tasks` lists them")
         case is NIOTooManyBytesError:
             APIError(.contentTooLarge, "bodyTooLarge", "request bodies are limited to \(APIRequestContext.bodyLimit) bytes")
         case let error as HTTPError where error.status == .notFound:

@@ -131,6 +131,7 @@ struct AdminRoutes {
         try await core.store.revokeDeviceTokens(of: id, now: core.clock.now)  // pushes to it now answer 410
         guard try await core.store.unregister(id) else { throw APIError.unknownApp(id) }
         await core.coordinator.appUnregistered(id)
+        await core.lifecycle.forget(id)
         await core.usage.forget(id)
         core.stateDirectory.removeContainer(for: id)
         core.activity.emit(.appUnregistered(id))

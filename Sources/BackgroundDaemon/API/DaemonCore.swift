@@ -14,6 +14,12 @@ struct DaemonCore: Sendable {
     var activity: ActivityFeed
     var clock: any WallClock
     var schedulerDoorbell: Doorbell
+    /// Rung when task requests change.
+    var taskDoorbell: Doorbell
+    var lifecycle: LifecycleSupervisor
+    var tasks: TaskDispatcher
+    /// How long a processing task may run.
+    var processingBudget: Duration
     var usage: UsageTracker
     var conditions: ConditionsMonitor
     var transfers: TransferService
@@ -29,7 +35,8 @@ struct DaemonCore: Sendable {
             id: app.id, launchCommand: app.launchCommand, fetchInterval: app.fetchInterval,
             registeredAt: app.registeredAt, isConnected: broker.isConnected(app.id),
             lastRun: try await store.runs(of: app.id, limit: 1).first, nextWake: plan?.decision.dueAt,
-            nextWakeReasons: plan?.decision.reasons ?? [], containerPath: stateDirectory.containerPath(for: app.id))
+            nextWakeReasons: plan?.decision.reasons ?? [], containerPath: stateDirectory.containerPath(for: app.id),
+            lifecycle: await lifecycle.status(of: app.id), taskIdentifiers: app.taskIdentifiers)
     }
 
     /// The user opened the app: the store remembers, the learner learns, the scheduler replans

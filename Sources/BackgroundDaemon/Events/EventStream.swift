@@ -32,6 +32,8 @@ struct EventStream {
                 defer {
                     core.broker.unsubscribe(subscription)
                     core.activity.emit(.appDisconnected(bearer.app))
+                    // A process that went away takes its background tasks with it.
+                    if !core.broker.isConnected(bearer.app) { Task { await core.lifecycle.disconnected(bearer.app) } }
                 }
                 do {
                     // A stream never ends by itself: on a graceful shutdown, end it, so the server

@@ -40,6 +40,8 @@ public actor RunCoordinator: Service {
     private struct Flight {
         var run: RunRecord
         var warned = false
+        /// The run's budget (processing tasks get minutes, everything else the fetch budget).
+        var budget: RunBudget
     }
 
     /// A process bgd launched and is responsible for ending.
@@ -62,6 +64,9 @@ public actor RunCoordinator: Service {
     private let clock: any WallClock
     private let configuration: Configuration
     private let schedulerDoorbell: Doorbell
+    /// Told when an app has events to handle and when it is done, so it is continued from
+    /// suspension and not suspended meanwhile.
+    private let lifecycle: LifecycleSupervisor?
     /// Also rung when a run ends (the push dispatcher waits for an app's run to end).
     private let runEndedDoorbells: [Doorbell]
     private let logger: Logger
@@ -76,8 +81,9 @@ public actor RunCoordinator: Service {
     public init(
         store: BackgroundStore, stateDirectory: StateDirectory, broker: EventBroker, launcher: any AppLauncher,
         tokens: TokenIssuer, activity: ActivityFeed, clock: any WallClock, configuration: Configuration,
-        schedulerDoorbell: Doorbell, runEndedDoorbells: [Doorbell] = [], logger: Logger
+        schedulerDoorbell: Doorbell, runEndedDoorbells: [Doorbell] = [], lifecycle: LifecycleSupervisor? = nil, logger: Logger
     ) {
+        self.lifecycle = lifecycle
         self.runEndedDoorbells = runEndedDoorbells
         self.store = store
         self.stateDirectory = stateDirectory
@@ -122,6 +128,36 @@ public actor RunCoordinator: Service {
         return try await carryOut(run, reason: .fetch)
     }
 
+    /// Starts a run for the app's pending `BGTaskScheduler` request `identifier` (taken from the
+    /// store with the run), with `budget`: a refresh task has the fetch budget, a processing
+    /// task minutes.
+    public func startTask(
+        for app: AppID, identifier: String, kind: TaskKind, trigger: RunTrigger, reasons: [DecisionReason], budget: Duration? = nil
+    ) async throws -> RunRecord {
+        var runBudget = configuration.budget
+        if let budget { runBudget.budget = budget }
+        let run = try await store.startTaskRun(
+            for: app, identifier: identifier, trigger: trigger, reasons: reasons, budget: runBudget.budget, now: clock.now)
+        return try await carryOut(run, reason: kind == .processing ? .processing : .fetch, budget: runBudget)
+    }
+
+    /// Asks the app to wrap a run up now (`bgctl tasks expire`, a processing task whose
+    /// conditions stopped holding): its expiration handlers run at once, and it is ended if it
+    /// has not answered by the expiration lead.
+    public func expireEarly(_ id: RunID) -> Bool {
+        guard var flight = flights[id] else { return false }
+        let now = clock.now
+        let endAt = now.adding(flight.budget.expirationLead)
+        if endAt < flight.budget.deadline(startingAt: flight.run.startedAt) {
+            // Shift the budget so that it ends expirationLead from now.
+            flight.budget.budget = flight.budget.expirationLead + now.duration(since: flight.run.startedAt)
+        }
+        flights[id] = flight
+        warn(flight)
+        timers.ring()
+        return true
+    }
+
     /// Starts a run for a background push: records it with its event (and the push as delivered),
     /// then delivers to a connected app or launches it with reason remote-notification.
     public func startPush(
@@ -134,11 +170,12 @@ public actor RunCoordinator: Service {
 
     /// A recorded run starts: supervised from now, its event goes to the app in the foreground or
     /// the app is launched for it.
-    private func carryOut(_ run: RunRecord, reason: LaunchReason) async throws -> RunRecord {
-        flights[run.id] = Flight(run: run)
+    private func carryOut(_ run: RunRecord, reason: LaunchReason, budget: RunBudget? = nil) async throws -> RunRecord {
+        flights[run.id] = Flight(run: run, budget: budget ?? configuration.budget)
         activity.emit(.runStarted(run))
         logger.debug("Run started", metadata: ["app.id": "\(run.app)", "run.id": "\(run.id)", "trigger": "\(run.trigger)"])
         if broker.isConnectedInForeground(run.app) {
+            await lifecycle?.startedEvents(for: run.app)
             broker.eventsAvailable(for: run.app)
         } else {
             await launch(run.app, reason: reason, for: run)
@@ -152,6 +189,7 @@ public actor RunCoordinator: Service {
     /// and told to exit once it has acknowledged them all.
     public func deliverEvents(to app: AppID, reason: LaunchReason) async {
         if broker.isConnected(app) || processes.values.contains(where: { $0.app == app }) {
+            await lifecycle?.startedEvents(for: app)
             broker.eventsAvailable(for: app)
             return
         }
@@ -160,8 +198,9 @@ public actor RunCoordinator: Service {
 
     /// The app acknowledged events; with none left open, a process launched only for events
     /// (no run) is done: it is told to exit, and ended after the linger grace.
-    public func eventsAcknowledged(by app: AppID, openRemaining: Int) {
+    public func eventsAcknowledged(by app: AppID, openRemaining: Int) async {
         guard openRemaining == 0 else { return }
+        if !flights.values.contains(where: { $0.run.app == app }) { await lifecycle?.finishedEvents(for: app) }
         let now = clock.now
         for (pid, managed) in processes where managed.app == app && managed.run == nil && !managed.exitRequested {
             processes[pid]?.exitRequested = true
@@ -256,7 +295,7 @@ public actor RunCoordinator: Service {
             var next: Date?
             func wake(at date: Date) { next = min(next ?? date, date) }
             for (id, flight) in flights {
-                switch configuration.budget.step(startedAt: flight.run.startedAt, warned: flight.warned, now: now) {
+                switch flight.budget.step(startedAt: flight.run.startedAt, warned: flight.warned, now: now) {
                 case .wait(let until):
                     wake(at: until)
                 case .warn(let nextAt):
@@ -303,10 +342,10 @@ public actor RunCoordinator: Service {
     /// The budget ran out without an answer: record it, then end the app's process.
     private func expire(_ id: RunID) async {
         guard let flight = flights[id] else { return }
-        await end(id, outcome: .expired, detail: "no answer within the \(configuration.budget.budget.humanDescription) budget")
+        await end(id, outcome: .expired, detail: "no answer within the \(flight.budget.budget.humanDescription) budget")
         let now = clock.now
         // SIGKILL follows the grace period after the deadline (at once if that has passed too).
-        let killAt = max(now, configuration.budget.killTime(startingAt: flight.run.startedAt))
+        let killAt = max(now, flight.budget.killTime(startingAt: flight.run.startedAt))
         for (pid, managed) in processes where managed.run == id && managed.killAt == nil {
             managed.process.signalGroup(SIGTERM)
             processes[pid]?.exitRequested = true
@@ -319,7 +358,7 @@ public actor RunCoordinator: Service {
     /// Records a run's end once; later calls for the same run change nothing and return nil.
     @discardableResult
     private func end(_ id: RunID, outcome: RunOutcome, detail: String?) async -> RunRecord? {
-        flights[id] = nil
+        if let app = flights.removeValue(forKey: id)?.run.app { await lifecycle?.finishedEvents(for: app) }
         do {
             guard let record = try await store.finishRun(id, outcome: outcome, detail: detail, now: clock.now) else {
                 return nil

@@ -70,7 +70,16 @@ public struct Scheduler: Service {
                 for app in plan.launch {
                     do {
                         let reasons = plan.decision(for: app)?.reasons ?? []
-                        _ = try await coordinator.startFetch(for: app, trigger: .scheduled, reasons: reasons)
+                        // A pending BGAppRefreshTaskRequest whose date has come takes this wake.
+                        if let refresh = try await store.pendingTaskRequests(of: app).first(where: {
+                            $0.request.kind == .appRefresh && ($0.request.earliestBeginDate ?? now) <= now
+                        }) {
+                            _ = try await coordinator.startTask(
+                                for: app, identifier: refresh.request.identifier, kind: .appRefresh, trigger: .scheduled,
+                                reasons: reasons + [DecisionReason(.taskStarted, "app refresh task \(refresh.request.identifier)")])
+                        } else {
+                            _ = try await coordinator.startFetch(for: app, trigger: .scheduled, reasons: reasons)
+                        }
                         launched.append(app)
                         if reasons.contains(where: { $0.code == .predictedOpen }) { await usage.recordWake() }
                     } catch StoreError.runAlreadyInFlight {

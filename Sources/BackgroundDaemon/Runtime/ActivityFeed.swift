@@ -25,6 +25,12 @@ public enum Activity: Hashable, Sendable {
     case transferEnded(TransferRecord)
     /// The push dispatcher decided about a waiting push: delivered, held, dropped, waiting.
     case pushHandled(AppID, Int64, String)
+    /// The app's lifecycle changed (reported by it, or bgd suspended, resumed or ended it).
+    case lifecycleChanged(AppID, ApplicationState, DecisionReason?)
+    case backgroundTaskBegun(AppID, BackgroundTaskIdentifier)
+    case backgroundTaskEnded(AppID, BackgroundTaskIdentifier)
+    /// The app was told to run its expiration handlers: its background time ends at the date.
+    case backgroundTimeExpiring(AppID, Date)
 }
 
 /// Fans activity out to any number of subscribers. Subscribers that stop listening are dropped.

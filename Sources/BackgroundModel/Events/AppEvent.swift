@@ -31,6 +31,9 @@ public struct AppEvent: Hashable, Codable, Sendable {
         /// A background push for run `run`: `didReceiveRemoteNotification` with `payload` (the
         /// provider's JSON, as sent); answer like a fetch.
         case remoteNotification(run: RunID, payload: String, budget: Duration)
+        /// A `BGTaskScheduler` task for run `run`: the handler registered for `identifier` runs;
+        /// answer with `setTaskCompleted(success:)`.
+        case backgroundTask(run: RunID, identifier: String, kind: TaskKind, budget: Duration)
     }
 
     public var kind: String {
@@ -40,6 +43,7 @@ public struct AppEvent: Hashable, Codable, Sendable {
         case .transferCompleted: "transferCompleted"
         case .sessionEventsFinished: "sessionEventsFinished"
         case .remoteNotification: "remoteNotification"
+        case .backgroundTask: "backgroundTask"
         }
     }
 }
@@ -50,6 +54,11 @@ public enum ControlMessage: Hashable, Codable, Sendable {
     case expire(run: RunID, deadline: Date)
     /// bgd launched this process for background work that is now done: exit.
     case exit
+    /// The app's background time ends at `deadline`: run the expiration handlers of its
+    /// finite-length tasks now and end them, or it is ended instead of suspended.
+    case backgroundTimeExpiring(deadline: Date)
+    /// bgd changed the app's state (resumed it from suspension, or moved a launched process).
+    case lifecycle(state: ApplicationState, deadline: Date?)
     /// Bytes moved (`didWriteData`); not durable, sent only to a connected app.
     case transferProgress(transfer: TransferID, session: String, bytesTransferred: Int64, bytesExpected: Int64?)
 }

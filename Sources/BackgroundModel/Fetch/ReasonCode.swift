@@ -61,6 +61,29 @@ public enum ReasonCode: String, Codable, Sendable, CaseIterable {
     case pushReplaced
     /// The app is already running a fetch or an earlier push: the push goes when that run ends.
     case pushWaitsForRun
+    /// In the background holding no finite-length task and handling no event: stopped (SIGSTOP)
+    /// until bgd has an event for it.
+    case suspendedInBackground
+    /// Taken out of suspension (SIGCONT) to handle an event.
+    case resumedForEvent
+    /// Its background time ran out while it still held finite-length tasks: ended.
+    case backgroundTimeOverrun
+    /// Background time is over (or the app is suspended): no more finite-length tasks.
+    case backgroundTimeExpired
+    /// Suspension is off (`--suspension off`) or impossible for this process: ended instead.
+    case suspensionUnavailable
+    /// A `BGTaskScheduler` request waits for its earliest begin date.
+    case taskNotYetDue
+    /// A processing task waits until no app is in the foreground.
+    case appInForeground
+    /// A processing task waits for external power.
+    case needsExternalPower
+    /// A processing task waits for a network.
+    case needsNetwork
+    /// A `BGTaskScheduler` request is being carried out.
+    case taskStarted
+    /// Somebody asked for this task now (`bgctl tasks run`).
+    case manualTaskLaunch
 }
 
 /// One reason behind a decision: a stable code and a sentence with the numbers behind it.

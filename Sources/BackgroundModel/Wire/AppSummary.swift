@@ -5,8 +5,12 @@ public struct RegisterAppRequest: Hashable, Codable, Sendable {
     public var id: AppID
     public var launchCommand: LaunchCommand
     public var fetchInterval: FetchInterval?
+    /// The `BGTaskScheduler` identifiers the app may submit requests for (iOS's
+    /// `BGTaskSchedulerPermittedIdentifiers`); others are refused with `notPermitted`.
+    public var taskIdentifiers: [String]?
 
-    public init(id: AppID, launchCommand: LaunchCommand, fetchInterval: FetchInterval? = nil) {
+    public init(id: AppID, launchCommand: LaunchCommand, fetchInterval: FetchInterval? = nil, taskIdentifiers: [String]? = nil) {
+        self.taskIdentifiers = taskIdentifiers
         self.id = id
         self.launchCommand = launchCommand
         self.fetchInterval = fetchInterval
@@ -38,12 +42,18 @@ public struct AppSummary: Hashable, Codable, Sendable {
     public var nextWakeReasons: [DecisionReason]
     /// The app's own directory in bgd's state, where its launch log and its files live.
     public var containerPath: String?
+    /// Where the connected app is in its life (nil: not connected, or it never said).
+    public var lifecycle: LifecycleStatus?
+    /// The `BGTaskScheduler` identifiers it declared.
+    public var taskIdentifiers: [String]
 
     public init(
         id: AppID, launchCommand: LaunchCommand, fetchInterval: FetchInterval, registeredAt: Date,
         isConnected: Bool, lastRun: RunRecord?, nextWake: Date?, nextWakeReasons: [DecisionReason],
-        containerPath: String? = nil
+        containerPath: String? = nil, lifecycle: LifecycleStatus? = nil, taskIdentifiers: [String] = []
     ) {
+        self.lifecycle = lifecycle
+        self.taskIdentifiers = taskIdentifiers
         self.id = id
         self.launchCommand = launchCommand
         self.fetchInterval = fetchInterval

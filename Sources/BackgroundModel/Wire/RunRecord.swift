@@ -19,11 +19,15 @@ public struct RunRecord: Hashable, Codable, Sendable {
     public var detail: String?
     /// The process bgd started for the run, if it started one.
     public var processID: Int32?
+    /// The `BGTaskScheduler` task the run carries out (nil: a fetch or a push).
+    public var taskIdentifier: String?
 
     public init(
         id: RunID, app: AppID, trigger: RunTrigger, startedAt: Date, deadline: Date, endedAt: Date?,
-        outcome: RunOutcome?, reasons: [DecisionReason], launched: Bool, detail: String?, processID: Int32? = nil
+        outcome: RunOutcome?, reasons: [DecisionReason], launched: Bool, detail: String?, processID: Int32? = nil,
+        taskIdentifier: String? = nil
     ) {
+        self.taskIdentifier = taskIdentifier
         self.id = id
         self.app = app
         self.trigger = trigger

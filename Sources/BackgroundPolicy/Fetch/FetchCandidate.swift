@@ -12,6 +12,8 @@ public struct FetchCandidate: Hashable, Sendable {
     public var isRunning: Bool
     /// The app's `.newData`/`.noData` answers of the last weeks, for `FetchYield`.
     public var answers: [Answer]
+    /// A pending app refresh task request's earliest begin date: no wake before it.
+    public var notBefore: Date?
 
     public init(
         app: AppID, interval: FetchInterval, registeredAt: Date, recentRuns: [FinishedRun] = [], isRunning: Bool = false,

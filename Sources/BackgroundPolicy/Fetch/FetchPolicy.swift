@@ -68,6 +68,7 @@ public struct FetchPolicy: Sendable {
                 decision = usage.refine(decision, for: candidate, unusedAppInterval: configuration.unusedAppInterval, now: now)
             }
             decision = applyingYield(to: decision, answers: candidate.answers, now: now)
+            decision = applyingNotBefore(candidate.notBefore, to: decision)
             return applying(conditions, to: decision)
         }
         coalesce(&decisions, now: now)
@@ -119,6 +120,16 @@ public struct FetchPolicy: Sendable {
             // Already past the shared time: all start now, as they would have.
             if together > now { decisions[index].dueAt = together }
         }
+    }
+
+    /// A pending `BGAppRefreshTaskRequest`'s earliest begin date holds the wake until then.
+    func applyingNotBefore(_ notBefore: Date?, to decision: WakeDecision) -> WakeDecision {
+        guard let notBefore, let due = decision.dueAt, due < notBefore else { return decision }
+        var decision = decision
+        decision.dueAt = notBefore
+        decision.reasons.append(
+            DecisionReason(.taskNotYetDue, "the app's refresh task request asks to begin no earlier than \(ProcessingTaskPolicy.stamp(notBefore))"))
+        return decision
     }
 
     /// When one app is due, ignoring the others.

@@ -11,6 +11,8 @@ struct AppRow: Codable, FetchableRecord, PersistableRecord {
     var tokenHash: String
     var lastEventSeq: Int64
     var registeredAt: Date
+    /// JSON [String]: the `BGTaskScheduler` identifiers the app declared at registration.
+    var taskIdentifiers: String = "[]"
 
     enum Columns {
         static let id = Column(CodingKeys.id)
@@ -33,6 +35,9 @@ struct RunRow: Codable, FetchableRecord, MutablePersistableRecord {
     var pid: Int64?
     var pidStartTicks: Int64?
     var detail: String?
+    /// For a run of kind 'task': the `BGTaskScheduler` identifier and kind it carries out.
+    var taskIdentifier: String? = nil
+    var taskKind: String? = nil
 
     enum Columns {
         static let id = Column(CodingKeys.id)

@@ -1,0 +1,68 @@
+import BackgroundModel
+import Foundation
+
+extension BackgroundApplication {
+    /// `beginBackgroundTask(withName:expirationHandler:)`: asks bgd for time to finish work after
+    /// leaving the foreground. Returns `.invalid` when refused (background time is over; why is
+    /// in `lastBackgroundTaskRefusal`). `expirationHandler` runs a few seconds before the time
+    /// ends and must call `endBackgroundTask` — an app still holding a task at the end is ended;
+    /// one that holds none is suspended.
+    public func beginBackgroundTask(
+        withName name: String? = nil, expirationHandler: (@Sendable () -> Void)? = nil
+    ) async -> BackgroundTaskIdentifier {
+        do {
+            let grant = try await client.send(
+                .post, "/v1/app/background-tasks", body: BeginBackgroundTaskRequest(name: name), as: BackgroundTaskGrant.self)
+            state.withLock { state in
+                state.expirationHandlers[grant.id] = expirationHandler ?? {}
+                if let deadline = grant.deadline { state.backgroundDeadline = deadline }
+                state.lastBackgroundTaskRefusal = nil
+            }
+            return grant.id
+        } catch {
+            state.withLock { $0.lastBackgroundTaskRefusal = "\(error)" }
+            return .invalid
+        }
+    }
+
+    /// `endBackgroundTask(_:)`: the work is done (or given up).
+    public func endBackgroundTask(_ identifier: BackgroundTaskIdentifier) async {
+        guard identifier != .invalid, state.withLock({ $0.expirationHandlers.removeValue(forKey: identifier) }) != nil else { return }
+        try? await client.send(.delete, "/v1/app/background-tasks/\(identifier)")
+    }
+
+    /// Why the last `beginBackgroundTask` returned `.invalid` (nil after one that succeeded).
+    public var lastBackgroundTaskRefusal: String? { state.withLock { $0.lastBackgroundTaskRefusal } }
+
+    /// `backgroundTimeRemaining`: seconds of background time left; infinite in the foreground.
+    public var backgroundTimeRemaining: TimeInterval {
+        let (appState, deadline) = state.withLock { ($0.applicationState, $0.backgroundDeadline) }
+        if appState.isForeground { return .infinity }
+        guard let deadline else { return .infinity }
+        return max(0, deadline.timeIntervalSince(SystemClock().now))
+    }
+
+    /// Runs `body` with background time held: a task named `name` is begun first and ended
+    /// after, and expiration reaches `body` as cancellation. Throws `BackgroundError` when bgd
+    /// refuses the time.
+    public func withBackgroundTime<T: Sendable>(named name: String? = nil, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        let work = Task { try await body() }
+        let identifier = await beginBackgroundTask(withName: name) { work.cancel() }
+        guard identifier != .invalid else {
+            work.cancel()
+            throw BackgroundError.api(status: 409, code: "backgroundTimeExpired", reason: lastBackgroundTaskRefusal ?? "background time refused")
+        }
+        let result = await withTaskCancellationHandler { await work.result } onCancel: { work.cancel() }
+        await endBackgroundTask(identifier)
+        return try result.get()
+    }
+
+    /// bgd says background time ends at `deadline`: every held task's expiration handler runs now.
+    func backgroundTimeExpiring(deadline: Date) {
+        let handlers = state.withLock { state in
+            state.backgroundDeadline = deadline
+            return Array(state.expirationHandlers.values)
+        }
+        for handler in handlers { handler() }
+    }
+}

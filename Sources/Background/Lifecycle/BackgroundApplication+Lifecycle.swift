@@ -1,0 +1,76 @@
+import BackgroundModel
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The moments `UIApplication` announces (its `…Notification`s), for `lifecycleNotifications()`.
+public enum LifecycleNotification: String, Hashable, Sendable {
+    case didBecomeActive
+    case willResignActive
+    case didEnterBackground
+    case willEnterForeground
+    /// bgd continued the app from suspension to handle an event (iOS says nothing; we do).
+    case resumedInBackground
+}
+
+extension BackgroundApplication {
+    /// Where the app is in its life (`UIApplication.applicationState`).
+    public var applicationState: ApplicationState { state.withLock { $0.applicationState } }
+
+    /// `applicationWillResignActive`: still visible, no longer receiving events.
+    public func applicationWillResignActive() async throws {
+        try await transition(to: .inactive, notifying: .willResignActive)
+    }
+
+    /// `applicationDidEnterBackground`: background time starts counting (30 s by default);
+    /// `beginBackgroundTask` now for work that must finish, or be suspended.
+    public func applicationDidEnterBackground() async throws {
+        try await transition(to: .background, notifying: .didEnterBackground)
+    }
+
+    /// `applicationWillEnterForeground`: on the way back to the user (`.inactive` until active).
+    public func applicationWillEnterForeground() async throws {
+        try await transition(to: .inactive, notifying: .willEnterForeground)
+    }
+
+    /// Every lifecycle moment from now on, like observing `UIApplication.…Notification`s:
+    /// `for await note in app.lifecycleNotifications() where note == .willEnterForeground { reload() }`.
+    public func lifecycleNotifications() -> AsyncStream<LifecycleNotification> {
+        let (stream, continuation) = AsyncStream<LifecycleNotification>.makeStream()
+        let id = UUID()
+        state.withLock { $0.lifecycleObservers[id] = continuation }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.state.withLock { $0.lifecycleObservers.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    func transition(to newState: ApplicationState, notifying notification: LifecycleNotification) async throws {
+        let status = try await reportState(newState)
+        let observers = state.withLock { state in
+            state.applicationState = newState
+            state.backgroundDeadline = status.deadline
+            return Array(state.lifecycleObservers.values)
+        }
+        for observer in observers { observer.yield(notification) }
+    }
+
+    @discardableResult
+    func reportState(_ newState: ApplicationState) async throws -> LifecycleStatus {
+        try await client.send(.post, "/v1/app/state", body: LifecycleReport(state: newState, processID: getpid()), as: LifecycleStatus.self)
+    }
+
+    /// bgd moved the app (continued it from suspension for an event).
+    func bgdChangedState(to newState: ApplicationState, deadline: Date?) {
+        let observers = state.withLock { state in
+            state.applicationState = newState
+            state.backgroundDeadline = deadline
+            return Array(state.lifecycleObservers.values)
+        }
+        if newState == .background { for observer in observers { observer.yield(.resumedInBackground) } }
+    }
+}

@@ -1,0 +1,45 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// A process an app reported as its own, which bgd may stop, continue and end.
+///
+/// bgd signals only processes of its own user, never itself or its own process group (an app
+/// running inside bgd's process, as in tests, is tracked but never signalled). A process that
+/// leads its own group is signalled as a group, so helpers it started stop and go with it.
+struct AppProcess: Hashable, Sendable {
+    let processID: Int32
+    /// Whether bgd may signal it at all.
+    let canSignal: Bool
+
+    init(processID: Int32) {
+        self.processID = processID
+        canSignal = Self.maySignal(processID)
+    }
+
+    private static func maySignal(_ pid: Int32) -> Bool {
+        guard pid > 1, pid != getpid(), kill(pid, 0) == 0 else { return false }
+        let group = getpgid(pid)
+        guard group != getpgrp() else { return false }
+        #if os(Linux)
+            var info = stat()
+            guard stat("/proc/\(pid)", &info) == 0, info.st_uid == getuid() else { return false }
+        #endif
+        return true
+    }
+
+    /// Sends `signal` to the process's group if it leads one, else to the process.
+    @discardableResult
+    func send(_ signal: Int32) -> Bool {
+        guard canSignal else { return false }
+        let target = getpgid(processID) == processID ? -processID : processID
+        return kill(target, signal) == 0
+    }
+
+    /// Whether the process still exists.
+    var isAlive: Bool { kill(processID, 0) == 0 }
+}

@@ -1,0 +1,239 @@
+import BackgroundModel
+import BackgroundPolicy
+import Foundation
+import Logging
+import ServiceLifecycle
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Tracks each connected app's lifecycle — active, inactive, background, suspended — and its
+/// finite-length background tasks, and enforces `BackgroundTimePolicy`: expiration handlers a
+/// few seconds before background time ends, then suspension (SIGSTOP) for an app that has ended
+/// its tasks, or the end (SIGTERM, SIGKILL) of one that still holds any. An app suspended this
+/// way is continued (SIGCONT) when bgd has an event for it: a warm wake, far cheaper than a
+/// launch.
+///
+/// Processes bgd launched for background work are `background` from the start and tracked, but
+/// the run coordinator ends them when their work is done; they are never suspended.
+public actor LifecycleSupervisor: Service {
+    private struct Entry {
+        var process: AppProcess?
+        var launched: Bool
+        var state: ApplicationState
+        var enteredBackgroundAt: Date?
+        var warned = false
+        var tasks: [BackgroundTaskIdentifier: HeldBackgroundTask] = [:]
+        var nextTaskID = 1
+        /// Handling a run's event or transfer events: the run's budget applies, not this one.
+        var busy = false
+        var reason: DecisionReason?
+        var killAt: Date?
+    }
+
+    private let policy: BackgroundTimePolicy
+    private let broker: EventBroker
+    private let activity: ActivityFeed
+    private let clock: any WallClock
+    private let killGrace: Duration
+    private let logger: Logger
+    private var entries: [AppID: Entry] = [:]
+    private let timers = Doorbell()
+    /// Rung when an app enters or leaves the foreground (processing tasks wait for none).
+    private let foregroundDoorbells: [Doorbell]
+
+    public init(
+        policy: BackgroundTimePolicy, broker: EventBroker, activity: ActivityFeed, clock: any WallClock, killGrace: Duration,
+        foregroundDoorbells: [Doorbell] = [], logger: Logger
+    ) {
+        self.foregroundDoorbells = foregroundDoorbells
+        self.policy = policy
+        self.broker = broker
+        self.activity = activity
+        self.clock = clock
+        self.killGrace = killGrace
+        self.logger = logger
+    }
+
+    // MARK: What apps tell bgd
+
+    /// The app reports its state (`applicationDidEnterBackground` and friends).
+    public func report(_ report: LifecycleReport, from app: AppID, launched: Bool) -> LifecycleStatus {
+        var entry = entries[app] ?? Entry(launched: launched, state: .active)
+        if entry.process?.processID != report.processID { entry.process = AppProcess(processID: report.processID) }
+        entry.launched = launched
+        let now = clock.now
+        // A process bgd launched is in the background whatever it says.
+        let state: ApplicationState = launched ? .background : (report.state == .suspended ? .background : report.state)
+        if state == .background && entry.state != .background {
+            entry.enteredBackgroundAt = now
+            entry.warned = false
+        }
+        if state.isForeground {
+            entry.enteredBackgroundAt = nil
+            entry.warned = false
+        }
+        let foregroundChanged = entry.state.isForeground != state.isForeground || (entry.state == .active) != (state == .active)
+        entry.state = state
+        entry.reason = nil
+        entries[app] = entry
+        activity.emit(.lifecycleChanged(app, state, nil))
+        timers.ring()
+        if foregroundChanged { for doorbell in foregroundDoorbells { doorbell.ring() } }
+        return status(of: app, entry)
+    }
+
+    /// `beginBackgroundTask(withName:)`: an identifier, or why not.
+    public func beginTask(named name: String?, for app: AppID, launched: Bool) -> Result<BackgroundTaskGrant, RefusedBackgroundTime> {
+        var entry = entries[app] ?? Entry(launched: launched, state: launched ? .background : .active)
+        let now = clock.now
+        if launched && entry.enteredBackgroundAt == nil { entry.enteredBackgroundAt = now }
+        switch policy.grant(state: entry.state, enteredBackgroundAt: entry.enteredBackgroundAt, now: now) {
+        case .failure(let refusal):
+            entries[app] = entry
+            return .failure(refusal)
+        case .success(let deadline):
+            let id = BackgroundTaskIdentifier(rawValue: entry.nextTaskID)
+            entry.nextTaskID += 1
+            entry.tasks[id] = HeldBackgroundTask(id: id, name: name.map { String($0.prefix(200)) }, begunAt: now)
+            entries[app] = entry
+            activity.emit(.backgroundTaskBegun(app, id))
+            timers.ring()
+            return .success(BackgroundTaskGrant(id: id, deadline: deadline))
+        }
+    }
+
+    /// `endBackgroundTask(_:)`; false when the app held no such task.
+    public func endTask(_ id: BackgroundTaskIdentifier, for app: AppID) -> Bool {
+        guard entries[app]?.tasks.removeValue(forKey: id) != nil else { return false }
+        activity.emit(.backgroundTaskEnded(app, id))
+        timers.ring()
+        return true
+    }
+
+    /// The app's stream closed. A process that is gone (crashed, ended) takes its tasks with it.
+    public func disconnected(_ app: AppID) {
+        guard let entry = entries[app] else { return }
+        if entry.state == .suspended, entry.process?.isAlive == true { return }  // a stopped process cannot read; it is still there
+        entries[app] = nil
+        if entry.state == .active { for doorbell in foregroundDoorbells { doorbell.ring() } }
+        if !entry.tasks.isEmpty { activity.emit(.lifecycleChanged(app, .background, DecisionReason(.backgroundTimeExpired, "the app went away holding \(entry.tasks.count) background task(s); they are gone"))) }
+        timers.ring()
+    }
+
+    /// The app was unregistered.
+    public func forget(_ app: AppID) {
+        if let entry = entries.removeValue(forKey: app), entry.state == .suspended { entry.process?.send(SIGCONT) }
+    }
+
+    // MARK: Events for the app
+
+    /// bgd has work for the app (a run's event, transfer events): continue it if suspended, and
+    /// hold off suspension until `finishedEvents` — the run's own budget applies meanwhile.
+    public func startedEvents(for app: AppID) {
+        guard var entry = entries[app] else { return }
+        entry.busy = true
+        if entry.state == .suspended {
+            entry.process?.send(SIGCONT)
+            entry.state = .background
+            entry.enteredBackgroundAt = clock.now
+            entry.warned = false
+            entry.reason = DecisionReason(.resumedForEvent, "continued (SIGCONT) for an event")
+            activity.emit(.lifecycleChanged(app, .background, entry.reason))
+            broker.send(.lifecycle(state: .background, deadline: policy.deadline(enteredBackgroundAt: clock.now)), to: app)
+            logger.debug("Resumed app for an event", metadata: ["app.id": "\(app)"])
+        }
+        entries[app] = entry
+    }
+
+    /// The app is done with the events bgd had for it.
+    public func finishedEvents(for app: AppID) {
+        guard entries[app]?.busy == true else { return }
+        entries[app]?.busy = false
+        timers.ring()
+    }
+
+    // MARK: Reading
+
+    public func statuses() -> [LifecycleStatus] {
+        entries.sorted { $0.key.rawValue < $1.key.rawValue }.map { status(of: $0.key, $0.value) }
+    }
+
+    public func status(of app: AppID) -> LifecycleStatus? { entries[app].map { status(of: app, $0) } }
+
+    /// An app the user is looking at, if any (processing tasks wait while there is one).
+    public var appInForeground: AppID? {
+        entries.filter { $0.value.state == .active }.map(\.key).min { $0.rawValue < $1.rawValue }
+    }
+
+    private func status(of app: AppID, _ entry: Entry) -> LifecycleStatus {
+        LifecycleStatus(
+            app: app, state: entry.state, processID: entry.process?.processID,
+            deadline: entry.state == .background ? entry.enteredBackgroundAt.map(policy.deadline(enteredBackgroundAt:)) : nil,
+            tasks: entry.tasks.values.sorted { $0.id.rawValue < $1.id.rawValue }, reason: entry.reason)
+    }
+
+    // MARK: Enforcing
+
+    public func run() async throws {
+        do {
+            try await cancelWhenGracefulShutdown {
+                while true {
+                    let next = await self.enforce()
+                    try await self.timers.wait(until: next, on: self.clock)
+                }
+            }
+        } catch {}
+        // bgd is going away: nobody would continue a stopped app.
+        for entry in entries.values where entry.state == .suspended { entry.process?.send(SIGCONT) }
+    }
+
+    private func enforce() -> Date? {
+        let now = clock.now
+        var next: Date?
+        func wake(at date: Date) { next = min(next ?? date, date) }
+        for (app, entry) in entries {
+            if let killAt = entry.killAt {
+                if killAt <= now {
+                    entry.process?.send(SIGKILL)
+                    entries[app]?.killAt = nil
+                } else {
+                    wake(at: killAt)
+                }
+                continue
+            }
+            let snapshot = BackgroundTimePolicy.Snapshot(
+                state: entry.state, enteredBackgroundAt: entry.enteredBackgroundAt, holdsTasks: !entry.tasks.isEmpty, warned: entry.warned,
+                busy: entry.busy, canSignal: !entry.launched && entry.process?.canSignal == true)
+            switch policy.step(snapshot, now: now) {
+            case .none:
+                continue
+            case .wait(let until):
+                wake(at: until)
+            case .warn(let deadline):
+                entries[app]?.warned = true
+                broker.send(.backgroundTimeExpiring(deadline: deadline), to: app)
+                activity.emit(.backgroundTimeExpiring(app, deadline))
+                wake(at: deadline)
+            case .suspend(let reason):
+                guard entry.process?.send(SIGSTOP) == true else { continue }
+                entries[app]?.state = .suspended
+                entries[app]?.reason = reason
+                activity.emit(.lifecycleChanged(app, .suspended, reason))
+                logger.debug("Suspended app", metadata: ["app.id": "\(app)", "pid": "\(entry.process?.processID ?? 0)"])
+            case .end(let reason):
+                if !entry.warned { broker.send(.backgroundTimeExpiring(deadline: now), to: app) }
+                entry.process?.send(SIGTERM)
+                entries[app]?.killAt = now.adding(killGrace)
+                entries[app]?.reason = reason
+                activity.emit(.lifecycleChanged(app, .background, reason))
+                logger.info("Ended app: background time over", metadata: ["app.id": "\(app)", "reason": "\(reason)"])
+                wake(at: now.adding(killGrace))
+            }
+        }
+        return next
+    }
+}

@@ -1,0 +1,99 @@
+import BackgroundModel
+import BackgroundPolicy
+import BackgroundStore
+import Foundation
+import Logging
+import ServiceLifecycle
+
+/// Starts `BGProcessingTaskRequest`s when `ProcessingTaskPolicy` allows — their date has come,
+/// the network and power they ask for are there, no app is in the foreground — and stops a
+/// running one (expiration handler, then the end) as soon as that stops holding. App refresh
+/// requests are started by the scheduler, through the adaptive fetch policy.
+actor TaskDispatcher: Service {
+    private let store: BackgroundStore
+    private let coordinator: RunCoordinator
+    private let lifecycle: LifecycleSupervisor
+    private let conditions: ConditionsMonitor
+    private let policy: ProcessingTaskPolicy
+    private let clock: any WallClock
+    private let doorbell: Doorbell
+    private let logger: Logger
+    /// Running processing tasks already asked to stop.
+    private var stopping: Set<RunID> = []
+
+    init(
+        store: BackgroundStore, coordinator: RunCoordinator, lifecycle: LifecycleSupervisor, conditions: ConditionsMonitor,
+        policy: ProcessingTaskPolicy, clock: any WallClock, doorbell: Doorbell, logger: Logger
+    ) {
+        self.store = store
+        self.coordinator = coordinator
+        self.lifecycle = lifecycle
+        self.conditions = conditions
+        self.policy = policy
+        self.clock = clock
+        self.doorbell = doorbell
+        self.logger = logger
+    }
+
+    func run() async throws {
+        do {
+            try await cancelWhenGracefulShutdown {
+                while !Task.isCancelled {
+                    let next = await self.dispatch()
+                    try await self.doorbell.wait(until: next, on: self.clock)
+                }
+            }
+        } catch {}
+    }
+
+    /// Why each pending request waits, for `bgctl tasks`.
+    func explain(_ pending: [PendingTaskRequest]) async -> [PendingTaskRequest] {
+        let now = clock.now
+        let effective = await conditions.effective
+        let foreground = await lifecycle.appInForeground
+        return pending.map { item in
+            var item = item
+            item.waitingReason =
+                item.request.kind == .appRefresh
+                ? policy.waitingReason(for: item.request, conditions: effective, appInForeground: foreground, now: now)
+                    ?? DecisionReason(.taskStarted, "goes with the app's next wake planned by the fetch policy (bgctl why)")
+                : policy.waitingReason(for: item.request, conditions: effective, appInForeground: foreground, now: now)
+            return item
+        }
+    }
+
+    private func dispatch() async -> Date? {
+        do {
+            let now = clock.now
+            let effective = await conditions.effective
+            let foreground = await lifecycle.appInForeground
+            for task in try await store.runningTasks() where task.kind == .processing && !stopping.contains(task.run.id) {
+                let request = TaskRequest(identifier: task.identifier, kind: .processing)
+                // A running task's own requirements are not kept; the quiet device is what it needs.
+                if let reason = policy.stopReason(for: request, conditions: effective, appInForeground: foreground),
+                    await coordinator.expireEarly(task.run.id)
+                {
+                    stopping.insert(task.run.id)
+                    logger.info("Stopping a processing task", metadata: ["app.id": "\(task.app)", "task": "\(task.identifier)", "reason": "\(reason)"])
+                }
+            }
+            let running = Set(try await store.runningTasks().map(\.run.id))
+            stopping.formIntersection(running)
+            let pending = try await store.pendingTaskRequests().filter { $0.request.kind == .processing }
+            for item in pending where policy.waitingReason(for: item.request, conditions: effective, appInForeground: foreground, now: now) == nil {
+                do {
+                    _ = try await coordinator.startTask(
+                        for: item.app, identifier: item.request.identifier, kind: .processing, trigger: .scheduled,
+                        reasons: [DecisionReason(.taskStarted, "processing task \(item.request.identifier): its conditions hold and no app is in the foreground")],
+                        budget: policy.budget)
+                } catch StoreError.runAlreadyInFlight {
+                    continue  // the app is busy; again when its run ends (the coordinator rings us)
+                }
+            }
+            return policy.nextCheck(for: pending.map(\.request), now: now)
+        } catch {
+            logger.warning("Task dispatch failed; will retry", metadata: ["error": "\(error)"])
+            return clock.now.addingTimeInterval(30)
+        }
+    }
+}

@@ -1,0 +1,55 @@
+import BackgroundModel
+import Foundation
+
+/// When `BGTaskScheduler` requests run. Processing tasks get minutes, so they wait for a quiet
+/// device: not before their earliest begin date, only with the network and power they ask for,
+/// and only while no app is in the foreground; they are stopped when any of that stops holding.
+/// App refresh requests only wait for their date here — their wake is the adaptive fetch
+/// policy's (`FetchCandidate.notBefore`). Pure.
+public struct ProcessingTaskPolicy: Hashable, Sendable {
+    /// How long a processing task may run.
+    public var budget: Duration
+
+    public init(budget: Duration = .seconds(600)) {
+        self.budget = budget
+    }
+
+    /// Why `request` cannot start at `now` (nil: it may).
+    public func waitingReason(
+        for request: TaskRequest, conditions: DeviceConditions, appInForeground: AppID?, now: Date
+    ) -> DecisionReason? {
+        if let earliest = request.earliestBeginDate, earliest > now {
+            return DecisionReason(.taskNotYetDue, "its earliest begin date is \(Self.stamp(earliest))")
+        }
+        guard request.kind == .processing else { return nil }
+        return conditionProblem(for: request, conditions: conditions, appInForeground: appInForeground)
+    }
+
+    /// Why a running processing task must stop now (nil: it may go on).
+    public func stopReason(for request: TaskRequest, conditions: DeviceConditions, appInForeground: AppID?) -> DecisionReason? {
+        guard request.kind == .processing else { return nil }
+        return conditionProblem(for: request, conditions: conditions, appInForeground: appInForeground)
+    }
+
+    /// The soonest time a waiting request's date comes (to look again then).
+    public func nextCheck(for requests: [TaskRequest], now: Date) -> Date? {
+        requests.compactMap(\.earliestBeginDate).filter { $0 > now }.min()
+    }
+
+    private func conditionProblem(for request: TaskRequest, conditions: DeviceConditions, appInForeground: AppID?) -> DecisionReason? {
+        if request.requiresExternalPower, conditions.power != .mains {
+            return DecisionReason(.needsExternalPower, "it requires external power; the device is on battery")
+        }
+        if request.requiresNetworkConnectivity, conditions.network == .none {
+            return DecisionReason(.needsNetwork, "it requires a network; none is up")
+        }
+        if let appInForeground {
+            return DecisionReason(.appInForeground, "\(appInForeground) is in the foreground; processing waits until the device is idle")
+        }
+        return nil
+    }
+
+    static func stamp(_ date: Date) -> String {
+        date.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: false).timeZone(separator: .omitted))
+    }
+}

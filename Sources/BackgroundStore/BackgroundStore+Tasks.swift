@@ -1,0 +1,107 @@
+import BackgroundModel
+import Foundation
+import GRDB
+
+extension BackgroundStore {
+    /// Submits a `BGTaskScheduler` request with the real one's rules: only declared identifiers
+    /// (`notPermitted`), no refresh tasks with background refresh off (`unavailable`), at most 1
+    /// refresh and 10 processing requests pending (`tooManyPendingTaskRequests`); a request with
+    /// the identifier of a pending one replaces it.
+    public func submitTaskRequest(_ request: TaskRequest, for app: AppID, now: Date) async throws {
+        try await writer.write { db in
+            guard let row = try AppRow.fetchOne(db, key: app.rawValue) else { throw StoreError.appNotFound(app) }
+            let stored = try StoredApp(row: row)
+            guard stored.taskIdentifiers.contains(request.identifier) else { throw TaskSchedulerError.notPermitted }
+            if request.kind == .appRefresh, stored.fetchInterval == .never { throw TaskSchedulerError.unavailable }
+            let others = try Int.fetchOne(
+                db, sql: "SELECT count(*) FROM taskRequest WHERE appId = ? AND kind = ? AND identifier != ?",
+                arguments: [app.rawValue, request.kind.rawValue, request.identifier]) ?? 0
+            guard others < TaskRequest.limit(of: request.kind) else { throw TaskSchedulerError.tooManyPendingTaskRequests }
+            try db.execute(
+                sql: """
+                    INSERT OR REPLACE INTO taskRequest(appId, identifier, kind, earliestBeginDate, requiresNetwork, requiresPower, submittedAt)
+                    VALUES (?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [
+                    app.rawValue, request.identifier, request.kind.rawValue, request.earliestBeginDate, request.requiresNetworkConnectivity,
+                    request.requiresExternalPower, now,
+                ])
+        }
+    }
+
+    /// Cancels one pending request (nil identifier: all of the app's). Returns how many went.
+    @discardableResult
+    public func cancelTaskRequests(of app: AppID, identifier: String?) async throws -> Int {
+        try await writer.write { db in
+            if let identifier {
+                try db.execute(sql: "DELETE FROM taskRequest WHERE appId = ? AND identifier = ?", arguments: [app.rawValue, identifier])
+            } else {
+                try db.execute(sql: "DELETE FROM taskRequest WHERE appId = ?", arguments: [app.rawValue])
+            }
+            return db.changesCount
+        }
+    }
+
+    /// Pending requests, of one app or of all, oldest first.
+    public func pendingTaskRequests(of app: AppID? = nil) async throws -> [PendingTaskRequest] {
+        try await writer.read { db in
+            let rows =
+                if let app {
+                    try Row.fetchAll(db, sql: "SELECT * FROM taskRequest WHERE appId = ? ORDER BY submittedAt, identifier", arguments: [app.rawValue])
+                } else {
+                    try Row.fetchAll(db, sql: "SELECT * FROM taskRequest ORDER BY submittedAt, appId, identifier")
+                }
+            return rows.compactMap { row in
+                guard let app = AppID(rawValue: row["appId"]), let kind = TaskKind(rawValue: row["kind"]) else { return nil }
+                return PendingTaskRequest(
+                    app: app,
+                    request: TaskRequest(
+                        identifier: row["identifier"], kind: kind, earliestBeginDate: row["earliestBeginDate"],
+                        requiresNetworkConnectivity: row["requiresNetwork"], requiresExternalPower: row["requiresPower"]),
+                    submittedAt: row["submittedAt"])
+            }
+        }
+    }
+
+    /// Starts a run that carries out the app's pending request `identifier`: the request is
+    /// taken, the run and the app's event recorded, in one transaction. Throws
+    /// `StoreError.taskRequestNotFound` when no such request is pending, `runAlreadyInFlight`
+    /// when the app is busy (the request then stays).
+    public func startTaskRun(
+        for app: AppID, identifier: String, trigger: RunTrigger, reasons: [DecisionReason], budget: Duration, now: Date
+    ) async throws -> RunRecord {
+        do {
+            return try await writer.write { db in
+                guard
+                    let row = try Row.fetchOne(
+                        db, sql: "SELECT kind FROM taskRequest WHERE appId = ? AND identifier = ?", arguments: [app.rawValue, identifier]),
+                    let kind = TaskKind(rawValue: row["kind"])
+                else { throw StoreError.taskRequestNotFound(app, identifier) }
+                try db.execute(sql: "DELETE FROM taskRequest WHERE appId = ? AND identifier = ?", arguments: [app.rawValue, identifier])
+                var run = RunRow(
+                    id: nil, appId: app.rawValue, kind: "task", trigger: trigger.rawValue,
+                    reasons: ColumnJSON.encode(reasons), startedAt: now, deadline: now.adding(budget),
+                    endedAt: nil, outcome: nil, launched: false, pid: nil, pidStartTicks: nil, detail: nil,
+                    taskIdentifier: identifier, taskKind: kind.rawValue)
+                try run.insert(db)
+                try appendEvent(
+                    .backgroundTask(run: RunID(run.id!), identifier: identifier, kind: kind, budget: budget), for: app, runId: run.id, now: now,
+                    db: db)
+                return try RunRecord(row: run)
+            }
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
+            throw StoreError.runAlreadyInFlight(app)
+        }
+    }
+
+    /// Tasks being carried out now, with their runs.
+    public func runningTasks() async throws -> [RunningTask] {
+        try await writer.read { db in
+            try RunRow.fetchAll(db, sql: "SELECT * FROM run WHERE kind = 'task' AND outcome IS NULL ORDER BY startedAt").compactMap { row in
+                guard let kind = row.taskKind.flatMap(TaskKind.init(rawValue:)), let identifier = row.taskIdentifier else { return nil }
+                let run = try RunRecord(row: row)
+                return RunningTask(app: run.app, identifier: identifier, kind: kind, run: run)
+            }
+        }
+    }
+}
