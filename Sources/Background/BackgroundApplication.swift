@@ -40,6 +40,8 @@ public final class BackgroundApplication: Sendable {
         /// The lifecycle as this process knows it (bgd's word wins when it sends one).
         var applicationState: ApplicationState = .active
         var backgroundDeadline: Date?
+        /// bgd said this stretch of background time is ending (reset when it starts again).
+        var expirationAnnounced = false
         var expirationHandlers: [BackgroundTaskIdentifier: @Sendable () -> Void] = [:]
         var lastBackgroundTaskRefusal: String?
         var lifecycleObservers: [UUID: AsyncStream<LifecycleNotification>.Continuation] = [:]

@@ -32,12 +32,14 @@ public struct TestDaemon: Sendable {
         clock: ManualClock = ManualClock(), directory: String? = nil,
         conditions: ConditionsMonitor.Configuration = .init(sensing: .fixed(.unconstrained)),
         transfers: TransferService.Configuration = .init(), push: PushGateway.Configuration? = nil,
+        backgroundTime: BackgroundTimePolicy = BackgroundTimePolicy(), processing: ProcessingTaskPolicy = ProcessingTaskPolicy(),
         _ body: @Sendable (TestDaemon) async throws -> T
     ) async throws -> T {
         let directory = directory ?? TemporaryDirectory.make()
         let configuration = Daemon.Configuration(
             stateDirectory: directory + "/state", socketPath: directory + "/bgd.sock", durability: .normal, budget: budget,
-            lingerGrace: .seconds(5), fetchPolicy: fetchPolicy, conditions: conditions, transfers: transfers, push: push)
+            lingerGrace: .seconds(5), fetchPolicy: fetchPolicy, conditions: conditions, transfers: transfers, push: push,
+            backgroundTime: backgroundTime, processing: processing)
         var logger = Logger(label: "bg.daemon")
         // Quiet unless asked: BGD_TEST_LOG_LEVEL=debug swift test …
         logger.logLevel = ProcessInfo.processInfo.environment["BGD_TEST_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
@@ -76,10 +78,13 @@ public struct TestDaemon: Sendable {
 
     /// Registers an app through the API and returns its token.
     @discardableResult
-    public func register(_ id: String, command: [String], interval: FetchInterval = .minimum) async throws -> RegisteredApp {
+    public func register(
+        _ id: String, command: [String], interval: FetchInterval = .minimum, taskIdentifiers: [String]? = nil
+    ) async throws -> RegisteredApp {
         try await admin.send(
             .post, "/v1/apps",
-            body: RegisterAppRequest(id: AppID(rawValue: id)!, launchCommand: LaunchCommand(command)!, fetchInterval: interval),
+            body: RegisterAppRequest(
+                id: AppID(rawValue: id)!, launchCommand: LaunchCommand(command)!, fetchInterval: interval, taskIdentifiers: taskIdentifiers),
             as: RegisteredApp.self)
     }
 

@@ -15,7 +15,7 @@ extension BGCtl {
             func run() async throws {
                 let overview = try await options.call { try await $0.send(.get, "/v1/tasks", as: TasksOverview.self) }
                 if options.json { return try options.printJSON(overview) }
-                let now = SystemClock().now
+                let now = overview.now
                 if overview.pending.isEmpty && overview.running.isEmpty && overview.lifecycles.allSatisfy({ $0.tasks.isEmpty }) {
                     print("No task requests pending, no tasks running.")
                 }

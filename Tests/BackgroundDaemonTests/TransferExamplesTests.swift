@@ -80,8 +80,10 @@ struct TransferExamplesTests {
                 let data = try Data(contentsOf: URL(fileURLWithPath: library + "/" + file))
                 #expect(FaultyOrigin.sha256Digest(of: data) == FaultyOrigin.sha256(seed: 53, size: 600_000))
             }
-            let log = try String(contentsOfFile: container(daemon, app) + "/launch.log", encoding: .utf8)
-            #expect(log.contains("handleEventsForBackgroundURLSession 12345"), "\(log)")
+            // The app prints as it exits (stdout to a file is block-buffered), maybe after the acks.
+            let logPath = container(daemon, app) + "/launch.log"
+            func log() -> String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+            #expect(await eventually { log().contains("handleEventsForBackgroundURLSession 12345") }, "\(log())")
         }
     }
 }

@@ -13,11 +13,14 @@ extension BackgroundApplication {
         do {
             let grant = try await client.send(
                 .post, "/v1/app/background-tasks", body: BeginBackgroundTaskRequest(name: name), as: BackgroundTaskGrant.self)
-            state.withLock { state in
+            let expiringAlready = state.withLock { state in
                 state.expirationHandlers[grant.id] = expirationHandler ?? {}
                 if let deadline = grant.deadline { state.backgroundDeadline = deadline }
                 state.lastBackgroundTaskRefusal = nil
+                return state.expirationAnnounced
             }
+            // bgd's warning came while the grant was on its way: this handler has missed it.
+            if expiringAlready { expirationHandler?() }
             return grant.id
         } catch {
             state.withLock { $0.lastBackgroundTaskRefusal = "\(error)" }
@@ -61,6 +64,7 @@ extension BackgroundApplication {
     func backgroundTimeExpiring(deadline: Date) {
         let handlers = state.withLock { state in
             state.backgroundDeadline = deadline
+            state.expirationAnnounced = true
             return Array(state.expirationHandlers.values)
         }
         for handler in handlers { handler() }

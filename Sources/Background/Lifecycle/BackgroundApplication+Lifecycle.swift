@@ -52,6 +52,7 @@ extension BackgroundApplication {
     func transition(to newState: ApplicationState, notifying notification: LifecycleNotification) async throws {
         let status = try await reportState(newState)
         let observers = state.withLock { state in
+            if state.applicationState != newState { state.expirationAnnounced = false }
             state.applicationState = newState
             state.backgroundDeadline = status.deadline
             return Array(state.lifecycleObservers.values)
@@ -67,6 +68,7 @@ extension BackgroundApplication {
     /// bgd moved the app (continued it from suspension for an event).
     func bgdChangedState(to newState: ApplicationState, deadline: Date?) {
         let observers = state.withLock { state in
+            state.expirationAnnounced = false  // resumed: a new stretch of background time
             state.applicationState = newState
             state.backgroundDeadline = deadline
             return Array(state.lifecycleObservers.values)

@@ -74,7 +74,7 @@ struct LifecycleRoutes {
             try JSONResponse.make(
                 TasksOverview(
                     pending: await core.tasks.explain(try await core.store.pendingTaskRequests()),
-                    running: try await core.store.runningTasks(), lifecycles: await core.lifecycle.statuses()))
+                    running: try await core.store.runningTasks(), lifecycles: await core.lifecycle.statuses(), now: core.clock.now))
         }
         router.post("v1/tasks/run") { request, _ in
             var request = request

@@ -81,6 +81,9 @@ public actor LifecycleSupervisor: Service {
         entry.reason = nil
         entries[app] = entry
         activity.emit(.lifecycleChanged(app, state, nil))
+        logger.debug(
+            "App reported its state",
+            metadata: ["app.id": "\(app)", "state": "\(state)", "pid": "\(report.processID)", "signallable": "\(entry.process?.canSignal ?? false)"])
         timers.ring()
         if foregroundChanged { for doorbell in foregroundDoorbells { doorbell.ring() } }
         return status(of: app, entry)
@@ -214,6 +217,7 @@ public actor LifecycleSupervisor: Service {
             case .wait(let until):
                 wake(at: until)
             case .warn(let deadline):
+                logger.debug("Background time expiring", metadata: ["app.id": "\(app)", "deadline": "\(deadline)"])
                 entries[app]?.warned = true
                 broker.send(.backgroundTimeExpiring(deadline: deadline), to: app)
                 activity.emit(.backgroundTimeExpiring(app, deadline))

@@ -20,6 +20,9 @@ actor TaskDispatcher: Service {
     private let logger: Logger
     /// Running processing tasks already asked to stop.
     private var stopping: Set<RunID> = []
+    /// What each processing task started here asked for (the request leaves the store when its
+    /// run starts). After a restart of bgd a task's run is over anyway.
+    private var started: [RunID: TaskRequest] = [:]
 
     init(
         store: BackgroundStore, coordinator: RunCoordinator, lifecycle: LifecycleSupervisor, conditions: ConditionsMonitor,
@@ -68,8 +71,7 @@ actor TaskDispatcher: Service {
             let effective = await conditions.effective
             let foreground = await lifecycle.appInForeground
             for task in try await store.runningTasks() where task.kind == .processing && !stopping.contains(task.run.id) {
-                let request = TaskRequest(identifier: task.identifier, kind: .processing)
-                // A running task's own requirements are not kept; the quiet device is what it needs.
+                let request = started[task.run.id] ?? TaskRequest(identifier: task.identifier, kind: .processing)
                 if let reason = policy.stopReason(for: request, conditions: effective, appInForeground: foreground),
                     await coordinator.expireEarly(task.run.id)
                 {
@@ -79,13 +81,15 @@ actor TaskDispatcher: Service {
             }
             let running = Set(try await store.runningTasks().map(\.run.id))
             stopping.formIntersection(running)
+            started = started.filter { running.contains($0.key) }
             let pending = try await store.pendingTaskRequests().filter { $0.request.kind == .processing }
             for item in pending where policy.waitingReason(for: item.request, conditions: effective, appInForeground: foreground, now: now) == nil {
                 do {
-                    _ = try await coordinator.startTask(
+                    let run = try await coordinator.startTask(
                         for: item.app, identifier: item.request.identifier, kind: .processing, trigger: .scheduled,
                         reasons: [DecisionReason(.taskStarted, "processing task \(item.request.identifier): its conditions hold and no app is in the foreground")],
                         budget: policy.budget)
+                    started[run.id] = item.request
                 } catch StoreError.runAlreadyInFlight {
                     continue  // the app is busy; again when its run ends (the coordinator rings us)
                 }

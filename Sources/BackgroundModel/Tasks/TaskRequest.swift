@@ -64,8 +64,11 @@ public struct TasksOverview: Hashable, Codable, Sendable {
     public var pending: [PendingTaskRequest]
     public var running: [RunningTask]
     public var lifecycles: [LifecycleStatus]
+    /// bgd's clock when it answered, so "time left" reads right whatever the client's clock says.
+    public var now: Date
 
-    public init(pending: [PendingTaskRequest], running: [RunningTask], lifecycles: [LifecycleStatus]) {
+    public init(pending: [PendingTaskRequest], running: [RunningTask], lifecycles: [LifecycleStatus], now: Date) {
+        self.now = now
         self.pending = pending
         self.running = running
         self.lifecycles = lifecycles

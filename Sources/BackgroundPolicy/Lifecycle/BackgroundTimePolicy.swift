@@ -11,11 +11,19 @@ public struct BackgroundTimePolicy: Hashable, Sendable {
     public var expirationLead: Duration
     /// Off: an app whose time is up is ended rather than suspended.
     public var suspensionEnabled: Bool
+    /// How long an app with nothing to do stays running after entering the background (or after
+    /// an event), so that it can ask for time in `applicationDidEnterBackground` — iOS suspends
+    /// "shortly after" too.
+    public var suspensionDelay: Duration
 
-    public init(budget: Duration = .seconds(30), expirationLead: Duration = .seconds(5), suspensionEnabled: Bool = true) {
+    public init(
+        budget: Duration = .seconds(30), expirationLead: Duration = .seconds(5), suspensionEnabled: Bool = true,
+        suspensionDelay: Duration = .seconds(5)
+    ) {
         self.budget = budget
         self.expirationLead = min(expirationLead, budget)
         self.suspensionEnabled = suspensionEnabled
+        self.suspensionDelay = min(suspensionDelay, budget)
     }
 
     /// What the supervisor knows about one app.
@@ -75,6 +83,8 @@ public struct BackgroundTimePolicy: Hashable, Sendable {
             return .wait(until: warnAt)
         }
         if suspensionEnabled {
+            let suspendAt = entered.adding(suspensionDelay)
+            guard now >= suspendAt else { return .wait(until: suspendAt) }
             return .suspend(DecisionReason(.suspendedInBackground, "in the background with no background task or event to handle"))
         }
         if now >= deadline {

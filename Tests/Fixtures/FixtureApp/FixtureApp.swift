@@ -29,6 +29,7 @@ import Synchronization
 struct FixtureApp {
     static func main() async throws {
         let behaviour = CommandLine.arguments.dropFirst().first ?? "newData"
+        if behaviour == "foreground" { return try await ForegroundFixture.main(Array(CommandLine.arguments.dropFirst())) }
         if CommandLine.arguments.contains("ignore-term") { signal(SIGTERM, SIG_IGN) }
         if behaviour == "exit" { exit(0) }
         let application = try BackgroundApplication()
@@ -55,6 +56,21 @@ struct FixtureApp {
                 await waitForCancellation()
                 return .failed
             default: return .newData
+            }
+        }
+        // BGTaskScheduler: any identifier the test registers the app with; `cooperate` waits for
+        // expiration and then says it failed.
+        for identifier in ["com.example.fixture.refresh", "com.example.fixture.processing"] {
+            application.taskScheduler.register(forTaskWithIdentifier: identifier) { task in
+                log.append("task \(task.identifier) \(task.kind.rawValue)")
+                if behaviour == "cooperate" {
+                    task.expirationHandler = {
+                        log.append("task-expired \(task.identifier)")
+                        task.setTaskCompleted(success: false)
+                    }
+                } else {
+                    task.setTaskCompleted(success: true)
+                }
             }
         }
         application.onRemoteNotification { notification in
