@@ -17,6 +17,7 @@ let package = Package(
         .executable(name: "ImageFetch", targets: ["ImageFetch"]),
         .executable(name: "DownloadManager", targets: ["DownloadManager"]),
         .executable(name: "PushNews", targets: ["PushNews"]),
+        .executable(name: "DeliciousFood", targets: ["DeliciousFood"]),
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
@@ -134,6 +135,9 @@ let package = Package(
             name: "PushNews",
             dependencies: ["Background", "BackgroundModel", .product(name: "AsyncHTTPClient", package: "async-http-client")],
             path: "Examples/PushNews", swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "DeliciousFood", dependencies: ["Background", "BackgroundModel"], path: "Examples/DeliciousFood",
+            swiftSettings: swiftSettings),
         .executableTarget(
             name: "DownloadManager", dependencies: ["Background", "BackgroundModel"], path: "Examples/DownloadManager",
             swiftSettings: swiftSettings),

@@ -1,0 +1,116 @@
+import Background
+import Foundation
+
+/// Seed 002's "Delicious Food" list on swift-background, with the finite-length task of seed 004.
+///
+/// Launched by bgd for a background fetch (or its BGTaskScheduler refresh task), it inserts 0–4
+/// random dishes and answers `.newData` or `.noData`. Run by hand it is the table view, driven
+/// by lines on stdin:
+///
+/// - `refresh` — pull to refresh: 0–4 dishes now.
+/// - `background` — leave the foreground: `beginBackgroundTask` while the list is saved, then
+///   `endBackgroundTask` (bgd suspends the app a few seconds later; an event resumes it).
+/// - `foreground` — come back: the list reloads from disk (what background fetches added while
+///   away is highlighted), like seed 000 reloading on `willEnterForegroundNotification`.
+/// - `list`, `quit`.
+@main
+struct DeliciousFood {
+    static let refreshTask = "com.example.deliciousfood.refresh"
+
+    static func main() async {
+        do {
+            try await run()
+        } catch {
+            FileHandle.standardError.write(Data("DeliciousFood: \(error)\n".utf8))
+            exit(1)
+        }
+    }
+
+    static func run() async throws {
+        let environment = ProcessInfo.processInfo.environment
+        var generator = SystemRandomNumberGenerator()
+        if environment[LaunchEnvironment.reason] != nil {
+            // Launched by bgd: performFetchWithCompletionHandler → insertNewObjectForFetch.
+            let application = try BackgroundApplication()
+            let file = MenuFile(path: (application.containerPath ?? ".") + "/menu.json")
+            application.onBackgroundFetch { try fetch(into: file) }
+            application.taskScheduler.register(forTaskWithIdentifier: refreshTask) { task in
+                task.setTaskCompleted(success: (try? fetch(into: file)) != nil)
+            }
+            try await application.run()
+            return
+        }
+
+        guard let token = environment[LaunchEnvironment.token] else {
+            throw UsageError("set BGD_APP_TOKEN to the token `bgctl register com.example.deliciousfood … -- DeliciousFood` printed")
+        }
+        let appID = AppID(rawValue: environment[LaunchEnvironment.appID] ?? "com.example.deliciousfood")!
+        let application = BackgroundApplication(appID: appID, token: token)
+        guard let container = try await application.summary().containerPath else { throw UsageError("bgd did not say where the app's container is") }
+        let file = MenuFile(path: container + "/menu.json")
+        // While the app runs, fetches come to it live (and resume it when suspended).
+        application.onBackgroundFetch { try fetch(into: file) }
+        let connection = Task { try await application.run() }
+        try await application.applicationDidBecomeActive()
+        var menu = file.load()
+        print(menu.rendered())
+        fflush(nil)
+        menu.unseen = 0
+        try file.save(menu)
+
+        while let line = readLine() {
+            switch line.trimmingCharacters(in: .whitespaces) {
+            case "refresh":
+                menu = file.load()
+                let added = menu.insertNewDishes(using: &generator)
+                try file.save(menu)
+                print("\(added) new dishes fetched")
+                print(menu.rendered())
+                menu.unseen = 0
+                try file.save(menu)
+            case "background":
+                // applicationDidEnterBackground: finish saving with time granted for it.
+                try await application.applicationDidEnterBackground()
+                let task = await application.beginBackgroundTask(withName: "save the menu") {
+                    print("expiring: saving what we have")
+                }
+                try file.save(menu)
+                print("saved \(menu.dishes.count) dishes in the background (\(application.backgroundTimeRemaining.rounded())s of background time were left)")
+                await application.endBackgroundTask(task)
+            case "foreground":
+                try await application.applicationWillEnterForeground()
+                try await application.applicationDidBecomeActive()
+                menu = file.load()  // reloadData
+                print(menu.rendered())
+                menu.unseen = 0
+                try file.save(menu)
+            case "list":
+                print(menu.rendered())
+            case "quit":
+                connection.cancel()
+                return
+            case "":
+                continue
+            default:
+                print("commands: refresh, background, foreground, list, quit")
+            }
+            fflush(nil)  // stdout is a pipe in tests: show each answer at once
+        }
+        connection.cancel()
+    }
+
+    /// `insertNewObjectForFetchWithCompletionHandler`.
+    static func fetch(into file: MenuFile) throws -> BackgroundFetchResult {
+        var generator = SystemRandomNumberGenerator()
+        var menu = file.load()
+        let added = menu.insertNewDishes(using: &generator)
+        try file.save(menu)
+        print("\(added) new dishes fetched in the background")
+        return added > 0 ? .newData : .noData
+    }
+}
+
+struct UsageError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,67 @@
+import BackgroundModel
+import BackgroundTesting
+import Foundation
+import Synchronization
+import Testing
+
+/// Seed 002's sample: pull-to-refresh inserts dishes; leaving the foreground saves the list
+/// inside a finite-length task; a background fetch while away adds dishes; coming back reloads
+/// the list with them highlighted.
+@Suite(.timeLimit(.minutes(2)))
+struct DeliciousFoodTests {
+    static let app = "com.example.deliciousfood"
+
+    final class Output: Sendable {
+        private let text = Mutex("")
+        func append(_ data: Data) { text.withLock { $0 += String(decoding: data, as: UTF8.self) } }
+        var all: String { text.withLock { $0 } }
+    }
+
+    @Test func theListSavesInTheBackgroundAndReloadsOnReturn() async throws {
+        try await TestDaemon.with { daemon in
+            let registered = try await daemon.register(
+                Self.app, command: [try BuiltProducts.path(of: "DeliciousFood")], interval: .minimum, taskIdentifiers: ["com.example.deliciousfood.refresh"])
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: try BuiltProducts.path(of: "DeliciousFood"))
+            var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("BGD_") }
+            environment[LaunchEnvironment.token] = registered.token
+            environment[LaunchEnvironment.socket] = daemon.socketPath
+            process.environment = environment
+            let input = Pipe()
+            let output = Pipe()
+            let printed = Output()
+            output.fileHandleForReading.readabilityHandler = { printed.append($0.availableData) }
+            process.standardInput = input
+            process.standardOutput = output
+            try process.run()
+            defer { process.terminate() }
+            func say(_ line: String) { input.fileHandleForWriting.write(Data((line + "\n").utf8)) }
+
+            #expect(await eventually { printed.all.contains("no dishes yet") }, "\(printed.all)")
+            say("refresh")
+            #expect(await eventually { printed.all.contains("new dishes fetched\n") }, "\(printed.all)")
+            // Leaving the foreground: the list is saved with background time held, then given back.
+            let ended = try await daemon.waitFor({ activity -> Bool? in
+                if case .backgroundTaskEnded(let app, _) = activity, app.rawValue == Self.app { return true }
+                return nil
+            }, after: { say("background") })
+            #expect(ended)
+            #expect(await eventually { printed.all.contains("in the background (") }, "\(printed.all)")
+            // A background fetch while away (it goes to the running app) until one brings dishes.
+            var outcome: RunOutcome?
+            for _ in 0..<20 where outcome != .newData {
+                outcome = try await daemon.waitForRunEnd(of: Self.app) {
+                    _ = try await daemon.admin.send(.post, "/v1/apps/\(Self.app)/fetch", as: RunRecord.self)
+                }.outcome
+            }
+            #expect(outcome == .newData)
+            // Back in the foreground: the list reloads and shows what came in, highlighted.
+            let before = printed.all.count
+            say("foreground")
+            #expect(await eventually { printed.all.dropFirst(before).contains("← new") }, "\(printed.all)")
+            let states = try await daemon.admin.send(.get, "/v1/apps", as: [AppSummary].self).first { $0.id.rawValue == Self.app }?.lifecycle?.state
+            #expect(states == .active)
+            say("quit")
+        }
+    }
+}
