@@ -92,6 +92,9 @@ let package = Package(
             name: "bgbench", dependencies: ["BackgroundModel", "BackgroundPolicy"], path: "Benchmarks/bgbench",
             swiftSettings: swiftSettings),
         .executableTarget(
+            name: "bgbench-lifecycle", dependencies: ["Background", "BackgroundModel"], path: "Benchmarks/bgbench-lifecycle",
+            swiftSettings: swiftSettings),
+        .executableTarget(
             name: "bgbench-push",
             dependencies: [
                 "Background", "BackgroundModel",

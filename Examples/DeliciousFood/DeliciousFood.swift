@@ -1,5 +1,6 @@
 import Background
 import Foundation
+import Synchronization
 
 /// Seed 002's "Delicious Food" list on swift-background, with the finite-length task of seed 004.
 ///
@@ -10,6 +11,7 @@ import Foundation
 /// - `refresh` — pull to refresh: 0–4 dishes now.
 /// - `background` — leave the foreground: `beginBackgroundTask` while the list is saved, then
 ///   `endBackgroundTask` (bgd suspends the app a few seconds later; an event resumes it).
+///   `background slow`: the save outlasts the background time; the expiration handler ends it.
 /// - `foreground` — come back: the list reloads from disk (what background fetches added while
 ///   away is highlighted), like seed 000 reloading on `willEnterForegroundNotification`.
 /// - `list`, `quit`.
@@ -68,14 +70,26 @@ struct DeliciousFood {
                 print(menu.rendered())
                 menu.unseen = 0
                 try file.save(menu)
-            case "background":
+            case "background", "background slow":
                 // applicationDidEnterBackground: finish saving with time granted for it.
                 try await application.applicationDidEnterBackground()
+                let slow = line.hasSuffix("slow")
+                let ended = TaskEnd()
                 let task = await application.beginBackgroundTask(withName: "save the menu") {
-                    print("expiring: saving what we have")
+                    // A few seconds before the time is up: wrap up, or be ended instead of suspended.
+                    print("expiring: saved what we had; ending the background task")
+                    fflush(nil)
+                    ended.finish()
+                }
+                guard task != .invalid else {
+                    print("no background time: \(application.lastBackgroundTaskRefusal ?? "refused")")
+                    break
                 }
                 try file.save(menu)
-                print("saved \(menu.dishes.count) dishes in the background (\(application.backgroundTimeRemaining.rounded())s of background time were left)")
+                print("saved \(menu.dishes.count) dishes (\(Int(application.backgroundTimeRemaining.rounded()))s of background time left)")
+                fflush(nil)
+                // `background slow`: a save that takes longer than the time there is.
+                if slow { await ended.wait() }
                 await application.endBackgroundTask(task)
             case "foreground":
                 try await application.applicationWillEnterForeground()
@@ -107,6 +121,28 @@ struct DeliciousFood {
         try file.save(menu)
         print("\(added) new dishes fetched in the background")
         return added > 0 ? .newData : .noData
+    }
+}
+
+/// Lets the expiration handler stop a slow save.
+final class TaskEnd: Sendable {
+    private let state = Mutex<(done: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+    func finish() {
+        state.withLock { state in
+            state.done = true
+            defer { state.waiter = nil }
+            return state.waiter
+        }?.resume()
+    }
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            let done = state.withLock { state -> Bool in
+                if state.done { return true }
+                state.waiter = continuation
+                return false
+            }
+            if done { continuation.resume() }
+        }
     }
 }
 

@@ -95,6 +95,9 @@ struct BGD: AsyncParsableCommand {
     @Option(help: "on: an app whose background time is up (holding no task) is suspended with SIGSTOP until an event comes; off: it is ended.")
     var suspension: String = "on"
 
+    @Option(help: "How long an app with nothing to do keeps running after leaving the foreground (or an event) before it is suspended.", transform: parseDuration)
+    var suspensionDelay: Duration = .seconds(5)
+
     @Option(help: "How long a BGProcessingTaskRequest may run, e.g. 10m.", transform: parseDuration)
     var processingBudget: Duration = .seconds(600)
 
@@ -165,7 +168,8 @@ struct BGD: AsyncParsableCommand {
                 engine: .init(
                     checkpointInterval: transferCheckpoint, readTimeout: transferReadTimeout, bandwidthLimit: transferRateLimit)),
             push: pushConfiguration,
-            backgroundTime: BackgroundTimePolicy(budget: backgroundTime, expirationLead: expirationLead, suspensionEnabled: suspension == "on"),
+            backgroundTime: BackgroundTimePolicy(
+                budget: backgroundTime, expirationLead: expirationLead, suspensionEnabled: suspension == "on", suspensionDelay: suspensionDelay),
             processing: ProcessingTaskPolicy(budget: processingBudget))
         let daemon: Daemon
         do {

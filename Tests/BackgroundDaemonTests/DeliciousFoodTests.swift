@@ -46,7 +46,7 @@ struct DeliciousFoodTests {
                 return nil
             }, after: { say("background") })
             #expect(ended)
-            #expect(await eventually { printed.all.contains("in the background (") }, "\(printed.all)")
+            #expect(await eventually { printed.all.contains("s of background time left)") }, "\(printed.all)")
             // A background fetch while away (it goes to the running app) until one brings dishes.
             var outcome: RunOutcome?
             for _ in 0..<20 where outcome != .newData {

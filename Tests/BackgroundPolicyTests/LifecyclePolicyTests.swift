@@ -44,6 +44,7 @@ struct BackgroundTimePolicyTests {
         #expect(policy.step(snapshot(holdsTasks: true, busy: true), now: start.addingTimeInterval(100)) == .none)
         var inside = snapshot(holdsTasks: true)
         inside.canSignal = false
+        #expect(policy.step(inside, now: start.addingTimeInterval(25)) == .warn(deadline: start.addingTimeInterval(30)))  // warned all the same
         #expect(policy.step(inside, now: start.addingTimeInterval(100)) == .none)
     }
 

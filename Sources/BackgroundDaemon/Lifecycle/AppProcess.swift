@@ -8,9 +8,10 @@ import Foundation
 
 /// A process an app reported as its own, which bgd may stop, continue and end.
 ///
-/// bgd signals only processes of its own user, never itself or its own process group (an app
-/// running inside bgd's process, as in tests, is tracked but never signalled). A process that
-/// leads its own group is signalled as a group, so helpers it started stop and go with it.
+/// bgd signals only processes of its own user and never itself (an app running inside bgd's
+/// process, as in tests, is tracked but never signalled). A process that leads its own group
+/// is signalled as a group, so helpers it started stop and go with it; any other (say, one
+/// started from the same shell as bgd, without job control) alone.
 struct AppProcess: Hashable, Sendable {
     let processID: Int32
     /// Whether bgd may signal it at all.
@@ -23,8 +24,6 @@ struct AppProcess: Hashable, Sendable {
 
     private static func maySignal(_ pid: Int32) -> Bool {
         guard pid > 1, pid != getpid(), kill(pid, 0) == 0 else { return false }
-        let group = getpgid(pid)
-        guard group != getpgrp() else { return false }
         #if os(Linux)
             var info = stat()
             guard stat("/proc/\(pid)", &info) == 0, info.st_uid == getuid() else { return false }

@@ -36,7 +36,8 @@ public struct BackgroundTimePolicy: Hashable, Sendable {
         public var warned: Bool
         /// Whether it is handling an event (a run's budget applies meanwhile, not this one).
         public var busy: Bool
-        /// Whether bgd may signal its process (false for a process inside bgd's own group).
+        /// Whether bgd may signal its process (false for an app inside bgd's own process): it is
+        /// still warned, never suspended or ended.
         public var canSignal: Bool
 
         public init(
@@ -69,10 +70,11 @@ public struct BackgroundTimePolicy: Hashable, Sendable {
     public func deadline(enteredBackgroundAt enteredAt: Date) -> Date { enteredAt.adding(budget) }
 
     public func step(_ app: Snapshot, now: Date) -> Step {
-        guard app.state == .background, !app.busy, let entered = app.enteredBackgroundAt, app.canSignal else { return .none }
+        guard app.state == .background, !app.busy, let entered = app.enteredBackgroundAt else { return .none }
         let deadline = deadline(enteredBackgroundAt: entered)
         if app.holdsTasks {
             if now >= deadline {
+                guard app.canSignal else { return .none }
                 return .end(
                     DecisionReason(
                         .backgroundTimeOverrun,
@@ -82,6 +84,7 @@ public struct BackgroundTimePolicy: Hashable, Sendable {
             if now >= warnAt { return app.warned ? .wait(until: deadline) : .warn(deadline: deadline) }
             return .wait(until: warnAt)
         }
+        guard app.canSignal else { return .none }
         if suspensionEnabled {
             let suspendAt = entered.adding(suspensionDelay)
             guard now >= suspendAt else { return .wait(until: suspendAt) }
