@@ -119,8 +119,12 @@ public struct Daemon: Service {
         } else {
             conditionsPoller = nil
         }
+        // Apps a killed bgd left stopped: nobody else will continue them.
+        for leftover in try await store.takeSuspensions() where AppProcess.continueLeftover(leftover) {
+            logger.notice("Continued an app a previous bgd had suspended", metadata: ["app.id": "\(leftover.app)", "pid": "\(leftover.processID)"])
+        }
         lifecycle = LifecycleSupervisor(
-            policy: configuration.backgroundTime, broker: broker, activity: activity, clock: clock, killGrace: configuration.budget.killGrace,
+            policy: configuration.backgroundTime, store: store, broker: broker, activity: activity, clock: clock, killGrace: configuration.budget.killGrace,
             foregroundDoorbells: [taskDoorbell], logger: Self.logger("bg.lifecycle", like: logger))
         coordinator = RunCoordinator(
             store: store, stateDirectory: stateDirectory, broker: broker, launcher: launcher, tokens: tokens,

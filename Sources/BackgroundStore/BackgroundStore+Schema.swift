@@ -158,6 +158,16 @@ extension BackgroundStore {
                 t.add(column: "taskKind", .text)
             }
         }
+        migrator.registerMigration("suspensions") { db in
+            // Processes bgd stopped with SIGSTOP: a bgd killed meanwhile continues them at its
+            // next start (nobody else would), if the pid still has the same start time.
+            try db.create(table: "suspendedProcess") { t in
+                t.primaryKey("pid", .integer)
+                t.column("appId", .text).notNull()
+                t.column("startTicks", .integer)
+                t.column("suspendedAt", .datetime).notNull()
+            }
+        }
         return migrator
     }
 }

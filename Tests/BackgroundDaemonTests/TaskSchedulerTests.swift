@@ -122,6 +122,19 @@ struct TaskSchedulerTests {
         }
     }
 
+    /// A running processing task is stopped (its expiration handler runs) when the user comes back.
+    @Test func aProcessingTaskStopsWhenTheUserComesBack() async throws {
+        try await TestDaemon.with { daemon in
+            let application = try await register(daemon, behaviour: "cooperate")
+            let other = try await daemon.register("com.example.user", command: ["/bin/false"], interval: .never)
+            let user = BackgroundApplication(appID: AppID(rawValue: "com.example.user")!, token: other.token, socketPath: daemon.socketPath)
+            try await application.taskScheduler.submit(ProcessingTaskRequest(identifier: Self.processing))
+            #expect(await eventually { log(daemon).contains("task \(Self.processing) processing") })
+            let run = try await daemon.waitForRunEnd(of: Self.app) { try await user.applicationDidBecomeActive() }
+            #expect(run.outcome == .failed && log(daemon).contains("task-expired \(Self.processing)"), "\(run) \(log(daemon))")
+        }
+    }
+
     /// A refresh request's earliest begin date holds the app's next wake, which the fetch policy
     /// plans (bgctl why says so); the wake carries out the task, not a fetch.
     @Test func refreshTasksGoThroughTheFetchPolicy() async throws {

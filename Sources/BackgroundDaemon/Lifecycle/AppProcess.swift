@@ -1,3 +1,4 @@
+import BackgroundStore
 import Foundation
 
 #if canImport(Glibc)
@@ -16,10 +17,19 @@ struct AppProcess: Hashable, Sendable {
     let processID: Int32
     /// Whether bgd may signal it at all.
     let canSignal: Bool
+    /// Its start time, to recognise it after a restart of bgd.
+    let startTicks: Int64?
 
     init(processID: Int32) {
         self.processID = processID
         canSignal = Self.maySignal(processID)
+        startTicks = LaunchedProcess.startTicks(of: processID)
+    }
+
+    /// Continues a process a previous bgd stopped, if it is still that process.
+    static func continueLeftover(_ leftover: SuspendedProcess) -> Bool {
+        guard LaunchedProcess.startTicks(of: leftover.processID) == leftover.startTicks else { return false }
+        return AppProcess(processID: leftover.processID).send(SIGCONT)
     }
 
     private static func maySignal(_ pid: Int32) -> Bool {

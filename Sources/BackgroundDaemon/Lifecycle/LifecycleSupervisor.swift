@@ -1,5 +1,6 @@
 import BackgroundModel
 import BackgroundPolicy
+import BackgroundStore
 import Foundation
 import Logging
 import ServiceLifecycle
@@ -35,6 +36,7 @@ public actor LifecycleSupervisor: Service {
     }
 
     private let policy: BackgroundTimePolicy
+    private let store: BackgroundStore
     private let broker: EventBroker
     private let activity: ActivityFeed
     private let clock: any WallClock
@@ -46,9 +48,10 @@ public actor LifecycleSupervisor: Service {
     private let foregroundDoorbells: [Doorbell]
 
     public init(
-        policy: BackgroundTimePolicy, broker: EventBroker, activity: ActivityFeed, clock: any WallClock, killGrace: Duration,
-        foregroundDoorbells: [Doorbell] = [], logger: Logger
+        policy: BackgroundTimePolicy, store: BackgroundStore, broker: EventBroker, activity: ActivityFeed, clock: any WallClock,
+        killGrace: Duration, foregroundDoorbells: [Doorbell] = [], logger: Logger
     ) {
+        self.store = store
         self.foregroundDoorbells = foregroundDoorbells
         self.policy = policy
         self.broker = broker
@@ -76,7 +79,8 @@ public actor LifecycleSupervisor: Service {
             entry.enteredBackgroundAt = nil
             entry.warned = false
         }
-        let foregroundChanged = entry.state.isForeground != state.isForeground || (entry.state == .active) != (state == .active)
+        // A new app counts as a change too: it may be the first to be in the foreground.
+        let foregroundChanged = entries[app] == nil || (entry.state == .active) != (state == .active)
         entry.state = state
         entry.reason = nil
         entries[app] = entry
@@ -118,29 +122,34 @@ public actor LifecycleSupervisor: Service {
     }
 
     /// The app's stream closed. A process that is gone (crashed, ended) takes its tasks with it.
-    public func disconnected(_ app: AppID) {
+    public func disconnected(_ app: AppID) async {
         guard let entry = entries[app] else { return }
         if entry.state == .suspended, entry.process?.isAlive == true { return }  // a stopped process cannot read; it is still there
         entries[app] = nil
+        if entry.state == .suspended, let pid = entry.process?.processID { try? await store.clearSuspension(processID: pid) }
         if entry.state == .active { for doorbell in foregroundDoorbells { doorbell.ring() } }
         if !entry.tasks.isEmpty { activity.emit(.lifecycleChanged(app, .background, DecisionReason(.backgroundTimeExpired, "the app went away holding \(entry.tasks.count) background task(s); they are gone"))) }
         timers.ring()
     }
 
     /// The app was unregistered.
-    public func forget(_ app: AppID) {
-        if let entry = entries.removeValue(forKey: app), entry.state == .suspended { entry.process?.send(SIGCONT) }
+    public func forget(_ app: AppID) async {
+        if let entry = entries.removeValue(forKey: app), entry.state == .suspended, let process = entry.process {
+            process.send(SIGCONT)
+            try? await store.clearSuspension(processID: process.processID)
+        }
     }
 
     // MARK: Events for the app
 
     /// bgd has work for the app (a run's event, transfer events): continue it if suspended, and
     /// hold off suspension until `finishedEvents` — the run's own budget applies meanwhile.
-    public func startedEvents(for app: AppID) {
+    public func startedEvents(for app: AppID) async {
         guard var entry = entries[app] else { return }
         entry.busy = true
         if entry.state == .suspended {
             entry.process?.send(SIGCONT)
+            if let pid = entry.process?.processID { try? await store.clearSuspension(processID: pid) }
             entry.state = .background
             entry.enteredBackgroundAt = clock.now
             entry.warned = false
@@ -191,10 +200,13 @@ public actor LifecycleSupervisor: Service {
             }
         } catch {}
         // bgd is going away: nobody would continue a stopped app.
-        for entry in entries.values where entry.state == .suspended { entry.process?.send(SIGCONT) }
+        for entry in entries.values where entry.state == .suspended {
+            entry.process?.send(SIGCONT)
+            if let pid = entry.process?.processID { try? await store.clearSuspension(processID: pid) }
+        }
     }
 
-    private func enforce() -> Date? {
+    private func enforce() async -> Date? {
         let now = clock.now
         var next: Date?
         func wake(at date: Date) { next = min(next ?? date, date) }
@@ -223,7 +235,22 @@ public actor LifecycleSupervisor: Service {
                 activity.emit(.backgroundTimeExpiring(app, deadline))
                 wake(at: deadline)
             case .suspend(let reason):
-                guard entry.process?.send(SIGSTOP) == true else { continue }
+                guard let process = entry.process else { continue }
+                // Written down first: a bgd killed while the app is stopped continues it at its next start.
+                do {
+                    try await store.recordSuspension(of: app, processID: process.processID, startTicks: process.startTicks, now: now)
+                } catch {
+                    logger.warning("Cannot record a suspension; not suspending", metadata: ["app.id": "\(app)", "error": "\(error)"])
+                    continue
+                }
+                // The actor let others in while the store wrote: an event or a task may have come.
+                let current = entries[app]
+                let stillIdle = current?.state == .background && current?.busy == false && current?.tasks.isEmpty == true
+                    && current?.process?.processID == process.processID
+                guard stillIdle, process.send(SIGSTOP) else {
+                    try? await store.clearSuspension(processID: process.processID)
+                    continue
+                }
                 entries[app]?.state = .suspended
                 entries[app]?.reason = reason
                 activity.emit(.lifecycleChanged(app, .suspended, reason))
