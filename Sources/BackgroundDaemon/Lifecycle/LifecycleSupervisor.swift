@@ -191,14 +191,7 @@ public actor LifecycleSupervisor: Service {
     // MARK: Enforcing
 
     public func run() async throws {
-        do {
-            try await cancelWhenGracefulShutdown {
-                while true {
-                    let next = await self.enforce()
-                    try await self.timers.wait(until: next, on: self.clock)
-                }
-            }
-        } catch {}
+        await timers.serve(on: clock) { await self.enforce() }
         // bgd is going away: nobody would continue a stopped app.
         for entry in entries.values where entry.state == .suspended {
             entry.process?.send(SIGCONT)

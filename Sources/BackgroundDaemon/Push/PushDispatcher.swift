@@ -33,14 +33,7 @@ actor PushDispatcher: Service {
     }
 
     func run() async throws {
-        do {
-            try await cancelWhenGracefulShutdown {
-                while !Task.isCancelled {
-                    let next = try await self.dispatch()
-                    try await self.doorbell.wait(until: next, on: self.clock)
-                }
-            }
-        } catch {}
+        await doorbell.serve(on: clock) { try await self.dispatch() }
     }
 
     /// One pass over the apps with waiting pushes; returns when to look again.

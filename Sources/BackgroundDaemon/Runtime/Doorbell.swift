@@ -62,3 +62,21 @@ public final class Doorbell: Sendable {
         }
     }
 }
+
+import ServiceLifecycle
+
+extension Doorbell {
+    /// A service's loop: `iteration` runs, says when to go round again (nil: only when rung),
+    /// and the loop waits for that or a ring — until the task is cancelled or bgd shuts down
+    /// gracefully. An iteration that throws ends the loop.
+    func serve(on clock: any WallClock, _ iteration: @escaping @Sendable () async throws -> Date?) async {
+        do {
+            try await cancelWhenGracefulShutdown {
+                while !Task.isCancelled {
+                    let next = try await iteration()
+                    try await self.wait(until: next, on: clock)
+                }
+            }
+        } catch {}
+    }
+}

@@ -39,14 +39,7 @@ actor TaskDispatcher: Service {
     }
 
     func run() async throws {
-        do {
-            try await cancelWhenGracefulShutdown {
-                while !Task.isCancelled {
-                    let next = await self.dispatch()
-                    try await self.doorbell.wait(until: next, on: self.clock)
-                }
-            }
-        } catch {}
+        await doorbell.serve(on: clock) { await self.dispatch() }
     }
 
     /// Why each pending request waits, for `bgctl tasks`.
