@@ -37,6 +37,8 @@ public struct Daemon: Service {
         public var backgroundTime: BackgroundTimePolicy
         /// How long `BGProcessingTaskRequest`s may run.
         public var processing: ProcessingTaskPolicy
+        /// The dashboard and `/metrics` on TCP; nil: off (the default).
+        public var dashboard: DashboardServer.Configuration?
 
         public init(
             stateDirectory: String, socketPath: String, durability: BackgroundStore.Durability = .full,
@@ -44,8 +46,9 @@ public struct Daemon: Service {
             fetchPolicy: FetchPolicy.Configuration = .init(), usage: UsageTracker.Configuration = .init(),
             conditions: ConditionsMonitor.Configuration = .init(), transfers: TransferService.Configuration = .init(),
             push: PushGateway.Configuration? = nil, backgroundTime: BackgroundTimePolicy = BackgroundTimePolicy(),
-            processing: ProcessingTaskPolicy = ProcessingTaskPolicy()
+            processing: ProcessingTaskPolicy = ProcessingTaskPolicy(), dashboard: DashboardServer.Configuration? = nil
         ) {
+            self.dashboard = dashboard
             self.backgroundTime = backgroundTime
             self.processing = processing
             self.push = push
@@ -76,6 +79,10 @@ public struct Daemon: Service {
     private let pushDispatcher: PushDispatcher?
     /// Apps' lifecycles and finite-length background tasks.
     public let lifecycle: LifecycleSupervisor
+    /// The counters behind `/metrics`.
+    public let metrics: DaemonMetrics
+    /// The dashboard, when configured.
+    public let dashboard: DashboardServer?
     private let taskDispatcher: TaskDispatcher
     private let core: DaemonCore
     private let logger: Logger
@@ -90,7 +97,10 @@ public struct Daemon: Service {
         self.clock = clock
         self.logger = logger
         stateDirectory = try StateDirectory(path: configuration.stateDirectory)
-        store = try BackgroundStore.open(atPath: stateDirectory.databasePath, durability: configuration.durability)
+        let metrics = DaemonMetrics()
+        self.metrics = metrics
+        store = try BackgroundStore.open(
+            atPath: stateDirectory.databasePath, durability: configuration.durability, onCommit: { metrics.recordCommit($0) })
         activity = ActivityFeed()
 
         for interrupted in try await store.closeInterruptedRuns(now: clock.now) {
@@ -137,12 +147,12 @@ public struct Daemon: Service {
             store: store, coordinator: coordinator, lifecycle: lifecycle, conditions: conditions, policy: configuration.processing, clock: clock,
             doorbell: taskDoorbell, logger: Self.logger("bg.tasks", like: logger))
         scheduler = Scheduler(
-            store: store, coordinator: coordinator, policy: fetchPolicy, usage: usage, conditions: conditions, clock: clock, doorbell: doorbell,
+            metrics: metrics, store: store, coordinator: coordinator, policy: fetchPolicy, usage: usage, conditions: conditions, clock: clock, doorbell: doorbell,
             activity: activity, logger: Self.logger("bg.scheduler", like: logger))
         keepAlive = KeepAlive(broker: broker, clock: clock)
         if let push = configuration.push {
             pushGateway = PushGateway(
-                configuration: push, intake: PushIntake(store: store, clock: clock, queued: pushDoorbell, floodLimit: push.floodLimit),
+                configuration: push, intake: PushIntake(store: store, clock: clock, queued: pushDoorbell, floodLimit: push.floodLimit, metrics: metrics),
                 certificateDirectory: stateDirectory.path, clock: clock, logger: Self.logger("bg.push", like: logger))
             pushDispatcher = PushDispatcher(
                 store: store, coordinator: coordinator, throttle: push.throttle, clock: clock, doorbell: pushDoorbell,
@@ -155,13 +165,23 @@ public struct Daemon: Service {
             store: store, stateDirectory: stateDirectory, coordinator: coordinator, broker: broker, conditions: conditions,
             activity: activity, clock: clock, configuration: configuration.transfers, doorbell: transferDoorbell,
             logger: Self.logger("bg.transfers", like: logger))
-        core = DaemonCore(
+        var core = DaemonCore(
             store: store, stateDirectory: stateDirectory, coordinator: coordinator, broker: broker, tokens: tokens,
             activity: activity, clock: clock, schedulerDoorbell: doorbell, taskDoorbell: taskDoorbell, lifecycle: lifecycle, tasks: taskDispatcher,
-            processingBudget: configuration.processing.budget,
+            processingBudget: configuration.processing.budget, metrics: metrics, dashboard: nil,
             usage: usage, conditions: conditions, transfers: transfers, fetchPolicy: fetchPolicy,
             socketPath: configuration.socketPath,
             startedAt: clock.now, logger: logger)
+        if let settings = configuration.dashboard {
+            let server = DashboardServer(
+                configuration: settings, core: core, auth: try DashboardAuth(stateDirectory: stateDirectory.path),
+                recent: RecentActivity(activity: activity, clock: clock), logger: Self.logger("bg.dashboard", like: logger))
+            dashboard = server
+            core.dashboard = server.access
+        } else {
+            dashboard = nil
+        }
+        self.core = core
     }
 
     /// Serves until cancelled or shut down gracefully. `onReady` runs once the socket accepts
@@ -181,11 +201,12 @@ public struct Daemon: Service {
         let application = Application(
             router: router,
             configuration: .init(address: .unixDomainSocket(path: socketPath), serverName: "bgd/\(Self.version)"),
-            services: [coordinator, scheduler, keepAlive, transfers, lifecycle, taskDispatcher] + (conditionsPoller.map { [$0] } ?? [])
-                + (pushGateway.map { [$0] } ?? []) + (pushDispatcher.map { [$0] } ?? []),
+            services: [coordinator, scheduler, keepAlive, transfers, lifecycle, taskDispatcher, MetricsRecorder(metrics: metrics, activity: activity)] + (conditionsPoller.map { [$0] } ?? [])
+                + (pushGateway.map { [$0] } ?? []) + (pushDispatcher.map { [$0] } ?? []) + (dashboard.map { [$0] } ?? []),
             onServerRunning: { _ in
                 chmod(socketPath, 0o600)
                 logger.notice("bgd is ready", metadata: ["socket": "\(socketPath)"])
+                SystemdNotify.send("READY=1\nSTATUS=serving on \(socketPath)")
                 await onReady()
             },
             logger: Self.logger("bg.api", like: logger))

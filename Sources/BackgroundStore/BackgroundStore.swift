@@ -26,12 +26,18 @@ public struct BackgroundStore: Sendable {
     }
 
     /// Opens (creating if needed) the database file at `path` in WAL mode.
-    public static func open(atPath path: String, durability: Durability = .full) throws -> BackgroundStore {
+    /// `onCommit` hears how long each commit took (for the metrics).
+    public static func open(
+        atPath path: String, durability: Durability = .full, onCommit: (@Sendable (Duration) -> Void)? = nil
+    ) throws -> BackgroundStore {
         var configuration = Configuration()
         configuration.foreignKeysEnabled = true
         configuration.busyMode = .timeout(5)
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = \(durability == .full ? "FULL" : "NORMAL")")
+            if let onCommit, !db.configuration.readonly {
+                db.add(transactionObserver: CommitTimer(report: onCommit), extent: .databaseLifetime)
+            }
         }
         let pool = try DatabasePool(path: path, configuration: configuration)
         return try BackgroundStore(pool)

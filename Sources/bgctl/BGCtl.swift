@@ -12,7 +12,7 @@ struct BGCtl: AsyncParsableCommand {
         version: "0.1.0",
         subcommands: [
             Status.self, Apps.self, Register.self, Unregister.self, SetInterval.self, History.self, Why.self, Forecast.self,
-            Open.self, Usage.self, Env.self, Download.self, Transfers.self, Push.self, Tasks.self, Simulate.self,
+            Open.self, Usage.self, Env.self, Download.self, Transfers.self, Push.self, Tasks.self, Simulate.self, Dashboard.self, InstallService.self, UninstallService.self,
         ])
 }
 

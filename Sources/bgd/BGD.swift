@@ -101,16 +101,26 @@ struct BGD: AsyncParsableCommand {
     @Option(help: "How long a BGProcessingTaskRequest may run, e.g. 10m.", transform: parseDuration)
     var processingBudget: Duration = .seconds(600)
 
+    @Option(help: "Serve the dashboard and /metrics on HOST:PORT, e.g. 127.0.0.1:8765 (off unless given; loopback only unless --http-allow-remote).")
+    var http: String?
+
+    @Flag(help: "Let --http listen on an address other machines can reach (the dashboard token still guards it).")
+    var httpAllowRemote = false
+
     @Option(help: "full: every commit survives power loss; normal: survives crashes of bgd, faster.")
     var durability: String = "full"
 
     @Option(help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: String = "notice"
 
+    @Option(help: "auto (journal when stderr is systemd's journal, else text), journal (<priority> prefix, key=value metadata) or text.")
+    var logFormat: String = "auto"
+
     func validate() throws {
         guard BackgroundStore.Durability(rawValue: durability) != nil else {
             throw ValidationError("--durability must be 'full' or 'normal'")
         }
+        guard ["auto", "journal", "text"].contains(logFormat) else { throw ValidationError("--log-format is auto, journal or text") }
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
         }
@@ -123,6 +133,14 @@ struct BGD: AsyncParsableCommand {
             throw ValidationError("the push gateway serves plaintext only on loopback (127.0.0.1, ::1, localhost), not on \(pushHost); drop --push-plaintext/--push-http1 to serve TLS")
         }
         guard pushWakesPerHour > 0 else { throw ValidationError("--push-wakes-per-hour must be positive") }
+        if let http {
+            guard let settings = Self.dashboard(http, allowRemote: httpAllowRemote) else {
+                throw ValidationError("--http is HOST:PORT, e.g. 127.0.0.1:8765")
+            }
+            guard settings.isLoopback || httpAllowRemote else {
+                throw ValidationError("--http \(http) is not a loopback address; the dashboard listens on loopback only unless you add --http-allow-remote")
+            }
+        }
         guard ["on", "off"].contains(suspension) else { throw ValidationError("--suspension is 'on' or 'off'") }
         guard backgroundTime > expirationLead else { throw ValidationError("--background-time must be longer than --expiration-lead") }
         guard processingBudget > expirationLead else { throw ValidationError("--processing-budget must be longer than --expiration-lead") }
@@ -147,7 +165,9 @@ struct BGD: AsyncParsableCommand {
     func run() async throws {
         umask(0o077)  // the store, the token hashes and app logs are the user's alone
         let level = Logger.Level(rawValue: logLevel) ?? .notice
+        let journal = logFormat == "journal" || (logFormat == "auto" && ProcessInfo.processInfo.environment["JOURNAL_STREAM"] != nil)
         LoggingSystem.bootstrap { label in
+            if journal { return JournalLogHandler(label: label, logLevel: level) }
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level
             return handler
@@ -170,7 +190,8 @@ struct BGD: AsyncParsableCommand {
             push: pushConfiguration,
             backgroundTime: BackgroundTimePolicy(
                 budget: backgroundTime, expirationLead: expirationLead, suspensionEnabled: suspension == "on", suspensionDelay: suspensionDelay),
-            processing: ProcessingTaskPolicy(budget: processingBudget))
+            processing: ProcessingTaskPolicy(budget: processingBudget),
+            dashboard: http.flatMap { Self.dashboard($0, allowRemote: httpAllowRemote) })
         let daemon: Daemon
         do {
             daemon = try await Daemon(configuration: configuration, logger: logger)
@@ -205,4 +226,15 @@ func parseSize(_ text: String) throws -> Int64 {
     }
     if let number = Int64(text), number >= 0 { return number }
     throw ValidationError("'\(text)' is not a size; write it like 8MiB, 512KiB or 1048576")
+}
+
+extension BGD {
+    /// `HOST:PORT` (`[::1]:PORT` for IPv6) into the dashboard's settings.
+    static func dashboard(_ text: String, allowRemote: Bool) -> DashboardServer.Configuration? {
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port) else { return nil }
+        var host = String(text[..<colon])
+        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        guard !host.isEmpty else { return nil }
+        return DashboardServer.Configuration(host: host, port: port, allowRemote: allowRemote)
+    }
 }

@@ -57,6 +57,20 @@ struct AdminRoutes {
             core.schedulerDoorbell.ring()
             return Response(status: .noContent)
         }
+        v1.post("dashboard/login") { _, _ in
+            guard let dashboard = core.dashboard else {
+                throw APIError(.conflict, "dashboardOff", "bgd serves no dashboard; start it with --http 127.0.0.1:8765")
+            }
+            let port = await dashboard.boundPort.wait()
+            let host = dashboard.host.contains(":") ? "[\(dashboard.host)]" : dashboard.host
+            let base = "http://\(host):\(port)"
+            return try JSONResponse.make(DashboardLogin(url: base + "/login?code=" + dashboard.auth.issueCode(now: core.clock.now), base: base))
+        }
+        router.get("metrics") { _, _ in
+            var headers = HTTPFields()
+            headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: await core.metrics.exposition(store: core.store))))
+        }
         v1.get("apps/:id/why") { _, context in try await why(try context.parameters.appID()) }
         v1.get("apps/:id/forecast") { request, context in
             try await forecast(try context.parameters.appID(), hours: try request.uri.integerQuery("hours", default: 24, range: 1...168))
@@ -141,6 +155,19 @@ struct AdminRoutes {
     }
 
     private func why(_ id: AppID) async throws -> Response {
+        try JSONResponse.make(try await core.why(id))
+    }
+
+    /// The wakes planned ahead if nothing new happens, and what binds each one.
+    private func forecast(_ id: AppID, hours: Int) async throws -> Response {
+        try JSONResponse.make(try await core.forecast(id, hours: hours))
+    }
+}
+
+extension DaemonCore {
+    /// What `bgctl why` shows.
+    func why(_ id: AppID) async throws -> WakeExplanation {
+        let core = self
         let app = try await core.requireApp(id)
         let plan = try await core.store.savedPlan(for: id)
         let runs = try await core.store.runs(of: id, limit: 10)
@@ -148,24 +175,26 @@ struct AdminRoutes {
         let pushes = try await core.store.pushes(of: id, limit: 200).filter { push in
             push.pushType == "background" && (push.state == "queued" || (["dropped", "replaced"].contains(push.state) && push.receivedAt > dayAgo))
         }
-        return try JSONResponse.make(
-            WakeExplanation(
-                app: id, fetchInterval: app.fetchInterval, decidedAt: plan?.decidedAt, nextWake: plan?.decision.dueAt,
-                reasons: plan?.decision.reasons ?? [], running: runs.first { $0.isRunning },
-                recentRuns: runs.filter { !$0.isRunning }, basedOnRun: plan?.basedOnRun, pushes: Array(pushes.prefix(10)).map(PushRecord.init)))
+        return WakeExplanation(
+            app: id, fetchInterval: app.fetchInterval, decidedAt: plan?.decidedAt, nextWake: plan?.decision.dueAt,
+            reasons: plan?.decision.reasons ?? [], running: runs.first { $0.isRunning },
+            recentRuns: runs.filter { !$0.isRunning }, basedOnRun: plan?.basedOnRun, pushes: Array(pushes.prefix(10)).map(PushRecord.init))
     }
 
-    /// The wakes planned ahead if nothing new happens, and what binds each one.
-    private func forecast(_ id: AppID, hours: Int) async throws -> Response {
+    /// The wakes planned over the next `hours` if nothing new happens (`bgctl forecast`).
+    func forecast(_ id: AppID, hours: Int) async throws -> WakeForecast {
+        let core = self
         _ = try await core.requireApp(id)
         let now = core.clock.now
         guard let candidate = try await core.store.fetchCandidates().first(where: { $0.app == id }) else { throw APIError.unknownApp(id) }
         let outlook = await core.usage.outlook(now: now)
-        return try JSONResponse.make(
-            outlook.forecast(
-                for: candidate, policy: core.fetchPolicy, conditions: await core.conditions.effective,
-                until: now.addingTimeInterval(Double(hours) * 3600), now: now))
+        return outlook.forecast(
+            for: candidate, policy: core.fetchPolicy, conditions: await core.conditions.effective,
+            until: now.addingTimeInterval(Double(hours) * 3600), now: now)
     }
+}
+
+extension AdminRoutes {
 
     /// `bgctl simulate fetch`: a run through exactly the production path, started now.
     private func simulateFetch(_ id: AppID, wait: Duration?) async throws -> Response {

@@ -20,6 +20,9 @@ struct DaemonCore: Sendable {
     var tasks: TaskDispatcher
     /// How long a processing task may run.
     var processingBudget: Duration
+    var metrics: DaemonMetrics
+    /// The dashboard, when bgd serves one (`bgctl dashboard` asks it for a login link).
+    var dashboard: DashboardAccess?
     var usage: UsageTracker
     var conditions: ConditionsMonitor
     var transfers: TransferService

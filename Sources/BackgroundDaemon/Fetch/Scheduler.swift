@@ -23,8 +23,10 @@ public struct Scheduler: Service {
     /// How long to wait before trying again after the store failed (disk full, I/O error).
     private let retryAfterFailure: Duration
 
+    private let metrics: DaemonMetrics?
+
     public init(
-        store: BackgroundStore, coordinator: RunCoordinator, policy: FetchPolicy, usage: UsageTracker, conditions: ConditionsMonitor, clock: any WallClock,
+        metrics: DaemonMetrics? = nil, store: BackgroundStore, coordinator: RunCoordinator, policy: FetchPolicy, usage: UsageTracker, conditions: ConditionsMonitor, clock: any WallClock,
         doorbell: Doorbell, activity: ActivityFeed, logger: Logger, retryAfterFailure: Duration = .seconds(30)
     ) {
         self.store = store
@@ -37,6 +39,7 @@ public struct Scheduler: Service {
         self.activity = activity
         self.logger = logger
         self.retryAfterFailure = retryAfterFailure
+        self.metrics = metrics
     }
 
     /// How far back apps' `.newData`/`.noData` answers are read for `FetchYield` (four half-lives).
@@ -70,6 +73,7 @@ public struct Scheduler: Service {
                 for app in plan.launch {
                     do {
                         let reasons = plan.decision(for: app)?.reasons ?? []
+                        if let due = plan.decision(for: app)?.dueAt { metrics?.recordSchedulingLag(now.duration(since: due)) }
                         // A pending BGAppRefreshTaskRequest whose date has come takes this wake.
                         if let refresh = try await store.pendingTaskRequests(of: app).first(where: {
                             $0.request.kind == .appRefresh && ($0.request.earliestBeginDate ?? now) <= now

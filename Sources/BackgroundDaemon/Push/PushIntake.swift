@@ -44,7 +44,10 @@ actor PushIntake {
     /// The store's `pushCredentials` generation the two caches above were read at.
     private var cachedGeneration = -1
 
-    init(store: BackgroundStore, clock: any WallClock, queued: Doorbell, floodLimit: PushFloodLimit = PushFloodLimit()) {
+    private let metrics: DaemonMetrics?
+
+    init(store: BackgroundStore, clock: any WallClock, queued: Doorbell, floodLimit: PushFloodLimit = PushFloodLimit(), metrics: DaemonMetrics? = nil) {
+        self.metrics = metrics
         self.store = store
         self.clock = clock
         self.queued = queued
@@ -91,6 +94,12 @@ actor PushIntake {
     }
 
     func handle(method: String, path: String, headers: [(name: String, value: String)], body: Data, bodySize: Int) async -> Answer {
+        let answer = await answer(method: method, path: path, headers: headers, body: body, bodySize: bodySize)
+        metrics?.recordPushRequest(status: answer.status)
+        return answer
+    }
+
+    private func answer(method: String, path: String, headers: [(name: String, value: String)], body: Data, bodySize: Int) async -> Answer {
         let apnsID = headers.first { $0.name.lowercased() == "apns-id" }?.value.lowercased() ?? UUID().uuidString.lowercased()
         func refuse(_ reason: APNsReason, timestamp: Int64? = nil) -> Answer {
             Answer(status: reason.status, reason: reason, timestamp: timestamp, apnsID: apnsID)

@@ -72,3 +72,14 @@ public struct FetchIntervalUpdate: Hashable, Codable, Sendable {
     public var interval: FetchInterval
     public init(interval: FetchInterval) { self.interval = interval }
 }
+
+/// `bgctl dashboard`: a one-time login link (valid 10 minutes) and the dashboard's address.
+public struct DashboardLogin: Hashable, Codable, Sendable {
+    public var url: String
+    public var base: String
+
+    public init(url: String, base: String) {
+        self.url = url
+        self.base = base
+    }
+}

@@ -1,0 +1,176 @@
+import BackgroundDashboard
+import BackgroundModel
+import BackgroundPolicy
+import BackgroundStore
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdCore
+import Logging
+import NIOCore
+import ServiceLifecycle
+import Synchronization
+
+/// How `bgctl dashboard` reaches the dashboard: its address, once bound, and its login codes.
+struct DashboardAccess: Sendable {
+    var host: String
+    var auth: DashboardAuth
+    var boundPort: PushGateway.BoundPort
+}
+
+/// The dashboard and `/metrics` on loopback TCP (`--http 127.0.0.1:PORT`; off unless asked):
+/// server-rendered pages, SVG timelines drawn here, live updates by server-sent events. Every
+/// request needs the dashboard token (see `DashboardAuth`).
+public struct DashboardServer: Service {
+    public struct Configuration: Sendable {
+        public var host: String
+        /// 0: any free port (tests); `boundPort` says which.
+        public var port: Int
+        /// Listen beyond loopback (the token still guards it). Off by default.
+        public var allowRemote: Bool
+
+        public init(host: String = "127.0.0.1", port: Int, allowRemote: Bool = false) {
+            self.host = host
+            self.port = port
+            self.allowRemote = allowRemote
+        }
+
+        public var isLoopback: Bool { host == "127.0.0.1" || host == "::1" || host == "localhost" }
+    }
+
+    public enum Failure: Error, CustomStringConvertible {
+        case notLoopback(String)
+        public var description: String {
+            switch self {
+            case .notLoopback(let host):
+                "the dashboard listens on loopback only, not \(host); add --http-allow-remote to serve it to other machines"
+            }
+        }
+    }
+
+    let configuration: Configuration
+    let core: DaemonCore
+    public let auth: DashboardAuth
+    let recent: RecentActivity
+    let logger: Logger
+    public let boundPort = PushGateway.BoundPort()
+    var access: DashboardAccess { DashboardAccess(host: configuration.host, auth: auth, boundPort: boundPort) }
+
+    public func run() async throws {
+        guard configuration.isLoopback || configuration.allowRemote else { throw Failure.notLoopback(configuration.host) }
+        let router = Router()
+        let auth = self.auth
+        let core = self.core
+        let views = DashboardViews(core: core, recent: recent)
+        router.get("login") { request, _ in
+            guard let code = request.uri.queryParameters["code"].map(String.init), auth.redeem(code, now: core.clock.now) else {
+                return Self.html("<h1>This login link has expired or was used</h1><p>Run <span class=\"code\">bgctl dashboard</span> for a new one.</p>", status: .unauthorized)
+            }
+            var headers = HTTPFields()
+            headers[.location] = "/"
+            headers[.setCookie] = "\(DashboardAuth.cookieName)=\(auth.token); Path=/; HttpOnly; SameSite=Strict"
+            return Response(status: .seeOther, headers: headers)
+        }
+        let pages = router.group().add(middleware: TokenMiddleware(auth: auth))
+        pages.get("/") { request, _ in try await Self.page(request, title: "bgd", main: await views.overview()) }
+        pages.get("apps/:id") { request, context in
+            guard let raw = context.parameters.get("id"), let id = AppID(rawValue: raw), let main = try await views.app(id, range: request.uri.queryParameters["range"].map(String.init) ?? "day") else {
+                return Self.html("<h1>No such app</h1>", status: .notFound)
+            }
+            return try await Self.page(request, title: raw, main: main)
+        }
+        pages.get("events") { request, _ in views.events(request) }
+        pages.get("metrics") { _, _ in
+            var headers = HTTPFields()
+            headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: await core.metrics.exposition(store: core.store))))
+        }
+        let boundPort = self.boundPort
+        let logger = self.logger
+        let application = Application(
+            router: router,
+            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "bgd-dashboard"),
+            services: [recent],
+            onServerRunning: { channel in
+                let port = channel.localAddress?.port ?? 0
+                boundPort.set(port)
+                logger.notice("Dashboard is listening", metadata: ["url": "http://\(configuration.host):\(port)/", "login": "bgctl dashboard"])
+            }, logger: logger)
+        try await application.run()
+    }
+
+    static func page(_ request: Request, title: String, main: String) async throws -> Response {
+        // Live updates ask for `<main>` alone.
+        if request.headers[HTTPField.Name("X-Partial")!] == "main" { return html(main, whole: false) }
+        return html(main, title: title)
+    }
+
+    static func html(_ main: String, title: String = "bgd", status: HTTPResponse.Status = .ok, whole: Bool = true) -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = "text/html; charset=utf-8"
+        headers[.cacheControl] = "no-store"
+        headers[HTTPField.Name("Content-Security-Policy")!] = "default-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src 'self' data:"
+        let body = whole ? HTML.page(title: title, main: main) : main
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: body)))
+    }
+}
+
+/// Refuses requests without the dashboard token: 401 with what to do.
+struct TokenMiddleware<Context: RequestContext>: RouterMiddleware {
+    let auth: DashboardAuth
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard auth.allows(authorization: request.headers[.authorization], cookie: request.headers[.cookie]) else {
+            var response = DashboardServer.html(
+                "<h1>Sign in</h1><p>Run <span class=\"code\">bgctl dashboard</span> for a login link, or send <span class=\"code\">Authorization: Bearer</span> with the token in the state directory's <span class=\"code\">dashboard-token</span>.</p>",
+                status: .unauthorized)
+            response.headers[.wwwAuthenticate] = "Bearer realm=\"bgd\""
+            return response
+        }
+        return try await next(request, context)
+    }
+}
+
+/// What bgd keeps in memory for the timelines besides the store: the recent lifecycle moments
+/// and finite-length tasks (the store does not keep them).
+final class RecentActivity: Service, Sendable {
+    struct Moment: Sendable {
+        var app: AppID
+        var at: Date
+        var classes: String
+        var title: String
+    }
+    private let moments = Mutex<[Moment]>([])
+    let activity: ActivityFeed
+    let clock: any WallClock
+
+    init(activity: ActivityFeed, clock: any WallClock) {
+        self.activity = activity
+        self.clock = clock
+    }
+
+    func run() async throws {
+        let feed = activity.subscribe()
+        await cancelWhenGracefulShutdown {
+            for await event in feed {
+                let now = self.clock.now
+                var moment: Moment?
+                switch event {
+                case .lifecycleChanged(let app, let state, let reason):
+                    moment = Moment(app: app, at: now, classes: "lifecycle \(state.rawValue)", title: "\(state.rawValue)\(reason.map { ": \($0.code.rawValue)" } ?? "")")
+                case .backgroundTaskBegun(let app, let id):
+                    moment = Moment(app: app, at: now, classes: "lifecycle task-begun", title: "background task \(id) begun")
+                case .backgroundTaskEnded(let app, let id):
+                    moment = Moment(app: app, at: now, classes: "lifecycle task-ended", title: "background task \(id) ended")
+                case .backgroundTimeExpiring(let app, _):
+                    moment = Moment(app: app, at: now, classes: "lifecycle expiring", title: "background time expiring")
+                default:
+                    break
+                }
+                if let moment { self.moments.withLock { $0 = Array(($0 + [moment]).suffix(2000)) } }
+            }
+        }
+    }
+
+    func moments(of app: AppID?) -> [Moment] { moments.withLock { list in list.filter { app == nil || $0.app == app } } }
+}

@@ -1,0 +1,95 @@
+import ArgumentParser
+import BackgroundModel
+import Foundation
+
+extension BGCtl {
+    struct Dashboard: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Print a one-time login link to bgd's dashboard (bgd --http 127.0.0.1:PORT) and open it in a browser.")
+        @OptionGroup var options: DaemonOptions
+        @Flag(help: "Only print the link.") var noOpen = false
+
+        func run() async throws {
+            let login = try await options.call { try await $0.send(.post, "/v1/dashboard/login", as: DashboardLogin.self) }
+            if options.json { return try options.printJSON(login) }
+            print(login.url)
+            print("(valid once, for 10 minutes; the dashboard is \(login.base)/)")
+            let environment = ProcessInfo.processInfo.environment
+            guard !noOpen, environment["DISPLAY"] != nil || environment["WAYLAND_DISPLAY"] != nil,
+                let opener = ["/usr/bin/xdg-open", "/usr/bin/open"].first(where: { FileManager.default.isExecutableFile(atPath: $0) })
+            else { return }
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: opener)
+            process.arguments = [login.url]
+            try? process.run()
+        }
+    }
+
+    struct InstallService: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "install-service", abstract: "Write a systemd user unit that runs bgd, and say how to enable it.")
+        @Option(help: "The bgd to run (default: the one beside this bgctl).") var bgd: String?
+        @Option(help: "Extra arguments for bgd, e.g. '--http 127.0.0.1:8765'.") var arguments: String = ""
+        @Flag(help: "Replace an existing unit.") var force = false
+
+        func run() async throws {
+            let executable = try bgd ?? Self.besideMe("bgd")
+            guard FileManager.default.isExecutableFile(atPath: executable), executable.hasPrefix("/") else {
+                throw ValidationError("no bgd at \(executable); build it (swift build -c release) or give --bgd /absolute/path/to/bgd")
+            }
+            let path = Self.unitPath()
+            if FileManager.default.fileExists(atPath: path) && !force {
+                throw ValidationError("\(path) exists; add --force to replace it")
+            }
+            try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            try Self.unit(executable: executable, arguments: arguments).write(toFile: path, atomically: true, encoding: .utf8)
+            print("Wrote \(path). Enable and start it with:")
+            print("  systemctl --user daemon-reload && systemctl --user enable --now bgd")
+            print("Its logs: journalctl --user -u bgd -f    To keep it running when you log out: loginctl enable-linger $USER")
+        }
+
+        /// Type=notify: bgd says READY=1 once its socket accepts connections.
+        static func unit(executable: String, arguments: String) -> String {
+            """
+            [Unit]
+            Description=swift-background daemon (bgd): background fetch, transfers, push and tasks for your apps
+            Documentation=https://github.com/swift-background/swift-background
+
+            [Service]
+            Type=notify
+            NotifyAccess=main
+            ExecStart=\(executable)\(arguments.isEmpty ? "" : " " + arguments)
+            Restart=on-failure
+            RestartSec=2
+            # bgd stops cleanly on SIGTERM: apps get their expiration handlers and the kill grace.
+            TimeoutStopSec=20
+
+            [Install]
+            WantedBy=default.target
+
+            """
+        }
+
+        static func unitPath(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+            let config = environment["XDG_CONFIG_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil } ?? (NSHomeDirectory() + "/.config")
+            return config + "/systemd/user/bgd.service"
+        }
+
+        static func besideMe(_ name: String) throws -> String {
+            let me = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+            return me.deletingLastPathComponent().appendingPathComponent(name).path
+        }
+    }
+
+    struct UninstallService: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "uninstall-service", abstract: "Remove the systemd user unit for bgd.")
+
+        func run() async throws {
+            let path = InstallService.unitPath()
+            guard FileManager.default.fileExists(atPath: path) else { return print("No unit at \(path); nothing to do.") }
+            print("First: systemctl --user disable --now bgd")
+            try FileManager.default.removeItem(atPath: path)
+            print("Removed \(path). Then: systemctl --user daemon-reload")
+        }
+    }
+}
