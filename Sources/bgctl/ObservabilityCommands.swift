@@ -29,7 +29,7 @@ extension BGCtl {
         static let configuration = CommandConfiguration(
             commandName: "install-service", abstract: "Write a systemd user unit that runs bgd, and say how to enable it.")
         @Option(help: "The bgd to run (default: the one beside this bgctl).") var bgd: String?
-        @Option(help: "Extra arguments for bgd, e.g. '--http 127.0.0.1:8765'.") var arguments: String = ""
+        @Option(help: "Extra arguments for bgd, e.g. --arguments='--http 127.0.0.1:8765'.") var arguments: String = ""
         @Flag(help: "Replace an existing unit.") var force = false
 
         func run() async throws {

@@ -11,20 +11,23 @@ final class DaemonProcess: @unchecked Sendable {
     let process = Process()
     let socketPath: String
     let stateDirectory: String
+    /// What bgd wrote on stderr up to "bgd is ready".
+    private(set) var startupLog = ""
 
     /// Starts bgd and returns once it says it is ready (it prints "bgd is ready" on stderr).
-    init(stateDirectory: String, socketPath: String, arguments: [String] = []) async throws {
+    init(stateDirectory: String, socketPath: String, arguments: [String] = [], environment: [String: String] = [:]) async throws {
         self.socketPath = socketPath
         self.stateDirectory = stateDirectory
         process.executableURL = URL(fileURLWithPath: try BuiltProducts.path(of: "bgd"))
         // Any free port for the push gateway: tests run several daemons at once.
         process.arguments = ["--state-dir", stateDirectory, "--socket", socketPath, "--push-port", "0"] + arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         let stderr = Pipe()
         process.standardError = stderr
         process.standardOutput = FileHandle.nullDevice
         try process.run()
-        let ready = await Self.readUntil("bgd is ready", from: stderr.fileHandleForReading)
-        guard ready else { throw Failure.didNotStart(stateDirectory) }
+        guard let log = await Self.readUntil("bgd is ready", from: stderr.fileHandleForReading) else { throw Failure.didNotStart(stateDirectory) }
+        startupLog = log
     }
 
     enum Failure: Error { case didNotStart(String) }
@@ -50,7 +53,7 @@ final class DaemonProcess: @unchecked Sendable {
 
     /// Reads the pipe until a line contains `marker` (true) or it closes (false), then keeps
     /// draining it on the same thread so bgd never blocks on a full pipe.
-    static func readUntil(_ marker: String, from handle: FileHandle) async -> Bool {
+    static func readUntil(_ marker: String, from handle: FileHandle) async -> String? {
         await withCheckedContinuation { continuation in
             Thread {
                 var seen = ""
@@ -60,13 +63,15 @@ final class DaemonProcess: @unchecked Sendable {
                     if data.isEmpty { break }
                     if !resumed {
                         seen += String(decoding: data, as: UTF8.self)
-                        if seen.contains(marker) {
+                        if let range = seen.range(of: marker) {
                             resumed = true
-                            continuation.resume(returning: true)
+                            let through = seen[..<range.upperBound]
+                            let lineEnd = seen[range.upperBound...].firstIndex(of: "\n") ?? seen.endIndex
+                            continuation.resume(returning: String(through) + String(seen[range.upperBound..<lineEnd]))
                         }
                     }
                 }
-                if !resumed { continuation.resume(returning: false) }
+                if !resumed { continuation.resume(returning: nil) }
             }.start()
         }
     }
