@@ -157,6 +157,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "BackgroundModelTests", dependencies: ["BackgroundModel"], swiftSettings: swiftSettings),
+        .testTarget(name: "BackgroundDashboardTests", dependencies: ["BackgroundDashboard", "BackgroundModel"], swiftSettings: swiftSettings),
         .testTarget(
             name: "BackgroundPolicyTests",
             dependencies: ["BackgroundPolicy", "BackgroundModel"],

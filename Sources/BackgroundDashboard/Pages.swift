@@ -25,7 +25,7 @@ public struct AppOverview: Sendable {
 /// The pages bgd's dashboard serves; each renders the `<main>` part (for live updates) and the
 /// whole page.
 public enum DashboardPages {
-    public static func overview(apps: [AppOverview], transfers: [TransferRecord], timeline: Timeline, now: Date) -> String {
+    public static func overview(apps: [AppOverview], transfers: [TransferRecord], timeline: Timeline, range: String = "day", now: Date) -> String {
         var html = "<h1>Apps</h1>"
         if apps.isEmpty {
             html += "<p>No apps registered. <span class=\"code\">bgctl register APP-ID --interval minimum -- /path/to/app</span></p>"
@@ -41,7 +41,8 @@ public enum DashboardPages {
             }
             html += "</table></div>"
         }
-        html += "<h2>The last day, all apps</h2>" + timeline.svg(label: "timeline of all apps")
+        html += "<nav class=\"range\"><a href=\"/?range=day\">last day</a><a href=\"/?range=week\">last week</a></nav>"
+        html += "<h2>All apps, the last \(range == "week" ? "week" : "day")</h2>" + timeline.svg(label: "timeline of all apps")
         html += transfersTable(transfers)
         return html
     }

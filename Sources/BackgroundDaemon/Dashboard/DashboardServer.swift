@@ -72,7 +72,9 @@ public struct DashboardServer: Service {
             return Response(status: .seeOther, headers: headers)
         }
         let pages = router.group().add(middleware: TokenMiddleware(auth: auth))
-        pages.get("/") { request, _ in try await Self.page(request, title: "bgd", main: await views.overview()) }
+        pages.get("/") { request, _ in
+            try await Self.page(request, title: "bgd", main: await views.overview(range: request.uri.queryParameters["range"].map(String.init) ?? "day"))
+        }
         pages.get("apps/:id") { request, context in
             guard let raw = context.parameters.get("id"), let id = AppID(rawValue: raw), let main = try await views.app(id, range: request.uri.queryParameters["range"].map(String.init) ?? "day") else {
                 return Self.html("<h1>No such app</h1>", status: .notFound)

@@ -14,8 +14,9 @@ struct DashboardViews: Sendable {
     let core: DaemonCore
     let recent: RecentActivity
 
-    func overview() async throws -> String {
+    func overview(range: String = "day") async throws -> String {
         let now = core.clock.now
+        let span: TimeInterval = range == "week" ? 7 * 86400 : 86400
         var rows: [AppOverview] = []
         var marks: [Timeline.Mark] = []
         for app in try await core.store.apps() {
@@ -25,10 +26,11 @@ struct DashboardViews: Sendable {
                 AppOverview(
                     summary: summary, usageTier: try await usageTier(of: app.id, now: now),
                     wakesToday: runs.filter { $0.startedAt > now.addingTimeInterval(-86400) }.count))
-            marks += try await self.marks(of: app.id, runs: runs, since: now.addingTimeInterval(-86400), labelled: true)
+            marks += try await self.marks(of: app.id, runs: runs, since: now.addingTimeInterval(-span), labelled: true)
         }
-        let timeline = Timeline(from: now.addingTimeInterval(-86400), until: now.addingTimeInterval(3600), marks: marks)
-        return DashboardPages.overview(apps: rows, transfers: try await core.store.transfers(limit: 50), timeline: timeline, now: now)
+        let timeline = Timeline(from: now.addingTimeInterval(-span), until: now.addingTimeInterval(3600), marks: marks)
+        return DashboardPages.overview(
+            apps: rows, transfers: try await core.store.transfers(limit: 50), timeline: timeline, range: range, now: now)
     }
 
     func app(_ id: AppID, range: String) async throws -> String? {

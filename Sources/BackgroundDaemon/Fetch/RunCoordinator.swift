@@ -173,7 +173,12 @@ public actor RunCoordinator: Service {
     private func carryOut(_ run: RunRecord, reason: LaunchReason, budget: RunBudget? = nil) async throws -> RunRecord {
         flights[run.id] = Flight(run: run, budget: budget ?? configuration.budget)
         activity.emit(.runStarted(run))
-        logger.debug("Run started", metadata: ["app.id": "\(run.app)", "run.id": "\(run.id)", "trigger": "\(run.trigger)"])
+        logger.info(
+            "Run started",
+            metadata: [
+                "app.id": "\(run.app)", "run.id": "\(run.id)", "wake.trigger": "\(run.trigger)",
+                "wake.reason": "\(run.reasons.first?.code.rawValue ?? "none")",
+            ])
         if broker.isConnectedInForeground(run.app) {
             await lifecycle?.startedEvents(for: run.app)
             broker.eventsAvailable(for: run.app)
