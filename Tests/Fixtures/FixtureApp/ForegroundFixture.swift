@@ -41,12 +41,10 @@ enum ForegroundFixture {
             Task {
                 do {
                     try await application.withBackgroundTime(named: "scoped") {
-                        do {
-                            try await Task.sleep(for: .seconds(3600))  // until expiration cancels it
-                        } catch {
-                            log.append("cancelled")  // before the time is given back (and the app suspended)
-                            throw error
-                        }
+                        // Work that lasts until expiration cancels it.
+                        await FixtureApp.waitForCancellation()
+                        log.append("cancelled")  // before the time is given back (and the app suspended)
+                        throw CancellationError()
                     }
                 } catch {}
             }
