@@ -2,6 +2,10 @@ import ArgumentParser
 import BackgroundModel
 import Foundation
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 extension BGCtl {
     struct Dashboard: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -18,10 +22,11 @@ extension BGCtl {
             guard !noOpen, environment["DISPLAY"] != nil || environment["WAYLAND_DISPLAY"] != nil,
                 let opener = ["/usr/bin/xdg-open", "/usr/bin/open"].first(where: { FileManager.default.isExecutableFile(atPath: $0) })
             else { return }
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: opener)
-            process.arguments = [login.url]
-            try? process.run()
+            // posix_spawn, not Foundation's Process (whose run() can crash on Linux, swift-corelibs-foundation#5472).
+            var pid: pid_t = 0
+            let argv = [strdup(opener), strdup(login.url), nil]
+            defer { argv.forEach { free($0) } }
+            _ = posix_spawn(&pid, opener, nil, nil, argv, environ)
         }
     }
 

@@ -9,21 +9,12 @@ enum Command {
     }
 
     static func run(_ path: String, _ arguments: [String], environment: [String: String]? = nil) async throws -> Output {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = arguments
-        if let environment { process.environment = environment }
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        async let standardOutput = readAll(out.fileHandleForReading)
-        async let standardError = readAll(err.fileHandleForReading)
+        let process = try Spawned(path, arguments, environment: environment)
+        async let standardOutput = readAll(process.output)
+        async let standardError = readAll(process.errors)
         let (stdout, stderr) = await (standardOutput, standardError)
-        process.waitUntilExit()
-        return Output(status: process.terminationStatus, standardOutput: stdout, standardError: stderr)
+        let status = await process.waitForExit()
+        return Output(status: status, standardOutput: stdout, standardError: stderr)
     }
 
     /// Reads to end of file on a thread of its own (the read blocks).

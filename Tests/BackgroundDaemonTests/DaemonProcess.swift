@@ -7,48 +7,43 @@ import Foundation
 
 /// A real bgd, as a child process of the test, on a given state directory and socket.
 final class DaemonProcess: @unchecked Sendable {
-    // @unchecked: `process` is set once in init and only read afterwards.
-    let process = Process()
+    // @unchecked: set once in init and only read afterwards.
+    private let process: Spawned
     let socketPath: String
     let stateDirectory: String
     /// What bgd wrote on stderr up to "bgd is ready".
-    private(set) var startupLog = ""
+    let startupLog: String
 
     /// Starts bgd and returns once it says it is ready (it prints "bgd is ready" on stderr).
     init(stateDirectory: String, socketPath: String, arguments: [String] = [], environment: [String: String] = [:]) async throws {
         self.socketPath = socketPath
         self.stateDirectory = stateDirectory
-        process.executableURL = URL(fileURLWithPath: try BuiltProducts.path(of: "bgd"))
         // Any free port for the push gateway: tests run several daemons at once.
-        process.arguments = ["--state-dir", stateDirectory, "--socket", socketPath, "--push-port", "0"] + arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let stderr = Pipe()
-        process.standardError = stderr
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        guard let log = await Self.readUntil("bgd is ready", from: stderr.fileHandleForReading) else { throw Failure.didNotStart(stateDirectory) }
+        process = try Spawned(
+            try BuiltProducts.path(of: "bgd"), ["--state-dir", stateDirectory, "--socket", socketPath, "--push-port", "0"] + arguments,
+            environment: ProcessInfo.processInfo.environment.merging(environment) { $1 }, mergeErrors: true)
+        guard let log = await Self.readUntil("bgd is ready", from: process.output) else {
+            process.signal(SIGKILL)
+            throw Failure.didNotStart(stateDirectory)
+        }
         startupLog = log
     }
 
     enum Failure: Error { case didNotStart(String) }
 
-    /// A test that fails or times out must not leave a bgd behind.
+    /// A test that fails or times out must not leave a bgd behind (a no-op once it has exited).
     deinit {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.signal(SIGKILL)
     }
 
-    var processID: Int32 { process.processIdentifier }
+    var processID: Int32 { process.processID }
 
-    func signal(_ signal: Int32) { kill(process.processIdentifier, signal) }
+    func signal(_ signal: Int32) { process.signal(signal) }
 
-    /// Waits for bgd to exit and returns its status.
+    /// Waits for bgd to exit and returns its status (the signal's number if a signal ended it).
     func waitForExit() async -> Int32 {
-        await withCheckedContinuation { continuation in
-            Thread {
-                self.process.waitUntilExit()
-                continuation.resume(returning: self.process.terminationStatus)
-            }.start()
-        }
+        let status = await process.waitForExit()
+        return status > 128 ? status - 128 : status
     }
 
     /// Reads the pipe until a line contains `marker` (true) or it closes (false), then keeps

@@ -4,6 +4,10 @@ import Foundation
 import Synchronization
 import Testing
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// Seed 002's sample: pull-to-refresh inserts dishes; leaving the foreground saves the list
 /// inside a finite-length task; a background fetch while away adds dishes; coming back reloads
 /// the list with them highlighted.
@@ -21,21 +25,17 @@ struct DeliciousFoodTests {
         try await TestDaemon.with { daemon in
             let registered = try await daemon.register(
                 Self.app, command: [try BuiltProducts.path(of: "DeliciousFood")], interval: .minimum, taskIdentifiers: ["com.example.deliciousfood.refresh"])
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: try BuiltProducts.path(of: "DeliciousFood"))
             var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("BGD_") }
             environment[LaunchEnvironment.token] = registered.token
             environment[LaunchEnvironment.socket] = daemon.socketPath
-            process.environment = environment
-            let input = Pipe()
-            let output = Pipe()
+            let process = try Spawned(try BuiltProducts.path(of: "DeliciousFood"), [], environment: environment, stdin: true, mergeErrors: true)
             let printed = Output()
-            output.fileHandleForReading.readabilityHandler = { printed.append($0.availableData) }
-            process.standardInput = input
-            process.standardOutput = output
-            try process.run()
-            defer { process.terminate() }
-            func say(_ line: String) { input.fileHandleForWriting.write(Data((line + "\n").utf8)) }
+            process.output.readabilityHandler = { printed.append($0.availableData) }
+            defer {
+                process.output.readabilityHandler = nil
+                process.signal(SIGTERM)
+            }
+            func say(_ line: String) { process.input?.write(Data((line + "\n").utf8)) }
 
             #expect(await eventually { printed.all.contains("no dishes yet") }, "\(printed.all)")
             say("refresh")

@@ -5,6 +5,10 @@ import BackgroundTesting
 import Foundation
 import Testing
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// T14: a server whose certificate nobody trusts: the transfer fails at once with `tls`, and is
 /// not retried. The TLS server is `openssl s_server` with a fresh self-signed certificate.
 @Suite(.timeLimit(.minutes(2)))
@@ -16,16 +20,11 @@ struct TransferTLSTests {
             "/usr/bin/openssl",
             ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", certificate, "-days", "1", "-subj", "/CN=127.0.0.1"])
         #expect(made.status == 0, "\(made.standardError)")
-        let server = Process()
-        server.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        server.arguments = ["s_server", "-accept", "127.0.0.1:0", "-cert", certificate, "-key", key, "-www"]
-        let output = Pipe()
-        server.standardOutput = output
-        server.standardError = output
-        try server.run()
-        defer { server.terminate() }
+        let server = try Spawned(
+            "/usr/bin/openssl", ["s_server", "-accept", "127.0.0.1:0", "-cert", certificate, "-key", key, "-www"], mergeErrors: true)
+        defer { server.signal(SIGTERM) }
         // s_server prints "ACCEPT 127.0.0.1:PORT" once it listens on the port it was given.
-        let port = try #require(await Self.acceptedPort(from: output.fileHandleForReading))
+        let port = try #require(await Self.acceptedPort(from: server.output))
 
         try await TestDaemon.with(
             clock: ManualClock(now: Date(timeIntervalSince1970: 1_767_603_600)), transfers: .init(engine: .init(connectTimeout: .seconds(2)))
