@@ -198,8 +198,8 @@ public struct Daemon: Service {
         LifecycleRoutes(core: core, authenticate: { try await appRoutes.authenticate($0) }).add(to: router)
         let socketPath = configuration.socketPath
         let logger = self.logger
-        let application = Application(
-            router: router,
+        let application = QuietApplication(
+            responder: router.buildResponder(),
             configuration: .init(address: .unixDomainSocket(path: socketPath), serverName: "bgd/\(Self.version)"),
             services: [coordinator, scheduler, keepAlive, transfers, lifecycle, taskDispatcher, MetricsRecorder(metrics: metrics, activity: activity)] + (conditionsPoller.map { [$0] } ?? [])
                 + (pushGateway.map { [$0] } ?? []) + (pushDispatcher.map { [$0] } ?? []) + (dashboard.map { [$0] } ?? []),

@@ -89,8 +89,8 @@ public struct DashboardServer: Service {
         }
         let boundPort = self.boundPort
         let logger = self.logger
-        let application = Application(
-            router: router,
+        let application = QuietApplication(
+            responder: router.buildResponder(),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "bgd-dashboard"),
             services: [recent],
             onServerRunning: { channel in

@@ -130,7 +130,7 @@ public struct PushGateway: Service {
         }
         let boundPort = self.boundPort
         let logger = self.logger
-        let application = Application(
+        let application = QuietApplication(
             responder: responder, server: server,
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "bgd-push"),
             onServerRunning: { channel in
