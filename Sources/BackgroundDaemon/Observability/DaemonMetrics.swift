@@ -33,8 +33,19 @@ public final class DaemonMetrics: Sendable {
     /// One commit of the store.
     func recordCommit(_ duration: Duration) { timer("bgd_store_commit_seconds").recordNanoseconds(duration.nanoseconds) }
 
-    /// A provider's request at the push gateway, by status class.
-    func recordPushRequest(status: Int) { counter("bgd_push_requests_total", [("status", "\(status)")]).increment() }
+    /// The gateway's counters, one per status, made once: the gateway answers tens of thousands a second.
+    private let pushRequests = Mutex<[Int: CoreMetrics.Counter]>([:])
+
+    /// A provider's request at the push gateway, by status.
+    func recordPushRequest(status: Int) {
+        let requests = pushRequests.withLock { counters in
+            if let known = counters[status] { return known }
+            let made = self.counter("bgd_push_requests_total", [("status", "\(status)")])
+            counters[status] = made
+            return made
+        }
+        requests.increment()
+    }
 
     /// The Prometheus text, with the gauges read from the store now.
     func exposition(store: BackgroundStore) async -> String {
