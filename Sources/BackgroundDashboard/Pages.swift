@@ -8,8 +8,11 @@ public struct AppOverview: Sendable {
     public var usageTier: String
     /// Wakes in the last 24 hours (what of the day's budget it has used).
     public var wakesToday: Int
+    /// The wakes its use earns in 24 hours (nil: never opened, woken on its interval at most).
+    public var wakeBudget: Int?
 
-    public init(summary: AppSummary, usageTier: String, wakesToday: Int) {
+    public init(summary: AppSummary, usageTier: String, wakesToday: Int, wakeBudget: Int? = nil) {
+        self.wakeBudget = wakeBudget
         self.summary = summary
         self.usageTier = usageTier
         self.wakesToday = wakesToday
@@ -30,13 +33,14 @@ public enum DashboardPages {
         if apps.isEmpty {
             html += "<p>No apps registered. <span class=\"code\">bgctl register APP-ID --interval minimum -- /path/to/app</span></p>"
         } else {
-            html += "<div class=\"scroll\"><table id=\"apps\"><tr><th>app</th><th>state</th><th>interval</th><th>usage</th><th>wakes (24 h)</th><th>next wake and why</th></tr>"
+            html += "<div class=\"scroll\"><table id=\"apps\"><tr><th>app</th><th>state</th><th>interval</th><th>usage</th><th>wakes in 24 h / budget</th><th>next wake and why</th></tr>"
             for app in apps {
                 let summary = app.summary
                 html += "<tr class=\"app\" data-app=\"\(HTML.escape(summary.id.rawValue))\">"
                 html += "<td><a href=\"/apps/\(HTML.escape(summary.id.rawValue))\">\(HTML.escape(summary.id.rawValue))</a></td>"
                 html += "<td>\(HTML.escape(state(summary, now: now)))</td><td>\(HTML.escape(summary.fetchInterval.description))</td>"
-                html += "<td>\(HTML.escape(app.usageTier))</td><td>\(app.wakesToday)</td>"
+                let budget = app.wakeBudget.map { " of \($0) (\(max(0, $0 - app.wakesToday)) left)" } ?? " (no budget: never opened)"
+                html += "<td>\(HTML.escape(app.usageTier))</td><td>\(app.wakesToday)\(budget)</td>"
                 html += "<td>\(nextWake(summary.nextWake, summary.nextWakeReasons, now: now))</td></tr>"
             }
             html += "</table></div>"

@@ -19,13 +19,15 @@ struct DashboardViews: Sendable {
         let span: TimeInterval = range == "week" ? 7 * 86400 : 86400
         var rows: [AppOverview] = []
         var marks: [Timeline.Mark] = []
+        let outlook = await core.usage.outlook(now: now)
         for app in try await core.store.apps() {
             let summary = try await core.summary(of: app)
             let runs = try await core.store.runs(of: app.id, limit: 500)
             rows.append(
                 AppOverview(
                     summary: summary, usageTier: try await usageTier(of: app.id, now: now),
-                    wakesToday: runs.filter { $0.startedAt > now.addingTimeInterval(-86400) }.count))
+                    wakesToday: runs.filter { $0.startedAt > now.addingTimeInterval(-86400) }.count,
+                    wakeBudget: outlook.dailyWakeBudget(for: app.id, now: now)))
             marks += try await self.marks(of: app.id, runs: runs, since: now.addingTimeInterval(-span), labelled: true)
         }
         let timeline = Timeline(from: now.addingTimeInterval(-span), until: now.addingTimeInterval(3600), marks: marks)

@@ -91,6 +91,12 @@ public struct UsageOutlook: Sendable {
             wakes: wakes, holdback: holdback)
     }
 
+    /// The wakes the app's use earns in 24 hours (the planner's cap); nil for an app never opened.
+    public func dailyWakeBudget(for app: AppID, now: Date) -> Int? {
+        guard learner.models[app.rawValue]?.lastOpen != nil else { return nil }
+        return planner.dailyCap(for: app.rawValue, learner: learner, now: now)
+    }
+
     /// The app's last refresh (its last run or open, a future time counting as now) and the
     /// wakes it had in the 24 hours before `now`.
     private func refreshHistory(of candidate: FetchCandidate, lastOpen: Date, now: Date) -> (lastRefresh: Date, recentWakes: [Date]) {
