@@ -129,7 +129,7 @@ struct BGD: AsyncParsableCommand {
         }
         guard (pushCertificate == nil) == (pushKey == nil) else { throw ValidationError("give --push-certificate and --push-key together") }
         guard !(pushPlaintext && pushHttp1) else { throw ValidationError("give --push-plaintext or --push-http1, not both") }
-        if pushPlaintext || pushHttp1, !PushGateway.Configuration(host: pushHost).isLoopback {
+        if pushPlaintext || pushHttp1, !Loopback.contains(pushHost) {
             throw ValidationError("the push gateway serves plaintext only on loopback (127.0.0.1, ::1, localhost), not on \(pushHost); drop --push-plaintext/--push-http1 to serve TLS")
         }
         guard pushWakesPerHour > 0 else { throw ValidationError("--push-wakes-per-hour must be positive") }

@@ -7,3 +7,4 @@ func eventually(_ condition: () -> Bool) async -> Bool {
     }
     return condition()
 }
+

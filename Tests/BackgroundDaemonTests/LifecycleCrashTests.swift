@@ -31,23 +31,19 @@ struct LifecycleCrashTests {
             LaunchSpec(command: command, environment: ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("BGD_") },
                 workingDirectory: directory, logFile: directory + "/app.out"))
         defer { process.signalGroup(SIGKILL) }
-        func processState() -> Character? {
-            guard let stat = try? String(contentsOfFile: "/proc/\(process.processID)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else { return nil }
-            return stat[stat.index(close, offsetBy: 2)]
-        }
         // Real time here (a real bgd, 50 ms of suspension delay): ask bgd until it has stopped the app.
         var suspended = false
         for _ in 0..<5_000 where !suspended {
             let status = try await admin.send(.get, "/v1/apps", as: [AppSummary].self).first?.lifecycle
-            suspended = status?.state == .suspended && processState() == "T"
+            suspended = status?.state == .suspended && ((try? processState(process.processID)) ?? nil) == "T"
         }
         #expect(suspended, "the app was suspended")
         daemon?.signal(SIGKILL)
         _ = await daemon?.waitForExit()
         daemon = nil
-        #expect(processState() == "T", "still stopped: nobody continued it")
+        #expect(((try? processState(process.processID)) ?? nil) == "T", "still stopped: nobody continued it")
         let next = try await DaemonProcess(stateDirectory: state, socketPath: socket, arguments: arguments)
-        #expect(await eventually { processState() != "T" }, "the next bgd continued it")
+        #expect(await eventually { ((try? processState(process.processID)) ?? nil) != "T" }, "the next bgd continued it")
         next.signal(SIGTERM)
         _ = await next.waitForExit()
     }

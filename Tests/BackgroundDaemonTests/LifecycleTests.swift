@@ -23,12 +23,7 @@ struct LifecycleTests {
             ((try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
         }
         /// The process state letter in /proc (R, S running or sleeping; T stopped; nil: gone).
-        var state: Character? {
-            guard let stat = try? String(contentsOfFile: "/proc/\(process.processID)/stat", encoding: .utf8),
-                let close = stat.lastIndex(of: ")")
-            else { return nil }
-            return stat[stat.index(close, offsetBy: 2)]
-        }
+        var state: Character? { (try? processState(process.processID)) ?? nil }
         func stop() {
             process.signalGroup(SIGKILL)
         }

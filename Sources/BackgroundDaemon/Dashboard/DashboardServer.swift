@@ -15,7 +15,7 @@ import Synchronization
 struct DashboardAccess: Sendable {
     var host: String
     var auth: DashboardAuth
-    var boundPort: PushGateway.BoundPort
+    var boundPort: BoundPort
 }
 
 /// The dashboard and `/metrics` on loopback TCP (`--http 127.0.0.1:PORT`; off unless asked):
@@ -35,7 +35,7 @@ public struct DashboardServer: Service {
             self.allowRemote = allowRemote
         }
 
-        public var isLoopback: Bool { host == "127.0.0.1" || host == "::1" || host == "localhost" }
+        public var isLoopback: Bool { Loopback.contains(host) }
     }
 
     public enum Failure: Error, CustomStringConvertible {
@@ -53,7 +53,7 @@ public struct DashboardServer: Service {
     public let auth: DashboardAuth
     let recent: RecentActivity
     let logger: Logger
-    public let boundPort = PushGateway.BoundPort()
+    public let boundPort = BoundPort()
     var access: DashboardAccess { DashboardAccess(host: configuration.host, auth: auth, boundPort: boundPort) }
 
     public func run() async throws {

@@ -50,7 +50,7 @@ public struct PushGateway: Service {
             self.security = security
         }
 
-        public var isLoopback: Bool { host == "127.0.0.1" || host == "::1" || host == "localhost" }
+        public var isLoopback: Bool { Loopback.contains(host) }
     }
 
     public enum Failure: Error, CustomStringConvertible {
@@ -69,32 +69,6 @@ public struct PushGateway: Service {
     let logger: Logger
     /// The port it listens on, once it does.
     public let boundPort = BoundPort()
-
-    public final class BoundPort: Sendable {
-        private let state = Mutex<(port: Int?, waiters: [CheckedContinuation<Int, Never>])>((nil, []))
-        public var port: Int? { state.withLock { $0.port } }
-
-        /// The port, once the gateway listens.
-        public func wait() async -> Int {
-            await withCheckedContinuation { continuation in
-                let known = state.withLock { state -> Int? in
-                    if let port = state.port { return port }
-                    state.waiters.append(continuation)
-                    return nil
-                }
-                if let known { continuation.resume(returning: known) }
-            }
-        }
-
-        func set(_ port: Int) {
-            let waiters = state.withLock { state in
-                state.port = port
-                defer { state.waiters = [] }
-                return state.waiters
-            }
-            for waiter in waiters { waiter.resume(returning: port) }
-        }
-    }
 
     /// Where the gateway's self-signed certificate is, for clients to trust.
     public var certificatePath: String { certificateDirectory + "/push-gateway.crt" }

@@ -29,6 +29,11 @@ public enum WireCoding {
         date.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true).timeZone(separator: .omitted))
     }
 
+    /// To the second, for the sentences of reasons ("held until 2026-01-05T09:20:00Z").
+    public static func formatSeconds(_ date: Date) -> String {
+        date.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: false).timeZone(separator: .omitted))
+    }
+
     public static func parse(_ text: String) -> Date? {
         if let date = try? Date(text, strategy: .iso8601.year().month().day().time(includingFractionalSeconds: true)) {
             return date

@@ -128,7 +128,7 @@ public struct FetchPolicy: Sendable {
         var decision = decision
         decision.dueAt = notBefore
         decision.reasons.append(
-            DecisionReason(.taskNotYetDue, "the app's refresh task request asks to begin no earlier than \(ProcessingTaskPolicy.stamp(notBefore))"))
+            DecisionReason(.taskNotYetDue, "the app's refresh task request asks to begin no earlier than \(WireCoding.formatSeconds(notBefore))"))
         return decision
     }
 

@@ -53,7 +53,7 @@ public struct PushThrottle: Hashable, Sendable {
         let never = Date(timeIntervalSince1970: 0)
         if current.tokens >= 1 {
             if let expiration, expiration != never, expiration < now {
-                return .expired(DecisionReason(.pushExpired, "apns-expiration \(Self.stamp(expiration)) passed before the app could be woken"))
+                return .expired(DecisionReason(.pushExpired, "apns-expiration \(WireCoding.formatSeconds(expiration)) passed before the app could be woken"))
             }
             let left = current.tokens - 1
             return .wakeNow(
@@ -62,26 +62,21 @@ public struct PushThrottle: Hashable, Sendable {
         }
         // 0 means "deliver once": now or never.
         if let expiration, expiration == never || expiration <= now {
-            let when = expiration == never ? "apns-expiration 0 (now or never)" : "apns-expiration \(Self.stamp(expiration))"
+            let when = expiration == never ? "apns-expiration 0 (now or never)" : "apns-expiration \(WireCoding.formatSeconds(expiration))"
             return .expired(DecisionReason(.pushExpired, "\(when), and the app had had its push wakes for now (\(rate))"))
         }
         let wait = (1 - current.tokens) * 3600 / wakesPerHour
         let until = now.addingTimeInterval(wait)
         if let expiration, expiration < until {
             return .expired(
-                DecisionReason(.pushExpired, "apns-expiration \(Self.stamp(expiration)) comes before the next wake allowed, \(Self.stamp(until)) (\(rate))"))
+                DecisionReason(.pushExpired, "apns-expiration \(WireCoding.formatSeconds(expiration)) comes before the next wake allowed, \(WireCoding.formatSeconds(until)) (\(rate))"))
         }
         return .hold(
             until: until, current,
-            DecisionReason(.pushThrottled, "held until \(Self.stamp(until)): the app has had its push wakes for now (\(rate))"))
+            DecisionReason(.pushThrottled, "held until \(WireCoding.formatSeconds(until)): the app has had its push wakes for now (\(rate))"))
     }
 
     static func format(_ value: Double) -> String {
         value == value.rounded() ? String(Int(value)) : String(format: "%.1f", value)
-    }
-
-    /// ISO 8601 in UTC, to the second: the form `bgctl` and logs show.
-    static func stamp(_ date: Date) -> String {
-        date.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: false).timeZone(separator: .omitted))
     }
 }

@@ -19,7 +19,7 @@ public struct ProcessingTaskPolicy: Hashable, Sendable {
         for request: TaskRequest, conditions: DeviceConditions, appInForeground: AppID?, now: Date
     ) -> DecisionReason? {
         if let earliest = request.earliestBeginDate, earliest > now {
-            return DecisionReason(.taskNotYetDue, "its earliest begin date is \(Self.stamp(earliest))")
+            return DecisionReason(.taskNotYetDue, "its earliest begin date is \(WireCoding.formatSeconds(earliest))")
         }
         guard request.kind == .processing else { return nil }
         return conditionProblem(for: request, conditions: conditions, appInForeground: appInForeground)
@@ -47,9 +47,5 @@ public struct ProcessingTaskPolicy: Hashable, Sendable {
             return DecisionReason(.appInForeground, "\(appInForeground) is in the foreground; processing waits until the device is idle")
         }
         return nil
-    }
-
-    static func stamp(_ date: Date) -> String {
-        date.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: false).timeZone(separator: .omitted))
     }
 }
