@@ -24,6 +24,8 @@ public final class BackgroundApplication: Sendable {
     let client: DaemonClient
     /// The app's background URL sessions, by identifier.
     let sessions = SessionRegistry()
+    /// Pushes answered already, by apns-id (a push is offered again when its run is cut short).
+    let handledPushes: HandledPushes
 
     public typealias FetchHandler = @Sendable () async throws -> BackgroundFetchResult
     public typealias RemoteNotificationHandler = @Sendable (RemoteNotification) async throws -> BackgroundFetchResult
@@ -73,6 +75,7 @@ public final class BackgroundApplication: Sendable {
         self.appID = appID
         self.launchReason = launchReason
         self.containerPath = containerPath
+        self.handledPushes = HandledPushes(containerPath: containerPath)
         self.client = DaemonClient(socketPath: socketPath, token: token)
         // A process bgd started for background work is in the background from the start.
         if launchReason != nil { state.withLock { $0.applicationState = .background } }
@@ -155,9 +158,16 @@ public final class BackgroundApplication: Sendable {
                         let handler = Task { await self.invokeFetchHandler() }
                         state.withLock { $0.running[run] = handler }
                         group.addTask { await self.reportFetch(run: run, seq: event.seq, handler: handler) }
-                    case .remoteNotification(let run, let payload, _):
+                    case .remoteNotification(let run, let payload, _, let apnsID):
                         let notification = RemoteNotification(json: payload)
-                        let handler = Task { await self.invokeRemoteNotificationHandler(notification) }
+                        let handledPushes = self.handledPushes
+                        let handler = Task { () -> BackgroundFetchResult? in
+                            // Answered in a run whose end bgd never heard: not handled twice.
+                            if let apnsID, handledPushes.contains(apnsID) { return .noData }
+                            let result = await self.invokeRemoteNotificationHandler(notification)
+                            if let apnsID, result != nil { handledPushes.record(apnsID) }
+                            return result
+                        }
                         state.withLock { $0.running[run] = handler }
                         group.addTask { await self.reportFetch(run: run, seq: event.seq, handler: handler) }
                     case .backgroundTask(let run, let identifier, let kind, _):

@@ -205,12 +205,15 @@ public struct NewPush: Sendable {
 extension BackgroundStore {
     /// Queues accepted pushes in one transaction (group commit: one fsync for all of them);
     /// alert pushes are only recorded, they wake nothing. Committed before the gateway's 200.
+    /// A push whose apns-id the app already has is a provider's retry: it is not stored again
+    /// (APNs treats a replay as one notification).
     public func enqueuePushes(_ pushes: [NewPush], now: Date) async throws {
         try await writer.write { db in
             let statement = try db.makeStatement(
                 sql: """
                     INSERT INTO push(appId, apnsId, pushType, priority, collapseId, expiration, payload, receivedAt, state)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT(appId, apnsId) DO NOTHING
                     """)
             for push in pushes {
                 try statement.execute(arguments: [

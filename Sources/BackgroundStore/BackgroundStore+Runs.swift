@@ -27,10 +27,11 @@ extension BackgroundStore {
         }
     }
 
-    /// Starts a run for a background push: the run, the app's event, the push marked delivered
-    /// and the app's throttle allowance after this wake, in one transaction.
+    /// Starts a run for a background push: the run, the app's event, the push marked in flight
+    /// with the run and the app's throttle allowance after this wake, in one transaction.
     public func startPushRun(
-        for id: AppID, push: Int64, payload: String, reasons: [DecisionReason], allowance: PushThrottle.Allowance?, budget: Duration, now: Date
+        for id: AppID, push: Int64, apnsID: String, payload: String, reasons: [DecisionReason], allowance: PushThrottle.Allowance?,
+        budget: Duration, now: Date
     ) async throws -> RunRecord {
         do {
             return try await writer.write { db in
@@ -40,11 +41,14 @@ extension BackgroundStore {
                     reasons: ColumnJSON.encode(reasons), startedAt: now, deadline: now.adding(budget),
                     endedAt: nil, outcome: nil, launched: false, pid: nil, pidStartTicks: nil, detail: nil)
                 try run.insert(db)
-                try appendEvent(.remoteNotification(run: RunID(run.id!), payload: payload, budget: budget), for: id, runId: run.id, now: now, db: db)
+                try appendEvent(
+                    .remoteNotification(run: RunID(run.id!), payload: payload, budget: budget, apnsID: apnsID), for: id, runId: run.id, now: now,
+                    db: db)
                 let why = reasons.first { $0.code == .pushWake }?.detail ?? "woke the app"
+                // In flight with the run; delivered only once the app's handler answers (`settleWork`).
                 try db.execute(
-                    sql: "UPDATE push SET state = 'delivered', reasonCode = ?, reason = ? WHERE id = ?",
-                    arguments: [ReasonCode.pushWake.rawValue, "\(why), in run \(run.id!)", push])
+                    sql: "UPDATE push SET state = 'delivering', runId = ?, attempts = attempts + 1, reasonCode = ?, reason = ? WHERE id = ?",
+                    arguments: [run.id!, ReasonCode.pushWake.rawValue, "\(why), in run \(run.id!)", push])
                 if let allowance { try Self.savePushAllowance(allowance, of: id, db: db) }
                 return try RunRecord(row: run)
             }
@@ -74,6 +78,7 @@ extension BackgroundStore {
             row.detail = detail ?? row.detail
             try row.update(db)
             try closeEvents(ofRun: id, db: db, now: now)
+            try settleWork(ofRun: id, outcome: outcome, db: db)
             return try RunRecord(row: row)
         }
     }
@@ -112,6 +117,7 @@ extension BackgroundStore {
                 row.detail = "bgd stopped while the run was in flight"
                 try row.update(db)
                 try closeEvents(ofRun: RunID(row.id!), db: db, now: now)
+                try settleWork(ofRun: RunID(row.id!), outcome: .interrupted, db: db)
                 closed.append(
                     InterruptedRun(
                         run: try RunRecord(row: row), processID: row.pid.map { Int32($0) }, startTicks: row.pidStartTicks))
@@ -150,8 +156,54 @@ extension BackgroundStore {
                     recentRuns: Array(finished.prefix(recentRunLimit)), isRunning: runs.contains { $0.outcome == nil },
                     answers: answers)
                 candidate.notBefore = try Date.fetchOne(
-                    db, sql: "SELECT earliestBeginDate FROM taskRequest WHERE appId = ? AND kind = 'appRefresh'", arguments: [row.id])
+                    db, sql: "SELECT earliestBeginDate FROM taskRequest WHERE appId = ? AND kind = 'appRefresh' AND runId IS NULL", arguments: [row.id])
                 return candidate
+            }
+        }
+    }
+}
+
+extension BackgroundStore {
+    /// How many runs may end without the app's answer before a push is given up.
+    public static let pushDeliveryAttempts = 3
+
+    /// What a run carried — a push, a task request — settles with the run's end, in the same
+    /// transaction: delivered or done when the app answered; put back when the run was cut short
+    /// before the app could answer (bgd stopped, the app crashed or could not start), so nothing
+    /// acknowledged to a provider or an app is lost to a crash.
+    func settleWork(ofRun run: RunID, outcome: RunOutcome, db: Database) throws {
+        switch outcome {
+        case .newData, .noData, .failed, .cancelled:
+            try db.execute(sql: "UPDATE push SET state = 'delivered' WHERE runId = ? AND state = 'delivering'", arguments: [run.rawValue])
+            try db.execute(sql: "DELETE FROM taskRequest WHERE runId = ?", arguments: [run.rawValue])
+        case .expired:
+            // The handler ran and was cut off: a push that takes longer than its budget would only do so again.
+            try db.execute(
+                sql: "UPDATE push SET state = 'dropped', reasonCode = ?, reason = ? WHERE runId = ? AND state = 'delivering'",
+                arguments: [
+                    ReasonCode.pushUndeliverable.rawValue, "the app's handler did not answer within its budget in run \(run)", run.rawValue,
+                ])
+            try db.execute(sql: "DELETE FROM taskRequest WHERE runId = ?", arguments: [run.rawValue])
+        case .interrupted, .crashed, .launchFailed:
+            let why = outcome == .interrupted ? "bgd stopped during run \(run)" : "run \(run) ended as \(outcome.rawValue) before the app answered"
+            try db.execute(
+                sql: """
+                    UPDATE push SET runId = NULL,
+                        state = CASE WHEN attempts < ? THEN 'queued' ELSE 'dropped' END,
+                        reasonCode = CASE WHEN attempts < ? THEN ? ELSE ? END,
+                        reason = CASE WHEN attempts < ? THEN ? || '; it goes again' ELSE ? || '; given up after ' || attempts || ' tries' END
+                    WHERE runId = ? AND state = 'delivering'
+                    """,
+                arguments: [
+                    Self.pushDeliveryAttempts, Self.pushDeliveryAttempts, ReasonCode.pushRetry.rawValue, ReasonCode.pushUndeliverable.rawValue,
+                    Self.pushDeliveryAttempts, why, why, run.rawValue,
+                ])
+            if outcome == .interrupted {
+                // bgd's own stop is no fault of the task: it is pending again. (A request the app
+                // submitted meanwhile under the same identifier replaced this row and stands.)
+                try db.execute(sql: "UPDATE taskRequest SET runId = NULL WHERE runId = ?", arguments: [run.rawValue])
+            } else {
+                try db.execute(sql: "DELETE FROM taskRequest WHERE runId = ?", arguments: [run.rawValue])
             }
         }
     }

@@ -168,6 +168,22 @@ extension BackgroundStore {
                 t.column("suspendedAt", .datetime).notNull()
             }
         }
+        migrator.registerMigration("deliveryOnAnswer") { db in
+            // A push is delivered when the app's handler has answered, not when a run was started
+            // for it: the run carrying it is kept, so a run cut short puts the push back.
+            try db.alter(table: "push") { t in
+                t.add(column: "runId", .integer)
+                t.add(column: "attempts", .integer).notNull().defaults(to: 0)
+            }
+            // The same apns-id twice is one push (a provider retrying). Earlier duplicates keep
+            // their rows, renamed, so the index can hold.
+            try db.execute(
+                sql: "UPDATE push SET apnsId = apnsId || '#' || id WHERE id NOT IN (SELECT min(id) FROM push GROUP BY appId, apnsId)")
+            try db.execute(sql: "CREATE UNIQUE INDEX push_byApnsId ON push(appId, apnsId)")
+            try db.execute(sql: "CREATE INDEX push_byRun ON push(runId) WHERE runId IS NOT NULL")
+            // Likewise a task request taken by a run stays, marked with it, until the run answers.
+            try db.alter(table: "taskRequest") { t in t.add(column: "runId", .integer) }
+        }
         return migrator
     }
 }

@@ -14,7 +14,7 @@ extension BackgroundStore {
             guard stored.taskIdentifiers.contains(request.identifier) else { throw TaskSchedulerError.notPermitted }
             if request.kind == .appRefresh, stored.fetchInterval == .never { throw TaskSchedulerError.unavailable }
             let others = try Int.fetchOne(
-                db, sql: "SELECT count(*) FROM taskRequest WHERE appId = ? AND kind = ? AND identifier != ?",
+                db, sql: "SELECT count(*) FROM taskRequest WHERE appId = ? AND kind = ? AND identifier != ? AND runId IS NULL",
                 arguments: [app.rawValue, request.kind.rawValue, request.identifier]) ?? 0
             guard others < TaskRequest.limit(of: request.kind) else { throw TaskSchedulerError.tooManyPendingTaskRequests }
             try db.execute(
@@ -34,9 +34,10 @@ extension BackgroundStore {
     public func cancelTaskRequests(of app: AppID, identifier: String?) async throws -> Int {
         try await writer.write { db in
             if let identifier {
-                try db.execute(sql: "DELETE FROM taskRequest WHERE appId = ? AND identifier = ?", arguments: [app.rawValue, identifier])
+                try db.execute(
+                    sql: "DELETE FROM taskRequest WHERE appId = ? AND identifier = ? AND runId IS NULL", arguments: [app.rawValue, identifier])
             } else {
-                try db.execute(sql: "DELETE FROM taskRequest WHERE appId = ?", arguments: [app.rawValue])
+                try db.execute(sql: "DELETE FROM taskRequest WHERE appId = ? AND runId IS NULL", arguments: [app.rawValue])
             }
             return db.changesCount
         }
@@ -47,9 +48,9 @@ extension BackgroundStore {
         try await writer.read { db in
             let rows =
                 if let app {
-                    try Row.fetchAll(db, sql: "SELECT * FROM taskRequest WHERE appId = ? ORDER BY submittedAt, identifier", arguments: [app.rawValue])
+                    try Row.fetchAll(db, sql: "SELECT * FROM taskRequest WHERE appId = ? AND runId IS NULL ORDER BY submittedAt, identifier", arguments: [app.rawValue])
                 } else {
-                    try Row.fetchAll(db, sql: "SELECT * FROM taskRequest ORDER BY submittedAt, appId, identifier")
+                    try Row.fetchAll(db, sql: "SELECT * FROM taskRequest WHERE runId IS NULL ORDER BY submittedAt, appId, identifier")
                 }
             return rows.compactMap { row in
                 guard let app = AppID(rawValue: row["appId"]), let kind = TaskKind(rawValue: row["kind"]) else { return nil }
@@ -64,7 +65,8 @@ extension BackgroundStore {
     }
 
     /// Starts a run that carries out the app's pending request `identifier`: the request is
-    /// taken, the run and the app's event recorded, in one transaction. Throws
+    /// taken (marked with the run until it answers), the run and the app's event recorded, in
+    /// one transaction. Throws
     /// `StoreError.taskRequestNotFound` when no such request is pending, `runAlreadyInFlight`
     /// when the app is busy (the request then stays).
     public func startTaskRun(
@@ -74,16 +76,19 @@ extension BackgroundStore {
             return try await writer.write { db in
                 guard
                     let row = try Row.fetchOne(
-                        db, sql: "SELECT kind FROM taskRequest WHERE appId = ? AND identifier = ?", arguments: [app.rawValue, identifier]),
+                        db, sql: "SELECT kind FROM taskRequest WHERE appId = ? AND identifier = ? AND runId IS NULL",
+                        arguments: [app.rawValue, identifier]),
                     let kind = TaskKind(rawValue: row["kind"])
                 else { throw StoreError.taskRequestNotFound(app, identifier) }
-                try db.execute(sql: "DELETE FROM taskRequest WHERE appId = ? AND identifier = ?", arguments: [app.rawValue, identifier])
                 var run = RunRow(
                     id: nil, appId: app.rawValue, kind: "task", trigger: trigger.rawValue,
                     reasons: ColumnJSON.encode(reasons), startedAt: now, deadline: now.adding(budget),
                     endedAt: nil, outcome: nil, launched: false, pid: nil, pidStartTicks: nil, detail: nil,
                     taskIdentifier: identifier, taskKind: kind.rawValue)
                 try run.insert(db)
+                // Taken by the run, not deleted: a run cut short by bgd's stop gives it back.
+                try db.execute(
+                    sql: "UPDATE taskRequest SET runId = ? WHERE appId = ? AND identifier = ?", arguments: [run.id!, app.rawValue, identifier])
                 try appendEvent(
                     .backgroundTask(run: RunID(run.id!), identifier: identifier, kind: kind, budget: budget), for: app, runId: run.id, now: now,
                     db: db)

@@ -69,3 +69,22 @@ public enum StoreError: Error, Equatable, Sendable {
     case runAlreadyInFlight(AppID)
     case taskRequestNotFound(AppID, String)
 }
+
+/// A write the disk could not take, told apart from a bug: the caller refuses new work with a
+/// reason and keeps serving what it has (reliability-matrix D12).
+public enum StorageTrouble: Sendable, Equatable {
+    /// `SQLITE_FULL`: the volume holding the state directory is full.
+    case full
+    /// An I/O error or a lock held too long: the store cannot write now.
+    case unavailable
+
+    /// What `error` means for the caller, if it is the storage's trouble at all.
+    public init?(_ error: any Error) {
+        guard let error = error as? DatabaseError else { return nil }
+        switch error.resultCode {
+        case .SQLITE_FULL: self = .full
+        case .SQLITE_IOERR, .SQLITE_BUSY, .SQLITE_LOCKED, .SQLITE_CANTOPEN, .SQLITE_READONLY: self = .unavailable
+        default: return nil
+        }
+    }
+}

@@ -177,6 +177,7 @@ public final class TransferEngine: Sendable {
                 try file.write(buffer)
                 if file.offset - saved.offset >= configuration.checkpointInterval {
                     try file.sync()
+                    Failpoint.transferAfterCheckpointSync.hit()
                     saved.offset = file.offset
                     try await store.saveCheckpoint(id, saved, restarted: false, now: clock.now)
                     observer.checkpointed(id, saved.offset)
@@ -223,6 +224,7 @@ public final class TransferEngine: Sendable {
             return .failed(TransferError(.fileError, "cannot move the download to \(destination): \(reason)"), statusCode: statusCode)
         }
         PartialFile.syncDirectory(of: destination)
+        Failpoint.transferAfterRename.hit()
         return .completed(file: destination, statusCode: statusCode)
     }
 

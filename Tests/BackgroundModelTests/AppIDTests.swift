@@ -74,4 +74,30 @@ struct StreamMessageTests {
             #expect(try WireCoding.makeDecoder().decode(StreamMessage.self, from: line) == message)
         }
     }
+
+    /// The wire format is the one docs/api.md shows: the payload sits right under `event` or
+    /// `control`, with no synthesised `_0` level (D13).
+    @Test func decodesTheDocumentedLines() throws {
+        let decoder = WireCoding.makeDecoder()
+        let expiring = #"{"control":{"backgroundTimeExpiring":{"deadline":"2026-01-05T09:00:30.000Z"}}}"#
+        #expect(
+            try decoder.decode(StreamMessage.self, from: Data(expiring.utf8))
+                == .control(.backgroundTimeExpiring(deadline: Date(timeIntervalSince1970: 1_767_603_630))))
+        let exit = #"{"control":{"exit":{}}}"#
+        #expect(try decoder.decode(StreamMessage.self, from: Data(exit.utf8)) == .control(.exit))
+        let fetch = #"{"event":{"seq":7,"createdAt":"2026-01-05T09:00:00.000Z","body":{"sessionEventsFinished":{"session":"downloads"}}}}"#
+        let decoded = try decoder.decode(StreamMessage.self, from: Data(fetch.utf8))
+        guard case .event(let event) = decoded else {
+            Issue.record("not an event: \(decoded)")
+            return
+        }
+        #expect(event.seq == EventSequence(7))
+        #expect(event.body == .sessionEventsFinished(session: "downloads"))
+        let encoded = String(decoding: try WireCoding.makeEncoder().encode(StreamMessage.control(.exit)), as: UTF8.self)
+        #expect(encoded == exit)
+        #expect(!String(decoding: try WireCoding.makeEncoder().encode(decoded), as: UTF8.self).contains("_0"))
+        #expect(throws: DecodingError.self) {
+            try decoder.decode(StreamMessage.self, from: Data(#"{"event":{"seq":1},"control":{"exit":{}}}"#.utf8))
+        }
+    }
 }

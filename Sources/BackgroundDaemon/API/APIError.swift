@@ -53,6 +53,12 @@ struct APIError: Error, HTTPResponseError {
             APIError(error == .notPermitted ? .forbidden : error == .tooManyPendingTaskRequests ? .tooManyRequests : .conflict, error.rawValue, error.description)
         case StoreError.taskRequestNotFound(let app, let identifier):
             APIError(.notFound, "unknownTaskRequest", "\(app) has no pending task request '\(identifier)'; `bgctl tasks` lists them")
+        case let error where StorageTrouble(error) == .full:
+            APIError(
+                HTTPResponse.Status(code: 507, reasonPhrase: "Insufficient Storage"), "storageFull",
+                "the disk holding bgd's state is full, so bgd takes nothing new; what it has is kept and still served. Free some space and try again")
+        case let error where StorageTrouble(error) == .unavailable:
+            APIError(.serviceUnavailable, "storageUnavailable", "bgd cannot write its state just now (an I/O error or a busy disk); try again shortly")
         case is NIOTooManyBytesError:
             APIError(.contentTooLarge, "bodyTooLarge", "request bodies are limited to \(APIRequestContext.bodyLimit) bytes")
         case let error as HTTPError where error.status == .notFound:

@@ -26,6 +26,7 @@ struct AppRoutes {
                 throw APIError(.badRequest, "invalidSequence", "seq \(ack.seq) was never sent; the last event is \(last)")
             }
             try await core.store.acknowledge(upTo: ack.seq, for: bearer.app, now: core.clock.now)
+            Failpoint.eventAfterAckCommit.hit()
             await core.coordinator.eventsAcknowledged(by: bearer.app, openRemaining: try await core.store.openEvents(for: bearer.app).count)
             return Response(status: .noContent)
         }

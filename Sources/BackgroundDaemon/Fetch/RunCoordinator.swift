@@ -158,19 +158,20 @@ public actor RunCoordinator: Service {
         return true
     }
 
-    /// Starts a run for a background push: records it with its event (and the push as delivered),
+    /// Starts a run for a background push: records it with its event (and the push in flight with it),
     /// then delivers to a connected app or launches it with reason remote-notification.
     public func startPush(
-        for app: AppID, push: Int64, payload: String, reasons: [DecisionReason], allowance: PushThrottle.Allowance? = nil
+        for app: AppID, push: Int64, apnsID: String, payload: String, reasons: [DecisionReason], allowance: PushThrottle.Allowance? = nil
     ) async throws -> RunRecord {
         let run = try await store.startPushRun(
-            for: app, push: push, payload: payload, reasons: reasons, allowance: allowance, budget: configuration.budget.budget, now: clock.now)
+            for: app, push: push, apnsID: apnsID, payload: payload, reasons: reasons, allowance: allowance, budget: configuration.budget.budget, now: clock.now)
         return try await carryOut(run, reason: .remoteNotification)
     }
 
     /// A recorded run starts: supervised from now, its event goes to the app in the foreground or
     /// the app is launched for it.
     private func carryOut(_ run: RunRecord, reason: LaunchReason, budget: RunBudget? = nil) async throws -> RunRecord {
+        Failpoint.runAfterStartCommit.hit()
         flights[run.id] = Flight(run: run, budget: budget ?? configuration.budget)
         activity.emit(.runStarted(run))
         logger.info(
@@ -257,6 +258,7 @@ public actor RunCoordinator: Service {
         guard let record = await end(runID, outcome: RunOutcome(result), detail: nil) else {
             throw Failure.runAlreadyEnded(try await store.run(runID) ?? run)
         }
+        Failpoint.runAfterResultCommit.hit()
         let now = clock.now
         for (pid, var managed) in processes where managed.app == app && managed.run == runID {
             managed.exitRequested = true

@@ -46,16 +46,7 @@ public struct Scheduler: Service {
     static let answerMemory: TimeInterval = 28 * 86400
 
     public func run() async throws {
-        do {
-            try await cancelWhenGracefulShutdown {
-                while !Task.isCancelled {
-                    let next = try await iterate()
-                    try await doorbell.wait(until: next, on: clock)
-                }
-            }
-        } catch is CancellationError {
-            return  // cancellation is a normal stop
-        }
+        await doorbell.serve("scheduler", on: clock, logger: logger) { try await self.iterate() }
     }
 
     /// Plans once and starts what is due; returns when to look again.

@@ -191,7 +191,7 @@ public actor LifecycleSupervisor: Service {
     // MARK: Enforcing
 
     public func run() async throws {
-        await timers.serve(on: clock) { await self.enforce() }
+        await timers.serve("lifecycle", on: clock, logger: logger) { await self.enforce() }
         // bgd is going away: nobody would continue a stopped app.
         for entry in entries.values where entry.state == .suspended {
             entry.process?.send(SIGCONT)

@@ -33,7 +33,7 @@ actor PushDispatcher: Service {
     }
 
     func run() async throws {
-        await doorbell.serve(on: clock) { try await self.dispatch() }
+        await doorbell.serve("push dispatch", on: clock, logger: logger) { try await self.dispatch() }
     }
 
     /// One pass over the apps with waiting pushes; returns when to look again.
@@ -56,7 +56,7 @@ actor PushDispatcher: Service {
                 case .wakeNow(let allowance, let reason):
                     do {
                         _ = try await coordinator.startPush(
-                            for: app, push: push.id, payload: String(decoding: push.payload, as: UTF8.self),
+                            for: app, push: push.id, apnsID: push.apnsID, payload: String(decoding: push.payload, as: UTF8.self),
                             reasons: [DecisionReason(.pushWake, "background push \(push.apnsID): \(reason.detail)")], allowance: allowance)
                         activity.emit(.pushHandled(app, push.id, "delivered"))
                     } catch StoreError.runAlreadyInFlight {

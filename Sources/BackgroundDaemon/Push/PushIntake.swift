@@ -153,6 +153,7 @@ actor PushIntake {
             return refuse(.serviceUnavailable)
         }
         queued.ring()
+        Failpoint.pushAfterCommitBeforeAnswer.hit()
         return Answer(status: 200, reason: nil, timestamp: nil, apnsID: push.apnsID ?? apnsID)
     }
 

@@ -63,17 +63,34 @@ public final class Doorbell: Sendable {
     }
 }
 
+import Logging
 import ServiceLifecycle
 
 extension Doorbell {
     /// A service's loop: `iteration` runs, says when to go round again (nil: only when rung),
     /// and the loop waits for that or a ring — until the task is cancelled or bgd shuts down
-    /// gracefully. An iteration that throws ends the loop.
-    func serve(on clock: any WallClock, _ iteration: @escaping @Sendable () async throws -> Date?) async {
+    /// gracefully.
+    ///
+    /// An iteration that throws (a full disk, an I/O error) is logged with the service's name and
+    /// tried again after a pause that doubles from one second to a minute: one service's trouble
+    /// never ends the loop, and so never takes the rest of bgd down with it.
+    func serve(_ name: String, on clock: any WallClock, logger: Logger, _ iteration: @escaping @Sendable () async throws -> Date?) async {
         do {
             try await cancelWhenGracefulShutdown {
+                var pause = Duration.seconds(1)
                 while !Task.isCancelled {
-                    let next = try await iteration()
+                    let next: Date?
+                    do {
+                        next = try await iteration()
+                        pause = .seconds(1)
+                    } catch is CancellationError {
+                        return
+                    } catch {
+                        logger.error(
+                            "Service failed a pass; trying again", metadata: ["service": "\(name)", "error": "\(error)", "retry.in": "\(pause)"])
+                        next = clock.now.adding(pause)
+                        pause = min(pause * 2, .seconds(60))
+                    }
                     try await self.wait(until: next, on: clock)
                 }
             }

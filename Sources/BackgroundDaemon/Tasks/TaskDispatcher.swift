@@ -39,7 +39,7 @@ actor TaskDispatcher: Service {
     }
 
     func run() async throws {
-        await doorbell.serve(on: clock) { await self.dispatch() }
+        await doorbell.serve("tasks", on: clock, logger: logger) { await self.dispatch() }
     }
 
     /// Why each pending request waits, for `bgctl tasks`.

@@ -80,14 +80,7 @@ public actor TransferService: Service {
     // MARK: Service
 
     public func run() async throws {
-        do {
-            try await cancelWhenGracefulShutdown {
-                while !Task.isCancelled {
-                    let next = try await self.plan()
-                    try await self.doorbell.wait(until: next, on: self.clock)
-                }
-            }
-        } catch {}
+        await doorbell.serve("transfers", on: clock, logger: logger) { try await self.plan() }
         for task in attempts.values { task.cancel() }
         for task in attempts.values { await task.value }
         await engine.shutdown()
@@ -249,6 +242,7 @@ public actor TransferService: Service {
     private func complete(_ transfer: StoredTransfer, file: String?, statusCode: Int?) async throws {
         if let ended = try await store.finishTransfer(transfer.record.id, .completed(location: file, statusCode: statusCode), now: clock.now) {
             logger.info("Transfer completed", metadata: ["transfer.id": "\(transfer.record.id)", "file": "\(file ?? "-")"])
+            Failpoint.transferAfterCompletionCommit.hit()
             await announce(ended)
         }
     }

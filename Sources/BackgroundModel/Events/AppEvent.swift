@@ -29,8 +29,9 @@ public struct AppEvent: Hashable, Codable, Sendable {
         /// Every event of the session so far has been given (`urlSessionDidFinishEvents`).
         case sessionEventsFinished(session: String)
         /// A background push for run `run`: `didReceiveRemoteNotification` with `payload` (the
-        /// provider's JSON, as sent); answer like a fetch.
-        case remoteNotification(run: RunID, payload: String, budget: Duration)
+        /// provider's JSON, as sent); answer like a fetch. `apnsID` names the push: a push whose
+        /// run was cut short goes again in a new run, and the app drops one it has handled.
+        case remoteNotification(run: RunID, payload: String, budget: Duration, apnsID: String? = nil)
         /// A `BGTaskScheduler` task for run `run`: the handler registered for `identifier` runs;
         /// answer with `setTaskCompleted(success:)`.
         case backgroundTask(run: RunID, identifier: String, kind: TaskKind, budget: Duration)
@@ -63,10 +64,46 @@ public enum ControlMessage: Hashable, Codable, Sendable {
     case transferProgress(transfer: TransferID, session: String, bytesTransferred: Int64, bytesExpected: Int64?)
 }
 
-/// One line of the event stream (`GET /v1/app/events`), newline-delimited JSON.
+/// One line of the event stream (`GET /v1/app/events`), newline-delimited JSON, exactly as
+/// docs/api.md shows it: `{"event": {"seq": …}}`, `{"control": {"expire": {…}}}`,
+/// `{"hello": {"app": …}}`. (Synthesised coding would nest the unlabelled payloads one level
+/// deeper, under `_0`, which no client should have to know about.)
 public enum StreamMessage: Hashable, Codable, Sendable {
     case event(AppEvent)
     case control(ControlMessage)
     /// Sent when the stream opens and as a keep-alive, so both ends notice a dead peer.
     case hello(app: AppID, launchedForRun: RunID?)
+
+    private enum Key: String, CodingKey {
+        case event, control, hello
+    }
+
+    private struct Hello: Codable {
+        var app: AppID
+        var launchedForRun: RunID?
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: Key.self)
+        guard container.allKeys.count == 1, let key = container.allKeys.first else {
+            throw DecodingError.dataCorrupted(
+                .init(codingPath: decoder.codingPath, debugDescription: "a stream message has exactly one of 'event', 'control', 'hello'"))
+        }
+        switch key {
+        case .event: self = .event(try container.decode(AppEvent.self, forKey: .event))
+        case .control: self = .control(try container.decode(ControlMessage.self, forKey: .control))
+        case .hello:
+            let hello = try container.decode(Hello.self, forKey: .hello)
+            self = .hello(app: hello.app, launchedForRun: hello.launchedForRun)
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: Key.self)
+        switch self {
+        case .event(let event): try container.encode(event, forKey: .event)
+        case .control(let control): try container.encode(control, forKey: .control)
+        case .hello(let app, let run): try container.encode(Hello(app: app, launchedForRun: run), forKey: .hello)
+        }
+    }
 }

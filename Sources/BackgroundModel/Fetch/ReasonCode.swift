@@ -61,6 +61,12 @@ public enum ReasonCode: String, Codable, Sendable, CaseIterable {
     case pushReplaced
     /// The app is already running a fetch or an earlier push: the push goes when that run ends.
     case pushWaitsForRun
+    /// The run carrying the push ended before the app's handler answered (bgd stopped, the app
+    /// crashed or could not start): the push waits to go again.
+    case pushRetry
+    /// The push's runs ended without an answer too often, or its handler overran its budget:
+    /// dropped, so one broken push does not wake the app for ever.
+    case pushUndeliverable
     /// In the background holding no finite-length task and handling no event: stopped (SIGSTOP)
     /// until bgd has an event for it.
     case suspendedInBackground

@@ -57,7 +57,8 @@ public struct PushRecord: Hashable, Codable, Sendable {
     public var collapseID: String?
     public var expiration: Date?
     public var receivedAt: Date
-    /// queued, delivered, replaced, dropped, or recorded (alert pushes: kept, wake nothing).
+    /// queued, delivering (its run is in flight), delivered (the app answered), replaced,
+    /// dropped, or recorded (alert pushes: kept, wake nothing).
     public var state: String
     /// Why it is in that state (nil for a push not yet looked at, and for alert pushes).
     public var reasonCode: ReasonCode?

@@ -16,6 +16,8 @@ import Synchronization
 /// - `exit`: exit at once, before connecting.
 /// - `linger`: answer `.newData`, then stay around after bgd says to exit.
 /// - `hang-run N`: hang when launched for run N, answer `.newData` otherwise.
+/// - `hang-push-once`: the first push's handler never answers (logged `push-start <id>`);
+///   later ones answer `.newData`.
 /// - `crash-on-download`: the first time a download is handed over, abort inside
 ///   `didFinishDownloadingTo` (before acknowledging); behave afterwards.
 ///
@@ -74,7 +76,14 @@ struct FixtureApp {
             }
         }
         application.onRemoteNotification { notification in
-            log.append("push \((notification.userInfo["content-id"] as? NSNumber)?.intValue ?? -1)")
+            let id = (notification.userInfo["content-id"] as? NSNumber)?.intValue ?? -1
+            let marker = (application.containerPath ?? ".") + "/push-hung-once"
+            if behaviour == "hang-push-once" && !FileManager.default.fileExists(atPath: marker) {
+                FileManager.default.createFile(atPath: marker, contents: nil)
+                log.append("push-start \(id)")
+                await never()
+            }
+            log.append("push \(id)")
             return .newData
         }
         try await application.run()

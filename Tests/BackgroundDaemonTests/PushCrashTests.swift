@@ -1,0 +1,84 @@
+import AsyncHTTPClient
+import Background
+import BackgroundModel
+import BackgroundTesting
+import Crypto
+import Foundation
+import NIOSSL
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A push is delivered when the app's handler has answered it, not when a run was started for
+/// it: bgd killed (-9) while the handler runs offers the push again after the restart, and the
+/// app handles it once (D8).
+@Suite(.timeLimit(.minutes(2)))
+struct PushCrashTests {
+    @Test func aPushWhoseWakeIsCutByACrashIsDeliveredAfterTheRestart() async throws {
+        let directory = TemporaryDirectory.make()
+        let state = directory + "/state"
+        let socket = directory + "/bgd.sock"
+        let port = try freeLoopbackPort()
+        let arguments = ["--push-port", "\(port)", "--conditions", "unconstrained"]
+        var daemon: DaemonProcess? = try await DaemonProcess(stateDirectory: state, socketPath: socket, arguments: arguments)
+        let admin = DaemonClient(socketPath: socket)
+        let app = PushGatewayTests.app
+        _ = try await admin.send(
+            .post, "/v1/apps",
+            body: RegisterAppRequest(
+                id: AppID(rawValue: app)!, launchCommand: LaunchCommand([try BuiltProducts.path(of: "bgd-fixture-app"), "hang-push-once"])!,
+                fetchInterval: .never),
+            as: RegisteredApp.self)
+        let key = P256.Signing.PrivateKey()
+        _ = try await admin.send(
+            .post, "/v1/push/keys",
+            body: ProviderKeyRegistration(
+                keyID: PushGatewayTests.keyID, teamID: PushGatewayTests.teamID, topics: [app], publicKeyPEM: key.publicKey.pemRepresentation),
+            as: ProviderKeyRegistration.self)
+        let token = try await admin.send(.post, "/v1/apps/\(app)/push/token", as: DeviceTokenInfo.self).token
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.additionalTrustRoots = [.file(state + "/push-gateway.crt")]
+        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(tlsConfiguration: tls))
+        let provider = PushGatewayTests.Provider(client: client, base: "https://localhost:\(port)", key: key, now: SystemClock().now)
+        let sent = try await provider.send(token: token, body: #"{"aps":{"content-available":1},"content-id":7}"#)
+        #expect(sent.status == 200)
+        try await client.shutdown()
+
+        let log = state + "/containers/\(app)/fixture.log"
+        func lines() -> [String] { ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init) }
+        #expect(await eventually { lines().contains("push-start 7") }, "the handler started")
+        daemon?.signal(SIGKILL)
+        _ = await daemon?.waitForExit()
+        daemon = nil
+
+        let next = try await DaemonProcess(stateDirectory: state, socketPath: socket, arguments: arguments)
+        var pushes: [PushRecord] = []
+        for _ in 0..<2_000 {
+            pushes = try await admin.send(.get, "/v1/apps/\(app)/pushes", as: [PushRecord].self)
+            if pushes.first?.state == "delivered" { break }
+        }
+        #expect(pushes.map(\.state) == ["delivered"])
+        #expect(lines().filter { $0.hasPrefix("push") } == ["push-start 7", "push 7"], "handled once after the restart")
+        next.signal(SIGTERM)
+        _ = await next.waitForExit()
+    }
+}
+
+/// A port on 127.0.0.1 free right now (the kernel's pick; a race with another binder is possible
+/// but harmless in tests).
+func freeLoopbackPort() throws -> Int {
+    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(descriptor) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) == 0 && getsockname(descriptor, $0, &length) == 0 }
+    }
+    guard bound else { throw POSIXError(.EADDRINUSE) }
+    return Int(UInt16(bigEndian: address.sin_port))
+}

@@ -1,0 +1,125 @@
+import BackgroundModel
+import BackgroundStore
+import Foundation
+import Testing
+
+/// What a run carries — a push, a task request — settles with the run's end: delivered when the
+/// app answered, put back when the run was cut short, given up after repeated failures. And a
+/// provider's retry of the same apns-id is one push.
+struct DeliverySettlementTests {
+    let now = Date(timeIntervalSince1970: 1_767_603_600)
+    let app = AppID(rawValue: "com.example.a")!
+
+    func registered() async throws -> BackgroundStore {
+        let store = try BackgroundStore.inMemory()
+        _ = try await store.register(
+            RegisterAppRequest(
+                id: app, launchCommand: LaunchCommand(["/bin/true"])!, fetchInterval: .minimum, taskIdentifiers: ["com.example.a.work"]),
+            tokenHash: "h", now: now)
+        return store
+    }
+
+    func push(_ apnsID: String) -> NewPush {
+        NewPush(
+            app: app, apnsID: apnsID, pushType: "background", priority: 5, collapseID: nil, expiration: nil,
+            payload: Data(#"{"aps":{"content-available":1}}"#.utf8))
+    }
+
+    /// Queues one push and starts its run; returns the push and the run.
+    func pushInFlight(_ store: BackgroundStore, apnsID: String = "00000000-0000-0000-0000-000000000001") async throws -> (StoredPush, RunRecord) {
+        try await store.enqueuePushes([push(apnsID)], now: now)
+        let queued = try #require(try await store.coalesceQueuedPushes(of: app))
+        let run = try await store.startPushRun(
+            for: app, push: queued.id, apnsID: queued.apnsID, payload: "{}", reasons: [], allowance: nil, budget: .seconds(30), now: now)
+        return (queued, run)
+    }
+
+    func state(of push: StoredPush, in store: BackgroundStore) async throws -> StoredPush {
+        try #require(try await store.pushes(of: app).first { $0.id == push.id })
+    }
+
+    @Test func aReplayedApnsIDIsOnePush() async throws {
+        let store = try await registered()
+        try await store.enqueuePushes([push("00000000-0000-0000-0000-00000000000a")], now: now)
+        try await store.enqueuePushes([push("00000000-0000-0000-0000-00000000000a"), push("00000000-0000-0000-0000-00000000000b")], now: now)
+        #expect(try await store.pushes(of: app).map(\.apnsID).sorted() == ["00000000-0000-0000-0000-00000000000a", "00000000-0000-0000-0000-00000000000b"])
+    }
+
+    @Test func aPushIsDeliveredOnlyWhenTheAppAnswers() async throws {
+        let store = try await registered()
+        let (push, run) = try await pushInFlight(store)
+        #expect(try await state(of: push, in: store).state == "delivering")
+        #expect(try await store.appsWithQueuedPushes().isEmpty)  // not offered twice while in flight
+        try await store.finishRun(run.id, outcome: .noData, now: now.addingTimeInterval(1))
+        #expect(try await state(of: push, in: store).state == "delivered")
+    }
+
+    @Test func aRunCutShortByBgdPutsItsPushBack() async throws {
+        let store = try await registered()
+        let (push, _) = try await pushInFlight(store)
+        // bgd was killed with the run in flight; the next start closes it.
+        let interrupted = try await store.closeInterruptedRuns(now: now.addingTimeInterval(5))
+        #expect(interrupted.count == 1)
+        let after = try await state(of: push, in: store)
+        #expect(after.state == "queued")
+        #expect(after.reasonCode == .pushRetry)
+        #expect(try await store.appsWithQueuedPushes() == [app])
+        // It goes again, in a new run whose event names the same apns-id.
+        let run = try await store.startPushRun(
+            for: app, push: push.id, apnsID: push.apnsID, payload: "{}", reasons: [], allowance: nil, budget: .seconds(30), now: now)
+        let event = try #require(try await store.openEvents(for: app).last)
+        #expect(event.body == .remoteNotification(run: run.id, payload: "{}", budget: .seconds(30), apnsID: push.apnsID))
+    }
+
+    @Test func aPushWhoseRunsKeepCrashingIsGivenUpWithAReason() async throws {
+        let store = try await registered()
+        let (push, first) = try await pushInFlight(store)
+        try await store.finishRun(first.id, outcome: .crashed, now: now)
+        for _ in 2...BackgroundStore.pushDeliveryAttempts {
+            #expect(try await state(of: push, in: store).state == "queued")
+            let run = try await store.startPushRun(
+                for: app, push: push.id, apnsID: push.apnsID, payload: "{}", reasons: [], allowance: nil, budget: .seconds(30), now: now)
+            try await store.finishRun(run.id, outcome: .launchFailed, now: now)
+        }
+        let after = try await state(of: push, in: store)
+        #expect(after.state == "dropped")
+        #expect(after.reasonCode == .pushUndeliverable)
+        #expect(after.reason?.contains("given up after 3 tries") == true)
+    }
+
+    @Test func aHandlerThatOverrunsDropsItsPush() async throws {
+        let store = try await registered()
+        let (push, run) = try await pushInFlight(store)
+        try await store.finishRun(run.id, outcome: .expired, now: now.addingTimeInterval(30))
+        let after = try await state(of: push, in: store)
+        #expect(after.state == "dropped")
+        #expect(after.reasonCode == .pushUndeliverable)
+    }
+
+    @Test func aTaskRunCutShortByBgdLeavesItsRequestPending() async throws {
+        let store = try await registered()
+        try await store.submitTaskRequest(TaskRequest(identifier: "com.example.a.work", kind: .processing), for: app, now: now)
+        let run = try await store.startTaskRun(
+            for: app, identifier: "com.example.a.work", trigger: .scheduled, reasons: [], budget: .seconds(600), now: now)
+        #expect(try await store.pendingTaskRequests(of: app).isEmpty)  // taken while it runs
+        _ = try await store.closeInterruptedRuns(now: now.addingTimeInterval(5))
+        #expect(try await store.pendingTaskRequests(of: app).map(\.request.identifier) == ["com.example.a.work"])
+        // Carried out and answered: gone for good.
+        let again = try await store.startTaskRun(
+            for: app, identifier: "com.example.a.work", trigger: .scheduled, reasons: [], budget: .seconds(600), now: now)
+        try await store.finishRun(again.id, outcome: .newData, now: now.addingTimeInterval(60))
+        #expect(try await store.pendingTaskRequests(of: app).isEmpty)
+        _ = run
+    }
+
+    @Test func aRequestSubmittedAgainWhileItsTaskRunsStands() async throws {
+        let store = try await registered()
+        try await store.submitTaskRequest(TaskRequest(identifier: "com.example.a.work", kind: .processing), for: app, now: now)
+        let run = try await store.startTaskRun(
+            for: app, identifier: "com.example.a.work", trigger: .scheduled, reasons: [], budget: .seconds(600), now: now)
+        try await store.submitTaskRequest(
+            TaskRequest(identifier: "com.example.a.work", kind: .processing, requiresExternalPower: true), for: app, now: now)
+        try await store.finishRun(run.id, outcome: .newData, now: now.addingTimeInterval(60))
+        #expect(try await store.pendingTaskRequests(of: app).map(\.request.requiresExternalPower) == [true])
+    }
+}
