@@ -86,6 +86,8 @@ public struct Daemon: Service {
     private let taskDispatcher: TaskDispatcher
     private let core: DaemonCore
     private let logger: Logger
+    /// The control socket's path, ours from start to stop.
+    private let socketClaim: SocketClaim
 
     /// Takes the state directory (throws `StateDirectory.AlreadyInUse` when another bgd holds
     /// it), opens the store and reconciles what a previous bgd left behind.
@@ -97,6 +99,7 @@ public struct Daemon: Service {
         self.clock = clock
         self.logger = logger
         stateDirectory = try StateDirectory(path: configuration.stateDirectory)
+        socketClaim = try SocketClaim(configuration.socketPath)
         let metrics = DaemonMetrics()
         self.metrics = metrics
         store = try BackgroundStore.open(
@@ -187,7 +190,7 @@ public struct Daemon: Service {
     /// Serves until cancelled or shut down gracefully. `onReady` runs once the socket accepts
     /// connections.
     public func run(onReady: @escaping @Sendable () async -> Void) async throws {
-        try SocketPath.prepare(configuration.socketPath)
+        defer { socketClaim.release() }
         let router = Router(context: APIRequestContext.self)
         router.middlewares.add(APIErrorMiddleware())
         AdminRoutes(core: core).add(to: router)
@@ -198,6 +201,7 @@ public struct Daemon: Service {
         LifecycleRoutes(core: core, authenticate: { try await appRoutes.authenticate($0) }).add(to: router)
         let socketPath = configuration.socketPath
         let logger = self.logger
+        let listeners = [pushGateway?.boundPort, dashboard?.boundPort].compactMap { $0 }
         let application = QuietApplication(
             responder: router.buildResponder(),
             configuration: .init(address: .unixDomainSocket(path: socketPath), serverName: "bgd/\(Self.version)"),
@@ -205,13 +209,17 @@ public struct Daemon: Service {
                 + (pushGateway.map { [$0] } ?? []) + (pushDispatcher.map { [$0] } ?? []) + (dashboard.map { [$0] } ?? []),
             onServerRunning: { _ in
                 chmod(socketPath, 0o600)
+                // Ready means every listener is up: a gateway or dashboard port in use is said
+                // (naming its flag) before "ready", and bgd then stops with that error.
+                for port in listeners {
+                    do { _ = try await port.listening() } catch { return }
+                }
                 logger.notice("bgd is ready", metadata: ["socket": "\(socketPath)"])
                 SystemdNotify.send("READY=1\nSTATUS=serving on \(socketPath)")
                 await onReady()
             },
             logger: Self.logger("bg.api", like: logger))
         try await application.run()
-        unlink(socketPath)
     }
 
     public func run() async throws { try await run(onReady: {}) }

@@ -89,6 +89,18 @@ struct BGD: AsyncParsableCommand {
     @Option(help: "Pushes per second one device token accepts (ten times as many back to back) before 429 TooManyRequests.")
     var pushTokenRate: Double = 20
 
+    @Option(help: "Open push connections from one address; more are closed as they arrive.")
+    var pushConnectionsPerPeer: Int = 128
+
+    @Option(help: "Open push connections in all; more are closed as they arrive.")
+    var pushConnections: Int = 1024
+
+    @Option(help: "How long a new push connection may take to finish its TLS handshake before it is closed.", transform: parseDuration)
+    var pushHandshakeTimeout: Duration = .seconds(10)
+
+    @Option(help: "How long a push connection with no stream open stays before it is closed.", transform: parseDuration)
+    var pushIdleTimeout: Duration = .seconds(300)
+
     @Option(help: "Background time an app gets after leaving the foreground (beginBackgroundTask), e.g. 30s.", transform: parseDuration)
     var backgroundTime: Duration = .seconds(30)
 
@@ -148,6 +160,12 @@ struct BGD: AsyncParsableCommand {
         guard maxTransfers >= 1 && maxTransfers <= 1000 else { throw ValidationError("--max-transfers is from 1 to 1000") }
         if let transferRateLimit, transferRateLimit < 1024 { throw ValidationError("--transfer-rate-limit is at least 1KiB (a second)") }
         guard transferCheckpoint >= 64 << 10 else { throw ValidationError("--transfer-checkpoint is at least 64KiB") }
+        guard pushConnectionsPerPeer >= 1, pushConnections >= pushConnectionsPerPeer else {
+            throw ValidationError("--push-connections-per-peer must be at least 1 and no more than --push-connections")
+        }
+        guard pushHandshakeTimeout > .zero, pushIdleTimeout > .zero else {
+            throw ValidationError("--push-handshake-timeout and --push-idle-timeout must be positive")
+        }
         guard conditionsPoll >= .seconds(1) else { throw ValidationError("--conditions-poll must be at least 1s") }
         guard fetchBudget > .zero, expirationLead < fetchBudget else {
             throw ValidationError("--fetch-budget must be positive and longer than --expiration-lead")
@@ -159,7 +177,9 @@ struct BGD: AsyncParsableCommand {
         let security: PushGateway.Configuration.Security =
             pushPlaintext ? .plaintext : pushHttp1 ? .plaintextHTTP1 : pushCertificate.map { .files(certificate: $0, key: pushKey ?? "") } ?? .selfSigned
         return PushGateway.Configuration(host: pushHost, port: port, security: security, throttle: PushThrottle(wakesPerHour: pushWakesPerHour),
-            floodLimit: PushFloodLimit(perSecond: pushTokenRate, burst: pushTokenRate * 10))
+            floodLimit: PushFloodLimit(perSecond: pushTokenRate, burst: pushTokenRate * 10),
+            connections: ConnectionLimits(
+                perPeer: pushConnectionsPerPeer, total: pushConnections, handshakeTimeout: pushHandshakeTimeout, idleTimeout: pushIdleTimeout))
     }
 
     func run() async throws {
@@ -198,6 +218,9 @@ struct BGD: AsyncParsableCommand {
         } catch let error as StateDirectory.AlreadyInUse {
             FileHandle.standardError.write(Data("bgd: \(error)\n".utf8))
             throw ExitCode(75)  // EX_TEMPFAIL
+        } catch let error as SocketInUse {
+            FileHandle.standardError.write(Data("bgd: \(error)\n".utf8))
+            throw ExitCode(75)  // as for a state directory in use
         } catch {
             FileHandle.standardError.write(Data("bgd: cannot start: \(error)\n".utf8))
             throw ExitCode.failure
@@ -206,10 +229,18 @@ struct BGD: AsyncParsableCommand {
             configuration: .init(
                 services: [daemon], gracefulShutdownSignals: [.sigterm, .sigint], cancellationSignals: [],
                 logger: logger))
-        try await group.run()
+        do {
+            try await group.run()
+        } catch let error as ListenerFailed {
+            FileHandle.standardError.write(Data("bgd: \(error)\n".utf8))
+            throw ExitCode(EX_UNAVAILABLE_CODE)
+        }
         logger.notice("bgd stopped")
     }
 }
+
+/// sysexits' EX_UNAVAILABLE: a service bgd needs (a port) is not available.
+let EX_UNAVAILABLE_CODE: Int32 = 69
 
 func parseDuration(_ text: String) throws -> Duration {
     guard let duration = Duration(parsingHuman: text) else {

@@ -28,6 +28,24 @@ struct DaemonProcessTests {
         #expect(await first.waitForExit() == 0)
     }
 
+    /// Another state directory but the same socket: refused, and the first bgd's socket is
+    /// neither bound over nor unlinked (probe D7).
+    @Test func aSecondBgdOnTheSameSocketRefusesToStartAndLeavesItAlone() async throws {
+        let directory = TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let first = try await DaemonProcess(stateDirectory: directory + "/state", socketPath: directory + "/bgd.sock")
+        let second = try await Command.run(
+            try BuiltProducts.path(of: "bgd"), ["--state-dir", directory + "/other-state", "--socket", directory + "/bgd.sock"])
+        #expect(second.status == 75)
+        #expect(second.standardError.contains("another bgd (pid \(first.processID)) serves the socket \(directory)/bgd.sock"))
+        #expect(FileManager.default.fileExists(atPath: directory + "/bgd.sock"))
+        let status = try await DaemonClient(socketPath: first.socketPath).send(.get, "/v1/status", as: DaemonStatus.self)
+        #expect(status.processID == first.processID)
+        first.signal(SIGTERM)
+        #expect(await first.waitForExit() == 0)
+        #expect(!FileManager.default.fileExists(atPath: directory + "/bgd.sock"), "the owner removes its socket when it stops")
+    }
+
     @Test func sigtermStopsCleanlyAndTheStoreIsSound() async throws {
         let directory = TemporaryDirectory.make()
         defer { try? FileManager.default.removeItem(atPath: directory) }

@@ -98,7 +98,13 @@ public struct DashboardServer: Service {
                 boundPort.set(port)
                 logger.notice("Dashboard is listening", metadata: ["url": "http://\(configuration.host):\(port)/", "login": "bgctl dashboard"])
             }, logger: logger)
-        try await application.run()
+        do {
+            try await application.run()
+        } catch where boundPort.port == nil {
+            let failure = ListenerFailed(flag: "--http", address: "\(configuration.host):\(configuration.port)", error: error)
+            boundPort.fail(failure)
+            throw failure
+        }
     }
 
     static func page(_ request: Request, title: String, main: String) async throws -> Response {

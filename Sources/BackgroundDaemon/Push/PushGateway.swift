@@ -38,11 +38,14 @@ public struct PushGateway: Service {
         public var throttle: PushThrottle
         /// How many pushes one device token accepts before answering 429 TooManyRequests.
         public var floodLimit: PushFloodLimit
+        /// Connections per peer and in all, handshake and idle timeouts, the shutdown's grace.
+        public var connections: ConnectionLimits
 
         public init(
             host: String = "127.0.0.1", port: Int = 2197, security: Security = .selfSigned, throttle: PushThrottle = PushThrottle(),
-            floodLimit: PushFloodLimit = PushFloodLimit()
+            floodLimit: PushFloodLimit = PushFloodLimit(), connections: ConnectionLimits = ConnectionLimits()
         ) {
+            self.connections = connections
             self.throttle = throttle
             self.floodLimit = floodLimit
             self.host = host
@@ -75,13 +78,19 @@ public struct PushGateway: Service {
 
     public func run() async throws {
         let server: HTTPServerBuilder
+        let gate = ConnectionGate(limits: configuration.connections)
+        let http2 = Self.http2(idleTimeout: configuration.connections.idleTimeout)
         switch configuration.security {
         case .plaintext:
             guard configuration.isLoopback else { throw Failure.plaintextOffLoopback(configuration.host) }
-            server = .plaintextHTTP2(configuration: Self.http2)
+            server = HTTPServerBuilder { responder in GuardedChannel(base: HTTP2Channel(responder: responder, configuration: http2), gate: gate) }
         case .plaintextHTTP1:
             guard configuration.isLoopback else { throw Failure.plaintextOffLoopback(configuration.host) }
-            server = .http1()
+            // No handshake to time: HTTP/1's own idle timeout closes a silent connection.
+            let idle = TimeAmount.seconds(configuration.connections.idleTimeout.components.seconds)
+            server = HTTPServerBuilder { responder in
+                GuardedChannel(base: HTTP1Channel(responder: responder, configuration: .init(idleTimeout: idle)), gate: gate, watchesHandshake: false)
+            }
         case .selfSigned, .files:
             let paths: (certificate: String, key: String)
             if case .files(let certificate, let key) = configuration.security {
@@ -96,7 +105,12 @@ public struct PushGateway: Service {
             tls.applicationProtocols = ["h2"]
             // HTTP/2 whether or not the client names it in ALPN: APNs speaks nothing else over
             // TLS, and client libraries (aioapns, for one) start HTTP/2 without offering ALPN.
-            server = try .tls(.plaintextHTTP2(configuration: Self.http2), tlsConfiguration: tls)
+            let tlsConfiguration = tls
+            // Built once when the server starts, so a bad certificate or key fails bgd's start.
+            server = HTTPServerBuilder { responder in
+                GuardedChannel(
+                    base: try TLSChannel(HTTP2Channel(responder: responder, configuration: http2), tlsConfiguration: tlsConfiguration), gate: gate)
+            }
         }
         let intake = self.intake
         let responder = CallbackResponder<BasicRequestContext> { request, _ in
@@ -111,12 +125,34 @@ public struct PushGateway: Service {
                 boundPort.set(channel.localAddress?.port ?? 0)
                 logger.notice("Push gateway is listening", metadata: ["port": "\(channel.localAddress?.port ?? 0)"])
             }, logger: logger)
-        try await application.run()
+        // A graceful stop waits for open connections, but not for ever: one that never finished
+        // its handshake, or a provider that keeps its stream open, is cut after the grace period.
+        let clock = self.clock
+        let grace = configuration.connections.shutdownGrace
+        try await withGracefulShutdownHandler {
+            do {
+                try await application.run()
+            } catch where boundPort.port == nil {
+                let failure = ListenerFailed(flag: "--push-port", address: "\(configuration.host):\(configuration.port)", error: error)
+                boundPort.fail(failure)
+                throw failure
+            }
+        } onGracefulShutdown: {
+            Task {
+                try? await clock.sleep(until: clock.now.adding(grace))
+                if gate.openCount > 0 { logger.notice("Closing push connections still open after the grace period", metadata: ["open": "\(gate.openCount)"]) }
+                gate.closeAll()
+            }
+        }
     }
 
-    /// Every stream ends on its last frame, as APNs' do (see `EndStreamCoalescer`).
-    static let http2 = HTTP2Channel.Configuration(
-        streamConfiguration: .init(additionalChannelHandlers: [EndStreamCoalescer.Installer()]))
+    /// Every stream ends on its last frame, as APNs' do (see `EndStreamCoalescer`); a connection
+    /// with no stream open for `idleTimeout` is closed.
+    static func http2(idleTimeout: Duration) -> HTTP2Channel.Configuration {
+        HTTP2Channel.Configuration(
+            idleTimeout: idleTimeout, gracefulCloseTimeout: .seconds(5),
+            streamConfiguration: .init(additionalChannelHandlers: [EndStreamCoalescer.Installer()]))
+    }
 
     /// Reads at most 4097 bytes of the body — a larger one is refused without being buffered —
     /// and answers as APNs does: empty body and `apns-id` on success, `{"reason"}` otherwise.

@@ -1,30 +1,54 @@
 import Synchronization
 
-/// The port a listener bound, once it has: the push gateway and the dashboard take port 0 in
-/// tests and say here which one they got.
+/// The port a listener bound, once it has — or why it could not: the push gateway and the
+/// dashboard take port 0 in tests and say here which one they got, and bgd says it is ready only
+/// once every listener is up.
 public final class BoundPort: Sendable {
-    private let state = Mutex<(port: Int?, waiters: [CheckedContinuation<Int, Never>])>((nil, []))
-    public var port: Int? { state.withLock { $0.port } }
+    private struct State {
+        var outcome: Result<Int, ListenerFailed>?
+        var waiters: [CheckedContinuation<Result<Int, ListenerFailed>, Never>] = []
+    }
+    private let state = Mutex(State())
+    public var port: Int? { state.withLock { try? $0.outcome?.get() } }
 
-    /// The port, once the listener is up.
-    public func wait() async -> Int {
-        await withCheckedContinuation { continuation in
-            let known = state.withLock { state -> Int? in
-                if let port = state.port { return port }
+    /// The port, once the listener is up (0 if it failed to start).
+    public func wait() async -> Int { (try? await listening()) ?? 0 }
+
+    /// The port once the listener is up; throws what stopped it from listening.
+    public func listening() async throws(ListenerFailed) -> Int {
+        let outcome = await withCheckedContinuation { continuation in
+            let known = state.withLock { state -> Result<Int, ListenerFailed>? in
+                if let outcome = state.outcome { return outcome }
                 state.waiters.append(continuation)
                 return nil
             }
             if let known { continuation.resume(returning: known) }
         }
+        return try outcome.get()
     }
 
-    func set(_ port: Int) {
+    func set(_ port: Int) { settle(.success(port)) }
+
+    func fail(_ failure: ListenerFailed) { settle(.failure(failure)) }
+
+    private func settle(_ outcome: Result<Int, ListenerFailed>) {
         let waiters = state.withLock { state in
-            state.port = port
+            state.outcome = state.outcome ?? outcome
             defer { state.waiters = [] }
             return state.waiters
         }
-        for waiter in waiters { waiter.resume(returning: port) }
+        for waiter in waiters { waiter.resume(returning: outcome) }
+    }
+}
+
+/// A listener that could not start, said with the flag that sets it.
+public struct ListenerFailed: Error, CustomStringConvertible {
+    public var description: String
+
+    /// `flag` and `address` as the user gave them; `error` as the system said it.
+    init(flag: String, address: String, error: any Error) {
+        let cause = "\(error)".contains("Address already in use") || "\(error)".contains("EADDRINUSE") ? "the address is already in use" : "\(error)"
+        description = "cannot listen on \(address) (\(flag)): \(cause); choose another with \(flag)"
     }
 }
 

@@ -79,9 +79,26 @@ public final class StateDirectory: Sendable {
     }
 }
 
-/// Prepares the control socket's directory (0700) and clears a stale socket file.
-enum SocketPath {
-    static func prepare(_ socketPath: String) throws {
+/// Another bgd holds the control socket's path.
+public struct SocketInUse: Error, CustomStringConvertible {
+    public var socketPath: String
+    public var holder: String?
+    public var description: String {
+        "another bgd\(holder.map { " (pid \($0))" } ?? "") serves the socket \(socketPath); stop it first, or give this one another --socket"
+    }
+}
+
+/// The control socket's path, held for bgd's life: a lock beside it (`<socket>.lock`) says
+/// which bgd serves it, so a second bgd (another state directory, the same `--socket`) neither
+/// binds over a live socket nor unlinks one it does not own (probe D7).
+final class SocketClaim: Sendable {
+    let socketPath: String
+    private let lockDescriptor: Int32
+
+
+    /// Makes the socket's directory (0700), takes the lock, and clears a stale socket file
+    /// (one no live bgd holds).
+    init(_ socketPath: String) throws {
         guard socketPath.utf8.count < 104 else {
             throw StateDirectory.Unusable(
                 path: socketPath, reason: "a Unix socket path must be shorter than 104 bytes; pass a shorter --socket")
@@ -90,7 +107,27 @@ enum SocketPath {
         try FileManager.default.createDirectory(
             atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         chmod(directory, 0o700)
-        // The state directory's lock is held, so no live bgd of ours owns a socket here.
-        unlink(socketPath)
+        let lockPath = socketPath + ".lock"
+        let descriptor = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw StateDirectory.Unusable(path: lockPath, reason: String(cString: strerror(errno))) }
+        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+            let holder = try? String(contentsOfFile: lockPath, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+            close(descriptor)
+            throw SocketInUse(socketPath: socketPath, holder: holder?.isEmpty == false ? holder : nil)
+        }
+        ftruncate(descriptor, 0)
+        let pid = "\(getpid())\n"
+        _ = pid.withCString { write(descriptor, $0, strlen($0)) }
+        self.socketPath = socketPath
+        lockDescriptor = descriptor
+        unlink(socketPath)  // left by a bgd that died: nobody holds its lock
     }
+
+    /// Removes the socket (ours: the lock is held) and lets the path go.
+    func release() {
+        unlink(socketPath)
+        flock(lockDescriptor, LOCK_UN)
+    }
+
+    deinit { close(lockDescriptor) }
 }

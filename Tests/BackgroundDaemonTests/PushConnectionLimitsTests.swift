@@ -1,0 +1,105 @@
+import BackgroundTesting
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The push port is open to the network: connections that never start TLS are closed after the
+/// handshake timeout, one peer cannot hold more than its share, and a stop does not wait for
+/// ever on a silent connection (probe S3).
+@Suite(.timeLimit(.minutes(2)))
+struct PushConnectionLimitsTests {
+    @Test func silentConnectionsAreCappedAndTimedOut() async throws {
+        let directory = TemporaryDirectory.make()
+        let port = try freeLoopbackPort()
+        let daemon = try await DaemonProcess(
+            stateDirectory: directory + "/state", socketPath: directory + "/bgd.sock",
+            arguments: ["--push-port", "\(port)", "--push-connections-per-peer", "4", "--push-handshake-timeout", "1s"])
+        var silent: [RawConnection] = []
+        for _ in 0..<4 { silent.append(try RawConnection(port: port)) }
+        // The fifth from the same address is closed as it arrives; the four are still open.
+        let fifth = try RawConnection(port: port)
+        #expect(fifth.closedByPeer(within: 5_000), "over the per-peer cap: closed at once")
+        #expect(!silent[0].closedByPeer(within: 100), "within the cap: open")
+        // None of the four starts TLS: each is closed when the handshake timeout passes.
+        for connection in silent { #expect(connection.closedByPeer(within: 10_000), "closed after the handshake timeout") }
+        // And the slots are free again: a real client gets through.
+        let again = try RawConnection(port: port)
+        #expect(!again.closedByPeer(within: 100))
+        daemon.signal(SIGTERM)
+        #expect(await daemon.waitForExit() == 0)
+    }
+
+    @Test func aStopDoesNotWaitForASilentConnection() async throws {
+        let directory = TemporaryDirectory.make()
+        let port = try freeLoopbackPort()
+        let socket = directory + "/bgd.sock"
+        let daemon = try await DaemonProcess(
+            stateDirectory: directory + "/state", socketPath: socket, arguments: ["--push-port", "\(port)", "--push-handshake-timeout", "10m"])
+        let silent = try RawConnection(port: port)
+        daemon.signal(SIGTERM)
+        // The grace period (5 s) ends it; without the cut the stop would hang for ten minutes.
+        #expect(silent.closedByPeer(within: 15_000), "cut at the end of the grace period")
+        #expect(await daemon.waitForExit() == 0)
+        #expect(!FileManager.default.fileExists(atPath: socket), "the socket is gone with bgd")
+    }
+
+    /// A port already taken is said before bgd is ready, naming the flag, and bgd exits 69
+    /// (EX_UNAVAILABLE) instead of running without its gateway.
+    @Test func aPushPortInUseStopsBgdBeforeItIsReady() async throws {
+        let directory = TemporaryDirectory.make()
+        let taken = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(taken) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let listening = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(taken, $0, length) == 0 && listen(taken, 1) == 0 && getsockname(taken, $0, &length) == 0
+            }
+        }
+        try #require(listening)
+        let port = Int(UInt16(bigEndian: address.sin_port))
+        let output = try await Command.run(
+            try BuiltProducts.path(of: "bgd"),
+            ["--state-dir", directory + "/state", "--socket", directory + "/bgd.sock", "--push-port", "\(port)"])
+        #expect(output.status == 69)
+        #expect(output.standardError.contains("cannot listen on 127.0.0.1:\(port) (--push-port): the address is already in use"), "\(output.standardError)")
+        #expect(!output.standardError.contains("bgd is ready"))
+    }
+}
+
+/// A TCP connection to 127.0.0.1 that sends nothing, to see when the other end closes it.
+final class RawConnection {
+    let descriptor: Int32
+
+    init(port: Int) throws {
+        descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+        guard connected else {
+            close(descriptor)
+            throw POSIXError(.ECONNREFUSED)
+        }
+    }
+
+    deinit { close(descriptor) }
+
+    /// Whether the peer closed (or reset) the connection within the time given: waits on the
+    /// kernel (poll) for the end of the stream, not on a timer of ours.
+    func closedByPeer(within milliseconds: Int32) -> Bool {
+        var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+        guard poll(&entry, 1, milliseconds) == 1 else { return false }
+        var byte: UInt8 = 0
+        let count = recv(descriptor, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
+        return count <= 0
+    }
+}
