@@ -160,6 +160,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "BackgroundModelTests", dependencies: ["BackgroundModel"], swiftSettings: swiftSettings),
+        .testTarget(name: "BackgroundTransfersTests", dependencies: ["BackgroundTransfers"], swiftSettings: swiftSettings),
         .testTarget(name: "BackgroundDashboardTests", dependencies: ["BackgroundDashboard", "BackgroundModel"], swiftSettings: swiftSettings),
         .testTarget(
             name: "BackgroundPolicyTests",

@@ -8,7 +8,9 @@ import NIOHTTP1
 /// `BackgroundApplication`; `bgctl` uses it directly.
 public struct DaemonClient: Sendable {
     public let socketPath: String
-    /// Sent as `Authorization: Bearer …` when set (the app endpoints need it).
+    /// Sent as `Authorization: Bearer …` when set (the app endpoints need it). Without one the
+    /// client is the operator's (`bgctl`): it sends the operator token bgd keeps beside its
+    /// socket, read afresh for each request (bgd may have started since).
     public let token: String?
     private let http: HTTPClient
 
@@ -95,8 +97,17 @@ public struct DaemonClient: Sendable {
         }
         var request = HTTPClientRequest(url: url.absoluteString)
         request.method = method.nio
-        if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
+        if let bearer = token ?? Self.operatorToken(socketPath: socketPath) {
+            request.headers.add(name: "Authorization", value: "Bearer \(bearer)")
+        }
         return request
+    }
+
+    /// The operator token beside the socket, if this user can read it.
+    public static func operatorToken(socketPath: String) -> String? {
+        guard let text = try? String(contentsOfFile: DaemonLocation.operatorTokenPath(socketPath: socketPath), encoding: .utf8) else { return nil }
+        let token = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        return token.isEmpty ? nil : token
     }
 
     private static func apiError(_ status: HTTPResponseStatus, _ data: Data) -> BackgroundError {

@@ -88,6 +88,8 @@ public struct Daemon: Service {
     private let logger: Logger
     /// The control socket's path, ours from start to stop.
     private let socketClaim: SocketClaim
+    /// What `bgctl` proves it is the operator with.
+    public let operatorCredential: OperatorCredential
 
     /// Takes the state directory (throws `StateDirectory.AlreadyInUse` when another bgd holds
     /// it), opens the store and reconciles what a previous bgd left behind.
@@ -100,6 +102,7 @@ public struct Daemon: Service {
         self.logger = logger
         stateDirectory = try StateDirectory(path: configuration.stateDirectory)
         socketClaim = try SocketClaim(configuration.socketPath)
+        operatorCredential = try OperatorCredential(socketPath: configuration.socketPath)
         let metrics = DaemonMetrics()
         self.metrics = metrics
         store = try BackgroundStore.open(
@@ -193,6 +196,11 @@ public struct Daemon: Service {
         defer { socketClaim.release() }
         let router = Router(context: APIRequestContext.self)
         router.middlewares.add(APIErrorMiddleware())
+        let coordinator = self.coordinator
+        router.middlewares.add(
+            OperatorGate(
+                credential: operatorCredential, tokens: core.tokens, store: store,
+                launchedApp: { await coordinator.launchedApp(containing: $0) }))
         AdminRoutes(core: core).add(to: router)
         let appRoutes = AppRoutes(core: core)
         appRoutes.add(to: router)

@@ -113,10 +113,12 @@ public final class TransferEngine: Sendable {
     private func download(_ transfer: StoredTransfer, observer: Observer) async throws -> Outcome {
         var checkpoint = transfer.checkpoint
         let destination = transfer.record.destination ?? transfer.partialPath + ".done"
-        // Crashed between the rename and its commit: the file is in place; say so.
-        if PartialFile.size(of: transfer.partialPath) == nil, let total = checkpoint.total, checkpoint.offset == total,
-            PartialFile.size(of: destination) == total
+        // Crashed between the move into place and its commit: the file is there; say so. (A
+        // crash between the link and the unlink of a no-replace move leaves both names on it.)
+        if let total = checkpoint.total, checkpoint.offset == total, PartialFile.size(of: destination) == total,
+            PartialFile.size(of: transfer.partialPath) == nil || SafeFiles.sameFile(transfer.partialPath, destination)
         {
+            unlink(transfer.partialPath)
             return .completed(file: destination, statusCode: transfer.record.statusCode ?? 200)
         }
         // The partial file lost bytes the checkpoint promised (truncated, deleted): start over.
@@ -190,6 +192,10 @@ public final class TransferEngine: Sendable {
         } catch is CancellationError {
             try? file.sync()
             throw CancellationError()
+        } catch let failure as PartialFile.Failure where failure.operation == "fsync" {
+            // Never retry a failed fsync and trust it (fsyncgate): the pages it lost are gone.
+            // The next attempt starts from the last checkpoint committed before it.
+            return .retry(reason: "\(failure); going back to the last checkpoint", retryAfter: nil)
         } catch {
             // Keep what is synced; bytes after the checkpoint are cut off on the next attempt.
             if (try? file.sync()) != nil {
@@ -219,9 +225,12 @@ public final class TransferEngine: Sendable {
                 return .failed(TransferError(.checksumMismatch, "SHA-256 is \(actual), not \(expected)"), statusCode: statusCode)
             }
         }
-        guard rename(transfer.partialPath, destination) == 0 else {
-            let reason = String(cString: strerror(errno))
-            return .failed(TransferError(.fileError, "cannot move the download to \(destination): \(reason)"), statusCode: statusCode)
+        // The operator's downloads never replace what is at their destination (an app's land
+        // under names bgd chose in its container).
+        do {
+            try SafeFiles.moveIntoPlace(transfer.partialPath, to: destination, replacing: transfer.record.app != nil)
+        } catch {
+            return .failed(TransferError(.fileError, "cannot move the download to \(destination): \(error.description)"), statusCode: statusCode)
         }
         PartialFile.syncDirectory(of: destination)
         Failpoint.transferAfterRename.hit()
@@ -268,6 +277,11 @@ public final class TransferEngine: Sendable {
         if error is CancellationError { throw error }
         if let client = error as? HTTPClientError, client == .redirectLimitReached || client == .redirectCycleDetected {
             return .failed(TransferError(.tooManyRedirects, "more than 5 redirects"), statusCode: nil)
+        }
+        if let failure = error as? PartialFile.Failure, failure.code == ENOSPC || failure.code == EDQUOT {
+            // Keep the partial file and wait for room (reliability-matrix D11): looked at again
+            // every 30 s, so the transfer goes on once space is freed.
+            return .retry(reason: "waitingForSpace: no space left for the download (\(failure)); trying again when there is", retryAfter: "30")
         }
         if error is NIOSSLError || error is BoringSSLError || error is NIOSSLExtraError {
             return .failed(TransferError(.tls, "\(error)"), statusCode: nil)

@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import BackgroundDaemon
 import BackgroundModel
 import BackgroundTesting
+import Background
 import Foundation
 import NIOCore
 import NIOHTTP1
@@ -67,9 +68,12 @@ struct ObservabilityTests {
         }
     }
 
-    /// The operator's socket serves /metrics too.
+    /// The operator's socket serves /metrics too, to the operator (its token from the file
+    /// beside the socket, as a scraper would be given it).
     func get0(_ daemon: TestDaemon) async throws -> String {
-        let output = try await Command.run("/usr/bin/env", ["curl", "-s", "--unix-socket", daemon.socketPath, "http://bgd/metrics"])
+        let token = try #require(DaemonClient.operatorToken(socketPath: daemon.socketPath))
+        let output = try await Command.run(
+            "/usr/bin/env", ["curl", "-s", "--unix-socket", daemon.socketPath, "-H", "Authorization: Bearer \(token)", "http://bgd/metrics"])
         return output.standardOutput
     }
 

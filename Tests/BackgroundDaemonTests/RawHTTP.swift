@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import NIOCore
 import NIOHTTP1
+import Background
 
 /// Sends arbitrary bytes to bgd, for requests no well-behaved client would make.
 enum RawHTTP {
@@ -13,8 +14,10 @@ enum RawHTTP {
     }
 
     static func request(
-        _ socketPath: String, _ method: HTTPMethod, _ path: String, body: Data? = nil, token: String? = nil
+        _ socketPath: String, _ method: HTTPMethod, _ path: String, body: Data? = nil, token: String? = nil, anonymous: Bool = false
     ) async throws -> Answer {
+        // No token given: as the operator (bgctl), unless the test wants no credential at all.
+        let token = anonymous ? nil : token ?? DaemonClient.operatorToken(socketPath: socketPath)
         var request = HTTPClientRequest(url: URL(httpURLWithSocketPath: socketPath, uri: path)!.absoluteString)
         request.method = method
         if let body { request.body = .bytes(ByteBuffer(bytes: body)) }

@@ -56,16 +56,35 @@ public final class BackgroundURLSession: Sendable {
     }
 
     /// `uploadTask(with:fromFile:)`: bgd copies the file at once, so the app may delete it.
+    ///
+    /// bgd reads only files inside the app's container (it never reads a path an app names
+    /// elsewhere, docs/security.md); a file the app has elsewhere is staged into the container
+    /// first — by the app, with its own rights — and removed once bgd has its copy.
     public func uploadTask(
         fromFile file: URL, to url: URL, httpMethod: String = "POST", taskDescription: String? = nil
     ) async throws -> BackgroundURLSessionTask {
-        try await submit(
+        let (path, staged) = try await stagedInContainer(file.standardizedFileURL.path)
+        defer { if let staged { try? FileManager.default.removeItem(atPath: staged) } }
+        return try await submit(
             TransferRequest(
                 session: configuration.identifier, kind: .upload, url: url, taskDescription: taskDescription,
-                uploadFile: file.standardizedFileURL.path, httpMethod: httpMethod, isDiscretionary: configuration.isDiscretionary,
+                uploadFile: path, httpMethod: httpMethod, isDiscretionary: configuration.isDiscretionary,
                 allowsExpensiveNetworkAccess: configuration.allowsExpensiveNetworkAccess,
                 timeoutForResource: .seconds(configuration.timeoutIntervalForResource),
                 sessionSendsLaunchEvents: configuration.sessionSendsLaunchEvents))
+    }
+
+    /// The path bgd should read `path` from: itself when it is in the container, else a copy
+    /// made there (returned second, for removal).
+    private func stagedInContainer(_ path: String) async throws -> (path: String, staged: String?) {
+        let known = application.containerPath
+        guard let container = known != nil ? known : try await application.summary().containerPath else { return (path, nil) }
+        if path.hasPrefix(container + "/") { return (path, nil) }
+        let uploads = container + "/.uploads"
+        try FileManager.default.createDirectory(atPath: uploads, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let staged = uploads + "/" + UUID().uuidString + "-" + (path as NSString).lastPathComponent
+        try FileManager.default.copyItem(atPath: path, toPath: staged)
+        return (staged, staged)
     }
 
     /// Downloads and waits: the file returned is the caller's (moved into the app's

@@ -1,5 +1,6 @@
 import BackgroundModel
 import BackgroundStore
+import BackgroundTransfers
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -59,6 +60,8 @@ struct APIError: Error, HTTPResponseError {
                 "the disk holding bgd's state is full, so bgd takes nothing new; what it has is kept and still served. Free some space and try again")
         case let error where StorageTrouble(error) == .unavailable:
             APIError(.serviceUnavailable, "storageUnavailable", "bgd cannot write its state just now (an I/O error or a busy disk); try again shortly")
+        case let refusal as SafeFiles.Refusal:
+            APIError(refusal.code == "destinationExists" ? .conflict : .badRequest, refusal.code, refusal.description)
         case is NIOTooManyBytesError:
             APIError(.contentTooLarge, "bodyTooLarge", "request bodies are limited to \(APIRequestContext.bodyLimit) bytes")
         case let error as HTTPError where error.status == .notFound:

@@ -294,6 +294,13 @@ public actor RunCoordinator: Service {
     /// Runs in flight that this coordinator supervises.
     public var runningCount: Int { flights.count }
 
+    /// The app whose launched process `pid` is, or descends from; nil for a process bgd did not
+    /// launch (the user's own, bgctl).
+    public func launchedApp(containing pid: Int32) -> AppID? {
+        guard !processes.isEmpty else { return nil }
+        return ProcessTree.ancestor(of: pid, among: Set(processes.keys)).flatMap { processes[$0]?.app }
+    }
+
     // MARK: Budgets
 
     private func superviseBudgets() async throws {

@@ -92,23 +92,34 @@ public actor TransferService: Service {
     // MARK: Requests from the API
 
     /// Takes a transfer over. Uploads are copied now, so the app may delete its file.
+    ///
+    /// An app's files stay in its container: its downloads land there, and what it uploads must
+    /// be a regular file there, reached without following a link out. The operator's download
+    /// goes to `destination`, which may not be inside bgd's own state and never replaces
+    /// anything; its partial file sits beside it (one file system, so the last move is a rename).
     func submit(_ request: TransferRequest, from app: AppID?) async throws -> TransferRecord {
         let directory = try transferDirectory(for: app)
         let name = Self.safeName(for: request.url)
-        let stored = try await store.createTransfer(request, app: app, now: clock.now) { id in
-            let partial = directory + "/\(id).partial"
-            if request.kind == .upload { return (directory + "/\(id).upload", nil) }
-            return (partial, request.destination ?? directory + "/\(id)-\(name)")
-        }
+        var upload: Int32?
         if request.kind == .upload, let source = request.uploadFile {
+            upload = try app.map { try SafeFiles.openBeneath(stateDirectory.containerPath(for: $0), path: source) } ?? operatorUpload(source)
+        }
+        defer { if let upload { close(upload) } }
+        let destination = try app == nil && request.kind == .download ? request.destination.map(checkedDestination) : nil
+        let stored = try await store.createTransfer(request, app: app, now: clock.now) { id in
+            if request.kind == .upload { return (directory + "/\(id).upload", nil) }
+            if let destination {
+                let folder = (destination as NSString).deletingLastPathComponent
+                return (folder + "/." + (destination as NSString).lastPathComponent + ".bgd-\(id).partial", destination)
+            }
+            return (directory + "/\(id).partial", directory + "/\(id)-\(name)")
+        }
+        if let upload {
             do {
-                try? FileManager.default.removeItem(atPath: stored.partialPath)
-                try FileManager.default.copyItem(atPath: source, toPath: stored.partialPath)
+                try SafeFiles.copy(from: upload, to: stored.partialPath)
             } catch {
-                _ = try await store.finishTransfer(
-                    stored.record.id, .failed(TransferError(.fileError, "cannot read \(source): \(error.localizedDescription)"), statusCode: nil),
-                    now: clock.now)
-                throw APIError(.badRequest, "uploadFileUnreadable", "bgd cannot read \(source); give a file bgd's user can read")
+                _ = try await store.finishTransfer(stored.record.id, .failed(TransferError(.fileError, error.description), statusCode: nil), now: clock.now)
+                throw error
             }
         }
         replan()
@@ -290,6 +301,52 @@ public actor TransferService: Service {
     }
 
     // MARK: Helpers
+
+    /// The operator's destination, made absolute through its real directory; refused when it
+    /// is inside bgd's state directory, names a directory, or something is already there.
+    func checkedDestination(_ destination: String) throws(SafeFiles.Refusal) -> String {
+        let name = (destination as NSString).lastPathComponent
+        guard destination.hasPrefix("/"), !destination.hasSuffix("/"), !name.isEmpty, name != ".", name != ".." else {
+            throw SafeFiles.Refusal("destinationInvalid", "'destination' must be an absolute path to a file, not \(destination)")
+        }
+        let folder = (destination as NSString).deletingLastPathComponent
+        guard let resolved = Self.realPath(folder) else {
+            throw SafeFiles.Refusal("destinationDirectoryMissing", "the directory of \(destination) does not exist")
+        }
+        // The socket, its lock and the operator token are files: "something is already there".
+        if let root = Self.realPath(stateDirectory.path), resolved == root || resolved.hasPrefix(root + "/") {
+            throw SafeFiles.Refusal("destinationProtected", "\(destination) is inside bgd's state directory (\(root)); bgd never writes a download there")
+        }
+        let path = (resolved == "/" ? "" : resolved) + "/" + name
+        var info = stat()
+        guard lstat(path, &info) != 0, errno == ENOENT else {
+            throw SafeFiles.Refusal("destinationExists", "something is already at \(path); bgd does not replace it: remove it or choose another name")
+        }
+        return path
+    }
+
+    /// The operator's upload: any regular file bgd's user can read, but not bgd's own state.
+    private func operatorUpload(_ source: String) throws(SafeFiles.Refusal) -> Int32 {
+        if let resolved = Self.realPath(source), let root = Self.realPath(stateDirectory.path), resolved.hasPrefix(root + "/") {
+            throw SafeFiles.Refusal("uploadFileProtected", "\(source) is inside bgd's state directory; bgd never uploads its own state")
+        }
+        let descriptor = open(source, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            throw SafeFiles.Refusal("uploadFileUnreadable", "bgd cannot read \(source) (\(String(cString: strerror(errno)))); give a file bgd's user can read")
+        }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+            close(descriptor)
+            throw SafeFiles.Refusal("notRegularFile", "\(source) is not a regular file")
+        }
+        return descriptor
+    }
+
+    static func realPath(_ path: String) -> String? {
+        guard let resolved = realpath(path, nil) else { return nil }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
 
     private func transferDirectory(for app: AppID?) throws -> String {
         let directory = (app.map { try? stateDirectory.container(for: $0) } ?? nil).map { $0 + "/transfers" } ?? stateDirectory.path + "/transfers"

@@ -19,6 +19,10 @@ public enum DaemonLocation {
         return (stateDirectory ?? defaultStateDirectory(environment: environment)) + "/run/bgd.sock"
     }
 
+    /// The operator's credential for the bgd serving `socketPath`: a token in a file beside the
+    /// socket, readable by bgd's user alone, which `bgctl` sends on every operator endpoint.
+    public static func operatorTokenPath(socketPath: String) -> String { socketPath + ".operator-token" }
+
     private static func home(_ environment: [String: String]) -> String {
         if let home = environment["HOME"], home.hasPrefix("/") { return home }
         return FileManager.default.homeDirectoryForCurrentUser.path

@@ -1,0 +1,106 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// File operations that cannot be steered outside the place they were meant for: no following
+/// links, no `..`, no silent replacement (probes S1, D6; reliability-matrix P17).
+public enum SafeFiles {
+    public struct Refusal: Error, CustomStringConvertible, Equatable {
+        public var code: String
+        public var description: String
+        public init(_ code: String, _ description: String) {
+            self.code = code
+            self.description = description
+        }
+    }
+
+    /// Opens for reading the regular file at `path`, which must lie beneath `root`: each
+    /// component is opened relative to the one before with `O_NOFOLLOW`, so neither a `..` nor
+    /// a symbolic link anywhere on the way leads out. Returns the descriptor (the caller closes it).
+    public static func openBeneath(_ root: String, path: String) throws(Refusal) -> Int32 {
+        let prefix = root.hasSuffix("/") ? root : root + "/"
+        guard path.hasPrefix(prefix) else { throw Refusal("outsideContainer", "\(path) is not inside \(root)") }
+        let components = path.dropFirst(prefix.count).split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        guard !components.isEmpty, components.allSatisfy({ !$0.isEmpty && $0 != "." && $0 != ".." }) else {
+            throw Refusal("invalidPath", "\(path) must name a file by plain names under \(root): no '.', '..' or '//'")
+        }
+        var directory = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard directory >= 0 else { throw Refusal("unreadable", "cannot open \(root): \(String(cString: strerror(errno)))") }
+        for component in components.dropLast() {
+            let next = openat(directory, component, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            let code = errno
+            close(directory)
+            guard next >= 0 else {
+                throw Refusal(code == ELOOP || code == ENOTDIR ? "linkRefused" : "unreadable", "cannot open \(component) in \(path): "
+                    + (code == ELOOP || code == ENOTDIR ? "not a directory (links are not followed)" : String(cString: strerror(code))))
+            }
+            directory = next
+        }
+        let file = openat(directory, components.last!, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        let code = errno
+        close(directory)
+        guard file >= 0 else {
+            throw Refusal(code == ELOOP ? "linkRefused" : "unreadable", "cannot open \(path): "
+                + (code == ELOOP ? "it is a symbolic link, which is not followed" : String(cString: strerror(code))))
+        }
+        var info = stat()
+        guard fstat(file, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+            close(file)
+            throw Refusal("notRegularFile", "\(path) is not a regular file")
+        }
+        return file
+    }
+
+    /// Copies what `source` reads to a new file at `destination` (0600), synced.
+    public static func copy(from source: Int32, to destination: String) throws(Refusal) {
+        let output = open(destination, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard output >= 0 else { throw Refusal("fileError", "cannot write \(destination): \(String(cString: strerror(errno)))") }
+        defer { close(output) }
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let count = read(source, &buffer, buffer.count)
+            if count < 0 && errno == EINTR { continue }
+            guard count >= 0 else { throw Refusal("unreadable", "reading the upload failed: \(String(cString: strerror(errno)))") }
+            if count == 0 { break }
+            var done = 0
+            while done < count {
+                let written = buffer.withUnsafeBytes { write(output, $0.baseAddress! + done, count - done) }
+                if written < 0 && errno == EINTR { continue }
+                guard written > 0 else { throw Refusal("fileError", "writing \(destination) failed: \(String(cString: strerror(errno)))") }
+                done += written
+            }
+        }
+        guard fsync(output) == 0 else { throw Refusal("fileError", "syncing \(destination) failed: \(String(cString: strerror(errno)))") }
+    }
+
+    /// Moves a finished file into place. With `replacing` false the move never overwrites:
+    /// `link` fails if anything — a file, a link someone planted — is at `destination`. A crash
+    /// between the link and the unlink leaves both names on one file, which a second call
+    /// recognises and finishes.
+    public static func moveIntoPlace(_ source: String, to destination: String, replacing: Bool) throws(Refusal) {
+        if replacing {
+            guard rename(source, destination) == 0 else { throw Refusal("fileError", "cannot move into \(destination): \(String(cString: strerror(errno)))") }
+            return
+        }
+        if link(source, destination) != 0 {
+            let code = errno
+            guard code == EEXIST, sameFile(source, destination) else {
+                throw Refusal(
+                    code == EEXIST ? "destinationExists" : "fileError",
+                    code == EEXIST ? "something is already at \(destination); bgd does not replace it" : "cannot move into \(destination): \(String(cString: strerror(code)))")
+            }
+        }
+        unlink(source)
+    }
+
+    /// Whether two paths name the same file (device and inode), without following links.
+    public static func sameFile(_ first: String, _ second: String) -> Bool {
+        var a = stat()
+        var b = stat()
+        return lstat(first, &a) == 0 && lstat(second, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino
+    }
+}

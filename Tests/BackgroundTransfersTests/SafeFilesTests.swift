@@ -1,0 +1,70 @@
+import BackgroundTransfers
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The file moves and opens transfers rely on, on a real file system: nothing is replaced that
+/// was not meant to be, and no link leads out of the place meant.
+struct SafeFilesTests {
+    let directory: String = {
+        let path = FileManager.default.temporaryDirectory.path + "/safefiles-\(UUID().uuidString.prefix(8))"
+        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }()
+
+    func write(_ text: String, to path: String) throws { try Data(text.utf8).write(to: URL(fileURLWithPath: path)) }
+    func read(_ path: String) throws -> String { try String(contentsOfFile: path, encoding: .utf8) }
+
+    @Test func aMoveThatMayNotReplaceLeavesWhatAppearedThere() throws {
+        try write("download", to: directory + "/partial")
+        try write("planted", to: directory + "/target")
+        #expect(throws: SafeFiles.Refusal.self) { try SafeFiles.moveIntoPlace(directory + "/partial", to: directory + "/target", replacing: false) }
+        #expect(try read(directory + "/target") == "planted")
+        #expect(try read(directory + "/partial") == "download", "the download is kept for a later try")
+        // A planted link is something too: not followed, not replaced.
+        try FileManager.default.createSymbolicLink(atPath: directory + "/link", withDestinationPath: directory + "/elsewhere")
+        #expect(throws: SafeFiles.Refusal.self) { try SafeFiles.moveIntoPlace(directory + "/partial", to: directory + "/link", replacing: false) }
+        #expect(!FileManager.default.fileExists(atPath: directory + "/elsewhere"))
+    }
+
+    @Test func aMoveCutBetweenLinkAndUnlinkFinishesOnTheNextTry() throws {
+        try write("download", to: directory + "/partial")
+        // What a crash after link() and before unlink() leaves: two names on one file.
+        #expect(link(directory + "/partial", directory + "/target") == 0)
+        try SafeFiles.moveIntoPlace(directory + "/partial", to: directory + "/target", replacing: false)
+        #expect(try read(directory + "/target") == "download")
+        #expect(!FileManager.default.fileExists(atPath: directory + "/partial"))
+    }
+
+    @Test func openingBeneathARootFollowsNoLinkAndNoDotDot() throws {
+        let root = directory + "/container"
+        try FileManager.default.createDirectory(atPath: root + "/a", withIntermediateDirectories: true)
+        try write("inside", to: root + "/a/file")
+        try write("outside", to: directory + "/secret")
+        try FileManager.default.createSymbolicLink(atPath: root + "/up", withDestinationPath: directory)
+        try FileManager.default.createSymbolicLink(atPath: root + "/a/secret", withDestinationPath: directory + "/secret")
+        let cases: [(String, String)] = [
+            (directory + "/secret", "outsideContainer"), (root + "/../secret", "invalidPath"), (root + "//a/file", "invalidPath"),
+            (root + "/up/secret", "linkRefused"), (root + "/a/secret", "linkRefused"), (root + "/a", "notRegularFile"),
+            (root + "/missing", "unreadable"),
+        ]
+        for (path, code) in cases {
+            #expect(throws: SafeFiles.Refusal.self, "\(path)") {
+                do {
+                    let descriptor = try SafeFiles.openBeneath(root, path: path)
+                    close(descriptor)
+                } catch {
+                    #expect((error as? SafeFiles.Refusal)?.code == code, "\(path): \(error)")
+                    throw error
+                }
+            }
+        }
+        let descriptor = try SafeFiles.openBeneath(root, path: root + "/a/file")
+        defer { close(descriptor) }
+        try SafeFiles.copy(from: descriptor, to: directory + "/copy")
+        #expect(try read(directory + "/copy") == "inside")
+    }
+}
