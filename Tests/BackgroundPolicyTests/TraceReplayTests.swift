@@ -75,6 +75,28 @@ struct AppOpenTraceTests {
         }
         #expect(error.description.hasPrefix(message), "\(error)")
     }
+
+    /// A 10 MB field is quoted as a short excerpt, not echoed back (D14).
+    @Test func anErrorQuotesAShortExcerpt() {
+        let huge = String(repeating: "x", count: 10 << 20)
+        for text in ["user,app,open_utc\nu,a,\(huge)", "user,app,\(huge)\nu,a,1"] {
+            guard case .failure(let error) = AppOpenTrace.parse(csv: text) else {
+                Issue.record("accepted")
+                continue
+            }
+            #expect(error.description.count < 400, "\(error.description.count) characters")
+        }
+    }
+
+    /// The replay's cost follows the opens, not the calendar: two opens 22 years apart take a
+    /// handful of planning steps, not a million (D14). Counted in grid decisions, not timed.
+    @Test func aReplayOfOpensYearsApartCostsWhatItsOpensCost() throws {
+        let trace = try AppOpenTrace.parse(csv: "user,app,open_utc\nu,a,978307200\nu,a,1672531200\n").get()
+        let replay = TraceReplay()
+        let decisions = replay.adaptiveDecisionCount(for: trace)
+        #expect(decisions < 5_000, "\(decisions) planning passes")
+        #expect((replay.wakes(for: trace, policy: .adaptive).values.first ?? []).count < 5_000)
+    }
 }
 
 struct AdaptiveReplayTests {

@@ -38,9 +38,15 @@ public struct AppOpenTrace: Hashable, Sendable {
             switch self {
             case .empty: "the trace is empty; it needs a header user,app,open_utc and one line per open"
             case .missingColumns(let found):
-                "the header must name the columns user, app and open_utc (found: \(found.joined(separator: ", ")))"
-            case .malformedLine(let number, let text, let problem): "line \(number): \(problem): \(text.prefix(120))"
+                "the header must name the columns user, app and open_utc (found: \(Self.excerpt(found.prefix(8).map { String($0.prefix(40)) }.joined(separator: ", "))))"
+            case .malformedLine(let number, let text, let problem): "line \(number): \(problem): \(Self.excerpt(text))"
             }
+        }
+
+        /// At most 120 characters of what was read, marked when cut: an error never echoes a
+        /// megabyte field back.
+        static func excerpt(_ text: String) -> String {
+            text.count <= 120 ? text : String(text.prefix(120)) + "…"
         }
     }
 
@@ -61,15 +67,15 @@ public struct AppOpenTrace: Hashable, Sendable {
             }
             let number = offset + 1
             guard fields.count == columns.count else {
-                return .failure(.malformedLine(number: number, text: String(line), problem: "expected \(columns.count) fields"))
+                return .failure(.malformedLine(number: number, text: String(line.prefix(200)), problem: "expected \(columns.count) fields"))
             }
             guard !fields[user].isEmpty, !fields[app].isEmpty else {
-                return .failure(.malformedLine(number: number, text: String(line), problem: "user and app must not be empty"))
+                return .failure(.malformedLine(number: number, text: String(line.prefix(200)), problem: "user and app must not be empty"))
             }
             // Between 2000 and 2100: anything else is a unit mistake (milliseconds) or garbage.
             guard let seconds = Double(fields[time]), seconds.isFinite, (946_684_800...4_102_444_800).contains(seconds) else {
                 return .failure(
-                    .malformedLine(number: number, text: String(line), problem: "open_utc must be Unix seconds (2000–2100)"))
+                    .malformedLine(number: number, text: String(line.prefix(200)), problem: "open_utc must be Unix seconds (2000–2100)"))
             }
             opens[Key(user: fields[user], app: fields[app]), default: []].append(Date(timeIntervalSince1970: seconds))
         }

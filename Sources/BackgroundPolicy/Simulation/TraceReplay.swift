@@ -34,10 +34,13 @@ public struct TraceReplay: Sendable {
         self.initialThreshold = initialThreshold
     }
 
+    /// How long a user may be silent before the replay treats them as away.
+    static let dormancy = Duration.seconds(7 * 86400)
+
     /// Every wake the policy decides, per (user, app).
     public func wakes(for trace: AppOpenTrace, policy: Policy) -> [AppOpenTrace.Key: [Date]] {
         if policy == .adaptive {
-            return trace.users.reduce(into: [:]) { wakes, user in wakes.merge(adaptive(user: user, in: trace)) { $1 } }
+            return trace.users.reduce(into: [:]) { wakes, user in wakes.merge(adaptive(user: user, in: trace).wakes) { $1 } }
         }
         var wakes: [AppOpenTrace.Key: [Date]] = [:]
         for (key, opens) in trace.opens {
@@ -62,8 +65,8 @@ public struct TraceReplay: Sendable {
     /// every grid step, and a second after each open (the user is active: other apps may follow),
     /// each app is asked the planner's question — wake now? — exactly as the daemon asks it.
     /// The day's threshold adapts so that the wakes spent match the budget the opens earn.
-    private func adaptive(user: String, in trace: AppOpenTrace) -> [AppOpenTrace.Key: [Date]] {
-        guard let span = trace.span(of: user) else { return [:] }
+    private func adaptive(user: String, in trace: AppOpenTrace) -> (wakes: [AppOpenTrace.Key: [Date]], decisions: Int) {
+        guard let span = trace.span(of: user) else { return ([:], 0) }
         let keys = trace.opens.keys.filter { $0.user == user }
         let events = keys.flatMap { key in trace.opens[key]!.map { (at: $0, app: key.app) } }.sorted { ($0.at, $0.app) < ($1.at, $1.app) }
         let planner = AdaptiveWakePlanner(configuration: self.planner)
@@ -71,8 +74,10 @@ public struct TraceReplay: Sendable {
         var threshold = WakeThreshold(initial: initialThreshold)
         var wakes: [String: [Date]] = [:]
         var lastRefresh: [String: Date] = [:]
+        var decisions = 0
 
         func decide(at now: Date) {
+            decisions += 1
             learner.advance(to: now)
             threshold.update(now: now, budgetPerDay: planner.dailyBudget(learner: learner, now: now))
             for app in learner.models.keys.sorted() {
@@ -90,8 +95,15 @@ public struct TraceReplay: Sendable {
 
         var index = 0
         var grid = planner.nextGridPoint(after: span.lowerBound)
+        var lastOpen = span.lowerBound
         while index < events.count {
             let at = events[index].at
+            // A user silent for longer than `dormancy` is away: no open to predict, so no grid
+            // step is asked until their next open. The replay's cost follows the opens, not the
+            // calendar (two opens years apart cost two, not a million steps).
+            if grid < at, grid.timeIntervalSince(lastOpen) > Self.dormancy.seconds, at.timeIntervalSince(grid) > planner.configuration.step.seconds {
+                grid = planner.nextGridPoint(after: at.addingTimeInterval(-planner.configuration.step.seconds))
+            }
             if grid < at {
                 decide(at: grid)
                 grid = planner.nextGridPoint(after: grid)
@@ -102,9 +114,15 @@ public struct TraceReplay: Sendable {
                 lastRefresh[events[index].app] = at
                 index += 1
             }
+            lastOpen = at
             let reaction = at.addingTimeInterval(1)
             if reaction < grid { decide(at: reaction) }
         }
-        return Dictionary(uniqueKeysWithValues: wakes.map { (AppOpenTrace.Key(user: user, app: $0.key), $0.value) })
+        return (Dictionary(uniqueKeysWithValues: wakes.map { (AppOpenTrace.Key(user: user, app: $0.key), $0.value) }), decisions)
+    }
+
+    /// How many planning passes the adaptive replay of `trace` makes: what its cost follows.
+    public func adaptiveDecisionCount(for trace: AppOpenTrace) -> Int {
+        trace.users.reduce(0) { $0 + adaptive(user: $1, in: trace).decisions }
     }
 }
