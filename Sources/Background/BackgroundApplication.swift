@@ -159,7 +159,7 @@ public final class BackgroundApplication: Sendable {
                         state.withLock { $0.running[run] = handler }
                         group.addTask { await self.reportFetch(run: run, seq: event.seq, handler: handler) }
                     case .remoteNotification(let run, let payload, _, let apnsID):
-                        let notification = RemoteNotification(json: payload)
+                        let notification = RemoteNotification(json: payload, apnsID: apnsID)
                         let handledPushes = self.handledPushes
                         let handler = Task { () -> BackgroundFetchResult? in
                             // Answered in a run whose end bgd never heard: not handled twice.

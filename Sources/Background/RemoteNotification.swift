@@ -5,8 +5,15 @@ import Foundation
 public struct RemoteNotification: Sendable, Hashable {
     /// The payload exactly as the provider sent it.
     public let json: String
+    /// The push's `apns-id`. A push whose run was cut short before the handler answered (the
+    /// app or bgd died) is offered again, with the same id: the library drops one whose answer
+    /// it recorded, and a handler whose work is not idempotent can drop the rest by this id.
+    public let apnsID: String?
 
-    public init(json: String) { self.json = json }
+    public init(json: String, apnsID: String? = nil) {
+        self.json = json
+        self.apnsID = apnsID
+    }
 
     /// `userInfo`: the payload as a dictionary (`["aps": ["content-available": 1], "content-id": 42]`).
     public var userInfo: [String: Any] {

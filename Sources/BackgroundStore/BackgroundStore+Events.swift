@@ -74,3 +74,15 @@ extension AppEvent {
             body: try ColumnJSON.decode(AppEvent.Body.self, from: row.body))
     }
 }
+
+extension BackgroundStore {
+    /// Apps with events waiting that belong to no run (a transfer's), oldest first: after a
+    /// restart nobody else would launch them to take these.
+    public func appsWithWaitingSessionEvents() async throws -> [AppID] {
+        try await writer.read { db in
+            try String.fetchAll(
+                db, sql: "SELECT appId FROM event WHERE closedAt IS NULL AND runId IS NULL GROUP BY appId ORDER BY min(createdAt)"
+            ).compactMap(AppID.init(rawValue:))
+        }
+    }
+}

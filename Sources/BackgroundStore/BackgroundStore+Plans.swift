@@ -39,3 +39,38 @@ public struct SavedPlan: Hashable, Sendable {
     /// The newest finished run the decision took into account (nil: none yet).
     public var basedOnRun: RunID?
 }
+
+/// An app with its latest plan and its newest run: one line of `GET /v1/apps`.
+public struct AppListing: Sendable {
+    public var app: StoredApp
+    public var plan: SavedPlan?
+    public var lastRun: RunRecord?
+}
+
+extension BackgroundStore {
+    /// Every app with its plan and newest run, in one read of three statements, whatever the
+    /// number of apps (the listing used to cost two reads per app).
+    public func appListing() async throws -> [AppListing] {
+        try await writer.read { db in
+            let apps = try AppRow.order(AppRow.Columns.id).fetchAll(db).map(StoredApp.init(row:))
+            var plans: [String: SavedPlan] = [:]
+            for row in try WakePlanRow.fetchAll(db) {
+                guard let id = AppID(rawValue: row.appId) else { continue }
+                plans[row.appId] = SavedPlan(
+                    decidedAt: row.decidedAt,
+                    decision: WakeDecision(app: id, dueAt: row.dueAt, reasons: try ColumnJSON.decode([DecisionReason].self, from: row.reasons)),
+                    basedOnRun: row.basedOnRunId.map(RunID.init))
+            }
+            var lastRuns: [String: RunRecord] = [:]
+            // The newest run of each app: the same order `runs(of:limit:)` gives.
+            let newest = try RunRow.fetchAll(
+                db,
+                sql: """
+                    SELECT * FROM run AS r WHERE r.id = (
+                        SELECT id FROM run WHERE appId = r.appId ORDER BY startedAt DESC, id DESC LIMIT 1)
+                    """)
+            for row in newest { lastRuns[row.appId] = try RunRecord(row: row) }
+            return apps.map { AppListing(app: $0, plan: plans[$0.id.rawValue], lastRun: lastRuns[$0.id.rawValue]) }
+        }
+    }
+}

@@ -135,8 +135,12 @@ extension BackgroundStore {
             let apps = try AppRow.order(AppRow.Columns.id).fetchAll(db)
             return try apps.map { row in
                 let app = try StoredApp(row: row)
+                // Newest first by id, the order they were started in: a run stamped by a clock
+                // that was days ahead must not stay "the last run" once the clock comes back
+                // (it made every later run look older, and the interrupted one was made up
+                // again and again).
                 let runs = try RunRow.filter(RunRow.Columns.appId == row.id)
-                    .order(RunRow.Columns.startedAt.desc, RunRow.Columns.id.desc)
+                    .order(RunRow.Columns.id.desc)
                     .limit(recentRunLimit + 1).fetchAll(db)
                 let finished = runs.compactMap { run in
                     run.outcome.flatMap(RunOutcome.init(rawValue:)).map {

@@ -47,7 +47,7 @@ struct PushCrashTests {
         try await client.shutdown()
 
         let log = state + "/containers/\(app)/fixture.log"
-        func lines() -> [String] { ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init) }
+        func lines() -> [String] { PushGatewayTests.lines(ofFixtureLog: log) }
         #expect(await eventually { lines().contains("push-start 7") }, "the handler started")
         daemon?.signal(SIGKILL)
         _ = await daemon?.waitForExit()

@@ -156,9 +156,15 @@ struct PushGatewayTests {
         }
     }
 
+    /// The fixture's log, without the apns-id it notes on each push line (`push 42 apns …`).
     func log(_ daemon: TestDaemon) -> [String] {
-        let path = daemon.directory + "/state/containers/\(Self.app)/fixture.log"
-        return ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+        Self.lines(ofFixtureLog: daemon.directory + "/state/containers/\(Self.app)/fixture.log")
+    }
+
+    static func lines(ofFixtureLog path: String) -> [String] {
+        ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").split(separator: "\n").map { line in
+            String(line.split(separator: " apns ", maxSplits: 1).first ?? line)
+        }
     }
 
     func fixture() throws -> [String] { [try BuiltProducts.path(of: "bgd-fixture-app"), "newData"] }
@@ -312,8 +318,7 @@ struct PushGatewayTests {
             #expect(try await daemon.store.runsInFlight().isEmpty)
             _ = try await daemon.waitForRunEnd(of: Self.app) { clock.advance(by: .seconds(3500)) }
             #expect(try await daemon.store.pushes(of: app).map(\.state) == ["delivered", "delivered"])
-            let lines = ((try? String(contentsOfFile: directory + "/state/containers/\(Self.app)/fixture.log", encoding: .utf8)) ?? "")
-            #expect(lines.split(separator: "\n").map(String.init) == ["push 42", "push 2"])
+            #expect(Self.lines(ofFixtureLog: directory + "/state/containers/\(Self.app)/fixture.log") == ["push 42", "push 2"])
         }
     }
 

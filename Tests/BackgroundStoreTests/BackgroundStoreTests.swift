@@ -120,4 +120,19 @@ struct BackgroundStoreTests {
         #expect(candidate.recentRuns.map(\.outcome) == [.expired, .failed, .newData])
         #expect(candidate.interval == .minimum)
     }
+
+    /// The policy's "last run" is the last one started, even when the clock that stamped an
+    /// earlier one was days ahead: otherwise that run stays "last" and an interrupted one is
+    /// made up again after every run (a burst of fetches once the clock came back).
+    @Test func theLastRunIsTheLastStartedWhateverTheClockSaid() async throws {
+        let store = try await registered()
+        let ahead = now.addingTimeInterval(2 * 86400)
+        let (early, _) = try await store.startFetchRun(for: app, trigger: .scheduled, reasons: [], budget: .seconds(30), now: ahead)
+        _ = try await store.closeInterruptedRuns(now: ahead)
+        let (late, _) = try await store.startFetchRun(for: app, trigger: .scheduled, reasons: [], budget: .seconds(30), now: now)
+        try await store.finishRun(late.id, outcome: .newData, now: now.addingTimeInterval(1))
+        let candidate = try #require(try await store.fetchCandidates().first)
+        #expect(candidate.recentRuns.map(\.id) == [late.id, early.id])
+        #expect(candidate.recentRuns.first?.outcome == .newData)
+    }
 }

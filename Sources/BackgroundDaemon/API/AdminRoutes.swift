@@ -13,11 +13,7 @@ struct AdminRoutes {
     func add(to router: Router<APIRequestContext>) {
         let v1 = router.group("v1")
         v1.get("status") { _, _ in try await status() }
-        v1.get("apps") { _, _ in
-            var summaries: [AppSummary] = []
-            for app in try await core.store.apps() { summaries.append(try await core.summary(of: app)) }
-            return try JSONResponse.make(summaries)
-        }
+        v1.get("apps") { _, _ in try JSONResponse.make(try await core.summaries()) }
         v1.post("apps") { request, _ in
             var request = request
             return try await register(try await request.decodeJSON(RegisterAppRequest.self))
@@ -119,11 +115,7 @@ struct AdminRoutes {
     }
 
     private func nextEvaluation() async throws -> Date? {
-        var next: Date?
-        for app in try await core.store.apps() {
-            if let due = try await core.store.savedPlan(for: app.id)?.decision.dueAt { next = min(next ?? due, due) }
-        }
-        return next
+        try await core.store.appListing().compactMap(\.plan?.decision.dueAt).min()
     }
 
     private func register(_ registration: RegisterAppRequest) async throws -> Response {

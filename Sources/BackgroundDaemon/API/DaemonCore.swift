@@ -42,6 +42,21 @@ struct DaemonCore: Sendable {
             lifecycle: await lifecycle.status(of: app.id), taskIdentifiers: app.taskIdentifiers)
     }
 
+    /// Every app as the API shows it: three statements and one look at the lifecycles, whatever
+    /// the number of apps.
+    func summaries() async throws -> [AppSummary] {
+        let listing = try await store.appListing()
+        let lifecycles = await lifecycle.statusesByApp()
+        return listing.map { entry in
+            let app = entry.app
+            return AppSummary(
+                id: app.id, launchCommand: app.launchCommand, fetchInterval: app.fetchInterval,
+                registeredAt: app.registeredAt, isConnected: broker.isConnected(app.id), lastRun: entry.lastRun,
+                nextWake: entry.plan?.decision.dueAt, nextWakeReasons: entry.plan?.decision.reasons ?? [],
+                containerPath: stateDirectory.containerPath(for: app.id), lifecycle: lifecycles[app.id], taskIdentifiers: app.taskIdentifiers)
+        }
+    }
+
     /// The user opened the app: the store remembers, the learner learns, the scheduler replans
     /// (the user being active changes the chances of the other apps too).
     func recordOpen(of app: AppID) async throws {

@@ -183,6 +183,14 @@ public actor RunCoordinator: Service {
         if broker.isConnectedInForeground(run.app) {
             await lifecycle?.startedEvents(for: run.app)
             broker.eventsAvailable(for: run.app)
+        } else if let pid = processes.first(where: { $0.value.app == run.app && !$0.value.exitRequested })?.key {
+            // A process bgd launched for the app still runs (for url-session events, say): the
+            // run is its, not a second process's — two would be fed the same events.
+            processes[pid]?.run = run.id
+            processes[pid]?.terminateAt = nil
+            await lifecycle?.startedEvents(for: run.app)
+            broker.eventsAvailable(for: run.app)
+            try? await store.recordLaunch(of: run.id, processID: pid, startTicks: processes[pid]?.process.startTicks)
         } else {
             await launch(run.app, reason: reason, for: run)
         }
@@ -342,6 +350,17 @@ public actor RunCoordinator: Service {
                     }
                 }
             }
+            if !unrecordedEnds.isEmpty {
+                if let retryAt = nextEndRetry, retryAt <= now {
+                    for (id, end) in unrecordedEnds { _ = await record(end: end, of: id) }
+                    nextEndRetry = nil
+                }
+                if !unrecordedEnds.isEmpty {
+                    let retryAt = nextEndRetry ?? now.adding(.seconds(5))
+                    nextEndRetry = retryAt
+                    wake(at: retryAt)
+                }
+            }
             try await timers.wait(until: next, on: clock)
         }
     }
@@ -373,8 +392,23 @@ public actor RunCoordinator: Service {
     @discardableResult
     private func end(_ id: RunID, outcome: RunOutcome, detail: String?) async -> RunRecord? {
         if let app = flights.removeValue(forKey: id)?.run.app { await lifecycle?.finishedEvents(for: app) }
+        return await record(end: UnrecordedEnd(outcome: outcome, detail: detail, at: clock.now), of: id)
+    }
+
+    /// An end the store could not take (a full disk): kept, and written as soon as it can be,
+    /// with the time it really happened — or the run would stay in flight until a restart.
+    private struct UnrecordedEnd {
+        var outcome: RunOutcome
+        var detail: String?
+        var at: Date
+    }
+    private var unrecordedEnds: [RunID: UnrecordedEnd] = [:]
+    private var nextEndRetry: Date?
+
+    private func record(end: UnrecordedEnd, of id: RunID) async -> RunRecord? {
         do {
-            guard let record = try await store.finishRun(id, outcome: outcome, detail: detail, now: clock.now) else {
+            unrecordedEnds[id] = nil
+            guard let record = try await store.finishRun(id, outcome: end.outcome, detail: end.detail, now: end.at) else {
                 return nil
             }
             activity.emit(.runEnded(record))
@@ -384,7 +418,9 @@ public actor RunCoordinator: Service {
         } catch StoreError.runNotFound {
             return nil  // the app was unregistered meanwhile
         } catch {
-            logger.error("Cannot record the end of a run", metadata: ["run.id": "\(id)", "error": "\(error)"])
+            logger.error("Cannot record the end of a run; trying again in a few seconds", metadata: ["run.id": "\(id)", "error": "\(error)"])
+            unrecordedEnds[id] = end
+            timers.ring()
             return nil
         }
     }

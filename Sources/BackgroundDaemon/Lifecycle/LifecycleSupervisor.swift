@@ -176,6 +176,11 @@ public actor LifecycleSupervisor: Service {
 
     public func status(of app: AppID) -> LifecycleStatus? { entries[app].map { status(of: app, $0) } }
 
+    /// Every tracked app's status by app, in one call (the app listing).
+    public func statusesByApp() -> [AppID: LifecycleStatus] {
+        Dictionary(uniqueKeysWithValues: entries.map { ($0.key, status(of: $0.key, $0.value)) })
+    }
+
     /// An app the user is looking at, if any (processing tasks wait while there is one).
     public var appInForeground: AppID? {
         entries.filter { $0.value.state == .active }.map(\.key).min { $0.rawValue < $1.rawValue }

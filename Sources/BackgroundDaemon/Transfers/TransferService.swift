@@ -80,6 +80,12 @@ public actor TransferService: Service {
     // MARK: Service
 
     public func run() async throws {
+        // Events a previous bgd committed but never got to an app (it stopped between the two):
+        // launch the app for them now, as their transfer's end would have.
+        for app in (try? await store.appsWithWaitingSessionEvents()) ?? [] {
+            logger.info("Delivering transfer events left from before", metadata: ["app.id": "\(app)"])
+            await coordinator.deliverEvents(to: app, reason: .urlSession)
+        }
         await doorbell.serve("transfers", on: clock, logger: logger) { try await self.plan() }
         for task in attempts.values { task.cancel() }
         for task in attempts.values { await task.value }
@@ -160,6 +166,9 @@ public actor TransferService: Service {
     // MARK: Planning
 
     /// Starts what may start; returns when to look again.
+    /// Retries the store could not record, and when each may go.
+    private var unrecordedRetries: [TransferID: Date] = [:]
+
     private func plan() async throws -> Date? {
         let now = clock.now
         let conditions = await self.conditions.effective
@@ -180,6 +189,11 @@ public actor TransferService: Service {
                 continue
             }
             wake(at: min(deadline, stalled))
+            // A retry the store could not record (a full disk) waits here, in memory.
+            if let held = unrecordedRetries[id], held > now {
+                wake(at: held)
+                continue
+            }
             if let at = transfer.record.nextAttemptAt, at > now {
                 wake(at: at)
                 continue
@@ -271,8 +285,12 @@ public actor TransferService: Service {
             try await store.scheduleRetry(transfer.record.id, error: reason, at: now.adding(delay))
             activity.emit(.transferRetryScheduled(transfer.record.id, at: now.adding(delay), reason: reason))
             logger.info("Transfer will retry", metadata: ["transfer.id": "\(transfer.record.id)", "reason": "\(reason)", "in": "\(delay.humanDescription)"])
+            unrecordedRetries[transfer.record.id] = nil
         } catch {
-            logger.error("Cannot record a retry", metadata: ["transfer.id": "\(transfer.record.id)", "error": "\(error)"])
+            // Keep the backoff anyway, or the transfer would be due at once and go round as fast
+            // as the disk refuses (a full disk made hundreds of attempts a second).
+            unrecordedRetries[transfer.record.id] = now.adding(max(delay, .seconds(30)))
+            logger.error("Cannot record a retry; waiting anyway", metadata: ["transfer.id": "\(transfer.record.id)", "error": "\(error)"])
         }
     }
 

@@ -83,7 +83,13 @@ struct FixtureApp {
                 log.append("push-start \(id)")
                 await never()
             }
-            log.append("push \(id)")
+            // Idempotent, as an app whose work is not must be: a push offered again (its run was
+            // cut short after this line, before the answer) is noted, not done twice.
+            if let apnsID = notification.apnsID, log.contains("apns \(apnsID)") {
+                log.append("push-again \(id)")
+                return .newData
+            }
+            log.append("push \(id) apns \(notification.apnsID ?? "-")")
             return .newData
         }
         try await application.run()
@@ -169,6 +175,11 @@ final class TransferRecorder: BackgroundURLSessionDelegate {
 final class Log: Sendable {
     let path: String
     init(path: String) { self.path = path }
+
+    /// Whether a line of the log contains `text`.
+    func contains(_ text: String) -> Bool {
+        ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").contains(text)
+    }
 
     func append(_ line: String) {
         let fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0o600)
