@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "Background", targets: ["Background"]),
         .library(name: "BackgroundTesting", targets: ["BackgroundTesting"]),
         .executable(name: "bgd", targets: ["bgd"]),
+        .executable(name: "bgd-confine", targets: ["bgd-confine"]),
         .executable(name: "bgctl", targets: ["bgctl"]),
         .executable(name: "NewsFeed", targets: ["NewsFeed"]),
         .executable(name: "ImageFetch", targets: ["ImageFetch"]),
@@ -112,6 +113,8 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
             path: "Benchmarks/bgbench-push", swiftSettings: swiftSettings),
+        // Enters Landlock and execs an app bgd launches (C: it runs before every launch).
+        .executableTarget(name: "bgd-confine", path: "Sources/bgd-confine"),
         .executableTarget(
             name: "bgd",
             dependencies: [
@@ -176,7 +179,7 @@ let package = Package(
             name: "BackgroundDaemonTests",
             dependencies: [
                 "BackgroundDaemon", "BackgroundTesting", "Background", "BackgroundModel", "BackgroundStore",
-                "bgd", "bgctl", "NewsFeed", "ImageFetch", "DownloadManager", "PushNews", "bgd-fixture-app",
+                "bgd", "bgd-confine", "bgctl", "NewsFeed", "ImageFetch", "DownloadManager", "PushNews", "bgd-fixture-app",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],

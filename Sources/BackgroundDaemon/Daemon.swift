@@ -39,6 +39,8 @@ public struct Daemon: Service {
         public var processing: ProcessingTaskPolicy
         /// The dashboard and `/metrics` on TCP; nil: off (the default).
         public var dashboard: DashboardServer.Configuration?
+        /// Confine launched apps to their container where the kernel can (Landlock).
+        public var confineApps: Bool
 
         public init(
             stateDirectory: String, socketPath: String, durability: BackgroundStore.Durability = .full,
@@ -46,8 +48,10 @@ public struct Daemon: Service {
             fetchPolicy: FetchPolicy.Configuration = .init(), usage: UsageTracker.Configuration = .init(),
             conditions: ConditionsMonitor.Configuration = .init(), transfers: TransferService.Configuration = .init(),
             push: PushGateway.Configuration? = nil, backgroundTime: BackgroundTimePolicy = BackgroundTimePolicy(),
-            processing: ProcessingTaskPolicy = ProcessingTaskPolicy(), dashboard: DashboardServer.Configuration? = nil
+            processing: ProcessingTaskPolicy = ProcessingTaskPolicy(), dashboard: DashboardServer.Configuration? = nil,
+            confineApps: Bool = true
         ) {
+            self.confineApps = confineApps
             self.dashboard = dashboard
             self.backgroundTime = backgroundTime
             self.processing = processing
@@ -90,11 +94,13 @@ public struct Daemon: Service {
     private let socketClaim: SocketClaim
     /// What `bgctl` proves it is the operator with.
     public let operatorCredential: OperatorCredential
+    /// How the apps bgd launches are confined.
+    public let confinement: Confinement.Mode
 
     /// Takes the state directory (throws `StateDirectory.AlreadyInUse` when another bgd holds
     /// it), opens the store and reconciles what a previous bgd left behind.
     public init(
-        configuration: Configuration, clock: any WallClock = SystemClock(), launcher: any AppLauncher = ProcessLauncher(),
+        configuration: Configuration, clock: any WallClock = SystemClock(), launcher: (any AppLauncher)? = nil,
         logger: Logger = Logger(label: "bg.daemon")
     ) async throws {
         self.configuration = configuration
@@ -102,6 +108,20 @@ public struct Daemon: Service {
         self.logger = logger
         stateDirectory = try StateDirectory(path: configuration.stateDirectory)
         socketClaim = try SocketClaim(configuration.socketPath)
+        // Confinement of launched apps: said once, here and in `bgctl status`.
+        var helper: String?
+        if configuration.confineApps {
+            let found = Confinement.helperPath()
+            confinement = Confinement.probe(helper: found)
+            if case .landlock = confinement { helper = found }
+        } else {
+            confinement = .unconfined("turned off (--confine-apps off)")
+        }
+        if case .unconfined = confinement {
+            logger.notice("Launched apps are not confined", metadata: ["why": "\(confinement)"])
+        } else {
+            logger.info("Launched apps are confined", metadata: ["mode": "\(confinement)"])
+        }
         operatorCredential = try OperatorCredential(socketPath: configuration.socketPath)
         let metrics = DaemonMetrics()
         self.metrics = metrics
@@ -143,10 +163,11 @@ public struct Daemon: Service {
             policy: configuration.backgroundTime, store: store, broker: broker, activity: activity, clock: clock, killGrace: configuration.budget.killGrace,
             foregroundDoorbells: [taskDoorbell], logger: Self.logger("bg.lifecycle", like: logger))
         coordinator = RunCoordinator(
-            store: store, stateDirectory: stateDirectory, broker: broker, launcher: launcher, tokens: tokens,
+            store: store, stateDirectory: stateDirectory, broker: broker, launcher: launcher ?? ProcessLauncher(confinementHelper: helper), tokens: tokens,
             activity: activity, clock: clock,
             configuration: .init(
-                budget: configuration.budget, lingerGrace: configuration.lingerGrace, socketPath: configuration.socketPath),
+                budget: configuration.budget, lingerGrace: configuration.lingerGrace, socketPath: configuration.socketPath,
+                confineApps: configuration.confineApps && helper != nil),
             schedulerDoorbell: doorbell, runEndedDoorbells: [pushDoorbell, taskDoorbell], lifecycle: lifecycle,
             logger: Self.logger("bg.runs", like: logger))
         taskDispatcher = TaskDispatcher(
@@ -176,7 +197,7 @@ public struct Daemon: Service {
             activity: activity, clock: clock, schedulerDoorbell: doorbell, taskDoorbell: taskDoorbell, lifecycle: lifecycle, tasks: taskDispatcher,
             processingBudget: configuration.processing.budget, metrics: metrics, dashboard: nil,
             usage: usage, conditions: conditions, transfers: transfers, fetchPolicy: fetchPolicy,
-            socketPath: configuration.socketPath,
+            socketPath: configuration.socketPath, appConfinement: "\(confinement)",
             startedAt: clock.now, logger: logger)
         if let settings = configuration.dashboard {
             let server = DashboardServer(

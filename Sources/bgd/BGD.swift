@@ -89,6 +89,9 @@ struct BGD: AsyncParsableCommand {
     @Option(help: "Pushes per second one device token accepts (ten times as many back to back) before 429 TooManyRequests.")
     var pushTokenRate: Double = 20
 
+    @Option(help: "on: apps bgd launches may read everything but bgd's state and write only their container (Landlock, where the kernel has it); off: not confined.")
+    var confineApps: String = "on"
+
     @Option(help: "Open push connections from one address; more are closed as they arrive.")
     var pushConnectionsPerPeer: Int = 128
 
@@ -160,6 +163,7 @@ struct BGD: AsyncParsableCommand {
         guard maxTransfers >= 1 && maxTransfers <= 1000 else { throw ValidationError("--max-transfers is from 1 to 1000") }
         if let transferRateLimit, transferRateLimit < 1024 { throw ValidationError("--transfer-rate-limit is at least 1KiB (a second)") }
         guard transferCheckpoint >= 64 << 10 else { throw ValidationError("--transfer-checkpoint is at least 64KiB") }
+        guard ["on", "off"].contains(confineApps) else { throw ValidationError("--confine-apps is on or off") }
         guard pushConnectionsPerPeer >= 1, pushConnections >= pushConnectionsPerPeer else {
             throw ValidationError("--push-connections-per-peer must be at least 1 and no more than --push-connections")
         }
@@ -211,7 +215,7 @@ struct BGD: AsyncParsableCommand {
             backgroundTime: BackgroundTimePolicy(
                 budget: backgroundTime, expirationLead: expirationLead, suspensionEnabled: suspension == "on", suspensionDelay: suspensionDelay),
             processing: ProcessingTaskPolicy(budget: processingBudget),
-            dashboard: http.flatMap { Self.dashboard($0, allowRemote: httpAllowRemote) })
+            dashboard: http.flatMap { Self.dashboard($0, allowRemote: httpAllowRemote) }, confineApps: confineApps == "on")
         let daemon: Daemon
         do {
             daemon = try await Daemon(configuration: configuration, logger: logger)

@@ -28,6 +28,8 @@ struct DaemonCore: Sendable {
     var transfers: TransferService
     var fetchPolicy: FetchPolicy
     var socketPath: String
+    /// How launched apps are confined, as `bgctl status` says it.
+    var appConfinement: String
     var startedAt: Date
     var logger: Logger
 

@@ -24,8 +24,11 @@ public actor RunCoordinator: Service {
         /// How long an app that answered may take to exit before it is ended.
         public var lingerGrace: Duration
         public var socketPath: String
+        /// Whether launched apps are confined to their container (where the launcher can).
+        public var confineApps: Bool
 
-        public init(budget: RunBudget = RunBudget(), lingerGrace: Duration = .seconds(5), socketPath: String) {
+        public init(budget: RunBudget = RunBudget(), lingerGrace: Duration = .seconds(5), socketPath: String, confineApps: Bool = true) {
+            self.confineApps = confineApps
             self.budget = budget
             self.lingerGrace = lingerGrace
             self.socketPath = socketPath
@@ -236,10 +239,19 @@ public actor RunCoordinator: Service {
             environment[LaunchEnvironment.token] = token.rawValue
             environment[LaunchEnvironment.container] = container
             if let run { environment[LaunchEnvironment.run] = run.id.description }
+            var confinement: Confinement?
+            if configuration.confineApps {
+                // Its own temporary directory: the rest of the file system is read-only to it.
+                let temporary = container + "/tmp"
+                try? FileManager.default.createDirectory(atPath: temporary, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+                environment["TMPDIR"] = temporary
+                confinement = Confinement(
+                    hidden: [stateDirectory.path, DaemonLocation.operatorTokenPath(socketPath: configuration.socketPath)], writable: [container])
+            }
             let process = try launcher.launch(
                 LaunchSpec(
                     command: stored.launchCommand, environment: environment, workingDirectory: container,
-                    logFile: container + "/launch.log"))
+                    logFile: container + "/launch.log", confinement: confinement))
             var managed = ManagedProcess(app: app, process: process, token: token, run: run?.id)
             // Launched for events only: the fetch budget caps how long it may take over them.
             if run == nil { managed.terminateAt = clock.now.adding(configuration.budget.budget) }

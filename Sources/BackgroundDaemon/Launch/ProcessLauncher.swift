@@ -14,8 +14,13 @@ public struct LaunchSpec: Sendable {
     public var workingDirectory: String
     /// stdout and stderr are appended here; stdin is /dev/null.
     public var logFile: String
+    /// What the process may touch, where the launcher can enforce it; nil: unconfined.
+    public var confinement: Confinement?
 
-    public init(command: LaunchCommand, environment: [String: String], workingDirectory: String, logFile: String) {
+    public init(
+        command: LaunchCommand, environment: [String: String], workingDirectory: String, logFile: String, confinement: Confinement? = nil
+    ) {
+        self.confinement = confinement
         self.command = command
         self.environment = environment
         self.workingDirectory = workingDirectory
@@ -33,7 +38,10 @@ public protocol AppLauncher: Sendable {
 /// everything it started at once, and resets the signal dispositions bgd itself changed
 /// (ServiceLifecycle ignores SIGTERM/SIGINT to catch them; a child must not inherit that).
 public struct ProcessLauncher: AppLauncher {
-    public init() {}
+    /// `bgd-confine`, when launched apps are to be confined and the kernel can (see `Confinement`).
+    public let confinementHelper: String?
+
+    public init(confinementHelper: String? = nil) { self.confinementHelper = confinementHelper }
 
     public struct Failure: Error, CustomStringConvertible {
         public var program: String
@@ -65,14 +73,25 @@ public struct ProcessLauncher: AppLauncher {
         // Nothing of bgd's leaks into the app: its sockets, its database, pipes of its parent.
         closeDescriptors(from: 3, &actions)
 
-        let argv = spec.command.arguments.map { strdup($0) } + [nil]
+        // Confined: the helper enters Landlock, then execs the app (same pid, same group).
+        var arguments = spec.command.arguments
+        var program = spec.command.program
+        if let helper = confinementHelper, let confinement = spec.confinement {
+            // The helper would start, and only its exec fail: say "cannot start" as without it.
+            guard Self.isExecutable(spec.command.program, path: spec.environment["PATH"]) else {
+                throw Failure(program: spec.command.program, errno: ENOENT)
+            }
+            arguments = [helper] + confinement.helperArguments() + ["--"] + arguments
+            program = helper
+        }
+        let argv = arguments.map { strdup($0) } + [nil]
         let envp = spec.environment.sorted { $0.key < $1.key }.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer {
             for pointer in argv { free(pointer) }
             for pointer in envp { free(pointer) }
         }
         var pid: pid_t = 0
-        let result = posix_spawnp(&pid, spec.command.program, &actions, &attributes, argv, envp)
+        let result = posix_spawnp(&pid, program, &actions, &attributes, argv, envp)
         guard result == 0 else { throw Failure(program: spec.command.program, errno: result) }
         return LaunchedProcess(processID: pid, startTicks: LaunchedProcess.startTicks(of: pid))
     }

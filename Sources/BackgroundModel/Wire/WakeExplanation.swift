@@ -45,11 +45,14 @@ public struct DaemonStatus: Hashable, Codable, Sendable {
     public var appCount: Int
     public var runningRuns: Int
     public var nextEvaluation: Date?
+    /// How launched apps are confined ("landlock (ABI 7): …", or "unconfined: why").
+    public var appConfinement: String?
 
     public init(
         version: String, processID: Int32, stateDirectory: String, socketPath: String, startedAt: Date, now: Date,
-        appCount: Int, runningRuns: Int, nextEvaluation: Date?
+        appCount: Int, runningRuns: Int, nextEvaluation: Date?, appConfinement: String? = nil
     ) {
+        self.appConfinement = appConfinement
         self.version = version
         self.processID = processID
         self.stateDirectory = stateDirectory
