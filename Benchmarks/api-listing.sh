@@ -27,6 +27,7 @@ token=$(cat "$sock.operator-token")
 curl -s --unix-socket "$sock" -H "Authorization: Bearer $token" http://bgd/v1/apps >"$work/apps.json"
 cat >"$work/nginx.conf" <<CONF
 worker_processes 1;
+$( [ "$(id -u)" = 0 ] && echo "user root;" )
 pid $work/nginx.pid;
 error_log $work/nginx-error.log;
 events { worker_connections 1024; }

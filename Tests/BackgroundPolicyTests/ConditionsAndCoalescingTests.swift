@@ -111,6 +111,16 @@ struct CoalescingTests {
         #expect(alone.launch.map(\.rawValue) == ["com.example.a"])
     }
 
+    /// Two hundred apps sharing a wake-up: each reason names three and counts the rest, so its
+    /// length does not grow with the number of apps (it did: the app listing grew with its square).
+    @Test func aSharedWakeUpsReasonStaysShort() {
+        let candidates = (0..<200).map { candidate("com.example.app\($0)", every: 30 + Double($0) / 100) }
+        let plan = policy(leeway: 5).plan(for: candidates, runningCount: 0, now: minutes(1))
+        let reasons = plan.decisions.flatMap(\.reasons).filter { $0.code == .coalesced }
+        #expect(reasons.count == 199)
+        #expect(reasons.allSatisfy { $0.detail.count < 200 && $0.detail.contains("and 196 other apps") }, "\(reasons.first?.detail ?? "")")
+    }
+
     /// Held wakes (no network) take no part: they must not hold the others.
     @Test func heldWakesDoNotCoalesce() {
         let candidates = [candidate("com.example.a", every: 30), candidate("com.example.b", every: 33)]

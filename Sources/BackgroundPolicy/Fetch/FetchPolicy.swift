@@ -110,7 +110,7 @@ public struct FetchPolicy: Sendable {
         let together = batch.map { decisions[$0].dueAt! }.max()!
         guard batch.count > 1 else { return }
         for index in batch where decisions[index].dueAt! < together {
-            let others = batch.filter { $0 != index }.map { decisions[$0].app.rawValue }.joined(separator: ", ")
+            let others = Self.someOf(batch.filter { $0 != index }.map { decisions[$0].app.rawValue })
             let own = decisions[index].dueAt!
             decisions[index].reasons.append(
                 DecisionReason(
@@ -120,6 +120,14 @@ public struct FetchPolicy: Sendable {
             // Already past the shared time: all start now, as they would have.
             if together > now { decisions[index].dueAt = together }
         }
+    }
+
+    /// Names a few, and counts the rest: a reason stays a sentence when hundreds of apps share a
+    /// wake-up (listing every one made each app's reasons grow with the number of apps, and the
+    /// app listing with its square).
+    static func someOf(_ apps: [String], naming limit: Int = 3) -> String {
+        guard apps.count > limit else { return apps.joined(separator: ", ") }
+        return apps.prefix(limit).joined(separator: ", ") + " and \(apps.count - limit) other apps"
     }
 
     /// A pending `BGAppRefreshTaskRequest`'s earliest begin date holds the wake until then.
