@@ -118,7 +118,8 @@ let package = Package(
         .executableTarget(
             name: "bgd",
             dependencies: [
-                "BackgroundDaemon", "BackgroundModel",
+                // Built with bgd (even by `swift run bgd`), since bgd launches apps through it.
+                "BackgroundDaemon", "BackgroundModel", "bgd-confine",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
