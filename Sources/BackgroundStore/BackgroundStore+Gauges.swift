@@ -19,16 +19,21 @@ extension BackgroundStore {
 /// journal write and, with `durability: .full`, the fsync), for `bgd_store_commit_seconds`.
 final class CommitTimer: TransactionObserver, @unchecked Sendable {
     // @unchecked: GRDB calls an observer only on the writer's serial queue.
-    private let report: @Sendable (Duration) -> Void
+    private let report: (@Sendable (Duration) -> Void)?
+    private let commits: Generation
     private var started: ContinuousClock.Instant?
 
-    init(report: @escaping @Sendable (Duration) -> Void) { self.report = report }
+    init(report: (@Sendable (Duration) -> Void)?, commits: Generation) {
+        self.report = report
+        self.commits = commits
+    }
 
     func observes(eventsOfKind eventKind: DatabaseEventKind) -> Bool { false }
     func databaseDidChange(with event: DatabaseEvent) {}
     func databaseWillCommit() throws { started = ContinuousClock.now }
     func databaseDidCommit(_ db: Database) {
-        if let started { report(ContinuousClock.now - started) }
+        commits.advance()
+        if let started { report?(ContinuousClock.now - started) }
         started = nil
     }
     func databaseDidRollback(_ db: Database) { started = nil }

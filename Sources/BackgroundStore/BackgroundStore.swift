@@ -10,10 +10,18 @@ public struct BackgroundStore: Sendable {
     let writer: any DatabaseWriter
     /// Advances whenever a device token or provider key is added, revoked or removed.
     public let pushCredentials = Generation()
+    /// Advances with every commit of the writer (a file store's): whatever was read before may
+    /// have changed. The app listing is kept encoded until it moves.
+    public let commits: Generation
 
     /// Wraps an open database and brings its schema up to date.
     public init(_ writer: any DatabaseWriter) throws {
+        try self.init(writer, commits: Generation())
+    }
+
+    init(_ writer: any DatabaseWriter, commits: Generation) throws {
         self.writer = writer
+        self.commits = commits
         try Self.migrator.migrate(writer)
     }
 
@@ -33,21 +41,24 @@ public struct BackgroundStore: Sendable {
         var configuration = Configuration()
         configuration.foreignKeysEnabled = true
         configuration.busyMode = .timeout(5)
+        let commits = Generation()
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = \(durability == .full ? "FULL" : "NORMAL")")
-            if let onCommit, !db.configuration.readonly {
-                db.add(transactionObserver: CommitTimer(report: onCommit), extent: .databaseLifetime)
+            if !db.configuration.readonly {
+                db.add(transactionObserver: CommitTimer(report: onCommit, commits: commits), extent: .databaseLifetime)
             }
         }
         let pool = try DatabasePool(path: path, configuration: configuration)
-        return try BackgroundStore(pool)
+        return try BackgroundStore(pool, commits: commits)
     }
 
     /// An in-memory store, for tests of the store itself.
     public static func inMemory() throws -> BackgroundStore {
         var configuration = Configuration()
         configuration.foreignKeysEnabled = true
-        return try BackgroundStore(DatabaseQueue(configuration: configuration))
+        let commits = Generation()
+        configuration.prepareDatabase { db in db.add(transactionObserver: CommitTimer(report: nil, commits: commits), extent: .databaseLifetime) }
+        return try BackgroundStore(DatabaseQueue(configuration: configuration), commits: commits)
     }
 
     /// The journal mode in force (`wal` for files opened with `open(atPath:)`).

@@ -13,7 +13,7 @@ struct AdminRoutes {
     func add(to router: Router<APIRequestContext>) {
         let v1 = router.group("v1")
         v1.get("status") { _, _ in try await status() }
-        v1.get("apps") { _, _ in try JSONResponse.make(try await core.summaries()) }
+        v1.get("apps") { _, _ in JSONResponse.make(encoded: try await core.encodedSummaries()) }
         v1.post("apps") { request, _ in
             var request = request
             return try await register(try await request.decodeJSON(RegisterAppRequest.self))

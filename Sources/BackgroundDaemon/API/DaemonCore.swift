@@ -3,6 +3,7 @@ import BackgroundPolicy
 import BackgroundStore
 import Foundation
 import Logging
+import Synchronization
 
 /// The parts of a running bgd that the API needs, wired once by `Daemon`.
 struct DaemonCore: Sendable {
@@ -28,6 +29,8 @@ struct DaemonCore: Sendable {
     var transfers: TransferService
     var fetchPolicy: FetchPolicy
     var socketPath: String
+    /// The last app listing, encoded, with what it was read at.
+    let listingCache = ListingCache()
     /// How launched apps are confined, as `bgctl status` says it.
     var appConfinement: String
     var startedAt: Date
@@ -48,7 +51,7 @@ struct DaemonCore: Sendable {
     /// the number of apps.
     func summaries() async throws -> [AppSummary] {
         let listing = try await store.appListing()
-        let lifecycles = await lifecycle.statusesByApp()
+        let lifecycles = await lifecycle.statusesByApp().statuses
         return listing.map { entry in
             let app = entry.app
             return AppSummary(
@@ -57,6 +60,19 @@ struct DaemonCore: Sendable {
                 nextWake: entry.plan?.decision.dueAt, nextWakeReasons: entry.plan?.decision.reasons ?? [],
                 containerPath: stateDirectory.containerPath(for: app.id), lifecycle: lifecycles[app.id], taskIdentifiers: app.taskIdentifiers)
         }
+    }
+
+    /// `GET /v1/apps` as JSON: encoded once, then served as is until the store commits, a stream
+    /// opens or closes, or a lifecycle changes — a hundred clients asking at once cost one encoding.
+    func encodedSummaries() async throws -> Data {
+        // The key is read before the data: a change that lands meanwhile makes the key stale,
+        // never the data newer than its key.
+        let key = ListingCache.Key(
+            commits: store.commits.current, connections: broker.connectionGeneration, lifecycles: await lifecycle.statusVersion)
+        if let cached = listingCache.data(for: key) { return cached }
+        let data = try WireCoding.makeEncoder().encode(try await summaries())
+        listingCache.keep(data, for: key)
+        return data
     }
 
     /// The user opened the app: the store remembers, the learner learns, the scheduler replans
@@ -109,4 +125,17 @@ struct DaemonCore: Sendable {
             return try await group.next() ?? nil
         }
     }
+}
+
+/// One encoded app listing and the versions of what it was made from.
+final class ListingCache: Sendable {
+    struct Key: Equatable {
+        var commits: Int
+        var connections: Int
+        var lifecycles: Int
+    }
+    private let entry = Mutex<(key: Key, data: Data)?>(nil)
+
+    func data(for key: Key) -> Data? { entry.withLock { $0?.key == key ? $0?.data : nil } }
+    func keep(_ data: Data, for key: Key) { entry.withLock { $0 = (key, data) } }
 }

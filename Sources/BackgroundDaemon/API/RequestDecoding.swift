@@ -54,7 +54,11 @@ extension DecodingError {
 /// Writes Codable values as JSON responses.
 enum JSONResponse {
     static func make<T: Encodable>(_ value: T, status: HTTPResponse.Status = .ok) throws -> Response {
-        let data = try WireCoding.makeEncoder().encode(value)
+        make(encoded: try WireCoding.makeEncoder().encode(value), status: status)
+    }
+
+    /// A response of JSON already encoded.
+    static func make(encoded data: Data, status: HTTPResponse.Status = .ok) -> Response {
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))

@@ -29,6 +29,9 @@ public final class EventBroker: Sendable {
     }
 
     private let streams = Mutex<[AppID: [UUID: Stream]]>([:])
+    private let changes = Atomic<Int>(0)
+    /// Moves whenever a stream opens or closes (the app listing's cache key).
+    public var connectionGeneration: Int { changes.load(ordering: .acquiring) }
 
     public init() {}
 
@@ -36,6 +39,7 @@ public final class EventBroker: Sendable {
         let (signals, continuation) = AsyncStream<Signal>.makeStream(bufferingPolicy: .unbounded)
         let id = UUID()
         streams.withLock { $0[app, default: [:]][id] = Stream(isLaunched: isLaunched, continuation: continuation) }
+        changes.add(1, ordering: .releasing)
         return Subscription(id: id, app: app, isLaunched: isLaunched, signals: signals)
     }
 
@@ -46,6 +50,7 @@ public final class EventBroker: Sendable {
             return removed
         }
         stream?.continuation.finish()
+        changes.add(1, ordering: .releasing)
     }
 
     /// Whether the app holds any event stream open.

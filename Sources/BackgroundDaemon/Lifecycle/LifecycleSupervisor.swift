@@ -42,7 +42,11 @@ public actor LifecycleSupervisor: Service {
     private let clock: any WallClock
     private let killGrace: Duration
     private let logger: Logger
-    private var entries: [AppID: Entry] = [:]
+    private var entries: [AppID: Entry] = [:] {
+        didSet { version &+= 1 }
+    }
+    /// Moves with every change of any app's lifecycle (the app listing's cache key).
+    private var version = 0
     private let timers = Doorbell()
     /// Rung when an app enters or leaves the foreground (processing tasks wait for none).
     private let foregroundDoorbells: [Doorbell]
@@ -176,10 +180,13 @@ public actor LifecycleSupervisor: Service {
 
     public func status(of app: AppID) -> LifecycleStatus? { entries[app].map { status(of: app, $0) } }
 
-    /// Every tracked app's status by app, in one call (the app listing).
-    public func statusesByApp() -> [AppID: LifecycleStatus] {
-        Dictionary(uniqueKeysWithValues: entries.map { ($0.key, status(of: $0.key, $0.value)) })
+    /// Every tracked app's status by app, in one call (the app listing), and the version it is.
+    public func statusesByApp() -> (statuses: [AppID: LifecycleStatus], version: Int) {
+        (Dictionary(uniqueKeysWithValues: entries.map { ($0.key, status(of: $0.key, $0.value)) }), version)
     }
+
+    /// The version `statusesByApp` would say, without building them.
+    public var statusVersion: Int { version }
 
     /// An app the user is looking at, if any (processing tasks wait while there is one).
     public var appInForeground: AppID? {
