@@ -69,10 +69,8 @@ struct DaemonCore: Sendable {
         // never the data newer than its key.
         let key = ListingCache.Key(
             commits: store.commits.current, connections: broker.connectionGeneration, lifecycles: await lifecycle.statusVersion)
-        if let cached = listingCache.data(for: key) { return cached }
-        let data = try WireCoding.makeEncoder().encode(try await summaries())
-        listingCache.keep(data, for: key)
-        return data
+        let core = self
+        return try await listingCache.data(for: key) { try WireCoding.makeEncoder().encode(try await core.summaries()) }
     }
 
     /// The user opened the app: the store remembers, the learner learns, the scheduler replans
@@ -127,15 +125,49 @@ struct DaemonCore: Sendable {
     }
 }
 
-/// One encoded app listing and the versions of what it was made from.
+/// One encoded app listing and the versions of what it was made from. Requests that find it
+/// being made for their key wait for that one instead of making their own (a hundred clients
+/// arriving together after a change cost one encoding, not a hundred).
 final class ListingCache: Sendable {
     struct Key: Equatable {
         var commits: Int
         var connections: Int
         var lifecycles: Int
     }
-    private let entry = Mutex<(key: Key, data: Data)?>(nil)
+    private struct State {
+        var kept: (key: Key, data: Data)?
+        var making: (key: Key, task: Task<Data, any Error>)?
+    }
+    private let state = Mutex(State())
 
-    func data(for key: Key) -> Data? { entry.withLock { $0?.key == key ? $0?.data : nil } }
-    func keep(_ data: Data, for key: Key) { entry.withLock { $0 = (key, data) } }
+    func data(for key: Key, make: @escaping @Sendable () async throws -> Data) async throws -> Data {
+        enum Found {
+            case kept(Data)
+            case making(Task<Data, any Error>)
+        }
+        let found = state.withLock { state -> Found in
+            if let kept = state.kept, kept.key == key { return .kept(kept.data) }
+            if let making = state.making, making.key == key { return .making(making.task) }
+            let task = Task { try await make() }
+            state.making = (key, task)
+            return .making(task)
+        }
+        switch found {
+        case .kept(let data): return data
+        case .making(let task):
+            do {
+                let data = try await task.value
+                state.withLock { state in
+                    if state.making?.key == key {
+                        state.kept = (key, data)
+                        state.making = nil
+                    }
+                }
+                return data
+            } catch {
+                state.withLock { state in if state.making?.key == key { state.making = nil } }  // the next request tries again
+                throw error
+            }
+        }
+    }
 }
