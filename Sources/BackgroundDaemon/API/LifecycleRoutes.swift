@@ -12,12 +12,20 @@ struct LifecycleRoutes {
 
     func add(to router: Router<APIRequestContext>) {
         let app = router.group("v1/app")
-        app.post("state") { request, _ in
+        app.post("state") { request, context in
             var request = request
             let bearer = try await authenticate(request)
             let report = try await request.decodeJSON(LifecycleReport.self)
             guard report.state != .suspended else {
                 throw APIError(.badRequest, "invalidState", "an app reports active, inactive or background; only bgd suspends")
+            }
+            // The pid is the kernel's word, not the app's: the caller itself, or a process it started.
+            if let peer = await PeerCredentials.of(context.channel), report.processID != peer.processID,
+                ProcessTree.ancestor(of: report.processID, among: [peer.processID]) == nil
+            {
+                throw APIError(
+                    .forbidden, "notYourProcess",
+                    "process \(report.processID) is not the caller (\(peer.processID)) nor one it started; an app reports its own pid")
             }
             return try JSONResponse.make(await core.lifecycle.report(report, from: bearer.app, launched: bearer.isLaunched))
         }

@@ -70,7 +70,16 @@ public actor LifecycleSupervisor: Service {
     /// The app reports its state (`applicationDidEnterBackground` and friends).
     public func report(_ report: LifecycleReport, from app: AppID, launched: Bool) -> LifecycleStatus {
         var entry = entries[app] ?? Entry(launched: launched, state: .active)
-        if entry.process?.processID != report.processID { entry.process = AppProcess(processID: report.processID) }
+        if entry.process?.processID != report.processID {
+            entry.process = AppProcess(processID: report.processID)
+            // The state lasts as long as the process: when it exits, so does the state (an app
+            // that reported `active` and exited held every processing task back for ever).
+            let pid = report.processID
+            Task { [weak self] in
+                await ProcessExitWatch.exited(pid)
+                await self?.processExited(pid, of: app)
+            }
+        }
         entry.launched = launched
         let now = clock.now
         // A process bgd launched is in the background whatever it says.
@@ -125,6 +134,26 @@ public actor LifecycleSupervisor: Service {
         return true
     }
 
+    /// The process the app reported exited: it is no longer in any state, and its background
+    /// tasks are gone with it.
+    func processExited(_ pid: Int32, of app: AppID) async {
+        guard let entry = entries[app], entry.process?.processID == pid else { return }  // another process of it since
+        entries[app] = nil
+        if entry.state == .suspended { try? await store.clearSuspension(processID: pid) }
+        if entry.tasks.isEmpty {
+            activity.emit(.lifecycleChanged(app, entry.state, DecisionReason(.processExited, "process \(pid) exited; was \(entry.state.rawValue)")))
+        } else {
+            activity.emit(.lifecycleChanged(app, .background, Self.wentAwayHolding(entry.tasks.count)))
+        }
+        logger.info("App process exited; its state ends", metadata: ["app.id": "\(app)", "pid": "\(pid)", "was": "\(entry.state.rawValue)"])
+        if entry.state == .active { for doorbell in foregroundDoorbells { doorbell.ring() } }
+        timers.ring()
+    }
+
+    static func wentAwayHolding(_ tasks: Int) -> DecisionReason {
+        DecisionReason(.backgroundTimeExpired, "the app went away holding \(tasks) background task(s); they are gone")
+    }
+
     /// The app's stream closed. A process that is gone (crashed, ended) takes its tasks with it.
     public func disconnected(_ app: AppID) async {
         guard let entry = entries[app] else { return }
@@ -132,7 +161,7 @@ public actor LifecycleSupervisor: Service {
         entries[app] = nil
         if entry.state == .suspended, let pid = entry.process?.processID { try? await store.clearSuspension(processID: pid) }
         if entry.state == .active { for doorbell in foregroundDoorbells { doorbell.ring() } }
-        if !entry.tasks.isEmpty { activity.emit(.lifecycleChanged(app, .background, DecisionReason(.backgroundTimeExpired, "the app went away holding \(entry.tasks.count) background task(s); they are gone"))) }
+        if !entry.tasks.isEmpty { activity.emit(.lifecycleChanged(app, .background, Self.wentAwayHolding(entry.tasks.count))) }
         timers.ring()
     }
 

@@ -64,6 +64,8 @@ public enum ReasonCode: String, Codable, Sendable, CaseIterable {
     /// The run carrying the push ended before the app's handler answered (bgd stopped, the app
     /// crashed or could not start): the push waits to go again.
     case pushRetry
+    /// The app's process exited: its state (active, inactive, background) ends with it.
+    case processExited
     /// The push's runs ended without an answer too often, or its handler overran its budget:
     /// dropped, so one broken push does not wake the app for ever.
     case pushUndeliverable
