@@ -164,6 +164,32 @@ struct LifecycleTests {
         }
     }
 
+    /// An app run from an interactive shell is its terminal's foreground job: a SIGSTOP would
+    /// hand the terminal back to the shell ("Stopped") and leave the app a background job that
+    /// cannot read its tty. Such an app is told its background time ends, and is never stopped
+    /// (issue 14, item 3). Here the terminal is a pty `script` opens, the app its foreground group.
+    @Test func anAppInItsTerminalsForegroundIsNeverStopped() async throws {
+        try await TestDaemon.with { daemon in
+            let token = try await daemon.register(Self.app, command: ["/bin/false"], interval: .never).token
+            let logPath = daemon.directory + "/terminal.log"
+            let fixture = try BuiltProducts.path(of: "bgd-fixture-app")
+            let command = "exec '\(fixture)' foreground \(Self.app) \(token) '\(daemon.socketPath)' '\(logPath)' idle"
+            var terminal: Spawned?
+            _ = try await daemon.waitFor({ activity -> Bool? in
+                if case .lifecycleChanged(let app, .background, nil) = activity, app.rawValue == Self.app { return true }
+                return nil
+            }, after: { terminal = try Spawned("/usr/bin/script", ["-qec", command, "/dev/null"], stdin: true) })
+            defer { terminal?.signal(SIGKILL) }
+            let pid = try #require(try await daemon.admin.send(.get, "/v1/tasks", as: TasksOverview.self).lifecycles.first?.processID)
+            defer { kill(pid, SIGKILL) }
+            // Past its suspension delay and its background time: a stop would come now. It must not.
+            daemon.clock.advance(by: .seconds(120))
+            #expect(!(await eventually { ((try? processState(pid)) ?? nil) == "T" }), "stopped though it is its terminal's foreground job")
+            let state = try await daemon.admin.send(.get, "/v1/tasks", as: TasksOverview.self).lifecycles.first?.state
+            #expect(state == .background)
+        }
+    }
+
     /// A crashed app's tasks go with it: nothing is held, nothing is enforced against its pid.
     @Test func aCrashedAppsTasksAreCleanedUp() async throws {
         try await TestDaemon.with { daemon in

@@ -34,7 +34,7 @@ public protocol AppLauncher: Sendable {
     func launch(_ spec: LaunchSpec) throws -> LaunchedProcess
 }
 
-/// Starts each app in its own process group with `posix_spawn`, so bgd can signal the app and
+/// Starts each app in a session and process group of its own with `posix_spawn`, so bgd can signal the app and
 /// everything it started at once, and resets the signal dispositions bgd itself changed
 /// (ServiceLifecycle ignores SIGTERM/SIGINT to catch them; a child must not inherit that).
 public struct ProcessLauncher: AppLauncher {
@@ -53,7 +53,7 @@ public struct ProcessLauncher: AppLauncher {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
-        posix_spawnattr_setpgroup(&attributes, 0)
+
         var defaults = sigset_t()
         sigemptyset(&defaults)
         for signal in [SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGPIPE, SIGCHLD, SIGUSR1, SIGUSR2] { sigaddset(&defaults, signal) }
@@ -61,7 +61,9 @@ public struct ProcessLauncher: AppLauncher {
         var mask = sigset_t()
         sigemptyset(&mask)
         posix_spawnattr_setsigmask(&attributes, &mask)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
+        // A session of its own (so also a group of its own, led by it): no controlling terminal,
+        // no shell's job control to fight over it.
+        posix_spawnattr_setflags(&attributes, Int16(Self.setSession | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
 
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -95,6 +97,13 @@ public struct ProcessLauncher: AppLauncher {
         guard result == 0 else { throw Failure(program: spec.command.program, errno: result) }
         return LaunchedProcess(processID: pid, startTicks: LaunchedProcess.startTicks(of: pid))
     }
+
+    #if os(Linux)
+        /// glibc's POSIX_SPAWN_SETSID (2.26+), which Swift's Glibc module does not carry.
+        static let setSession: Int32 = 0x80
+    #else
+        static let setSession: Int32 = POSIX_SPAWN_SETPGROUP
+    #endif
 
     /// Whether `program` names an executable file, directly or on `PATH`.
     public static func isExecutable(_ program: String, path: String? = ProcessInfo.processInfo.environment["PATH"]) -> Bool {

@@ -51,4 +51,20 @@ struct AppProcess: Hashable, Sendable {
 
     /// Whether the process still exists.
     var isAlive: Bool { kill(processID, 0) == 0 }
+
+    /// Whether its process group is the foreground group of its terminal: a shell is waiting on
+    /// it, and a SIGSTOP would hand the terminal back to the shell (`[1]+ Stopped`), leaving the
+    /// app a background job that cannot read its tty after SIGCONT. bgd never stops such a process
+    /// (its background time still ends: the handlers run, it is told).
+    var isTerminalForeground: Bool { Self.isTerminalForeground(processID) }
+
+    static func isTerminalForeground(_ pid: Int32) -> Bool {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else {
+            return false
+        }
+        // After the name: state, ppid, pgrp, session, tty_nr, tpgid.
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 5, let group = Int32(fields[2]), let terminal = Int64(fields[4]), let foreground = Int32(fields[5]) else { return false }
+        return terminal != 0 && foreground == group
+    }
 }

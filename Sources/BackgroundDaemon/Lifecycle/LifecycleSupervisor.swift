@@ -256,7 +256,7 @@ public actor LifecycleSupervisor: Service {
             }
             let snapshot = BackgroundTimePolicy.Snapshot(
                 state: entry.state, enteredBackgroundAt: entry.enteredBackgroundAt, holdsTasks: !entry.tasks.isEmpty, warned: entry.warned,
-                busy: entry.busy, canSignal: !entry.launched && entry.process?.canSignal == true)
+                busy: entry.busy, canSignal: !entry.launched && entry.process?.canSignal == true && entry.process?.isTerminalForeground == false)
             switch policy.step(snapshot, now: now) {
             case .none:
                 continue
