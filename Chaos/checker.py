@@ -302,7 +302,11 @@ def check(run_dir: str | Path) -> dict:
     r["fetch_runs_started"] = sum(1 for f in fetches if f.get("run") is not None)
     r["fetch_errors"] = dict(Counter(re.sub(r"\d+", "N", (f.get("error") or "")[:90]) for f in fetches if f.get("run") is None).most_common(6))
     r["fetch_runs_seen"] = sum(len(c) for c in fetch_lines.values())
-    r["fetch_runs_duplicated"] = sum(1 for app in apps for n in fetch_lines[app].values() if n > 1)
+    # `fetch ?`: the fixture logs the run it was launched for (BGD_RUN); a process bgd launched for
+    # url-session events has none, and a fetch bgd then gives that process (rather than launching
+    # a second one) is logged with `?` — distinct runs, not a run seen twice. Counted apart.
+    r["fetch_runs_in_event_launches"] = sum(fetch_lines[app]["?"] for app in apps)
+    r["fetch_runs_duplicated"] = sum(1 for app in apps for run, n in fetch_lines[app].items() if n > 1 and run != "?")
     # Runs bgd started on its own. The fetch floor is 15 minutes, so in a campaign of minutes
     # each is a catch-up; two for one app within a second is a burst (D14: at most one catch-up).
     own = store.rows("SELECT id, appId, startedAt, reasons FROM run WHERE kind = 'fetch' AND trigger = 'scheduled' ORDER BY id")
@@ -467,6 +471,7 @@ def render(r: dict) -> str:
     row("transfer events lost (app never told)", r["transfer_events_lost"], "transfer_events_lost")
     row("fetch runs started / seen by the apps", f"{r['fetch_runs_started']}/{r['fetch_runs_seen']}")
     row("fetch runs seen twice", r["fetch_runs_duplicated"], "fetch_runs_duplicated")
+    row("fetch runs given to a process launched for transfer events", r["fetch_runs_in_event_launches"], indent=1)
     row("fetch runs bgd started itself / of them < 1 s apart", f"{r['fetch_runs_scheduled']}/{r['fetch_burst_runs']}")
     row(f"PRAGMA integrity_check: {r['integrity_check'][:30]}", r["integrity_not_ok"], "integrity_not_ok")
     row("bgd crashes not injected", r["bgd_crashes_not_injected"], "bgd_crashes_not_injected")

@@ -11,6 +11,7 @@ public final class ManualClock: WallClock {
     }
     private struct State {
         var now: Date
+        var elapsed: Duration = .zero
         var sleepers: [UUID: Sleeper] = [:]
     }
     private let state: Mutex<State>
@@ -19,6 +20,9 @@ public final class ManualClock: WallClock {
     public init(now: Date = Date(timeIntervalSince1970: 1_767_603_600)) { state = Mutex(State(now: now)) }
 
     public var now: Date { state.withLock { $0.now } }
+
+    /// Grows with every forward `advance`; a `jump` leaves it alone.
+    public var elapsed: Duration { state.withLock { $0.elapsed } }
 
     public func sleep(until deadline: Date) async throws {
         let id = UUID()
@@ -41,9 +45,17 @@ public final class ManualClock: WallClock {
     /// Moves time forward and wakes every sleeper whose deadline has come.
     public func advance(by duration: Duration) { advance(to: now.adding(duration)) }
 
-    /// Sets the time (backwards too: a wall clock can jump) and wakes the sleepers now due.
-    public func advance(to date: Date) {
+    /// Sets the time and wakes the sleepers now due. Time going forward has passed (`elapsed`
+    /// grows by as much); set backwards, it is a jump of the wall clock.
+    public func advance(to date: Date) { move(to: date, passing: date > now) }
+
+    /// The wall clock is set (an NTP step, a user, `faketime`) by `duration`, forwards or back:
+    /// `now` moves, `elapsed` does not.
+    public func jump(by duration: Duration) { move(to: now.adding(duration), passing: false) }
+
+    private func move(to date: Date, passing: Bool) {
         let due = state.withLock { state -> [Sleeper] in
+            if passing { state.elapsed += date.duration(since: state.now) }
             state.now = date
             let due = state.sleepers.filter { $0.value.deadline <= date }
             for id in due.keys { state.sleepers[id] = nil }

@@ -350,6 +350,29 @@ struct TransferTests {
         }
     }
 
+    /// The wall clock set two days ahead (an NTP step, a user) fails no transfer for lack of
+    /// progress: the timeout counts time that really passed (reliability-matrix D14; the chaos
+    /// campaign's faketime lives failed six this way).
+    @Test func aClockJumpIsNoLackOfProgress() async throws {
+        let origin = try await FaultyOrigin.start()
+        defer { Task { await origin.stop() } }
+        var configuration = Self.transfers
+        configuration.noProgressTimeout = .seconds(3600)
+        try await TestDaemon.with(clock: ManualClock(now: Self.start), transfers: configuration) { daemon in
+            let (record, _, _) = try await firstRetry(daemon) {
+                try await download(origin.url(seed: 66, size: 1000, faults: ["status": "503", "retry-after": "600"]), daemon).0
+            }
+            let next = try await daemon.waitFor({ activity -> String? in
+                switch activity {
+                case .transferRetryScheduled(let id, _, _) where id == record.id: return "retry"
+                case .transferEnded(let ended) where ended.id == record.id: return "ended \(ended.error?.code.rawValue ?? "-")"
+                default: return nil
+                }
+            }, after: { daemon.clock.jump(by: .seconds(2 * 86400)) })
+            #expect(next == "retry")
+        }
+    }
+
     /// cancel(byProducingResumeData:) keeps the bytes; resuming carries on from them.
     @Test func pauseAndResumeKeepTheBytes() async throws {
         try await withOrigin { origin, daemon in

@@ -181,14 +181,19 @@ public actor TransferService: Service {
                 await fail(transfer, TransferError(.timedOut, "not finished within \(transfer.request.timeoutForResource.humanDescription)"))
                 continue
             }
+            // Silent for the timeout by the date *and* by time that really passed in this bgd's
+            // life: a wall clock set two days ahead fails no transfer (reliability-matrix D14).
             let stalled = transfer.lastProgressAt.adding(configuration.noProgressTimeout)
-            if now >= stalled, transfer.record.attempts > 0 {
+            let silentFor = clock.elapsed - (progressSeen[id] ?? noteFirstSeen(id))
+            if now >= stalled, silentFor >= configuration.noProgressTimeout, transfer.record.attempts > 0 {
                 await fail(
                     transfer,
                     TransferError(.noProgress, "no progress for \(configuration.noProgressTimeout.humanDescription): \(transfer.record.lastError ?? "no answer")"))
                 continue
             }
-            wake(at: min(deadline, stalled))
+            // Looked at again when both could be true (never at a time already past).
+            let stallCheck = max(stalled, now.adding(max(.zero, configuration.noProgressTimeout - silentFor)))
+            wake(at: min(deadline, stallCheck))
             // A retry the store could not record (a full disk) waits here, in memory.
             if let held = unrecordedRetries[id], held > now {
                 wake(at: held)
@@ -262,7 +267,18 @@ public actor TransferService: Service {
         }
     }
 
-    private func noteReceived(_ id: TransferID, bytes: Int64) { received[id] = bytes }
+    private func noteReceived(_ id: TransferID, bytes: Int64) {
+        received[id] = bytes
+        progressSeen[id] = clock.elapsed
+    }
+
+    /// When this bgd last saw the transfer move (or first saw it), on the clock no one sets.
+    private var progressSeen: [TransferID: Duration] = [:]
+
+    private func noteFirstSeen(_ id: TransferID) -> Duration {
+        progressSeen[id] = clock.elapsed
+        return clock.elapsed
+    }
 
     private func complete(_ transfer: StoredTransfer, file: String?, statusCode: Int?) async throws {
         if let ended = try await store.finishTransfer(transfer.record.id, .completed(location: file, statusCode: statusCode), now: clock.now) {

@@ -6,6 +6,10 @@ import Foundation
 /// process-local. The system clock is used in production, `BackgroundTesting.ManualClock` in tests.
 public protocol WallClock: Sendable {
     var now: Date { get }
+    /// Time that has really passed since an arbitrary origin, on a clock no one sets: it does
+    /// not jump when the wall clock does (reliability-matrix D14: a no-progress timeout must
+    /// not fire because the date moved two days).
+    var elapsed: Duration { get }
     /// Returns at or after `deadline`; throws `CancellationError` when the task is cancelled.
     func sleep(until deadline: Date) async throws
 }
@@ -18,6 +22,9 @@ public struct SystemClock: WallClock {
     public init(maximumNap: Duration = .seconds(60)) { self.maximumNap = maximumNap }
 
     public var now: Date { Date() }
+
+    private static let origin = ContinuousClock.now
+    public var elapsed: Duration { Self.origin.duration(to: .now) }
 
     public func sleep(until deadline: Date) async throws {
         while case let remaining = deadline.timeIntervalSince(now), remaining > 0 {
