@@ -30,6 +30,7 @@ MUST_BE_ZERO = [
     "transfers_wrong_hash",
     "transfer_events_lost",
     "fetch_runs_duplicated",
+    "tasks_lost",
     "integrity_not_ok",
     "bgd_crashes_not_injected",
     "bgd_stops_hung",
@@ -130,6 +131,7 @@ def check(run_dir: str | Path) -> dict:
     transfers = read_jsonl(run / "transfers.jsonl")
     faults = read_jsonl(run / "faults.jsonl")
     lives = read_jsonl(run / "lives.jsonl")
+    tasks = read_jsonl(run / "tasks.jsonl")
     apps = meta["apps"]
     state = Path(meta.get("state_dir", run / "state"))
     containers = Path(meta.get("containers_dir", state / "containers"))
@@ -306,6 +308,42 @@ def check(run_dir: str | Path) -> dict:
     # url-session events has none, and a fetch bgd then gives that process (rather than launching
     # a second one) is logged with `?` — distinct runs, not a run seen twice. Counted apart.
     r["fetch_runs_in_event_launches"] = sum(fetch_lines[app]["?"] for app in apps)
+
+    # BGTaskScheduler requests, as the apps submitted them. A request carries no id of its own
+    # (a newer submit replaces a pending one), so the promise checked is: every request accepted
+    # is carried out by a task run that starts after it, or is still pending at the end.
+    from datetime import datetime, timezone
+
+    def utc_seconds(stamp):
+        try:
+            return datetime.fromisoformat(stamp).replace(tzinfo=timezone.utc).timestamp() if stamp else None
+        except ValueError:
+            return None
+
+    accepted = [t for t in tasks if t.get("status") == 201]
+    r["task_requests_sent"] = len(tasks)
+    r["task_requests_accepted"] = len(accepted)
+    task_starts = defaultdict(list)
+    for row in store.rows("SELECT appId, startedAt, outcome FROM run WHERE kind = 'task'"):
+        started = utc_seconds(row["startedAt"])
+        if started is not None:
+            task_starts[row["appId"]].append((started, row["outcome"]))
+    r["task_runs"] = sum(len(v) for v in task_starts.values())
+    r["task_runs_answered"] = sum(1 for v in task_starts.values() for _, outcome in v if outcome in ("newData", "noData", "failed"))
+    pending = Counter(row["appId"] for row in store.rows("SELECT appId FROM taskRequest"))
+    r["task_requests_pending_at_end"] = sum(pending.values())
+    lost = []
+    for t in accepted:
+        # A run started after the request was sent (a second of slack for the two clocks) took it.
+        if any(started >= t["at"] - 1 for started, _ in task_starts.get(t["app"], [])) or pending[t["app"]]:
+            continue
+        lost.append({"app": t["app"], "at": t["at"], "life": t.get("life")})
+    r["tasks_lost"] = len(lost)
+    r["tasks_lost_details"] = lost[:10]
+    r["task_handler_runs_seen"] = sum(
+        1 for app in apps for line in ((containers / app / "fixture.log").read_text(errors="replace").splitlines()
+                                       if (containers / app / "fixture.log").exists() else [])
+        if line.startswith("task "))
     r["fetch_runs_duplicated"] = sum(1 for app in apps for run, n in fetch_lines[app].items() if n > 1 and run != "?")
     # Runs bgd started on its own. The fetch floor is 15 minutes, so in a campaign of minutes
     # each is a catch-up; two for one app within a second is a burst (D14: at most one catch-up).
@@ -472,6 +510,10 @@ def render(r: dict) -> str:
     row("fetch runs started / seen by the apps", f"{r['fetch_runs_started']}/{r['fetch_runs_seen']}")
     row("fetch runs seen twice", r["fetch_runs_duplicated"], "fetch_runs_duplicated")
     row("fetch runs given to a process launched for transfer events", r["fetch_runs_in_event_launches"], indent=1)
+    row("task requests sent / accepted", f"{r['task_requests_sent']}/{r['task_requests_accepted']}")
+    row("task runs / answered / handlers seen by the apps", f"{r['task_runs']}/{r['task_runs_answered']}/{r['task_handler_runs_seen']}", indent=1)
+    row("task requests still pending at the end", r["task_requests_pending_at_end"], indent=1)
+    row("tasks lost (accepted, never run, not pending)", r["tasks_lost"], "tasks_lost")
     row("fetch runs bgd started itself / of them < 1 s apart", f"{r['fetch_runs_scheduled']}/{r['fetch_burst_runs']}")
     row(f"PRAGMA integrity_check: {r['integrity_check'][:30]}", r["integrity_not_ok"], "integrity_not_ok")
     row("bgd crashes not injected", r["bgd_crashes_not_injected"], "bgd_crashes_not_injected")

@@ -52,6 +52,7 @@ FAILPOINTS = [
 ]
 FAULT_WEIGHTS = {"kill": 3, "failpoint": 3, "sigstop": 1, "app-kill": 2, "volume-full": 1, "clock": 1}
 KEY_ID, TEAM_ID = "ABCDEFGHIJ", "TEAM123456"
+TASK_ID = "com.example.fixture.processing"  # a BGTaskScheduler identifier the fixture handles
 FETCH_BUDGET_S = 5  # short, so a SIGSTOP of 8 s outlasts a run's whole budget
 SIGSTOP_S = 8
 
@@ -83,14 +84,16 @@ class UnixHTTP(http.client.HTTPConnection):
         self.sock.connect(self.path)
 
 
-def api_call(sock: str, method: str, path: str, body: dict | None = None, timeout: float = 10) -> tuple[int | None, object]:
-    """One API request; (status, decoded body) or (None, the error) when bgd did not answer."""
+def api_call(sock: str, method: str, path: str, body: dict | None = None, timeout: float = 10,
+             token: str | None = None) -> tuple[int | None, object]:
+    """One API request; (status, decoded body) or (None, the error) when bgd did not answer.
+    With `token`, as that app; without, as the operator."""
     conn = UnixHTTP(sock, timeout)
     headers = {"Content-Type": "application/json"} if body is not None else {}
     try:
         # Operator endpoints want the token bgd writes beside its socket (bgctl sends it too);
         # read per call, since each life may write a new one.
-        headers["Authorization"] = "Bearer " + Path(sock + ".operator-token").read_text().strip()
+        headers["Authorization"] = "Bearer " + (token or Path(sock + ".operator-token").read_text().strip())
     except OSError:
         pass
     try:
@@ -322,6 +325,8 @@ class Campaign:
         self.transfers = Journal(self.run / "transfers.jsonl")
         self.faults = Journal(self.run / "faults.jsonl")
         self.lives = Journal(self.run / "lives.jsonl")
+        self.tasks = Journal(self.run / "tasks.jsonl")
+        self.app_tokens: dict[str, str] = {}
         self.bgd = Bgd(self)
         self.apps = [f"com.example.chaos{n}" for n in (1, 2, 3)]
         self.device_tokens: dict[str, str] = {}
@@ -407,7 +412,9 @@ class Campaign:
             f"openssl ecparam -name prime256v1 -genkey -noout | openssl pkcs8 -topk8 -nocrypt -out {key}",
             shell=True, check=True)
         for app in self.apps:
-            await self.must("register", app, "--interval", "minimum", "--", str(self.app_binary), "newData")
+            registered = await self.must(
+                "register", app, "--interval", "minimum", "--task-identifier", TASK_ID, "--", str(self.app_binary), "newData")
+            self.app_tokens[app] = registered["token"]
         await self.must("push", "keys", "add", "--key-id", KEY_ID, "--team-id", TEAM_ID, "--topics", ",".join(self.apps), str(key))
         for app in self.apps:
             self.device_tokens[app] = (await self.must("push", "token", app, "--create"))["token"]
@@ -484,6 +491,24 @@ class Campaign:
         else:
             record["error"] = (err or out).strip()[:300]
         self.fetches.write(record)
+
+    async def tasker(self) -> None:
+        """BGTaskScheduler, as the app submits it: a processing request now and then, with the
+        app's own token. A request submitted while one is pending replaces it (Apple's rule)."""
+        while not self.stop_workload.is_set():
+            await asyncio.sleep(self.wrng.uniform(3, 7))
+            if self.stop_workload.is_set():
+                return
+            app = self.wrng.choice(self.apps)
+            record = {"app": app, "at": now(), "life": self.bgd.life}
+            status, body = await asyncio.to_thread(
+                api_call, self.sock, "POST", "/v1/app/task-requests",
+                {"identifier": TASK_ID, "kind": "processing", "requiresNetworkConnectivity": False,
+                 "requiresExternalPower": False}, 10, self.app_tokens[app])
+            record.update(status=status, answered=now())
+            if status is None or status >= 300:
+                record["error"] = str(body)[:200]
+            self.tasks.write(record)
 
     async def fetcher(self) -> None:
         while not self.stop_workload.is_set():
@@ -719,7 +744,8 @@ class Campaign:
         failpoint_cycle = itertools.cycle(failpoints)
         transfers = self.transfer_plan()
         transfer_at = {round(i * len(plan) / len(transfers)): t for i, t in enumerate(transfers)} if plan else {}
-        workers = [asyncio.create_task(self.pusher(app)) for app in self.apps] + [asyncio.create_task(self.fetcher())]
+        workers = [asyncio.create_task(self.pusher(app)) for app in self.apps] + [
+            asyncio.create_task(self.fetcher()), asyncio.create_task(self.tasker())]
         background: list[asyncio.Task] = []
         done = 0
         try:
@@ -772,6 +798,7 @@ class Campaign:
                 "open_transfers": one("SELECT count(*) FROM transfer WHERE state NOT IN ('completed', 'failed', 'cancelled')"),
                 "runs_in_flight": one("SELECT count(*) FROM run WHERE outcome IS NULL"),
                 "open_events": one("SELECT count(*) FROM event WHERE closedAt IS NULL"),
+                "pending_tasks": one("SELECT count(*) FROM taskRequest"),
             }
         finally:
             db.close()
