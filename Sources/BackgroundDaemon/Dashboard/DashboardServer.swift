@@ -98,13 +98,7 @@ public struct DashboardServer: Service {
                 boundPort.set(port)
                 logger.notice("Dashboard is listening", metadata: ["url": "http://\(configuration.host):\(port)/", "login": "bgctl dashboard"])
             }, logger: logger)
-        do {
-            try await application.run()
-        } catch where boundPort.port == nil {
-            let failure = ListenerFailed(flag: "--http", address: "\(configuration.host):\(configuration.port)", error: error)
-            boundPort.fail(failure)
-            throw failure
-        }
+        try await boundPort.serve(flag: "--http", address: "\(configuration.host):\(configuration.port)") { try await application.run() }
     }
 
     static func page(_ request: Request, title: String, main: String) async throws -> Response {

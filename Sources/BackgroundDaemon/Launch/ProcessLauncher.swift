@@ -155,12 +155,9 @@ public struct LaunchedProcess: Hashable, Sendable {
 
     /// The start time of `pid`, or nil where `/proc` is not available or the process is gone.
     public static func startTicks(of pid: Int32) -> Int64? {
-        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-            let close = stat.lastIndex(of: ")")
-        else { return nil }
-        // Fields after the command name start at field 3; starttime is field 22.
-        let fields = stat[stat.index(after: close)...].split(separator: " ")
-        return fields.count > 19 ? Int64(fields[19]) : nil
+        // starttime is field 22.
+        guard let fields = ProcStat.fields(of: pid), fields.count > 19 else { return nil }
+        return Int64(fields[19])
     }
 
     /// Ends an orphan left by a bgd that was killed: only if the pid still names the same process.

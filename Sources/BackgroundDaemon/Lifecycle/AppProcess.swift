@@ -59,12 +59,8 @@ struct AppProcess: Hashable, Sendable {
     var isTerminalForeground: Bool { Self.isTerminalForeground(processID) }
 
     static func isTerminalForeground(_ pid: Int32) -> Bool {
-        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else {
-            return false
-        }
         // After the name: state, ppid, pgrp, session, tty_nr, tpgid.
-        let fields = stat[stat.index(after: close)...].split(separator: " ")
-        guard fields.count > 5, let group = Int32(fields[2]), let terminal = Int64(fields[4]), let foreground = Int32(fields[5]) else { return false }
+        guard let fields = ProcStat.fields(of: pid), fields.count > 5, let group = Int32(fields[2]), let terminal = Int64(fields[4]), let foreground = Int32(fields[5]) else { return false }
         return terminal != 0 && foreground == group
     }
 }

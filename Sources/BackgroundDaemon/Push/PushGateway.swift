@@ -130,13 +130,7 @@ public struct PushGateway: Service {
         let clock = self.clock
         let grace = configuration.connections.shutdownGrace
         try await withGracefulShutdownHandler {
-            do {
-                try await application.run()
-            } catch where boundPort.port == nil {
-                let failure = ListenerFailed(flag: "--push-port", address: "\(configuration.host):\(configuration.port)", error: error)
-                boundPort.fail(failure)
-                throw failure
-            }
+            try await boundPort.serve(flag: "--push-port", address: "\(configuration.host):\(configuration.port)") { try await application.run() }
         } onGracefulShutdown: {
             Task {
                 try? await clock.sleep(until: clock.now.adding(grace))

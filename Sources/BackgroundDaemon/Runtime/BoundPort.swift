@@ -31,6 +31,18 @@ public final class BoundPort: Sendable {
 
     func fail(_ failure: ListenerFailed) { settle(.failure(failure)) }
 
+    /// Runs a listener; an error before it bound is why it could not listen, said with `flag`
+    /// (and told to whoever waits for the port).
+    func serve(flag: String, address: String, _ listener: () async throws -> Void) async throws {
+        do {
+            try await listener()
+        } catch where port == nil {
+            let failure = ListenerFailed(flag: flag, address: address, error: error)
+            fail(failure)
+            throw failure
+        }
+    }
+
     private func settle(_ outcome: Result<Int, ListenerFailed>) {
         let waiters = state.withLock { state in
             state.outcome = state.outcome ?? outcome

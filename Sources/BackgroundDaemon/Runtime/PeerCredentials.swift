@@ -34,15 +34,22 @@ public struct PeerCredentials: Sendable, Equatable {
     }
 }
 
+/// What /proc/<pid>/stat says of a process: the fields after its name in brackets (the name
+/// may hold spaces and brackets itself), so `fields[0]` is field 3 of proc(5), the state.
+enum ProcStat {
+    static func fields(of pid: Int32) -> [Substring]? {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")")
+        else { return nil }
+        return stat[stat.index(after: close)...].split(separator: " ")
+    }
+}
+
 /// The ancestry of processes, from /proc: whether one descends from another.
 enum ProcessTree {
-    /// The parent of `pid`, from the 4th field of /proc/<pid>/stat (after the name in brackets).
+    /// The parent of `pid` (field 4).
     static func parent(of pid: Int32) -> Int32? {
-        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-            let close = stat.lastIndex(of: ")")
-        else { return nil }
-        let fields = stat[stat.index(after: close)...].split(separator: " ")
-        return fields.count > 1 ? Int32(fields[1]) : nil
+        guard let fields = ProcStat.fields(of: pid), fields.count > 1 else { return nil }
+        return Int32(fields[1])
     }
 
     /// `pid` itself or, walking its parents, the first of `roots` it descends from.

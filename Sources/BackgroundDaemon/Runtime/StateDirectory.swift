@@ -13,7 +13,7 @@ import Foundation
 /// where its launch log and its own files live).
 public final class StateDirectory: Sendable {
     public let path: String
-    private let lockDescriptor: Int32
+    private let lock: PidLock
 
     public struct AlreadyInUse: Error, CustomStringConvertible {
         public var path: String
@@ -41,23 +41,11 @@ public final class StateDirectory: Sendable {
         } catch {
             throw Unusable(path: path, reason: "\(error.localizedDescription)")
         }
-        let lockPath = path + "/bgd.lock"
-        let descriptor = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else { throw Unusable(path: path, reason: String(cString: strerror(errno))) }
-        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
-            let holder = try? String(contentsOfFile: lockPath, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
-            close(descriptor)
-            throw AlreadyInUse(path: path, holder: holder?.isEmpty == false ? holder : nil)
+        switch PidLock.take(path + "/bgd.lock") {
+        case .taken(let lock): self.lock = lock
+        case .held(let holder): throw AlreadyInUse(path: path, holder: holder)
+        case .unusable(let reason): throw Unusable(path: path, reason: reason)
         }
-        ftruncate(descriptor, 0)
-        let pid = "\(getpid())\n"
-        _ = pid.withCString { write(descriptor, $0, strlen($0)) }
-        lockDescriptor = descriptor
-    }
-
-    deinit {
-        flock(lockDescriptor, LOCK_UN)
-        close(lockDescriptor)
     }
 
     public var databasePath: String { path + "/bgd.sqlite" }
@@ -93,7 +81,7 @@ public struct SocketInUse: Error, CustomStringConvertible {
 /// binds over a live socket nor unlinks one it does not own (probe D7).
 final class SocketClaim: Sendable {
     let socketPath: String
-    private let lockDescriptor: Int32
+    private let lock: PidLock
 
 
     /// Makes the socket's directory (0700), takes the lock, and clears a stale socket file
@@ -107,27 +95,54 @@ final class SocketClaim: Sendable {
         try FileManager.default.createDirectory(
             atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         chmod(directory, 0o700)
-        let lockPath = socketPath + ".lock"
-        let descriptor = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else { throw StateDirectory.Unusable(path: lockPath, reason: String(cString: strerror(errno))) }
-        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
-            let holder = try? String(contentsOfFile: lockPath, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
-            close(descriptor)
-            throw SocketInUse(socketPath: socketPath, holder: holder?.isEmpty == false ? holder : nil)
+        switch PidLock.take(socketPath + ".lock") {
+        case .taken(let lock): self.lock = lock
+        case .held(let holder): throw SocketInUse(socketPath: socketPath, holder: holder)
+        case .unusable(let reason): throw StateDirectory.Unusable(path: socketPath + ".lock", reason: reason)
         }
-        ftruncate(descriptor, 0)
-        let pid = "\(getpid())\n"
-        _ = pid.withCString { write(descriptor, $0, strlen($0)) }
         self.socketPath = socketPath
-        lockDescriptor = descriptor
         unlink(socketPath)  // left by a bgd that died: nobody holds its lock
     }
 
     /// Removes the socket (ours: the lock is held) and lets the path go.
     func release() {
         unlink(socketPath)
-        flock(lockDescriptor, LOCK_UN)
+        lock.release()
+    }
+}
+
+/// An exclusive `flock` on a file that names the holder's pid, held until released or the
+/// process ends: one bgd per state directory, one per socket.
+final class PidLock: Sendable {
+    private let descriptor: Int32
+
+    enum Outcome {
+        case taken(PidLock)
+        /// Another process holds it; its pid, as it wrote it.
+        case held(String?)
+        case unusable(String)
     }
 
-    deinit { close(lockDescriptor) }
+    private init(descriptor: Int32) { self.descriptor = descriptor }
+
+    static func take(_ path: String) -> Outcome {
+        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { return .unusable(String(cString: strerror(errno))) }
+        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+            let holder = try? String(contentsOfFile: path, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+            close(descriptor)
+            return .held(holder?.isEmpty == false ? holder : nil)
+        }
+        ftruncate(descriptor, 0)
+        let pid = "\(getpid())\n"
+        _ = pid.withCString { write(descriptor, $0, strlen($0)) }
+        return .taken(PidLock(descriptor: descriptor))
+    }
+
+    func release() { flock(descriptor, LOCK_UN) }
+
+    deinit {
+        flock(descriptor, LOCK_UN)
+        close(descriptor)
+    }
 }

@@ -1,12 +1,6 @@
 import Foundation
 import Synchronization
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
-
 /// Named places where a crash hurts most — between a commit and the answer that reports it,
 /// between a rename and the commit that records it — at which the fault harness (`Chaos/`) can
 /// make bgd kill itself with SIGKILL, exactly as `kill -9` would, to prove each is idempotent
