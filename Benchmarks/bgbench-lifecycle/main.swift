@@ -7,12 +7,18 @@ import Synchronization
     import Glibc
 #endif
 
-// Issue 6's benchmark (Benchmarks/lifecycle.sh runs it against a release bgd):
+// Issues 6 and 14's benchmark (Benchmarks/lifecycle.sh runs it against a release bgd, once with
+// apps in cgroups and once with signals):
 //
 // 1. Wake latency from a due event (`POST /v1/apps/ID/fetch`) to the app's fetch handler
-//    running: a suspended app that bgd continues (SIGCONT) vs a fresh launch of the same code.
+//    running: a suspended app that bgd thaws (cgroup freezer) or continues (SIGCONT) vs a fresh
+//    launch of the same code.
 // 2. Precision of background time: how late the expiration handler runs after its due time
 //    (deadline − lead), and how late an app that ignores it is ended after the deadline.
+// 3. The CPU time bgd records for a run against the app's own in /proc/<pid>/stat over the same
+//    run (a handler that burns about 200 ms).
+//
+// BENCH_ONLY=warm,cpu runs only those parts (the second pass).
 //
 // One process plays every part: `bgbench-lifecycle app …` is the foreground app,
 // `bgbench-lifecycle launched` the process bgd launches, and without a mode it drives.
@@ -67,12 +73,20 @@ case "app":
     let application = BackgroundApplication(appID: AppID(rawValue: id)!, token: token, socketPath: socket)
     application.onBackgroundFetch {
         append("fetch \(monotonicNanoseconds())", to: log)
+        if mode == "busy" {
+            // About 200 ms of CPU, measured by the thread's own clock.
+            var spent = timespec(), counter: UInt64 = 0
+            repeat {
+                for _ in 0..<100_000 { counter &+= 1 }
+                clock_gettime(CLOCK_THREAD_CPUTIME_ID, &spent)
+            } while spent.tv_sec == 0 && spent.tv_nsec < 200_000_000 || counter == 0
+        }
         return .noData
     }
     let connection = Task { try await application.run() }
     try await application.applicationDidBecomeActive()
     try await application.applicationDidEnterBackground()
-    if mode != "wake" {
+    if mode != "wake" && mode != "busy" {
         let box = TaskBox()
         let task = await application.beginBackgroundTask(withName: "bench") {
             append("expired \(SystemClock().now.timeIntervalSince1970)", to: log)
@@ -121,11 +135,17 @@ enum Driver {
         }
         func startApp(_ id: String, token: String, log: String, mode: String) throws -> Process {
             let process = Process()
-            process.executableURL = URL(fileURLWithPath: me)
-            process.arguments = ["app", id, token, socket, log, mode]
+            // A session of its own and no terminal, as bgd would launch it: with signals, bgd
+            // stops only such a process (cgroups freeze any).
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/setsid")
+            process.arguments = [me, "app", id, token, socket, log, mode]
             try process.run()
             return process
         }
+        let only = Set((environment["BENCH_ONLY"] ?? "warm,cold,precision,cpu").split(separator: ",").map(String.init))
+        let status = try await admin.send(.get, "/v1/status", as: DaemonStatus.self)
+        print("swift-background lifecycle — \(ProcessInfo.processInfo.activeProcessorCount) cores, \(wakes) wakes each")
+        print("apps held by \(status.appProcesses ?? "?")")
 
         // 1. Warm wakes: one app, suspended between wakes.
         let warmID = "com.example.bench.warm"
@@ -133,21 +153,46 @@ enum Driver {
         let warmToken = try await register(warmID, command: ["/bin/false"])
         let warmApp = try startApp(warmID, token: warmToken, log: warmLog, mode: "wake")
         var warm: [Double] = []
-        for index in 1...wakes {
+        for index in 1...(only.contains("warm") ? wakes : 0) {
             try await waitFor("suspension") { try await state(of: warmID)?.state == .suspended }
             let start = try await fetch(warmID)
             try await waitFor("the warm handler") { lines(warmLog).filter { $0.hasPrefix("fetch") }.count == index }
             let handled = UInt64(lines(warmLog).filter { $0.hasPrefix("fetch") }.last!.split(separator: " ")[1])!
             warm.append(Double(handled - start) / 1e6)
         }
+        if let pid = try await state(of: warmID)?.processID { kill(pid, SIGKILL) }
         warmApp.terminate()
+
+        // 3. CPU time per run: bgd's record against /proc/<pid>/stat for the same process.
+        var recorded: [Double] = [], measured: [Double] = []
+        if only.contains("cpu") {
+            let busyID = "com.example.bench.busy"
+            let busyLog = work + "/busy.log"
+            let busyToken = try await register(busyID, command: ["/bin/false"])
+            let busyApp = try startApp(busyID, token: busyToken, log: busyLog, mode: "busy")
+            try await waitFor("the busy app") { try await state(of: busyID)?.processID != nil }
+            let pid = try await state(of: busyID)!.processID!
+            for _ in 1...10 {
+                let before = procCPU(pid)
+                let run = try await admin.send(.post, "/v1/apps/\(busyID)/fetch", as: RunRecord.self)
+                var ended: RunRecord?
+                try await waitFor("the busy run") {
+                    ended = try await admin.send(.get, "/v1/apps/\(busyID)/history?limit=1", as: [RunRecord].self).first { $0.id == run.id && !$0.isRunning }
+                    return ended != nil
+                }
+                measured.append(Double(procCPU(pid) - before) / 1000)
+                recorded.append(Double(ended?.cpuMicroseconds ?? 0) / 1000)
+            }
+            kill(pid, SIGKILL)
+            busyApp.terminate()
+        }
 
         // 2. Cold wakes: the same handler in a process bgd launches each time.
         let coldID = "com.example.bench.cold"
         let coldLog = work + "/cold.log"
         _ = try await register(coldID, command: [me, "launched", coldLog])
         var cold: [Double] = []
-        for index in 1...wakes {
+        for index in 1...(only.contains("cold") ? wakes : 0) {
             try await waitFor("the previous run to end") {
                 try await admin.send(.get, "/v1/apps", as: [AppSummary].self).first { $0.id.rawValue == coldID }?.lastRun?.isRunning != true
             }
@@ -161,8 +206,8 @@ enum Driver {
         let lead = Double(environment["BENCH_EXPIRATION_LEAD"] ?? "0.5") ?? 0.5
         var expirationLateness: [Double] = []
         var endLateness: [Double] = []
-        let rounds = max(5, wakes / 3)
-        for round in 1...rounds {
+        let rounds = only.contains("precision") ? max(5, wakes / 3) : 0
+        for round in 0..<rounds {
             for mode in ["expire", "ignore"] {
                 let id = "com.example.bench.\(mode)\(round)"
                 let log = work + "/\(id).log"
@@ -182,15 +227,36 @@ enum Driver {
             }
         }
 
-        print("swift-background lifecycle — \(ProcessInfo.processInfo.activeProcessorCount) cores, \(wakes) wakes each")
-        print("wake latency, due event → fetch handler:")
-        print("  ours (suspended app continued with SIGCONT): median \(ms(percentile(warm, 0.5))), p99 \(ms(percentile(warm, 0.99)))")
-        print("  anchor (fresh launch of the same app, same run): median \(ms(percentile(cold, 0.5))), p99 \(ms(percentile(cold, 0.99)))")
-        print("  warm is \(String(format: "%.1f", percentile(cold, 0.5) / percentile(warm, 0.5)))× faster at the median")
-        print("precision of background time (\(rounds) apps each):")
-        print("  expiration handler after its due time (deadline − lead): p50 \(ms(percentile(expirationLateness, 0.5))), p99 \(ms(percentile(expirationLateness, 0.99)))")
-        print("  app that ignores it, ended (exit seen) after the deadline: p50 \(ms(percentile(endLateness, 0.5))), p99 \(ms(percentile(endLateness, 0.99)))")
+        let held = status.appProcesses?.hasPrefix("cgroups") == true ? "thawed (cgroup freezer)" : "continued (SIGCONT)"
+        if !warm.isEmpty {
+            print("wake latency, due event → fetch handler:")
+            print("  ours (suspended app \(held)): median \(ms(percentile(warm, 0.5))), p99 \(ms(percentile(warm, 0.99)))")
+        }
+        if !cold.isEmpty {
+            print("  anchor (fresh launch of the same app, same run): median \(ms(percentile(cold, 0.5))), p99 \(ms(percentile(cold, 0.99)))")
+            print("  warm is \(String(format: "%.1f", percentile(cold, 0.5) / percentile(warm, 0.5)))× faster at the median")
+        }
+        if rounds > 0 {
+            print("precision of background time (\(rounds) apps each):")
+            print("  expiration handler after its due time (deadline − lead): p50 \(ms(percentile(expirationLateness, 0.5))), p99 \(ms(percentile(expirationLateness, 0.99)))")
+            print("  app that ignores it, ended (exit seen) after the deadline: p50 \(ms(percentile(endLateness, 0.5))), p99 \(ms(percentile(endLateness, 0.99)))")
+        }
+        if !recorded.isEmpty {
+            let ratios = zip(recorded, measured).map { $0 / max($1, 0.001) }
+            print("CPU time per run (a handler burning ~200 ms, 10 runs):")
+            print("  ours (recorded with the run): median \(ms(percentile(recorded, 0.5)))")
+            print("  anchor (/proc/<pid>/stat utime+stime over the run): median \(ms(percentile(measured, 0.5)))")
+            print("  ratio ours/anchor: median \(String(format: "%.3f", percentile(ratios, 0.5))), min \(String(format: "%.3f", ratios.min() ?? .nan)), max \(String(format: "%.3f", ratios.max() ?? .nan))")
+        }
     }
+}
+
+/// A process's user + system CPU time from /proc, in microseconds (clock-tick resolution).
+func procCPU(_ pid: Int32) -> UInt64 {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else { return 0 }
+    let fields = stat[stat.index(after: close)...].split(separator: " ")
+    guard fields.count > 12, let user = UInt64(fields[11]), let system = UInt64(fields[12]) else { return 0 }
+    return (user + system) * 1_000_000 / UInt64(sysconf(Int32(_SC_CLK_TCK)))
 }
 
 /// The task's identifier, for the expiration handler that ends it.

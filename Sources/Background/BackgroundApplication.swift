@@ -135,8 +135,42 @@ public final class BackgroundApplication: Sendable {
     // MARK: Events
 
     /// Connects to bgd and handles events until bgd says this background launch is done, or —
-    /// for a foreground app — until the task is cancelled or bgd goes away.
+    /// for a foreground app — until the task is cancelled.
+    ///
+    /// A foreground app outlives bgd's restarts (an upgrade, a crash and systemd's restart): when
+    /// the stream breaks it connects again — after 0.1 s, doubling to 5 s between tries — says
+    /// again what state it is in, and goes on. Nothing is missed meanwhile: bgd's outbox keeps
+    /// every event until the app acknowledges it, and an event seen before is acknowledged, not
+    /// handled twice. It throws when bgd cannot be reached at all at first, and when bgd refuses
+    /// it (an unregistered app, a revoked token). A process bgd launched ends with its stream:
+    /// its launch was bgd's, and a new bgd launches it anew.
     public func run() async throws {
+        guard !isLaunchedInBackground else { return try await runConnection(reconnected: false, onHello: {}) }
+        let connected = Mutex(false)
+        var pause = Duration.milliseconds(100)
+        var everConnected = false
+        while true {
+            connected.withLock { $0 = false }
+            do {
+                try await runConnection(reconnected: everConnected, onHello: { connected.withLock { $0 = true } })
+            } catch let error as BackgroundError where error.httpStatus != nil {
+                throw error  // bgd answered, and refused: trying again would not change its mind
+            } catch {
+                if Task.isCancelled { throw CancellationError() }
+                if !everConnected && !connected.withLock({ $0 }) { throw error }  // never reached: say so
+            }
+            if connected.withLock({ $0 }) {
+                everConnected = true
+                pause = .milliseconds(100)
+            }
+            let clock = SystemClock()
+            try await clock.sleep(until: clock.now.adding(pause))
+            pause = min(pause * 2, .seconds(5))
+        }
+    }
+
+    /// One connection to bgd's event stream, handled until it ends.
+    private func runConnection(reconnected: Bool, onHello: @escaping @Sendable () -> Void) async throws {
         let messages = try await client.stream("/v1/app/events")
         // bgd tracks a launched process from the start (its pid, for its background time).
         if isLaunchedInBackground { try? await reportState(.background) }
@@ -145,6 +179,9 @@ public final class BackgroundApplication: Sendable {
             for try await message in messages {
                 switch message {
                 case .hello:
+                    onHello()
+                    // A new bgd knows nothing of this process: tell it what state the app is in.
+                    if reconnected { try? await reportState(currentStateForReport) }
                     continue
                 case .event(let event):
                     guard claim(event.seq) else {
@@ -203,6 +240,12 @@ public final class BackgroundApplication: Sendable {
             try await group.waitForAll()
             if !isLaunchedInBackground { throw BackgroundError.disconnected }
         }
+    }
+
+    /// The state to tell a bgd met again (it suspends; an app only reports the others).
+    private var currentStateForReport: ApplicationState {
+        let current = state.withLock { $0.applicationState }
+        return current == .suspended ? .background : current
     }
 
     /// Records `seq` as handled; false when it was handled before (a redelivery).

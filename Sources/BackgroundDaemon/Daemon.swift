@@ -41,6 +41,8 @@ public struct Daemon: Service {
         public var dashboard: DashboardServer.Configuration?
         /// Confine launched apps to their container where the kernel can (Landlock).
         public var confineApps: Bool
+        /// Hold apps in cgroups of their own where bgd may make them (else signals).
+        public var appCgroups: Bool
 
         public init(
             stateDirectory: String, socketPath: String, durability: BackgroundStore.Durability = .full,
@@ -49,8 +51,9 @@ public struct Daemon: Service {
             conditions: ConditionsMonitor.Configuration = .init(), transfers: TransferService.Configuration = .init(),
             push: PushGateway.Configuration? = nil, backgroundTime: BackgroundTimePolicy = BackgroundTimePolicy(),
             processing: ProcessingTaskPolicy = ProcessingTaskPolicy(), dashboard: DashboardServer.Configuration? = nil,
-            confineApps: Bool = true
+            confineApps: Bool = true, appCgroups: Bool = true
         ) {
+            self.appCgroups = appCgroups
             self.confineApps = confineApps
             self.dashboard = dashboard
             self.backgroundTime = backgroundTime
@@ -96,6 +99,8 @@ public struct Daemon: Service {
     public let operatorCredential: OperatorCredential
     /// How the apps bgd launches are confined.
     public let confinement: Confinement.Mode
+    /// Every app process bgd launched or was told about.
+    public let supervisor: ProcessSupervisor
 
     /// Takes the state directory (throws `StateDirectory.AlreadyInUse` when another bgd holds
     /// it), opens the store and reconciles what a previous bgd left behind.
@@ -129,6 +134,29 @@ public struct Daemon: Service {
             atPath: stateDirectory.databasePath, durability: configuration.durability, onCommit: { metrics.recordCommit($0) })
         activity = ActivityFeed()
 
+        // App processes: in cgroups of their own where bgd may make them. Said once, here and in `bgctl status`.
+        let processMode: ProcessSupervisor.Mode
+        if configuration.appCgroups {
+            switch AppCgroups.discover(instance: AppCgroups.instance(of: stateDirectory.path)) {
+            case .available(let cgroups): processMode = .cgroups(cgroups)
+            case .unavailable(let why): processMode = .signals(why)
+            }
+        } else {
+            processMode = .signals("turned off (--app-cgroups off)")
+        }
+        if case .cgroups(let cgroups) = processMode {
+            logger.info("Apps run in cgroups of their own", metadata: ["root": "\(cgroups.root)"])
+            let reclaimed = ProcessSupervisor.reclaimLeftovers(of: cgroups, logger: logger)
+            if reclaimed.ended + reclaimed.thawed > 0 {
+                logger.notice("Reclaimed what a previous bgd left", metadata: ["ended": "\(reclaimed.ended)", "thawed": "\(reclaimed.thawed)"])
+            }
+        } else {
+            logger.notice("Apps are held by signals, not cgroups", metadata: ["why": "\(processMode)"])
+        }
+        supervisor = ProcessSupervisor(
+            mode: processMode, launcher: launcher ?? ProcessLauncher(helper: Confinement.helperPath()), clock: clock,
+            killGrace: configuration.budget.killGrace, logger: Self.logger("bg.processes", like: logger))
+
         for interrupted in try await store.closeInterruptedRuns(now: clock.now) {
             logger.notice(
                 "Run was in flight when bgd stopped; recorded as interrupted",
@@ -156,14 +184,15 @@ public struct Daemon: Service {
             conditionsPoller = nil
         }
         // Apps a killed bgd left stopped: nobody else will continue them.
-        for leftover in try await store.takeSuspensions() where AppProcess.continueLeftover(leftover) {
+        for leftover in try await store.takeSuspensions() where AppProcessInfo.continueLeftover(leftover) {
             logger.notice("Continued an app a previous bgd had suspended", metadata: ["app.id": "\(leftover.app)", "pid": "\(leftover.processID)"])
         }
         lifecycle = LifecycleSupervisor(
-            policy: configuration.backgroundTime, store: store, broker: broker, activity: activity, clock: clock, killGrace: configuration.budget.killGrace,
+            policy: configuration.backgroundTime, store: store, broker: broker, activity: activity, clock: clock, supervisor: supervisor,
+            killGrace: configuration.budget.killGrace,
             foregroundDoorbells: [taskDoorbell], logger: Self.logger("bg.lifecycle", like: logger))
         coordinator = RunCoordinator(
-            store: store, stateDirectory: stateDirectory, broker: broker, launcher: launcher ?? ProcessLauncher(confinementHelper: helper), tokens: tokens,
+            store: store, stateDirectory: stateDirectory, broker: broker, supervisor: supervisor, tokens: tokens,
             activity: activity, clock: clock,
             configuration: .init(
                 budget: configuration.budget, lingerGrace: configuration.lingerGrace, socketPath: configuration.socketPath,
@@ -197,7 +226,7 @@ public struct Daemon: Service {
             activity: activity, clock: clock, schedulerDoorbell: doorbell, taskDoorbell: taskDoorbell, lifecycle: lifecycle, tasks: taskDispatcher,
             processingBudget: configuration.processing.budget, metrics: metrics, dashboard: nil,
             usage: usage, conditions: conditions, transfers: transfers, fetchPolicy: fetchPolicy,
-            socketPath: configuration.socketPath, appConfinement: "\(confinement)",
+            socketPath: configuration.socketPath, appConfinement: "\(confinement)", appProcesses: "\(processMode)",
             startedAt: clock.now, logger: logger)
         if let settings = configuration.dashboard {
             let server = DashboardServer(
@@ -209,6 +238,16 @@ public struct Daemon: Service {
             dashboard = nil
         }
         self.core = core
+        // Who hears of a process that ended: the runs of one bgd launched, the lifecycle of one the user started.
+        let coordinator = self.coordinator, lifecycle = self.lifecycle
+        // Weakly: the supervisor outlives neither, and a cycle would keep the state directory locked.
+        await supervisor.onExit { [weak coordinator, weak lifecycle] exit in
+            if exit.launched {
+                await coordinator?.processExited(exit)
+            } else {
+                await lifecycle?.processExited(exit.processID, of: exit.app)
+            }
+        }
     }
 
     /// Serves until cancelled or shut down gracefully. `onReady` runs once the socket accepts
@@ -217,11 +256,11 @@ public struct Daemon: Service {
         defer { socketClaim.release() }
         let router = Router(context: APIRequestContext.self)
         router.middlewares.add(APIErrorMiddleware())
-        let coordinator = self.coordinator
+        let supervisor = self.supervisor
         router.middlewares.add(
             OperatorGate(
                 credential: operatorCredential, tokens: core.tokens, store: store,
-                launchedApp: { await coordinator.launchedApp(containing: $0) }))
+                launchedApp: { await supervisor.launchedApp(containing: $0) }))
         AdminRoutes(core: core).add(to: router)
         let appRoutes = AppRoutes(core: core)
         appRoutes.add(to: router)
@@ -234,7 +273,7 @@ public struct Daemon: Service {
         let application = QuietApplication(
             responder: router.buildResponder(),
             configuration: .init(address: .unixDomainSocket(path: socketPath), serverName: "bgd/\(Self.version)"),
-            services: [coordinator, scheduler, keepAlive, transfers, lifecycle, taskDispatcher, MetricsRecorder(metrics: metrics, activity: activity)] + (conditionsPoller.map { [$0] } ?? [])
+            services: [supervisor, coordinator, scheduler, keepAlive, transfers, lifecycle, taskDispatcher, MetricsRecorder(metrics: metrics, activity: activity)] + (conditionsPoller.map { [$0] } ?? [])
                 + (pushGateway.map { [$0] } ?? []) + (pushDispatcher.map { [$0] } ?? []) + (dashboard.map { [$0] } ?? []),
             onServerRunning: { _ in
                 chmod(socketPath, 0o600)

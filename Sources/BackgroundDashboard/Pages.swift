@@ -73,10 +73,11 @@ public enum DashboardPages {
                 html += "</table>"
             }
         }
-        html += "<h2>Recent runs</h2><div class=\"scroll\"><table id=\"runs\"><tr><th>run</th><th>started</th><th>trigger</th><th>result</th><th>why</th></tr>"
+        html += "<h2>Recent runs</h2><div class=\"scroll\"><table id=\"runs\"><tr><th>run</th><th>started</th><th>trigger</th><th>result</th><th>CPU</th><th>peak memory</th><th>why</th></tr>"
         for run in why.recentRuns + (why.running.map { [$0] } ?? []) {
             html += "<tr><td>\(run.id)</td><td>\(HTML.escape(when(run.startedAt, now: now)))</td><td>\(HTML.escape(run.trigger.rawValue))</td>"
-            html += "<td>\(HTML.escape(run.outcome?.rawValue ?? "running"))</td><td>\(run.reasons.first.map(reason) ?? "")</td></tr>"
+            html += "<td>\(HTML.escape(run.outcome?.rawValue ?? "running"))</td><td>\(HTML.escape(run.cpuDescription))</td>"
+            html += "<td>\(HTML.escape(run.memoryDescription))</td><td>\(run.reasons.first.map(reason) ?? "")</td></tr>"
         }
         html += "</table></div>"
         if !why.pushes.isEmpty {

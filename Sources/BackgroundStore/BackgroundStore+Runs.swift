@@ -69,11 +69,13 @@ extension BackgroundStore {
     /// Ends a run in flight and settles its event, in one transaction. Returns nil (and changes
     /// nothing) when the run has already ended: the first outcome recorded wins.
     @discardableResult
-    public func finishRun(_ id: RunID, outcome: RunOutcome, detail: String? = nil, now: Date) async throws -> RunRecord? {
+    public func finishRun(_ id: RunID, outcome: RunOutcome, detail: String? = nil, usage: RunUsage? = nil, now: Date) async throws -> RunRecord? {
         try await writer.write { db in
             guard var row = try RunRow.fetchOne(db, key: id.rawValue) else { throw StoreError.runNotFound(id) }
             guard row.outcome == nil else { return nil }
             row.outcome = outcome.rawValue
+            row.cpuMicroseconds = usage?.cpuMicroseconds
+            row.memoryPeakBytes = usage?.memoryPeakBytes
             row.endedAt = max(now, row.startedAt)
             row.detail = detail ?? row.detail
             try row.update(db)
@@ -229,6 +231,7 @@ extension RunRecord {
             id: RunID(row.id ?? 0), app: app, trigger: trigger, startedAt: row.startedAt, deadline: row.deadline,
             endedAt: row.endedAt, outcome: row.outcome.flatMap(RunOutcome.init(rawValue:)),
             reasons: try ColumnJSON.decode([DecisionReason].self, from: row.reasons), launched: row.launched,
-            detail: row.detail, processID: row.pid.map { Int32(truncatingIfNeeded: $0) }, taskIdentifier: row.taskIdentifier)
+            detail: row.detail, processID: row.pid.map { Int32(truncatingIfNeeded: $0) }, taskIdentifier: row.taskIdentifier,
+            cpuMicroseconds: row.cpuMicroseconds, memoryPeakBytes: row.memoryPeakBytes)
     }
 }

@@ -184,6 +184,13 @@ extension BackgroundStore {
             // Likewise a task request taken by a run stays, marked with it, until the run answers.
             try db.alter(table: "taskRequest") { t in t.add(column: "runId", .integer) }
         }
+        migrator.registerMigration("runUsage") { db in
+            // What each run cost the app: CPU time from its cgroup, peak memory where measured.
+            try db.alter(table: "run") { t in
+                t.add(column: "cpuMicroseconds", .integer)
+                t.add(column: "memoryPeakBytes", .integer)
+            }
+        }
         return migrator
     }
 }

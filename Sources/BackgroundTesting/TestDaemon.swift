@@ -33,14 +33,14 @@ public struct TestDaemon: Sendable {
         conditions: ConditionsMonitor.Configuration = .init(sensing: .fixed(.unconstrained)),
         transfers: TransferService.Configuration = .init(), push: PushGateway.Configuration? = nil,
         backgroundTime: BackgroundTimePolicy = BackgroundTimePolicy(), processing: ProcessingTaskPolicy = ProcessingTaskPolicy(),
-        dashboard: DashboardServer.Configuration? = nil,
+        dashboard: DashboardServer.Configuration? = nil, appCgroups: Bool = true,
         _ body: @Sendable (TestDaemon) async throws -> T
     ) async throws -> T {
         let directory = directory ?? TemporaryDirectory.make()
         let configuration = Daemon.Configuration(
             stateDirectory: directory + "/state", socketPath: directory + "/bgd.sock", durability: .normal, budget: budget,
             lingerGrace: .seconds(5), fetchPolicy: fetchPolicy, conditions: conditions, transfers: transfers, push: push,
-            backgroundTime: backgroundTime, processing: processing, dashboard: dashboard)
+            backgroundTime: backgroundTime, processing: processing, dashboard: dashboard, appCgroups: appCgroups)
         var logger = Logger(label: "bg.daemon")
         // Quiet unless asked: BGD_TEST_LOG_LEVEL=debug swift test …
         logger.logLevel = ProcessInfo.processInfo.environment["BGD_TEST_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .critical

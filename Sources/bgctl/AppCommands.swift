@@ -16,7 +16,8 @@ extension BGCtl {
             print("  socket:  \(status.socketPath)")
             print("  apps:    \(status.appCount), runs in flight: \(status.runningRuns)")
             print("  next wake: \(status.nextEvaluation.map { TextFormat.when($0, now: status.now) } ?? "none planned")")
-            if let confinement = status.appConfinement { print("  apps:    \(confinement)") }
+            if let confinement = status.appConfinement { print("  files:   \(confinement)") }
+            if let processes = status.appProcesses { print("  processes: \(processes)") }
         }
     }
 

@@ -68,6 +68,13 @@ extension BGCtl {
             RestartSec=2
             # bgd stops cleanly on SIGTERM: apps get their expiration handlers and the kill grace.
             TimeoutStopSec=20
+            # bgd's cgroup is its own to divide: each app runs in a cgroup of its own under it
+            # (frozen to suspend, ended whole, its CPU time counted). KillMode=process: systemd
+            # signals bgd alone. bgd ends the apps it launched itself on stop, and a restarted bgd
+            # ends what a crashed one left and thaws the apps you started (which systemd would
+            # otherwise kill with it: they sit in bgd's cgroup while bgd holds them).
+            Delegate=yes
+            KillMode=process
 
             [Install]
             WantedBy=default.target

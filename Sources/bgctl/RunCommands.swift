@@ -5,7 +5,7 @@ import Foundation
 
 extension BGCtl {
     struct History: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "An app's background runs: result, duration, reason.")
+        static let configuration = CommandConfiguration(abstract: "An app's background runs: result, duration, what it cost, reason.")
         @OptionGroup var options: DaemonOptions
         @Argument(transform: parseAppID) var app: AppID
         @Option(help: "How many runs, newest first.") var limit = 20
@@ -16,11 +16,11 @@ extension BGCtl {
             guard !runs.isEmpty else { return print("\(app) has not run yet. `bgctl why \(app)` says when it will.") }
             let now = SystemClock().now
             TextFormat.table(
-                header: ["RUN", "STARTED", "TRIGGER", "RESULT", "DURATION", "WHY", "DETAIL"],
+                header: ["RUN", "STARTED", "TRIGGER", "RESULT", "DURATION", "CPU", "PEAK MEM", "WHY", "DETAIL"],
                 rows: runs.map { run in
                     [
                         run.id.description, TextFormat.when(run.startedAt, now: now), run.trigger.rawValue,
-                        run.outcome?.rawValue ?? "running", run.duration?.humanDescription ?? "-",
+                        run.outcome?.rawValue ?? "running", run.duration?.humanDescription ?? "-", run.cpuDescription, run.memoryDescription,
                         run.reasons.map(\.code.rawValue).joined(separator: ","), run.detail ?? "",
                     ]
                 })

@@ -1,7 +1,12 @@
 // bgd-confine: confines a process bgd launches to what an app may touch, then becomes it.
 //
-//   bgd-confine [--read PATH]... [--write PATH]... -- PROGRAM [ARG]...
+//   bgd-confine [--cgroup PROCS]... [--read PATH]... [--write PATH]... -- PROGRAM [ARG]...
 //   bgd-confine --probe        (exit status: the kernel's Landlock ABI version, 0 for none)
+//
+// `--cgroup` first moves the process into a cgroup (PROCS is its cgroup.procs file), before the
+// app runs a single instruction: nothing it forks can start outside the app's cgroup. (bgd
+// spawns with posix_spawn, which cannot spawn into a cgroup; this is the "move the child before
+// exec" way.) Without `--read`/`--write` no Landlock domain is entered.
 //
 // With Linux's Landlock (5.13+), every file-system access outside the rules is refused:
 // `--read` grants reading and executing beneath PATH, `--write` everything beneath PATH. bgd
@@ -74,11 +79,26 @@ int main(int argc, char **argv) {
     int program = 1;
     while (program < argc && strcmp(argv[program], "--") != 0) program += 2;
     if (program >= argc - 1) {
-        fprintf(stderr, "usage: bgd-confine [--read PATH]... [--write PATH]... -- PROGRAM [ARG]...\n");
+        fprintf(stderr, "usage: bgd-confine [--cgroup PROCS]... [--read PATH]... [--write PATH]... -- PROGRAM [ARG]...\n");
         return 64;
     }
-    long abi = landlock_create_ruleset(NULL, 0, CREATE_RULESET_VERSION);
-    if (abi < 1) {
+    int rules = 0;
+    for (int i = 1; i < program; i += 2) {
+        if (strcmp(argv[i], "--cgroup") != 0) {
+            rules++;
+            continue;
+        }
+        int fd = open(argv[i + 1], O_WRONLY | O_CLOEXEC);
+        if (fd < 0 || write(fd, "0", 1) != 1) {
+            fprintf(stderr, "bgd-confine: cannot enter the cgroup of %s: %s\n", argv[i + 1], strerror(errno));
+            return 71;
+        }
+        close(fd);
+    }
+    long abi = rules == 0 ? 1 : landlock_create_ruleset(NULL, 0, CREATE_RULESET_VERSION);
+    if (rules == 0) {
+        // Only the cgroup was asked for.
+    } else if (abi < 1) {
         fprintf(stderr, "bgd-confine: this kernel has no Landlock (%s); %s runs unconfined\n", strerror(errno), argv[program + 1]);
     } else {
         uint64_t rights = all_rights(abi);
@@ -89,6 +109,7 @@ int main(int argc, char **argv) {
             return 71;
         }
         for (int i = 1; i < program; i += 2) {
+            if (strcmp(argv[i], "--cgroup") == 0) continue;
             uint64_t granted = strcmp(argv[i], "--write") == 0 ? rights : (FS_EXECUTE | FS_READ_FILE | FS_READ_DIR);
             if (strcmp(argv[i], "--write") != 0 && strcmp(argv[i], "--read") != 0) {
                 fprintf(stderr, "bgd-confine: unknown option %s\n", argv[i]);

@@ -92,6 +92,9 @@ struct BGD: AsyncParsableCommand {
     @Option(help: "on: apps bgd launches may read everything but bgd's state and write only their container (Landlock, where the kernel has it); off: not confined.")
     var confineApps: String = "on"
 
+    @Option(help: "on: each app in a cgroup of its own (frozen to suspend, ended whole), where bgd may make them; off: signals only.")
+    var appCgroups: String = "on"
+
     @Option(help: "Open push connections from one address; more are closed as they arrive.")
     var pushConnectionsPerPeer: Int = 128
 
@@ -164,6 +167,7 @@ struct BGD: AsyncParsableCommand {
         if let transferRateLimit, transferRateLimit < 1024 { throw ValidationError("--transfer-rate-limit is at least 1KiB (a second)") }
         guard transferCheckpoint >= 64 << 10 else { throw ValidationError("--transfer-checkpoint is at least 64KiB") }
         guard ["on", "off"].contains(confineApps) else { throw ValidationError("--confine-apps is on or off") }
+        guard ["on", "off"].contains(appCgroups) else { throw ValidationError("--app-cgroups is on or off") }
         guard pushConnectionsPerPeer >= 1, pushConnections >= pushConnectionsPerPeer else {
             throw ValidationError("--push-connections-per-peer must be at least 1 and no more than --push-connections")
         }
@@ -215,7 +219,8 @@ struct BGD: AsyncParsableCommand {
             backgroundTime: BackgroundTimePolicy(
                 budget: backgroundTime, expirationLead: expirationLead, suspensionEnabled: suspension == "on", suspensionDelay: suspensionDelay),
             processing: ProcessingTaskPolicy(budget: processingBudget),
-            dashboard: http.flatMap { Self.dashboard($0, allowRemote: httpAllowRemote) }, confineApps: confineApps == "on")
+            dashboard: http.flatMap { Self.dashboard($0, allowRemote: httpAllowRemote) }, confineApps: confineApps == "on",
+            appCgroups: appCgroups == "on")
         let daemon: Daemon
         do {
             daemon = try await Daemon(configuration: configuration, logger: logger)

@@ -9,8 +9,8 @@ import Testing
     import Glibc
 #endif
 
-/// A bgd killed while an app is suspended must not leave it stopped for ever: the next bgd
-/// continues it (and only it: the pid's start time must match).
+/// A bgd killed while an app is suspended must not leave it frozen (or stopped) for ever: the
+/// next bgd thaws it (and only it: its own cgroup, or the pid's start time must match).
 @Suite(.timeLimit(.minutes(2)))
 struct LifecycleCrashTests {
     @Test func theNextBgdContinuesAnAppAKilledOneHadSuspended() async throws {
@@ -35,15 +35,57 @@ struct LifecycleCrashTests {
         var suspended = false
         for _ in 0..<5_000 where !suspended {
             let status = try await admin.send(.get, "/v1/apps", as: [AppSummary].self).first?.lifecycle
-            suspended = status?.state == .suspended && ((try? processState(process.processID)) ?? nil) == "T"
+            suspended = status?.state == .suspended && isSuspended(process.processID)
         }
         #expect(suspended, "the app was suspended")
         daemon?.signal(SIGKILL)
         _ = await daemon?.waitForExit()
         daemon = nil
-        #expect(((try? processState(process.processID)) ?? nil) == "T", "still stopped: nobody continued it")
+        #expect(isSuspended(process.processID), "still suspended: nobody thawed it")
         let next = try await DaemonProcess(stateDirectory: state, socketPath: socket, arguments: arguments)
-        #expect(await eventually { ((try? processState(process.processID)) ?? nil) != "T" }, "the next bgd continued it")
+        // Thawed: it runs, so it connects again and says its state to the new bgd (which may
+        // well suspend it again 50 ms later — that is a new suspension, its own to undo).
+        var reported = false
+        for _ in 0..<5_000 where !reported {
+            reported = (try? await admin.send(.get, "/v1/apps", as: [AppSummary].self).first?.lifecycle?.processID) == process.processID
+        }
+        #expect(reported, "the next bgd thawed it: it connected again and reported its state")
+        next.signal(SIGTERM)
+        _ = await next.waitForExit()
+    }
+
+    /// A bgd killed while an app it launched runs (with a grandchild in a session of its own that
+    /// ignores SIGTERM): the next bgd ends the whole leftover cgroup, grandchild included.
+    @Test func theNextBgdEndsEverythingAKilledOneLaunched() async throws {
+        guard CgroupProbe.available else { return }
+        let directory = TemporaryDirectory.make()
+        let state = directory + "/state"
+        let socket = directory + "/bgd.sock"
+        let arguments = ["--conditions", "unconstrained"]
+        var daemon: DaemonProcess? = try await DaemonProcess(stateDirectory: state, socketPath: socket, arguments: arguments)
+        let admin = DaemonClient(socketPath: socket)
+        let app = "com.example.orphaned"
+        let fixture = try BuiltProducts.path(of: "bgd-fixture-app")
+        let script = "setsid sh -c 'trap \"\" TERM; exec sleep 1000' & echo $! > grandchild.pid; exec '\(fixture)' hang"
+        _ = try await admin.send(
+            .post, "/v1/apps", body: RegisterAppRequest(id: AppID(rawValue: app)!, launchCommand: LaunchCommand(["/bin/sh", "-c", script])!),
+            as: RegisteredApp.self)
+        let run = try await admin.send(.post, "/v1/apps/\(app)/fetch", as: RunRecord.self)
+        let pidFile = state + "/containers/\(app)/grandchild.pid"
+        var text = ""
+        for _ in 0..<5_000 where !text.hasSuffix("\n") { text = (try? String(contentsOfFile: pidFile, encoding: .utf8)) ?? "" }
+        let grandchild = try #require(Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)))
+        defer { kill(grandchild, SIGKILL) }
+        let group = try #require(CgroupProbe.directory(of: grandchild))
+        let launched = try #require(try await admin.send(.get, "/v1/apps/\(app)/history", as: [RunRecord].self).first { $0.id == run.id }?.processID)
+        daemon?.signal(SIGKILL)
+        _ = await daemon?.waitForExit()
+        daemon = nil
+        #expect(((try? processState(grandchild)) ?? nil) != nil && ((try? processState(launched)) ?? nil) != nil, "both outlive the killed bgd")
+        let next = try await DaemonProcess(stateDirectory: state, socketPath: socket, arguments: arguments)
+        #expect(await eventually { ((try? processState(grandchild)) ?? nil) == nil }, "the next bgd ended the grandchild")
+        #expect(await eventually { ((try? processState(launched)) ?? nil) == nil }, "and the app")
+        #expect(await eventually { access(group, F_OK) != 0 }, "and removed the cgroup")
         next.signal(SIGTERM)
         _ = await next.waitForExit()
     }

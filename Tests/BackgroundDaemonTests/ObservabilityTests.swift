@@ -126,6 +126,7 @@ struct ObservabilityTests {
         #expect(installed.status == 0 && installed.standardOutput.contains("systemctl --user enable --now bgd"), "\(installed.standardError)")
         let unit = try String(contentsOfFile: directory + "/config/systemd/user/bgd.service", encoding: .utf8)
         #expect(unit.contains("Type=notify") && unit.contains("Restart=on-failure") && unit.contains("WantedBy=default.target"))
+        #expect(unit.contains("Delegate=yes") && unit.contains("KillMode=process"), "apps get cgroups of their own under bgd's: \(unit)")
         #expect(unit.contains("ExecStart=\(try BuiltProducts.path(of: "bgd")) --http 127.0.0.1:8765"), "\(unit)")
         let again = try await Command.run(bgctl, ["install-service"], environment: environment)
         #expect(again.status != 0 && again.standardError.contains("--force"))

@@ -111,7 +111,7 @@ struct AdminRoutes {
                 stateDirectory: core.stateDirectory.path, socketPath: core.socketPath, startedAt: core.startedAt,
                 now: core.clock.now, appCount: try await core.store.apps().count,
                 runningRuns: try await core.store.runsInFlight().count,
-                nextEvaluation: try await nextEvaluation(), appConfinement: core.appConfinement))
+                nextEvaluation: try await nextEvaluation(), appConfinement: core.appConfinement, appProcesses: core.appProcesses))
     }
 
     private func nextEvaluation() async throws -> Date? {

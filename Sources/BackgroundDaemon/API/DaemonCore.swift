@@ -33,6 +33,8 @@ struct DaemonCore: Sendable {
     let listingCache = ListingCache()
     /// How launched apps are confined, as `bgctl status` says it.
     var appConfinement: String
+    /// How app processes are held (cgroups or signals, and why).
+    var appProcesses: String
     var startedAt: Date
     var logger: Logger
 

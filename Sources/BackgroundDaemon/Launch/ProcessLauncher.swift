@@ -16,11 +16,15 @@ public struct LaunchSpec: Sendable {
     public var logFile: String
     /// What the process may touch, where the launcher can enforce it; nil: unconfined.
     public var confinement: Confinement?
+    /// The cgroup the process starts in (nil: bgd's own).
+    public var cgroup: AppCgroup?
 
     public init(
-        command: LaunchCommand, environment: [String: String], workingDirectory: String, logFile: String, confinement: Confinement? = nil
+        command: LaunchCommand, environment: [String: String], workingDirectory: String, logFile: String, confinement: Confinement? = nil,
+        cgroup: AppCgroup? = nil
     ) {
         self.confinement = confinement
+        self.cgroup = cgroup
         self.command = command
         self.environment = environment
         self.workingDirectory = workingDirectory
@@ -32,16 +36,23 @@ public struct LaunchSpec: Sendable {
 /// the daemon always uses `ProcessLauncher`.
 public protocol AppLauncher: Sendable {
     func launch(_ spec: LaunchSpec) throws -> LaunchedProcess
+    /// Returns when `process` has ended, with how (reaping it).
+    func waitForExit(_ process: LaunchedProcess) async -> ExitStatus
+}
+
+extension AppLauncher {
+    public func waitForExit(_ process: LaunchedProcess) async -> ExitStatus { await process.waitForExit() }
 }
 
 /// Starts each app in a session and process group of its own with `posix_spawn`, so bgd can signal the app and
 /// everything it started at once, and resets the signal dispositions bgd itself changed
 /// (ServiceLifecycle ignores SIGTERM/SIGINT to catch them; a child must not inherit that).
 public struct ProcessLauncher: AppLauncher {
-    /// `bgd-confine`, when launched apps are to be confined and the kernel can (see `Confinement`).
-    public let confinementHelper: String?
+    /// `bgd-confine`, which puts the process in its cgroup and confines it (see `Confinement`)
+    /// before it execs the app.
+    public let helper: String?
 
-    public init(confinementHelper: String? = nil) { self.confinementHelper = confinementHelper }
+    public init(helper: String? = nil) { self.helper = helper }
 
     public struct Failure: Error, CustomStringConvertible {
         public var program: String
@@ -75,15 +86,18 @@ public struct ProcessLauncher: AppLauncher {
         // Nothing of bgd's leaks into the app: its sockets, its database, pipes of its parent.
         closeDescriptors(from: 3, &actions)
 
-        // Confined: the helper enters Landlock, then execs the app (same pid, same group).
+        // In a cgroup or confined: the helper enters the app's cgroup and Landlock, then execs the
+        // app (same pid, same group).
         var arguments = spec.command.arguments
         var program = spec.command.program
-        if let helper = confinementHelper, let confinement = spec.confinement {
+        var helperArguments = (spec.cgroup?.procsFiles ?? []).flatMap { ["--cgroup", $0] }
+        if helper != nil, let confinement = spec.confinement { helperArguments += confinement.helperArguments() }
+        if let helper, !helperArguments.isEmpty {
             // The helper would start, and only its exec fail: say "cannot start" as without it.
             guard Self.isExecutable(spec.command.program, path: spec.environment["PATH"]) else {
                 throw Failure(program: spec.command.program, errno: ENOENT)
             }
-            arguments = [helper] + confinement.helperArguments() + ["--"] + arguments
+            arguments = [helper] + helperArguments + ["--"] + arguments
             program = helper
         }
         let argv = arguments.map { strdup($0) } + [nil]
@@ -95,6 +109,10 @@ public struct ProcessLauncher: AppLauncher {
         var pid: pid_t = 0
         let result = posix_spawnp(&pid, program, &actions, &attributes, argv, envp)
         guard result == 0 else { throw Failure(program: spec.command.program, errno: result) }
+        if helper == nil, let cgroup = spec.cgroup {
+            // No helper to start it inside: moved at once (what it forked meanwhile stays out).
+            try? cgroup.enter(pid)
+        }
         return LaunchedProcess(processID: pid, startTicks: LaunchedProcess.startTicks(of: pid))
     }
 

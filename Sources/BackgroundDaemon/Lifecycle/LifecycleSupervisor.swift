@@ -13,16 +13,18 @@ import ServiceLifecycle
 
 /// Tracks each connected app's lifecycle — active, inactive, background, suspended — and its
 /// finite-length background tasks, and enforces `BackgroundTimePolicy`: expiration handlers a
-/// few seconds before background time ends, then suspension (SIGSTOP) for an app that has ended
-/// its tasks, or the end (SIGTERM, SIGKILL) of one that still holds any. An app suspended this
-/// way is continued (SIGCONT) when bgd has an event for it: a warm wake, far cheaper than a
-/// launch.
+/// few seconds before background time ends, then suspension (the app's cgroup frozen, or
+/// SIGSTOP where that is safe) for an app that has ended its tasks, or the end (SIGTERM,
+/// SIGKILL) of one that still holds any. An app suspended this way is thawed when bgd has an
+/// event for it: a warm wake, far cheaper than a launch. `ProcessSupervisor` does all of it to
+/// the process; this decides when.
 ///
 /// Processes bgd launched for background work are `background` from the start and tracked, but
 /// the run coordinator ends them when their work is done; they are never suspended.
 public actor LifecycleSupervisor: Service {
     private struct Entry {
-        var process: AppProcess?
+        /// The process the app reported (the kernel's word: the caller or its descendant).
+        var processID: Int32?
         var launched: Bool
         var state: ApplicationState
         var enteredBackgroundAt: Date?
@@ -32,7 +34,8 @@ public actor LifecycleSupervisor: Service {
         /// Handling a run's event or transfer events: the run's budget applies, not this one.
         var busy = false
         var reason: DecisionReason?
-        var killAt: Date?
+        /// Its background time is over and the supervisor is ending it.
+        var ending = false
     }
 
     private let policy: BackgroundTimePolicy
@@ -40,6 +43,7 @@ public actor LifecycleSupervisor: Service {
     private let broker: EventBroker
     private let activity: ActivityFeed
     private let clock: any WallClock
+    private let supervisor: ProcessSupervisor
     private let killGrace: Duration
     private let logger: Logger
     private var entries: [AppID: Entry] = [:] {
@@ -53,8 +57,9 @@ public actor LifecycleSupervisor: Service {
 
     public init(
         policy: BackgroundTimePolicy, store: BackgroundStore, broker: EventBroker, activity: ActivityFeed, clock: any WallClock,
-        killGrace: Duration, foregroundDoorbells: [Doorbell] = [], logger: Logger
+        supervisor: ProcessSupervisor, killGrace: Duration, foregroundDoorbells: [Doorbell] = [], logger: Logger
     ) {
+        self.supervisor = supervisor
         self.store = store
         self.foregroundDoorbells = foregroundDoorbells
         self.policy = policy
@@ -68,17 +73,15 @@ public actor LifecycleSupervisor: Service {
     // MARK: What apps tell bgd
 
     /// The app reports its state (`applicationDidEnterBackground` and friends).
-    public func report(_ report: LifecycleReport, from app: AppID, launched: Bool) -> LifecycleStatus {
+    public func report(_ report: LifecycleReport, from app: AppID, launched: Bool) async -> LifecycleStatus {
         var entry = entries[app] ?? Entry(launched: launched, state: .active)
-        if entry.process?.processID != report.processID {
-            entry.process = AppProcess(processID: report.processID)
+        if entry.processID != report.processID {
+            entry.processID = report.processID
+            entry.ending = false
             // The state lasts as long as the process: when it exits, so does the state (an app
-            // that reported `active` and exited held every processing task back for ever).
-            let pid = report.processID
-            Task { [weak self] in
-                await ProcessExitWatch.exited(pid)
-                await self?.processExited(pid, of: app)
-            }
+            // that reported `active` and exited held every processing task back for ever). The
+            // supervisor watches it and says so (`processExited`).
+            if !launched { await supervisor.adopt(report.processID, of: app) }
         }
         entry.launched = launched
         let now = clock.now
@@ -100,7 +103,7 @@ public actor LifecycleSupervisor: Service {
         activity.emit(.lifecycleChanged(app, state, nil))
         logger.debug(
             "App reported its state",
-            metadata: ["app.id": "\(app)", "state": "\(state)", "pid": "\(report.processID)", "signallable": "\(entry.process?.canSignal ?? false)"])
+            metadata: ["app.id": "\(app)", "state": "\(state)", "pid": "\(report.processID)"])
         timers.ring()
         if foregroundChanged { for doorbell in foregroundDoorbells { doorbell.ring() } }
         return status(of: app, entry)
@@ -137,7 +140,7 @@ public actor LifecycleSupervisor: Service {
     /// The process the app reported exited: it is no longer in any state, and its background
     /// tasks are gone with it.
     func processExited(_ pid: Int32, of app: AppID) async {
-        guard let entry = entries[app], entry.process?.processID == pid else { return }  // another process of it since
+        guard let entry = entries[app], entry.processID == pid else { return }  // another process of it since
         entries[app] = nil
         if entry.state == .suspended { try? await store.clearSuspension(processID: pid) }
         if entry.tasks.isEmpty {
@@ -157,9 +160,9 @@ public actor LifecycleSupervisor: Service {
     /// The app's stream closed. A process that is gone (crashed, ended) takes its tasks with it.
     public func disconnected(_ app: AppID) async {
         guard let entry = entries[app] else { return }
-        if entry.state == .suspended, entry.process?.isAlive == true { return }  // a stopped process cannot read; it is still there
+        if entry.state == .suspended, let pid = entry.processID, AppProcessInfo.signal(pid, 0) { return }  // a frozen process cannot read; it is still there
         entries[app] = nil
-        if entry.state == .suspended, let pid = entry.process?.processID { try? await store.clearSuspension(processID: pid) }
+        if entry.state == .suspended, let pid = entry.processID { try? await store.clearSuspension(processID: pid) }
         if entry.state == .active { for doorbell in foregroundDoorbells { doorbell.ring() } }
         if !entry.tasks.isEmpty { activity.emit(.lifecycleChanged(app, .background, Self.wentAwayHolding(entry.tasks.count))) }
         timers.ring()
@@ -167,9 +170,9 @@ public actor LifecycleSupervisor: Service {
 
     /// The app was unregistered.
     public func forget(_ app: AppID) async {
-        if let entry = entries.removeValue(forKey: app), entry.state == .suspended, let process = entry.process {
-            process.send(SIGCONT)
-            try? await store.clearSuspension(processID: process.processID)
+        if let entry = entries.removeValue(forKey: app), entry.state == .suspended, let pid = entry.processID {
+            await supervisor.thaw(pid)
+            try? await store.clearSuspension(processID: pid)
         }
     }
 
@@ -181,12 +184,14 @@ public actor LifecycleSupervisor: Service {
         guard var entry = entries[app] else { return }
         entry.busy = true
         if entry.state == .suspended {
-            entry.process?.send(SIGCONT)
-            if let pid = entry.process?.processID { try? await store.clearSuspension(processID: pid) }
+            if let pid = entry.processID {
+                await supervisor.thaw(pid)
+                try? await store.clearSuspension(processID: pid)
+            }
             entry.state = .background
             entry.enteredBackgroundAt = clock.now
             entry.warned = false
-            entry.reason = DecisionReason(.resumedForEvent, "continued (SIGCONT) for an event")
+            entry.reason = DecisionReason(.resumedForEvent, "thawed for an event")
             activity.emit(.lifecycleChanged(app, .background, entry.reason))
             broker.send(.lifecycle(state: .background, deadline: policy.deadline(enteredBackgroundAt: clock.now)), to: app)
             logger.debug("Resumed app for an event", metadata: ["app.id": "\(app)"])
@@ -224,7 +229,7 @@ public actor LifecycleSupervisor: Service {
 
     private func status(of app: AppID, _ entry: Entry) -> LifecycleStatus {
         LifecycleStatus(
-            app: app, state: entry.state, processID: entry.process?.processID,
+            app: app, state: entry.state, processID: entry.processID,
             deadline: entry.state == .background ? entry.enteredBackgroundAt.map(policy.deadline(enteredBackgroundAt:)) : nil,
             tasks: entry.tasks.values.sorted { $0.id.rawValue < $1.id.rawValue }, reason: entry.reason)
     }
@@ -233,10 +238,12 @@ public actor LifecycleSupervisor: Service {
 
     public func run() async throws {
         await timers.serve("lifecycle", on: clock, logger: logger) { await self.enforce() }
-        // bgd is going away: nobody would continue a stopped app.
+        // bgd is going away: nobody would thaw a frozen app.
         for entry in entries.values where entry.state == .suspended {
-            entry.process?.send(SIGCONT)
-            if let pid = entry.process?.processID { try? await store.clearSuspension(processID: pid) }
+            if let pid = entry.processID {
+                await supervisor.thaw(pid)
+                try? await store.clearSuspension(processID: pid)
+            }
         }
     }
 
@@ -245,18 +252,12 @@ public actor LifecycleSupervisor: Service {
         var next: Date?
         func wake(at date: Date) { next = min(next ?? date, date) }
         for (app, entry) in entries {
-            if let killAt = entry.killAt {
-                if killAt <= now {
-                    entry.process?.send(SIGKILL)
-                    entries[app]?.killAt = nil
-                } else {
-                    wake(at: killAt)
-                }
-                continue
-            }
+            if entry.ending { continue }  // the supervisor has it
+            var canSuspend = false
+            if !entry.launched, let pid = entry.processID { canSuspend = await supervisor.canSuspend(pid) }
             let snapshot = BackgroundTimePolicy.Snapshot(
                 state: entry.state, enteredBackgroundAt: entry.enteredBackgroundAt, holdsTasks: !entry.tasks.isEmpty, warned: entry.warned,
-                busy: entry.busy, canSignal: !entry.launched && entry.process?.canSignal == true && entry.process?.isTerminalForeground == false)
+                busy: entry.busy, canSignal: canSuspend)
             switch policy.step(snapshot, now: now) {
             case .none:
                 continue
@@ -269,10 +270,10 @@ public actor LifecycleSupervisor: Service {
                 activity.emit(.backgroundTimeExpiring(app, deadline))
                 wake(at: deadline)
             case .suspend(let reason):
-                guard let process = entry.process else { continue }
-                // Written down first: a bgd killed while the app is stopped continues it at its next start.
+                guard let pid = entry.processID else { continue }
+                // Written down first: a bgd killed while the app is frozen thaws it at its next start.
                 do {
-                    try await store.recordSuspension(of: app, processID: process.processID, startTicks: process.startTicks, now: now)
+                    try await store.recordSuspension(of: app, processID: pid, startTicks: LaunchedProcess.startTicks(of: pid), now: now)
                 } catch {
                     logger.warning("Cannot record a suspension; not suspending", metadata: ["app.id": "\(app)", "error": "\(error)"])
                     continue
@@ -280,23 +281,22 @@ public actor LifecycleSupervisor: Service {
                 // The actor let others in while the store wrote: an event or a task may have come.
                 let current = entries[app]
                 let stillIdle = current?.state == .background && current?.busy == false && current?.tasks.isEmpty == true
-                    && current?.process?.processID == process.processID
-                guard stillIdle, process.send(SIGSTOP) else {
-                    try? await store.clearSuspension(processID: process.processID)
+                    && current?.processID == pid
+                guard stillIdle, await supervisor.freeze(pid) else {
+                    try? await store.clearSuspension(processID: pid)
                     continue
                 }
                 entries[app]?.state = .suspended
                 entries[app]?.reason = reason
                 activity.emit(.lifecycleChanged(app, .suspended, reason))
-                logger.debug("Suspended app", metadata: ["app.id": "\(app)", "pid": "\(entry.process?.processID ?? 0)"])
+                logger.debug("Suspended app", metadata: ["app.id": "\(app)", "pid": "\(pid)"])
             case .end(let reason):
                 if !entry.warned { broker.send(.backgroundTimeExpiring(deadline: now), to: app) }
-                entry.process?.send(SIGTERM)
-                entries[app]?.killAt = now.adding(killGrace)
+                if let pid = entry.processID { await supervisor.terminate(pid, killAt: now.adding(killGrace)) }
+                entries[app]?.ending = true
                 entries[app]?.reason = reason
                 activity.emit(.lifecycleChanged(app, .background, reason))
                 logger.info("Ended app: background time over", metadata: ["app.id": "\(app)", "reason": "\(reason)"])
-                wake(at: now.adding(killGrace))
             }
         }
         return next

@@ -21,12 +21,19 @@ public struct RunRecord: Hashable, Codable, Sendable {
     public var processID: Int32?
     /// The `BGTaskScheduler` task the run carries out (nil: a fetch or a push).
     public var taskIdentifier: String?
+    /// CPU time the app's processes used during the run, in microseconds (its cgroup's
+    /// `cpu.stat`; without cgroups, its processes' own in /proc). Nil while it runs.
+    public var cpuMicroseconds: Int64?
+    /// The most memory the app held during the run, in bytes, where it can be measured.
+    public var memoryPeakBytes: Int64?
 
     public init(
         id: RunID, app: AppID, trigger: RunTrigger, startedAt: Date, deadline: Date, endedAt: Date?,
         outcome: RunOutcome?, reasons: [DecisionReason], launched: Bool, detail: String?, processID: Int32? = nil,
-        taskIdentifier: String? = nil
+        taskIdentifier: String? = nil, cpuMicroseconds: Int64? = nil, memoryPeakBytes: Int64? = nil
     ) {
+        self.cpuMicroseconds = cpuMicroseconds
+        self.memoryPeakBytes = memoryPeakBytes
         self.taskIdentifier = taskIdentifier
         self.id = id
         self.app = app
@@ -42,6 +49,22 @@ public struct RunRecord: Hashable, Codable, Sendable {
     }
 
     public var isRunning: Bool { outcome == nil }
+    public var cpuTime: Duration? { cpuMicroseconds.map { .microseconds($0) } }
+
+    /// The CPU time as people read it ("42 ms", "1.3 s"); "-" where not measured.
+    public var cpuDescription: String {
+        guard let microseconds = cpuMicroseconds else { return "-" }
+        if microseconds < 1_000 { return "\(microseconds) µs" }
+        if microseconds < 1_000_000 { return "\(microseconds / 1_000) ms" }
+        return String(format: "%.1f s", Double(microseconds) / 1_000_000)
+    }
+
+    /// The peak memory as people read it ("38 MiB"); "-" where not measured.
+    public var memoryDescription: String {
+        guard let bytes = memoryPeakBytes else { return "-" }
+        if bytes < 1 << 20 { return "\(bytes >> 10) KiB" }
+        return "\(bytes >> 20) MiB"
+    }
     public var duration: Duration? { endedAt.map { $0.duration(since: startedAt) } }
 }
 
@@ -69,5 +92,16 @@ public struct OutboxEntry: Hashable, Codable, Sendable {
         self.event = event
         self.closedAt = closedAt
         self.closedBy = closedBy
+    }
+}
+
+/// What a run cost: the app's CPU time over the run and its peak memory.
+public struct RunUsage: Hashable, Codable, Sendable {
+    public var cpuMicroseconds: Int64?
+    public var memoryPeakBytes: Int64?
+
+    public init(cpuMicroseconds: Int64?, memoryPeakBytes: Int64?) {
+        self.cpuMicroseconds = cpuMicroseconds
+        self.memoryPeakBytes = memoryPeakBytes
     }
 }

@@ -47,12 +47,15 @@ public struct DaemonStatus: Hashable, Codable, Sendable {
     public var nextEvaluation: Date?
     /// How launched apps are confined ("landlock (ABI 7): …", or "unconfined: why").
     public var appConfinement: String?
+    /// How app processes are held ("cgroups: …", or "signals: why not cgroups").
+    public var appProcesses: String?
 
     public init(
         version: String, processID: Int32, stateDirectory: String, socketPath: String, startedAt: Date, now: Date,
-        appCount: Int, runningRuns: Int, nextEvaluation: Date?, appConfinement: String? = nil
+        appCount: Int, runningRuns: Int, nextEvaluation: Date?, appConfinement: String? = nil, appProcesses: String? = nil
     ) {
         self.appConfinement = appConfinement
+        self.appProcesses = appProcesses
         self.version = version
         self.processID = processID
         self.stateDirectory = stateDirectory

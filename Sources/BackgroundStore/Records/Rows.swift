@@ -38,6 +38,9 @@ struct RunRow: Codable, FetchableRecord, MutablePersistableRecord {
     /// For a run of kind 'task': the `BGTaskScheduler` identifier and kind it carries out.
     var taskIdentifier: String? = nil
     var taskKind: String? = nil
+    /// What the run cost (migration `runUsage`).
+    var cpuMicroseconds: Int64? = nil
+    var memoryPeakBytes: Int64? = nil
 
     enum Columns {
         static let id = Column(CodingKeys.id)

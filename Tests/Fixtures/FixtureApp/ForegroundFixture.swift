@@ -15,6 +15,8 @@ import Foundation
 /// - `idle`: asks for no time at all.
 /// - `crash`: aborts while holding the task.
 /// - `scoped`: `withBackgroundTime`, whose work waits for cancellation.
+/// - `spin`: asks for no time, and burns CPU on a thread of its own (bursts of a millisecond
+///   or so, with pauses): a frozen app's CPU time stands still.
 ///
 /// argv: `foreground APP TOKEN SOCKET LOG MODE`. Lines logged: `began <id>`, `ending <id>`,
 /// `expire-task`, `cancelled`, `fetch`, `note <notification>`, `remaining <seconds|inf>`.
@@ -37,6 +39,16 @@ enum ForegroundFixture {
         switch mode {
         case "idle":
             break
+        case "spin":
+            let thread = Thread {
+                var counter: UInt64 = 0
+                while true {
+                    for _ in 0..<200_000 { counter &+= 1 }
+                    if counter == 0 { print("wrapped") }
+                    usleep(1_000)
+                }
+            }
+            thread.start()
         case "scoped":
             Task {
                 do {

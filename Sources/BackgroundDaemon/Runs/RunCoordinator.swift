@@ -11,13 +11,14 @@ import ServiceLifecycle
     import Darwin
 #endif
 
-/// Carries background runs out: records a run and its event, delivers the event to a connected
-/// app or launches the app, enforces the budget (expire, SIGTERM, SIGKILL), takes the app's
-/// answer, and notices a process that exits without one.
+/// Carries background runs out — fetches, pushes, BGTaskScheduler tasks, and the events of
+/// transfers: records a run and its event, delivers the event to a connected app or has the
+/// app launched, keeps the budget (the expiration warning, then the end), takes the app's answer
+/// with what the run cost, and notices a process that exits without one.
 ///
-/// It decides nothing about *when* to run (that is `FetchPolicy`, via `Scheduler`); the budget's
-/// timeline comes from `RunBudget`. Everything it learns goes to the store first, then to the
-/// activity feed.
+/// It decides nothing about *when* to run (that is the policies, via `Scheduler`, the push
+/// dispatcher, the task dispatcher) and touches no process: `ProcessSupervisor` launches and
+/// ends them. Everything it learns goes to the store first, then to the activity feed.
 public actor RunCoordinator: Service {
     public struct Configuration: Sendable {
         public var budget: RunBudget
@@ -45,23 +46,24 @@ public actor RunCoordinator: Service {
         var warned = false
         /// The run's budget (processing tasks get minutes, everything else the fetch budget).
         var budget: RunBudget
+        /// The app's CPU time when the run started (what the run cost is the difference).
+        var cpuAtStart: UInt64 = 0
     }
 
-    /// A process bgd launched and is responsible for ending.
-    private struct ManagedProcess {
+    /// A process launched for the app's background work: its launch token, and the run it
+    /// carries (nil: launched for transfer events only).
+    private struct Launch {
         var app: AppID
-        var process: LaunchedProcess
         var token: AppToken
         var run: RunID?
+        /// Told to exit (its run answered, or its events are handled): no new run is given to it.
         var exitRequested = false
-        var terminateAt: Date?
-        var killAt: Date?
     }
 
     private let store: BackgroundStore
     private let stateDirectory: StateDirectory
     private let broker: EventBroker
-    private let launcher: any AppLauncher
+    private let supervisor: ProcessSupervisor
     private let tokens: TokenIssuer
     private let activity: ActivityFeed
     private let clock: any WallClock
@@ -75,14 +77,11 @@ public actor RunCoordinator: Service {
     private let logger: Logger
 
     private var flights: [RunID: Flight] = [:]
-    private var processes: [Int32: ManagedProcess] = [:]
+    private var launches: [Int32: Launch] = [:]
     private let timers = Doorbell()
-    private let exits = Doorbell()
-    private let exitWatches: AsyncStream<LaunchedProcess>
-    private let exitWatchContinuation: AsyncStream<LaunchedProcess>.Continuation
 
     public init(
-        store: BackgroundStore, stateDirectory: StateDirectory, broker: EventBroker, launcher: any AppLauncher,
+        store: BackgroundStore, stateDirectory: StateDirectory, broker: EventBroker, supervisor: ProcessSupervisor,
         tokens: TokenIssuer, activity: ActivityFeed, clock: any WallClock, configuration: Configuration,
         schedulerDoorbell: Doorbell, runEndedDoorbells: [Doorbell] = [], lifecycle: LifecycleSupervisor? = nil, logger: Logger
     ) {
@@ -91,34 +90,22 @@ public actor RunCoordinator: Service {
         self.store = store
         self.stateDirectory = stateDirectory
         self.broker = broker
-        self.launcher = launcher
+        self.supervisor = supervisor
         self.tokens = tokens
         self.activity = activity
         self.clock = clock
         self.configuration = configuration
         self.schedulerDoorbell = schedulerDoorbell
         self.logger = logger
-        (exitWatches, exitWatchContinuation) = AsyncStream<LaunchedProcess>.makeStream()
     }
 
     // MARK: Service
 
     public func run() async throws {
-        await withDiscardingTaskGroup { group in
-            group.addTask {
-                do {
-                    try await cancelWhenGracefulShutdown { try await self.superviseBudgets() }
-                } catch {}
-                await self.shutDown(graceful: !Task.isCancelled)
-                self.exitWatchContinuation.finish()
-            }
-            // One waiter per launched process; each ends when its process does.
-            for await process in exitWatches {
-                group.addTask {
-                    let status = await process.waitForExit()
-                    await self.processExited(process, status: status)
-                }
-            }
+        await timers.serve("runs", on: clock, logger: logger) { await self.superviseBudgets() }
+        // bgd is stopping: the supervisor ends the processes; the runs are made up at the next start.
+        for id in flights.keys {
+            await end(id, outcome: .interrupted, detail: "bgd shut down while the run was in flight")
         }
     }
 
@@ -175,7 +162,8 @@ public actor RunCoordinator: Service {
     /// the app is launched for it.
     private func carryOut(_ run: RunRecord, reason: LaunchReason, budget: RunBudget? = nil) async throws -> RunRecord {
         Failpoint.runAfterStartCommit.hit()
-        flights[run.id] = Flight(run: run, budget: budget ?? configuration.budget)
+        await supervisor.startMemoryPeak(of: run.app)
+        flights[run.id] = Flight(run: run, budget: budget ?? configuration.budget, cpuAtStart: await supervisor.cpuMicroseconds(of: run.app))
         activity.emit(.runStarted(run))
         logger.info(
             "Run started",
@@ -186,14 +174,16 @@ public actor RunCoordinator: Service {
         if broker.isConnectedInForeground(run.app) {
             await lifecycle?.startedEvents(for: run.app)
             broker.eventsAvailable(for: run.app)
-        } else if let pid = processes.first(where: { $0.value.app == run.app && !$0.value.exitRequested })?.key {
+        } else if let pid = launches.first(where: { $0.value.app == run.app && !$0.value.exitRequested })?.key,
+            await supervisor.phase(of: pid).map({ ProcessControl(phase: $0).canBeSpared }) == true
+        {
             // A process bgd launched for the app still runs (for url-session events, say): the
             // run is its, not a second process's — two would be fed the same events.
-            processes[pid]?.run = run.id
-            processes[pid]?.terminateAt = nil
+            launches[pid]?.run = run.id
+            await supervisor.spare(pid)
             await lifecycle?.startedEvents(for: run.app)
             broker.eventsAvailable(for: run.app)
-            try? await store.recordLaunch(of: run.id, processID: pid, startTicks: processes[pid]?.process.startTicks)
+            try? await store.recordLaunch(of: run.id, processID: pid, startTicks: LaunchedProcess.startTicks(of: pid))
         } else {
             await launch(run.app, reason: reason, for: run)
         }
@@ -205,7 +195,7 @@ public actor RunCoordinator: Service {
     /// running is launched with `reason` (url-session), given the fetch budget to handle them,
     /// and told to exit once it has acknowledged them all.
     public func deliverEvents(to app: AppID, reason: LaunchReason) async {
-        if broker.isConnected(app) || processes.values.contains(where: { $0.app == app }) {
+        if broker.isConnected(app) || launches.values.contains(where: { $0.app == app }) {
             await lifecycle?.startedEvents(for: app)
             broker.eventsAvailable(for: app)
             return
@@ -218,13 +208,11 @@ public actor RunCoordinator: Service {
     public func eventsAcknowledged(by app: AppID, openRemaining: Int) async {
         guard openRemaining == 0 else { return }
         if !flights.values.contains(where: { $0.run.app == app }) { await lifecycle?.finishedEvents(for: app) }
-        let now = clock.now
-        for (pid, managed) in processes where managed.app == app && managed.run == nil && !managed.exitRequested {
-            processes[pid]?.exitRequested = true
-            processes[pid]?.terminateAt = now.adding(configuration.lingerGrace)
+        for (pid, launch) in launches where launch.app == app && launch.run == nil && !launch.exitRequested {
+            launches[pid]?.exitRequested = true
+            await supervisor.end(pid, after: configuration.lingerGrace, grace: configuration.budget.killGrace)
             broker.send(.exit, to: app)
         }
-        timers.ring()
     }
 
     private func launch(_ app: AppID, reason: LaunchReason, for run: RunRecord?) async {
@@ -248,15 +236,14 @@ public actor RunCoordinator: Service {
                 confinement = Confinement(
                     hidden: [stateDirectory.path, DaemonLocation.operatorTokenPath(socketPath: configuration.socketPath)], writable: [container])
             }
-            let process = try launcher.launch(
+            let process = try await supervisor.launch(
                 LaunchSpec(
                     command: stored.launchCommand, environment: environment, workingDirectory: container,
-                    logFile: container + "/launch.log", confinement: confinement))
-            var managed = ManagedProcess(app: app, process: process, token: token, run: run?.id)
+                    logFile: container + "/launch.log", confinement: confinement),
+                for: app)
+            launches[process.processID] = Launch(app: app, token: token, run: run?.id)
             // Launched for events only: the fetch budget caps how long it may take over them.
-            if run == nil { managed.terminateAt = clock.now.adding(configuration.budget.budget) }
-            processes[process.processID] = managed
-            exitWatchContinuation.yield(process)
+            if run == nil { await supervisor.end(process.processID, after: configuration.budget.budget, grace: configuration.budget.killGrace) }
             if let run { try await store.recordLaunch(of: run.id, processID: process.processID, startTicks: process.startTicks) }
             activity.emit(.processLaunched(app, processID: process.processID))
             logger.debug(
@@ -279,34 +266,30 @@ public actor RunCoordinator: Service {
             throw Failure.runAlreadyEnded(try await store.run(runID) ?? run)
         }
         Failpoint.runAfterResultCommit.hit()
-        let now = clock.now
-        for (pid, var managed) in processes where managed.app == app && managed.run == runID {
-            managed.exitRequested = true
-            managed.terminateAt = now.adding(configuration.lingerGrace)
-            processes[pid] = managed
+        for (pid, launch) in launches where launch.app == app && launch.run == runID {
+            launches[pid]?.exitRequested = true
+            await supervisor.end(pid, after: configuration.lingerGrace, grace: configuration.budget.killGrace)
             broker.send(.exit, to: app)
         }
-        timers.ring()
         return record
     }
 
-    private func processExited(_ process: LaunchedProcess, status: ExitStatus) async {
-        guard let managed = processes.removeValue(forKey: process.processID) else { return }
-        tokens.revokeLaunchToken(managed.token)
-        process.signalGroup(SIGKILL)  // whatever the app left behind in its group
-        activity.emit(.processExited(managed.app, processID: process.processID, status: status))
-        logger.debug("App exited", metadata: ["app.id": "\(managed.app)", "status": "\(status)"])
-        if let run = managed.run, flights[run] != nil {
+    /// A process launched for the app ended (the supervisor reaped it).
+    public func processExited(_ exit: ProcessSupervisor.Exit) async {
+        guard let launch = launches.removeValue(forKey: exit.processID) else { return }
+        tokens.revokeLaunchToken(launch.token)
+        let status = exit.status ?? .exited(0)
+        activity.emit(.processExited(launch.app, processID: exit.processID, status: status))
+        logger.debug("App exited", metadata: ["app.id": "\(launch.app)", "status": "\(status)"])
+        if let run = launch.run, flights[run] != nil {
             await end(run, outcome: .crashed, detail: "the app \(status) before answering")
         }
-        exits.ring()
-        timers.ring()
     }
 
     /// The app was unregistered: forget its runs and end its processes.
-    public func appUnregistered(_ app: AppID) {
+    public func appUnregistered(_ app: AppID) async {
         flights = flights.filter { $0.value.run.app != app }
-        for managed in processes.values where managed.app == app { managed.process.signalGroup(SIGKILL) }
+        await supervisor.endAll(of: app)
         tokens.revokeLaunchTokens(of: app)
         broker.disconnect(app)
     }
@@ -314,67 +297,38 @@ public actor RunCoordinator: Service {
     /// Runs in flight that this coordinator supervises.
     public var runningCount: Int { flights.count }
 
-    /// The app whose launched process `pid` is, or descends from; nil for a process bgd did not
-    /// launch (the user's own, bgctl).
-    public func launchedApp(containing pid: Int32) -> AppID? {
-        guard !processes.isEmpty else { return nil }
-        return ProcessTree.ancestor(of: pid, among: Set(processes.keys)).flatMap { processes[$0]?.app }
-    }
-
     // MARK: Budgets
 
-    private func superviseBudgets() async throws {
-        while true {
-            let now = clock.now
-            var next: Date?
-            func wake(at date: Date) { next = min(next ?? date, date) }
-            for (id, flight) in flights {
-                switch flight.budget.step(startedAt: flight.run.startedAt, warned: flight.warned, now: now) {
-                case .wait(let until):
-                    wake(at: until)
-                case .warn(let nextAt):
-                    warn(flight)
-                    wake(at: nextAt)
-                case .terminate, .kill:
-                    // Even when the deadline is found already past (the machine slept, the clock
-                    // jumped), the app hears of the expiration before it is ended.
-                    if !flight.warned { warn(flight) }
-                    await expire(id)
-                }
+    private func superviseBudgets() async -> Date? {
+        let now = clock.now
+        var next: Date?
+        func wake(at date: Date) { next = min(next ?? date, date) }
+        for (id, flight) in flights {
+            switch flight.budget.step(startedAt: flight.run.startedAt, warned: flight.warned, now: now) {
+            case .wait(let until):
+                wake(at: until)
+            case .warn(let nextAt):
+                warn(flight)
+                wake(at: nextAt)
+            case .terminate, .kill:
+                // Even when the deadline is found already past (the machine slept, the clock
+                // jumped), the app hears of the expiration before it is ended.
+                if !flight.warned { warn(flight) }
+                await expire(id)
             }
-            for (pid, managed) in processes {
-                if let terminateAt = managed.terminateAt {
-                    if terminateAt <= now {
-                        managed.process.signalGroup(SIGTERM)
-                        processes[pid]?.terminateAt = nil
-                        processes[pid]?.killAt = now.adding(configuration.budget.killGrace)
-                        wake(at: now.adding(configuration.budget.killGrace))
-                    } else {
-                        wake(at: terminateAt)
-                    }
-                }
-                if let killAt = managed.killAt {
-                    if killAt <= now {
-                        managed.process.signalGroup(SIGKILL)
-                        processes[pid]?.killAt = nil
-                    } else {
-                        wake(at: killAt)
-                    }
-                }
+        }
+        if !unrecordedEnds.isEmpty {
+            if let retryAt = nextEndRetry, retryAt <= now {
+                for (id, end) in unrecordedEnds { _ = await record(end: end, of: id) }
+                nextEndRetry = nil
             }
             if !unrecordedEnds.isEmpty {
-                if let retryAt = nextEndRetry, retryAt <= now {
-                    for (id, end) in unrecordedEnds { _ = await record(end: end, of: id) }
-                    nextEndRetry = nil
-                }
-                if !unrecordedEnds.isEmpty {
-                    let retryAt = nextEndRetry ?? now.adding(.seconds(5))
-                    nextEndRetry = retryAt
-                    wake(at: retryAt)
-                }
+                let retryAt = nextEndRetry ?? now.adding(.seconds(5))
+                nextEndRetry = retryAt
+                wake(at: retryAt)
             }
-            try await timers.wait(until: next, on: clock)
         }
+        return next
     }
 
     private func warn(_ flight: Flight) {
@@ -391,11 +345,9 @@ public actor RunCoordinator: Service {
         let now = clock.now
         // SIGKILL follows the grace period after the deadline (at once if that has passed too).
         let killAt = max(now, flight.budget.killTime(startingAt: flight.run.startedAt))
-        for (pid, managed) in processes where managed.run == id && managed.killAt == nil {
-            managed.process.signalGroup(SIGTERM)
-            processes[pid]?.exitRequested = true
-            processes[pid]?.terminateAt = nil
-            processes[pid]?.killAt = killAt
+        for (pid, launch) in launches where launch.run == id {
+            launches[pid]?.exitRequested = true
+            await supervisor.terminate(pid, killAt: killAt)
         }
         logger.info("App overran its budget", metadata: ["app.id": "\(flight.run.app)", "run.id": "\(id)"])
     }
@@ -403,8 +355,16 @@ public actor RunCoordinator: Service {
     /// Records a run's end once; later calls for the same run change nothing and return nil.
     @discardableResult
     private func end(_ id: RunID, outcome: RunOutcome, detail: String?) async -> RunRecord? {
-        if let app = flights.removeValue(forKey: id)?.run.app { await lifecycle?.finishedEvents(for: app) }
-        return await record(end: UnrecordedEnd(outcome: outcome, detail: detail, at: clock.now), of: id)
+        var usage: RunUsage?
+        if let flight = flights.removeValue(forKey: id) {
+            let app = flight.run.app
+            let cpu = await supervisor.cpuMicroseconds(of: app)
+            usage = RunUsage(
+                cpuMicroseconds: Int64(cpu >= flight.cpuAtStart ? cpu - flight.cpuAtStart : 0),
+                memoryPeakBytes: await supervisor.memoryPeakBytes(of: app).map { Int64($0) })
+            await lifecycle?.finishedEvents(for: app)
+        }
+        return await record(end: UnrecordedEnd(outcome: outcome, detail: detail, at: clock.now, usage: usage), of: id)
     }
 
     /// An end the store could not take (a full disk): kept, and written as soon as it can be,
@@ -413,6 +373,7 @@ public actor RunCoordinator: Service {
         var outcome: RunOutcome
         var detail: String?
         var at: Date
+        var usage: RunUsage?
     }
     private var unrecordedEnds: [RunID: UnrecordedEnd] = [:]
     private var nextEndRetry: Date?
@@ -420,7 +381,7 @@ public actor RunCoordinator: Service {
     private func record(end: UnrecordedEnd, of id: RunID) async -> RunRecord? {
         do {
             unrecordedEnds[id] = nil
-            guard let record = try await store.finishRun(id, outcome: end.outcome, detail: end.detail, now: end.at) else {
+            guard let record = try await store.finishRun(id, outcome: end.outcome, detail: end.detail, usage: end.usage, now: end.at) else {
                 return nil
             }
             activity.emit(.runEnded(record))
@@ -434,24 +395,6 @@ public actor RunCoordinator: Service {
             unrecordedEnds[id] = end
             timers.ring()
             return nil
-        }
-    }
-
-    // MARK: Shutdown
-
-    /// Ends every process bgd launched. Runs still in flight are recorded as interrupted, so the
-    /// next start makes them up. A graceful stop gives apps SIGTERM and the kill grace first.
-    private func shutDown(graceful: Bool) async {
-        for id in flights.keys {
-            await end(id, outcome: .interrupted, detail: "bgd shut down while the run was in flight")
-        }
-        for managed in processes.values { managed.process.signalGroup(graceful ? SIGTERM : SIGKILL) }
-        if graceful && !processes.isEmpty {
-            let deadline = clock.now.adding(configuration.budget.killGrace)
-            while !processes.isEmpty && clock.now < deadline {
-                do { try await exits.wait(until: deadline, on: clock) } catch { break }
-            }
-            for managed in processes.values { managed.process.signalGroup(SIGKILL) }
         }
     }
 }

@@ -1,0 +1,191 @@
+import Background
+import BackgroundDaemon
+import BackgroundModel
+import BackgroundTesting
+import Foundation
+import Synchronization
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Apps as real processes in this machine's real cgroups (issue 14): the README's walkthrough
+/// under a real interactive bash, freezing that no shell sees, ending that no fork escapes, and
+/// what a run cost. Each test that needs cgroups says so and is skipped where bgd may not make
+/// them (not root, no unified hierarchy).
+@Suite(.timeLimit(.minutes(2)))
+struct AppCgroupTests {
+    final class Output: Sendable {
+        private let text = Mutex("")
+        func append(_ data: Data) { text.withLock { $0 += String(decoding: data, as: UTF8.self) } }
+        var all: String { text.withLock { $0 } }
+    }
+
+    static let food = "com.example.deliciousfood"
+
+    /// The README's DeliciousFood tour, typed into a real interactive bash on a pty (`script`
+    /// opens it; bash has job control, the app is its foreground job): the app leaves the
+    /// foreground, is suspended — frozen in its cgroup, or with cgroups off left running, since a
+    /// SIGSTOP would hand the terminal back to the shell — then `bgctl simulate fetch` wakes it
+    /// and it answers newData. The shell never reports `Stopped`.
+    @Test(arguments: [true, false])
+    func theWalkthroughUnderAnInteractiveShell(cgroups: Bool) async throws {
+        if cgroups && !CgroupProbe.available { return }
+        try await TestDaemon.with(appCgroups: cgroups) { daemon in
+            let registered = try await daemon.register(
+                Self.food, command: [try BuiltProducts.path(of: "DeliciousFood")], interval: .minimum,
+                taskIdentifiers: ["com.example.deliciousfood.refresh"])
+            let status = try await daemon.admin.send(.get, "/v1/status", as: DaemonStatus.self)
+            #expect(status.appProcesses?.hasPrefix(cgroups ? "cgroups:" : "signals: turned off") == true, "\(status.appProcesses ?? "-")")
+
+            var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("BGD_") }
+            environment[LaunchEnvironment.token] = registered.token
+            environment[LaunchEnvironment.socket] = daemon.socketPath
+            environment["PS1"] = "$ "
+            let terminal = try Spawned("/usr/bin/script", ["-qfc", "bash --norc --noprofile -i", "/dev/null"], environment: environment, stdin: true, mergeErrors: true)
+            let printed = Output()
+            terminal.output.readabilityHandler = { printed.append($0.availableData) }
+            var appPID: Int32?
+            defer {
+                terminal.output.readabilityHandler = nil
+                if let appPID { kill(appPID, SIGKILL) }
+                terminal.signal(SIGKILL)
+            }
+            func type(_ line: String) { terminal.input?.write(Data((line + "\n").utf8)) }
+
+            type("'\(try BuiltProducts.path(of: "DeliciousFood"))'")
+            #expect(await eventually { printed.all.contains("no dishes yet") }, "\(printed.all)")
+            let pid = try #require(try await daemon.admin.send(.get, "/v1/tasks", as: TasksOverview.self).lifecycles.first?.processID)
+            appPID = pid
+            #expect(CgroupProbe.directory(of: pid)?.hasSuffix("/apps/\(Self.food)@\(pid)") == cgroups, "\(CgroupProbe.directory(of: pid) ?? "-")")
+
+            let ended = try await daemon.waitFor({ activity -> Bool? in
+                if case .backgroundTaskEnded(let app, _) = activity, app.rawValue == Self.food { return true }
+                return nil
+            }, after: { type("background") })
+            #expect(ended)
+            if cgroups {
+                // Nothing held: suspended a few seconds after leaving the foreground — by the freezer.
+                _ = try await daemon.waitFor({ activity -> Bool? in
+                    if case .lifecycleChanged(let app, .suspended, _) = activity, app.rawValue == Self.food { return true }
+                    return nil
+                }, after: { daemon.clock.advance(by: .seconds(6)) })
+                #expect(CgroupProbe.isFrozen(pid), "frozen in its cgroup")
+                #expect(((try? processState(pid)) ?? nil) != "T", "frozen, not stopped with SIGSTOP")
+            } else {
+                // Past its suspension delay and its background time: a stop would come now. It must not.
+                daemon.clock.advance(by: .seconds(120))
+                #expect(!(await eventually { ((try? processState(pid)) ?? nil) == "T" }), "stopped though it is its terminal's foreground job")
+                let state = try await daemon.admin.send(.get, "/v1/tasks", as: TasksOverview.self).lifecycles.first?.state
+                #expect(state == .background)
+            }
+
+            // `bgctl simulate fetch` goes to the running app (thawed first), which answers.
+            let bgctl = try BuiltProducts.path(of: "bgctl")
+            var answers: [String] = []
+            for _ in 0..<20 where !(answers.last ?? "").contains("newData") {
+                let output = try await Command.run(bgctl, ["simulate", "fetch", Self.food, "--socket", daemon.socketPath])
+                #expect(output.status == 0, "\(output.standardError)")
+                answers.append(output.standardOutput)
+            }
+            #expect(answers.last?.contains("newData") == true, "\(answers)")
+            #expect(!answers.contains { $0.contains("expired") || $0.contains("crashed") }, "\(answers)")
+            #expect(!CgroupProbe.isFrozen(pid))
+            type("list")
+            #expect(await eventually { printed.all.contains("new dishes fetched in the background") }, "\(printed.all)")
+            #expect(!printed.all.contains("Stopped"), "the shell saw a stop: \(printed.all)")
+            type("quit")
+        }
+    }
+
+    /// A frozen app gets no CPU, and a thawed one does again. The app burns CPU in short bursts;
+    /// while it is frozen a busy loop of the test's own is the clock: 200 ms of its CPU time pass,
+    /// and the app's cgroup has not used a millisecond meanwhile.
+    @Test func aFrozenAppGetsNoCPUAndAThawedOneRunsAgain() async throws {
+        guard CgroupProbe.available else { return }
+        try await TestDaemon.with { daemon in
+            let app = "com.example.spin"
+            let token = try await daemon.register(app, command: ["/bin/false"], interval: .never).token
+            let command = LaunchCommand([
+                try BuiltProducts.path(of: "bgd-fixture-app"), "foreground", app, token, daemon.socketPath, daemon.directory + "/spin.log", "spin",
+            ])!
+            var process: LaunchedProcess?
+            _ = try await daemon.waitFor({ activity -> Bool? in
+                if case .lifecycleChanged(let id, .background, nil) = activity, id.rawValue == app { return true }
+                return nil
+            }, after: {
+                process = try ProcessLauncher().launch(
+                    LaunchSpec(command: command, environment: ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("BGD_") },
+                        workingDirectory: daemon.directory, logFile: daemon.directory + "/spin.out"))
+            })
+            let pid = try #require(process?.processID)
+            defer { process?.signalGroup(SIGKILL) }
+            _ = try await daemon.waitFor({ activity -> Bool? in
+                if case .lifecycleChanged(let id, .suspended, _) = activity, id.rawValue == app { return true }
+                return nil
+            }, after: { daemon.clock.advance(by: .seconds(6)) })
+            #expect(CgroupProbe.isFrozen(pid))
+            let frozenAt = try #require(CgroupProbe.cpuMicroseconds(of: pid))
+            let busy = try Spawned("/bin/sh", ["-c", "while :; do :; done"])
+            defer { busy.signal(SIGKILL) }
+            #expect(await eventually { (processCPU(busy.processID) ?? 0) >= 200_000 }, "the busy loop ran")
+            let after = try #require(CgroupProbe.cpuMicroseconds(of: pid))
+            #expect(after - frozenAt < 1_000, "a frozen app used \(after - frozenAt) µs of CPU")
+            // An event thaws it, and it burns CPU again.
+            let run = try await daemon.waitForRunEnd(of: app) { _ = try await daemon.admin.send(.post, "/v1/apps/\(app)/fetch", as: RunRecord.self) }
+            #expect(run.outcome == .newData)
+            #expect(await eventually { (CgroupProbe.cpuMicroseconds(of: pid) ?? 0) > after + 5_000 }, "a thawed app runs")
+        }
+    }
+
+    /// A launched app that started a grandchild in a session of its own which ignores SIGTERM:
+    /// the app overruns its budget and is ended, and the grandchild with it (`cgroup.kill`; a
+    /// process-group kill would miss it). The run records the CPU time the app used, and its
+    /// emptied cgroup is removed.
+    @Test func endingALaunchedAppLeavesNoProcessBehind() async throws {
+        guard CgroupProbe.available else { return }
+        try await TestDaemon.with { daemon in
+            let app = "com.example.tree"
+            let fixture = try BuiltProducts.path(of: "bgd-fixture-app")
+            let script = "setsid sh -c 'trap \"\" TERM; exec sleep 1000' & echo $! > grandchild.pid; exec '\(fixture)' hang"
+            _ = try await daemon.register(app, command: ["/bin/sh", "-c", script], interval: .never)
+            let started = try await daemon.admin.send(.post, "/v1/apps/\(app)/fetch", as: RunRecord.self)
+            let pidFile = daemon.directory + "/state/containers/\(app)/grandchild.pid"
+            #expect(await eventually { ((try? String(contentsOfFile: pidFile, encoding: .utf8)) ?? "").hasSuffix("\n") })
+            let grandchild = try #require(Int32(try String(contentsOfFile: pidFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
+            defer { kill(grandchild, SIGKILL) }
+            let group = try #require(CgroupProbe.directory(of: grandchild))
+            #expect(group.hasSuffix("/apps/\(app)"), "the grandchild is in the app's cgroup: \(group)")
+            // The app never answers: expired at 30 s, ended at once (SIGTERM), SIGKILL after the grace.
+            let run = try await daemon.waitForRunEnd(of: app) { daemon.clock.advance(by: .seconds(31)) }
+            #expect(run.id == started.id && run.outcome == .expired, "\(run)")
+            daemon.clock.advance(by: .seconds(10))
+            #expect(await eventually { ((try? processState(grandchild)) ?? nil) == nil }, "the grandchild outlived its app")
+            #expect(await eventually { access(group, F_OK) != 0 }, "the emptied cgroup is removed")
+            #expect((run.cpuMicroseconds ?? 0) > 0, "the run's CPU time is recorded: \(run)")
+            if FileManager.default.fileExists(atPath: "/sys/fs/cgroup/memory/cgroup.procs") {
+                // Hybrid mode: the v1 memory controller measures the peak.
+                #expect((run.memoryPeakBytes ?? 0) > 1 << 20, "the run's peak memory is recorded: \(run)")
+            }
+        }
+    }
+
+    /// The mode is said, and a machine without cgroups (here: turned off) falls back to signals.
+    @Test func statusSaysHowAppsAreHeld() async throws {
+        try await TestDaemon.with(appCgroups: false) { daemon in
+            let status = try await daemon.admin.send(.get, "/v1/status", as: DaemonStatus.self)
+            #expect(status.appProcesses == "signals: turned off (--app-cgroups off); apps are stopped with SIGSTOP only when they have no terminal")
+            let output = try await Command.run(try BuiltProducts.path(of: "bgctl"), ["status", "--socket", daemon.socketPath])
+            #expect(output.standardOutput.contains("processes: signals: turned off"), "\(output.standardOutput)")
+        }
+    }
+}
+
+/// A process's own user + system CPU time from /proc, in microseconds.
+func processCPU(_ pid: Int32) -> UInt64? {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else { return nil }
+    let fields = stat[stat.index(after: close)...].split(separator: " ")
+    guard fields.count > 12, let user = UInt64(fields[11]), let system = UInt64(fields[12]) else { return nil }
+    return (user + system) * 1_000_000 / UInt64(sysconf(Int32(_SC_CLK_TCK)))
+}

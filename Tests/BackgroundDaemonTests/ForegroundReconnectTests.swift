@@ -1,0 +1,73 @@
+import Background
+import BackgroundDaemon
+import BackgroundModel
+import BackgroundTesting
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A foreground app survives bgd's crash (issue 14, item 5): its `run()` connects again, says
+/// its state again, and the fetch bgd owed it when it died reaches it exactly once.
+@Suite(.timeLimit(.minutes(2)))
+struct ForegroundReconnectTests {
+    @Test func aForegroundAppOutlivesBgdsCrashAndGetsTheOwedFetchOnce() async throws {
+        let directory = TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let state = directory + "/state"
+        let socket = directory + "/bgd.sock"
+        let arguments = ["--conditions", "unconstrained", "--suspension-delay", "10m"]
+        let admin = DaemonClient(socketPath: socket)
+        let bgctl = try BuiltProducts.path(of: "bgctl")
+        let app = "com.example.survivor"
+
+        // bgd crashes right after it has committed a fetch run (its event in the outbox).
+        var first: DaemonProcess? = try await DaemonProcess(
+            stateDirectory: state, socketPath: socket, arguments: arguments, environment: ["BGD_FAILPOINT": "run.afterStartCommit:once"])
+        let token = try await admin.send(
+            .post, "/v1/apps", body: RegisterAppRequest(id: AppID(rawValue: app)!, launchCommand: LaunchCommand(["/bin/false"])!, fetchInterval: .minimum),
+            as: RegisteredApp.self
+        ).token
+        let log = directory + "/app.log"
+        let command = LaunchCommand([try BuiltProducts.path(of: "bgd-fixture-app"), "foreground", app, token, socket, log, "idle"])!
+        let process = try ProcessLauncher().launch(
+            LaunchSpec(command: command, environment: ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("BGD_") },
+                workingDirectory: directory, logFile: directory + "/app.out"))
+        defer { process.signalGroup(SIGKILL) }
+        func reported() async -> Bool {
+            let summary = try? await admin.send(.get, "/v1/apps", as: [AppSummary].self).first
+            return summary?.isConnected == true && summary?.lifecycle?.processID == process.processID
+        }
+        var connected = false
+        for _ in 0..<5_000 where !connected { connected = await reported() }
+        #expect(connected, "the app connected and reported its state")
+        // Offline, so the owed fetch waits for the app to be back rather than launching it.
+        #expect(try await Command.run(bgctl, ["env", "set", "--network", "none", "--socket", socket]).status == 0)
+        _ = try? await admin.send(.post, "/v1/apps/\(app)/fetch", as: RunRecord.self)
+        _ = await first?.waitForExit()  // the failpoint ended it, as a kill -9 would
+        first = nil
+
+        let second = try await DaemonProcess(stateDirectory: state, socketPath: socket, arguments: arguments)
+        defer { second.signal(SIGKILL) }
+        var back = false
+        for _ in 0..<5_000 where !back { back = await reported() }
+        #expect(back, "the app connected again and said its state to the new bgd")
+        #expect(((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").components(separatedBy: "\n").filter { $0 == "fetch" }.isEmpty)
+        // Online again: the interrupted run is made up — on the app's stream, once.
+        #expect(try await Command.run(bgctl, ["env", "set", "--network", "sensed", "--socket", socket]).status == 0)
+        var madeUp: RunRecord?
+        for _ in 0..<5_000 where madeUp == nil {
+            madeUp = try await admin.send(.get, "/v1/apps/\(app)/history", as: [RunRecord].self).first { $0.outcome == .newData }
+        }
+        let seen = try await admin.send(.get, "/v1/apps/\(app)/history", as: [RunRecord].self)
+        let why = try await Command.run(bgctl, ["why", app, "--socket", socket]).standardOutput
+        let run = try #require(madeUp, "\(seen) \(why)")
+        #expect(!run.launched && run.reasons.contains { $0.code == .interruptedRun }, "\(run)")
+        let fetches = ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").components(separatedBy: "\n").filter { $0 == "fetch" }
+        #expect(fetches.count == 1, "the owed fetch reached the app exactly once: \(fetches)")
+        let history = try await admin.send(.get, "/v1/apps/\(app)/history", as: [RunRecord].self)
+        #expect(history.map(\.outcome) == [.newData, .interrupted], "\(history)")
+    }
+}

@@ -1,0 +1,181 @@
+import BackgroundDaemon
+import BackgroundModel
+import BackgroundPolicy
+import BackgroundStore
+import BackgroundTesting
+import Foundation
+import Logging
+import Synchronization
+import Testing
+
+/// The run coordinator by itself: a real store, the real supervisor, virtual time, and a
+/// launcher that records what it is asked to start (no process runs; its pids name nothing,
+/// and the test says when one "exits").
+@Suite(.timeLimit(.minutes(1)))
+struct RunCoordinatorTests {
+    /// Records launches; each "process" exits when the test says so.
+    final class RecordingLauncher: AppLauncher {
+        private let state = Mutex<(specs: [LaunchSpec], nextPID: Int32, exits: [Int32: CheckedContinuation<BackgroundDaemon.ExitStatus, Never>], early: [Int32: BackgroundDaemon.ExitStatus])>(
+            ([], 2_000_000_000, [:], [:]))
+
+        var launches: [LaunchSpec] { state.withLock { $0.specs } }
+
+        func launch(_ spec: LaunchSpec) throws -> LaunchedProcess {
+            state.withLock {
+                $0.specs.append(spec)
+                $0.nextPID += 1
+                return LaunchedProcess(processID: $0.nextPID, startTicks: nil)
+            }
+        }
+
+        func waitForExit(_ process: LaunchedProcess) async -> BackgroundDaemon.ExitStatus {
+            await withCheckedContinuation { continuation in
+                let early: BackgroundDaemon.ExitStatus? = state.withLock {
+                    if let status = $0.early.removeValue(forKey: process.processID) { return status }
+                    $0.exits[process.processID] = continuation
+                    return nil
+                }
+                if let early { continuation.resume(returning: early) }
+            }
+        }
+
+        /// Every process still "running" exits (the end of a test: the supervisor waits for them).
+        func exitAll() {
+            let waiting = state.withLock { state in
+                defer { state.exits = [:] }
+                return Array(state.exits.values)
+            }
+            for continuation in waiting { continuation.resume(returning: .signalled(9)) }
+        }
+
+        func exit(_ pid: Int32, _ status: BackgroundDaemon.ExitStatus) {
+            let waiting = state.withLock {
+                let waiting = $0.exits.removeValue(forKey: pid)
+                if waiting == nil { $0.early[pid] = status }
+                return waiting
+            }
+            waiting?.resume(returning: status)
+        }
+    }
+
+    struct Harness {
+        let store: BackgroundStore
+        let clock: ManualClock
+        let launcher: RecordingLauncher
+        let supervisor: ProcessSupervisor
+        let coordinator: RunCoordinator
+        let app = AppID(rawValue: "com.example.recorded")!
+        static let budget = RunBudget(budget: .seconds(30), expirationLead: .seconds(5), killGrace: .seconds(5))
+    }
+
+    func withHarness(_ body: (Harness) async throws -> Void) async throws {
+        let directory = TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let stateDirectory = try StateDirectory(path: directory + "/state")
+        let store = try BackgroundStore.open(atPath: stateDirectory.databasePath, durability: .normal)
+        let clock = ManualClock()
+        let launcher = RecordingLauncher()
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical  // the end of a test cancels the services mid-write; nothing to see
+        let supervisor = ProcessSupervisor(mode: .signals("test"), launcher: launcher, clock: clock, killGrace: Harness.budget.killGrace, logger: logger)
+        let coordinator = RunCoordinator(
+            store: store, stateDirectory: stateDirectory, broker: EventBroker(), supervisor: supervisor, tokens: TokenIssuer(),
+            activity: ActivityFeed(), clock: clock,
+            configuration: .init(budget: Harness.budget, lingerGrace: .seconds(5), socketPath: directory + "/bgd.sock", confineApps: false),
+            schedulerDoorbell: Doorbell(), logger: logger)
+        await supervisor.onExit { exit in await coordinator.processExited(exit) }
+        let harness = Harness(store: store, clock: clock, launcher: launcher, supervisor: supervisor, coordinator: coordinator)
+        _ = try await store.register(
+            RegisterAppRequest(id: harness.app, launchCommand: LaunchCommand(["/usr/bin/recorded-app", "--flag"])!), tokenHash: "x", now: clock.now)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await supervisor.run() }
+            group.addTask { try await coordinator.run() }
+            do {
+                try await body(harness)
+            } catch {
+                launcher.exitAll()
+                group.cancelAll()
+                throw error
+            }
+            launcher.exitAll()
+            group.cancelAll()
+        }
+    }
+
+    /// Waits for an actor's state to change after virtual time moved (its loop runs on its own).
+    func until(_ condition: () async -> Bool) async -> Bool {
+        for _ in 0..<100_000 {
+            if await condition() { return true }
+            await Task.yield()
+        }
+        return await condition()
+    }
+
+    @Test func aLaunchCarriesTheRunAndTheAppsEnvironment() async throws {
+        try await withHarness { h in
+            let run = try await h.coordinator.startFetch(for: h.app, trigger: .scheduled, reasons: [])
+            let spec = try #require(h.launcher.launches.first)
+            #expect(spec.command.arguments == ["/usr/bin/recorded-app", "--flag"])
+            #expect(spec.environment[LaunchEnvironment.reason] == "fetch")
+            #expect(spec.environment[LaunchEnvironment.run] == run.id.description)
+            #expect(spec.environment[LaunchEnvironment.appID] == h.app.rawValue)
+            #expect(spec.environment[LaunchEnvironment.token]?.isEmpty == false)
+            #expect(spec.workingDirectory.hasSuffix("/containers/\(h.app.rawValue)"))
+            let ours: Set = [LaunchEnvironment.reason, LaunchEnvironment.appID, LaunchEnvironment.socket, LaunchEnvironment.token, LaunchEnvironment.container, LaunchEnvironment.run]
+            #expect(Set(spec.environment.keys.filter { $0.hasPrefix("BGD_") }) == ours, "exactly the app's own BGD_ settings, none of bgd's")
+            #expect(try await h.store.run(run.id)?.launched == true)
+        }
+    }
+
+    /// No answer: warned at 25 s, expired at 30 s with SIGTERM, SIGKILL at 35 s — on the
+    /// supervisor's timeline for the process.
+    @Test func anUnansweredRunExpiresAndItsProcessIsEndedOnTime() async throws {
+        try await withHarness { h in
+            let run = try await h.coordinator.startFetch(for: h.app, trigger: .scheduled, reasons: [])
+            let pid = Int32(2_000_000_001)
+            #expect(await h.supervisor.phase(of: pid) == .running)
+            h.clock.advance(by: .seconds(29))
+            #expect(try await h.store.run(run.id)?.outcome == nil)
+            h.clock.advance(by: .seconds(1))
+            #expect(await until { (try? await h.store.run(run.id)?.outcome) == .expired })
+            #expect(await until { await h.supervisor.phase(of: pid) == .terminating(killAt: run.startedAt.addingTimeInterval(35)) })
+            h.clock.advance(by: .seconds(5))
+            #expect(await until { await h.supervisor.phase(of: pid) == .killed })
+            h.launcher.exit(pid, .signalled(9))
+            #expect(await until { await h.supervisor.phase(of: pid) == nil })
+            #expect(try await h.store.run(run.id)?.outcome == .expired, "the first outcome stands")
+        }
+    }
+
+    /// An answer ends the run at once; the process is told to exit and ended after the linger.
+    @Test func anAnsweredRunsProcessIsEndedAfterTheLinger() async throws {
+        try await withHarness { h in
+            let run = try await h.coordinator.startFetch(for: h.app, trigger: .scheduled, reasons: [])
+            let pid = Int32(2_000_000_001)
+            h.clock.advance(by: .seconds(2))
+            let answered = try await h.coordinator.reportResult(.newData, for: run.id, from: h.app)
+            #expect(answered.outcome == .newData && answered.cpuMicroseconds != nil)
+            let answeredAt = h.clock.now
+            #expect(await h.supervisor.phase(of: pid) == .exitRequested(terminateAt: answeredAt.addingTimeInterval(5), killGrace: .seconds(5)))
+            h.clock.advance(by: .seconds(5))
+            #expect(await until { await h.supervisor.phase(of: pid) == .terminating(killAt: answeredAt.addingTimeInterval(10)) })
+            h.launcher.exit(pid, .exited(0))
+            #expect(await until { await h.supervisor.phase(of: pid) == nil })
+            #expect(try await h.store.run(run.id)?.outcome == .newData)
+            await #expect(throws: RunCoordinator.Failure.self) { _ = try await h.coordinator.reportResult(.failed, for: run.id, from: h.app) }
+        }
+    }
+
+    /// A process that exits before answering: the run is recorded as crashed, with how it ended.
+    @Test func aProcessThatExitsWithoutAnsweringCrashesItsRun() async throws {
+        try await withHarness { h in
+            let run = try await h.coordinator.startFetch(for: h.app, trigger: .scheduled, reasons: [])
+            h.launcher.exit(2_000_000_001, .signalled(6))
+            #expect(await until { (try? await h.store.run(run.id)?.outcome) == .crashed })
+            #expect(try await h.store.run(run.id)?.detail?.contains("SIGABRT") == true)
+            // The next run launches a new process (the old one is gone).
+            _ = try await h.coordinator.startFetch(for: h.app, trigger: .scheduled, reasons: [])
+            #expect(h.launcher.launches.count == 2)
+        }
+    }
+}
