@@ -57,8 +57,9 @@ let environment = ProcessInfo.processInfo.environment
 switch arguments.first {
 case "launched":
     // Launched by bgd for a fetch: log when the handler runs.
+    // Its container: the only place a confined launched app may write.
     let application = try BackgroundApplication()
-    let log = arguments[1]
+    let log = (application.containerPath ?? ".") + "/" + arguments[1]
     application.onBackgroundFetch {
         append("fetch \(monotonicNanoseconds())", to: log)
         return .noData
@@ -74,12 +75,17 @@ case "app":
     application.onBackgroundFetch {
         append("fetch \(monotonicNanoseconds())", to: log)
         if mode == "busy" {
-            // About 200 ms of CPU, measured by the thread's own clock.
-            var spent = timespec(), counter: UInt64 = 0
-            repeat {
+            // About 200 ms of CPU, measured by the process's own clock.
+            func cpuNanoseconds() -> Int {
+                var spent = timespec()
+                clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &spent)
+                return spent.tv_sec * 1_000_000_000 + spent.tv_nsec
+            }
+            let start = cpuNanoseconds()
+            var counter: UInt64 = 0
+            while cpuNanoseconds() - start < 200_000_000 || counter == 0 {
                 for _ in 0..<100_000 { counter &+= 1 }
-                clock_gettime(CLOCK_THREAD_CPUTIME_ID, &spent)
-            } while spent.tv_sec == 0 && spent.tv_nsec < 200_000_000 || counter == 0
+            }
         }
         return .noData
     }
@@ -153,7 +159,7 @@ enum Driver {
         let warmToken = try await register(warmID, command: ["/bin/false"])
         let warmApp = try startApp(warmID, token: warmToken, log: warmLog, mode: "wake")
         var warm: [Double] = []
-        for index in 1...(only.contains("warm") ? wakes : 0) {
+        for index in stride(from: 1, through: only.contains("warm") ? wakes : 0, by: 1) {
             try await waitFor("suspension") { try await state(of: warmID)?.state == .suspended }
             let start = try await fetch(warmID)
             try await waitFor("the warm handler") { lines(warmLog).filter { $0.hasPrefix("fetch") }.count == index }
@@ -189,10 +195,10 @@ enum Driver {
 
         // 2. Cold wakes: the same handler in a process bgd launches each time.
         let coldID = "com.example.bench.cold"
-        let coldLog = work + "/cold.log"
-        _ = try await register(coldID, command: [me, "launched", coldLog])
+        _ = try await register(coldID, command: [me, "launched", "cold.log"])
+        let coldLog = try await admin.send(.get, "/v1/apps", as: [AppSummary].self).first { $0.id.rawValue == coldID }!.containerPath! + "/cold.log"
         var cold: [Double] = []
-        for index in 1...(only.contains("cold") ? wakes : 0) {
+        for index in stride(from: 1, through: only.contains("cold") ? wakes : 0, by: 1) {
             try await waitFor("the previous run to end") {
                 try await admin.send(.get, "/v1/apps", as: [AppSummary].self).first { $0.id.rawValue == coldID }?.lastRun?.isRunning != true
             }
