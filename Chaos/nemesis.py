@@ -50,7 +50,7 @@ FAILPOINTS = [
     "transfer.afterRename",
     "transfer.afterCompletionCommit",
 ]
-FAULT_WEIGHTS = {"kill": 3, "failpoint": 3, "sigstop": 1, "app-kill": 2, "volume-full": 1, "clock": 1}
+FAULT_WEIGHTS = {"kill": 3, "failpoint": 3, "sigstop": 1, "app-kill": 2, "volume-full": 1, "clock": 1, "fsync-eio": 1}
 KEY_ID, TEAM_ID = "ABCDEFGHIJ", "TEAM123456"
 TASK_ID = "com.example.fixture.processing"  # a BGTaskScheduler identifier the fixture handles
 FETCH_BUDGET_S = 5  # short, so a SIGSTOP of 8 s outlasts a run's whole budget
@@ -181,6 +181,10 @@ class Bgd:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("BGD_", "FAKETIME", "LD_PRELOAD"))}
         if failpoint:
             env["BGD_FAILPOINT"] = f"{failpoint}:once"
+        if c_shim := self.c.args.fsync_shim:
+            if mode != "clock":  # faketime brings its own LD_PRELOAD
+                env["LD_PRELOAD"] = c_shim
+                env["CHAOS_FSYNC_EIO"] = str(self.c.fsync_trigger)
         argv = self.argv()
         if mode == "clock":
             # The wall clock 2 days ahead for this life; monotonic time untouched. Through the
@@ -316,6 +320,8 @@ class Campaign:
         self.state = self.run / "state"
         # In a directory of its own: bgd refuses to write a download into its socket's directory.
         self.sock = str(self.run / "sock" / "bgd.sock")
+        # While this file exists, bgd's fsyncs fail with EIO (the fsync-eio fault's shim reads it).
+        self.fsync_trigger = self.run / "fsync-eio.trigger"
         self.push_port = free_port()
         self.files = json.loads((self.run / "www" / "manifest.json").read_text())
         for sub in ("bgd", "containers", "transfers", "downloads", "push", "sock"):
@@ -406,6 +412,8 @@ class Campaign:
         self.mount_state()
         if not shutil.which("faketime"):
             self.skipped["clock"] = "faketime is not installed (apt-get install faketime)"
+        if not self.args.fsync_shim:
+            self.skipped["fsync-eio"] = "no fsync shim (run.sh builds Chaos/fsync_eio.c with cc)"
         await self.bgd.ensure()
         key = self.run / "push" / "key.p8"
         subprocess.run(
@@ -659,6 +667,20 @@ class Campaign:
             record["killed"] = False
         await asyncio.sleep(1)
 
+    async def work_during(self, record: dict, why: str, key: str) -> None:
+        """A fetch and an app transfer asked for while a storage fault lasts. A transfer accepted
+        all the same is a promise like any other: the checker follows it."""
+        app = self.rng.choice(self.apps)
+        await self.simulate_fetch(app, why)
+        status, body = await asyncio.to_thread(
+            api_call, self.sock, "POST", f"/v1/transfers?app={app}", {"session": "fixture", "url": f"{self.origin}/1m.bin"}, 10)
+        record[key] = {"status": status, "body": str(body)[:300]}
+        if status == 201 and isinstance(body, dict):
+            self.transfers.write({
+                "n": next(self.transfer_numbers), "kind": "app", "file": "1m.bin", "url": f"{self.origin}/1m.bin",
+                "app": app, "why": why, "sha256": self.files["1m.bin"]["sha256"],
+                "size": self.files["1m.bin"]["size"], "id": body.get("id"), "accepted_at": now(), "life": self.bgd.life})
+
     async def fault_volume_full(self, record: dict) -> None:
         """D12: the state volume full for a few seconds while work arrives; bgd must refuse new
         work (503/507) and keep serving, then carry on once space is back."""
@@ -671,17 +693,7 @@ class Campaign:
             stats = os.statvfs(self.state)
             record["free_during"] = stats.f_bavail * stats.f_frsize
             record["full_at"] = now()
-            app = self.rng.choice(self.apps)
-            await self.simulate_fetch(app, "volume-full")
-            status, body = await asyncio.to_thread(
-                api_call, self.sock, "POST", f"/v1/transfers?app={app}", {"session": "fixture", "url": f"{self.origin}/1m.bin"}, 10)
-            record["transfer_while_full"] = {"status": status, "body": str(body)[:300]}
-            if status == 201 and isinstance(body, dict):
-                # Accepted while full: a promise like any other; the checker follows it.
-                self.transfers.write({
-                    "n": next(self.transfer_numbers), "kind": "app", "file": "1m.bin", "url": f"{self.origin}/1m.bin",
-                    "app": app, "why": "volume-full", "sha256": self.files["1m.bin"]["sha256"],
-                    "size": self.files["1m.bin"]["size"], "id": body.get("id"), "accepted_at": now(), "life": self.bgd.life})
+            await self.work_during(record, "volume-full", "transfer_while_full")
             await asyncio.sleep(max(0.0, record["full_at"] + 4 - now()))
         finally:
             # Always: a volume left full would read as bgd failing to start from then on.
@@ -711,6 +723,24 @@ class Campaign:
                     chunk = chunk[: len(chunk) // 2]
         finally:
             os.close(fd)
+
+    async def fault_fsync_eio(self, record: dict) -> None:
+        """D5: fsync and fdatasync fail with EIO (the LD_PRELOAD shim, Chaos/fsync_eio.c) for a
+        few seconds while work arrives: bgd must refuse what it could not make durable, trust no
+        data whose sync failed, stay up, and carry on once syncs succeed again."""
+        if self.bgd.record.get("mode") == "clock" or not self.bgd.alive:
+            await self.bgd.ensure()
+        record["life"] = self.bgd.life
+        self.fsync_trigger.touch()
+        record["failing_at"] = now()
+        try:
+            await self.work_during(record, "fsync-eio", "transfer_while_failing")
+            await asyncio.sleep(max(0.0, record["failing_at"] + self.rng.uniform(2, 4) - now()))
+        finally:
+            self.fsync_trigger.unlink(missing_ok=True)
+        record["healed_at"] = now()
+        await asyncio.sleep(1.5)
+        record["alive_after"] = self.bgd.alive
 
     async def fault_clock(self, record: dict) -> None:
         """D14: one life with the wall clock 2 days ahead (monotonic untouched), then back."""
@@ -768,6 +798,7 @@ class Campaign:
                         case "app-kill": await self.fault_app_kill(record)
                         case "volume-full": await self.fault_volume_full(record)
                         case "clock": await self.fault_clock(record)
+                        case "fsync-eio": await self.fault_fsync_eio(record)
                 except Exception as error:  # a broken fault is recorded; the campaign goes on
                     record["error"] = f"{type(error).__name__}: {error}"
                 record["end"] = now()
@@ -858,6 +889,7 @@ def parse_args(argv=None):
     parser.add_argument("--faults", type=int, default=30)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--fsync-shim", default=None, help="fsync_eio.so (Chaos/fsync_eio.c): the fsync-eio fault; skipped without")
     parser.add_argument("--push-rate", type=float, default=3.0, help="pushes a second, per app")
     parser.add_argument("--only", type=lambda text: text.split(","), default=None,
                         help=f"only these fault kinds, comma-separated: {', '.join(FAULT_WEIGHTS)}")

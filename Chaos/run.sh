@@ -151,12 +151,19 @@ echo "run.sh: origin $origin (nginx pid $nginx_pid)"
 
 quick_flag=()
 [ "$quick" = 1 ] && quick_flag=(--quick)
+# The fsync-eio fault's LD_PRELOAD shim (Chaos/fsync_eio.c); without a C compiler it is skipped.
+shim_flag=()
+if cc -shared -fPIC -O2 -o "$RUN/fsync_eio.so" "$ROOT/Chaos/fsync_eio.c" -ldl 2>"$RUN/fsync_eio.build.log"; then
+    shim_flag=(--fsync-shim "$RUN/fsync_eio.so")
+else
+    echo "run.sh: cannot build Chaos/fsync_eio.c (see $RUN/fsync_eio.build.log); the fsync-eio fault will be skipped"
+fi
 # The campaign bounds itself; this outer limit only catches a hang in the harness itself.
 limit=$((300 + faults * 20))
 set +e
 timeout --signal=TERM --kill-after=30 "$limit" \
     "$PY" "$ROOT/Chaos/nemesis.py" --run-dir "$RUN" --bin "$BIN" --app "$app" --origin "$origin" \
-    --faults "$faults" --seed "$seed" "${quick_flag[@]}" &
+    --faults "$faults" --seed "$seed" "${quick_flag[@]}" "${shim_flag[@]}" &
 nemesis_pid=$!
 wait "$nemesis_pid"
 nemesis_status=$?

@@ -49,7 +49,17 @@ public struct BackgroundStore: Sendable {
             }
         }
         let pool = try DatabasePool(path: path, configuration: configuration)
+        // Once more on the writer, now: the pool sets `synchronous = NORMAL` on it after
+        // `prepareDatabase` has run (WAL's usual choice), which silently made `full` mean
+        // normal — no fsync at commit, so a power loss could take acknowledged work. The chaos
+        // campaign's fsync-failure fault found it: failing fsyncs changed nothing.
+        try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = \(durability == .full ? "FULL" : "NORMAL")") }
         return try BackgroundStore(pool, commits: commits)
+    }
+
+    /// The writer's `PRAGMA synchronous`: 2 (FULL, an fsync at every commit) or 1 (NORMAL).
+    public func writerSynchronous() async throws -> Int {
+        try await writer.writeWithoutTransaction { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1 }
     }
 
     /// An in-memory store, for tests of the store itself.

@@ -16,6 +16,16 @@ struct BackgroundStoreTests {
         return store
     }
 
+    /// `--durability full` is an fsync at every commit, on the connection that commits (GRDB's
+    /// pool had quietly put its writer back to NORMAL).
+    @Test func durabilityIsWhatTheWriterDoes() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bgd-sync-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        #expect(try await BackgroundStore.open(atPath: directory + "/full.sqlite", durability: .full).writerSynchronous() == 2)
+        #expect(try await BackgroundStore.open(atPath: directory + "/normal.sqlite", durability: .normal).writerSynchronous() == 1)
+    }
+
     @Test func aSecondRegistrationOfAnIdIsRefused() async throws {
         let store = try await registered()
         await #expect(throws: StoreError.appAlreadyRegistered(app)) {
@@ -88,6 +98,7 @@ struct BackgroundStoreTests {
         // When it is reopened
         let reopened = try BackgroundStore.open(atPath: path)
         #expect(try await reopened.journalMode() == "wal")
+        #expect(try await reopened.writerSynchronous() == 2, "durability full: an fsync at every commit")
         let interrupted = try await reopened.closeInterruptedRuns(now: now.addingTimeInterval(5))
         // Then
         #expect(interrupted.map(\.run.outcome) == [.interrupted])
