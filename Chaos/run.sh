@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # A chaos campaign against a real bgd: real apps (FixtureApp), a real origin (nginx), real pushes
 # (aioapns over HTTP/2 + TLS), seeded faults (kill -9, failpoints, SIGSTOP, app kills, a full state
-# volume, a wall-clock jump), then a Jepsen-style check of what every party recorded.
+# volume, a wall-clock jump, failing fsyncs), then a Jepsen-style check of what every party recorded.
 #
-#   Chaos/run.sh [--faults N] [--seed S] [--quick] [--keep]
+#   Chaos/run.sh [--faults N] [--seed S] [--quick] [--keep] [--only KIND,KIND…]
 #
 # Exit status: 0 when every must-be-0 column is 0, 1 when one is not, 2 when something needed is
 # missing (build first), 3 when the campaign itself broke (see the run directory). See Chaos/README.md.
@@ -20,6 +20,8 @@ while [ $# -gt 0 ]; do
         --seed=*) seed="${1#*=}"; shift ;;
         --quick) quick=1; shift ;;
         --keep) keep=1; shift ;;
+        --only) only="$2"; shift 2 ;;
+        --only=*) only="${1#*=}"; shift ;;
         -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "run.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
@@ -151,6 +153,7 @@ echo "run.sh: origin $origin (nginx pid $nginx_pid)"
 
 quick_flag=()
 [ "$quick" = 1 ] && quick_flag=(--quick)
+[ -n "${only:-}" ] && quick_flag+=(--only "$only")
 # The fsync-eio fault's LD_PRELOAD shim (Chaos/fsync_eio.c); without a C compiler it is skipped.
 shim_flag=()
 if cc -shared -fPIC -O2 -o "$RUN/fsync_eio.so" "$ROOT/Chaos/fsync_eio.c" -ldl 2>"$RUN/fsync_eio.build.log"; then
