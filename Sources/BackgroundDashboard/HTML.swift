@@ -47,7 +47,7 @@ public enum HTML {
         .scroll{overflow-x:auto}.reasons{color:#555;font-size:.88em}.code{font-family:ui-monospace,monospace;font-size:.85em;background:#eee;padding:0 .3em;border-radius:3px}
         svg.timeline{width:100%;height:auto;background:#fff;border:1px solid #ddd;border-radius:6px}
         .bar{background:#e5e5ea;border-radius:4px;height:.7em;min-width:6em}.bar>div{background:#0a84ff;height:100%;border-radius:4px}
-        .newData{fill:#34c759}.noData{fill:#8e8e93}.failed,.crashed,.launchFailed{fill:#ff3b30}.expired{fill:#ff9500}.running{fill:#0a84ff}
+        .newData{fill:#34c759}.noData,.eventsHandled{fill:#8e8e93}.failed,.crashed,.launchFailed{fill:#ff3b30}.expired{fill:#ff9500}.running{fill:#0a84ff}
         .interrupted,.cancelled{fill:#af52de}.open{fill:#5856d6}.push{fill:#ff2d55}.push.held,.push.queued{fill:#ffcc00}.push.dropped,.push.replaced{fill:#c7c7cc}
         .transfer{fill:#64d2ff}.lifecycle{fill:#a2845e}.planned{fill:none;stroke:#0a84ff;stroke-width:2}
         nav.range a{margin-right:1em}

@@ -57,6 +57,28 @@ extension BackgroundStore {
         }
     }
 
+    /// Starts a run that launches the app to hear of its ended transfers. It carries no event of
+    /// its own (the transfer events are in the outbox already); it ends when the app has
+    /// acknowledged them all (`eventsHandled`), or as any run does. It is not a fetch: the fetch
+    /// policy does not see it.
+    public func startEventsRun(for id: AppID, budget: Duration, now: Date) async throws -> RunRecord {
+        do {
+            return try await writer.write { db in
+                guard try AppRow.fetchOne(db, key: id.rawValue) != nil else { throw StoreError.appNotFound(id) }
+                let open = try Int.fetchOne(db, sql: "SELECT count(*) FROM event WHERE appId = ? AND closedAt IS NULL", arguments: [id.rawValue]) ?? 0
+                var run = RunRow(
+                    id: nil, appId: id.rawValue, kind: "events", trigger: RunTrigger.transferEvents.rawValue,
+                    reasons: ColumnJSON.encode([DecisionReason(.transferEventsWaiting, "\(open) transfer event(s) wait for the app")]),
+                    startedAt: now, deadline: now.adding(budget), endedAt: nil, outcome: nil, launched: false, pid: nil, pidStartTicks: nil,
+                    detail: nil)
+                try run.insert(db)
+                return try RunRecord(row: run)
+            }
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
+            throw StoreError.runAlreadyInFlight(id)
+        }
+    }
+
     /// Records the process bgd started for a run, so a restarted bgd can end an orphan.
     public func recordLaunch(of run: RunID, processID: Int32, startTicks: Int64?) async throws {
         try await writer.write { db in
@@ -141,9 +163,13 @@ extension BackgroundStore {
                 // that was days ahead must not stay "the last run" once the clock comes back
                 // (it made every later run look older, and the interrupted one was made up
                 // again and again).
-                let runs = try RunRow.filter(RunRow.Columns.appId == row.id)
+                // Runs launched for transfer events are not fetches: they neither anchor the
+                // next fetch nor count as trouble — but while one is in flight, nothing else runs.
+                let runs = try RunRow.filter(RunRow.Columns.appId == row.id).filter(Column("kind") != "events")
                     .order(RunRow.Columns.id.desc)
                     .limit(recentRunLimit + 1).fetchAll(db)
+                let eventsRunInFlight = try RunRow.filter(RunRow.Columns.appId == row.id).filter(Column("kind") == "events")
+                    .filter(RunRow.Columns.outcome == nil).fetchCount(db) > 0
                 let finished = runs.compactMap { run in
                     run.outcome.flatMap(RunOutcome.init(rawValue:)).map {
                         FetchCandidate.FinishedRun(id: run.id.map(RunID.init), startedAt: run.startedAt, outcome: $0)
@@ -159,7 +185,7 @@ extension BackgroundStore {
                 }
                 var candidate = FetchCandidate(
                     app: app.id, interval: app.fetchInterval, registeredAt: app.registeredAt,
-                    recentRuns: Array(finished.prefix(recentRunLimit)), isRunning: runs.contains { $0.outcome == nil },
+                    recentRuns: Array(finished.prefix(recentRunLimit)), isRunning: eventsRunInFlight || runs.contains { $0.outcome == nil },
                     answers: answers)
                 candidate.notBefore = try Date.fetchOne(
                     db, sql: "SELECT earliestBeginDate FROM taskRequest WHERE appId = ? AND kind = 'appRefresh' AND runId IS NULL", arguments: [row.id])
@@ -179,6 +205,8 @@ extension BackgroundStore {
     /// acknowledged to a provider or an app is lost to a crash.
     func settleWork(ofRun run: RunID, outcome: RunOutcome, db: Database) throws {
         switch outcome {
+        case .eventsHandled:
+            return  // a run for transfer events carries no push and no task
         case .newData, .noData, .failed, .cancelled:
             try db.execute(sql: "UPDATE push SET state = 'delivered' WHERE runId = ? AND state = 'delivering'", arguments: [run.rawValue])
             try db.execute(sql: "DELETE FROM taskRequest WHERE runId = ?", arguments: [run.rawValue])

@@ -178,4 +178,25 @@ struct RunCoordinatorTests {
             #expect(h.launcher.launches.count == 2)
         }
     }
+
+    /// Transfer events for an app that is not running: a run of their own launches it (no
+    /// special case), ends `eventsHandled` once every event is acknowledged, and its process is
+    /// told to exit.
+    @Test func transferEventsAreARunOfTheirOwn() async throws {
+        try await withHarness { h in
+            await h.coordinator.deliverEvents(to: h.app, reason: .urlSession)
+            let spec = try #require(h.launcher.launches.first)
+            #expect(spec.environment[LaunchEnvironment.reason] == "url-session")
+            let run = try #require(try await h.store.runs(of: h.app).first)
+            #expect(run.trigger == .transferEvents && run.isRunning && run.launched)
+            #expect(spec.environment[LaunchEnvironment.run] == run.id.description)
+            // A fetch waits: one run at a time.
+            await #expect(throws: StoreError.self) { _ = try await h.coordinator.startFetch(for: h.app, trigger: .manual, reasons: []) }
+            await h.coordinator.eventsAcknowledged(by: h.app, openRemaining: 1)
+            #expect(try await h.store.run(run.id)?.isRunning == true, "events still open")
+            await h.coordinator.eventsAcknowledged(by: h.app, openRemaining: 0)
+            #expect(try await h.store.run(run.id)?.outcome == .eventsHandled)
+            #expect(await h.supervisor.phase(of: 2_000_000_001) == .exitRequested(terminateAt: h.clock.now.addingTimeInterval(5), killGrace: .seconds(5)))
+        }
+    }
 }

@@ -50,8 +50,11 @@ struct TransferHandOffTests {
             #expect(outbox.count == 3 && outbox.allSatisfy { $0.closedBy == "app" }, "\(outbox)")
             let everything = FileManager.default.enumerator(atPath: daemon.directory)?.allObjects as? [String] ?? []
             #expect(!everything.contains { $0.hasSuffix("evil.sh") }, "\(everything)")
+            // The launch is a run of its own — not a fetch — ended once every event was acknowledged.
             let launches = try await daemon.admin.send(.get, "/v1/apps/\(Self.app)/history", as: [RunRecord].self)
-            #expect(launches.isEmpty)  // a url-session launch is not a fetch run
+            #expect(launches.map(\.trigger) == [.transferEvents] && launches.map(\.outcome) == [.eventsHandled], "\(launches)")
+            #expect(launches.first?.launched == true && launches.first?.reasons.first?.code == .transferEventsWaiting)
+            #expect(try await daemon.admin.send(.get, "/v1/apps/\(Self.app)/why", as: WakeExplanation.self).nextWake == nil, "it plans no fetch")
         }
     }
 
@@ -65,6 +68,8 @@ struct TransferHandOffTests {
             let record = try await handOver(origin.url(seed: 22, size: 300_000), daemon: daemon)
             let digest = FaultyOrigin.sha256(seed: 22, size: 300_000)
             #expect(log(daemon) == ["handleEvents fixture", "finished \(record.id) \(digest)"])
+            let crashed = try await daemon.admin.send(.get, "/v1/apps/\(Self.app)/history", as: [RunRecord].self)
+            #expect(crashed.map(\.outcome) == [.crashed] && crashed.first?.trigger == .transferEvents, "\(crashed)")
             // Next launch (a fetch): the backlog first, then the fetch.
             _ = try await daemon.waitForRunEnd(of: Self.app) {
                 _ = try await daemon.admin.send(.post, "/v1/apps/\(Self.app)/fetch", as: RunRecord.self)

@@ -51,11 +51,11 @@ public actor RunCoordinator: Service {
     }
 
     /// A process launched for the app's background work: its launch token, and the run it
-    /// carries (nil: launched for transfer events only).
+    /// carries (a fetch, a push, a task, or the app's transfer events).
     private struct Launch {
         var app: AppID
         var token: AppToken
-        var run: RunID?
+        var run: RunID
         /// Told to exit (its run answered, or its events are handled): no new run is given to it.
         var exitRequested = false
     }
@@ -191,32 +191,44 @@ public actor RunCoordinator: Service {
         return try await store.run(run.id) ?? run
     }
 
-    /// Events wait for the app (a transfer ended): a connected app is told; one that is not
-    /// running is launched with `reason` (url-session), given the fetch budget to handle them,
-    /// and told to exit once it has acknowledged them all.
+    /// Events wait for the app (a transfer ended): a connected app is told; for one that is not
+    /// running, a run of its own (trigger `transferEvents`, the fetch budget) launches it with
+    /// `reason` (url-session), and ends `eventsHandled` once the app has acknowledged them all —
+    /// or as any run ends: expired, crashed, interrupted.
     public func deliverEvents(to app: AppID, reason: LaunchReason) async {
         if broker.isConnected(app) || launches.values.contains(where: { $0.app == app }) {
             await lifecycle?.startedEvents(for: app)
             broker.eventsAvailable(for: app)
             return
         }
-        await launch(app, reason: reason, for: nil)
-    }
-
-    /// The app acknowledged events; with none left open, a process launched only for events
-    /// (no run) is done: it is told to exit, and ended after the linger grace.
-    public func eventsAcknowledged(by app: AppID, openRemaining: Int) async {
-        guard openRemaining == 0 else { return }
-        if !flights.values.contains(where: { $0.run.app == app }) { await lifecycle?.finishedEvents(for: app) }
-        for (pid, launch) in launches where launch.app == app && launch.run == nil && !launch.exitRequested {
-            launches[pid]?.exitRequested = true
-            await supervisor.end(pid, after: configuration.lingerGrace, grace: configuration.budget.killGrace)
-            broker.send(.exit, to: app)
+        do {
+            let run = try await store.startEventsRun(for: app, budget: configuration.budget.budget, now: clock.now)
+            _ = try await carryOut(run, reason: reason)
+        } catch StoreError.runAlreadyInFlight {
+            // A run is in flight (its process not yet up): the events go with it.
+            broker.eventsAvailable(for: app)
+        } catch {
+            logger.warning("Cannot start a run for the app's transfer events; they wait", metadata: ["app.id": "\(app)", "error": "\(error)"])
         }
     }
 
-    private func launch(_ app: AppID, reason: LaunchReason, for run: RunRecord?) async {
-        let token = tokens.issueLaunchToken(for: app, run: run?.id)
+    /// The app acknowledged events; with none left open, a run launched for them is done: it
+    /// ends `eventsHandled`, and its process is told to exit and ended after the linger grace.
+    public func eventsAcknowledged(by app: AppID, openRemaining: Int) async {
+        guard openRemaining == 0 else { return }
+        for (id, flight) in flights where flight.run.app == app && flight.run.trigger == .transferEvents {
+            await end(id, outcome: .eventsHandled, detail: nil)
+            for (pid, launch) in launches where launch.run == id && !launch.exitRequested {
+                launches[pid]?.exitRequested = true
+                await supervisor.end(pid, after: configuration.lingerGrace, grace: configuration.budget.killGrace)
+                broker.send(.exit, to: app)
+            }
+        }
+        if !flights.values.contains(where: { $0.run.app == app }) { await lifecycle?.finishedEvents(for: app) }
+    }
+
+    private func launch(_ app: AppID, reason: LaunchReason, for run: RunRecord) async {
+        let token = tokens.issueLaunchToken(for: app, run: run.id)
         do {
             guard let stored = try await store.app(app) else { throw StoreError.appNotFound(app) }
             let container = try stateDirectory.container(for: app)
@@ -226,7 +238,7 @@ public actor RunCoordinator: Service {
             environment[LaunchEnvironment.socket] = configuration.socketPath
             environment[LaunchEnvironment.token] = token.rawValue
             environment[LaunchEnvironment.container] = container
-            if let run { environment[LaunchEnvironment.run] = run.id.description }
+            environment[LaunchEnvironment.run] = run.id.description
             var confinement: Confinement?
             if configuration.confineApps {
                 // Its own temporary directory: the rest of the file system is read-only to it.
@@ -241,10 +253,8 @@ public actor RunCoordinator: Service {
                     command: stored.launchCommand, environment: environment, workingDirectory: container,
                     logFile: container + "/launch.log", confinement: confinement),
                 for: app)
-            launches[process.processID] = Launch(app: app, token: token, run: run?.id)
-            // Launched for events only: the fetch budget caps how long it may take over them.
-            if run == nil { await supervisor.end(process.processID, after: configuration.budget.budget, grace: configuration.budget.killGrace) }
-            if let run { try await store.recordLaunch(of: run.id, processID: process.processID, startTicks: process.startTicks) }
+            launches[process.processID] = Launch(app: app, token: token, run: run.id)
+            try await store.recordLaunch(of: run.id, processID: process.processID, startTicks: process.startTicks)
             activity.emit(.processLaunched(app, processID: process.processID))
             logger.debug(
                 "Launched app", metadata: ["app.id": "\(app)", "reason": "\(reason.rawValue)", "pid": "\(process.processID)"])
@@ -252,7 +262,7 @@ public actor RunCoordinator: Service {
         } catch {
             tokens.revokeLaunchToken(token)
             logger.info("Launch failed", metadata: ["app.id": "\(app)", "error": "\(error)"])
-            if let run { await end(run.id, outcome: .launchFailed, detail: "\(error)") }
+            await end(run.id, outcome: .launchFailed, detail: "\(error)")
         }
     }
 
@@ -279,11 +289,12 @@ public actor RunCoordinator: Service {
         guard let launch = launches.removeValue(forKey: exit.processID) else { return }
         tokens.revokeLaunchToken(launch.token)
         let status = exit.status ?? .exited(0)
+        // The run's end first: whoever hears of the exit finds the run over.
+        if flights[launch.run] != nil {
+            await end(launch.run, outcome: .crashed, detail: "the app \(status) before answering")
+        }
         activity.emit(.processExited(launch.app, processID: exit.processID, status: status))
         logger.debug("App exited", metadata: ["app.id": "\(launch.app)", "status": "\(status)"])
-        if let run = launch.run, flights[run] != nil {
-            await end(run, outcome: .crashed, detail: "the app \(status) before answering")
-        }
     }
 
     /// The app was unregistered: forget its runs and end its processes.

@@ -66,6 +66,8 @@ public enum ReasonCode: String, Codable, Sendable, CaseIterable {
     case pushRetry
     /// The app's process exited: its state (active, inactive, background) ends with it.
     case processExited
+    /// Transfers of the app's ended while it was not running: launched to hear of them.
+    case transferEventsWaiting
     /// The push's runs ended without an answer too often, or its handler overran its budget:
     /// dropped, so one broken push does not wake the app for ever.
     case pushUndeliverable

@@ -17,6 +17,9 @@ public enum RunOutcome: String, Codable, Sendable, CaseIterable {
     case interrupted
     /// The app was unregistered, or bgd shut down cleanly, while the run was in flight.
     case cancelled
+    /// A run launched for transfer events (trigger `transferEvents`): the app acknowledged every
+    /// one (`urlSessionDidFinishEvents`).
+    case eventsHandled
 
     public init(_ result: BackgroundFetchResult) {
         switch result {
@@ -38,4 +41,7 @@ public enum RunTrigger: String, Codable, Sendable {
     case manual
     /// A provider's background push (`content-available: 1`) through the push gateway.
     case remoteNotification
+    /// Background transfers ended while the app was not running: it is launched to hear of them
+    /// (`application(_:handleEventsForBackgroundURLSession:completionHandler:)`).
+    case transferEvents
 }

@@ -225,7 +225,7 @@ extension RunOutcome {
     /// Outcomes that end a streak of trouble: an answer other than `.failed`, or a cancellation.
     var isSuccess: Bool {
         switch self {
-        case .newData, .noData, .cancelled: true
+        case .newData, .noData, .cancelled, .eventsHandled: true
         case .failed, .expired, .crashed, .launchFailed, .interrupted: false
         }
     }
