@@ -161,7 +161,7 @@ public struct Daemon: Service {
             logger.notice(
                 "Run was in flight when bgd stopped; recorded as interrupted",
                 metadata: ["app.id": "\(interrupted.run.app)", "run.id": "\(interrupted.run.id)"])
-            if let pid = interrupted.processID, LaunchedProcess.endOrphan(processID: pid, startTicks: interrupted.startTicks) {
+            if let pid = interrupted.processID, ProcessSupervisor.endOrphan(processID: pid, startTicks: interrupted.startTicks) {
                 logger.notice("Ended an app process left over from before", metadata: ["pid": "\(pid)"])
             }
         }
@@ -184,7 +184,7 @@ public struct Daemon: Service {
             conditionsPoller = nil
         }
         // Apps a killed bgd left stopped: nobody else will continue them.
-        for leftover in try await store.takeSuspensions() where AppProcessInfo.continueLeftover(leftover) {
+        for leftover in try await store.takeSuspensions() where ProcessSupervisor.continueLeftover(leftover) {
             logger.notice("Continued an app a previous bgd had suspended", metadata: ["app.id": "\(leftover.app)", "pid": "\(leftover.processID)"])
         }
         lifecycle = LifecycleSupervisor(

@@ -177,12 +177,6 @@ public struct LaunchedProcess: Hashable, Sendable {
         guard let fields = ProcStat.fields(of: pid), fields.count > 19 else { return nil }
         return Int64(fields[19])
     }
-
-    /// Ends an orphan left by a bgd that was killed: only if the pid still names the same process.
-    public static func endOrphan(processID: Int32, startTicks: Int64?) -> Bool {
-        guard let startTicks, Self.startTicks(of: processID) == startTicks else { return false }
-        return killpg(processID, SIGKILL) == 0
-    }
 }
 
 #if canImport(Glibc)

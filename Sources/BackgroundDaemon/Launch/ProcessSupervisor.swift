@@ -390,6 +390,17 @@ public actor ProcessSupervisor: Service {
         return (ended, thawed)
     }
 
+    /// At start, without cgroups: ends the process a killed bgd had launched for a run now
+    /// recorded as interrupted — only if the pid still names that process (its start time).
+    public static func endOrphan(processID: Int32, startTicks: Int64?) -> Bool {
+        guard let startTicks, processID > 1, LaunchedProcess.startTicks(of: processID) == startTicks else { return false }
+        return AppProcessInfo.signal(-processID, SIGKILL)
+    }
+
+    /// At start: continues a process a killed bgd had stopped with SIGSTOP, if it is still that
+    /// process (a frozen cgroup is thawed by `reclaimLeftovers`).
+    public static func continueLeftover(_ leftover: SuspendedProcess) -> Bool { AppProcessInfo.continueLeftover(leftover) }
+
     // MARK: Process facts
 
     private static func maySignal(_ pid: Int32) -> Bool {
