@@ -46,6 +46,42 @@ struct ProcessIdentityTests {
         }
     }
 
+    /// The same, seen from another app: its processing task waits while the first is active,
+    /// and runs once that app's process has exited.
+    @Test func aProcessingTaskRunsOnceTheActiveAppsProcessHasExited() async throws {
+        try await TestDaemon.with { daemon in
+            let token = try await daemon.register(Self.app, command: ["/bin/false"], interval: .never).token
+            let worker = "com.example.worker", processing = "com.example.fixture.processing"  // the fixture handles this one
+            let registered = try await daemon.register(
+                worker, command: [try BuiltProducts.path(of: "bgd-fixture-app"), "newData"], interval: .never, taskIdentifiers: [processing])
+            let workerApp = BackgroundApplication(appID: AppID(rawValue: worker)!, token: registered.token, socketPath: daemon.socketPath)
+            // Active, from a process that stays: it reports its own pid over the socket, then waits.
+            let script = """
+                import os, socket, sys, time
+                s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+                body = '{"state":"active","processID":%d}' % os.getpid()
+                s.sendall(('POST /v1/app/state HTTP/1.1\\r\\nHost: bgd\\r\\nAuthorization: Bearer %s\\r\\nContent-Type: application/json\\r\\n'
+                           'Content-Length: %d\\r\\nConnection: close\\r\\n\\r\\n%s' % (sys.argv[2], len(body), body)).encode())
+                print(s.recv(4096).decode().split(' ')[1], flush=True)
+                time.sleep(60)
+                """
+            let reporter = try Spawned("/usr/bin/python3", ["-c", script, daemon.socketPath, token])
+            defer { reporter.signal(SIGKILL) }
+            #expect(await eventually { (try? processState(reporter.processID)) != nil })
+            var active = false
+            for _ in 0..<2_000 where !active {
+                active = try await daemon.admin.send(.get, "/v1/tasks", as: TasksOverview.self).lifecycles.first?.state == .active
+            }
+            #expect(active, "the app reported itself active")
+            try await workerApp.taskScheduler.submit(ProcessingTaskRequest(identifier: processing))
+            let waiting = try await daemon.admin.send(.get, "/v1/tasks", as: TasksOverview.self).pending.first?.waitingReason
+            #expect(waiting?.code == .appInForeground, "\(String(describing: waiting))")
+            // Its process exits (no word to bgd): the task runs.
+            let run = try await daemon.waitForRunEnd(of: worker) { reporter.signal(SIGKILL) }
+            #expect(run.outcome == .newData && run.taskIdentifier == processing, "\(run)")
+        }
+    }
+
     @Test func aReportNamingAnotherProcessIsRefused() async throws {
         try await TestDaemon.with { daemon in
             let token = try await daemon.register(Self.app, command: ["/bin/false"], interval: .never).token
