@@ -63,8 +63,6 @@ public final class EventBroker: Sendable {
         streams.withLock { $0[app]?.values.contains { !$0.isLaunched } ?? false }
     }
 
-    public var connectedApps: Set<AppID> { streams.withLock { Set($0.keys) } }
-
     /// Tells the app's open streams that the store holds new events for it.
     public func eventsAvailable(for app: AppID) { send(.eventsAvailable, to: app) }
 

@@ -32,8 +32,8 @@ public struct LaunchSpec: Sendable {
     }
 }
 
-/// Starts app processes. A protocol so tests of the coordinator's bookkeeping can record launches;
-/// the daemon always uses `ProcessLauncher`.
+/// Starts app processes and waits for them. A protocol so that the coordinator's tests record
+/// launches instead (`RunCoordinatorTests.RecordingLauncher`); the daemon uses `ProcessLauncher`.
 public protocol AppLauncher: Sendable {
     func launch(_ spec: LaunchSpec) throws -> LaunchedProcess
     /// Returns when `process` has ended, with how (reaping it).

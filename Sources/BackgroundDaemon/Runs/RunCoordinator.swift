@@ -305,9 +305,6 @@ public actor RunCoordinator: Service {
         broker.disconnect(app)
     }
 
-    /// Runs in flight that this coordinator supervises.
-    public var runningCount: Int { flights.count }
-
     // MARK: Budgets
 
     private func superviseBudgets() async -> Date? {

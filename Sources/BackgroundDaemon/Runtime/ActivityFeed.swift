@@ -2,7 +2,8 @@ import BackgroundModel
 import Foundation
 import Synchronization
 
-/// Something the daemon did. Tests wait on these instead of sleeping; the dashboard will show them.
+/// Something the daemon did. Tests wait on these instead of sleeping; the dashboard's recent
+/// activity and the metrics are made from them.
 public enum Activity: Hashable, Sendable {
     case appRegistered(AppID)
     case appUnregistered(AppID)

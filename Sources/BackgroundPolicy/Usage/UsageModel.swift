@@ -142,13 +142,6 @@ public struct UsageModel: Hashable, Sendable {
             }
     }
 
-    /// The start of the slot that contains `date`.
-    public func slotStart(containing date: Date) -> Date {
-        let width = configuration.slot.seconds
-        let local = date.timeIntervalSince1970 + configuration.utcOffset.seconds
-        return Date(timeIntervalSince1970: (local / width).rounded(.down) * width - configuration.utcOffset.seconds)
-    }
-
     func daySlot(of date: Date) -> Int {
         let local = date.timeIntervalSince1970 + configuration.utcOffset.seconds
         let secondOfDay = local - (local / 86400).rounded(.down) * 86400
