@@ -15,7 +15,7 @@ extension BackgroundStore {
             return try await writer.write { db in
                 guard try AppRow.fetchOne(db, key: id.rawValue) != nil else { throw StoreError.appNotFound(id) }
                 var run = RunRow(
-                    id: nil, appId: id.rawValue, kind: "fetch", trigger: trigger.rawValue,
+                    id: nil, appId: id.rawValue, kind: RunKind.fetch.rawValue, trigger: trigger.rawValue,
                     reasons: ColumnJSON.encode(reasons), startedAt: now, deadline: now.adding(budget),
                     endedAt: nil, outcome: nil, launched: false, pid: nil, pidStartTicks: nil, detail: nil)
                 try run.insert(db)
@@ -37,7 +37,7 @@ extension BackgroundStore {
             return try await writer.write { db in
                 guard try AppRow.fetchOne(db, key: id.rawValue) != nil else { throw StoreError.appNotFound(id) }
                 var run = RunRow(
-                    id: nil, appId: id.rawValue, kind: "push", trigger: RunTrigger.remoteNotification.rawValue,
+                    id: nil, appId: id.rawValue, kind: RunKind.push.rawValue, trigger: RunTrigger.remoteNotification.rawValue,
                     reasons: ColumnJSON.encode(reasons), startedAt: now, deadline: now.adding(budget),
                     endedAt: nil, outcome: nil, launched: false, pid: nil, pidStartTicks: nil, detail: nil)
                 try run.insert(db)
@@ -67,7 +67,7 @@ extension BackgroundStore {
                 guard try AppRow.fetchOne(db, key: id.rawValue) != nil else { throw StoreError.appNotFound(id) }
                 let open = try Int.fetchOne(db, sql: "SELECT count(*) FROM event WHERE appId = ? AND closedAt IS NULL", arguments: [id.rawValue]) ?? 0
                 var run = RunRow(
-                    id: nil, appId: id.rawValue, kind: "events", trigger: RunTrigger.transferEvents.rawValue,
+                    id: nil, appId: id.rawValue, kind: RunKind.events.rawValue, trigger: RunTrigger.transferEvents.rawValue,
                     reasons: ColumnJSON.encode([DecisionReason(.transferEventsWaiting, "\(open) transfer event(s) wait for the app")]),
                     startedAt: now, deadline: now.adding(budget), endedAt: nil, outcome: nil, launched: false, pid: nil, pidStartTicks: nil,
                     detail: nil)
@@ -165,10 +165,10 @@ extension BackgroundStore {
                 // again and again).
                 // Runs launched for transfer events are not fetches: they neither anchor the
                 // next fetch nor count as trouble — but while one is in flight, nothing else runs.
-                let runs = try RunRow.filter(RunRow.Columns.appId == row.id).filter(Column("kind") != "events")
+                let runs = try RunRow.filter(RunRow.Columns.appId == row.id).filter(Column("kind") != RunKind.events.rawValue)
                     .order(RunRow.Columns.id.desc)
                     .limit(recentRunLimit + 1).fetchAll(db)
-                let eventsRunInFlight = try RunRow.filter(RunRow.Columns.appId == row.id).filter(Column("kind") == "events")
+                let eventsRunInFlight = try RunRow.filter(RunRow.Columns.appId == row.id).filter(Column("kind") == RunKind.events.rawValue)
                     .filter(RunRow.Columns.outcome == nil).fetchCount(db) > 0
                 let finished = runs.compactMap { run in
                     run.outcome.flatMap(RunOutcome.init(rawValue:)).map {
@@ -260,6 +260,6 @@ extension RunRecord {
             endedAt: row.endedAt, outcome: row.outcome.flatMap(RunOutcome.init(rawValue:)),
             reasons: try ColumnJSON.decode([DecisionReason].self, from: row.reasons), launched: row.launched,
             detail: row.detail, processID: row.pid.map { Int32(truncatingIfNeeded: $0) }, taskIdentifier: row.taskIdentifier,
-            cpuMicroseconds: row.cpuMicroseconds, memoryPeakBytes: row.memoryPeakBytes)
+            cpuMicroseconds: row.cpuMicroseconds, memoryPeakBytes: row.memoryPeakBytes, kind: RunKind(rawValue: row.kind))
     }
 }

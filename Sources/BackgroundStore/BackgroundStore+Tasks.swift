@@ -81,7 +81,7 @@ extension BackgroundStore {
                     let kind = TaskKind(rawValue: row["kind"])
                 else { throw StoreError.taskRequestNotFound(app, identifier) }
                 var run = RunRow(
-                    id: nil, appId: app.rawValue, kind: "task", trigger: trigger.rawValue,
+                    id: nil, appId: app.rawValue, kind: RunKind.task.rawValue, trigger: trigger.rawValue,
                     reasons: ColumnJSON.encode(reasons), startedAt: now, deadline: now.adding(budget),
                     endedAt: nil, outcome: nil, launched: false, pid: nil, pidStartTicks: nil, detail: nil,
                     taskIdentifier: identifier, taskKind: kind.rawValue)
@@ -102,7 +102,7 @@ extension BackgroundStore {
     /// Tasks being carried out now, with their runs.
     public func runningTasks() async throws -> [RunningTask] {
         try await writer.read { db in
-            try RunRow.fetchAll(db, sql: "SELECT * FROM run WHERE kind = 'task' AND outcome IS NULL ORDER BY startedAt").compactMap { row in
+            try RunRow.fetchAll(db, sql: "SELECT * FROM run WHERE kind = ? AND outcome IS NULL ORDER BY startedAt", arguments: [RunKind.task.rawValue]).compactMap { row in
                 guard let kind = row.taskKind.flatMap(TaskKind.init(rawValue:)), let identifier = row.taskIdentifier else { return nil }
                 let run = try RunRecord(row: row)
                 return RunningTask(app: run.app, identifier: identifier, kind: kind, run: run)

@@ -16,10 +16,10 @@ extension BGCtl {
             guard !runs.isEmpty else { return print("\(app) has not run yet. `bgctl why \(app)` says when it will.") }
             let now = SystemClock().now
             TextFormat.table(
-                header: ["RUN", "STARTED", "TRIGGER", "RESULT", "DURATION", "CPU", "PEAK MEM", "WHY", "DETAIL"],
+                header: ["RUN", "STARTED", "KIND", "TRIGGER", "RESULT", "DURATION", "CPU", "PEAK MEM", "WHY", "DETAIL"],
                 rows: runs.map { run in
                     [
-                        run.id.description, TextFormat.when(run.startedAt, now: now), run.trigger.rawValue,
+                        run.id.description, TextFormat.when(run.startedAt, now: now), run.kind?.rawValue ?? "-", run.trigger.rawValue,
                         run.outcome?.rawValue ?? "running", run.duration?.humanDescription ?? "-", run.cpuDescription, run.memoryDescription,
                         run.reasons.map(\.code.rawValue).joined(separator: ","), run.detail ?? "",
                     ]

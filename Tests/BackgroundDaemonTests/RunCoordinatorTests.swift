@@ -123,7 +123,7 @@ struct RunCoordinatorTests {
             #expect(spec.workingDirectory.hasSuffix("/containers/\(h.app.rawValue)"))
             let ours: Set = [LaunchEnvironment.reason, LaunchEnvironment.appID, LaunchEnvironment.socket, LaunchEnvironment.token, LaunchEnvironment.container, LaunchEnvironment.run]
             #expect(Set(spec.environment.keys.filter { $0.hasPrefix("BGD_") }) == ours, "exactly the app's own BGD_ settings, none of bgd's")
-            #expect(try await h.store.run(run.id)?.launched == true)
+            #expect(try await h.store.run(run.id)?.launched == true && run.kind == .fetch)
         }
     }
 
@@ -188,7 +188,7 @@ struct RunCoordinatorTests {
             let spec = try #require(h.launcher.launches.first)
             #expect(spec.environment[LaunchEnvironment.reason] == "url-session")
             let run = try #require(try await h.store.runs(of: h.app).first)
-            #expect(run.trigger == .transferEvents && run.isRunning && run.launched)
+            #expect(run.trigger == .transferEvents && run.kind == .events && run.isRunning && run.launched)
             #expect(spec.environment[LaunchEnvironment.run] == run.id.description)
             // A fetch waits: one run at a time.
             await #expect(throws: StoreError.self) { _ = try await h.coordinator.startFetch(for: h.app, trigger: .manual, reasons: []) }

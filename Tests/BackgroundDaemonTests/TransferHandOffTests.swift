@@ -53,7 +53,7 @@ struct TransferHandOffTests {
             // The launch is a run of its own — not a fetch — ended once every event was acknowledged.
             let launches = try await daemon.admin.send(.get, "/v1/apps/\(Self.app)/history", as: [RunRecord].self)
             #expect(launches.map(\.trigger) == [.transferEvents] && launches.map(\.outcome) == [.eventsHandled], "\(launches)")
-            #expect(launches.first?.launched == true && launches.first?.reasons.first?.code == .transferEventsWaiting)
+            #expect(launches.first?.launched == true && launches.first?.reasons.first?.code == .transferEventsWaiting && launches.first?.kind == .events)
             #expect(try await daemon.admin.send(.get, "/v1/apps/\(Self.app)/why", as: WakeExplanation.self).nextWake == nil, "it plans no fetch")
         }
     }

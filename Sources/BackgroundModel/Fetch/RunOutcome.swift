@@ -33,6 +33,19 @@ public enum RunOutcome: String, Codable, Sendable, CaseIterable {
     public var isAnswer: Bool { self == .newData || self == .noData || self == .failed }
 }
 
+/// What a run carries out. Every kind goes through the same run path (one in flight per app,
+/// a budget, an outcome); only fetches are what the fetch policy plans and learns from.
+public enum RunKind: String, Codable, Sendable, CaseIterable {
+    /// A background fetch (scheduled or asked for).
+    case fetch
+    /// A background push's handler.
+    case push
+    /// A `BGTaskScheduler` task (refresh or processing).
+    case task
+    /// The app launched to hear of its ended transfers.
+    case events
+}
+
 /// What started a run.
 public enum RunTrigger: String, Codable, Sendable {
     /// The scheduler decided the app was due.

@@ -21,6 +21,8 @@ public struct RunRecord: Hashable, Codable, Sendable {
     public var processID: Int32?
     /// The `BGTaskScheduler` task the run carries out (nil: a fetch or a push).
     public var taskIdentifier: String?
+    /// What the run carries out (nil from a bgd older than the field).
+    public var kind: RunKind?
     /// CPU time the app's processes used during the run, in microseconds (its cgroup's
     /// `cpu.stat`; without cgroups, its processes' own in /proc). Nil while it runs.
     public var cpuMicroseconds: Int64?
@@ -30,8 +32,9 @@ public struct RunRecord: Hashable, Codable, Sendable {
     public init(
         id: RunID, app: AppID, trigger: RunTrigger, startedAt: Date, deadline: Date, endedAt: Date?,
         outcome: RunOutcome?, reasons: [DecisionReason], launched: Bool, detail: String?, processID: Int32? = nil,
-        taskIdentifier: String? = nil, cpuMicroseconds: Int64? = nil, memoryPeakBytes: Int64? = nil
+        taskIdentifier: String? = nil, cpuMicroseconds: Int64? = nil, memoryPeakBytes: Int64? = nil, kind: RunKind? = nil
     ) {
+        self.kind = kind
         self.cpuMicroseconds = cpuMicroseconds
         self.memoryPeakBytes = memoryPeakBytes
         self.taskIdentifier = taskIdentifier
