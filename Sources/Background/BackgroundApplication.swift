@@ -266,7 +266,7 @@ public final class BackgroundApplication: Sendable {
         if let result {
             do {
                 _ = try await client.send(.post, "/v1/app/runs/\(run)/result", body: FetchResultReport(result: result), as: RunRecord.self)
-            } catch let error as BackgroundError where error.apiCode == "runAlreadyEnded" {
+            } catch let error as BackgroundError where error.apiErrorCode == .runAlreadyEnded {
                 // Too late: bgd already recorded the run as expired. Nothing to do.
             } catch {}
         }

@@ -47,11 +47,15 @@ public struct BackgroundError: Error, Equatable, CustomStringConvertible {
     /// The event stream closed.
     public static let disconnected = BackgroundError(.disconnected, "bgd closed the event stream")
 
-    /// The API's stable error code, when bgd answered with one.
+    /// The API's stable error code, when bgd answered with one, as bgd spelled it.
     public var apiCode: String? {
         if case .api(_, let code) = code { return code }
         return nil
     }
+
+    /// The API's error code, to compare with `APIErrorCode`'s cases (nil: no API answer, or a
+    /// code this library does not know yet — `apiCode` has it).
+    public var apiErrorCode: APIErrorCode? { apiCode.flatMap(APIErrorCode.init(rawValue:)) }
 
     /// The HTTP status, when bgd answered with an error.
     public var httpStatus: Int? {

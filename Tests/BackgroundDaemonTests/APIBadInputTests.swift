@@ -2,6 +2,7 @@ import Background
 import BackgroundDaemon
 import BackgroundModel
 import BackgroundTesting
+import BackgroundTransfers
 import Foundation
 import NIOHTTP1
 import Testing
@@ -95,5 +96,19 @@ struct APIBadInputTests {
             let status = try await daemon.admin.send(.get, "/v1/status", as: DaemonStatus.self)
             #expect(status.appCount == 0)
         }
+    }
+}
+
+/// The API's error codes are one closed list the library shares: every refusal a lower layer
+/// names has its case, and each case is its own wire name.
+struct APIErrorCodeTests {
+    @Test func everyFileRefusalHasItsCode() {
+        for code in SafeFiles.Refusal.Code.allCases {
+            #expect(APIErrorCode(rawValue: code.rawValue) != nil, "\(code) has no APIErrorCode")
+        }
+        for error in [TaskSchedulerError.unavailable, .tooManyPendingTaskRequests, .notPermitted] {
+            #expect(APIErrorCode(rawValue: error.rawValue) != nil, "\(error) has no APIErrorCode")
+        }
+        #expect(Set(APIErrorCode.allCases.map(\.rawValue)).count == APIErrorCode.allCases.count)
     }
 }

@@ -208,13 +208,13 @@ struct LifecycleTests {
                     .post, "/v1/app/state", body: LifecycleReport(state: .suspended, processID: 1))
                 Issue.record("reporting 'suspended' must be refused")
             } catch let error as BackgroundError {
-                #expect(error.apiCode == "invalidState")
+                #expect(error.apiErrorCode == .invalidState)
             }
             do {
                 try await DaemonClient(socketPath: daemon.socketPath, token: token).send(.delete, "/v1/app/background-tasks/99")
                 Issue.record("ending an unknown task must be refused")
             } catch let error as BackgroundError {
-                #expect(error.apiCode == "unknownBackgroundTask")
+                #expect(error.apiErrorCode == .unknownBackgroundTask)
             }
         }
     }

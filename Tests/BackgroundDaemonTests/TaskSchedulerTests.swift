@@ -77,7 +77,7 @@ struct TaskSchedulerTests {
                     try await client.send(.post, "/v1/app/task-requests", body: TaskRequest(identifier: bad, kind: .processing))
                     Issue.record("'\(bad)' must be refused")
                 } catch let error as BackgroundError {
-                    #expect(error.apiCode == "invalidTaskIdentifier")
+                    #expect(error.apiErrorCode == .invalidTaskIdentifier)
                 }
             }
             #expect(try await scheduler.pendingTaskRequests().isEmpty)

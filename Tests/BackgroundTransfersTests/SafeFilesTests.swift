@@ -57,7 +57,7 @@ struct SafeFilesTests {
                     let descriptor = try SafeFiles.openBeneath(root, path: path)
                     close(descriptor)
                 } catch {
-                    #expect((error as? SafeFiles.Refusal)?.code == code, "\(path): \(error)")
+                    #expect((error as? SafeFiles.Refusal)?.code.rawValue == code, "\(path): \(error)")
                     throw error
                 }
             }

@@ -9,28 +9,28 @@ import NIOCore
 /// An API failure as the client sees it: a status, a stable code and a sentence saying what to do.
 struct APIError: Error, HTTPResponseError {
     var status: HTTPResponse.Status
-    var code: String
+    var code: APIErrorCode
     var reason: String
 
-    init(_ status: HTTPResponse.Status, _ code: String, _ reason: String) {
+    init(_ status: HTTPResponse.Status, _ code: APIErrorCode, _ reason: String) {
         self.status = status
         self.code = code
         self.reason = reason
     }
 
     func response(from request: Request, context: some RequestContext) throws -> Response {
-        let body = try WireCoding.makeEncoder().encode(APIErrorBody(error: code, reason: reason))
+        let body = try WireCoding.makeEncoder().encode(APIErrorBody(error: code.rawValue, reason: reason))
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
     }
 
     static func unknownApp(_ id: AppID) -> APIError {
-        APIError(.notFound, "unknownApp", "no app \(id) is registered; `bgctl apps` lists them")
+        APIError(.notFound, .unknownApp, "no app \(id) is registered; `bgctl apps` lists them")
     }
 
     static let unauthorized = APIError(
-        .unauthorized, "unauthorized",
+        .unauthorized, .unauthorized,
         "missing or unknown app token: send 'Authorization: Bearer <token>' with the token `bgctl register` printed, "
             + "or the BGD_APP_TOKEN bgd gives a process it launches")
 
@@ -39,37 +39,38 @@ struct APIError: Error, HTTPResponseError {
         switch error {
         case let error as APIError: error
         case StoreError.appAlreadyRegistered(let id):
-            APIError(.conflict, "appAlreadyRegistered", "\(id) is already registered; `bgctl unregister \(id)` first to replace it")
+            APIError(.conflict, .appAlreadyRegistered, "\(id) is already registered; `bgctl unregister \(id)` first to replace it")
         case StoreError.appNotFound(let id): .unknownApp(id)
-        case StoreError.runNotFound(let id): APIError(.notFound, "unknownRun", "no run \(id) exists")
+        case StoreError.runNotFound(let id): APIError(.notFound, .unknownRun, "no run \(id) exists")
         case StoreError.runAlreadyInFlight(let id):
-            APIError(.conflict, "runInFlight", "\(id) already has a run in flight; wait for it to end (`bgctl history \(id)`)")
+            APIError(.conflict, .runInFlight, "\(id) already has a run in flight; wait for it to end (`bgctl history \(id)`)")
         case RunCoordinator.Failure.runNotFound(let id):
-            APIError(.notFound, "unknownRun", "run \(id) does not exist or is not this app's")
+            APIError(.notFound, .unknownRun, "run \(id) does not exist or is not this app's")
         case RunCoordinator.Failure.runAlreadyEnded(let run):
             APIError(
-                .conflict, "runAlreadyEnded",
+                .conflict, .runAlreadyEnded,
                 "run \(run.id) already ended as \(run.outcome?.rawValue ?? "?"); its first outcome stands")
         case let error as TaskSchedulerError:
-            APIError(error == .notPermitted ? .forbidden : error == .tooManyPendingTaskRequests ? .tooManyRequests : .conflict, error.rawValue, error.description)
+            APIError(error == .notPermitted ? .forbidden : error == .tooManyPendingTaskRequests ? .tooManyRequests : .conflict, APIErrorCode(error), error.description)
         case StoreError.taskRequestNotFound(let app, let identifier):
-            APIError(.notFound, "unknownTaskRequest", "\(app) has no pending task request '\(identifier)'; `bgctl tasks` lists them")
+            APIError(.notFound, .unknownTaskRequest, "\(app) has no pending task request '\(identifier)'; `bgctl tasks` lists them")
         case let error where StorageTrouble(error) == .full:
             APIError(
-                HTTPResponse.Status(code: 507, reasonPhrase: "Insufficient Storage"), "storageFull",
+                HTTPResponse.Status(code: 507, reasonPhrase: "Insufficient Storage"), .storageFull,
                 "the disk holding bgd's state is full, so bgd takes nothing new; what it has is kept and still served. Free some space and try again")
         case let error where StorageTrouble(error) == .unavailable:
-            APIError(.serviceUnavailable, "storageUnavailable", "bgd cannot write its state just now (an I/O error or a busy disk); try again shortly")
+            APIError(.serviceUnavailable, .storageUnavailable, "bgd cannot write its state just now (an I/O error or a busy disk); try again shortly")
         case let refusal as SafeFiles.Refusal:
-            APIError(refusal.code == "destinationExists" ? .conflict : .badRequest, refusal.code, refusal.description)
+            // Every refusal has its code in the API's (APIErrorCodeTests).
+            APIError(refusal.code == .destinationExists ? .conflict : .badRequest, APIErrorCode(rawValue: refusal.code.rawValue) ?? .fileError, refusal.description)
         case is NIOTooManyBytesError:
-            APIError(.contentTooLarge, "bodyTooLarge", "request bodies are limited to \(APIRequestContext.bodyLimit) bytes")
+            APIError(.contentTooLarge, .bodyTooLarge, "request bodies are limited to \(APIRequestContext.bodyLimit) bytes")
         case let error as HTTPError where error.status == .notFound:
-            APIError(.notFound, "notFound", "no such endpoint; the API lives under /v1/ (see docs/api.md)")
+            APIError(.notFound, .notFound, "no such endpoint; the API lives under /v1/ (see docs/api.md)")
         case let error as HTTPError where error.status == .methodNotAllowed:
-            APIError(.methodNotAllowed, "methodNotAllowed", "this endpoint does not take that method")
+            APIError(.methodNotAllowed, .methodNotAllowed, "this endpoint does not take that method")
         case let error as any HTTPResponseError:
-            APIError(error.status, "httpError", "\(error.status.reasonPhrase)")
+            APIError(error.status, .httpError, "\(error.status.reasonPhrase)")
         default: nil
         }
     }
@@ -88,8 +89,19 @@ struct APIErrorMiddleware: RouterMiddleware {
         } catch {
             if let apiError = APIError.from(error) { return try apiError.response(from: request, context: context) }
             context.logger.error("Request failed", metadata: ["error": "\(error)", "path": "\(request.uri.path)"])
-            return try APIError(.internalServerError, "internal", "bgd failed to handle the request; its log says why")
+            return try APIError(.internalServerError, .internal, "bgd failed to handle the request; its log says why")
                 .response(from: request, context: context)
+        }
+    }
+}
+
+extension APIErrorCode {
+    /// BGTaskScheduler's errors keep their own names on the wire.
+    init(_ error: TaskSchedulerError) {
+        switch error {
+        case .unavailable: self = .unavailable
+        case .tooManyPendingTaskRequests: self = .tooManyPendingTaskRequests
+        case .notPermitted: self = .notPermitted
         }
     }
 }

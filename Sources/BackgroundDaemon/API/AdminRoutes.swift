@@ -55,7 +55,7 @@ struct AdminRoutes {
         }
         v1.post("dashboard/login") { _, _ in
             guard let dashboard = core.dashboard else {
-                throw APIError(.conflict, "dashboardOff", "bgd serves no dashboard; start it with --http 127.0.0.1:8765")
+                throw APIError(.conflict, .dashboardOff, "bgd serves no dashboard; start it with --http 127.0.0.1:8765")
             }
             let port = await dashboard.boundPort.wait()
             let host = dashboard.host.contains(":") ? "[\(dashboard.host)]" : dashboard.host
@@ -90,7 +90,7 @@ struct AdminRoutes {
         v1.put("env") { request, _ in
             var request = request
             let overrides = try await request.decodeJSON(ConditionOverrides.self)
-            if let problem = overrides.problem { throw APIError(.badRequest, "invalidConditions", problem) }
+            if let problem = overrides.problem { throw APIError(.badRequest, .invalidConditions, problem) }
             try await core.conditions.setOverrides(overrides)
             return try JSONResponse.make(await core.conditions.report)
         }
@@ -121,7 +121,7 @@ struct AdminRoutes {
     private func register(_ registration: RegisterAppRequest) async throws -> Response {
         guard ProcessLauncher.isExecutable(registration.launchCommand.program) else {
             throw APIError(
-                .badRequest, "launchCommandNotFound",
+                .badRequest, .launchCommandNotFound,
                 "\(registration.launchCommand.program) is not an executable file; give an absolute path, or a name on bgd's PATH")
         }
         let token = core.tokens.makeToken()
@@ -202,7 +202,7 @@ extension URI {
     func integerQuery(_ name: String, default value: Int, range: ClosedRange<Int>) throws -> Int {
         guard let raw = queryParameters[name[...]] else { return value }
         guard let number = Int(raw), range.contains(number) else {
-            throw APIError(.badRequest, "invalidQuery", "'\(name)' must be an integer from \(range.lowerBound) to \(range.upperBound)")
+            throw APIError(.badRequest, .invalidQuery, "'\(name)' must be an integer from \(range.lowerBound) to \(range.upperBound)")
         }
         return number
     }

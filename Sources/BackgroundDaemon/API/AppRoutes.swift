@@ -23,7 +23,7 @@ struct AppRoutes {
             let ack = try await request.decodeJSON(EventAcknowledgement.self)
             let last = try await core.store.lastEventSequence(for: bearer.app)
             guard ack.seq.rawValue >= 1, ack.seq <= last else {
-                throw APIError(.badRequest, "invalidSequence", "seq \(ack.seq) was never sent; the last event is \(last)")
+                throw APIError(.badRequest, .invalidSequence, "seq \(ack.seq) was never sent; the last event is \(last)")
             }
             try await core.store.acknowledge(upTo: ack.seq, for: bearer.app, now: core.clock.now)
             Failpoint.eventAfterAckCommit.hit()

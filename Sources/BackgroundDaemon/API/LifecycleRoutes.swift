@@ -17,14 +17,14 @@ struct LifecycleRoutes {
             let bearer = try await authenticate(request)
             let report = try await request.decodeJSON(LifecycleReport.self)
             guard report.state != .suspended else {
-                throw APIError(.badRequest, "invalidState", "an app reports active, inactive or background; only bgd suspends")
+                throw APIError(.badRequest, .invalidState, "an app reports active, inactive or background; only bgd suspends")
             }
             // The pid is the kernel's word, not the app's: the caller itself, or a process it started.
             if let peer = await PeerCredentials.of(context.channel), report.processID != peer.processID,
                 ProcessTree.ancestor(of: report.processID, among: [peer.processID]) == nil
             {
                 throw APIError(
-                    .forbidden, "notYourProcess",
+                    .forbidden, .notYourProcess,
                     "process \(report.processID) is not the caller (\(peer.processID)) nor one it started; an app reports its own pid")
             }
             return try JSONResponse.make(await core.lifecycle.report(report, from: bearer.app, launched: bearer.isLaunched))
@@ -35,16 +35,16 @@ struct LifecycleRoutes {
             let begin = try await request.decodeJSON(BeginBackgroundTaskRequest.self)
             switch await core.lifecycle.beginTask(named: begin.name, for: bearer.app, launched: bearer.isLaunched) {
             case .success(let grant): return try JSONResponse.make(grant, status: .created)
-            case .failure(let refusal): throw APIError(.conflict, refusal.reason.code.rawValue, refusal.reason.detail)
+            case .failure(let refusal): throw APIError(.conflict, .backgroundTimeExpired, refusal.reason.detail)
             }
         }
         app.delete("background-tasks/:task") { request, context in
             let bearer = try await authenticate(request)
             guard let raw = context.parameters.get("task"), let number = Int(raw), number > 0 else {
-                throw APIError(.badRequest, "invalidTaskID", "a background task identifier is a positive integer")
+                throw APIError(.badRequest, .invalidTaskID, "a background task identifier is a positive integer")
             }
             guard await core.lifecycle.endTask(BackgroundTaskIdentifier(rawValue: number), for: bearer.app) else {
-                throw APIError(.notFound, "unknownBackgroundTask", "the app holds no background task \(number) (ended already, or never begun)")
+                throw APIError(.notFound, .unknownBackgroundTask, "the app holds no background task \(number) (ended already, or never begun)")
             }
             return Response(status: .noContent)
         }
@@ -53,7 +53,7 @@ struct LifecycleRoutes {
             let bearer = try await authenticate(request)
             let task = try await request.decodeJSON(TaskRequest.self)
             guard TaskRequest.isValidIdentifier(task.identifier) else {
-                throw APIError(.badRequest, "invalidTaskIdentifier", "a task identifier is 1 to 200 letters, digits, '.', '-' or '_'")
+                throw APIError(.badRequest, .invalidTaskIdentifier, "a task identifier is 1 to 200 letters, digits, '.', '-' or '_'")
             }
             try await core.store.submitTaskRequest(task, for: bearer.app, now: core.clock.now)
             core.taskDoorbell.ring()
@@ -100,7 +100,7 @@ struct LifecycleRoutes {
             var request = request
             let target = try await request.decodeJSON(TaskTarget.self)
             guard let task = try await core.store.runningTasks().first(where: { $0.app == target.app && $0.identifier == target.identifier }) else {
-                throw APIError(.notFound, "taskNotRunning", "\(target.app) is not running task '\(target.identifier)'; `bgctl tasks` shows what runs")
+                throw APIError(.notFound, .taskNotRunning, "\(target.app) is not running task '\(target.identifier)'; `bgctl tasks` shows what runs")
             }
             _ = await core.coordinator.expireEarly(task.run.id)
             return try JSONResponse.make(task, status: .accepted)

@@ -21,14 +21,14 @@ struct OperatorGate: RouterMiddleware {
         }
         if let peer = await PeerCredentials.of(context.channel), let app = await launchedApp(peer.processID) {
             throw APIError(
-                .forbidden, "operatorOnly",
+                .forbidden, .operatorOnly,
                 "\(path) is the operator's; process \(peer.processID) belongs to \(app), which bgd launched, so it may call only /v1/app/")
         }
         guard let presented, !presented.isEmpty, presented.utf8.count <= 256 else { throw APIError.operatorCredentialMissing(credential.path) }
         if credential.accepts(presented) { return try await next(request, context) }
         let appToken = try? await store.app(forTokenHash: TokenIssuer.hash(AppToken(rawValue: presented)))
         if tokens.launchBearer(for: presented) != nil || appToken != nil {
-            throw APIError(.forbidden, "operatorOnly", "\(path) is the operator's; an app's token reaches only /v1/app/")
+            throw APIError(.forbidden, .operatorOnly, "\(path) is the operator's; an app's token reaches only /v1/app/")
         }
         throw APIError.operatorCredentialMissing(credential.path)
     }
@@ -37,7 +37,7 @@ struct OperatorGate: RouterMiddleware {
 extension APIError {
     static func operatorCredentialMissing(_ path: String) -> APIError {
         APIError(
-            .unauthorized, "operatorCredentialRequired",
+            .unauthorized, .operatorCredentialRequired,
             "this endpoint is the operator's: send 'Authorization: Bearer <token>' with the token in \(path) (bgctl does), or use bgctl")
     }
 }

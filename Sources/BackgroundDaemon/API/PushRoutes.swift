@@ -24,7 +24,7 @@ struct PushRoutes {
             let app = try await core.requireApp(try context.parameters.appID())
             guard let token = try await core.store.activeDeviceToken(of: app.id) else {
                 throw APIError(
-                    .notFound, "noDeviceToken",
+                    .notFound, .noDeviceToken,
                     "\(app.id) has no device token: the app gets one with registerForRemoteNotifications(), or use --create")
             }
             return try JSONResponse.make(token)
@@ -43,9 +43,9 @@ struct PushRoutes {
         router.post("v1/push/keys") { request, _ in
             var request = request
             var key = try await request.decodeJSON(ProviderKeyRegistration.self)
-            if let problem = key.problem { throw APIError(.badRequest, "invalidProviderKey", problem) }
+            if let problem = key.problem { throw APIError(.badRequest, .invalidProviderKey, problem) }
             guard let publicKey = try? P256.Signing.PublicKey(pemRepresentation: key.publicKeyPEM) else {
-                throw APIError(.badRequest, "invalidProviderKey", "'publicKeyPEM' is not a P-256 public key in PEM (bgctl push keys add derives it from the .p8)")
+                throw APIError(.badRequest, .invalidProviderKey, "'publicKeyPEM' is not a P-256 public key in PEM (bgctl push keys add derives it from the .p8)")
             }
             key.publicKeyPEM = publicKey.pemRepresentation
             try await core.store.addProviderKey(key, now: core.clock.now)
@@ -54,7 +54,7 @@ struct PushRoutes {
         router.delete("v1/push/keys/:kid") { _, context in
             let keyID = context.parameters.get("kid") ?? ""
             guard try await core.store.removeProviderKey(keyID) else {
-                throw APIError(.notFound, "unknownProviderKey", "no provider key \(keyID) (bgctl push keys lists them)")
+                throw APIError(.notFound, .unknownProviderKey, "no provider key \(keyID) (bgctl push keys lists them)")
             }
             return Response(status: .noContent)
         }

@@ -10,9 +10,9 @@ extension Request {
         do {
             return try WireCoding.makeDecoder().decode(type, from: Data(buffer: buffer))
         } catch let error as DecodingError {
-            throw APIError(.badRequest, "malformedRequest", "the JSON body is not what this endpoint takes: \(error.summary)")
+            throw APIError(.badRequest, .malformedRequest, "the JSON body is not what this endpoint takes: \(error.summary)")
         } catch {
-            throw APIError(.badRequest, "malformedRequest", "the body is not valid JSON")
+            throw APIError(.badRequest, .malformedRequest, "the body is not valid JSON")
         }
     }
 }
@@ -20,13 +20,13 @@ extension Request {
 extension Parameters {
     func appID() throws -> AppID {
         let raw = get("id") ?? ""
-        guard let id = AppID(rawValue: raw) else { throw APIError(.badRequest, "invalidAppID", AppID.requirement) }
+        guard let id = AppID(rawValue: raw) else { throw APIError(.badRequest, .invalidAppID, AppID.requirement) }
         return id
     }
 
     func runID() throws -> RunID {
         guard let raw = get("run"), let value = Int64(raw), value > 0 else {
-            throw APIError(.badRequest, "invalidRunID", "a run id is a positive integer")
+            throw APIError(.badRequest, .invalidRunID, "a run id is a positive integer")
         }
         return RunID(value)
     }

@@ -16,7 +16,7 @@ struct TransferRoutes {
             let bearer = try await authenticate(request)
             let transfer = try await request.decodeJSON(TransferRequest.self)
             if transfer.destination != nil {
-                throw APIError(.badRequest, "destinationNotAllowed", "an app's downloads land in its container and are offered in didFinishDownloadingTo")
+                throw APIError(.badRequest, .destinationNotAllowed, "an app's downloads land in its container and are offered in didFinishDownloadingTo")
             }
             return try JSONResponse.make(try await submit(transfer, for: bearer.app), status: .created)
         }
@@ -38,7 +38,7 @@ struct TransferRoutes {
             let bearer = try await authenticate(request)
             let id = try await own(try context.parameters.transferID(), by: bearer.app).record.id
             guard let data = try await core.transfers.pause(id) else {
-                throw APIError(.conflict, "transferNotActive", "transfer \(id) has ended or is already paused")
+                throw APIError(.conflict, .transferNotActive, "transfer \(id) has ended or is already paused")
             }
             return try JSONResponse.make(data)
         }
@@ -46,7 +46,7 @@ struct TransferRoutes {
             let bearer = try await authenticate(request)
             let id = try await own(try context.parameters.transferID(), by: bearer.app).record.id
             guard let record = try await core.transfers.resume(id) else {
-                throw APIError(.conflict, "transferNotPaused", "transfer \(id) is not paused")
+                throw APIError(.conflict, .transferNotPaused, "transfer \(id) is not paused")
             }
             return try JSONResponse.make(record)
         }
@@ -61,18 +61,18 @@ struct TransferRoutes {
         admin.post { request, _ in
             var request = request
             let owner = try request.uri.queryParameters["app"].map { raw -> AppID in
-                guard let id = AppID(rawValue: String(raw)) else { throw APIError(.badRequest, "invalidAppID", AppID.requirement) }
+                guard let id = AppID(rawValue: String(raw)) else { throw APIError(.badRequest, .invalidAppID, AppID.requirement) }
                 return id
             }
             let transfer = try await request.decodeJSON(TransferRequest.self)
             if let owner {
                 _ = try await core.requireApp(owner)
                 if transfer.destination != nil {
-                    throw APIError(.badRequest, "destinationNotAllowed", "an app's download lands in its container; drop 'destination' or '?app='")
+                    throw APIError(.badRequest, .destinationNotAllowed, "an app's download lands in its container; drop 'destination' or '?app='")
                 }
             } else if transfer.kind == .download {
                 guard let destination = transfer.destination, destination.hasPrefix("/") else {
-                    throw APIError(.badRequest, "destinationRequired", "a download for no app needs 'destination', an absolute path")
+                    throw APIError(.badRequest, .destinationRequired, "a download for no app needs 'destination', an absolute path")
                 }
                 _ = destination  // checked where it is used: TransferService.checkedDestination
             }
@@ -86,7 +86,7 @@ struct TransferRoutes {
     }
 
     private func submit(_ transfer: TransferRequest, for app: AppID?) async throws -> TransferRecord {
-        if let problem = transfer.problem { throw APIError(.badRequest, "invalidTransfer", problem) }
+        if let problem = transfer.problem { throw APIError(.badRequest, .invalidTransfer, problem) }
         return try await core.transfers.submit(transfer, from: app)
     }
 
@@ -118,14 +118,14 @@ struct TransferRoutes {
 
 extension APIError {
     static func unknownTransfer(_ id: TransferID) -> APIError {
-        APIError(.notFound, "unknownTransfer", "no transfer \(id) (bgctl transfers lists them)")
+        APIError(.notFound, .unknownTransfer, "no transfer \(id) (bgctl transfers lists them)")
     }
 }
 
 extension Parameters {
     func transferID() throws -> TransferID {
         guard let raw = get("transfer"), let value = Int64(raw), value > 0 else {
-            throw APIError(.badRequest, "invalidTransferID", "a transfer id is a positive integer")
+            throw APIError(.badRequest, .invalidTransferID, "a transfer id is a positive integer")
         }
         return TransferID(value)
     }

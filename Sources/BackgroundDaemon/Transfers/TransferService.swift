@@ -341,20 +341,20 @@ public actor TransferService: Service {
     func checkedDestination(_ destination: String) throws(SafeFiles.Refusal) -> String {
         let name = (destination as NSString).lastPathComponent
         guard destination.hasPrefix("/"), !destination.hasSuffix("/"), !name.isEmpty, name != ".", name != ".." else {
-            throw SafeFiles.Refusal("destinationInvalid", "'destination' must be an absolute path to a file, not \(destination)")
+            throw SafeFiles.Refusal(.destinationInvalid, "'destination' must be an absolute path to a file, not \(destination)")
         }
         let folder = (destination as NSString).deletingLastPathComponent
         guard let resolved = Self.realPath(folder) else {
-            throw SafeFiles.Refusal("destinationDirectoryMissing", "the directory of \(destination) does not exist")
+            throw SafeFiles.Refusal(.destinationDirectoryMissing, "the directory of \(destination) does not exist")
         }
         // The socket, its lock and the operator token are files: "something is already there".
         if let root = Self.realPath(stateDirectory.path), resolved == root || resolved.hasPrefix(root + "/") {
-            throw SafeFiles.Refusal("destinationProtected", "\(destination) is inside bgd's state directory (\(root)); bgd never writes a download there")
+            throw SafeFiles.Refusal(.destinationProtected, "\(destination) is inside bgd's state directory (\(root)); bgd never writes a download there")
         }
         let path = (resolved == "/" ? "" : resolved) + "/" + name
         var info = stat()
         guard lstat(path, &info) != 0, errno == ENOENT else {
-            throw SafeFiles.Refusal("destinationExists", "something is already at \(path); bgd does not replace it: remove it or choose another name")
+            throw SafeFiles.Refusal(.destinationExists, "something is already at \(path); bgd does not replace it: remove it or choose another name")
         }
         return path
     }
@@ -362,16 +362,16 @@ public actor TransferService: Service {
     /// The operator's upload: any regular file bgd's user can read, but not bgd's own state.
     private func operatorUpload(_ source: String) throws(SafeFiles.Refusal) -> Int32 {
         if let resolved = Self.realPath(source), let root = Self.realPath(stateDirectory.path), resolved.hasPrefix(root + "/") {
-            throw SafeFiles.Refusal("uploadFileProtected", "\(source) is inside bgd's state directory; bgd never uploads its own state")
+            throw SafeFiles.Refusal(.uploadFileProtected, "\(source) is inside bgd's state directory; bgd never uploads its own state")
         }
         let descriptor = open(source, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
         guard descriptor >= 0 else {
-            throw SafeFiles.Refusal("uploadFileUnreadable", "bgd cannot read \(source) (\(String(cString: strerror(errno)))); give a file bgd's user can read")
+            throw SafeFiles.Refusal(.uploadFileUnreadable, "bgd cannot read \(source) (\(String(cString: strerror(errno)))); give a file bgd's user can read")
         }
         var info = stat()
         guard fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
             close(descriptor)
-            throw SafeFiles.Refusal("notRegularFile", "\(source) is not a regular file")
+            throw SafeFiles.Refusal(.notRegularFile, "\(source) is not a regular file")
         }
         return descriptor
     }

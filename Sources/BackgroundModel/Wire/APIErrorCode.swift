@@ -1,0 +1,69 @@
+/// The stable codes of the API's errors (`{"error": code, "reason": …}`), shared by bgd and the
+/// library: an app compares `BackgroundError.apiErrorCode` with these, never strings. New codes
+/// are added, never renamed (a client may hold on to one).
+public enum APIErrorCode: String, Codable, Sendable, CaseIterable {
+    // Who may ask
+    case unauthorized
+    case operatorCredentialRequired
+    case operatorOnly
+    case notYourProcess
+    // What was asked for is malformed
+    case malformedRequest
+    case bodyTooLarge
+    case invalidQuery
+    case invalidAppID
+    case invalidState
+    case invalidSequence
+    case invalidRunID
+    case invalidTaskID
+    case invalidTaskIdentifier
+    case invalidTransfer
+    case invalidTransferID
+    case invalidConditions
+    case invalidProviderKey
+    case launchCommandNotFound
+    case destinationRequired
+    case destinationNotAllowed
+    // What it names does not exist
+    case notFound
+    case methodNotAllowed
+    case unknownApp
+    case unknownRun
+    case unknownBackgroundTask
+    case unknownTaskRequest
+    case unknownTransfer
+    case unknownProviderKey
+    case noDeviceToken
+    case dashboardOff
+    // It cannot be done now, or at all
+    case appAlreadyRegistered
+    case runInFlight
+    case runAlreadyEnded
+    case taskNotRunning
+    case transferNotActive
+    case transferNotPaused
+    /// `beginBackgroundTask` once the app's background time is over.
+    case backgroundTimeExpired
+    // BGTaskScheduler's own errors (`BGTaskScheduler.Error.Code`)
+    case unavailable
+    case tooManyPendingTaskRequests
+    case notPermitted
+    // Files: a transfer's destination or upload refused
+    case destinationExists
+    case destinationProtected
+    case destinationInvalid
+    case destinationDirectoryMissing
+    case invalidPath
+    case linkRefused
+    case notRegularFile
+    case outsideContainer
+    case unreadable
+    case uploadFileProtected
+    case uploadFileUnreadable
+    case fileError
+    // bgd's own trouble
+    case storageFull
+    case storageUnavailable
+    case httpError
+    case `internal`
+}
