@@ -83,7 +83,7 @@ public enum DashboardPages {
         if !why.pushes.isEmpty {
             html += "<h2>Pushes that wait or will not wake it</h2><ul>"
             for push in why.pushes {
-                html += "<li>\(HTML.escape(push.state)) \(HTML.escape(push.apnsID)): \(push.reasonCode.map { "<span class=\"code\">\($0.rawValue)</span> " } ?? "")\(HTML.escape(push.reason ?? ""))</li>"
+                html += "<li>\(HTML.escape(push.state.rawValue)) \(HTML.escape(push.apnsID)): \(push.reasonCode.map { "<span class=\"code\">\($0.rawValue)</span> " } ?? "")\(HTML.escape(push.reason ?? ""))</li>"
             }
             html += "</ul>"
         }

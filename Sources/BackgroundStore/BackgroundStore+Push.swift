@@ -94,18 +94,18 @@ public struct StoredPush: Hashable, Sendable {
     public var expiration: Date?
     public var payload: Data
     public var receivedAt: Date
-    public var state: String
+    public var state: PushState
     public var reasonCode: ReasonCode?
     public var reason: String?
 }
 
 extension StoredPush {
     init?(row: Row) {
-        guard let app = AppID(rawValue: row["appId"]) else { return nil }
+        guard let app = AppID(rawValue: row["appId"]), let state = PushState(rawValue: row["state"]) else { return nil }
         self.init(
             id: row["id"], app: app, apnsID: row["apnsId"], pushType: row["pushType"], priority: row["priority"],
             collapseID: row["collapseId"], expiration: row["expiration"], payload: row["payload"], receivedAt: row["receivedAt"],
-            state: row["state"], reasonCode: (row["reasonCode"] as String?).flatMap(ReasonCode.init(rawValue:)), reason: row["reason"])
+            state: state, reasonCode: (row["reasonCode"] as String?).flatMap(ReasonCode.init(rawValue:)), reason: row["reason"])
     }
 }
 
@@ -123,7 +123,7 @@ extension BackgroundStore {
     /// Apps with background pushes waiting.
     public func appsWithQueuedPushes() async throws -> [AppID] {
         try await writer.read { db in
-            try String.fetchAll(db, sql: "SELECT DISTINCT appId FROM push WHERE state = 'queued' ORDER BY appId").compactMap(AppID.init(rawValue:))
+            try String.fetchAll(db, sql: "SELECT DISTINCT appId FROM push WHERE state = '\(PushState.queued.rawValue)' ORDER BY appId").compactMap(AppID.init(rawValue:))
         }
     }
 
@@ -134,16 +134,16 @@ extension BackgroundStore {
             // One statement, so a flood of pushes to one app costs one pass, not one update each.
             try db.execute(
                 sql: """
-                    UPDATE push SET state = 'replaced', reasonCode = ?,
+                    UPDATE push SET state = '\(PushState.replaced.rawValue)', reasonCode = ?,
                         reason = CASE WHEN collapseId IS NULL THEN 'a newer push for the app replaced it'
                                  ELSE 'a newer push with collapse id ''' || collapseId || ''' replaced it' END
-                    WHERE appId = ? AND state = 'queued' AND id NOT IN (
-                        SELECT max(id) FROM push WHERE appId = ? AND state = 'queued' GROUP BY ifnull(collapseId, ''))
+                    WHERE appId = ? AND state = '\(PushState.queued.rawValue)' AND id NOT IN (
+                        SELECT max(id) FROM push WHERE appId = ? AND state = '\(PushState.queued.rawValue)' GROUP BY ifnull(collapseId, ''))
                     """,
                 arguments: [ReasonCode.pushReplaced.rawValue, app.rawValue, app.rawValue])
         }
         return try await writer.read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM push WHERE appId = ? AND state = 'queued' ORDER BY id DESC LIMIT 1", arguments: [app.rawValue])
+            try Row.fetchOne(db, sql: "SELECT * FROM push WHERE appId = ? AND state = '\(PushState.queued.rawValue)' ORDER BY id DESC LIMIT 1", arguments: [app.rawValue])
                 .flatMap(StoredPush.init(row:))
         }
     }
@@ -152,7 +152,7 @@ extension BackgroundStore {
     public func dropPush(_ id: Int64, reason: DecisionReason) async throws {
         try await writer.write { db in
             try db.execute(
-                sql: "UPDATE push SET state = 'dropped', reasonCode = ?, reason = ? WHERE id = ? AND state = 'queued'",
+                sql: "UPDATE push SET state = '\(PushState.dropped.rawValue)', reasonCode = ?, reason = ? WHERE id = ? AND state = '\(PushState.queued.rawValue)'",
                 arguments: [reason.code.rawValue, reason.detail, id])
         }
     }
@@ -161,7 +161,7 @@ extension BackgroundStore {
     public func notePushWaiting(_ id: Int64, reason: DecisionReason) async throws {
         try await writer.write { db in
             try db.execute(
-                sql: "UPDATE push SET reasonCode = ?, reason = ? WHERE id = ? AND state = 'queued' AND (reason IS NOT ? OR reasonCode IS NOT ?)",
+                sql: "UPDATE push SET reasonCode = ?, reason = ? WHERE id = ? AND state = '\(PushState.queued.rawValue)' AND (reason IS NOT ? OR reasonCode IS NOT ?)",
                 arguments: [reason.code.rawValue, reason.detail, id, reason.detail, reason.code.rawValue])
         }
     }
@@ -218,7 +218,7 @@ extension BackgroundStore {
             for push in pushes {
                 try statement.execute(arguments: [
                     push.app.rawValue, push.apnsID, push.pushType, push.priority, push.collapseID, push.expiration, push.payload, now,
-                    push.pushType == "background" ? "queued" : "recorded",
+                    (push.pushType == "background" ? PushState.queued : .recorded).rawValue,
                 ])
             }
         }

@@ -47,7 +47,7 @@ extension BackgroundStore {
                 let why = reasons.first { $0.code == .pushWake }?.detail ?? "woke the app"
                 // In flight with the run; delivered only once the app's handler answers (`settleWork`).
                 try db.execute(
-                    sql: "UPDATE push SET state = 'delivering', runId = ?, attempts = attempts + 1, reasonCode = ?, reason = ? WHERE id = ?",
+                    sql: "UPDATE push SET state = '\(PushState.delivering.rawValue)', runId = ?, attempts = attempts + 1, reasonCode = ?, reason = ? WHERE id = ?",
                     arguments: [run.id!, ReasonCode.pushWake.rawValue, "\(why), in run \(run.id!)", push])
                 if let allowance { try Self.savePushAllowance(allowance, of: id, db: db) }
                 return try RunRecord(row: run)
@@ -208,12 +208,12 @@ extension BackgroundStore {
         case .eventsHandled:
             return  // a run for transfer events carries no push and no task
         case .newData, .noData, .failed, .cancelled:
-            try db.execute(sql: "UPDATE push SET state = 'delivered' WHERE runId = ? AND state = 'delivering'", arguments: [run.rawValue])
+            try db.execute(sql: "UPDATE push SET state = '\(PushState.delivered.rawValue)' WHERE runId = ? AND state = '\(PushState.delivering.rawValue)'", arguments: [run.rawValue])
             try db.execute(sql: "DELETE FROM taskRequest WHERE runId = ?", arguments: [run.rawValue])
         case .expired:
             // The handler ran and was cut off: a push that takes longer than its budget would only do so again.
             try db.execute(
-                sql: "UPDATE push SET state = 'dropped', reasonCode = ?, reason = ? WHERE runId = ? AND state = 'delivering'",
+                sql: "UPDATE push SET state = '\(PushState.dropped.rawValue)', reasonCode = ?, reason = ? WHERE runId = ? AND state = '\(PushState.delivering.rawValue)'",
                 arguments: [
                     ReasonCode.pushUndeliverable.rawValue, "the app's handler did not answer within its budget in run \(run)", run.rawValue,
                 ])
@@ -223,10 +223,10 @@ extension BackgroundStore {
             try db.execute(
                 sql: """
                     UPDATE push SET runId = NULL,
-                        state = CASE WHEN attempts < ? THEN 'queued' ELSE 'dropped' END,
+                        state = CASE WHEN attempts < ? THEN '\(PushState.queued.rawValue)' ELSE '\(PushState.dropped.rawValue)' END,
                         reasonCode = CASE WHEN attempts < ? THEN ? ELSE ? END,
                         reason = CASE WHEN attempts < ? THEN ? || '; it goes again' ELSE ? || '; given up after ' || attempts || ' tries' END
-                    WHERE runId = ? AND state = 'delivering'
+                    WHERE runId = ? AND state = '\(PushState.delivering.rawValue)'
                     """,
                 arguments: [
                     Self.pushDeliveryAttempts, Self.pushDeliveryAttempts, ReasonCode.pushRetry.rawValue, ReasonCode.pushUndeliverable.rawValue,

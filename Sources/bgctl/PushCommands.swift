@@ -26,7 +26,7 @@ extension BGCtl {
                 TextFormat.table(
                     header: ["RECEIVED", "TYPE", "STATE", "WHY", "APNS-ID"],
                     rows: pushes.map {
-                        [TextFormat.when($0.receivedAt, now: now), $0.pushType, $0.state, ($0.reasonCode.map { "\($0.rawValue): " } ?? "") + ($0.reason ?? "-"), $0.apnsID]
+                        [TextFormat.when($0.receivedAt, now: now), $0.pushType, $0.state.rawValue, ($0.reasonCode.map { "\($0.rawValue): " } ?? "") + ($0.reason ?? "-"), $0.apnsID]
                     })
             }
         }

@@ -49,8 +49,8 @@ extension BGCtl {
                 print("  last run: \(last.outcome?.rawValue ?? "?") \(TextFormat.when(last.startedAt, now: now))\(last.detail.map { " (\($0))" } ?? "")")
             }
             if let decided = why.decidedAt { print("  (decided \(TextFormat.when(decided, now: now)))") }
-            let waiting = why.pushes.filter { $0.state == "queued" }
-            let lost = why.pushes.filter { $0.state != "queued" }
+            let waiting = why.pushes.filter { $0.state == .queued }
+            let lost = why.pushes.filter { $0.state != .queued }
             if !waiting.isEmpty { print("  background pushes waiting:") }
             for push in waiting { print("    \(Self.describe(push, now: now))") }
             if !lost.isEmpty { print("  background pushes that will not wake it (last 24 hours):") }
@@ -58,7 +58,7 @@ extension BGCtl {
         }
 
         static func describe(_ push: PushRecord, now: Date) -> String {
-            let what = "\(push.state) \(push.apnsID) (received \(TextFormat.when(push.receivedAt, now: now)))"
+            let what = "\(push.state.rawValue) \(push.apnsID) (received \(TextFormat.when(push.receivedAt, now: now)))"
             guard let code = push.reasonCode else { return what + ": not looked at yet" }
             return what + " — \(code.rawValue): \(push.reason ?? "")"
         }

@@ -57,9 +57,9 @@ struct PushCrashTests {
         var pushes: [PushRecord] = []
         for _ in 0..<2_000 {
             pushes = try await admin.send(.get, "/v1/apps/\(app)/pushes", as: [PushRecord].self)
-            if pushes.first?.state == "delivered" { break }
+            if pushes.first?.state == .delivered { break }
         }
-        #expect(pushes.map(\.state) == ["delivered"])
+        #expect(pushes.map(\.state) == [.delivered])
         #expect(lines().filter { $0.hasPrefix("push") } == ["push-start 7", "push 7"], "handled once after the restart")
         next.signal(SIGTERM)
         _ = await next.waitForExit()

@@ -103,12 +103,12 @@ struct PushGatewayTests {
             #expect(answer.status == 200 && answer.apnsID == id && answer.version == .http2, "\(answer)")
             let pushes = try await daemon.store.pushes(of: AppID(rawValue: Self.app)!)
             // Committed before the 200; the dispatcher may already have woken the app with it.
-            #expect(pushes.count == 1 && ["queued", "delivered"].contains(pushes[0].state) && pushes[0].apnsID == id, "\(pushes)")
+            #expect(pushes.count == 1 && [PushState.queued, .delivered].contains(pushes[0].state) && pushes[0].apnsID == id, "\(pushes)")
             // An alert push is accepted and recorded, but wakes nothing.
             let alert = try await provider.send(
                 token: token, headers: [("apns-push-type", "alert"), ("apns-priority", "10")], body: #"{"aps":{"alert":"hello"}}"#)
             #expect(alert.status == 200 && alert.apnsID != nil)
-            #expect(try await daemon.store.pushes(of: AppID(rawValue: Self.app)!).first?.state == "recorded")
+            #expect(try await daemon.store.pushes(of: AppID(rawValue: Self.app)!).first?.state == .recorded)
         }
     }
 
@@ -184,7 +184,7 @@ struct PushGatewayTests {
             #expect(run.trigger == .remoteNotification && run.outcome == .newData, "\(run)")
             #expect(run.reasons.first?.code == .pushWake)
             #expect(log(daemon) == ["push 42"])
-            #expect(try await daemon.store.pushes(of: AppID(rawValue: Self.app)!).first?.state == "delivered")
+            #expect(try await daemon.store.pushes(of: AppID(rawValue: Self.app)!).first?.state == .delivered)
         }
     }
 
@@ -205,7 +205,7 @@ struct PushGatewayTests {
             let app = AppID(rawValue: Self.app)!
             try await daemon.waitUntil {
                 let pushes = try await daemon.store.pushes(of: app)
-                return pushes.map(\.state) == ["dropped", "queued", "replaced", "delivered"] && pushes[1].reasonCode == .pushThrottled
+                return pushes.map(\.state) == [.dropped, .queued, .replaced, .delivered] && pushes[1].reasonCode == .pushThrottled
             }
             // bgctl why says which pushes wait, until when, and which will never wake the app.
             let why = try await Command.run(try BuiltProducts.path(of: "bgctl"), ["why", Self.app, "--socket", daemon.socketPath])
@@ -217,7 +217,7 @@ struct PushGatewayTests {
             _ = try await daemon.waitForRunEnd(of: Self.app) { daemon.clock.advance(by: .seconds(1200)) }
             #expect(log(daemon) == ["push 1", "push 3"])
             let pushes = try await daemon.store.pushes(of: app)
-            #expect(pushes.map(\.state) == ["dropped", "delivered", "replaced", "delivered"])
+            #expect(pushes.map(\.state) == [.dropped, .delivered, .replaced, .delivered])
             #expect(pushes[0].reasonCode == .pushExpired && pushes[0].reason?.contains("apns-expiration") == true)
             #expect(pushes[2].reasonCode == .pushReplaced && pushes[3].reasonCode == .pushWake)
             let logged = try await Command.run(try BuiltProducts.path(of: "bgctl"), ["push", "log", Self.app, "--socket", daemon.socketPath])
@@ -317,7 +317,7 @@ struct PushGatewayTests {
             try await daemon.waitUntil { try await daemon.store.pushes(of: app).first?.reason?.contains("held until 2026-01-05T10:00:00Z") == true }
             #expect(try await daemon.store.runsInFlight().isEmpty)
             _ = try await daemon.waitForRunEnd(of: Self.app) { clock.advance(by: .seconds(3500)) }
-            #expect(try await daemon.store.pushes(of: app).map(\.state) == ["delivered", "delivered"])
+            #expect(try await daemon.store.pushes(of: app).map(\.state) == [.delivered, .delivered])
             #expect(Self.lines(ofFixtureLog: directory + "/state/containers/\(Self.app)/fixture.log") == ["push 42", "push 2"])
         }
     }

@@ -48,10 +48,10 @@ struct DeliverySettlementTests {
     @Test func aPushIsDeliveredOnlyWhenTheAppAnswers() async throws {
         let store = try await registered()
         let (push, run) = try await pushInFlight(store)
-        #expect(try await state(of: push, in: store).state == "delivering")
+        #expect(try await state(of: push, in: store).state == .delivering)
         #expect(try await store.appsWithQueuedPushes().isEmpty)  // not offered twice while in flight
         try await store.finishRun(run.id, outcome: .noData, now: now.addingTimeInterval(1))
-        #expect(try await state(of: push, in: store).state == "delivered")
+        #expect(try await state(of: push, in: store).state == .delivered)
     }
 
     @Test func aRunCutShortByBgdPutsItsPushBack() async throws {
@@ -61,7 +61,7 @@ struct DeliverySettlementTests {
         let interrupted = try await store.closeInterruptedRuns(now: now.addingTimeInterval(5))
         #expect(interrupted.count == 1)
         let after = try await state(of: push, in: store)
-        #expect(after.state == "queued")
+        #expect(after.state == .queued)
         #expect(after.reasonCode == .pushRetry)
         #expect(try await store.appsWithQueuedPushes() == [app])
         // It goes again, in a new run whose event names the same apns-id.
@@ -76,13 +76,13 @@ struct DeliverySettlementTests {
         let (push, first) = try await pushInFlight(store)
         try await store.finishRun(first.id, outcome: .crashed, now: now)
         for _ in 2...BackgroundStore.pushDeliveryAttempts {
-            #expect(try await state(of: push, in: store).state == "queued")
+            #expect(try await state(of: push, in: store).state == .queued)
             let run = try await store.startPushRun(
                 for: app, push: push.id, apnsID: push.apnsID, payload: "{}", reasons: [], allowance: nil, budget: .seconds(30), now: now)
             try await store.finishRun(run.id, outcome: .launchFailed, now: now)
         }
         let after = try await state(of: push, in: store)
-        #expect(after.state == "dropped")
+        #expect(after.state == .dropped)
         #expect(after.reasonCode == .pushUndeliverable)
         #expect(after.reason?.contains("given up after 3 tries") == true)
     }
@@ -92,7 +92,7 @@ struct DeliverySettlementTests {
         let (push, run) = try await pushInFlight(store)
         try await store.finishRun(run.id, outcome: .expired, now: now.addingTimeInterval(30))
         let after = try await state(of: push, in: store)
-        #expect(after.state == "dropped")
+        #expect(after.state == .dropped)
         #expect(after.reasonCode == .pushUndeliverable)
     }
 

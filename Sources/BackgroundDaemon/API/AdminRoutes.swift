@@ -165,7 +165,7 @@ extension DaemonCore {
         let runs = try await core.store.runs(of: id, limit: 10)
         let dayAgo = core.clock.now.addingTimeInterval(-86400)
         let pushes = try await core.store.pushes(of: id, limit: 200).filter { push in
-            push.pushType == "background" && (push.state == "queued" || (["dropped", "replaced"].contains(push.state) && push.receivedAt > dayAgo))
+            push.pushType == "background" && (push.state == .queued || ([.dropped, .replaced].contains(push.state) && push.receivedAt > dayAgo))
         }
         return WakeExplanation(
             app: id, fetchInterval: app.fetchInterval, decidedAt: plan?.decidedAt, nextWake: plan?.decision.dueAt,

@@ -48,6 +48,22 @@ public struct ProviderKeyRegistration: Hashable, Codable, Sendable {
     }
 }
 
+/// Where a push the gateway accepted stands.
+public enum PushState: String, Codable, Sendable, CaseIterable {
+    /// Waits to wake its app (background pushes).
+    case queued
+    /// Its run is in flight: delivered once the app's handler answers, queued again if the run is cut short.
+    case delivering
+    /// The app's handler answered.
+    case delivered
+    /// A newer push for the same app (and collapse id) took its place.
+    case replaced
+    /// It will not be delivered (expired, or its runs failed too often); the reason says which.
+    case dropped
+    /// An alert push: kept, wakes nothing.
+    case recorded
+}
+
 /// A push the gateway accepted, and what became of it (`GET /v1/apps/{id}/pushes`).
 public struct PushRecord: Hashable, Codable, Sendable {
     public var id: Int64
@@ -57,9 +73,7 @@ public struct PushRecord: Hashable, Codable, Sendable {
     public var collapseID: String?
     public var expiration: Date?
     public var receivedAt: Date
-    /// queued, delivering (its run is in flight), delivered (the app answered), replaced,
-    /// dropped, or recorded (alert pushes: kept, wake nothing).
-    public var state: String
+    public var state: PushState
     /// Why it is in that state (nil for a push not yet looked at, and for alert pushes).
     public var reasonCode: ReasonCode?
     public var reason: String?
@@ -67,7 +81,7 @@ public struct PushRecord: Hashable, Codable, Sendable {
 
     public init(
         id: Int64, apnsID: String, pushType: String, priority: Int, collapseID: String?, expiration: Date?, receivedAt: Date,
-        state: String, reasonCode: ReasonCode? = nil, reason: String?, payload: String
+        state: PushState, reasonCode: ReasonCode? = nil, reason: String?, payload: String
     ) {
         self.reasonCode = reasonCode
         self.id = id
