@@ -115,12 +115,16 @@ enum Driver {
         let socket = arguments[0]
         let work = arguments[1]
         let wakes = arguments.count > 2 ? Int(arguments[2]) ?? 30 : 30
-        let me = CommandLine.arguments[0].hasPrefix("/") ? CommandLine.arguments[0] : FileManager.default.currentDirectoryPath + "/" + CommandLine.arguments[0]
+        let me =
+            CommandLine.arguments[0].hasPrefix("/")
+            ? CommandLine.arguments[0] : FileManager.default.currentDirectoryPath + "/" + CommandLine.arguments[0]
         let admin = DaemonClient(socketPath: socket)
 
         func register(_ id: String, command: [String]) async throws -> String {
             try await admin.send(
-                .post, "/v1/apps", body: RegisterAppRequest(id: AppID(rawValue: id)!, launchCommand: LaunchCommand(command)!, fetchInterval: .never),
+                .post, "/v1/apps",
+                body: RegisterAppRequest(
+                    id: AppID(rawValue: id)!, launchCommand: LaunchCommand(command)!, fetchInterval: .never),
                 as: RegisteredApp.self
             ).token
         }
@@ -183,7 +187,8 @@ enum Driver {
                 let run = try await admin.send(.post, "/v1/apps/\(busyID)/fetch", as: RunRecord.self)
                 var ended: RunRecord?
                 try await waitFor("the busy run") {
-                    ended = try await admin.send(.get, "/v1/apps/\(busyID)/history?limit=1", as: [RunRecord].self).first { $0.id == run.id && !$0.isRunning }
+                    ended = try await admin.send(.get, "/v1/apps/\(busyID)/history?limit=1", as: [RunRecord].self).first
+                    { $0.id == run.id && !$0.isRunning }
                     return ended != nil
                 }
                 measured.append(Double(procCPU(pid) - before) / 1000)
@@ -196,11 +201,14 @@ enum Driver {
         // 2. Cold wakes: the same handler in a process bgd launches each time.
         let coldID = "com.example.bench.cold"
         _ = try await register(coldID, command: [me, "launched", "cold.log"])
-        let coldLog = try await admin.send(.get, "/v1/apps", as: [AppSummary].self).first { $0.id.rawValue == coldID }!.containerPath! + "/cold.log"
+        let coldLog =
+            try await admin.send(.get, "/v1/apps", as: [AppSummary].self).first { $0.id.rawValue == coldID }!
+            .containerPath! + "/cold.log"
         var cold: [Double] = []
         for index in stride(from: 1, through: only.contains("cold") ? wakes : 0, by: 1) {
             try await waitFor("the previous run to end") {
-                try await admin.send(.get, "/v1/apps", as: [AppSummary].self).first { $0.id.rawValue == coldID }?.lastRun?.isRunning != true
+                try await admin.send(.get, "/v1/apps", as: [AppSummary].self).first { $0.id.rawValue == coldID }?
+                    .lastRun?.isRunning != true
             }
             let start = try await fetch(coldID)
             try await waitFor("the cold handler") { lines(coldLog).count == index }
@@ -236,30 +244,44 @@ enum Driver {
         let held = status.appProcesses?.hasPrefix("cgroups") == true ? "thawed (cgroup freezer)" : "continued (SIGCONT)"
         if !warm.isEmpty {
             print("wake latency, due event → fetch handler:")
-            print("  ours (suspended app \(held)): median \(ms(percentile(warm, 0.5))), p99 \(ms(percentile(warm, 0.99)))")
+            print(
+                "  ours (suspended app \(held)): median \(ms(percentile(warm, 0.5))), p99 \(ms(percentile(warm, 0.99)))"
+            )
         }
         if !cold.isEmpty {
-            print("  anchor (fresh launch of the same app, same run): median \(ms(percentile(cold, 0.5))), p99 \(ms(percentile(cold, 0.99)))")
-            print("  warm is \(String(format: "%.1f", percentile(cold, 0.5) / percentile(warm, 0.5)))× faster at the median")
+            print(
+                "  anchor (fresh launch of the same app, same run): median \(ms(percentile(cold, 0.5))), p99 \(ms(percentile(cold, 0.99)))"
+            )
+            print(
+                "  warm is \(String(format: "%.1f", percentile(cold, 0.5) / percentile(warm, 0.5)))× faster at the median"
+            )
         }
         if rounds > 0 {
             print("precision of background time (\(rounds) apps each):")
-            print("  expiration handler after its due time (deadline − lead): p50 \(ms(percentile(expirationLateness, 0.5))), p99 \(ms(percentile(expirationLateness, 0.99)))")
-            print("  app that ignores it, ended (exit seen) after the deadline: p50 \(ms(percentile(endLateness, 0.5))), p99 \(ms(percentile(endLateness, 0.99)))")
+            print(
+                "  expiration handler after its due time (deadline − lead): p50 \(ms(percentile(expirationLateness, 0.5))), p99 \(ms(percentile(expirationLateness, 0.99)))"
+            )
+            print(
+                "  app that ignores it, ended (exit seen) after the deadline: p50 \(ms(percentile(endLateness, 0.5))), p99 \(ms(percentile(endLateness, 0.99)))"
+            )
         }
         if !recorded.isEmpty {
             let ratios = zip(recorded, measured).map { $0 / max($1, 0.001) }
             print("CPU time per run (a handler burning ~200 ms, 10 runs):")
             print("  ours (recorded with the run): median \(ms(percentile(recorded, 0.5)))")
             print("  anchor (/proc/<pid>/stat utime+stime over the run): median \(ms(percentile(measured, 0.5)))")
-            print("  ratio ours/anchor: median \(String(format: "%.3f", percentile(ratios, 0.5))), min \(String(format: "%.3f", ratios.min() ?? .nan)), max \(String(format: "%.3f", ratios.max() ?? .nan))")
+            print(
+                "  ratio ours/anchor: median \(String(format: "%.3f", percentile(ratios, 0.5))), min \(String(format: "%.3f", ratios.min() ?? .nan)), max \(String(format: "%.3f", ratios.max() ?? .nan))"
+            )
         }
     }
 }
 
 /// A process's user + system CPU time from /proc, in microseconds (clock-tick resolution).
 func procCPU(_ pid: Int32) -> UInt64 {
-    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else { return 0 }
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+        let close = stat.lastIndex(of: ")")
+    else { return 0 }
     let fields = stat[stat.index(after: close)...].split(separator: " ")
     guard fields.count > 12, let user = UInt64(fields[11]), let system = UInt64(fields[12]) else { return 0 }
     return (user + system) * 1_000_000 / UInt64(sysconf(Int32(_SC_CLK_TCK)))

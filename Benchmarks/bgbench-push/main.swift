@@ -23,7 +23,9 @@ struct Options {
     init(_ arguments: [String]) {
         var iterator = arguments.makeIterator()
         while let name = iterator.next() {
-            guard name.hasPrefix("--"), let value = iterator.next() else { fatalError("usage: see Benchmarks/push-latency.sh") }
+            guard name.hasPrefix("--"), let value = iterator.next() else {
+                fatalError("usage: see Benchmarks/push-latency.sh")
+            }
             values[String(name.dropFirst(2))] = value
         }
     }
@@ -59,7 +61,8 @@ func percentile(_ sorted: [Double], _ p: Double) -> Double {
 }
 
 func base64URL(_ data: Data) -> String {
-    data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+    data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+        .replacingOccurrences(of: "=", with: "")
 }
 
 let options = Options(Array(CommandLine.arguments.dropFirst()))
@@ -70,7 +73,8 @@ let timeline = Timeline()
 let clock = ContinuousClock()
 
 // The app, running in the foreground: every push reaches this handler.
-let application = BackgroundApplication(appID: appID, token: options.required("app-token"), socketPath: options.required("socket"))
+let application = BackgroundApplication(
+    appID: appID, token: options.required("app-token"), socketPath: options.required("socket"))
 let failures = Mutex<[String]>([])
 let firstPush = Mutex<CheckedContinuation<Void, Never>?>(nil)
 application.onRemoteNotification { notification in
@@ -90,9 +94,11 @@ tls.additionalTrustRoots = [.file(options.required("certificate"))]
 var configuration = HTTPClient.Configuration(tlsConfiguration: tls)
 configuration.httpVersion = .automatic
 let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
-let key = try P256.Signing.PrivateKey(pemRepresentation: try String(contentsOfFile: options.required("key"), encoding: .utf8))
+let key = try P256.Signing.PrivateKey(
+    pemRepresentation: try String(contentsOfFile: options.required("key"), encoding: .utf8))
 let header = base64URL(Data(#"{"alg":"ES256","kid":"\#(options.required("key-id"))"}"#.utf8))
-let claims = base64URL(Data(#"{"iss":"\#(options.required("team-id"))","iat":\#(Int(SystemClock().now.timeIntervalSince1970))}"#.utf8))
+let claims = base64URL(
+    Data(#"{"iss":"\#(options.required("team-id"))","iat":\#(Int(SystemClock().now.timeIntervalSince1970))}"#.utf8))
 let jwt = "\(header).\(claims).\(base64URL(try key.signature(for: Data("\(header).\(claims)".utf8)).rawRepresentation))"
 let url = options.required("gateway") + "/3/device/" + deviceToken
 
@@ -152,10 +158,22 @@ let toAnswer = entries.values.compactMap { entry -> Double? in
 let elapsed = milliseconds(clock.now - start) / 1000 - 1
 func figure(_ value: Double) -> String { String(format: "%.1f ms", value) }
 
-print("swift-background push latency — \(ProcessInfo.processInfo.activeProcessorCount) cores, \(count) background pushes at \(Int(rate))/s to one running app (sent in \(String(format: "%.1f", elapsed)) s)")
-print("ours:   POST → handler p50 \(figure(percentile(toHandler, 0.5))), p99 \(figure(percentile(toHandler, 0.99))), max \(figure(toHandler.last ?? .nan))")
-print("        \(accepted) accepted (200); \(toHandler.count) reached the handler, \(accepted - toHandler.count) coalesced into a newer push while the app's previous wake ran")
-if !refused.isEmpty { print("        not accepted: \(refused.sorted { $0.key < $1.key }.map { "\($0.value) × \($0.key == -1 ? "no answer" : String($0.key))" }.joined(separator: ", "))") }
+print(
+    "swift-background push latency — \(ProcessInfo.processInfo.activeProcessorCount) cores, \(count) background pushes at \(Int(rate))/s to one running app (sent in \(String(format: "%.1f", elapsed)) s)"
+)
+print(
+    "ours:   POST → handler p50 \(figure(percentile(toHandler, 0.5))), p99 \(figure(percentile(toHandler, 0.99))), max \(figure(toHandler.last ?? .nan))"
+)
+print(
+    "        \(accepted) accepted (200); \(toHandler.count) reached the handler, \(accepted - toHandler.count) coalesced into a newer push while the app's previous wake ran"
+)
+if !refused.isEmpty {
+    print(
+        "        not accepted: \(refused.sorted { $0.key < $1.key }.map { "\($0.value) × \($0.key == -1 ? "no answer" : String($0.key))" }.joined(separator: ", "))"
+    )
+}
 for failure in failures.withLock({ $0 }) { print("        (a POST failed: \(failure))") }
-print("anchor: POST → 200 (same run) p50 \(figure(percentile(toAnswer, 0.5))), p99 \(figure(percentile(toAnswer, 0.99))); APNs to a device: p95 ≈ 2 s (published)")
+print(
+    "anchor: POST → 200 (same run) p50 \(figure(percentile(toAnswer, 0.5))), p99 \(figure(percentile(toAnswer, 0.99))); APNs to a device: p95 ≈ 2 s (published)"
+)
 print("aim:    p99 ≤ 50 ms: \(percentile(toHandler, 0.99) <= 50 ? "met" : "NOT met")")

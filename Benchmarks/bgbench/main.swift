@@ -27,7 +27,8 @@ func coalescingBenchmark(fetches: Int, leeway: Duration) -> (wakeUps: Int, disti
     var candidates = (0..<fetches).map { index in
         let due = start.addingTimeInterval(Double.random(in: 0..<3600, using: &random).rounded())
         return FetchCandidate(
-            app: AppID(rawValue: "com.example.app\(index)")!, interval: .every(interval), registeredAt: start.addingTimeInterval(-86400),
+            app: AppID(rawValue: "com.example.app\(index)")!, interval: .every(interval),
+            registeredAt: start.addingTimeInterval(-86400),
             recentRuns: [.init(startedAt: due.addingTimeInterval(-3600), outcome: .newData)])
     }
     let distinct = Set(candidates.map { $0.recentRuns[0].startedAt }).count
@@ -59,5 +60,9 @@ print("")
 let bm12 = coalescingBenchmark(fetches: 10_000, leeway: .seconds(60))
 print("BM12 wake coalescing: 10,000 fetches due at random over 1 h, 60 s leeway")
 print("  ours:   \(bm12.wakeUps) wake-ups/h (planned in \(String(format: "%.1f", bm12.seconds)) s of CPU for the hour)")
-print("  anchor: \(bm12.distinctDueTimes) wake-ups/h uncoalesced (one per distinct due second); systemd AccuracySec=1min: 60/h")
-print("  ratio:  \(String(format: "%.1f", Double(bm12.distinctDueTimes) / Double(max(1, bm12.wakeUps))))× fewer than uncoalesced; target ≤ 60/h: \(bm12.wakeUps <= 60 ? "met" : "NOT met")")
+print(
+    "  anchor: \(bm12.distinctDueTimes) wake-ups/h uncoalesced (one per distinct due second); systemd AccuracySec=1min: 60/h"
+)
+print(
+    "  ratio:  \(String(format: "%.1f", Double(bm12.distinctDueTimes) / Double(max(1, bm12.wakeUps))))× fewer than uncoalesced; target ≤ 60/h: \(bm12.wakeUps <= 60 ? "met" : "NOT met")"
+)

@@ -44,11 +44,14 @@ struct DeliciousFood {
         }
 
         guard let token = environment[LaunchEnvironment.token] else {
-            throw UsageError("set BGD_APP_TOKEN to the token `bgctl register com.example.deliciousfood … -- DeliciousFood` printed")
+            throw UsageError(
+                "set BGD_APP_TOKEN to the token `bgctl register com.example.deliciousfood … -- DeliciousFood` printed")
         }
         let appID = AppID(rawValue: environment[LaunchEnvironment.appID] ?? "com.example.deliciousfood")!
         let application = BackgroundApplication(appID: appID, token: token)
-        guard let container = try await application.summary().containerPath else { throw UsageError("bgd did not say where the app's container is") }
+        guard let container = try await application.summary().containerPath else {
+            throw UsageError("bgd did not say where the app's container is")
+        }
         let file = MenuFile(path: container + "/menu.json")
         // While the app runs, fetches come to it live (and resume it when suspended).
         application.onBackgroundFetch { try fetch(into: file) }
@@ -86,7 +89,9 @@ struct DeliciousFood {
                     break
                 }
                 try file.save(menu)
-                print("saved \(menu.dishes.count) dishes (\(Int(application.backgroundTimeRemaining.rounded()))s of background time left)")
+                print(
+                    "saved \(menu.dishes.count) dishes (\(Int(application.backgroundTimeRemaining.rounded()))s of background time left)"
+                )
                 fflush(nil)
                 // `background slow`: a save that takes longer than the time there is.
                 if slow { await ended.wait() }

@@ -8,7 +8,8 @@ struct Menu: Codable, Sendable {
 
     /// The seed's `possibleTableData`.
     static let possibleDishes = [
-        "Spicy garlic venison bread", "Apple Crisp II", "Eggplant Parmesan II", "Pumpkin Ginger Cupcakes", "Easy Lasagna",
+        "Spicy garlic venison bread", "Apple Crisp II", "Eggplant Parmesan II", "Pumpkin Ginger Cupcakes",
+        "Easy Lasagna",
         "Puttanesca", "Alfredo Sauce",
     ]
 
@@ -33,7 +34,9 @@ struct MenuFile: Sendable {
     let path: String
 
     func load() -> Menu {
-        guard let data = FileManager.default.contents(atPath: path), let menu = try? JSONDecoder().decode(Menu.self, from: data) else { return Menu() }
+        guard let data = FileManager.default.contents(atPath: path),
+            let menu = try? JSONDecoder().decode(Menu.self, from: data)
+        else { return Menu() }
         return menu
     }
 

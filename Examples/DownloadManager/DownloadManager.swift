@@ -16,12 +16,15 @@ struct DownloadManager {
     static func main() async {
         do {
             let application = try BackgroundApplication()
-            let url = argument("--url").flatMap(URL.init(string:)) ?? ProcessInfo.processInfo.environment["DOWNLOADMANAGER_URL"].flatMap(URL.init(string:))
+            let url =
+                argument("--url").flatMap(URL.init(string:))
+                ?? ProcessInfo.processInfo.environment["DOWNLOADMANAGER_URL"].flatMap(URL.init(string:))
             let manager = BackgroundFetchManager(application: application)
             application.delegate = AppDelegate(manager: manager, url: url)
             try await application.run()
         } catch {
-            FileHandle.standardError.write(Data("DownloadManager: \(error) (bgd launches this app; register it with bgctl)\n".utf8))
+            FileHandle.standardError.write(
+                Data("DownloadManager: \(error) (bgd launches this app; register it with bgctl)\n".utf8))
             exit(1)
         }
     }
@@ -75,9 +78,12 @@ final class BackgroundFetchManager: BackgroundURLSessionDelegate {
 
     init(application: BackgroundApplication) {
         self.application = application
-        libraryDirectory = URL(fileURLWithPath: application.containerPath ?? FileManager.default.currentDirectoryPath).appendingPathComponent("Library")
+        libraryDirectory = URL(fileURLWithPath: application.containerPath ?? FileManager.default.currentDirectoryPath)
+            .appendingPathComponent("Library")
         session.withLock {
-            $0 = BackgroundURLSession(configuration: .background(withIdentifier: Self.sessionIdentifier), delegate: self, application: application)
+            $0 = BackgroundURLSession(
+                configuration: .background(withIdentifier: Self.sessionIdentifier), delegate: self,
+                application: application)
         }
     }
 
@@ -100,19 +106,25 @@ final class BackgroundFetchManager: BackgroundURLSessionDelegate {
         }
     }
 
-    func urlSession(_ session: BackgroundURLSession, downloadTask: BackgroundURLSessionTask, didFinishDownloadingTo location: URL) {
+    func urlSession(
+        _ session: BackgroundURLSession, downloadTask: BackgroundURLSessionTask, didFinishDownloadingTo location: URL
+    ) {
         // destination: Library/<time of day>, as the seed names it.
         try? FileManager.default.createDirectory(at: libraryDirectory, withIntermediateDirectories: true)
-        let file = libraryDirectory.appendingPathComponent(Date().formatted(.iso8601) + "-" + (downloadTask.taskDescription ?? "download"))
+        let file = libraryDirectory.appendingPathComponent(
+            Date().formatted(.iso8601) + "-" + (downloadTask.taskDescription ?? "download"))
         try? FileManager.default.moveItem(at: location, to: file)
         print("?? 下载成功 (downloaded): \(file.path)")
     }
 
-    func urlSession(_ session: BackgroundURLSession, task: BackgroundURLSessionTask, didCompleteWithError error: TransferError?) {
+    func urlSession(
+        _ session: BackgroundURLSession, task: BackgroundURLSessionTask, didCompleteWithError error: TransferError?
+    ) {
         if let error {
             LocalNotificationHelper.send(title: "backgroundSession~", body: "下载失败 (download failed): \(error)")
         } else {
-            LocalNotificationHelper.send(title: "backgroundSession~", body: "下载成功 (downloaded) \(task.taskDescription ?? "")")
+            LocalNotificationHelper.send(
+                title: "backgroundSession~", body: "下载成功 (downloaded) \(task.taskDescription ?? "")")
         }
         let completion = fetchCompletions.withLock { $0.removeValue(forKey: task.taskIdentifier) }
         completion?(error == nil ? .noData : .failed)  // the seed answers NoData on success
@@ -129,8 +141,11 @@ final class BackgroundFetchManager: BackgroundURLSessionDelegate {
 enum LocalNotificationHelper {
     static func send(title: String, body: String) {
         print("[\(title)] \(body)")
-        guard ProcessInfo.processInfo.environment["DISPLAY"] != nil || ProcessInfo.processInfo.environment["WAYLAND_DISPLAY"] != nil,
-            let notifySend = ["/usr/bin/notify-send", "/usr/local/bin/notify-send"].first(where: FileManager.default.isExecutableFile)
+        guard
+            ProcessInfo.processInfo.environment["DISPLAY"] != nil
+                || ProcessInfo.processInfo.environment["WAYLAND_DISPLAY"] != nil,
+            let notifySend = ["/usr/bin/notify-send", "/usr/local/bin/notify-send"].first(
+                where: FileManager.default.isExecutableFile)
         else { return }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: notifySend)

@@ -34,19 +34,27 @@ struct ImageFetch {
             // didFinishLaunchingWithOptions: bgd launched us for a background fetch.
             let application = try BackgroundApplication()
             guard let container = application.containerPath else { throw ExampleError("bgd gave no container") }
-            guard let imageURL else { throw ExampleError("no image URL: register the app with `-- ImageFetch --url URL`") }
-            let viewController = BackgroundFetchViewController(imageURL: imageURL, container: URL(fileURLWithPath: container))
+            guard let imageURL else {
+                throw ExampleError("no image URL: register the app with `-- ImageFetch --url URL`")
+            }
+            let viewController = BackgroundFetchViewController(
+                imageURL: imageURL, container: URL(fileURLWithPath: container))
             application.delegate = AppDelegate(mainViewController: viewController)
             try await application.run()
             return
         }
         // Opened by the user: show what the background fetches brought.
-        guard let token = environment[LaunchEnvironment.token] else { throw ExampleError("set BGD_APP_TOKEN (printed by bgctl register)") }
+        guard let token = environment[LaunchEnvironment.token] else {
+            throw ExampleError("set BGD_APP_TOKEN (printed by bgctl register)")
+        }
         let application = BackgroundApplication(appID: AppID(rawValue: "com.example.imagefetch")!, token: token)
         try await application.applicationDidBecomeActive()
         try await application.setMinimumBackgroundFetchInterval(.minimum)  // setMinimumBackgroundFetchInterval:Minimum
-        guard let container = try await application.summary().containerPath else { throw ExampleError("bgd gave no container") }
-        let viewController = BackgroundFetchViewController(imageURL: imageURL, container: URL(fileURLWithPath: container))
+        guard let container = try await application.summary().containerPath else {
+            throw ExampleError("bgd gave no container")
+        }
+        let viewController = BackgroundFetchViewController(
+            imageURL: imageURL, container: URL(fileURLWithPath: container))
         viewController.show()
     }
 }
@@ -78,8 +86,14 @@ final class BackgroundFetchViewController: Sendable {
 
     /// The badge, kept in the container so the foreground app can show it.
     var applicationIconBadgeNumber: Int {
-        get { (try? String(contentsOf: container.appendingPathComponent("badge"), encoding: .utf8)).flatMap { Int($0) } ?? 0 }
-        set { try? String(newValue).write(to: container.appendingPathComponent("badge"), atomically: true, encoding: .utf8) }
+        get {
+            (try? String(contentsOf: container.appendingPathComponent("badge"), encoding: .utf8)).flatMap { Int($0) }
+                ?? 0
+        }
+        set {
+            try? String(newValue).write(
+                to: container.appendingPathComponent("badge"), atomically: true, encoding: .utf8)
+        }
     }
 
     func initImageView(completionHandler: @escaping @Sendable (BackgroundFetchResult) -> Void) {
@@ -87,7 +101,8 @@ final class BackgroundFetchViewController: Sendable {
         Task {
             do {
                 // defaultSessionConfiguration: an ordinary in-process request, within the fetch's budget.
-                let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: imageURL.absoluteString), timeout: .seconds(25))
+                let response = try await HTTPClient.shared.execute(
+                    HTTPClientRequest(url: imageURL.absoluteString), timeout: .seconds(25))
                 guard response.status == .ok else { throw ExampleError("HTTP \(response.status.code)") }
                 let body = try await response.body.collect(upTo: 64 << 20)
                 let destination = createDirectoryForDownloadItem(from: imageURL)
@@ -109,12 +124,16 @@ final class BackgroundFetchViewController: Sendable {
 
     /// showImageWithURL: a terminal has no image view; say where it is and how big.
     func show() {
-        let files = (try? FileManager.default.contentsOfDirectory(at: documentsDirectory, includingPropertiesForKeys: [.fileSizeKey])) ?? []
+        let files =
+            (try? FileManager.default.contentsOfDirectory(
+                at: documentsDirectory, includingPropertiesForKeys: [.fileSizeKey])) ?? []
         if let image = files.first {
             let size = (try? image.resourceValues(forKeys: [.fileSizeKey]).fileSize) ?? 0
             print("Image: \(image.path) (\(size) bytes)")
         } else {
-            print("No image yet: it arrives with the next background fetch (bgctl simulate fetch com.example.imagefetch).")
+            print(
+                "No image yet: it arrives with the next background fetch (bgctl simulate fetch com.example.imagefetch)."
+            )
         }
         print("Badge: \(applicationIconBadgeNumber) background fetch(es) since you last looked")
         applicationIconBadgeNumber = 0

@@ -30,7 +30,8 @@ struct NewsFeed {
         if environment[LaunchEnvironment.reason] != nil {
             // Launched by bgd for background work.
             let application = try BackgroundApplication()
-            let delegate = AppDelegate(store: try newsStore(in: application.containerPath), newDataProbability: probability)
+            let delegate = AppDelegate(
+                store: try newsStore(in: application.containerPath), newDataProbability: probability)
             application.delegate = delegate
             try await application.run()
             return

@@ -31,14 +31,20 @@ struct PushNews {
             try await application.run()
             return
         }
-        guard let token = environment[LaunchEnvironment.token] else { throw PushNewsError("set BGD_APP_TOKEN (printed by bgctl register)") }
-        let application = BackgroundApplication(appID: AppID(rawValue: argument("--app") ?? "com.example.pushnews")!, token: token)
+        guard let token = environment[LaunchEnvironment.token] else {
+            throw PushNewsError("set BGD_APP_TOKEN (printed by bgctl register)")
+        }
+        let application = BackgroundApplication(
+            appID: AppID(rawValue: argument("--app") ?? "com.example.pushnews")!, token: token)
         let deviceToken = try await application.registerForRemoteNotifications()
         try await application.applicationDidBecomeActive()
         print("Device token: \(deviceToken)")
         guard let container = try await application.summary().containerPath else { return }
         let items = ItemStore(container: container).all()
-        print(items.isEmpty ? "No items yet: they arrive with background pushes." : "Items fetched in the background: \(items.joined(separator: ", "))")
+        print(
+            items.isEmpty
+                ? "No items yet: they arrive with background pushes."
+                : "Items fetched in the background: \(items.joined(separator: ", "))")
     }
 
     static func argument(_ name: String) -> String? {
@@ -72,7 +78,8 @@ final class AppDelegate: BackgroundApplicationDelegate {
         let items = self.items
         Task {
             do {
-                let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: url.absoluteString), timeout: .seconds(25))
+                let response = try await HTTPClient.shared.execute(
+                    HTTPClientRequest(url: url.absoluteString), timeout: .seconds(25))
                 guard response.status == .ok else { return completionHandler(.failed) }
                 let body = try await response.body.collect(upTo: 8 << 20)
                 try items.save(Data(body.readableBytesView), id: contentID)

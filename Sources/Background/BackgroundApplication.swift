@@ -104,7 +104,8 @@ public final class BackgroundApplication: Sendable {
 
     /// `setMinimumBackgroundFetchInterval`: how often, at most, this app wants to be woken.
     public func setMinimumBackgroundFetchInterval(_ interval: FetchInterval) async throws {
-        _ = try await client.send(.put, "/v1/app/fetch-interval", body: FetchIntervalUpdate(interval: interval), as: AppSummary.self)
+        _ = try await client.send(
+            .put, "/v1/app/fetch-interval", body: FetchIntervalUpdate(interval: interval), as: AppSummary.self)
     }
 
     /// Tells bgd the user opened the app (`applicationDidBecomeActive`); the scheduler learns
@@ -260,12 +261,19 @@ public final class BackgroundApplication: Sendable {
     /// Waits for the handler and sends its answer. The handler runs in a task of its own so that
     /// an expiration cancels it alone; the answer is sent from here, outside the cancelled task,
     /// so it still reaches bgd.
-    private func reportFetch(run: RunID, seq: EventSequence, handler handlerTask: Task<BackgroundFetchResult?, Never>) async {
-        let result = await withTaskCancellationHandler { await handlerTask.value } onCancel: { handlerTask.cancel() }
+    private func reportFetch(
+        run: RunID, seq: EventSequence, handler handlerTask: Task<BackgroundFetchResult?, Never>
+    ) async {
+        let result = await withTaskCancellationHandler {
+            await handlerTask.value
+        } onCancel: {
+            handlerTask.cancel()
+        }
         state.withLock { _ = $0.running.removeValue(forKey: run) }
         if let result {
             do {
-                _ = try await client.send(.post, "/v1/app/runs/\(run)/result", body: FetchResultReport(result: result), as: RunRecord.self)
+                _ = try await client.send(
+                    .post, "/v1/app/runs/\(run)/result", body: FetchResultReport(result: result), as: RunRecord.self)
             } catch let error as BackgroundError where error.apiErrorCode == .runAlreadyEnded {
                 // Too late: bgd already recorded the run as expired. Nothing to do.
             } catch {}
@@ -278,7 +286,9 @@ public final class BackgroundApplication: Sendable {
         let (handler, delegate) = state.withLock { ($0.fetchHandler, $0.delegate) }
         do {
             if let handler { return try await handler() }
-            if let delegate { return await CompletionOnce.await { delegate.application(self, performFetchWithCompletionHandler: $0) } }
+            if let delegate {
+                return await CompletionOnce.await { delegate.application(self, performFetchWithCompletionHandler: $0) }
+            }
             return .noData  // nothing to do: say so, so the scheduler is not left waiting
         } catch is CancellationError {
             return nil  // expired: bgd records it

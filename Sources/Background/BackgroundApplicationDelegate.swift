@@ -29,7 +29,8 @@ public protocol BackgroundApplicationDelegate: AnyObject, Sendable {
         completionHandler: @escaping @Sendable () -> Void)
 
     /// The device token `registerForRemoteNotifications()` obtained (64 hex digits).
-    func application(_ application: BackgroundApplication, didRegisterForRemoteNotificationsWithDeviceToken deviceToken: String)
+    func application(
+        _ application: BackgroundApplication, didRegisterForRemoteNotificationsWithDeviceToken deviceToken: String)
 
     /// A background push (`content-available: 1`) woke the app: fetch what it announces, then
     /// call the handler once, within the 30-second budget, as for a background fetch.
@@ -45,7 +46,9 @@ extension BackgroundApplicationDelegate {
         completionHandler: @escaping @Sendable () -> Void
     ) { completionHandler() }
 
-    public func application(_ application: BackgroundApplication, didRegisterForRemoteNotificationsWithDeviceToken deviceToken: String) {}
+    public func application(
+        _ application: BackgroundApplication, didRegisterForRemoteNotificationsWithDeviceToken deviceToken: String
+    ) {}
 
     public func application(
         _ application: BackgroundApplication, didReceiveRemoteNotification userInfo: RemoteNotification,

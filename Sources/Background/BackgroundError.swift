@@ -26,7 +26,9 @@ public struct BackgroundError: Error, Equatable, CustomStringConvertible {
 
     /// bgd could not be reached on its socket.
     public static func daemonUnreachable(_ socketPath: String, _ underlying: String) -> BackgroundError {
-        BackgroundError(.daemonUnreachable, "cannot reach bgd at \(socketPath) (\(underlying)); is it running? Start it with `swift run bgd`")
+        BackgroundError(
+            .daemonUnreachable,
+            "cannot reach bgd at \(socketPath) (\(underlying)); is it running? Start it with `swift run bgd`")
     }
 
     /// bgd answered with an API error: `apiCode` is the stable code, e.g. `unknownApp`.

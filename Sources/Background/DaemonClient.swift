@@ -43,18 +43,23 @@ public struct DaemonClient: Sendable {
         do {
             return try WireCoding.makeDecoder().decode(Answer.self, from: data)
         } catch {
-            throw BackgroundError.protocolViolation("\(path) answered \(String(decoding: data.prefix(200), as: UTF8.self))")
+            throw BackgroundError.protocolViolation(
+                "\(path) answered \(String(decoding: data.prefix(200), as: UTF8.self))")
         }
     }
 
     /// Sends a request whose answer has no body worth reading (204).
-    public func send(_ method: Method, _ path: String, body: (some Encodable)? = nil as String?, timeout: Duration = .seconds(30))
+    public func send(
+        _ method: Method, _ path: String, body: (some Encodable)? = nil as String?, timeout: Duration = .seconds(30)
+    )
         async throws
     {
         _ = try await exchange(method, path, body: body, timeout: timeout)
     }
 
-    private func exchange(_ method: Method, _ path: String, body: (some Encodable)?, timeout: Duration) async throws -> Data {
+    private func exchange(
+        _ method: Method, _ path: String, body: (some Encodable)?, timeout: Duration
+    ) async throws -> Data {
         var request = try makeRequest(method, path)
         if let body {
             request.body = .bytes(ByteBuffer(bytes: try WireCoding.makeEncoder().encode(body)))
@@ -105,7 +110,10 @@ public struct DaemonClient: Sendable {
 
     /// The operator token beside the socket, if this user can read it.
     public static func operatorToken(socketPath: String) -> String? {
-        guard let text = try? String(contentsOfFile: DaemonLocation.operatorTokenPath(socketPath: socketPath), encoding: .utf8) else { return nil }
+        guard
+            let text = try? String(
+                contentsOfFile: DaemonLocation.operatorTokenPath(socketPath: socketPath), encoding: .utf8)
+        else { return nil }
         let token = text.trimmingCharacters(in: .whitespacesAndNewlines)
         return token.isEmpty ? nil : token
     }

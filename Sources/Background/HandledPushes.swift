@@ -31,7 +31,10 @@ final class HandledPushes: Sendable {
         }
         guard let file else { return }
         let temporary = file + ".new"
-        guard FileManager.default.createFile(atPath: temporary, contents: Data((lines.joined(separator: "\n") + "\n").utf8)) else { return }
+        guard
+            FileManager.default.createFile(
+                atPath: temporary, contents: Data((lines.joined(separator: "\n") + "\n").utf8))
+        else { return }
         _ = rename(temporary, file)
     }
 }

@@ -21,5 +21,7 @@ public struct RemoteNotification: Sendable, Hashable {
     }
 
     /// Decodes the payload into the app's own type.
-    public func decode<T: Decodable>(_ type: T.Type) throws -> T { try JSONDecoder().decode(type, from: Data(json.utf8)) }
+    public func decode<T: Decodable>(_ type: T.Type) throws -> T {
+        try JSONDecoder().decode(type, from: Data(json.utf8))
+    }
 }

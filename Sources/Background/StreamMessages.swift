@@ -29,7 +29,9 @@ public struct StreamMessages: AsyncSequence, Sendable {
                         throw BackgroundError.protocolViolation(String(decoding: line.prefix(200), as: UTF8.self))
                     }
                 }
-                guard pending.count <= Self.maximumLine else { throw BackgroundError.protocolViolation("a line over 1 MiB") }
+                guard pending.count <= Self.maximumLine else {
+                    throw BackgroundError.protocolViolation("a line over 1 MiB")
+                }
                 guard let chunk = try await chunks.next() else { return nil }
                 pending.append(contentsOf: chunk.readableBytesView)
             }

@@ -131,7 +131,8 @@ public struct Daemon: Service {
         let metrics = DaemonMetrics()
         self.metrics = metrics
         store = try BackgroundStore.open(
-            atPath: stateDirectory.databasePath, durability: configuration.durability, onCommit: { metrics.recordCommit($0) })
+            atPath: stateDirectory.databasePath, durability: configuration.durability,
+            onCommit: { metrics.recordCommit($0) })
         activity = ActivityFeed()
 
         // App processes: in cgroups of their own where bgd may make them. Said once, here and in `bgctl status`.
@@ -148,7 +149,9 @@ public struct Daemon: Service {
             logger.info("Apps run in cgroups of their own", metadata: ["root": "\(cgroups.root)"])
             let reclaimed = ProcessSupervisor.reclaimLeftovers(of: cgroups, logger: logger)
             if reclaimed.ended + reclaimed.thawed > 0 {
-                logger.notice("Reclaimed what a previous bgd left", metadata: ["ended": "\(reclaimed.ended)", "thawed": "\(reclaimed.thawed)"])
+                logger.notice(
+                    "Reclaimed what a previous bgd left",
+                    metadata: ["ended": "\(reclaimed.ended)", "thawed": "\(reclaimed.thawed)"])
             }
         } else {
             logger.notice("Apps are held by signals, not cgroups", metadata: ["why": "\(processMode)"])
@@ -161,7 +164,9 @@ public struct Daemon: Service {
             logger.notice(
                 "Run was in flight when bgd stopped; recorded as interrupted",
                 metadata: ["app.id": "\(interrupted.run.app)", "run.id": "\(interrupted.run.id)"])
-            if let pid = interrupted.processID, ProcessSupervisor.endOrphan(processID: pid, startTicks: interrupted.startTicks) {
+            if let pid = interrupted.processID,
+                ProcessSupervisor.endOrphan(processID: pid, startTicks: interrupted.startTicks)
+            {
                 logger.notice("Ended an app process left over from before", metadata: ["pid": "\(pid)"])
             }
         }
@@ -176,39 +181,49 @@ public struct Daemon: Service {
         let pushDoorbell = Doorbell()
         let taskDoorbell = Doorbell()
         let conditions = try await ConditionsMonitor(
-            configuration: configuration.conditions, store: store, doorbells: [doorbell, transferDoorbell, taskDoorbell],
+            configuration: configuration.conditions, store: store,
+            doorbells: [doorbell, transferDoorbell, taskDoorbell],
             logger: Self.logger("bg.conditions", like: logger))
         if case .sysfs = configuration.conditions.sensing {
-            conditionsPoller = ConditionsMonitor.Poller(monitor: conditions, clock: clock, interval: configuration.conditions.pollInterval)
+            conditionsPoller = ConditionsMonitor.Poller(
+                monitor: conditions, clock: clock, interval: configuration.conditions.pollInterval)
         } else {
             conditionsPoller = nil
         }
         // Apps a killed bgd left stopped: nobody else will continue them.
         for leftover in try await store.takeSuspensions() where ProcessSupervisor.continueLeftover(leftover) {
-            logger.notice("Continued an app a previous bgd had suspended", metadata: ["app.id": "\(leftover.app)", "pid": "\(leftover.processID)"])
+            logger.notice(
+                "Continued an app a previous bgd had suspended",
+                metadata: ["app.id": "\(leftover.app)", "pid": "\(leftover.processID)"])
         }
         lifecycle = LifecycleSupervisor(
-            policy: configuration.backgroundTime, store: store, broker: broker, activity: activity, clock: clock, supervisor: supervisor,
+            policy: configuration.backgroundTime, store: store, broker: broker, activity: activity, clock: clock,
+            supervisor: supervisor,
             killGrace: configuration.budget.killGrace,
             foregroundDoorbells: [taskDoorbell], logger: Self.logger("bg.lifecycle", like: logger))
         coordinator = RunCoordinator(
             store: store, stateDirectory: stateDirectory, broker: broker, supervisor: supervisor, tokens: tokens,
             activity: activity, clock: clock,
             configuration: .init(
-                budget: configuration.budget, lingerGrace: configuration.lingerGrace, socketPath: configuration.socketPath,
+                budget: configuration.budget, lingerGrace: configuration.lingerGrace,
+                socketPath: configuration.socketPath,
                 confineApps: configuration.confineApps && helper != nil),
             schedulerDoorbell: doorbell, runEndedDoorbells: [pushDoorbell, taskDoorbell], lifecycle: lifecycle,
             logger: Self.logger("bg.runs", like: logger))
         taskDispatcher = TaskDispatcher(
-            store: store, coordinator: coordinator, lifecycle: lifecycle, conditions: conditions, policy: configuration.processing, clock: clock,
+            store: store, coordinator: coordinator, lifecycle: lifecycle, conditions: conditions,
+            policy: configuration.processing, clock: clock,
             doorbell: taskDoorbell, logger: Self.logger("bg.tasks", like: logger))
         scheduler = Scheduler(
-            metrics: metrics, store: store, coordinator: coordinator, policy: fetchPolicy, usage: usage, conditions: conditions, clock: clock, doorbell: doorbell,
+            metrics: metrics, store: store, coordinator: coordinator, policy: fetchPolicy, usage: usage,
+            conditions: conditions, clock: clock, doorbell: doorbell,
             activity: activity, logger: Self.logger("bg.scheduler", like: logger))
         keepAlive = KeepAlive(broker: broker, clock: clock)
         if let push = configuration.push {
             pushGateway = PushGateway(
-                configuration: push, intake: PushIntake(store: store, clock: clock, queued: pushDoorbell, floodLimit: push.floodLimit, metrics: metrics),
+                configuration: push,
+                intake: PushIntake(
+                    store: store, clock: clock, queued: pushDoorbell, floodLimit: push.floodLimit, metrics: metrics),
                 certificateDirectory: stateDirectory.path, clock: clock, logger: Self.logger("bg.push", like: logger))
             pushDispatcher = PushDispatcher(
                 store: store, coordinator: coordinator, throttle: push.throttle, clock: clock, doorbell: pushDoorbell,
@@ -218,12 +233,14 @@ public struct Daemon: Service {
             pushDispatcher = nil
         }
         transfers = TransferService(
-            store: store, stateDirectory: stateDirectory, coordinator: coordinator, broker: broker, conditions: conditions,
+            store: store, stateDirectory: stateDirectory, coordinator: coordinator, broker: broker,
+            conditions: conditions,
             activity: activity, clock: clock, configuration: configuration.transfers, doorbell: transferDoorbell,
             logger: Self.logger("bg.transfers", like: logger))
         var core = DaemonCore(
             store: store, stateDirectory: stateDirectory, coordinator: coordinator, broker: broker, tokens: tokens,
-            activity: activity, clock: clock, schedulerDoorbell: doorbell, taskDoorbell: taskDoorbell, lifecycle: lifecycle, tasks: taskDispatcher,
+            activity: activity, clock: clock, schedulerDoorbell: doorbell, taskDoorbell: taskDoorbell,
+            lifecycle: lifecycle, tasks: taskDispatcher,
             processingBudget: configuration.processing.budget, metrics: metrics, dashboard: nil,
             usage: usage, conditions: conditions, transfers: transfers, fetchPolicy: fetchPolicy,
             socketPath: configuration.socketPath, appConfinement: "\(confinement)", appProcesses: "\(processMode)",
@@ -231,7 +248,8 @@ public struct Daemon: Service {
         if let settings = configuration.dashboard {
             let server = DashboardServer(
                 configuration: settings, core: core, auth: try DashboardAuth(stateDirectory: stateDirectory.path),
-                recent: RecentActivity(activity: activity, clock: clock), logger: Self.logger("bg.dashboard", like: logger))
+                recent: RecentActivity(activity: activity, clock: clock),
+                logger: Self.logger("bg.dashboard", like: logger))
             dashboard = server
             core.dashboard = server.access
         } else {
@@ -273,8 +291,12 @@ public struct Daemon: Service {
         let application = QuietApplication(
             responder: router.buildResponder(),
             configuration: .init(address: .unixDomainSocket(path: socketPath), serverName: "bgd/\(Self.version)"),
-            services: [supervisor, coordinator, scheduler, keepAlive, transfers, lifecycle, taskDispatcher, MetricsRecorder(metrics: metrics, activity: activity)] + (conditionsPoller.map { [$0] } ?? [])
-                + (pushGateway.map { [$0] } ?? []) + (pushDispatcher.map { [$0] } ?? []) + (dashboard.map { [$0] } ?? []),
+            services: [
+                supervisor, coordinator, scheduler, keepAlive, transfers, lifecycle, taskDispatcher,
+                MetricsRecorder(metrics: metrics, activity: activity),
+            ] + (conditionsPoller.map { [$0] } ?? [])
+                + (pushGateway.map { [$0] } ?? []) + (pushDispatcher.map { [$0] } ?? [])
+                + (dashboard.map { [$0] } ?? []),
             onServerRunning: { _ in
                 chmod(socketPath, 0o600)
                 // Ready means every listener is up: a gateway or dashboard port in use is said

@@ -73,7 +73,9 @@ extension BackgroundStore {
     public func opens(of id: AppID, limit: Int = 1000) async throws -> [Date] {
         try await writer.read { db in
             try Date.fetchAll(
-                db, sql: "SELECT openedAt FROM (SELECT openedAt FROM usage WHERE appId = ? ORDER BY openedAt DESC LIMIT ?) ORDER BY openedAt",
+                db,
+                sql:
+                    "SELECT openedAt FROM (SELECT openedAt FROM usage WHERE appId = ? ORDER BY openedAt DESC LIMIT ?) ORDER BY openedAt",
                 arguments: [id.rawValue, limit])
         }
     }
@@ -81,8 +83,11 @@ extension BackgroundStore {
     /// Every app's opens since `date`, in time order: what the usage learner is rebuilt from.
     public func allOpens(since date: Date) async throws -> [(app: AppID, at: Date)] {
         try await writer.read { db in
-            try Row.fetchAll(db, sql: "SELECT appId, openedAt FROM usage WHERE openedAt >= ? ORDER BY openedAt, id", arguments: [date])
-                .compactMap { row in AppID(rawValue: row["appId"]).map { (app: $0, at: row["openedAt"]) } }
+            try Row.fetchAll(
+                db, sql: "SELECT appId, openedAt FROM usage WHERE openedAt >= ? ORDER BY openedAt, id",
+                arguments: [date]
+            )
+            .compactMap { row in AppID(rawValue: row["appId"]).map { (app: $0, at: row["openedAt"]) } }
         }
     }
 }

@@ -47,13 +47,16 @@ extension BackgroundStore {
 
     /// Queues an event for the app with its next sequence number (inside the caller's transaction).
     @discardableResult
-    func appendEvent(_ body: AppEvent.Body, for app: AppID, runId: Int64? = nil, now: Date, db: Database) throws -> AppEvent {
+    func appendEvent(
+        _ body: AppEvent.Body, for app: AppID, runId: Int64? = nil, now: Date, db: Database
+    ) throws -> AppEvent {
         guard var appRow = try AppRow.fetchOne(db, key: app.rawValue) else { throw StoreError.appNotFound(app) }
         appRow.lastEventSeq += 1
         try appRow.update(db)
         let event = AppEvent(seq: EventSequence(appRow.lastEventSeq), createdAt: now, body: body)
         try EventRow(
-            appId: app.rawValue, seq: appRow.lastEventSeq, kind: event.kind, body: ColumnJSON.encode(body), runId: runId, createdAt: now,
+            appId: app.rawValue, seq: appRow.lastEventSeq, kind: event.kind, body: ColumnJSON.encode(body),
+            runId: runId, createdAt: now,
             closedAt: nil, closedBy: nil
         ).insert(db)
         return event
@@ -81,7 +84,9 @@ extension BackgroundStore {
     public func appsWithWaitingSessionEvents() async throws -> [AppID] {
         try await writer.read { db in
             try String.fetchAll(
-                db, sql: "SELECT appId FROM event WHERE closedAt IS NULL AND runId IS NULL GROUP BY appId ORDER BY min(createdAt)"
+                db,
+                sql:
+                    "SELECT appId FROM event WHERE closedAt IS NULL AND runId IS NULL GROUP BY appId ORDER BY min(createdAt)"
             ).compactMap(AppID.init(rawValue:))
         }
     }

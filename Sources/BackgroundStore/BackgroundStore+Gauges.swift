@@ -9,7 +9,8 @@ extension BackgroundStore {
         try await writer.read { db in
             let events = try Int.fetchOne(db, sql: "SELECT count(*) FROM event WHERE closedAt IS NULL") ?? 0
             let transfers = try Int.fetchOne(db, sql: "SELECT count(*) FROM transfer WHERE finishedAt IS NULL") ?? 0
-            let pushes = try Int.fetchOne(db, sql: "SELECT count(*) FROM push WHERE state = '\(PushState.queued.rawValue)'") ?? 0
+            let pushes =
+                try Int.fetchOne(db, sql: "SELECT count(*) FROM push WHERE state = '\(PushState.queued.rawValue)'") ?? 0
             return (events, transfers, pushes)
         }
     }

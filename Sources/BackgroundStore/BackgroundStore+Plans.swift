@@ -8,7 +8,8 @@ extension BackgroundStore {
     /// (not a recomputation) and the reasons survive a restart. `candidates` are the snapshot
     /// the decisions came from: each plan records the newest run it knew of.
     public func savePlan(_ decisions: [WakeDecision], from candidates: [FetchCandidate], now: Date) async throws {
-        let basis = Dictionary(candidates.map { ($0.app, $0.recentRuns.first?.id) }, uniquingKeysWith: { first, _ in first })
+        let basis = Dictionary(
+            candidates.map { ($0.app, $0.recentRuns.first?.id) }, uniquingKeysWith: { first, _ in first })
         try await writer.write { db in
             for decision in decisions {
                 guard try AppRow.exists(db, key: decision.app.rawValue) else { continue }
@@ -58,7 +59,9 @@ extension BackgroundStore {
                 guard let id = AppID(rawValue: row.appId) else { continue }
                 plans[row.appId] = SavedPlan(
                     decidedAt: row.decidedAt,
-                    decision: WakeDecision(app: id, dueAt: row.dueAt, reasons: try ColumnJSON.decode([DecisionReason].self, from: row.reasons)),
+                    decision: WakeDecision(
+                        app: id, dueAt: row.dueAt,
+                        reasons: try ColumnJSON.decode([DecisionReason].self, from: row.reasons)),
                     basedOnRun: row.basedOnRunId.map(RunID.init))
             }
             var lastRuns: [String: RunRecord] = [:]

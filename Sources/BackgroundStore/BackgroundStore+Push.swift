@@ -5,16 +5,21 @@ import GRDB
 
 extension BackgroundStore {
     /// The app's device token: the active one if it has one, else `make()`'s, stored now.
-    public func deviceToken(for app: AppID, makingWith make: @escaping @Sendable () -> String, now: Date) async throws -> DeviceTokenInfo {
+    public func deviceToken(
+        for app: AppID, makingWith make: @escaping @Sendable () -> String, now: Date
+    ) async throws -> DeviceTokenInfo {
         try await writer.write { db in
             guard try AppRow.fetchOne(db, key: app.rawValue) != nil else { throw StoreError.appNotFound(app) }
             if let row = try Row.fetchOne(
-                db, sql: "SELECT token, createdAt FROM deviceToken WHERE appId = ? AND revokedAt IS NULL", arguments: [app.rawValue])
+                db, sql: "SELECT token, createdAt FROM deviceToken WHERE appId = ? AND revokedAt IS NULL",
+                arguments: [app.rawValue])
             {
                 return DeviceTokenInfo(app: app, token: row["token"], createdAt: row["createdAt"])
             }
             let token = make()
-            try db.execute(sql: "INSERT INTO deviceToken(token, appId, createdAt) VALUES (?, ?, ?)", arguments: [token, app.rawValue, now])
+            try db.execute(
+                sql: "INSERT INTO deviceToken(token, appId, createdAt) VALUES (?, ?, ?)",
+                arguments: [token, app.rawValue, now])
             return DeviceTokenInfo(app: app, token: token, createdAt: now)
         }
     }
@@ -22,15 +27,21 @@ extension BackgroundStore {
     /// The app's active token, without making one.
     public func activeDeviceToken(of app: AppID) async throws -> DeviceTokenInfo? {
         try await writer.read { db in
-            try Row.fetchOne(db, sql: "SELECT token, createdAt FROM deviceToken WHERE appId = ? AND revokedAt IS NULL", arguments: [app.rawValue])
-                .map { DeviceTokenInfo(app: app, token: $0["token"], createdAt: $0["createdAt"]) }
+            try Row.fetchOne(
+                db, sql: "SELECT token, createdAt FROM deviceToken WHERE appId = ? AND revokedAt IS NULL",
+                arguments: [app.rawValue]
+            )
+            .map { DeviceTokenInfo(app: app, token: $0["token"], createdAt: $0["createdAt"]) }
         }
     }
 
     /// Who a token belongs to, and since when it no longer counts (nil: active). Nil: never issued.
     public func deviceTokenOwner(_ token: String) async throws -> (app: AppID, revokedAt: Date?)? {
         try await writer.read { db in
-            guard let row = try Row.fetchOne(db, sql: "SELECT appId, revokedAt FROM deviceToken WHERE token = ?", arguments: [token.lowercased()]),
+            guard
+                let row = try Row.fetchOne(
+                    db, sql: "SELECT appId, revokedAt FROM deviceToken WHERE token = ?", arguments: [token.lowercased()]
+                ),
                 let app = AppID(rawValue: row["appId"])
             else { return nil }
             return (app, row["revokedAt"])
@@ -40,7 +51,9 @@ extension BackgroundStore {
     /// `unregisterForRemoteNotifications`, or the app's unregistration: its tokens stop counting.
     public func revokeDeviceTokens(of app: AppID, now: Date) async throws {
         try await writer.write { db in
-            try db.execute(sql: "UPDATE deviceToken SET revokedAt = ? WHERE appId = ? AND revokedAt IS NULL", arguments: [now, app.rawValue])
+            try db.execute(
+                sql: "UPDATE deviceToken SET revokedAt = ? WHERE appId = ? AND revokedAt IS NULL",
+                arguments: [now, app.rawValue])
         }
         pushCredentials.advance()
     }
@@ -59,12 +72,15 @@ extension BackgroundStore {
 
     public func providerKey(_ keyID: String) async throws -> ProviderKeyRegistration? {
         try await writer.read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM providerKey WHERE keyId = ?", arguments: [keyID]).map(Self.providerKey(row:))
+            try Row.fetchOne(db, sql: "SELECT * FROM providerKey WHERE keyId = ?", arguments: [keyID]).map(
+                Self.providerKey(row:))
         }
     }
 
     public func providerKeys() async throws -> [ProviderKeyRegistration] {
-        try await writer.read { db in try Row.fetchAll(db, sql: "SELECT * FROM providerKey ORDER BY keyId").map(Self.providerKey(row:)) }
+        try await writer.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM providerKey ORDER BY keyId").map(Self.providerKey(row:))
+        }
     }
 
     /// Removes a key; false when there was none.
@@ -78,7 +94,8 @@ extension BackgroundStore {
 
     private static func providerKey(row: Row) throws -> ProviderKeyRegistration {
         ProviderKeyRegistration(
-            keyID: row["keyId"], teamID: row["teamId"], topics: try ColumnJSON.decode([String].self, from: row["topics"]),
+            keyID: row["keyId"], teamID: row["teamId"],
+            topics: try ColumnJSON.decode([String].self, from: row["topics"]),
             publicKeyPEM: row["publicKey"], addedAt: row["addedAt"])
     }
 }
@@ -104,8 +121,10 @@ extension StoredPush {
         guard let app = AppID(rawValue: row["appId"]), let state = PushState(rawValue: row["state"]) else { return nil }
         self.init(
             id: row["id"], app: app, apnsID: row["apnsId"], pushType: row["pushType"], priority: row["priority"],
-            collapseID: row["collapseId"], expiration: row["expiration"], payload: row["payload"], receivedAt: row["receivedAt"],
-            state: state, reasonCode: (row["reasonCode"] as String?).flatMap(ReasonCode.init(rawValue:)), reason: row["reason"])
+            collapseID: row["collapseId"], expiration: row["expiration"], payload: row["payload"],
+            receivedAt: row["receivedAt"],
+            state: state, reasonCode: (row["reasonCode"] as String?).flatMap(ReasonCode.init(rawValue:)),
+            reason: row["reason"])
     }
 }
 
@@ -113,8 +132,11 @@ extension BackgroundStore {
     /// The app's pushes, newest first.
     public func pushes(of app: AppID, limit: Int = 100) async throws -> [StoredPush] {
         try await writer.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM push WHERE appId = ? ORDER BY id DESC LIMIT ?", arguments: [app.rawValue, limit])
-                .compactMap(StoredPush.init(row:))
+            try Row.fetchAll(
+                db, sql: "SELECT * FROM push WHERE appId = ? ORDER BY id DESC LIMIT ?",
+                arguments: [app.rawValue, limit]
+            )
+            .compactMap(StoredPush.init(row:))
         }
     }
 }
@@ -123,7 +145,9 @@ extension BackgroundStore {
     /// Apps with background pushes waiting.
     public func appsWithQueuedPushes() async throws -> [AppID] {
         try await writer.read { db in
-            try String.fetchAll(db, sql: "SELECT DISTINCT appId FROM push WHERE state = '\(PushState.queued.rawValue)' ORDER BY appId").compactMap(AppID.init(rawValue:))
+            try String.fetchAll(
+                db, sql: "SELECT DISTINCT appId FROM push WHERE state = '\(PushState.queued.rawValue)' ORDER BY appId"
+            ).compactMap(AppID.init(rawValue:))
         }
     }
 
@@ -143,8 +167,13 @@ extension BackgroundStore {
                 arguments: [ReasonCode.pushReplaced.rawValue, app.rawValue, app.rawValue])
         }
         return try await writer.read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM push WHERE appId = ? AND state = '\(PushState.queued.rawValue)' ORDER BY id DESC LIMIT 1", arguments: [app.rawValue])
-                .flatMap(StoredPush.init(row:))
+            try Row.fetchOne(
+                db,
+                sql:
+                    "SELECT * FROM push WHERE appId = ? AND state = '\(PushState.queued.rawValue)' ORDER BY id DESC LIMIT 1",
+                arguments: [app.rawValue]
+            )
+            .flatMap(StoredPush.init(row:))
         }
     }
 
@@ -152,7 +181,8 @@ extension BackgroundStore {
     public func dropPush(_ id: Int64, reason: DecisionReason) async throws {
         try await writer.write { db in
             try db.execute(
-                sql: "UPDATE push SET state = '\(PushState.dropped.rawValue)', reasonCode = ?, reason = ? WHERE id = ? AND state = '\(PushState.queued.rawValue)'",
+                sql:
+                    "UPDATE push SET state = '\(PushState.dropped.rawValue)', reasonCode = ?, reason = ? WHERE id = ? AND state = '\(PushState.queued.rawValue)'",
                 arguments: [reason.code.rawValue, reason.detail, id])
         }
     }
@@ -161,7 +191,8 @@ extension BackgroundStore {
     public func notePushWaiting(_ id: Int64, reason: DecisionReason) async throws {
         try await writer.write { db in
             try db.execute(
-                sql: "UPDATE push SET reasonCode = ?, reason = ? WHERE id = ? AND state = '\(PushState.queued.rawValue)' AND (reason IS NOT ? OR reasonCode IS NOT ?)",
+                sql:
+                    "UPDATE push SET reasonCode = ?, reason = ? WHERE id = ? AND state = '\(PushState.queued.rawValue)' AND (reason IS NOT ? OR reasonCode IS NOT ?)",
                 arguments: [reason.code.rawValue, reason.detail, id, reason.detail, reason.code.rawValue])
         }
     }
@@ -176,7 +207,8 @@ extension BackgroundStore {
 
     static func savePushAllowance(_ allowance: PushThrottle.Allowance, of app: AppID, db: Database) throws {
         try db.execute(
-            sql: "INSERT INTO pushAllowance(appId, tokens, at) VALUES (?, ?, ?) ON CONFLICT(appId) DO UPDATE SET tokens = excluded.tokens, at = excluded.at",
+            sql:
+                "INSERT INTO pushAllowance(appId, tokens, at) VALUES (?, ?, ?) ON CONFLICT(appId) DO UPDATE SET tokens = excluded.tokens, at = excluded.at",
             arguments: [app.rawValue, allowance.tokens, allowance.at])
     }
 }
@@ -191,7 +223,10 @@ public struct NewPush: Sendable {
     public var expiration: Date?
     public var payload: Data
 
-    public init(app: AppID, apnsID: String, pushType: String, priority: Int, collapseID: String?, expiration: Date?, payload: Data) {
+    public init(
+        app: AppID, apnsID: String, pushType: String, priority: Int, collapseID: String?, expiration: Date?,
+        payload: Data
+    ) {
         self.app = app
         self.apnsID = apnsID
         self.pushType = pushType
@@ -217,7 +252,8 @@ extension BackgroundStore {
                     """)
             for push in pushes {
                 try statement.execute(arguments: [
-                    push.app.rawValue, push.apnsID, push.pushType, push.priority, push.collapseID, push.expiration, push.payload, now,
+                    push.app.rawValue, push.apnsID, push.pushType, push.priority, push.collapseID, push.expiration,
+                    push.payload, now,
                     (push.pushType == "background" ? PushState.queued : .recorded).rawValue,
                 ])
             }

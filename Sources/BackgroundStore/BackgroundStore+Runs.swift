@@ -19,7 +19,8 @@ extension BackgroundStore {
                     reasons: ColumnJSON.encode(reasons), startedAt: now, deadline: now.adding(budget),
                     endedAt: nil, outcome: nil, launched: false, pid: nil, pidStartTicks: nil, detail: nil)
                 try run.insert(db)
-                let event = try appendEvent(.fetch(run: RunID(run.id!), budget: budget), for: id, runId: run.id, now: now, db: db)
+                let event = try appendEvent(
+                    .fetch(run: RunID(run.id!), budget: budget), for: id, runId: run.id, now: now, db: db)
                 return (try RunRecord(row: run), event)
             }
         } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
@@ -30,24 +31,28 @@ extension BackgroundStore {
     /// Starts a run for a background push: the run, the app's event, the push marked in flight
     /// with the run and the app's throttle allowance after this wake, in one transaction.
     public func startPushRun(
-        for id: AppID, push: Int64, apnsID: String, payload: String, reasons: [DecisionReason], allowance: PushThrottle.Allowance?,
+        for id: AppID, push: Int64, apnsID: String, payload: String, reasons: [DecisionReason],
+        allowance: PushThrottle.Allowance?,
         budget: Duration, now: Date
     ) async throws -> RunRecord {
         do {
             return try await writer.write { db in
                 guard try AppRow.fetchOne(db, key: id.rawValue) != nil else { throw StoreError.appNotFound(id) }
                 var run = RunRow(
-                    id: nil, appId: id.rawValue, kind: RunKind.push.rawValue, trigger: RunTrigger.remoteNotification.rawValue,
+                    id: nil, appId: id.rawValue, kind: RunKind.push.rawValue,
+                    trigger: RunTrigger.remoteNotification.rawValue,
                     reasons: ColumnJSON.encode(reasons), startedAt: now, deadline: now.adding(budget),
                     endedAt: nil, outcome: nil, launched: false, pid: nil, pidStartTicks: nil, detail: nil)
                 try run.insert(db)
                 try appendEvent(
-                    .remoteNotification(run: RunID(run.id!), payload: payload, budget: budget, apnsID: apnsID), for: id, runId: run.id, now: now,
+                    .remoteNotification(run: RunID(run.id!), payload: payload, budget: budget, apnsID: apnsID), for: id,
+                    runId: run.id, now: now,
                     db: db)
                 let why = reasons.first { $0.code == .pushWake }?.detail ?? "woke the app"
                 // In flight with the run; delivered only once the app's handler answers (`settleWork`).
                 try db.execute(
-                    sql: "UPDATE push SET state = '\(PushState.delivering.rawValue)', runId = ?, attempts = attempts + 1, reasonCode = ?, reason = ? WHERE id = ?",
+                    sql:
+                        "UPDATE push SET state = '\(PushState.delivering.rawValue)', runId = ?, attempts = attempts + 1, reasonCode = ?, reason = ? WHERE id = ?",
                     arguments: [run.id!, ReasonCode.pushWake.rawValue, "\(why), in run \(run.id!)", push])
                 if let allowance { try Self.savePushAllowance(allowance, of: id, db: db) }
                 return try RunRecord(row: run)
@@ -65,11 +70,18 @@ extension BackgroundStore {
         do {
             return try await writer.write { db in
                 guard try AppRow.fetchOne(db, key: id.rawValue) != nil else { throw StoreError.appNotFound(id) }
-                let open = try Int.fetchOne(db, sql: "SELECT count(*) FROM event WHERE appId = ? AND closedAt IS NULL", arguments: [id.rawValue]) ?? 0
+                let open =
+                    try Int.fetchOne(
+                        db, sql: "SELECT count(*) FROM event WHERE appId = ? AND closedAt IS NULL",
+                        arguments: [id.rawValue]) ?? 0
                 var run = RunRow(
-                    id: nil, appId: id.rawValue, kind: RunKind.events.rawValue, trigger: RunTrigger.transferEvents.rawValue,
-                    reasons: ColumnJSON.encode([DecisionReason(.transferEventsWaiting, "\(open) transfer event(s) wait for the app")]),
-                    startedAt: now, deadline: now.adding(budget), endedAt: nil, outcome: nil, launched: false, pid: nil, pidStartTicks: nil,
+                    id: nil, appId: id.rawValue, kind: RunKind.events.rawValue,
+                    trigger: RunTrigger.transferEvents.rawValue,
+                    reasons: ColumnJSON.encode([
+                        DecisionReason(.transferEventsWaiting, "\(open) transfer event(s) wait for the app")
+                    ]),
+                    startedAt: now, deadline: now.adding(budget), endedAt: nil, outcome: nil, launched: false, pid: nil,
+                    pidStartTicks: nil,
                     detail: nil)
                 try run.insert(db)
                 return try RunRecord(row: run)
@@ -91,7 +103,9 @@ extension BackgroundStore {
     /// Ends a run in flight and settles its event, in one transaction. Returns nil (and changes
     /// nothing) when the run has already ended: the first outcome recorded wins.
     @discardableResult
-    public func finishRun(_ id: RunID, outcome: RunOutcome, detail: String? = nil, usage: RunUsage? = nil, now: Date) async throws -> RunRecord? {
+    public func finishRun(
+        _ id: RunID, outcome: RunOutcome, detail: String? = nil, usage: RunUsage? = nil, now: Date
+    ) async throws -> RunRecord? {
         try await writer.write { db in
             guard var row = try RunRow.fetchOne(db, key: id.rawValue) else { throw StoreError.runNotFound(id) }
             guard row.outcome == nil else { return nil }
@@ -144,7 +158,8 @@ extension BackgroundStore {
                 try settleWork(ofRun: RunID(row.id!), outcome: .interrupted, db: db)
                 closed.append(
                     InterruptedRun(
-                        run: try RunRecord(row: row), processID: row.pid.map { Int32($0) }, startTicks: row.pidStartTicks))
+                        run: try RunRecord(row: row), processID: row.pid.map { Int32($0) },
+                        startTicks: row.pidStartTicks))
             }
             return closed
         }
@@ -165,10 +180,13 @@ extension BackgroundStore {
                 // again and again).
                 // Runs launched for transfer events are not fetches: they neither anchor the
                 // next fetch nor count as trouble — but while one is in flight, nothing else runs.
-                let runs = try RunRow.filter(RunRow.Columns.appId == row.id).filter(Column("kind") != RunKind.events.rawValue)
-                    .order(RunRow.Columns.id.desc)
-                    .limit(recentRunLimit + 1).fetchAll(db)
-                let eventsRunInFlight = try RunRow.filter(RunRow.Columns.appId == row.id).filter(Column("kind") == RunKind.events.rawValue)
+                let runs = try RunRow.filter(RunRow.Columns.appId == row.id).filter(
+                    Column("kind") != RunKind.events.rawValue
+                )
+                .order(RunRow.Columns.id.desc)
+                .limit(recentRunLimit + 1).fetchAll(db)
+                let eventsRunInFlight =
+                    try RunRow.filter(RunRow.Columns.appId == row.id).filter(Column("kind") == RunKind.events.rawValue)
                     .filter(RunRow.Columns.outcome == nil).fetchCount(db) > 0
                 let finished = runs.compactMap { run in
                     run.outcome.flatMap(RunOutcome.init(rawValue:)).map {
@@ -178,17 +196,26 @@ extension BackgroundStore {
                 var answers: [FetchCandidate.Answer] = []
                 if let answersSince {
                     answers = try RunRow.filter(RunRow.Columns.appId == row.id)
-                        .filter([RunOutcome.newData.rawValue, RunOutcome.noData.rawValue].contains(RunRow.Columns.outcome))
+                        .filter(
+                            [RunOutcome.newData.rawValue, RunOutcome.noData.rawValue].contains(RunRow.Columns.outcome)
+                        )
                         .filter(RunRow.Columns.startedAt >= answersSince)
                         .order(RunRow.Columns.startedAt.desc).limit(answerLimit).fetchAll(db)
-                        .map { FetchCandidate.Answer(at: $0.startedAt, broughtNewData: $0.outcome == RunOutcome.newData.rawValue) }
+                        .map {
+                            FetchCandidate.Answer(
+                                at: $0.startedAt, broughtNewData: $0.outcome == RunOutcome.newData.rawValue)
+                        }
                 }
                 var candidate = FetchCandidate(
                     app: app.id, interval: app.fetchInterval, registeredAt: app.registeredAt,
-                    recentRuns: Array(finished.prefix(recentRunLimit)), isRunning: eventsRunInFlight || runs.contains { $0.outcome == nil },
+                    recentRuns: Array(finished.prefix(recentRunLimit)),
+                    isRunning: eventsRunInFlight || runs.contains { $0.outcome == nil },
                     answers: answers)
                 candidate.notBefore = try Date.fetchOne(
-                    db, sql: "SELECT earliestBeginDate FROM taskRequest WHERE appId = ? AND kind = 'appRefresh' AND runId IS NULL", arguments: [row.id])
+                    db,
+                    sql:
+                        "SELECT earliestBeginDate FROM taskRequest WHERE appId = ? AND kind = 'appRefresh' AND runId IS NULL",
+                    arguments: [row.id])
                 return candidate
             }
         }
@@ -208,18 +235,25 @@ extension BackgroundStore {
         case .eventsHandled:
             return  // a run for transfer events carries no push and no task
         case .newData, .noData, .failed, .cancelled:
-            try db.execute(sql: "UPDATE push SET state = '\(PushState.delivered.rawValue)' WHERE runId = ? AND state = '\(PushState.delivering.rawValue)'", arguments: [run.rawValue])
+            try db.execute(
+                sql:
+                    "UPDATE push SET state = '\(PushState.delivered.rawValue)' WHERE runId = ? AND state = '\(PushState.delivering.rawValue)'",
+                arguments: [run.rawValue])
             try db.execute(sql: "DELETE FROM taskRequest WHERE runId = ?", arguments: [run.rawValue])
         case .expired:
             // The handler ran and was cut off: a push that takes longer than its budget would only do so again.
             try db.execute(
-                sql: "UPDATE push SET state = '\(PushState.dropped.rawValue)', reasonCode = ?, reason = ? WHERE runId = ? AND state = '\(PushState.delivering.rawValue)'",
+                sql:
+                    "UPDATE push SET state = '\(PushState.dropped.rawValue)', reasonCode = ?, reason = ? WHERE runId = ? AND state = '\(PushState.delivering.rawValue)'",
                 arguments: [
-                    ReasonCode.pushUndeliverable.rawValue, "the app's handler did not answer within its budget in run \(run)", run.rawValue,
+                    ReasonCode.pushUndeliverable.rawValue,
+                    "the app's handler did not answer within its budget in run \(run)", run.rawValue,
                 ])
             try db.execute(sql: "DELETE FROM taskRequest WHERE runId = ?", arguments: [run.rawValue])
         case .interrupted, .crashed, .launchFailed:
-            let why = outcome == .interrupted ? "bgd stopped during run \(run)" : "run \(run) ended as \(outcome.rawValue) before the app answered"
+            let why =
+                outcome == .interrupted
+                ? "bgd stopped during run \(run)" : "run \(run) ended as \(outcome.rawValue) before the app answered"
             try db.execute(
                 sql: """
                     UPDATE push SET runId = NULL,
@@ -229,7 +263,8 @@ extension BackgroundStore {
                     WHERE runId = ? AND state = '\(PushState.delivering.rawValue)'
                     """,
                 arguments: [
-                    Self.pushDeliveryAttempts, Self.pushDeliveryAttempts, ReasonCode.pushRetry.rawValue, ReasonCode.pushUndeliverable.rawValue,
+                    Self.pushDeliveryAttempts, Self.pushDeliveryAttempts, ReasonCode.pushRetry.rawValue,
+                    ReasonCode.pushUndeliverable.rawValue,
                     Self.pushDeliveryAttempts, why, why, run.rawValue,
                 ])
             if outcome == .interrupted {
@@ -259,7 +294,9 @@ extension RunRecord {
             id: RunID(row.id ?? 0), app: app, trigger: trigger, startedAt: row.startedAt, deadline: row.deadline,
             endedAt: row.endedAt, outcome: row.outcome.flatMap(RunOutcome.init(rawValue:)),
             reasons: try ColumnJSON.decode([DecisionReason].self, from: row.reasons), launched: row.launched,
-            detail: row.detail, processID: row.pid.map { Int32(truncatingIfNeeded: $0) }, taskIdentifier: row.taskIdentifier,
-            cpuMicroseconds: row.cpuMicroseconds, memoryPeakBytes: row.memoryPeakBytes, kind: RunKind(rawValue: row.kind))
+            detail: row.detail, processID: row.pid.map { Int32(truncatingIfNeeded: $0) },
+            taskIdentifier: row.taskIdentifier,
+            cpuMicroseconds: row.cpuMicroseconds, memoryPeakBytes: row.memoryPeakBytes,
+            kind: RunKind(rawValue: row.kind))
     }
 }

@@ -178,7 +178,9 @@ extension BackgroundStore {
             // The same apns-id twice is one push (a provider retrying). Earlier duplicates keep
             // their rows, renamed, so the index can hold.
             try db.execute(
-                sql: "UPDATE push SET apnsId = apnsId || '#' || id WHERE id NOT IN (SELECT min(id) FROM push GROUP BY appId, apnsId)")
+                sql:
+                    "UPDATE push SET apnsId = apnsId || '#' || id WHERE id NOT IN (SELECT min(id) FROM push GROUP BY appId, apnsId)"
+            )
             try db.execute(sql: "CREATE UNIQUE INDEX push_byApnsId ON push(appId, apnsId)")
             try db.execute(sql: "CREATE INDEX push_byRun ON push(runId) WHERE runId IS NOT NULL")
             // Likewise a task request taken by a run stays, marked with it, until the run answers.

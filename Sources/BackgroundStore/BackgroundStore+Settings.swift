@@ -8,7 +8,9 @@ extension BackgroundStore {
     /// The conditions set by hand with `bgctl env set`; empty when none are.
     public func conditionOverrides() async throws -> ConditionOverrides {
         try await writer.read { db in
-            guard let text = try String.fetchOne(db, sql: "SELECT value FROM setting WHERE key = ?", arguments: [Self.conditionOverridesKey])
+            guard
+                let text = try String.fetchOne(
+                    db, sql: "SELECT value FROM setting WHERE key = ?", arguments: [Self.conditionOverridesKey])
             else { return ConditionOverrides() }
             return try ColumnJSON.decode(ConditionOverrides.self, from: text)
         }
@@ -21,7 +23,8 @@ extension BackgroundStore {
                 try db.execute(sql: "DELETE FROM setting WHERE key = ?", arguments: [Self.conditionOverridesKey])
             } else {
                 try db.execute(
-                    sql: "INSERT INTO setting(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                    sql:
+                        "INSERT INTO setting(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                     arguments: [Self.conditionOverridesKey, ColumnJSON.encode(overrides)])
             }
         }

@@ -22,7 +22,9 @@ extension BackgroundStore {
 
     /// The process was continued, or is gone.
     public func clearSuspension(processID: Int32) async throws {
-        try await writer.write { db in try db.execute(sql: "DELETE FROM suspendedProcess WHERE pid = ?", arguments: [processID]) }
+        try await writer.write { db in
+            try db.execute(sql: "DELETE FROM suspendedProcess WHERE pid = ?", arguments: [processID])
+        }
     }
 
     /// Every process a bgd stopped and did not continue; clears the list.
@@ -31,7 +33,11 @@ extension BackgroundStore {
             let rows = try Row.fetchAll(db, sql: "SELECT * FROM suspendedProcess")
             try db.execute(sql: "DELETE FROM suspendedProcess")
             return rows.compactMap { row in
-                AppID(rawValue: row["appId"]).map { SuspendedProcess(app: $0, processID: Int32(truncatingIfNeeded: row["pid"] as Int64), startTicks: row["startTicks"]) }
+                AppID(rawValue: row["appId"]).map {
+                    SuspendedProcess(
+                        app: $0, processID: Int32(truncatingIfNeeded: row["pid"] as Int64),
+                        startTicks: row["startTicks"])
+                }
             }
         }
     }

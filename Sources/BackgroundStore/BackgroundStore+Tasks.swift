@@ -13,17 +13,23 @@ extension BackgroundStore {
             let stored = try StoredApp(row: row)
             guard stored.taskIdentifiers.contains(request.identifier) else { throw TaskSchedulerError.notPermitted }
             if request.kind == .appRefresh, stored.fetchInterval == .never { throw TaskSchedulerError.unavailable }
-            let others = try Int.fetchOne(
-                db, sql: "SELECT count(*) FROM taskRequest WHERE appId = ? AND kind = ? AND identifier != ? AND runId IS NULL",
-                arguments: [app.rawValue, request.kind.rawValue, request.identifier]) ?? 0
-            guard others < TaskRequest.limit(of: request.kind) else { throw TaskSchedulerError.tooManyPendingTaskRequests }
+            let others =
+                try Int.fetchOne(
+                    db,
+                    sql:
+                        "SELECT count(*) FROM taskRequest WHERE appId = ? AND kind = ? AND identifier != ? AND runId IS NULL",
+                    arguments: [app.rawValue, request.kind.rawValue, request.identifier]) ?? 0
+            guard others < TaskRequest.limit(of: request.kind) else {
+                throw TaskSchedulerError.tooManyPendingTaskRequests
+            }
             try db.execute(
                 sql: """
                     INSERT OR REPLACE INTO taskRequest(appId, identifier, kind, earliestBeginDate, requiresNetwork, requiresPower, submittedAt)
                     VALUES (?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
-                    app.rawValue, request.identifier, request.kind.rawValue, request.earliestBeginDate, request.requiresNetworkConnectivity,
+                    app.rawValue, request.identifier, request.kind.rawValue, request.earliestBeginDate,
+                    request.requiresNetworkConnectivity,
                     request.requiresExternalPower, now,
                 ])
         }
@@ -35,9 +41,11 @@ extension BackgroundStore {
         try await writer.write { db in
             if let identifier {
                 try db.execute(
-                    sql: "DELETE FROM taskRequest WHERE appId = ? AND identifier = ? AND runId IS NULL", arguments: [app.rawValue, identifier])
+                    sql: "DELETE FROM taskRequest WHERE appId = ? AND identifier = ? AND runId IS NULL",
+                    arguments: [app.rawValue, identifier])
             } else {
-                try db.execute(sql: "DELETE FROM taskRequest WHERE appId = ? AND runId IS NULL", arguments: [app.rawValue])
+                try db.execute(
+                    sql: "DELETE FROM taskRequest WHERE appId = ? AND runId IS NULL", arguments: [app.rawValue])
             }
             return db.changesCount
         }
@@ -48,17 +56,26 @@ extension BackgroundStore {
         try await writer.read { db in
             let rows =
                 if let app {
-                    try Row.fetchAll(db, sql: "SELECT * FROM taskRequest WHERE appId = ? AND runId IS NULL ORDER BY submittedAt, identifier", arguments: [app.rawValue])
+                    try Row.fetchAll(
+                        db,
+                        sql:
+                            "SELECT * FROM taskRequest WHERE appId = ? AND runId IS NULL ORDER BY submittedAt, identifier",
+                        arguments: [app.rawValue])
                 } else {
-                    try Row.fetchAll(db, sql: "SELECT * FROM taskRequest WHERE runId IS NULL ORDER BY submittedAt, appId, identifier")
+                    try Row.fetchAll(
+                        db, sql: "SELECT * FROM taskRequest WHERE runId IS NULL ORDER BY submittedAt, appId, identifier"
+                    )
                 }
             return rows.compactMap { row in
-                guard let app = AppID(rawValue: row["appId"]), let kind = TaskKind(rawValue: row["kind"]) else { return nil }
+                guard let app = AppID(rawValue: row["appId"]), let kind = TaskKind(rawValue: row["kind"]) else {
+                    return nil
+                }
                 return PendingTaskRequest(
                     app: app,
                     request: TaskRequest(
                         identifier: row["identifier"], kind: kind, earliestBeginDate: row["earliestBeginDate"],
-                        requiresNetworkConnectivity: row["requiresNetwork"], requiresExternalPower: row["requiresPower"]),
+                        requiresNetworkConnectivity: row["requiresNetwork"], requiresExternalPower: row["requiresPower"]
+                    ),
                     submittedAt: row["submittedAt"])
             }
         }
@@ -88,9 +105,11 @@ extension BackgroundStore {
                 try run.insert(db)
                 // Taken by the run, not deleted: a run cut short by bgd's stop gives it back.
                 try db.execute(
-                    sql: "UPDATE taskRequest SET runId = ? WHERE appId = ? AND identifier = ?", arguments: [run.id!, app.rawValue, identifier])
+                    sql: "UPDATE taskRequest SET runId = ? WHERE appId = ? AND identifier = ?",
+                    arguments: [run.id!, app.rawValue, identifier])
                 try appendEvent(
-                    .backgroundTask(run: RunID(run.id!), identifier: identifier, kind: kind, budget: budget), for: app, runId: run.id, now: now,
+                    .backgroundTask(run: RunID(run.id!), identifier: identifier, kind: kind, budget: budget), for: app,
+                    runId: run.id, now: now,
                     db: db)
                 return try RunRecord(row: run)
             }
@@ -102,8 +121,12 @@ extension BackgroundStore {
     /// Tasks being carried out now, with their runs.
     public func runningTasks() async throws -> [RunningTask] {
         try await writer.read { db in
-            try RunRow.fetchAll(db, sql: "SELECT * FROM run WHERE kind = ? AND outcome IS NULL ORDER BY startedAt", arguments: [RunKind.task.rawValue]).compactMap { row in
-                guard let kind = row.taskKind.flatMap(TaskKind.init(rawValue:)), let identifier = row.taskIdentifier else { return nil }
+            try RunRow.fetchAll(
+                db, sql: "SELECT * FROM run WHERE kind = ? AND outcome IS NULL ORDER BY startedAt",
+                arguments: [RunKind.task.rawValue]
+            ).compactMap { row in
+                guard let kind = row.taskKind.flatMap(TaskKind.init(rawValue:)), let identifier = row.taskIdentifier
+                else { return nil }
                 let run = try RunRecord(row: row)
                 return RunningTask(app: run.app, identifier: identifier, kind: kind, run: run)
             }

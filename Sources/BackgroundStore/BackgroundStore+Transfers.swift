@@ -27,15 +27,19 @@ public enum TransferEnding: Hashable, Sendable {
 extension BackgroundStore {
     /// Records a transfer handed over; `paths` gives its partial file (and destination) from its id.
     public func createTransfer(
-        _ request: TransferRequest, app: AppID?, now: Date, paths: @escaping @Sendable (TransferID) -> (partial: String, destination: String?)
+        _ request: TransferRequest, app: AppID?, now: Date,
+        paths: @escaping @Sendable (TransferID) -> (partial: String, destination: String?)
     ) async throws -> StoredTransfer {
         try await writer.write { db in
             if let app, try AppRow.fetchOne(db, key: app.rawValue) == nil { throw StoreError.appNotFound(app) }
             var row = TransferRow(
                 id: nil, appId: app?.rawValue, session: request.session, request: ColumnJSON.encode(request),
-                state: TransferState.waiting.rawValue, bytesDone: 0, bytesTotal: nil, validator: nil, attempts: 0, restarts: 0,
-                consecutiveFailures: 0, nextAttemptAt: request.earliestBegin, waitingReason: "queued", lastError: nil, error: nil,
-                statusCode: nil, partialPath: "", destination: nil, createdAt: now, lastProgressAt: now, finishedAt: nil)
+                state: TransferState.waiting.rawValue, bytesDone: 0, bytesTotal: nil, validator: nil, attempts: 0,
+                restarts: 0,
+                consecutiveFailures: 0, nextAttemptAt: request.earliestBegin, waitingReason: "queued", lastError: nil,
+                error: nil,
+                statusCode: nil, partialPath: "", destination: nil, createdAt: now, lastProgressAt: now, finishedAt: nil
+            )
             try row.insert(db)
             let location = paths(TransferID(row.id!))
             row.partialPath = location.partial
@@ -52,18 +56,23 @@ extension BackgroundStore {
     /// Transfers bgd must carry on: not ended and not paused.
     public func activeTransfers() async throws -> [StoredTransfer] {
         try await writer.read { db in
-            try TransferRow.filter([TransferState.waiting.rawValue, TransferState.running.rawValue].contains(TransferRow.Columns.state))
-                .order(TransferRow.Columns.id).fetchAll(db).map(StoredTransfer.init(row:))
+            try TransferRow.filter(
+                [TransferState.waiting.rawValue, TransferState.running.rawValue].contains(TransferRow.Columns.state)
+            )
+            .order(TransferRow.Columns.id).fetchAll(db).map(StoredTransfer.init(row:))
         }
     }
 
     /// Transfers, newest first: one app's (one session's), or everyone's.
-    public func transfers(app: AppID? = nil, session: String? = nil, limit: Int = 200) async throws -> [TransferRecord] {
+    public func transfers(app: AppID? = nil, session: String? = nil, limit: Int = 200) async throws -> [TransferRecord]
+    {
         try await writer.read { db in
             var query = TransferRow.all()
             if let app { query = query.filter(TransferRow.Columns.appId == app.rawValue) }
             if let session { query = query.filter(TransferRow.Columns.session == session) }
-            return try query.order(TransferRow.Columns.id.desc).limit(limit).fetchAll(db).map { try StoredTransfer(row: $0).record }
+            return try query.order(TransferRow.Columns.id.desc).limit(limit).fetchAll(db).map {
+                try StoredTransfer(row: $0).record
+            }
         }
     }
 
@@ -78,7 +87,9 @@ extension BackgroundStore {
     }
 
     /// Bytes up to `checkpoint.offset` are synced: they will not be fetched again.
-    public func saveCheckpoint(_ id: TransferID, _ checkpoint: DownloadCheckpoint, restarted: Bool, now: Date) async throws {
+    public func saveCheckpoint(
+        _ id: TransferID, _ checkpoint: DownloadCheckpoint, restarted: Bool, now: Date
+    ) async throws {
         _ = try await update(id) { row in
             if restarted { row.restarts += 1 }
             row.bytesDone = checkpoint.offset
@@ -115,9 +126,11 @@ extension BackgroundStore {
     public func setWaiting(_ id: TransferID, reason: String) async throws {
         try await writer.write { db in
             try db.execute(
-                sql: "UPDATE transfer SET state = ?, waitingReason = ? WHERE id = ? AND state IN (?, ?) AND (waitingReason IS NOT ? OR state != ?)",
+                sql:
+                    "UPDATE transfer SET state = ?, waitingReason = ? WHERE id = ? AND state IN (?, ?) AND (waitingReason IS NOT ? OR state != ?)",
                 arguments: [
-                    TransferState.waiting.rawValue, reason, id.rawValue, TransferState.waiting.rawValue, TransferState.running.rawValue,
+                    TransferState.waiting.rawValue, reason, id.rawValue, TransferState.waiting.rawValue,
+                    TransferState.running.rawValue,
                     reason, TransferState.waiting.rawValue,
                 ])
         }
@@ -155,18 +168,27 @@ extension BackgroundStore {
                 let transfer = TransferID(row.id!)
                 if case .completed(let location?, _) = ending, request.kind == .download {
                     try appendEvent(
-                        .downloadFinished(transfer: transfer, session: row.session, taskDescription: request.taskDescription, location: location),
+                        .downloadFinished(
+                            transfer: transfer, session: row.session, taskDescription: request.taskDescription,
+                            location: location),
                         for: app, now: now, db: db)
                 }
                 try appendEvent(
                     .transferCompleted(
-                        transfer: transfer, session: row.session, taskDescription: request.taskDescription, statusCode: statusCode,
+                        transfer: transfer, session: row.session, taskDescription: request.taskDescription,
+                        statusCode: statusCode,
                         error: error),
                     for: app, now: now, db: db)
-                let others = try TransferRow.filter(TransferRow.Columns.appId == appId && TransferRow.Columns.session == row.session)
-                    .filter([TransferState.waiting.rawValue, TransferState.running.rawValue].contains(TransferRow.Columns.state))
-                    .fetchCount(db)
-                if others == 0 { try appendEvent(.sessionEventsFinished(session: row.session), for: app, now: now, db: db) }
+                let others = try TransferRow.filter(
+                    TransferRow.Columns.appId == appId && TransferRow.Columns.session == row.session
+                )
+                .filter(
+                    [TransferState.waiting.rawValue, TransferState.running.rawValue].contains(TransferRow.Columns.state)
+                )
+                .fetchCount(db)
+                if others == 0 {
+                    try appendEvent(.sessionEventsFinished(session: row.session), for: app, now: now, db: db)
+                }
             }
             return try StoredTransfer(row: row).record
         }
@@ -190,10 +212,13 @@ extension BackgroundStore {
 
     /// Changes a transfer that is not final (or in one of `states`); nil when there is none.
     private func update(
-        _ id: TransferID, onlyIf states: Set<TransferState>? = nil, _ change: @escaping @Sendable (inout TransferRow) -> Void
+        _ id: TransferID, onlyIf states: Set<TransferState>? = nil,
+        _ change: @escaping @Sendable (inout TransferRow) -> Void
     ) async throws -> StoredTransfer? {
         try await writer.write { db in
-            guard var row = try TransferRow.fetchOne(db, key: id.rawValue), let state = TransferState(rawValue: row.state) else {
+            guard var row = try TransferRow.fetchOne(db, key: id.rawValue),
+                let state = TransferState(rawValue: row.state)
+            else {
                 return nil
             }
             if let states { guard states.contains(state) else { return nil } } else if state.isFinal { return nil }
@@ -206,7 +231,9 @@ extension BackgroundStore {
 
 extension StoredTransfer {
     init(row: TransferRow) throws {
-        guard let state = TransferState(rawValue: row.state), let id = row.id else { throw StoreCorruption("transfer \(row.id ?? -1)") }
+        guard let state = TransferState(rawValue: row.state), let id = row.id else {
+            throw StoreCorruption("transfer \(row.id ?? -1)")
+        }
         let request = try ColumnJSON.decode(TransferRequest.self, from: row.request)
         let validator = try row.validator.map { try ColumnJSON.decode(DownloadCheckpoint.Validator.self, from: $0) }
         self.request = request
@@ -215,9 +242,12 @@ extension StoredTransfer {
         consecutiveFailures = row.consecutiveFailures
         lastProgressAt = row.lastProgressAt
         record = TransferRecord(
-            id: TransferID(id), app: row.appId.flatMap(AppID.init(rawValue:)), session: row.session, kind: request.kind, url: request.url,
-            taskDescription: request.taskDescription, state: state, bytesTransferred: row.bytesDone, bytesExpected: row.bytesTotal,
-            attempts: row.attempts, restarts: row.restarts, nextAttemptAt: row.nextAttemptAt, waitingReason: row.waitingReason,
+            id: TransferID(id), app: row.appId.flatMap(AppID.init(rawValue:)), session: row.session, kind: request.kind,
+            url: request.url,
+            taskDescription: request.taskDescription, state: state, bytesTransferred: row.bytesDone,
+            bytesExpected: row.bytesTotal,
+            attempts: row.attempts, restarts: row.restarts, nextAttemptAt: row.nextAttemptAt,
+            waitingReason: row.waitingReason,
             lastError: row.lastError, error: try row.error.map { try ColumnJSON.decode(TransferError.self, from: $0) },
             statusCode: row.statusCode, createdAt: row.createdAt, finishedAt: row.finishedAt,
             destination: row.destination ?? request.destination, isDiscretionary: request.isDiscretionary)

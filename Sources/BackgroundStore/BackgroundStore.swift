@@ -53,7 +53,9 @@ public struct BackgroundStore: Sendable {
         // `prepareDatabase` has run (WAL's usual choice), which silently made `full` mean
         // normal — no fsync at commit, so a power loss could take acknowledged work. The chaos
         // campaign's fsync-failure fault found it: failing fsyncs changed nothing.
-        try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = \(durability == .full ? "FULL" : "NORMAL")") }
+        try pool.writeWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA synchronous = \(durability == .full ? "FULL" : "NORMAL")")
+        }
         return try BackgroundStore(pool, commits: commits)
     }
 
@@ -67,7 +69,9 @@ public struct BackgroundStore: Sendable {
         var configuration = Configuration()
         configuration.foreignKeysEnabled = true
         let commits = Generation()
-        configuration.prepareDatabase { db in db.add(transactionObserver: CommitTimer(report: nil, commits: commits), extent: .databaseLifetime) }
+        configuration.prepareDatabase { db in
+            db.add(transactionObserver: CommitTimer(report: nil, commits: commits), extent: .databaseLifetime)
+        }
         return try BackgroundStore(DatabaseQueue(configuration: configuration), commits: commits)
     }
 

@@ -1,8 +1,8 @@
 import BackgroundModel
 import Crypto
 import Foundation
-import Hummingbird
 import HTTPTypes
+import Hummingbird
 import HummingbirdCore
 import Logging
 import NIOCore
@@ -98,7 +98,9 @@ public final class FaultyOrigin: Sendable {
 
     public func stop() async {
         stallRelease.finish()
-        for waiter in state.withLock({ state in defer { state.servedWaiters = [] }; return state.servedWaiters.map(\.continuation) }) {
+        for waiter in state.withLock({ state in
+            defer { state.servedWaiters = [] }; return state.servedWaiters.map(\.continuation)
+        }) {
             waiter.resume()
         }
         await group.triggerGracefulShutdown()
@@ -107,8 +109,13 @@ public final class FaultyOrigin: Sendable {
 
     /// The URL of a body; `faults` as query items (`["drop-after": "1000", "times": "1"]`).
     public func url(seed: Int, size: Int, faults: [String: String] = [:]) -> URL {
-        var components = URLComponents(url: baseURL.appendingPathComponent("files/\(seed)/\(size)"), resolvingAgainstBaseURL: false)!
-        if !faults.isEmpty { components.queryItems = faults.sorted { $0.key < $1.key }.map { URLQueryItem(name: $0.key, value: $0.value) } }
+        var components = URLComponents(
+            url: baseURL.appendingPathComponent("files/\(seed)/\(size)"), resolvingAgainstBaseURL: false)!
+        if !faults.isEmpty {
+            components.queryItems = faults.sorted { $0.key < $1.key }.map {
+                URLQueryItem(name: $0.key, value: $0.value)
+            }
+        }
         return components.url!
     }
 
@@ -178,7 +185,8 @@ public final class FaultyOrigin: Sendable {
     private static func serveFile(
         _ request: Request, context: some RequestContext, state: OriginState, stall: AsyncStream<Void>
     ) async throws -> Response {
-        guard let seed = context.parameters.get("seed", as: Int.self), let size = context.parameters.get("size", as: Int.self),
+        guard let seed = context.parameters.get("seed", as: Int.self),
+            let size = context.parameters.get("size", as: Int.self),
             size >= 0, size <= 1 << 34
         else { return Response(status: .badRequest) }
         let query = request.uri.queryParameters
@@ -200,7 +208,9 @@ public final class FaultyOrigin: Sendable {
         let acceptEncoding = request.headers[.acceptEncoding]
         func record(_ status: Int) {
             state.withLock {
-                $0.log.append(RequestRecord(path: key, range: range, ifRange: ifRange, status: status, acceptEncoding: acceptEncoding))
+                $0.log.append(
+                    RequestRecord(
+                        path: key, range: range, ifRange: ifRange, status: status, acceptEncoding: acceptEncoding))
             }
         }
 
@@ -218,7 +228,9 @@ public final class FaultyOrigin: Sendable {
             if let retryAfter = fault("retry-after") { headers[.retryAfter] = retryAfter }
             if status == 416 { headers[.contentRange] = "bytes */\(size)" }
             record(status)
-            return Response(status: .init(code: status), headers: headers, body: .init(byteBuffer: ByteBuffer(string: "error body \(status)")))
+            return Response(
+                status: .init(code: status), headers: headers,
+                body: .init(byteBuffer: ByteBuffer(string: "error body \(status)")))
         }
 
         // Rotating versions carry other bytes: a resume across versions would mix files.
@@ -238,7 +250,8 @@ public final class FaultyOrigin: Sendable {
 
         var start = 0
         var status = HTTPResponse.Status.ok
-        if let range, fault("ignore-range") == nil, range.hasPrefix("bytes="), let from = Int(range.dropFirst(6).prefix { $0 != "-" }),
+        if let range, fault("ignore-range") == nil, range.hasPrefix("bytes="),
+            let from = Int(range.dropFirst(6).prefix { $0 != "-" }),
             ifRange == nil || ifRange == tag
         {
             guard from < size else {
@@ -267,7 +280,8 @@ public final class FaultyOrigin: Sendable {
                     if let dropAfter, dropAfter >= sent { piece = min(piece, dropAfter - sent) }
                     if let stallAfter, stallAfter >= sent { piece = min(piece, stallAfter - sent) }
                     if piece > 0 {
-                        try await writer.write(Self.body(seed: bodySeed, size: offset + sent + piece, from: offset + sent))
+                        try await writer.write(
+                            Self.body(seed: bodySeed, size: offset + sent + piece, from: offset + sent))
                         sent += piece
                         let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
                             state.bytesServed += piece
@@ -278,7 +292,9 @@ public final class FaultyOrigin: Sendable {
                         }
                         for waiter in ready { waiter.resume() }
                         // `rate=B`: about B bytes a second, in 64 KiB steps.
-                        if let rate, rate > 0 { try await ContinuousClock().sleep(for: .seconds(Double(piece) / Double(rate))) }
+                        if let rate, rate > 0 {
+                            try await ContinuousClock().sleep(for: .seconds(Double(piece) / Double(rate)))
+                        }
                     }
                     if let dropAfter, sent >= dropAfter { throw OriginFault.dropped }
                     if let stallAfter, sent >= stallAfter {
@@ -302,7 +318,8 @@ public final class FaultyOrigin: Sendable {
         if let failTimes = query["fail"].flatMap({ Int(String($0)) }), count <= failTimes {
             return Response(status: .serviceUnavailable)
         }
-        return Response(status: .created, body: .init(byteBuffer: ByteBuffer(string: "stored \(body.readableBytes) bytes")))
+        return Response(
+            status: .created, body: .init(byteBuffer: ByteBuffer(string: "stored \(body.readableBytes) bytes")))
     }
 
     enum OriginFault: Error { case dropped }

@@ -32,18 +32,22 @@ public struct TestDaemon: Sendable {
         clock: ManualClock = ManualClock(), directory: String? = nil,
         conditions: ConditionsMonitor.Configuration = .init(sensing: .fixed(.unconstrained)),
         transfers: TransferService.Configuration = .init(), push: PushGateway.Configuration? = nil,
-        backgroundTime: BackgroundTimePolicy = BackgroundTimePolicy(), processing: ProcessingTaskPolicy = ProcessingTaskPolicy(),
+        backgroundTime: BackgroundTimePolicy = BackgroundTimePolicy(),
+        processing: ProcessingTaskPolicy = ProcessingTaskPolicy(),
         dashboard: DashboardServer.Configuration? = nil, appCgroups: Bool = true,
         _ body: @Sendable (TestDaemon) async throws -> T
     ) async throws -> T {
         let directory = directory ?? TemporaryDirectory.make()
         let configuration = Daemon.Configuration(
-            stateDirectory: directory + "/state", socketPath: directory + "/bgd.sock", durability: .normal, budget: budget,
-            lingerGrace: .seconds(5), fetchPolicy: fetchPolicy, conditions: conditions, transfers: transfers, push: push,
+            stateDirectory: directory + "/state", socketPath: directory + "/bgd.sock", durability: .normal,
+            budget: budget,
+            lingerGrace: .seconds(5), fetchPolicy: fetchPolicy, conditions: conditions, transfers: transfers,
+            push: push,
             backgroundTime: backgroundTime, processing: processing, dashboard: dashboard, appCgroups: appCgroups)
         var logger = Logger(label: "bg.daemon")
         // Quiet unless asked: BGD_TEST_LOG_LEVEL=debug swift test …
-        logger.logLevel = ProcessInfo.processInfo.environment["BGD_TEST_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
+        logger.logLevel =
+            ProcessInfo.processInfo.environment["BGD_TEST_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
         let daemon = try await Daemon(configuration: configuration, clock: clock, logger: logger)
         let test = TestDaemon(daemon: daemon, clock: clock, directory: directory)
         // Stopped by a graceful shutdown, as bgd is on SIGTERM: cancelling a NIO server while a
@@ -85,7 +89,8 @@ public struct TestDaemon: Sendable {
         try await admin.send(
             .post, "/v1/apps",
             body: RegisterAppRequest(
-                id: AppID(rawValue: id)!, launchCommand: LaunchCommand(command)!, fetchInterval: interval, taskIdentifiers: taskIdentifiers),
+                id: AppID(rawValue: id)!, launchCommand: LaunchCommand(command)!, fetchInterval: interval,
+                taskIdentifiers: taskIdentifiers),
             as: RegisteredApp.self)
     }
 
@@ -114,10 +119,11 @@ public struct TestDaemon: Sendable {
 
     /// Waits for the next run of `app` to end, after running `trigger`.
     public func waitForRunEnd(of app: String, after trigger: () async throws -> Void = {}) async throws -> RunRecord {
-        try await waitFor({ activity in
-            if case .runEnded(let run) = activity, run.app.rawValue == app { return run }
-            return nil
-        }, after: trigger)
+        try await waitFor(
+            { activity in
+                if case .runEnded(let run) = activity, run.app.rawValue == app { return run }
+                return nil
+            }, after: trigger)
     }
 
     /// What `bgctl why` would say about the app.
@@ -127,7 +133,9 @@ public struct TestDaemon: Sendable {
 
     /// The app's next planned wake once the scheduler has planned one (it plans after every
     /// registration and every run): waits for the scheduler, never for time.
-    public func plannedWake(of app: String, where accept: @Sendable (WakeExplanation) -> Bool = { _ in true }) async throws -> Date {
+    public func plannedWake(
+        of app: String, where accept: @Sendable (WakeExplanation) -> Bool = { _ in true }
+    ) async throws -> Date {
         let feed = activity.subscribe()
         var iterator = feed.makeAsyncIterator()
         while true {

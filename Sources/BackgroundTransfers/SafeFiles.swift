@@ -30,19 +30,25 @@ public enum SafeFiles {
     public static func openBeneath(_ root: String, path: String) throws(Refusal) -> Int32 {
         let prefix = root.hasSuffix("/") ? root : root + "/"
         guard path.hasPrefix(prefix) else { throw Refusal(.outsideContainer, "\(path) is not inside \(root)") }
-        let components = path.dropFirst(prefix.count).split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        let components = path.dropFirst(prefix.count).split(separator: "/", omittingEmptySubsequences: false).map(
+            String.init)
         guard !components.isEmpty, components.allSatisfy({ !$0.isEmpty && $0 != "." && $0 != ".." }) else {
             throw Refusal(.invalidPath, "\(path) must name a file by plain names under \(root): no '.', '..' or '//'")
         }
         var directory = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard directory >= 0 else { throw Refusal(.unreadable, "cannot open \(root): \(String(cString: strerror(errno)))") }
+        guard directory >= 0 else {
+            throw Refusal(.unreadable, "cannot open \(root): \(String(cString: strerror(errno)))")
+        }
         for component in components.dropLast() {
             let next = openat(directory, component, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
             let code = errno
             close(directory)
             guard next >= 0 else {
-                throw Refusal(code == ELOOP || code == ENOTDIR ? .linkRefused : .unreadable, "cannot open \(component) in \(path): "
-                    + (code == ELOOP || code == ENOTDIR ? "not a directory (links are not followed)" : String(cString: strerror(code))))
+                throw Refusal(
+                    code == ELOOP || code == ENOTDIR ? .linkRefused : .unreadable,
+                    "cannot open \(component) in \(path): "
+                        + (code == ELOOP || code == ENOTDIR
+                            ? "not a directory (links are not followed)" : String(cString: strerror(code))))
             }
             directory = next
         }
@@ -50,8 +56,11 @@ public enum SafeFiles {
         let code = errno
         close(directory)
         guard file >= 0 else {
-            throw Refusal(code == ELOOP ? .linkRefused : .unreadable, "cannot open \(path): "
-                + (code == ELOOP ? "it is a symbolic link, which is not followed" : String(cString: strerror(code))))
+            throw Refusal(
+                code == ELOOP ? .linkRefused : .unreadable,
+                "cannot open \(path): "
+                    + (code == ELOOP ? "it is a symbolic link, which is not followed" : String(cString: strerror(code)))
+            )
         }
         var info = stat()
         guard fstat(file, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
@@ -64,23 +73,31 @@ public enum SafeFiles {
     /// Copies what `source` reads to a new file at `destination` (0600), synced.
     public static func copy(from source: Int32, to destination: String) throws(Refusal) {
         let output = open(destination, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard output >= 0 else { throw Refusal(.fileError, "cannot write \(destination): \(String(cString: strerror(errno)))") }
+        guard output >= 0 else {
+            throw Refusal(.fileError, "cannot write \(destination): \(String(cString: strerror(errno)))")
+        }
         defer { close(output) }
         var buffer = [UInt8](repeating: 0, count: 1 << 16)
         while true {
             let count = read(source, &buffer, buffer.count)
             if count < 0 && errno == EINTR { continue }
-            guard count >= 0 else { throw Refusal(.unreadable, "reading the upload failed: \(String(cString: strerror(errno)))") }
+            guard count >= 0 else {
+                throw Refusal(.unreadable, "reading the upload failed: \(String(cString: strerror(errno)))")
+            }
             if count == 0 { break }
             var done = 0
             while done < count {
                 let written = buffer.withUnsafeBytes { write(output, $0.baseAddress! + done, count - done) }
                 if written < 0 && errno == EINTR { continue }
-                guard written > 0 else { throw Refusal(.fileError, "writing \(destination) failed: \(String(cString: strerror(errno)))") }
+                guard written > 0 else {
+                    throw Refusal(.fileError, "writing \(destination) failed: \(String(cString: strerror(errno)))")
+                }
                 done += written
             }
         }
-        guard fsync(output) == 0 else { throw Refusal(.fileError, "syncing \(destination) failed: \(String(cString: strerror(errno)))") }
+        guard fsync(output) == 0 else {
+            throw Refusal(.fileError, "syncing \(destination) failed: \(String(cString: strerror(errno)))")
+        }
     }
 
     /// Moves a finished file into place. With `replacing` false the move never overwrites:
@@ -89,7 +106,9 @@ public enum SafeFiles {
     /// recognises and finishes.
     public static func moveIntoPlace(_ source: String, to destination: String, replacing: Bool) throws(Refusal) {
         if replacing {
-            guard rename(source, destination) == 0 else { throw Refusal(.fileError, "cannot move into \(destination): \(String(cString: strerror(errno)))") }
+            guard rename(source, destination) == 0 else {
+                throw Refusal(.fileError, "cannot move into \(destination): \(String(cString: strerror(errno)))")
+            }
             return
         }
         if link(source, destination) != 0 {
@@ -97,7 +116,9 @@ public enum SafeFiles {
             guard code == EEXIST, sameFile(source, destination) else {
                 throw Refusal(
                     code == EEXIST ? .destinationExists : .fileError,
-                    code == EEXIST ? "something is already at \(destination); bgd does not replace it" : "cannot move into \(destination): \(String(cString: strerror(code)))")
+                    code == EEXIST
+                        ? "something is already at \(destination); bgd does not replace it"
+                        : "cannot move into \(destination): \(String(cString: strerror(code)))")
             }
         }
         unlink(source)

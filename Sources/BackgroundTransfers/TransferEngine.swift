@@ -34,7 +34,8 @@ public final class TransferEngine: Sendable {
         public var bandwidthLimit: Int64?
 
         public init(
-            checkpointInterval: Int64 = 8 << 20, readTimeout: Duration = .seconds(30), connectTimeout: Duration = .seconds(10),
+            checkpointInterval: Int64 = 8 << 20, readTimeout: Duration = .seconds(30),
+            connectTimeout: Duration = .seconds(10),
             additionalTrustRoots: [String] = [], bandwidthLimit: Int64? = nil
         ) {
             self.bandwidthLimit = bandwidthLimit
@@ -123,7 +124,8 @@ public final class TransferEngine: Sendable {
         }
         // The partial file lost bytes the checkpoint promised (truncated, deleted): start over.
         if checkpoint.offset > 0, (PartialFile.size(of: transfer.partialPath) ?? 0) < checkpoint.offset {
-            try await store.discardCheckpoint(transfer.record.id, reason: "the partial file is shorter than the checkpoint")
+            try await store.discardCheckpoint(
+                transfer.record.id, reason: "the partial file is shorter than the checkpoint")
             checkpoint = .empty
         }
         var request = HTTPClientRequest(url: transfer.request.url.absoluteString)
@@ -138,13 +140,17 @@ public final class TransferEngine: Sendable {
         let head = ResponseHead(
             status: Int(response.status.code), contentRange: response.headers.first(name: "Content-Range"),
             contentLength: response.headers.first(name: "Content-Length").flatMap(Int64.init),
-            entityTag: response.headers.first(name: "ETag"), lastModified: response.headers.first(name: "Last-Modified"),
-            date: response.headers.first(name: "Date"), contentEncoding: response.headers.first(name: "Content-Encoding"),
+            entityTag: response.headers.first(name: "ETag"),
+            lastModified: response.headers.first(name: "Last-Modified"),
+            date: response.headers.first(name: "Date"),
+            contentEncoding: response.headers.first(name: "Content-Encoding"),
             retryAfter: response.headers.first(name: "Retry-After"))
         switch ResumeDecision.decide(head, checkpoint: checkpoint) {
         case .write(let from, let next, let restarted):
             try await store.saveCheckpoint(transfer.record.id, next, restarted: restarted, now: clock.now)
-            return try await receive(transfer, body: response.body, from: from, checkpoint: next, head: head, destination: destination, observer: observer)
+            return try await receive(
+                transfer, body: response.body, from: from, checkpoint: next, head: head, destination: destination,
+                observer: observer)
         case .alreadyComplete:
             try await drain(response.body)
             return finish(transfer, destination: destination, statusCode: 200)
@@ -222,7 +228,8 @@ public final class TransferEngine: Sendable {
             }
             guard actual == expected else {
                 try? FileManager.default.removeItem(atPath: transfer.partialPath)
-                return .failed(TransferError(.checksumMismatch, "SHA-256 is \(actual), not \(expected)"), statusCode: statusCode)
+                return .failed(
+                    TransferError(.checksumMismatch, "SHA-256 is \(actual), not \(expected)"), statusCode: statusCode)
             }
         }
         // The operator's downloads never replace what is at their destination (an app's land
@@ -230,7 +237,9 @@ public final class TransferEngine: Sendable {
         do {
             try SafeFiles.moveIntoPlace(transfer.partialPath, to: destination, replacing: transfer.record.app != nil)
         } catch {
-            return .failed(TransferError(.fileError, "cannot move the download to \(destination): \(error.description)"), statusCode: statusCode)
+            return .failed(
+                TransferError(.fileError, "cannot move the download to \(destination): \(error.description)"),
+                statusCode: statusCode)
         }
         PartialFile.syncDirectory(of: destination)
         Failpoint.transferAfterRename.hit()
@@ -246,7 +255,9 @@ public final class TransferEngine: Sendable {
         var request = HTTPClientRequest(url: transfer.request.url.absoluteString)
         request.method = transfer.request.httpMethod == "PUT" ? .PUT : .POST
         // Every attempt sends the whole file again; the key lets the server drop duplicates.
-        request.headers.add(name: "Idempotency-Key", value: "bgd-\(transfer.record.id)-\(Int(transfer.record.createdAt.timeIntervalSince1970))")
+        request.headers.add(
+            name: "Idempotency-Key",
+            value: "bgd-\(transfer.record.id)-\(Int(transfer.record.createdAt.timeIntervalSince1970))")
         request.headers.add(name: "Content-Type", value: "application/octet-stream")
         request.body = .stream(FileChunks(path: transfer.partialPath), length: .known(size))
         let response: HTTPClientResponse
@@ -259,7 +270,8 @@ public final class TransferEngine: Sendable {
         let status = Int(response.status.code)
         switch status {
         case 200..<300:
-            try await store.saveCheckpoint(transfer.record.id, DownloadCheckpoint(offset: size, total: size), restarted: false, now: clock.now)
+            try await store.saveCheckpoint(
+                transfer.record.id, DownloadCheckpoint(offset: size, total: size), restarted: false, now: clock.now)
             try? FileManager.default.removeItem(atPath: transfer.partialPath)
             return .completed(file: nil, statusCode: status)
         case 408, 429, 500...599:
@@ -281,7 +293,9 @@ public final class TransferEngine: Sendable {
         if let failure = error as? PartialFile.Failure, failure.code == ENOSPC || failure.code == EDQUOT {
             // Keep the partial file and wait for room (reliability-matrix D11): looked at again
             // every 30 s, so the transfer goes on once space is freed.
-            return .retry(reason: "waitingForSpace: no space left for the download (\(failure)); trying again when there is", retryAfter: "30")
+            return .retry(
+                reason: "waitingForSpace: no space left for the download (\(failure)); trying again when there is",
+                retryAfter: "30")
         }
         if error is NIOSSLError || error is BoringSSLError || error is NIOSSLExtraError {
             return .failed(TransferError(.tls, "\(error)"), statusCode: nil)
@@ -290,7 +304,9 @@ public final class TransferEngine: Sendable {
     }
 
     static func sha256(ofFile path: String) throws -> String {
-        guard let handle = FileHandle(forReadingAtPath: path) else { throw TransferError(.fileError, "cannot read \(path)") }
+        guard let handle = FileHandle(forReadingAtPath: path) else {
+            throw TransferError(.fileError, "cannot read \(path)")
+        }
         defer { try? handle.close() }
         var hasher = SHA256()
         while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty { hasher.update(data: chunk) }

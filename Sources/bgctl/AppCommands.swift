@@ -11,11 +11,14 @@ extension BGCtl {
         func run() async throws {
             let status = try await options.call { try await $0.send(.get, "/v1/status", as: DaemonStatus.self) }
             if options.json { return try options.printJSON(status) }
-            print("bgd \(status.version) (pid \(status.processID)), up \(status.now.duration(since: status.startedAt).humanDescription)")
+            print(
+                "bgd \(status.version) (pid \(status.processID)), up \(status.now.duration(since: status.startedAt).humanDescription)"
+            )
             print("  state:   \(status.stateDirectory)")
             print("  socket:  \(status.socketPath)")
             print("  apps:    \(status.appCount), runs in flight: \(status.runningRuns)")
-            print("  next wake: \(status.nextEvaluation.map { TextFormat.when($0, now: status.now) } ?? "none planned")")
+            print(
+                "  next wake: \(status.nextEvaluation.map { TextFormat.when($0, now: status.now) } ?? "none planned")")
             if let confinement = status.appConfinement { print("  files:   \(confinement)") }
             if let processes = status.appProcesses { print("  processes: \(processes)") }
         }
@@ -29,14 +32,17 @@ extension BGCtl {
             let apps = try await options.call { try await $0.send(.get, "/v1/apps", as: [AppSummary].self) }
             if options.json { return try options.printJSON(apps) }
             guard !apps.isEmpty else {
-                return print("No apps registered. Register one with: bgctl register APP-ID --interval minimum -- /path/to/app")
+                return print(
+                    "No apps registered. Register one with: bgctl register APP-ID --interval minimum -- /path/to/app")
             }
             let now = SystemClock().now
             let rows = apps.map { app in
                 [
                     app.id.rawValue, app.fetchInterval.description,
                     app.lifecycle.map { Self.describe($0, now: now) } ?? (app.isConnected ? "connected" : "-"),
-                    app.lastRun.map { "\($0.outcome?.rawValue ?? "running") \(TextFormat.when($0.startedAt, now: now))" } ?? "never",
+                    app.lastRun.map {
+                        "\($0.outcome?.rawValue ?? "running") \(TextFormat.when($0.startedAt, now: now))"
+                    } ?? "never",
                     app.nextWake.map { TextFormat.when($0, now: now) } ?? "not planned",
                 ]
             }
@@ -64,19 +70,25 @@ extension BGCtl {
                 """)
         @OptionGroup var options: DaemonOptions
         @Argument(help: "The app id, reverse-DNS (com.example.app).", transform: parseAppID) var app: AppID
-        @Option(help: "Minimum fetch interval: never (default), minimum, or a duration like 30m.", transform: parseInterval)
+        @Option(
+            help: "Minimum fetch interval: never (default), minimum, or a duration like 30m.", transform: parseInterval)
         var interval: FetchInterval?
         @Option(
             name: .customLong("task-identifier"),
-            help: "A BGTaskScheduler identifier the app may submit requests for (repeat for more), like BGTaskSchedulerPermittedIdentifiers.")
+            help:
+                "A BGTaskScheduler identifier the app may submit requests for (repeat for more), like BGTaskSchedulerPermittedIdentifiers."
+        )
         var taskIdentifiers: [String] = []
         @Flag(help: "Print only the token.") var quiet = false
         @Argument(parsing: .postTerminator, help: "The launch command, after --.") var command: [String] = []
 
         func validate() throws {
-            guard !command.isEmpty else { throw ValidationError("give the launch command after --, e.g. -- /usr/local/bin/myapp --background") }
+            guard !command.isEmpty else {
+                throw ValidationError("give the launch command after --, e.g. -- /usr/local/bin/myapp --background")
+            }
             for identifier in taskIdentifiers where !TaskRequest.isValidIdentifier(identifier) {
-                throw ValidationError("--task-identifier '\(identifier)': use 1 to 200 letters, digits, '.', '-' or '_'")
+                throw ValidationError(
+                    "--task-identifier '\(identifier)': use 1 to 200 letters, digits, '.', '-' or '_'")
             }
         }
 
@@ -89,8 +101,10 @@ extension BGCtl {
             guard let launch = LaunchCommand(argv) else { throw ValidationError(LaunchCommand.requirement) }
             let registered = try await options.call {
                 try await $0.send(
-                    .post, "/v1/apps", body: RegisterAppRequest(
-                        id: app, launchCommand: launch, fetchInterval: interval, taskIdentifiers: taskIdentifiers.isEmpty ? nil : taskIdentifiers),
+                    .post, "/v1/apps",
+                    body: RegisterAppRequest(
+                        id: app, launchCommand: launch, fetchInterval: interval,
+                        taskIdentifiers: taskIdentifiers.isEmpty ? nil : taskIdentifiers),
                     as: RegisteredApp.self)
             }
             if options.json { return try options.printJSON(registered) }
@@ -121,7 +135,9 @@ extension BGCtl {
 
         func run() async throws {
             let summary = try await options.call {
-                try await $0.send(.put, "/v1/apps/\(app)/fetch-interval", body: FetchIntervalUpdate(interval: interval), as: AppSummary.self)
+                try await $0.send(
+                    .put, "/v1/apps/\(app)/fetch-interval", body: FetchIntervalUpdate(interval: interval),
+                    as: AppSummary.self)
             }
             if options.json { return try options.printJSON(summary) }
             print("\(app): fetch interval is now \(summary.fetchInterval).")
@@ -140,19 +156,28 @@ extension BGCtl {
                 if !options.json { print("Forgot every recorded open of \(app).") }
                 return
             }
-            let usage = try await options.call { try await $0.send(.get, "/v1/apps/\(app)/usage", as: UsageSummary.self) }
+            let usage = try await options.call {
+                try await $0.send(.get, "/v1/apps/\(app)/usage", as: UsageSummary.self)
+            }
             if options.json { return try options.printJSON(usage) }
             guard usage.opensRecorded > 0 else {
-                return print("\(app) has no recorded opens yet: apps report them with applicationDidBecomeActive(), or `bgctl open \(app)`.")
+                return print(
+                    "\(app) has no recorded opens yet: apps report them with applicationDidBecomeActive(), or `bgctl open \(app)`."
+                )
             }
-            print("\(app): \(usage.opensRecorded) opens recorded, \(String(format: "%.1f", usage.opensPerDay)) a day lately, in \(String(format: "%.1f", usage.sessionsPerDay)) sessions a day")
+            print(
+                "\(app): \(usage.opensRecorded) opens recorded, \(String(format: "%.1f", usage.opensPerDay)) a day lately, in \(String(format: "%.1f", usage.sessionsPerDay)) sessions a day"
+            )
             print("  busiest times of day (UTC), session starts a day:")
-            for slot in usage.busiestSlots { print("    \(slot.start)  \(String(format: "%.2f", slot.sessionsPerDay))") }
+            for slot in usage.busiestSlots {
+                print("    \(slot.start)  \(String(format: "%.2f", slot.sessionsPerDay))")
+            }
         }
     }
 
     struct Open: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Record that the user opened an app (as the SDK does).")
+        static let configuration = CommandConfiguration(
+            abstract: "Record that the user opened an app (as the SDK does).")
         @OptionGroup var options: DaemonOptions
         @Argument(transform: parseAppID) var app: AppID
 

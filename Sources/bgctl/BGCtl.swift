@@ -11,8 +11,10 @@ struct BGCtl: AsyncParsableCommand {
         abstract: "Drive and inspect bgd, the swift-background daemon.",
         version: "0.1.0",
         subcommands: [
-            Status.self, Apps.self, Register.self, Unregister.self, SetInterval.self, History.self, Why.self, Forecast.self,
-            Open.self, Usage.self, Env.self, Download.self, Transfers.self, Push.self, Tasks.self, Simulate.self, Dashboard.self, InstallService.self, UninstallService.self,
+            Status.self, Apps.self, Register.self, Unregister.self, SetInterval.self, History.self, Why.self,
+            Forecast.self,
+            Open.self, Usage.self, Env.self, Download.self, Transfers.self, Push.self, Tasks.self, Simulate.self,
+            Dashboard.self, InstallService.self, UninstallService.self,
         ])
 }
 
@@ -47,6 +49,8 @@ func parseAppID(_ text: String) throws -> AppID {
 }
 
 func parseInterval(_ text: String) throws -> FetchInterval {
-    guard let interval = FetchInterval(parsing: text) else { throw ValidationError("'\(text)': \(FetchInterval.requirement)") }
+    guard let interval = FetchInterval(parsing: text) else {
+        throw ValidationError("'\(text)': \(FetchInterval.requirement)")
+    }
     return interval
 }

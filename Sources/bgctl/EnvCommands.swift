@@ -18,7 +18,8 @@ extension BGCtl {
             subcommands: [Show.self, Set.self, Reset.self], defaultSubcommand: Show.self)
 
         struct Show: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "Show sensed, overridden and effective conditions.")
+            static let configuration = CommandConfiguration(
+                abstract: "Show sensed, overridden and effective conditions.")
             @OptionGroup var options: DaemonOptions
 
             func run() async throws {
@@ -59,8 +60,12 @@ extension BGCtl {
                     if battery == "sensed" {
                         new.batteryLevel = nil
                     } else {
-                        guard let level = Int(battery.hasSuffix("%") ? String(battery.dropLast()) : battery), (0...100).contains(level)
-                        else { throw ValidationError("--battery is a percentage from 0 to 100, or sensed, not '\(battery)'") }
+                        guard let level = Int(battery.hasSuffix("%") ? String(battery.dropLast()) : battery),
+                            (0...100).contains(level)
+                        else {
+                            throw ValidationError(
+                                "--battery is a percentage from 0 to 100, or sensed, not '\(battery)'")
+                        }
                         new.batteryLevel = level
                     }
                 }
@@ -80,7 +85,8 @@ extension BGCtl {
             func run() async throws {
                 let report = try await options.call { client in
                     let current = try await client.send(.get, "/v1/env", as: ConditionsReport.self)
-                    return try await client.send(.put, "/v1/env", body: try overrides(over: current.overrides), as: ConditionsReport.self)
+                    return try await client.send(
+                        .put, "/v1/env", body: try overrides(over: current.overrides), as: ConditionsReport.self)
                 }
                 Env.print(report, options: options)
             }
@@ -104,13 +110,19 @@ extension BGCtl {
             TextFormat.table(
                 header: ["CONDITION", "SENSED", "OVERRIDE", "EFFECTIVE"],
                 rows: [
-                    row("power", report.sensed.power.rawValue, report.overrides.power?.rawValue, report.effective.power.rawValue),
                     row(
-                        "battery", report.sensed.batteryLevel.map { "\($0)%" } ?? "none", report.overrides.batteryLevel.map { "\($0)%" },
+                        "power", report.sensed.power.rawValue, report.overrides.power?.rawValue,
+                        report.effective.power.rawValue),
+                    row(
+                        "battery", report.sensed.batteryLevel.map { "\($0)%" } ?? "none",
+                        report.overrides.batteryLevel.map { "\($0)%" },
                         report.effective.batteryLevel.map { "\($0)%" } ?? "none"),
-                    row("network", report.sensed.network.rawValue, report.overrides.network?.rawValue, report.effective.network.rawValue),
+                    row(
+                        "network", report.sensed.network.rawValue, report.overrides.network?.rawValue,
+                        report.effective.network.rawValue),
                 ])
-            Swift.print("sensed from: \(report.sources.isEmpty ? "nothing found" : report.sources.joined(separator: ", "))")
+            Swift.print(
+                "sensed from: \(report.sources.isEmpty ? "nothing found" : report.sources.joined(separator: ", "))")
         }
     }
 }

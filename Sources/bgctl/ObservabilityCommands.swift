@@ -9,18 +9,23 @@ import Foundation
 extension BGCtl {
     struct Dashboard: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Print a one-time login link to bgd's dashboard (bgd --http 127.0.0.1:PORT) and open it in a browser.")
+            abstract:
+                "Print a one-time login link to bgd's dashboard (bgd --http 127.0.0.1:PORT) and open it in a browser.")
         @OptionGroup var options: DaemonOptions
         @Flag(help: "Only print the link.") var noOpen = false
 
         func run() async throws {
-            let login = try await options.call { try await $0.send(.post, "/v1/dashboard/login", as: DashboardLogin.self) }
+            let login = try await options.call {
+                try await $0.send(.post, "/v1/dashboard/login", as: DashboardLogin.self)
+            }
             if options.json { return try options.printJSON(login) }
             print(login.url)
             print("(valid once, for 10 minutes; the dashboard is \(login.base)/)")
             let environment = ProcessInfo.processInfo.environment
             guard !noOpen, environment["DISPLAY"] != nil || environment["WAYLAND_DISPLAY"] != nil,
-                let opener = ["/usr/bin/xdg-open", "/usr/bin/open"].first(where: { FileManager.default.isExecutableFile(atPath: $0) })
+                let opener = ["/usr/bin/xdg-open", "/usr/bin/open"].first(where: {
+                    FileManager.default.isExecutableFile(atPath: $0)
+                })
             else { return }
             // posix_spawn, not Foundation's Process (whose run() can crash on Linux, swift-corelibs-foundation#5472).
             var pid: pid_t = 0
@@ -32,7 +37,8 @@ extension BGCtl {
 
     struct InstallService: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            commandName: "install-service", abstract: "Write a systemd user unit that runs bgd, and say how to enable it.")
+            commandName: "install-service",
+            abstract: "Write a systemd user unit that runs bgd, and say how to enable it.")
         @Option(help: "The bgd to run (default: the one beside this bgctl).") var bgd: String?
         @Option(help: "Extra arguments for bgd, e.g. --arguments='--http 127.0.0.1:8765'.") var arguments: String = ""
         @Flag(help: "Replace an existing unit.") var force = false
@@ -40,17 +46,22 @@ extension BGCtl {
         func run() async throws {
             let executable = try bgd ?? Self.besideMe("bgd")
             guard FileManager.default.isExecutableFile(atPath: executable), executable.hasPrefix("/") else {
-                throw ValidationError("no bgd at \(executable); build it (swift build -c release) or give --bgd /absolute/path/to/bgd")
+                throw ValidationError(
+                    "no bgd at \(executable); build it (swift build -c release) or give --bgd /absolute/path/to/bgd")
             }
             let path = Self.unitPath()
             if FileManager.default.fileExists(atPath: path) && !force {
                 throw ValidationError("\(path) exists; add --force to replace it")
             }
-            try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-            try Self.unit(executable: executable, arguments: arguments).write(toFile: path, atomically: true, encoding: .utf8)
+            try FileManager.default.createDirectory(
+                atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            try Self.unit(executable: executable, arguments: arguments).write(
+                toFile: path, atomically: true, encoding: .utf8)
             print("Wrote \(path). Enable and start it with:")
             print("  systemctl --user daemon-reload && systemctl --user enable --now bgd")
-            print("Its logs: journalctl --user -u bgd -f    To keep it running when you log out: loginctl enable-linger $USER")
+            print(
+                "Its logs: journalctl --user -u bgd -f    To keep it running when you log out: loginctl enable-linger $USER"
+            )
         }
 
         /// Type=notify: bgd says READY=1 once its socket accepts connections.
@@ -83,7 +94,9 @@ extension BGCtl {
         }
 
         static func unitPath(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
-            let config = environment["XDG_CONFIG_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil } ?? (NSHomeDirectory() + "/.config")
+            let config =
+                environment["XDG_CONFIG_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil }
+                ?? (NSHomeDirectory() + "/.config")
             return config + "/systemd/user/bgd.service"
         }
 
@@ -94,11 +107,14 @@ extension BGCtl {
     }
 
     struct UninstallService: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "uninstall-service", abstract: "Remove the systemd user unit for bgd.")
+        static let configuration = CommandConfiguration(
+            commandName: "uninstall-service", abstract: "Remove the systemd user unit for bgd.")
 
         func run() async throws {
             let path = InstallService.unitPath()
-            guard FileManager.default.fileExists(atPath: path) else { return print("No unit at \(path); nothing to do.") }
+            guard FileManager.default.fileExists(atPath: path) else {
+                return print("No unit at \(path); nothing to do.")
+            }
             print("First: systemctl --user disable --now bgd")
             try FileManager.default.removeItem(atPath: path)
             print("Removed \(path). Then: systemctl --user daemon-reload")

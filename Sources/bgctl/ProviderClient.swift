@@ -15,20 +15,25 @@ enum ProviderJWT {
         let environment = ProcessInfo.processInfo.environment
         let base = environment["XDG_CACHE_HOME"] ?? (NSHomeDirectory() + "/.cache")
         let directory = base + "/bgctl"
-        let fingerprint = SHA256.hash(data: key.publicKey.rawRepresentation).prefix(8).map { String(format: "%02x", $0) }.joined()
+        let fingerprint = SHA256.hash(data: key.publicKey.rawRepresentation).prefix(8).map {
+            String(format: "%02x", $0)
+        }.joined()
         let file = directory + "/provider-token-\(keyID)-\(fingerprint)"
         if let saved = try? String(contentsOfFile: file, encoding: .utf8) {
             let fields = saved.split(separator: " ").map(String.init)
-            if fields.count == 3, fields[0] == teamID, let iat = Double(fields[1]), now.timeIntervalSince1970 - iat < 40 * 60,
+            if fields.count == 3, fields[0] == teamID, let iat = Double(fields[1]),
+                now.timeIntervalSince1970 - iat < 40 * 60,
                 now.timeIntervalSince1970 >= iat
             {
                 return fields[2]
             }
         }
         let token = try make(keyID: keyID, teamID: teamID, key: key, issuedAt: now)
-        try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try? FileManager.default.createDirectory(
+            atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         FileManager.default.createFile(
-            atPath: file, contents: Data("\(teamID) \(Int(now.timeIntervalSince1970)) \(token)".utf8), attributes: [.posixPermissions: 0o600])
+            atPath: file, contents: Data("\(teamID) \(Int(now.timeIntervalSince1970)) \(token)".utf8),
+            attributes: [.posixPermissions: 0o600])
         return token
     }
 
@@ -53,7 +58,9 @@ struct PushAnswer: Codable {
     var httpVersion: String
 
     /// POSTs over HTTP/2 (TLS, ALPN), trusting `certificate`.
-    static func post(url: String, headers: [(String, String)], body: Data, trusting certificate: String) async throws -> PushAnswer {
+    static func post(
+        url: String, headers: [(String, String)], body: Data, trusting certificate: String
+    ) async throws -> PushAnswer {
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.additionalTrustRoots = [.file(certificate)]
         var configuration = HTTPClient.Configuration(tlsConfiguration: tls)
@@ -68,7 +75,8 @@ struct PushAnswer: Codable {
         let data = try await response.body.collect(upTo: 1 << 16)
         let json = (try? JSONSerialization.jsonObject(with: Data(data.readableBytesView))) as? [String: Any]
         return PushAnswer(
-            status: Int(response.status.code), reason: json?["reason"] as? String, apnsID: response.headers.first(name: "apns-id"),
+            status: Int(response.status.code), reason: json?["reason"] as? String,
+            apnsID: response.headers.first(name: "apns-id"),
             httpVersion: "\(response.version)")
     }
 }

@@ -11,28 +11,36 @@ extension BGCtl {
             subcommands: [Token.self, Keys.self, Send.self, Jwt.self, Log.self])
 
         struct Log: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "The pushes an app was sent, and what became of each (delivered, held, replaced, dropped).")
+            static let configuration = CommandConfiguration(
+                abstract: "The pushes an app was sent, and what became of each (delivered, held, replaced, dropped).")
             @OptionGroup var options: DaemonOptions
             @Argument(transform: parseAppID) var app: AppID
             @Option(help: "At most this many, newest first.") var limit: Int = 20
 
             func run() async throws {
                 let pushes = try await options.call {
-                    try await $0.send(.get, "/v1/apps/\(app)/pushes?limit=\(max(1, min(limit, 1000)))", as: [PushRecord].self)
+                    try await $0.send(
+                        .get, "/v1/apps/\(app)/pushes?limit=\(max(1, min(limit, 1000)))", as: [PushRecord].self)
                 }
                 if options.json { return try options.printJSON(pushes) }
-                guard !pushes.isEmpty else { return print("No pushes for \(app). A provider sends them to its token: bgctl push token \(app)") }
+                guard !pushes.isEmpty else {
+                    return print("No pushes for \(app). A provider sends them to its token: bgctl push token \(app)")
+                }
                 let now = SystemClock().now
                 TextFormat.table(
                     header: ["RECEIVED", "TYPE", "STATE", "WHY", "APNS-ID"],
                     rows: pushes.map {
-                        [TextFormat.when($0.receivedAt, now: now), $0.pushType, $0.state.rawValue, ($0.reasonCode.map { "\($0.rawValue): " } ?? "") + ($0.reason ?? "-"), $0.apnsID]
+                        [
+                            TextFormat.when($0.receivedAt, now: now), $0.pushType, $0.state.rawValue,
+                            ($0.reasonCode.map { "\($0.rawValue): " } ?? "") + ($0.reason ?? "-"), $0.apnsID,
+                        ]
                     })
             }
         }
 
         struct Token: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "Print an app's device token, for a provider under test.")
+            static let configuration = CommandConfiguration(
+                abstract: "Print an app's device token, for a provider under test.")
             @OptionGroup var options: DaemonOptions
             @Argument(transform: parseAppID) var app: AppID
             @Flag(help: "Make one if the app has none yet (as registerForRemoteNotifications does).") var create = false
@@ -48,7 +56,8 @@ extension BGCtl {
 
         struct Keys: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
-                abstract: "Provider keys (ES256, .p8) whose tokens bgd accepts.", subcommands: [List.self, Add.self, Remove.self],
+                abstract: "Provider keys (ES256, .p8) whose tokens bgd accepts.",
+                subcommands: [List.self, Add.self, Remove.self],
                 defaultSubcommand: List.self)
 
             struct List: AsyncParsableCommand {
@@ -56,10 +65,18 @@ extension BGCtl {
                 @OptionGroup var options: DaemonOptions
 
                 func run() async throws {
-                    let keys = try await options.call { try await $0.send(.get, "/v1/push/keys", as: [ProviderKeyRegistration].self) }
+                    let keys = try await options.call {
+                        try await $0.send(.get, "/v1/push/keys", as: [ProviderKeyRegistration].self)
+                    }
                     if options.json { return try options.printJSON(keys) }
-                    guard !keys.isEmpty else { return print("No provider keys. Add one with: bgctl push keys add --key-id … --team-id … --topics APP KEY.p8") }
-                    TextFormat.table(header: ["KEY ID", "TEAM ID", "TOPICS"], rows: keys.map { [$0.keyID, $0.teamID, $0.topics.joined(separator: ",")] })
+                    guard !keys.isEmpty else {
+                        return print(
+                            "No provider keys. Add one with: bgctl push keys add --key-id … --team-id … --topics APP KEY.p8"
+                        )
+                    }
+                    TextFormat.table(
+                        header: ["KEY ID", "TEAM ID", "TOPICS"],
+                        rows: keys.map { [$0.keyID, $0.teamID, $0.topics.joined(separator: ",")] })
                 }
             }
 
@@ -85,17 +102,23 @@ extension BGCtl {
                         throw ValidationError("\(file) is not a P-256 key in PEM (an APNs .p8 file)")
                     }
                     let registration = ProviderKeyRegistration(
-                        keyID: keyID, teamID: teamID, topics: topics.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) },
+                        keyID: keyID, teamID: teamID,
+                        topics: topics.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) },
                         publicKeyPEM: publicKey)
                     if let problem = registration.problem { throw ValidationError(problem) }
-                    let stored = try await options.call { try await $0.send(.post, "/v1/push/keys", body: registration, as: ProviderKeyRegistration.self) }
+                    let stored = try await options.call {
+                        try await $0.send(.post, "/v1/push/keys", body: registration, as: ProviderKeyRegistration.self)
+                    }
                     if options.json { return try options.printJSON(stored) }
-                    print("Provider key \(stored.keyID) (team \(stored.teamID)) may push to \(stored.topics.joined(separator: ", ")).")
+                    print(
+                        "Provider key \(stored.keyID) (team \(stored.teamID)) may push to \(stored.topics.joined(separator: ", "))."
+                    )
                 }
             }
 
             struct Remove: AsyncParsableCommand {
-                static let configuration = CommandConfiguration(abstract: "Forget a provider key: its tokens are refused from now on.")
+                static let configuration = CommandConfiguration(
+                    abstract: "Forget a provider key: its tokens are refused from now on.")
                 @OptionGroup var options: DaemonOptions
                 @Argument var keyID: String
 

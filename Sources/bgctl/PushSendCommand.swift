@@ -21,26 +21,34 @@ extension BGCtl.Push {
         @Option(help: "The 10-character Team ID.") var teamID: String
         @Option(help: "The device token (default: the app's).") var token: String?
         @Option(help: "The gateway (default: https://localhost:2197).") var gateway: String = "https://localhost:2197"
-        @Option(help: "The certificate to trust (default: the one bgd made in its state directory).") var certificate: String?
+        @Option(help: "The certificate to trust (default: the one bgd made in its state directory).") var certificate:
+            String?
         @Option(help: "apns-push-type.") var pushType: String = "background"
         @Option(help: "apns-priority (default: 5 for background, 10 otherwise).") var priority: Int?
         @Option(help: "apns-collapse-id.") var collapseID: String?
 
         func run() async throws {
-            guard let body = FileManager.default.contents(atPath: payload) else { throw ValidationError("cannot read \(payload)") }
-            guard let pem = try? String(contentsOfFile: key, encoding: .utf8), let signingKey = try? P256.Signing.PrivateKey(pemRepresentation: pem)
+            guard let body = FileManager.default.contents(atPath: payload) else {
+                throw ValidationError("cannot read \(payload)")
+            }
+            guard let pem = try? String(contentsOfFile: key, encoding: .utf8),
+                let signingKey = try? P256.Signing.PrivateKey(pemRepresentation: pem)
             else { throw ValidationError("\(key) is not a P-256 private key in PEM (an APNs .p8 file)") }
             let deviceToken: String
             if let token {
                 deviceToken = token
             } else {
-                deviceToken = try await options.call { try await $0.send(.post, "/v1/apps/\(app)/push/token", as: DeviceTokenInfo.self) }.token
+                deviceToken = try await options.call {
+                    try await $0.send(.post, "/v1/apps/\(app)/push/token", as: DeviceTokenInfo.self)
+                }.token
             }
             let trusted: String
             if let certificate {
                 trusted = certificate
             } else {
-                trusted = try await options.call { try await $0.send(.get, "/v1/status", as: DaemonStatus.self) }.stateDirectory + "/push-gateway.crt"
+                trusted =
+                    try await options.call { try await $0.send(.get, "/v1/status", as: DaemonStatus.self) }
+                    .stateDirectory + "/push-gateway.crt"
             }
             let jwt = try ProviderJWT.cached(keyID: keyID, teamID: teamID, key: signingKey, now: SystemClock().now)
             var headers = [
@@ -50,9 +58,11 @@ extension BGCtl.Push {
             if let collapseID { headers.append(("apns-collapse-id", collapseID)) }
             let answer: PushAnswer
             do {
-                answer = try await PushAnswer.post(url: gateway + "/3/device/\(deviceToken)", headers: headers, body: body, trusting: trusted)
+                answer = try await PushAnswer.post(
+                    url: gateway + "/3/device/\(deviceToken)", headers: headers, body: body, trusting: trusted)
             } catch {
-                FileHandle.standardError.write(Data("bgctl: cannot reach the push gateway at \(gateway): \(error)\n".utf8))
+                FileHandle.standardError.write(
+                    Data("bgctl: cannot reach the push gateway at \(gateway): \(error)\n".utf8))
                 throw ExitCode.failure
             }
             if options.json { return try options.printJSON(answer) }
@@ -60,7 +70,9 @@ extension BGCtl.Push {
                 FileHandle.standardError.write(Data("bgctl: \(answer.status) \(answer.reason ?? "")\n".utf8))
                 throw ExitCode.failure
             }
-            print("200 accepted over \(answer.httpVersion) (apns-id \(answer.apnsID ?? "-")); bgctl push log \(app) shows what becomes of it")
+            print(
+                "200 accepted over \(answer.httpVersion) (apns-id \(answer.apnsID ?? "-")); bgctl push log \(app) shows what becomes of it"
+            )
         }
     }
 }
@@ -75,7 +87,8 @@ extension BGCtl.Push {
         @Option(help: "The 10-character Team ID.") var teamID: String
 
         func run() async throws {
-            guard let pem = try? String(contentsOfFile: key, encoding: .utf8), let signingKey = try? P256.Signing.PrivateKey(pemRepresentation: pem)
+            guard let pem = try? String(contentsOfFile: key, encoding: .utf8),
+                let signingKey = try? P256.Signing.PrivateKey(pemRepresentation: pem)
             else { throw ValidationError("\(key) is not a P-256 private key in PEM (an APNs .p8 file)") }
             print(try ProviderJWT.cached(keyID: keyID, teamID: teamID, key: signingKey, now: SystemClock().now))
         }

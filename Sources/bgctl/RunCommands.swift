@@ -5,22 +5,29 @@ import Foundation
 
 extension BGCtl {
     struct History: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "An app's background runs: result, duration, what it cost, reason.")
+        static let configuration = CommandConfiguration(
+            abstract: "An app's background runs: result, duration, what it cost, reason.")
         @OptionGroup var options: DaemonOptions
         @Argument(transform: parseAppID) var app: AppID
         @Option(help: "How many runs, newest first.") var limit = 20
 
         func run() async throws {
-            let runs = try await options.call { try await $0.send(.get, "/v1/apps/\(app)/history?limit=\(limit)", as: [RunRecord].self) }
+            let runs = try await options.call {
+                try await $0.send(.get, "/v1/apps/\(app)/history?limit=\(limit)", as: [RunRecord].self)
+            }
             if options.json { return try options.printJSON(runs) }
             guard !runs.isEmpty else { return print("\(app) has not run yet. `bgctl why \(app)` says when it will.") }
             let now = SystemClock().now
             TextFormat.table(
-                header: ["RUN", "STARTED", "KIND", "TRIGGER", "RESULT", "DURATION", "CPU", "PEAK MEM", "WHY", "DETAIL"],
+                header: [
+                    "RUN", "STARTED", "KIND", "TRIGGER", "RESULT", "DURATION", "CPU", "PEAK MEM", "WHY", "DETAIL",
+                ],
                 rows: runs.map { run in
                     [
-                        run.id.description, TextFormat.when(run.startedAt, now: now), run.kind?.rawValue ?? "-", run.trigger.rawValue,
-                        run.outcome?.rawValue ?? "running", run.duration?.humanDescription ?? "-", run.cpuDescription, run.memoryDescription,
+                        run.id.description, TextFormat.when(run.startedAt, now: now), run.kind?.rawValue ?? "-",
+                        run.trigger.rawValue,
+                        run.outcome?.rawValue ?? "running", run.duration?.humanDescription ?? "-", run.cpuDescription,
+                        run.memoryDescription,
                         run.reasons.map(\.code.rawValue).joined(separator: ","), run.detail ?? "",
                     ]
                 })
@@ -28,16 +35,21 @@ extension BGCtl {
     }
 
     struct Why: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "When bgd will next wake an app, and every reason why.")
+        static let configuration = CommandConfiguration(
+            abstract: "When bgd will next wake an app, and every reason why.")
         @OptionGroup var options: DaemonOptions
         @Argument(transform: parseAppID) var app: AppID
 
         func run() async throws {
-            let why = try await options.call { try await $0.send(.get, "/v1/apps/\(app)/why", as: WakeExplanation.self) }
+            let why = try await options.call {
+                try await $0.send(.get, "/v1/apps/\(app)/why", as: WakeExplanation.self)
+            }
             if options.json { return try options.printJSON(why) }
             let now = SystemClock().now
             if let running = why.running {
-                print("\(app) is running now (run \(running.id), started \(TextFormat.when(running.startedAt, now: now)), deadline \(TextFormat.when(running.deadline, now: now))).")
+                print(
+                    "\(app) is running now (run \(running.id), started \(TextFormat.when(running.startedAt, now: now)), deadline \(TextFormat.when(running.deadline, now: now)))."
+                )
             } else if let next = why.nextWake {
                 print("\(app) will next be woken \(TextFormat.when(next, now: now)).")
             } else {
@@ -46,7 +58,9 @@ extension BGCtl {
             print("  fetch interval: \(why.fetchInterval)")
             for reason in why.reasons { print("  - \(reason.code.rawValue): \(reason.detail)") }
             if let last = why.recentRuns.first {
-                print("  last run: \(last.outcome?.rawValue ?? "?") \(TextFormat.when(last.startedAt, now: now))\(last.detail.map { " (\($0))" } ?? "")")
+                print(
+                    "  last run: \(last.outcome?.rawValue ?? "?") \(TextFormat.when(last.startedAt, now: now))\(last.detail.map { " (\($0))" } ?? "")"
+                )
             }
             if let decided = why.decidedAt { print("  (decided \(TextFormat.when(decided, now: now)))") }
             let waiting = why.pushes.filter { $0.state == .queued }
@@ -66,7 +80,8 @@ extension BGCtl {
 
     struct Forecast: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "The wakes bgd plans for an app over the hours ahead, if nothing new happens, and what binds each one.")
+            abstract:
+                "The wakes bgd plans for an app over the hours ahead, if nothing new happens, and what binds each one.")
         @OptionGroup var options: DaemonOptions
         @Argument(transform: parseAppID) var app: AppID
         @Option(help: "How many hours ahead (1 to 168).") var hours: Int = 24
@@ -81,14 +96,20 @@ extension BGCtl {
             }
             if options.json { return try options.printJSON(forecast) }
             let now = SystemClock().now
-            print("\(app): \(forecast.wakes.count) wake(s) planned in the next \(hours) h (today's threshold: \(String(format: "%.2f", forecast.threshold)) expected session starts).")
+            print(
+                "\(app): \(forecast.wakes.count) wake(s) planned in the next \(hours) h (today's threshold: \(String(format: "%.2f", forecast.threshold)) expected session starts)."
+            )
             if let earliest = forecast.earliest {
-                print("  earliest allowed \(TextFormat.when(earliest, now: now)): " + forecast.earliestReasons.map(\.code.rawValue).joined(separator: ", "))
+                print(
+                    "  earliest allowed \(TextFormat.when(earliest, now: now)): "
+                        + forecast.earliestReasons.map(\.code.rawValue).joined(separator: ", "))
             } else {
                 for reason in forecast.earliestReasons { print("  - \(reason.code.rawValue): \(reason.detail)") }
             }
             for wake in forecast.wakes {
-                print("  \(WireCoding.format(wake.at))  \(String(format: "%.2f", wake.expectedStarts))  \(wake.reason.detail)")
+                print(
+                    "  \(WireCoding.format(wake.at))  \(String(format: "%.2f", wake.expectedStarts))  \(wake.reason.detail)"
+                )
             }
             if let holdback = forecast.holdback { print("  then: \(holdback.code.rawValue): \(holdback.detail)") }
         }
@@ -96,7 +117,8 @@ extension BGCtl {
 
     struct Simulate: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Make bgd do something now, or replay a trace through the policies.", subcommands: [Fetch.self, Trace.self])
+            abstract: "Make bgd do something now, or replay a trace through the policies.",
+            subcommands: [Fetch.self, Trace.self])
 
         struct Fetch: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
@@ -107,13 +129,21 @@ extension BGCtl {
 
             func run() async throws {
                 let path = "/v1/apps/\(app)/fetch" + (noWait ? "" : "?wait=120")
-                if !noWait && !options.json { FileHandle.standardError.write(Data("Waking \(app) for a fetch…\n".utf8)) }
-                let run = try await options.call { try await $0.send(.post, path, as: RunRecord.self, timeout: .seconds(130)) }
+                if !noWait && !options.json {
+                    FileHandle.standardError.write(Data("Waking \(app) for a fetch…\n".utf8))
+                }
+                let run = try await options.call {
+                    try await $0.send(.post, path, as: RunRecord.self, timeout: .seconds(130))
+                }
                 if options.json { return try options.printJSON(run) }
                 guard let outcome = run.outcome else {
-                    return print("Run \(run.id) started (\(run.launched ? "launched the app" : "sent to the connected app")); `bgctl history \(app)` shows its result.")
+                    return print(
+                        "Run \(run.id) started (\(run.launched ? "launched the app" : "sent to the connected app")); `bgctl history \(app)` shows its result."
+                    )
                 }
-                print("Run \(run.id): \(outcome.rawValue) after \(run.duration?.humanDescription ?? "?")\(run.detail.map { " — \($0)" } ?? "")")
+                print(
+                    "Run \(run.id): \(outcome.rawValue) after \(run.duration?.humanDescription ?? "?")\(run.detail.map { " — \($0)" } ?? "")"
+                )
                 if !outcome.isAnswer { throw ExitCode.failure }
             }
         }

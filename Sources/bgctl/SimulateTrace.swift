@@ -15,29 +15,45 @@ extension BGCtl.Simulate {
                 """)
 
         @Argument(help: "The trace: CSV with columns user, app, open_utc (Unix seconds).") var file: String
-        @Option(name: .customLong("policy"), help: "Policies to run (default: all): \(TraceReplay.Policy.allCases.map(\.rawValue).joined(separator: ", ")).")
+        @Option(
+            name: .customLong("policy"),
+            help:
+                "Policies to run (default: all): \(TraceReplay.Policy.allCases.map(\.rawValue).joined(separator: ", "))."
+        )
         var policies: [String] = []
         @Option(help: "Write every wake the last policy decided as CSV user,app,wake_utc.") var wakesOut: String?
         @Option(help: "The users' offset from UTC in hours, for time-of-day habits.") var utcOffset: Double = 0
-        @Option(help: "Wakes a day per expected open a day (the adaptive policy's budget).") var wakesPerOpen: Double = 0.9
-        @Option(help: "10-minute slots each side that share a slot's count (time-of-day smoothing).") var smoothing: Int = 1
-        @Option(help: "Expected session starts a wake must serve, before the budget adjusts it.") var initialThreshold: Double = 0.3
+        @Option(help: "Wakes a day per expected open a day (the adaptive policy's budget).") var wakesPerOpen: Double =
+            0.9
+        @Option(help: "10-minute slots each side that share a slot's count (time-of-day smoothing).") var smoothing:
+            Int = 1
+        @Option(help: "Expected session starts a wake must serve, before the budget adjusts it.") var initialThreshold:
+            Double = 0.3
         @Flag(help: "Print JSON instead of a table.") var json = false
 
         func validate() throws {
             for name in policies where TraceReplay.Policy(rawValue: name) == nil {
-                throw ValidationError("unknown policy '\(name)'; choose from \(TraceReplay.Policy.allCases.map(\.rawValue).joined(separator: ", "))")
+                throw ValidationError(
+                    "unknown policy '\(name)'; choose from \(TraceReplay.Policy.allCases.map(\.rawValue).joined(separator: ", "))"
+                )
             }
-            guard (-14...14).contains(utcOffset) else { throw ValidationError("--utc-offset is in hours, from -14 to 14") }
-            guard wakesPerOpen > 0, wakesPerOpen <= 100 else { throw ValidationError("--wakes-per-open must be in (0, 100]") }
-            guard (0...36).contains(smoothing) else { throw ValidationError("--smoothing is a number of slots from 0 to 36") }
+            guard (-14...14).contains(utcOffset) else {
+                throw ValidationError("--utc-offset is in hours, from -14 to 14")
+            }
+            guard wakesPerOpen > 0, wakesPerOpen <= 100 else {
+                throw ValidationError("--wakes-per-open must be in (0, 100]")
+            }
+            guard (0...36).contains(smoothing) else {
+                throw ValidationError("--smoothing is a number of slots from 0 to 36")
+            }
             guard WakeThreshold.range.contains(initialThreshold) else {
                 throw ValidationError("--initial-threshold must be within \(WakeThreshold.range)")
             }
         }
 
         func run() throws {
-            guard let data = FileManager.default.contents(atPath: file), let text = String(data: data, encoding: .utf8) else {
+            guard let data = FileManager.default.contents(atPath: file), let text = String(data: data, encoding: .utf8)
+            else {
                 throw ValidationError("cannot read \(file) as UTF-8 text")
             }
             let trace: AppOpenTrace
@@ -45,14 +61,18 @@ extension BGCtl.Simulate {
             case .success(let parsed): trace = parsed
             case .failure(let error): throw ValidationError("\(file): \(error)")
             }
-            let chosen = policies.isEmpty ? TraceReplay.Policy.allCases : policies.compactMap(TraceReplay.Policy.init(rawValue:))
+            let chosen =
+                policies.isEmpty ? TraceReplay.Policy.allCases : policies.compactMap(TraceReplay.Policy.init(rawValue:))
             let replay = TraceReplay(
                 learning: .init(usage: .init(utcOffset: .seconds(utcOffset * 3600), smoothing: smoothing)),
                 planner: .init(wakesPerOpen: wakesPerOpen), initialThreshold: initialThreshold)
             var results: [(TraceReplay.Policy, FreshnessScore)] = []
             var lastWakes: [AppOpenTrace.Key: [Date]] = [:]
             for policy in chosen {
-                if !json { FileHandle.standardError.write(Data("Replaying \(trace.openCount) opens through \(policy.rawValue)…\n".utf8)) }
+                if !json {
+                    FileHandle.standardError.write(
+                        Data("Replaying \(trace.openCount) opens through \(policy.rawValue)…\n".utf8))
+                }
                 lastWakes = replay.wakes(for: trace, policy: policy)
                 results.append((policy, FreshnessScore(trace: trace, wakes: lastWakes)))
             }
@@ -76,8 +96,10 @@ extension BGCtl.Simulate {
                 header: ["POLICY", "OPENS", "MEDIAN AGE", "P90 AGE", "FRESH ≤15M", "FRESH ≤60M", "WAKES/USER-DAY"],
                 rows: results.map { policy, score in
                     [
-                        policy.rawValue, "\(score.opensScored)", minutes(score.medianAge) + " min", minutes(score.p90Age) + " min",
-                        String(format: "%.3f", score.freshWithin15Minutes), String(format: "%.3f", score.freshWithin60Minutes),
+                        policy.rawValue, "\(score.opensScored)", minutes(score.medianAge) + " min",
+                        minutes(score.p90Age) + " min",
+                        String(format: "%.3f", score.freshWithin15Minutes),
+                        String(format: "%.3f", score.freshWithin60Minutes),
                         String(format: "%.1f", score.wakesPerUserDay),
                     ]
                 })
@@ -88,7 +110,9 @@ extension BGCtl.Simulate {
         private func writeWakes(_ wakes: [AppOpenTrace.Key: [Date]], to path: String) throws {
             var lines = ["user,app,wake_utc"]
             for key in wakes.keys.sorted() {
-                for wake in wakes[key] ?? [] { lines.append("\(key.user),\(key.app),\(Int64(wake.timeIntervalSince1970.rounded()))") }
+                for wake in wakes[key] ?? [] {
+                    lines.append("\(key.user),\(key.app),\(Int64(wake.timeIntervalSince1970.rounded()))")
+                }
             }
             do {
                 try (lines.joined(separator: "\n") + "\n").write(toFile: path, atomically: true, encoding: .utf8)

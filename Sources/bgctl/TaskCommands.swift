@@ -5,18 +5,23 @@ import Foundation
 extension BGCtl {
     struct Tasks: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "BGTaskScheduler requests and finite-length background tasks: what waits, what runs, and time left.",
+            abstract:
+                "BGTaskScheduler requests and finite-length background tasks: what waits, what runs, and time left.",
             subcommands: [List.self, Run.self, Expire.self], defaultSubcommand: List.self)
 
         struct List: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(commandName: "list", abstract: "Pending requests, running tasks with time left, apps' background tasks.")
+            static let configuration = CommandConfiguration(
+                commandName: "list", abstract: "Pending requests, running tasks with time left, apps' background tasks."
+            )
             @OptionGroup var options: DaemonOptions
 
             func run() async throws {
                 let overview = try await options.call { try await $0.send(.get, "/v1/tasks", as: TasksOverview.self) }
                 if options.json { return try options.printJSON(overview) }
                 let now = overview.now
-                if overview.pending.isEmpty && overview.running.isEmpty && overview.lifecycles.allSatisfy({ $0.tasks.isEmpty }) {
+                if overview.pending.isEmpty && overview.running.isEmpty
+                    && overview.lifecycles.allSatisfy({ $0.tasks.isEmpty })
+                {
                     print("No task requests pending, no tasks running.")
                 }
                 if !overview.running.isEmpty {
@@ -24,7 +29,10 @@ extension BGCtl {
                     TextFormat.table(
                         header: ["APP", "TASK", "KIND", "RUN", "TIME LEFT"],
                         rows: overview.running.map {
-                            [$0.app.rawValue, $0.identifier, $0.kind.rawValue, $0.run.id.description, "\(max(0, Int($0.run.deadline.timeIntervalSince(now))))s"]
+                            [
+                                $0.app.rawValue, $0.identifier, $0.kind.rawValue, $0.run.id.description,
+                                "\(max(0, Int($0.run.deadline.timeIntervalSince(now))))s",
+                            ]
                         })
                 }
                 if !overview.pending.isEmpty {
@@ -64,7 +72,8 @@ extension BGCtl {
 
             func run() async throws {
                 let run = try await options.call {
-                    try await $0.send(.post, "/v1/tasks/run", body: TaskTarget(app: app, identifier: identifier), as: RunRecord.self)
+                    try await $0.send(
+                        .post, "/v1/tasks/run", body: TaskTarget(app: app, identifier: identifier), as: RunRecord.self)
                 }
                 if options.json { return try options.printJSON(run) }
                 print("Started \(identifier) for \(app) (run \(run.id)); `bgctl history \(app)` shows how it ends.")
@@ -73,17 +82,23 @@ extension BGCtl {
 
         struct Expire: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
-                abstract: "Expire a running task now: its expiration handler runs (Apple's _simulateExpirationForTaskWithIdentifier).")
+                abstract:
+                    "Expire a running task now: its expiration handler runs (Apple's _simulateExpirationForTaskWithIdentifier)."
+            )
             @OptionGroup var options: DaemonOptions
             @Argument(transform: parseAppID) var app: AppID
             @Argument(help: "The task identifier.") var identifier: String
 
             func run() async throws {
                 let task = try await options.call {
-                    try await $0.send(.post, "/v1/tasks/expire", body: TaskTarget(app: app, identifier: identifier), as: RunningTask.self)
+                    try await $0.send(
+                        .post, "/v1/tasks/expire", body: TaskTarget(app: app, identifier: identifier),
+                        as: RunningTask.self)
                 }
                 if options.json { return try options.printJSON(task) }
-                print("Told \(app) that \(identifier) (run \(task.run.id)) expires; it is ended unless it completes within the expiration lead.")
+                print(
+                    "Told \(app) that \(identifier) (run \(task.run.id)) expires; it is ended unless it completes within the expiration lead."
+                )
             }
         }
     }

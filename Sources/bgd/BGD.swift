@@ -41,12 +41,14 @@ struct BGD: AsyncParsableCommand {
     var fetchFloor: Duration = .seconds(15 * 60)
 
     @Option(
-        help: "Apps never opened (no opens reported by the SDK or `bgctl open`) are woken at most this often; 'interval' wakes them on their fetch interval.",
+        help:
+            "Apps never opened (no opens reported by the SDK or `bgctl open`) are woken at most this often; 'interval' wakes them on their fetch interval.",
         transform: { $0 == "interval" ? nil : try parseDuration($0) })
     var unusedAppInterval: Duration? = .seconds(6 * 3600)
 
     @Option(
-        help: "Where power and network are read from: a sysfs root (default /sys), or 'unconstrained' to assume mains power and an unmetered network."
+        help:
+            "Where power and network are read from: a sysfs root (default /sys), or 'unconstrained' to assume mains power and an unmetered network."
     )
     var conditions: String = "/sys"
 
@@ -56,10 +58,13 @@ struct BGD: AsyncParsableCommand {
     @Option(help: "Background transfers moving bytes at once.")
     var maxTransfers: Int = 6
 
-    @Option(help: "Bytes between a download's durable checkpoints (the most a crash makes it fetch again), e.g. 8MiB.", transform: parseSize)
+    @Option(
+        help: "Bytes between a download's durable checkpoints (the most a crash makes it fetch again), e.g. 8MiB.",
+        transform: parseSize)
     var transferCheckpoint: Int64 = 8 << 20
 
-    @Option(help: "Bytes a second all downloads together may receive, e.g. 10MiB (default: no cap).", transform: parseSize)
+    @Option(
+        help: "Bytes a second all downloads together may receive, e.g. 10MiB (default: no cap).", transform: parseSize)
     var transferRateLimit: Int64?
 
     @Option(help: "A transfer whose connection is silent this long is dropped and retried.", transform: parseDuration)
@@ -71,7 +76,8 @@ struct BGD: AsyncParsableCommand {
     @Option(help: "The address the push gateway listens on.")
     var pushHost: String = "127.0.0.1"
 
-    @Option(help: "The push gateway's certificate chain (PEM); default: a self-signed pair made in the state directory.")
+    @Option(
+        help: "The push gateway's certificate chain (PEM); default: a self-signed pair made in the state directory.")
     var pushCertificate: String?
 
     @Option(help: "The push gateway's private key (PEM), with --push-certificate.")
@@ -86,13 +92,20 @@ struct BGD: AsyncParsableCommand {
     @Option(help: "Background pushes that may wake one app per hour.")
     var pushWakesPerHour: Double = 3
 
-    @Option(help: "Pushes per second one device token accepts (ten times as many back to back) before 429 TooManyRequests.")
+    @Option(
+        help: "Pushes per second one device token accepts (ten times as many back to back) before 429 TooManyRequests.")
     var pushTokenRate: Double = 20
 
-    @Option(help: "on: apps bgd launches may read everything but bgd's state and write only their container (Landlock, where the kernel has it); off: not confined.")
+    @Option(
+        help:
+            "on: apps bgd launches may read everything but bgd's state and write only their container (Landlock, where the kernel has it); off: not confined."
+    )
     var confineApps: String = "on"
 
-    @Option(help: "on: each app in a cgroup of its own (frozen to suspend, ended whole), where bgd may make them; off: signals only.")
+    @Option(
+        help:
+            "on: each app in a cgroup of its own (frozen to suspend, ended whole), where bgd may make them; off: signals only."
+    )
     var appCgroups: String = "on"
 
     @Option(help: "Open push connections from one address; more are closed as they arrive.")
@@ -101,25 +114,38 @@ struct BGD: AsyncParsableCommand {
     @Option(help: "Open push connections in all; more are closed as they arrive.")
     var pushConnections: Int = 1024
 
-    @Option(help: "How long a new push connection may take to finish its TLS handshake before it is closed.", transform: parseDuration)
+    @Option(
+        help: "How long a new push connection may take to finish its TLS handshake before it is closed.",
+        transform: parseDuration)
     var pushHandshakeTimeout: Duration = .seconds(10)
 
     @Option(help: "How long a push connection with no stream open stays before it is closed.", transform: parseDuration)
     var pushIdleTimeout: Duration = .seconds(300)
 
-    @Option(help: "Background time an app gets after leaving the foreground (beginBackgroundTask), e.g. 30s.", transform: parseDuration)
+    @Option(
+        help: "Background time an app gets after leaving the foreground (beginBackgroundTask), e.g. 30s.",
+        transform: parseDuration)
     var backgroundTime: Duration = .seconds(30)
 
-    @Option(help: "on: an app whose background time is up (holding no task) is suspended with SIGSTOP until an event comes; off: it is ended.")
+    @Option(
+        help:
+            "on: an app whose background time is up (holding no task) is suspended with SIGSTOP until an event comes; off: it is ended."
+    )
     var suspension: String = "on"
 
-    @Option(help: "How long an app with nothing to do keeps running after leaving the foreground (or an event) before it is suspended.", transform: parseDuration)
+    @Option(
+        help:
+            "How long an app with nothing to do keeps running after leaving the foreground (or an event) before it is suspended.",
+        transform: parseDuration)
     var suspensionDelay: Duration = .seconds(5)
 
     @Option(help: "How long a BGProcessingTaskRequest may run, e.g. 10m.", transform: parseDuration)
     var processingBudget: Duration = .seconds(600)
 
-    @Option(help: "Serve the dashboard and /metrics on HOST:PORT, e.g. 127.0.0.1:8765 (off unless given; loopback only unless --http-allow-remote).")
+    @Option(
+        help:
+            "Serve the dashboard and /metrics on HOST:PORT, e.g. 127.0.0.1:8765 (off unless given; loopback only unless --http-allow-remote)."
+    )
     var http: String?
 
     @Flag(help: "Let --http listen on an address other machines can reach (the dashboard token still guards it).")
@@ -131,24 +157,37 @@ struct BGD: AsyncParsableCommand {
     @Option(help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: String = "notice"
 
-    @Option(help: "auto (journal when stderr is systemd's journal, else text), journal (<priority> prefix, key=value metadata) or text.")
+    @Option(
+        help:
+            "auto (journal when stderr is systemd's journal, else text), journal (<priority> prefix, key=value metadata) or text."
+    )
     var logFormat: String = "auto"
 
     func validate() throws {
         guard BackgroundStore.Durability(rawValue: durability) != nil else {
             throw ValidationError("--durability must be 'full' or 'normal'")
         }
-        guard ["auto", "journal", "text"].contains(logFormat) else { throw ValidationError("--log-format is auto, journal or text") }
+        guard ["auto", "journal", "text"].contains(logFormat) else {
+            throw ValidationError("--log-format is auto, journal or text")
+        }
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
         }
         if pushPort != "off" {
-            guard let port = Int(pushPort), (0...65535).contains(port) else { throw ValidationError("--push-port is a port number or 'off'") }
+            guard let port = Int(pushPort), (0...65535).contains(port) else {
+                throw ValidationError("--push-port is a port number or 'off'")
+            }
         }
-        guard (pushCertificate == nil) == (pushKey == nil) else { throw ValidationError("give --push-certificate and --push-key together") }
-        guard !(pushPlaintext && pushHttp1) else { throw ValidationError("give --push-plaintext or --push-http1, not both") }
+        guard (pushCertificate == nil) == (pushKey == nil) else {
+            throw ValidationError("give --push-certificate and --push-key together")
+        }
+        guard !(pushPlaintext && pushHttp1) else {
+            throw ValidationError("give --push-plaintext or --push-http1, not both")
+        }
         if pushPlaintext || pushHttp1, !Loopback.contains(pushHost) {
-            throw ValidationError("the push gateway serves plaintext only on loopback (127.0.0.1, ::1, localhost), not on \(pushHost); drop --push-plaintext/--push-http1 to serve TLS")
+            throw ValidationError(
+                "the push gateway serves plaintext only on loopback (127.0.0.1, ::1, localhost), not on \(pushHost); drop --push-plaintext/--push-http1 to serve TLS"
+            )
         }
         guard pushWakesPerHour > 0 else { throw ValidationError("--push-wakes-per-hour must be positive") }
         if let http {
@@ -156,15 +195,25 @@ struct BGD: AsyncParsableCommand {
                 throw ValidationError("--http is HOST:PORT, e.g. 127.0.0.1:8765")
             }
             guard settings.isLoopback || httpAllowRemote else {
-                throw ValidationError("--http \(http) is not a loopback address; the dashboard listens on loopback only unless you add --http-allow-remote")
+                throw ValidationError(
+                    "--http \(http) is not a loopback address; the dashboard listens on loopback only unless you add --http-allow-remote"
+                )
             }
         }
         guard ["on", "off"].contains(suspension) else { throw ValidationError("--suspension is 'on' or 'off'") }
-        guard backgroundTime > expirationLead else { throw ValidationError("--background-time must be longer than --expiration-lead") }
-        guard processingBudget > expirationLead else { throw ValidationError("--processing-budget must be longer than --expiration-lead") }
+        guard backgroundTime > expirationLead else {
+            throw ValidationError("--background-time must be longer than --expiration-lead")
+        }
+        guard processingBudget > expirationLead else {
+            throw ValidationError("--processing-budget must be longer than --expiration-lead")
+        }
         guard pushTokenRate > 0 else { throw ValidationError("--push-token-rate must be positive") }
-        guard maxTransfers >= 1 && maxTransfers <= 1000 else { throw ValidationError("--max-transfers is from 1 to 1000") }
-        if let transferRateLimit, transferRateLimit < 1024 { throw ValidationError("--transfer-rate-limit is at least 1KiB (a second)") }
+        guard maxTransfers >= 1 && maxTransfers <= 1000 else {
+            throw ValidationError("--max-transfers is from 1 to 1000")
+        }
+        if let transferRateLimit, transferRateLimit < 1024 {
+            throw ValidationError("--transfer-rate-limit is at least 1KiB (a second)")
+        }
         guard transferCheckpoint >= 64 << 10 else { throw ValidationError("--transfer-checkpoint is at least 64KiB") }
         guard ["on", "off"].contains(confineApps) else { throw ValidationError("--confine-apps is on or off") }
         guard ["on", "off"].contains(appCgroups) else { throw ValidationError("--app-cgroups is on or off") }
@@ -183,17 +232,24 @@ struct BGD: AsyncParsableCommand {
     var pushConfiguration: PushGateway.Configuration? {
         guard pushPort != "off", let port = Int(pushPort) else { return nil }
         let security: PushGateway.Configuration.Security =
-            pushPlaintext ? .plaintext : pushHttp1 ? .plaintextHTTP1 : pushCertificate.map { .files(certificate: $0, key: pushKey ?? "") } ?? .selfSigned
-        return PushGateway.Configuration(host: pushHost, port: port, security: security, throttle: PushThrottle(wakesPerHour: pushWakesPerHour),
+            pushPlaintext
+            ? .plaintext
+            : pushHttp1
+                ? .plaintextHTTP1 : pushCertificate.map { .files(certificate: $0, key: pushKey ?? "") } ?? .selfSigned
+        return PushGateway.Configuration(
+            host: pushHost, port: port, security: security, throttle: PushThrottle(wakesPerHour: pushWakesPerHour),
             floodLimit: PushFloodLimit(perSecond: pushTokenRate, burst: pushTokenRate * 10),
             connections: ConnectionLimits(
-                perPeer: pushConnectionsPerPeer, total: pushConnections, handshakeTimeout: pushHandshakeTimeout, idleTimeout: pushIdleTimeout))
+                perPeer: pushConnectionsPerPeer, total: pushConnections, handshakeTimeout: pushHandshakeTimeout,
+                idleTimeout: pushIdleTimeout))
     }
 
     func run() async throws {
         umask(0o077)  // the store, the token hashes and app logs are the user's alone
         let level = Logger.Level(rawValue: logLevel) ?? .notice
-        let journal = logFormat == "journal" || (logFormat == "auto" && ProcessInfo.processInfo.environment["JOURNAL_STREAM"] != nil)
+        let journal =
+            logFormat == "journal"
+            || (logFormat == "auto" && ProcessInfo.processInfo.environment["JOURNAL_STREAM"] != nil)
         LoggingSystem.bootstrap { label in
             if journal { return JournalLogHandler(label: label, logLevel: level) }
             var handler = StreamLogHandler.standardError(label: label)
@@ -214,12 +270,15 @@ struct BGD: AsyncParsableCommand {
             transfers: .init(
                 maximumConcurrent: maxTransfers,
                 engine: .init(
-                    checkpointInterval: transferCheckpoint, readTimeout: transferReadTimeout, bandwidthLimit: transferRateLimit)),
+                    checkpointInterval: transferCheckpoint, readTimeout: transferReadTimeout,
+                    bandwidthLimit: transferRateLimit)),
             push: pushConfiguration,
             backgroundTime: BackgroundTimePolicy(
-                budget: backgroundTime, expirationLead: expirationLead, suspensionEnabled: suspension == "on", suspensionDelay: suspensionDelay),
+                budget: backgroundTime, expirationLead: expirationLead, suspensionEnabled: suspension == "on",
+                suspensionDelay: suspensionDelay),
             processing: ProcessingTaskPolicy(budget: processingBudget),
-            dashboard: http.flatMap { Self.dashboard($0, allowRemote: httpAllowRemote) }, confineApps: confineApps == "on",
+            dashboard: http.flatMap { Self.dashboard($0, allowRemote: httpAllowRemote) },
+            confineApps: confineApps == "on",
             appCgroups: appCgroups == "on")
         let daemon: Daemon
         do {
@@ -260,7 +319,9 @@ func parseDuration(_ text: String) throws -> Duration {
 
 /// "8MiB", "512KiB", "1048576": a size in bytes.
 func parseSize(_ text: String) throws -> Int64 {
-    let units: [(String, Int64)] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10), ("B", 1)]
+    let units: [(String, Int64)] = [
+        ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10), ("B", 1),
+    ]
     for (suffix, factor) in units where text.hasSuffix(suffix) {
         if let number = Int64(text.dropLast(suffix.count)), number >= 0 { return number * factor }
     }
@@ -271,7 +332,9 @@ func parseSize(_ text: String) throws -> Int64 {
 extension BGD {
     /// `HOST:PORT` (`[::1]:PORT` for IPv6) into the dashboard's settings.
     static func dashboard(_ text: String, allowRemote: Bool) -> DashboardServer.Configuration? {
-        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port) else { return nil }
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
+            (0...65535).contains(port)
+        else { return nil }
         var host = String(text[..<colon])
         if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
         guard !host.isEmpty else { return nil }

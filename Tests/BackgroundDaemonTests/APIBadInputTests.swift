@@ -19,7 +19,9 @@ struct APIBadInputTests {
     func snapshot(_ daemon: TestDaemon) async throws -> Snapshot {
         let apps = try await daemon.admin.send(.get, "/v1/apps", as: [AppSummary].self)
         var runs: [[RunRecord]] = []
-        for app in apps { runs.append(try await daemon.admin.send(.get, "/v1/apps/\(app.id)/history", as: [RunRecord].self)) }
+        for app in apps {
+            runs.append(try await daemon.admin.send(.get, "/v1/apps/\(app.id)/history", as: [RunRecord].self))
+        }
         // isConnected and plans may move on their own; compare what requests could change.
         return Snapshot(
             apps: apps.map {
@@ -44,7 +46,9 @@ struct APIBadInputTests {
             let run = try await daemon.admin.send(.post, "/v1/apps/com.example.a/fetch", as: RunRecord.self)
             let before = try await snapshot(daemon)
 
-            let huge = Data(#"{"id":"com.example.big","launchCommand":["/bin/true"],"pad":""#.utf8) + Data(repeating: 0x61, count: 100_000) + Data(#""}"#.utf8)
+            let huge =
+                Data(#"{"id":"com.example.big","launchCommand":["/bin/true"],"pad":""#.utf8)
+                + Data(repeating: 0x61, count: 100_000) + Data(#""}"#.utf8)
             let cases: [(HTTPMethod, String, Data?, String?, Int, String)] = [
                 (.GET, "/v1/apps/com.example.nope", nil, nil, 404, "unknownApp"),
                 (.POST, "/v1/apps/com.example.nope/fetch", nil, nil, 404, "unknownApp"),
@@ -57,21 +61,53 @@ struct APIBadInputTests {
                 (.GET, "/v1/runs/-1", nil, nil, 400, "invalidRunID"),
                 (.GET, "/v1/nothing-here", nil, nil, 404, "notFound"),
                 (.POST, "/v1/apps", Data("{".utf8), nil, 400, "malformedRequest"),
-                (.POST, "/v1/apps", Data(#"{"id":"com.example.c","launchCommand":"/bin/true"}"#.utf8), nil, 400, "malformedRequest"),
-                (.POST, "/v1/apps", Data(#"{"id":"../../etc","launchCommand":["/bin/true"]}"#.utf8), nil, 400, "malformedRequest"),
-                (.POST, "/v1/apps", Data(#"{"id":"com.example.c","launchCommand":[]}"#.utf8), nil, 400, "malformedRequest"),
-                (.POST, "/v1/apps", Data(#"{"id":"com.example.c","launchCommand":["/bin/true"],"fetchInterval":"-5m"}"#.utf8), nil, 400, "malformedRequest"),
-                (.POST, "/v1/apps", Data(#"{"id":"com.example.c","launchCommand":["/bin/true"],"fetchInterval":0}"#.utf8), nil, 400, "malformedRequest"),
-                (.POST, "/v1/apps", Data(#"{"id":"com.example.c","launchCommand":["./no/such/program"]}"#.utf8), nil, 400, "launchCommandNotFound"),
-                (.POST, "/v1/apps", Data(#"{"id":"com.example.a","launchCommand":["/bin/true"]}"#.utf8), nil, 409, "appAlreadyRegistered"),
+                (
+                    .POST, "/v1/apps", Data(#"{"id":"com.example.c","launchCommand":"/bin/true"}"#.utf8), nil, 400,
+                    "malformedRequest"
+                ),
+                (
+                    .POST, "/v1/apps", Data(#"{"id":"../../etc","launchCommand":["/bin/true"]}"#.utf8), nil, 400,
+                    "malformedRequest"
+                ),
+                (
+                    .POST, "/v1/apps", Data(#"{"id":"com.example.c","launchCommand":[]}"#.utf8), nil, 400,
+                    "malformedRequest"
+                ),
+                (
+                    .POST, "/v1/apps",
+                    Data(#"{"id":"com.example.c","launchCommand":["/bin/true"],"fetchInterval":"-5m"}"#.utf8), nil, 400,
+                    "malformedRequest"
+                ),
+                (
+                    .POST, "/v1/apps",
+                    Data(#"{"id":"com.example.c","launchCommand":["/bin/true"],"fetchInterval":0}"#.utf8), nil, 400,
+                    "malformedRequest"
+                ),
+                (
+                    .POST, "/v1/apps", Data(#"{"id":"com.example.c","launchCommand":["./no/such/program"]}"#.utf8), nil,
+                    400, "launchCommandNotFound"
+                ),
+                (
+                    .POST, "/v1/apps", Data(#"{"id":"com.example.a","launchCommand":["/bin/true"]}"#.utf8), nil, 409,
+                    "appAlreadyRegistered"
+                ),
                 (.POST, "/v1/apps", huge, nil, 413, "bodyTooLarge"),
-                (.PUT, "/v1/apps/com.example.a/fetch-interval", Data(#"{"interval":"soon"}"#.utf8), nil, 400, "malformedRequest"),
+                (
+                    .PUT, "/v1/apps/com.example.a/fetch-interval", Data(#"{"interval":"soon"}"#.utf8), nil, 400,
+                    "malformedRequest"
+                ),
                 (.GET, "/v1/app/events", nil, nil, 401, "unauthorized"),
                 (.GET, "/v1/app/events", nil, "not-a-token", 401, "unauthorized"),
                 (.POST, "/v1/app/opens", nil, String(repeating: "x", count: 10_000), 401, "unauthorized"),
                 (.PUT, "/v1/app/fetch-interval", Data(#"{"interval":"31d"}"#.utf8), a.token, 400, "malformedRequest"),
-                (.POST, "/v1/app/runs/\(run.id)/result", Data(#"{"result":"maybe"}"#.utf8), a.token, 400, "malformedRequest"),
-                (.POST, "/v1/app/runs/\(run.id)/result", Data(#"{"result":"newData"}"#.utf8), b.token, 404, "unknownRun"),
+                (
+                    .POST, "/v1/app/runs/\(run.id)/result", Data(#"{"result":"maybe"}"#.utf8), a.token, 400,
+                    "malformedRequest"
+                ),
+                (
+                    .POST, "/v1/app/runs/\(run.id)/result", Data(#"{"result":"newData"}"#.utf8), b.token, 404,
+                    "unknownRun"
+                ),
                 (.POST, "/v1/app/runs/999/result", Data(#"{"result":"newData"}"#.utf8), a.token, 404, "unknownRun"),
                 (.POST, "/v1/app/events/ack", Data(#"{"seq":1}"#.utf8), b.token, 400, "invalidSequence"),
             ]
@@ -90,7 +126,8 @@ struct APIBadInputTests {
         try await TestDaemon.with { daemon in
             await #expect(throws: StateDirectory.AlreadyInUse.self) {
                 _ = try await Daemon(
-                    configuration: .init(stateDirectory: daemon.directory + "/state", socketPath: daemon.directory + "/second.sock"))
+                    configuration: .init(
+                        stateDirectory: daemon.directory + "/state", socketPath: daemon.directory + "/second.sock"))
             }
             // The first one is unharmed.
             let status = try await daemon.admin.send(.get, "/v1/status", as: DaemonStatus.self)

@@ -12,20 +12,25 @@ struct AdaptiveSchedulingTests {
     static let monday = Date(timeIntervalSince1970: 1_767_571_200)
     static let app = "com.example.noon"
 
-    func fixture(_ arguments: String...) throws -> [String] { [try BuiltProducts.path(of: "bgd-fixture-app")] + arguments }
+    func fixture(_ arguments: String...) throws -> [String] {
+        [try BuiltProducts.path(of: "bgd-fixture-app")] + arguments
+    }
 
     /// Moves the clock to `date` and waits until the scheduler has planned at that time and no run
     /// is in flight. Changing the interval to what it is rings the scheduler, so it plans even when
     /// nothing was due.
     func step(_ daemon: TestDaemon, to date: Date) async throws {
-        _ = try await daemon.waitFor({ activity -> Bool? in
-            if case .planned = activity { return true }
-            return nil
-        }, after: {
-            daemon.clock.advance(to: date)
-            _ = try await daemon.admin.send(
-                .put, "/v1/apps/\(Self.app)/fetch-interval", body: FetchIntervalUpdate(interval: .minimum), as: AppSummary.self)
-        })
+        _ = try await daemon.waitFor(
+            { activity -> Bool? in
+                if case .planned = activity { return true }
+                return nil
+            },
+            after: {
+                daemon.clock.advance(to: date)
+                _ = try await daemon.admin.send(
+                    .put, "/v1/apps/\(Self.app)/fetch-interval", body: FetchIntervalUpdate(interval: .minimum),
+                    as: AppSummary.self)
+            })
         try await daemon.waitUntil { try await daemon.store.runsInFlight().isEmpty }
     }
 
@@ -41,11 +46,14 @@ struct AdaptiveSchedulingTests {
                 }
                 _ = try await daemon.admin.send(.post, "/v1/apps/\(Self.app)/opens")
             }
-            let runs = try await daemon.admin.send(.get, "/v1/apps/\(Self.app)/history?limit=1000", as: [RunRecord].self)
+            let runs = try await daemon.admin.send(
+                .get, "/v1/apps/\(Self.app)/history?limit=1000", as: [RunRecord].self)
             let scheduled = runs.filter { $0.trigger == .scheduled }
             for day in 2..<6 {
                 let noon = Self.monday.addingTimeInterval(Double(day) * 86400 + 12 * 3600)
-                let before = scheduled.filter { $0.startedAt >= noon.addingTimeInterval(-20 * 60) && $0.startedAt < noon }
+                let before = scheduled.filter {
+                    $0.startedAt >= noon.addingTimeInterval(-20 * 60) && $0.startedAt < noon
+                }
                 #expect(before.count == 1, "day \(day): \(scheduled.map(\.startedAt))")
                 #expect(before.first?.reasons.map(\.code).contains(.predictedOpen) == true)
             }
@@ -55,12 +63,19 @@ struct AdaptiveSchedulingTests {
 
             // `bgctl why` and `bgctl forecast` give the reasons on the live daemon.
             let why = try await daemon.why(Self.app)
-            #expect(why.reasons.contains { [.predictedOpen, .stillFresh, .noLikelyOpen, .closerToTheOpen].contains($0.code) }, "\(why.reasons)")
+            #expect(
+                why.reasons.contains {
+                    [.predictedOpen, .stillFresh, .noLikelyOpen, .closerToTheOpen].contains($0.code)
+                }, "\(why.reasons)")
             let output = try await Command.run(
-                try BuiltProducts.path(of: "bgctl"), ["forecast", Self.app, "--hours", "24", "--socket", daemon.socketPath])
+                try BuiltProducts.path(of: "bgctl"),
+                ["forecast", Self.app, "--hours", "24", "--socket", daemon.socketPath])
             #expect(output.status == 0, "\(output.standardError)")
-            #expect(output.standardOutput.contains("predictedOpen") || output.standardOutput.contains("session starts expected"), "\(output.standardOutput)")
-            let forecast = try await daemon.admin.send(.get, "/v1/apps/\(Self.app)/forecast?hours=24", as: WakeForecast.self)
+            #expect(
+                output.standardOutput.contains("predictedOpen")
+                    || output.standardOutput.contains("session starts expected"), "\(output.standardOutput)")
+            let forecast = try await daemon.admin.send(
+                .get, "/v1/apps/\(Self.app)/forecast?hours=24", as: WakeForecast.self)
             let wake = try #require(forecast.wakes.first)
             let minute = wake.at.timeIntervalSince(Self.monday).truncatingRemainder(dividingBy: 86400) / 60
             #expect((11 * 60 + 40..<12 * 60).contains(minute), "\(wake.at)")
@@ -68,7 +83,9 @@ struct AdaptiveSchedulingTests {
     }
 
     @Test func anAppNeverOpenedGetsTheRareWakesOfAnUnusedApp() async throws {
-        try await TestDaemon.with(fetchPolicy: .init(unusedAppInterval: .seconds(6 * 3600)), clock: ManualClock(now: Self.monday)) { daemon in
+        try await TestDaemon.with(
+            fetchPolicy: .init(unusedAppInterval: .seconds(6 * 3600)), clock: ManualClock(now: Self.monday)
+        ) { daemon in
             try await daemon.register(Self.app, command: try fixture("newData"), interval: .minimum)
             let due = try await daemon.plannedWake(of: Self.app)
             #expect(due == Self.monday.addingTimeInterval(6 * 3600))
@@ -80,7 +97,8 @@ struct AdaptiveSchedulingTests {
         try await TestDaemon.with { daemon in
             try await daemon.register(Self.app, command: try fixture("newData"), interval: .minimum)
             for hours in ["0", "169", "lots"] {
-                let answer = try await RawHTTP.request(daemon.socketPath, .GET, "/v1/apps/\(Self.app)/forecast?hours=\(hours)")
+                let answer = try await RawHTTP.request(
+                    daemon.socketPath, .GET, "/v1/apps/\(Self.app)/forecast?hours=\(hours)")
                 #expect(answer.status == 400, "\(hours)")
                 #expect(answer.errorCode == "invalidQuery")
             }

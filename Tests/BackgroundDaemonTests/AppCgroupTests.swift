@@ -37,13 +37,17 @@ struct AppCgroupTests {
                 Self.food, command: [try BuiltProducts.path(of: "DeliciousFood")], interval: .minimum,
                 taskIdentifiers: ["com.example.deliciousfood.refresh"])
             let status = try await daemon.admin.send(.get, "/v1/status", as: DaemonStatus.self)
-            #expect(status.appProcesses?.hasPrefix(cgroups ? "cgroups:" : "signals: turned off") == true, "\(status.appProcesses ?? "-")")
+            #expect(
+                status.appProcesses?.hasPrefix(cgroups ? "cgroups:" : "signals: turned off") == true,
+                "\(status.appProcesses ?? "-")")
 
             var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("BGD_") }
             environment[LaunchEnvironment.token] = registered.token
             environment[LaunchEnvironment.socket] = daemon.socketPath
             environment["PS1"] = "$ "
-            let terminal = try Spawned("/usr/bin/script", ["-qfc", "bash --norc --noprofile -i", "/dev/null"], environment: environment, stdin: true, mergeErrors: true)
+            let terminal = try Spawned(
+                "/usr/bin/script", ["-qfc", "bash --norc --noprofile -i", "/dev/null"], environment: environment,
+                stdin: true, mergeErrors: true)
             let printed = Output()
             terminal.output.readabilityHandler = { printed.append($0.availableData) }
             var appPID: Int32?
@@ -56,28 +60,38 @@ struct AppCgroupTests {
 
             type("'\(try BuiltProducts.path(of: "DeliciousFood"))'")
             #expect(await eventually { printed.all.contains("no dishes yet") }, "\(printed.all)")
-            let pid = try #require(try await daemon.admin.send(.get, "/v1/tasks", as: TasksOverview.self).lifecycles.first?.processID)
+            let pid = try #require(
+                try await daemon.admin.send(.get, "/v1/tasks", as: TasksOverview.self).lifecycles.first?.processID)
             appPID = pid
-            #expect(CgroupProbe.directory(of: pid)?.hasSuffix("/apps/\(Self.food)@\(pid)") == cgroups, "\(CgroupProbe.directory(of: pid) ?? "-")")
+            #expect(
+                CgroupProbe.directory(of: pid)?.hasSuffix("/apps/\(Self.food)@\(pid)") == cgroups,
+                "\(CgroupProbe.directory(of: pid) ?? "-")")
 
-            let ended = try await daemon.waitFor({ activity -> Bool? in
-                if case .backgroundTaskEnded(let app, _) = activity, app.rawValue == Self.food { return true }
-                return nil
-            }, after: { type("background") })
+            let ended = try await daemon.waitFor(
+                { activity -> Bool? in
+                    if case .backgroundTaskEnded(let app, _) = activity, app.rawValue == Self.food { return true }
+                    return nil
+                }, after: { type("background") })
             #expect(ended)
             if cgroups {
                 // Nothing held: suspended a few seconds after leaving the foreground — by the freezer.
-                _ = try await daemon.waitFor({ activity -> Bool? in
-                    if case .lifecycleChanged(let app, .suspended, _) = activity, app.rawValue == Self.food { return true }
-                    return nil
-                }, after: { daemon.clock.advance(by: .seconds(6)) })
+                _ = try await daemon.waitFor(
+                    { activity -> Bool? in
+                        if case .lifecycleChanged(let app, .suspended, _) = activity, app.rawValue == Self.food {
+                            return true
+                        }
+                        return nil
+                    }, after: { daemon.clock.advance(by: .seconds(6)) })
                 #expect(CgroupProbe.isFrozen(pid), "frozen in its cgroup")
                 #expect(((try? processState(pid)) ?? nil) != "T", "frozen, not stopped with SIGSTOP")
             } else {
                 // Past its suspension delay and its background time: a stop would come now. It must not.
                 daemon.clock.advance(by: .seconds(120))
-                #expect(!(await eventually { ((try? processState(pid)) ?? nil) == "T" }), "stopped though it is its terminal's foreground job")
-                let state = try await daemon.admin.send(.get, "/v1/tasks", as: TasksOverview.self).lifecycles.first?.state
+                #expect(
+                    !(await eventually { ((try? processState(pid)) ?? nil) == "T" }),
+                    "stopped though it is its terminal's foreground job")
+                let state = try await daemon.admin.send(.get, "/v1/tasks", as: TasksOverview.self).lifecycles.first?
+                    .state
                 #expect(state == .background)
             }
 
@@ -85,7 +99,8 @@ struct AppCgroupTests {
             let bgctl = try BuiltProducts.path(of: "bgctl")
             var answers: [String] = []
             for _ in 0..<20 where !(answers.last ?? "").contains("newData") {
-                let output = try await Command.run(bgctl, ["simulate", "fetch", Self.food, "--socket", daemon.socketPath])
+                let output = try await Command.run(
+                    bgctl, ["simulate", "fetch", Self.food, "--socket", daemon.socketPath])
                 #expect(output.status == 0, "\(output.standardError)")
                 answers.append(output.standardOutput)
             }
@@ -108,23 +123,29 @@ struct AppCgroupTests {
             let app = "com.example.spin"
             let token = try await daemon.register(app, command: ["/bin/false"], interval: .never).token
             let command = LaunchCommand([
-                try BuiltProducts.path(of: "bgd-fixture-app"), "foreground", app, token, daemon.socketPath, daemon.directory + "/spin.log", "spin",
+                try BuiltProducts.path(of: "bgd-fixture-app"), "foreground", app, token, daemon.socketPath,
+                daemon.directory + "/spin.log", "spin",
             ])!
             var process: LaunchedProcess?
-            _ = try await daemon.waitFor({ activity -> Bool? in
-                if case .lifecycleChanged(let id, .background, nil) = activity, id.rawValue == app { return true }
-                return nil
-            }, after: {
-                process = try ProcessLauncher().launch(
-                    LaunchSpec(command: command, environment: ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("BGD_") },
-                        workingDirectory: daemon.directory, logFile: daemon.directory + "/spin.out"))
-            })
+            _ = try await daemon.waitFor(
+                { activity -> Bool? in
+                    if case .lifecycleChanged(let id, .background, nil) = activity, id.rawValue == app { return true }
+                    return nil
+                },
+                after: {
+                    process = try ProcessLauncher().launch(
+                        LaunchSpec(
+                            command: command,
+                            environment: ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("BGD_") },
+                            workingDirectory: daemon.directory, logFile: daemon.directory + "/spin.out"))
+                })
             let pid = try #require(process?.processID)
             defer { process?.signalGroup(SIGKILL) }
-            _ = try await daemon.waitFor({ activity -> Bool? in
-                if case .lifecycleChanged(let id, .suspended, _) = activity, id.rawValue == app { return true }
-                return nil
-            }, after: { daemon.clock.advance(by: .seconds(6)) })
+            _ = try await daemon.waitFor(
+                { activity -> Bool? in
+                    if case .lifecycleChanged(let id, .suspended, _) = activity, id.rawValue == app { return true }
+                    return nil
+                }, after: { daemon.clock.advance(by: .seconds(6)) })
             #expect(CgroupProbe.isFrozen(pid))
             let frozenAt = try #require(CgroupProbe.cpuMicroseconds(of: pid))
             let busy = try Spawned("/bin/sh", ["-c", "while :; do :; done"])
@@ -133,9 +154,12 @@ struct AppCgroupTests {
             let after = try #require(CgroupProbe.cpuMicroseconds(of: pid))
             #expect(after - frozenAt < 1_000, "a frozen app used \(after - frozenAt) µs of CPU")
             // An event thaws it, and it burns CPU again.
-            let run = try await daemon.waitForRunEnd(of: app) { _ = try await daemon.admin.send(.post, "/v1/apps/\(app)/fetch", as: RunRecord.self) }
+            let run = try await daemon.waitForRunEnd(of: app) {
+                _ = try await daemon.admin.send(.post, "/v1/apps/\(app)/fetch", as: RunRecord.self)
+            }
             #expect(run.outcome == .newData)
-            #expect(await eventually { (CgroupProbe.cpuMicroseconds(of: pid) ?? 0) > after + 5_000 }, "a thawed app runs")
+            #expect(
+                await eventually { (CgroupProbe.cpuMicroseconds(of: pid) ?? 0) > after + 5_000 }, "a thawed app runs")
         }
     }
 
@@ -148,12 +172,17 @@ struct AppCgroupTests {
         try await TestDaemon.with { daemon in
             let app = "com.example.tree"
             let fixture = try BuiltProducts.path(of: "bgd-fixture-app")
-            let script = "setsid sh -c 'trap \"\" TERM; exec sleep 1000' & echo $! > grandchild.pid; exec '\(fixture)' hang"
+            let script =
+                "setsid sh -c 'trap \"\" TERM; exec sleep 1000' & echo $! > grandchild.pid; exec '\(fixture)' hang"
             _ = try await daemon.register(app, command: ["/bin/sh", "-c", script], interval: .never)
             let started = try await daemon.admin.send(.post, "/v1/apps/\(app)/fetch", as: RunRecord.self)
             let pidFile = daemon.directory + "/state/containers/\(app)/grandchild.pid"
-            #expect(await eventually { ((try? String(contentsOfFile: pidFile, encoding: .utf8)) ?? "").hasSuffix("\n") })
-            let grandchild = try #require(Int32(try String(contentsOfFile: pidFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
+            #expect(
+                await eventually { ((try? String(contentsOfFile: pidFile, encoding: .utf8)) ?? "").hasSuffix("\n") })
+            let grandchild = try #require(
+                Int32(
+                    try String(contentsOfFile: pidFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+                ))
             defer { kill(grandchild, SIGKILL) }
             let group = try #require(CgroupProbe.directory(of: grandchild))
             #expect(group.hasSuffix("/apps/\(app)"), "the grandchild is in the app's cgroup: \(group)")
@@ -161,7 +190,8 @@ struct AppCgroupTests {
             let run = try await daemon.waitForRunEnd(of: app) { daemon.clock.advance(by: .seconds(31)) }
             #expect(run.id == started.id && run.outcome == .expired, "\(run)")
             daemon.clock.advance(by: .seconds(10))
-            #expect(await eventually { ((try? processState(grandchild)) ?? nil) == nil }, "the grandchild outlived its app")
+            #expect(
+                await eventually { ((try? processState(grandchild)) ?? nil) == nil }, "the grandchild outlived its app")
             #expect(await eventually { access(group, F_OK) != 0 }, "the emptied cgroup is removed")
             #expect((run.cpuMicroseconds ?? 0) > 0, "the run's CPU time is recorded: \(run)")
             if FileManager.default.fileExists(atPath: "/sys/fs/cgroup/memory/cgroup.procs") {
@@ -175,8 +205,12 @@ struct AppCgroupTests {
     @Test func statusSaysHowAppsAreHeld() async throws {
         try await TestDaemon.with(appCgroups: false) { daemon in
             let status = try await daemon.admin.send(.get, "/v1/status", as: DaemonStatus.self)
-            #expect(status.appProcesses == "signals: turned off (--app-cgroups off); apps are stopped with SIGSTOP only when they have no terminal")
-            let output = try await Command.run(try BuiltProducts.path(of: "bgctl"), ["status", "--socket", daemon.socketPath])
+            #expect(
+                status.appProcesses
+                    == "signals: turned off (--app-cgroups off); apps are stopped with SIGSTOP only when they have no terminal"
+            )
+            let output = try await Command.run(
+                try BuiltProducts.path(of: "bgctl"), ["status", "--socket", daemon.socketPath])
             #expect(output.standardOutput.contains("processes: signals: turned off"), "\(output.standardOutput)")
         }
     }
@@ -184,7 +218,9 @@ struct AppCgroupTests {
 
 /// A process's own user + system CPU time from /proc, in microseconds.
 func processCPU(_ pid: Int32) -> UInt64? {
-    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else { return nil }
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+        let close = stat.lastIndex(of: ")")
+    else { return nil }
     let fields = stat[stat.index(after: close)...].split(separator: " ")
     guard fields.count > 12, let user = UInt64(fields[11]), let system = UInt64(fields[12]) else { return nil }
     return (user + system) * 1_000_000 / UInt64(sysconf(Int32(_SC_CLK_TCK)))

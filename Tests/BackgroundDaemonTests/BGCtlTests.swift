@@ -14,7 +14,8 @@ struct BGCtlTests {
 
     @Test func registerListChangeAndUnregister() async throws {
         try await TestDaemon.with { daemon in
-            let register = try await bgctl(daemon, "register", "com.example.cli", "--interval", "30m", "--", "/bin/true", "--flag")
+            let register = try await bgctl(
+                daemon, "register", "com.example.cli", "--interval", "30m", "--", "/bin/true", "--flag")
             #expect(register.status == 0, "\(register.standardError)")
             #expect(register.standardOutput.contains("token: "))
 
@@ -30,7 +31,9 @@ struct BGCtlTests {
 
             #expect(try await bgctl(daemon, "set-interval", "com.example.cli", "never").status == 0)
             let why = try await bgctl(daemon, "why", "com.example.cli", "--json")
-            #expect(try WireCoding.makeDecoder().decode(WakeExplanation.self, from: Data(why.standardOutput.utf8)).fetchInterval == .never)
+            #expect(
+                try WireCoding.makeDecoder().decode(WakeExplanation.self, from: Data(why.standardOutput.utf8))
+                    .fetchInterval == .never)
 
             // Opens at 09:00 on three days: the model sees one session a day, at 09:00.
             for _ in 0..<3 {
@@ -39,7 +42,8 @@ struct BGCtlTests {
             }
             #expect(try await daemon.store.opens(of: AppID(rawValue: "com.example.cli")!).count == 3)
             let usage = try WireCoding.makeDecoder().decode(
-                UsageSummary.self, from: Data(try await bgctl(daemon, "usage", "com.example.cli", "--json").standardOutput.utf8))
+                UsageSummary.self,
+                from: Data(try await bgctl(daemon, "usage", "com.example.cli", "--json").standardOutput.utf8))
             #expect(usage.opensRecorded == 3)
             #expect(usage.busiestSlots.first?.start == "09:00")
             #expect(try await bgctl(daemon, "usage", "com.example.cli").standardOutput.contains("09:00"))
@@ -59,12 +63,16 @@ struct BGCtlTests {
         let bgctl = try BuiltProducts.path(of: "bgctl")
         let directory = TemporaryDirectory.make()
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        try "user,app,open_utc\nu1,mail,tomorrow\n".write(toFile: directory + "/bad.csv", atomically: true, encoding: .utf8)
+        try "user,app,open_utc\nu1,mail,tomorrow\n".write(
+            toFile: directory + "/bad.csv", atomically: true, encoding: .utf8)
         let cases: [([String], String)] = [
             (["simulate", "trace", directory + "/nope.csv"], "cannot read"),
             (["simulate", "trace", directory + "/bad.csv"], "line 2: open_utc must be Unix seconds"),
             (["simulate", "trace", directory + "/bad.csv", "--policy", "magic"], "unknown policy 'magic'"),
-            (["simulate", "trace", directory + "/bad.csv", "--wakes-per-open", "0"], "--wakes-per-open must be in (0, 100]"),
+            (
+                ["simulate", "trace", directory + "/bad.csv", "--wakes-per-open", "0"],
+                "--wakes-per-open must be in (0, 100]"
+            ),
         ]
         for (arguments, message) in cases {
             let output = try await Command.run(bgctl, arguments)
@@ -73,9 +81,13 @@ struct BGCtlTests {
         }
         try "user,app,open_utc\nu1,mail,1364095883\nu1,mail,1364099483\n".write(
             toFile: directory + "/tiny.csv", atomically: true, encoding: .utf8)
-        let ok = try await Command.run(bgctl, ["simulate", "trace", directory + "/tiny.csv", "--policy", "oracle", "--wakes-out", directory + "/w.csv"])
+        let ok = try await Command.run(
+            bgctl,
+            ["simulate", "trace", directory + "/tiny.csv", "--policy", "oracle", "--wakes-out", directory + "/w.csv"])
         #expect(ok.status == 0, "\(ok.standardError)")
-        #expect(try String(contentsOfFile: directory + "/w.csv", encoding: .utf8) == "user,app,wake_utc\nu1,mail,1364095823\nu1,mail,1364099423\n")
+        #expect(
+            try String(contentsOfFile: directory + "/w.csv", encoding: .utf8)
+                == "user,app,wake_utc\nu1,mail,1364095823\nu1,mail,1364099423\n")
     }
 
     @Test func badInputIsRefusedWithAMessage() async throws {
@@ -84,7 +96,8 @@ struct BGCtlTests {
             #expect(badID.status == 64)
             #expect(badID.standardError.contains("reverse-DNS"))
 
-            let badInterval = try await bgctl(daemon, "register", "com.example.x", "--interval", "often", "--", "/bin/true")
+            let badInterval = try await bgctl(
+                daemon, "register", "com.example.x", "--interval", "often", "--", "/bin/true")
             #expect(badInterval.status == 64)
             #expect(badInterval.standardError.contains("'never', 'minimum', or a duration"))
 

@@ -15,16 +15,21 @@ struct BackgroundURLSessionTests {
         defer { Task { await origin.stop() } }
         try await TestDaemon.with { daemon in
             let registered = try await daemon.register(Self.app, command: ["/bin/true"], interval: .never)
-            let application = BackgroundApplication(appID: AppID(rawValue: Self.app)!, token: registered.token, socketPath: daemon.socketPath)
-            let session = BackgroundURLSession(configuration: .background(withIdentifier: "sdk"), application: application)
+            let application = BackgroundApplication(
+                appID: AppID(rawValue: Self.app)!, token: registered.token, socketPath: daemon.socketPath)
+            let session = BackgroundURLSession(
+                configuration: .background(withIdentifier: "sdk"), application: application)
             let connection = Task { try await application.run() }
             defer { connection.cancel() }
             var events = session.events.makeAsyncIterator()
 
             // download(from:) waits, and the file is the caller's.
-            let (file, task) = try await session.download(from: origin.url(seed: 71, size: 400_000), taskDescription: "sdk file")
+            let (file, task) = try await session.download(
+                from: origin.url(seed: 71, size: 400_000), taskDescription: "sdk file")
             #expect(task.taskDescription == "sdk file")
-            #expect(FaultyOrigin.sha256Digest(of: try Data(contentsOf: file)) == FaultyOrigin.sha256(seed: 71, size: 400_000))
+            #expect(
+                FaultyOrigin.sha256Digest(of: try Data(contentsOf: file))
+                    == FaultyOrigin.sha256(seed: 71, size: 400_000))
             #expect(file.path.contains("/Downloads/"))
 
             // The same, as a sequence of events in order.
@@ -47,7 +52,8 @@ struct BackgroundURLSessionTests {
             // upload(fileAt:to:) returns the server's status.
             let source = URL(fileURLWithPath: daemon.directory + "/up.bin")
             try Data(repeating: 7, count: 50_000).write(to: source)
-            let (status, _) = try await session.upload(fileAt: source, to: origin.baseURL.appendingPathComponent("upload"))
+            let (status, _) = try await session.upload(
+                fileAt: source, to: origin.baseURL.appendingPathComponent("upload"))
             #expect(status == 201)
 
             // getAllTasks lists what is not finished; cancel ends it.
@@ -65,19 +71,25 @@ struct BackgroundURLSessionTests {
         defer { Task { await origin.stop() } }
         try await TestDaemon.with(transfers: .init(engine: .init(checkpointInterval: 256 << 10))) { daemon in
             let registered = try await daemon.register(Self.app, command: ["/bin/true"], interval: .never)
-            let application = BackgroundApplication(appID: AppID(rawValue: Self.app)!, token: registered.token, socketPath: daemon.socketPath)
-            let session = BackgroundURLSession(configuration: .background(withIdentifier: "sdk"), application: application)
+            let application = BackgroundApplication(
+                appID: AppID(rawValue: Self.app)!, token: registered.token, socketPath: daemon.socketPath)
+            let session = BackgroundURLSession(
+                configuration: .background(withIdentifier: "sdk"), application: application)
             let connection = Task { try await application.run() }
             defer { connection.cancel() }
             let size = 3 << 20
-            let task = try await session.downloadTask(with: origin.url(seed: 73, size: size, faults: ["rate": String(1 << 20)]))
+            let task = try await session.downloadTask(
+                with: origin.url(seed: 73, size: size, faults: ["rate": String(1 << 20)]))
             await origin.waitUntilServed(1 << 20)
             let resumeData = try await session.cancel(task, byProducingResumeData: ())
             #expect(resumeData.bytesTransferred > 0)
-            let paused = try await daemon.admin.send(.get, "/v1/transfers/\(task.taskIdentifier)", as: TransferRecord.self)
+            let paused = try await daemon.admin.send(
+                .get, "/v1/transfers/\(task.taskIdentifier)", as: TransferRecord.self)
             #expect(paused.state == .paused, "\(paused)")
             let partial = daemon.directory + "/state/containers/\(Self.app)/transfers/\(task.taskIdentifier).partial"
-            try FileHandle(forWritingAtPath: partial).map { try $0.truncate(atOffset: 1000); try $0.close() }
+            try FileHandle(forWritingAtPath: partial).map {
+                try $0.truncate(atOffset: 1000); try $0.close()
+            }
             var events = session.events.makeAsyncIterator()
             _ = try await session.downloadTask(withResumeData: resumeData)
             var location: URL?
@@ -85,10 +97,12 @@ struct BackgroundURLSessionTests {
                 if case .downloadFinished(_, let file) = event { location = file }
                 if case .completed = event { break }
             }
-            let record = try await daemon.admin.send(.get, "/v1/transfers/\(task.taskIdentifier)", as: TransferRecord.self)
+            let record = try await daemon.admin.send(
+                .get, "/v1/transfers/\(task.taskIdentifier)", as: TransferRecord.self)
             #expect(record.state == .completed && record.restarts >= 1, "\(record)")
             let file = try #require(location)
-            #expect(FaultyOrigin.sha256Digest(of: try Data(contentsOf: file)) == FaultyOrigin.sha256(seed: 73, size: size))
+            #expect(
+                FaultyOrigin.sha256Digest(of: try Data(contentsOf: file)) == FaultyOrigin.sha256(seed: 73, size: size))
         }
     }
 }

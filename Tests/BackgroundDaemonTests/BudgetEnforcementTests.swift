@@ -16,7 +16,9 @@ import Testing
 struct BudgetEnforcementTests {
     let budget = RunBudget(budget: .seconds(30), expirationLead: .seconds(5), killGrace: .seconds(5))
 
-    func fixture(_ arguments: String...) throws -> [String] { [try BuiltProducts.path(of: "bgd-fixture-app")] + arguments }
+    func fixture(_ arguments: String...) throws -> [String] {
+        [try BuiltProducts.path(of: "bgd-fixture-app")] + arguments
+    }
 
     /// Starts a run and waits until bgd has launched the app's process.
     func startLaunchedRun(_ daemon: TestDaemon, _ app: String) async throws -> RunRecord {
@@ -38,7 +40,9 @@ struct BudgetEnforcementTests {
             try await daemon.register(app, command: try fixture("hang", "ignore-term"), interval: .minimum)
             let run = try await startLaunchedRun(daemon, app)
             let pid = try #require(try await daemon.store.run(run.id)?.processID)
-            try await daemon.waitUntil { try await daemon.admin.send(.get, "/v1/apps/\(app)", as: AppSummary.self).isConnected }
+            try await daemon.waitUntil {
+                try await daemon.admin.send(.get, "/v1/apps/\(app)", as: AppSummary.self).isConnected
+            }
 
             // Five seconds before the deadline, the app is warned.
             _ = try await daemon.waitFor({ if case .expirationWarned(_, run.id) = $0 { () } else { nil } }) {
@@ -74,7 +78,9 @@ struct BudgetEnforcementTests {
             try await daemon.register(app, command: try fixture("cooperate"), interval: .minimum)
             let run = try await startLaunchedRun(daemon, app)
             // The fixture connects and starts its handler; only then does the warning matter.
-            try await daemon.waitUntil { try await daemon.admin.send(.get, "/v1/apps/\(app)", as: AppSummary.self).isConnected }
+            try await daemon.waitUntil {
+                try await daemon.admin.send(.get, "/v1/apps/\(app)", as: AppSummary.self).isConnected
+            }
             let ended = try await daemon.waitForRunEnd(of: app) { daemon.clock.advance(by: .seconds(25)) }
             // The handler saw cancellation and answered .failed before the deadline.
             #expect(ended.outcome == .failed)
@@ -153,7 +159,9 @@ struct BudgetEnforcementTests {
             let run = try await daemon.admin.send(.post, "/v1/apps/com.example.late/fetch", as: RunRecord.self)
             _ = try await daemon.waitForRunEnd(of: "com.example.late") { daemon.clock.advance(by: .seconds(30)) }
             await #expect(throws: BackgroundError.api(status: 409, code: "runAlreadyEnded", reason: "")) {
-                _ = try await client.send(.post, "/v1/app/runs/\(run.id)/result", body: FetchResultReport(result: .newData), as: RunRecord.self)
+                _ = try await client.send(
+                    .post, "/v1/app/runs/\(run.id)/result", body: FetchResultReport(result: .newData),
+                    as: RunRecord.self)
             }
             #expect(try await daemon.store.run(run.id)?.outcome == .expired)
         }
@@ -162,7 +170,8 @@ struct BudgetEnforcementTests {
 
 /// The state letter of a process from /proc (R, S, T, Z, …), nil when it is gone.
 func processState(_ pid: Int32) throws -> Character? {
-    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")")
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+        let close = stat.lastIndex(of: ")")
     else { return nil }
     let state = stat[stat.index(close, offsetBy: 2)]
     return state == "Z" || state == "X" ? nil : state

@@ -27,7 +27,9 @@ enum CgroupProbe {
 
     /// The cgroup directory `pid` is in.
     static func directory(of pid: Int32) -> String? {
-        guard let mount = unifiedMount, let membership = try? String(contentsOfFile: "/proc/\(pid)/cgroup", encoding: .utf8) else { return nil }
+        guard let mount = unifiedMount,
+            let membership = try? String(contentsOfFile: "/proc/\(pid)/cgroup", encoding: .utf8)
+        else { return nil }
         for line in membership.split(separator: "\n") where line.hasPrefix("0::") {
             let path = String(line.dropFirst(3))
             return mount + (path == "/" ? "" : path)
@@ -36,8 +38,12 @@ enum CgroupProbe {
     }
 
     static func event(_ key: String, of directory: String) -> String? {
-        guard let events = try? String(contentsOfFile: directory + "/cgroup.events", encoding: .utf8) else { return nil }
-        return events.split(separator: "\n").first { $0.hasPrefix(key + " ") }.map { String($0.dropFirst(key.count + 1)) }
+        guard let events = try? String(contentsOfFile: directory + "/cgroup.events", encoding: .utf8) else {
+            return nil
+        }
+        return events.split(separator: "\n").first { $0.hasPrefix(key + " ") }.map {
+            String($0.dropFirst(key.count + 1))
+        }
     }
 
     /// Whether `pid`'s cgroup is frozen (the kernel's freezer, not SIGSTOP).
@@ -47,8 +53,12 @@ enum CgroupProbe {
 
     /// `pid`'s cgroup's CPU time so far.
     static func cpuMicroseconds(of pid: Int32) -> UInt64? {
-        guard let directory = directory(of: pid), let stat = try? String(contentsOfFile: directory + "/cpu.stat", encoding: .utf8) else { return nil }
-        return stat.split(separator: "\n").first { $0.hasPrefix("usage_usec ") }.flatMap { UInt64($0.dropFirst("usage_usec ".count)) }
+        guard let directory = directory(of: pid),
+            let stat = try? String(contentsOfFile: directory + "/cpu.stat", encoding: .utf8)
+        else { return nil }
+        return stat.split(separator: "\n").first { $0.hasPrefix("usage_usec ") }.flatMap {
+            UInt64($0.dropFirst("usage_usec ".count))
+        }
     }
 }
 

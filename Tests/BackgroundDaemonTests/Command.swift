@@ -8,7 +8,8 @@ enum Command {
         var standardError: String
     }
 
-    static func run(_ path: String, _ arguments: [String], environment: [String: String]? = nil) async throws -> Output {
+    static func run(_ path: String, _ arguments: [String], environment: [String: String]? = nil) async throws -> Output
+    {
         let process = try Spawned(path, arguments, environment: environment)
         async let standardOutput = readAll(process.output)
         async let standardError = readAll(process.errors)
@@ -20,7 +21,8 @@ enum Command {
     /// Reads to end of file on a thread of its own (the read blocks).
     static func readAll(_ handle: FileHandle) async -> String {
         await withCheckedContinuation { continuation in
-            Thread { continuation.resume(returning: String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)) }.start()
+            Thread { continuation.resume(returning: String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)) }
+                .start()
         }
     }
 }

@@ -24,7 +24,9 @@ struct FakeSysfs {
         try write("class/net/lo/operstate", "unknown")
         try write("class/net/lo/carrier", "1")
         try write("class/net/\(network)/operstate", "up")
-        try write("class/net/\(network)/uevent", network.hasPrefix("wwan") ? "DEVTYPE=wwan\nINTERFACE=\(network)" : "INTERFACE=\(network)")
+        try write(
+            "class/net/\(network)/uevent",
+            network.hasPrefix("wwan") ? "DEVTYPE=wwan\nINTERFACE=\(network)" : "INTERFACE=\(network)")
     }
 }
 
@@ -103,7 +105,8 @@ struct DaemonConditionsTests {
         let sysfs = FakeSysfs()
         try sysfs.laptop(capacity: 80)
         try await TestDaemon.with(
-            clock: ManualClock(now: Self.start), conditions: .init(sensing: .sysfs(root: sysfs.root), pollInterval: .seconds(60))
+            clock: ManualClock(now: Self.start),
+            conditions: .init(sensing: .sysfs(root: sysfs.root), pollInterval: .seconds(60))
         ) { daemon in
             let report = try await daemon.admin.send(.get, "/v1/env", as: ConditionsReport.self)
             #expect(report.effective == DeviceConditions(power: .battery, batteryLevel: 80, network: .unmetered))
@@ -147,11 +150,15 @@ struct DaemonConditionsTests {
 
             let battery = try await bgctl(daemon, "env", "set", "--power", "battery", "--battery", "50%", "--json")
             #expect(battery.status == 0, "\(battery.standardError)")
-            let report = try WireCoding.makeDecoder().decode(ConditionsReport.self, from: Data(battery.standardOutput.utf8))
+            let report = try WireCoding.makeDecoder().decode(
+                ConditionsReport.self, from: Data(battery.standardOutput.utf8))
             // Earlier overrides are kept.
-            #expect(report.overrides == ConditionOverrides(power: .battery, batteryLevel: 50, network: DeviceConditions.Network.none))
+            #expect(
+                report.overrides
+                    == ConditionOverrides(power: .battery, batteryLevel: 50, network: DeviceConditions.Network.none))
         }
-        try await TestDaemon.with(clock: ManualClock(now: Self.start.addingTimeInterval(7200)), directory: directory) { daemon in
+        try await TestDaemon.with(clock: ManualClock(now: Self.start.addingTimeInterval(7200)), directory: directory) {
+            daemon in
             let report = try await daemon.admin.send(.get, "/v1/env", as: ConditionsReport.self)
             #expect(report.effective.network == DeviceConditions.Network.none)
             #expect(report.effective.batteryLevel == 50)
@@ -170,7 +177,9 @@ struct DaemonConditionsTests {
             for body in bodies {
                 let answer = try await RawHTTP.request(daemon.socketPath, .PUT, "/v1/env", body: Data(body.utf8))
                 #expect(answer.status == 400, "\(body)")
-                #expect(["invalidConditions", "malformedRequest"].contains(answer.errorCode ?? ""), "\(body): \(answer.errorCode ?? "-")")
+                #expect(
+                    ["invalidConditions", "malformedRequest"].contains(answer.errorCode ?? ""),
+                    "\(body): \(answer.errorCode ?? "-")")
             }
             let report = try await daemon.admin.send(.get, "/v1/env", as: ConditionsReport.self)
             #expect(report.overrides.isEmpty)

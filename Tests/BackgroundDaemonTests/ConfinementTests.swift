@@ -35,10 +35,12 @@ struct ConfinementTests {
                 } > "$c/probes"
                 """#
             _ = try await daemon.register("com.example.other", command: ["/bin/true"], interval: .never)
-            try FileManager.default.createDirectory(atPath: state + "/containers/com.example.other", withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                atPath: state + "/containers/com.example.other", withIntermediateDirectories: true)
             try Data("secret".utf8).write(to: URL(fileURLWithPath: state + "/containers/com.example.other/secret"))
             _ = try await daemon.register(
-                "com.example.probe", command: ["/usr/bin/env", "STATE=\(state)", "OUTSIDE=\(daemon.directory)", "/bin/sh", "-c", script],
+                "com.example.probe",
+                command: ["/usr/bin/env", "STATE=\(state)", "OUTSIDE=\(daemon.directory)", "/bin/sh", "-c", script],
                 interval: .never)
             _ = try await daemon.waitForRunEnd(of: "com.example.probe") {
                 _ = try await daemon.admin.send(.post, "/v1/apps/com.example.probe/fetch", as: RunRecord.self)
@@ -47,7 +49,8 @@ struct ConfinementTests {
                 .split(separator: "\n").map(String.init)
             #expect(
                 probes == [
-                    "system ok", "own-write ok", "tmp-write ok", "database refused", "other-app refused", "state-list refused", "token refused",
+                    "system ok", "own-write ok", "tmp-write ok", "database refused", "other-app refused",
+                    "state-list refused", "token refused",
                     "write-outside refused",
                 ], "\(probes)")
             #expect(!FileManager.default.fileExists(atPath: daemon.directory + "/planted"))

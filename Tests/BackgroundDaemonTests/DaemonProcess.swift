@@ -15,12 +15,15 @@ final class DaemonProcess: @unchecked Sendable {
     let startupLog: String
 
     /// Starts bgd and returns once it says it is ready (it prints "bgd is ready" on stderr).
-    init(stateDirectory: String, socketPath: String, arguments: [String] = [], environment: [String: String] = [:]) async throws {
+    init(
+        stateDirectory: String, socketPath: String, arguments: [String] = [], environment: [String: String] = [:]
+    ) async throws {
         self.socketPath = socketPath
         self.stateDirectory = stateDirectory
         // Any free port for the push gateway: tests run several daemons at once.
         process = try Spawned(
-            try BuiltProducts.path(of: "bgd"), ["--state-dir", stateDirectory, "--socket", socketPath, "--push-port", "0"] + arguments,
+            try BuiltProducts.path(of: "bgd"),
+            ["--state-dir", stateDirectory, "--socket", socketPath, "--push-port", "0"] + arguments,
             environment: ProcessInfo.processInfo.environment.merging(environment) { $1 }, mergeErrors: true)
         guard let log = await Self.readUntil("bgd is ready", from: process.output) else {
             process.signal(SIGKILL)

@@ -18,11 +18,13 @@ struct DaemonProcessTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let first = try await DaemonProcess(stateDirectory: directory + "/state", socketPath: directory + "/bgd.sock")
         let second = try await Command.run(
-            try BuiltProducts.path(of: "bgd"), ["--state-dir", directory + "/state", "--socket", directory + "/other.sock"])
+            try BuiltProducts.path(of: "bgd"),
+            ["--state-dir", directory + "/state", "--socket", directory + "/other.sock"])
         #expect(second.status == 75)
         #expect(second.standardError.contains("another bgd (pid \(first.processID)) is using the state directory"))
         // The first still serves.
-        let status = try await DaemonClient(socketPath: first.socketPath).send(.get, "/v1/status", as: DaemonStatus.self)
+        let status = try await DaemonClient(socketPath: first.socketPath).send(
+            .get, "/v1/status", as: DaemonStatus.self)
         #expect(status.processID == first.processID)
         first.signal(SIGTERM)
         #expect(await first.waitForExit() == 0)
@@ -35,15 +37,21 @@ struct DaemonProcessTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let first = try await DaemonProcess(stateDirectory: directory + "/state", socketPath: directory + "/bgd.sock")
         let second = try await Command.run(
-            try BuiltProducts.path(of: "bgd"), ["--state-dir", directory + "/other-state", "--socket", directory + "/bgd.sock"])
+            try BuiltProducts.path(of: "bgd"),
+            ["--state-dir", directory + "/other-state", "--socket", directory + "/bgd.sock"])
         #expect(second.status == 75)
-        #expect(second.standardError.contains("another bgd (pid \(first.processID)) serves the socket \(directory)/bgd.sock"))
+        #expect(
+            second.standardError.contains(
+                "another bgd (pid \(first.processID)) serves the socket \(directory)/bgd.sock"))
         #expect(FileManager.default.fileExists(atPath: directory + "/bgd.sock"))
-        let status = try await DaemonClient(socketPath: first.socketPath).send(.get, "/v1/status", as: DaemonStatus.self)
+        let status = try await DaemonClient(socketPath: first.socketPath).send(
+            .get, "/v1/status", as: DaemonStatus.self)
         #expect(status.processID == first.processID)
         first.signal(SIGTERM)
         #expect(await first.waitForExit() == 0)
-        #expect(!FileManager.default.fileExists(atPath: directory + "/bgd.sock"), "the owner removes its socket when it stops")
+        #expect(
+            !FileManager.default.fileExists(atPath: directory + "/bgd.sock"),
+            "the owner removes its socket when it stops")
     }
 
     @Test func sigtermStopsCleanlyAndTheStoreIsSound() async throws {
@@ -53,14 +61,18 @@ struct DaemonProcessTests {
         let admin = DaemonClient(socketPath: daemon.socketPath)
         _ = try await admin.send(
             .post, "/v1/apps",
-            body: RegisterAppRequest(id: AppID(rawValue: "com.example.a")!, launchCommand: LaunchCommand(["/bin/true"])!, fetchInterval: .minimum),
+            body: RegisterAppRequest(
+                id: AppID(rawValue: "com.example.a")!, launchCommand: LaunchCommand(["/bin/true"])!,
+                fetchInterval: .minimum),
             as: RegisteredApp.self)
         // An app holds its event stream open: the stop must not wait on it.
         let registered = try await admin.send(
             .post, "/v1/apps",
-            body: RegisterAppRequest(id: AppID(rawValue: "com.example.b")!, launchCommand: LaunchCommand(["/bin/true"])!),
+            body: RegisterAppRequest(
+                id: AppID(rawValue: "com.example.b")!, launchCommand: LaunchCommand(["/bin/true"])!),
             as: RegisteredApp.self)
-        let stream = try await DaemonClient(socketPath: daemon.socketPath, token: registered.token).stream("/v1/app/events")
+        let stream = try await DaemonClient(socketPath: daemon.socketPath, token: registered.token).stream(
+            "/v1/app/events")
         var messages = stream.makeAsyncIterator()
         _ = try await messages.next()
         daemon.signal(SIGTERM)
@@ -87,7 +99,8 @@ struct DaemonProcessTests {
         _ = try await admin.send(
             .post, "/v1/apps",
             body: RegisterAppRequest(
-                id: AppID(rawValue: app)!, launchCommand: LaunchCommand([fixture, "hang-run", "1"])!, fetchInterval: .minimum),
+                id: AppID(rawValue: app)!, launchCommand: LaunchCommand([fixture, "hang-run", "1"])!,
+                fetchInterval: .minimum),
             as: RegisteredApp.self)
         let run = try await admin.send(.post, "/v1/apps/\(app)/fetch", as: RunRecord.self)
         #expect(run.id == RunID(1))

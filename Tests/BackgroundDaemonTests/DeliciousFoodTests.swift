@@ -24,11 +24,14 @@ struct DeliciousFoodTests {
     @Test func theListSavesInTheBackgroundAndReloadsOnReturn() async throws {
         try await TestDaemon.with { daemon in
             let registered = try await daemon.register(
-                Self.app, command: [try BuiltProducts.path(of: "DeliciousFood")], interval: .minimum, taskIdentifiers: ["com.example.deliciousfood.refresh"])
+                Self.app, command: [try BuiltProducts.path(of: "DeliciousFood")], interval: .minimum,
+                taskIdentifiers: ["com.example.deliciousfood.refresh"])
             var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("BGD_") }
             environment[LaunchEnvironment.token] = registered.token
             environment[LaunchEnvironment.socket] = daemon.socketPath
-            let process = try Spawned(try BuiltProducts.path(of: "DeliciousFood"), [], environment: environment, stdin: true, mergeErrors: true)
+            let process = try Spawned(
+                try BuiltProducts.path(of: "DeliciousFood"), [], environment: environment, stdin: true,
+                mergeErrors: true)
             let printed = Output()
             process.output.readabilityHandler = { printed.append($0.availableData) }
             defer {
@@ -41,10 +44,11 @@ struct DeliciousFoodTests {
             say("refresh")
             #expect(await eventually { printed.all.contains("new dishes fetched\n") }, "\(printed.all)")
             // Leaving the foreground: the list is saved with background time held, then given back.
-            let ended = try await daemon.waitFor({ activity -> Bool? in
-                if case .backgroundTaskEnded(let app, _) = activity, app.rawValue == Self.app { return true }
-                return nil
-            }, after: { say("background") })
+            let ended = try await daemon.waitFor(
+                { activity -> Bool? in
+                    if case .backgroundTaskEnded(let app, _) = activity, app.rawValue == Self.app { return true }
+                    return nil
+                }, after: { say("background") })
             #expect(ended)
             #expect(await eventually { printed.all.contains("s of background time left)") }, "\(printed.all)")
             // A background fetch while away (it goes to the running app) until one brings dishes.
@@ -59,7 +63,9 @@ struct DeliciousFoodTests {
             let before = printed.all.count
             say("foreground")
             #expect(await eventually { printed.all.dropFirst(before).contains("← new") }, "\(printed.all)")
-            let states = try await daemon.admin.send(.get, "/v1/apps", as: [AppSummary].self).first { $0.id.rawValue == Self.app }?.lifecycle?.state
+            let states = try await daemon.admin.send(.get, "/v1/apps", as: [AppSummary].self).first {
+                $0.id.rawValue == Self.app
+            }?.lifecycle?.state
             #expect(states == .active)
             say("quit")
         }

@@ -40,7 +40,8 @@ struct EventOutboxTests {
             #expect(again == event)
 
             // Answering ends the run and settles its event: the next event the app sees is a new one.
-            _ = try await app.send(.post, "/v1/app/runs/\(run)/result", body: FetchResultReport(result: .noData), as: RunRecord.self)
+            _ = try await app.send(
+                .post, "/v1/app/runs/\(run)/result", body: FetchResultReport(result: .noData), as: RunRecord.self)
             let next = try await withThrowingTaskGroup(of: AppEvent?.self) { group in
                 try await daemon.waitFor({ if case .appConnected = $0 { () } else { nil } }) {
                     group.addTask { try await firstEvent(app) }
@@ -62,7 +63,8 @@ struct EventOutboxTests {
             #expect(run.outcome == nil || run.outcome == .crashed || run.outcome == .launchFailed)
             for seq in [0, 2, 99] {
                 let answer = try await RawHTTP.request(
-                    daemon.socketPath, .POST, "/v1/app/events/ack", body: Data(#"{"seq":\#(seq)}"#.utf8), token: registered.token)
+                    daemon.socketPath, .POST, "/v1/app/events/ack", body: Data(#"{"seq":\#(seq)}"#.utf8),
+                    token: registered.token)
                 #expect(answer.status == 400)
                 #expect(answer.errorCode == "invalidSequence")
             }
@@ -78,7 +80,8 @@ struct EventOutboxTests {
     @Test func theSDKHandsEachEventToTheHandlerOnce() async throws {
         try await TestDaemon.with { daemon in
             let registered = try await daemon.register("com.example.once", command: ["/bin/false"], interval: .never)
-            let app = BackgroundApplication(appID: registered.app.id, token: registered.token, socketPath: daemon.socketPath)
+            let app = BackgroundApplication(
+                appID: registered.app.id, token: registered.token, socketPath: daemon.socketPath)
             let calls = Counter()
             app.onBackgroundFetch {
                 calls.increment()

@@ -7,4 +7,3 @@ func eventually(_ condition: () -> Bool) async -> Bool {
     }
     return condition()
 }
-

@@ -21,7 +21,8 @@ struct FetchEndToEndTests {
 
     @Test func theSchedulerWakesTheExampleAndRecordsItsAnswer() async throws {
         try await TestDaemon.with { daemon in
-            try await daemon.register(Self.newsfeed, command: [try BuiltProducts.path(of: "NewsFeed")], interval: .minimum)
+            try await daemon.register(
+                Self.newsfeed, command: [try BuiltProducts.path(of: "NewsFeed")], interval: .minimum)
             let due = try await daemon.plannedWake(of: Self.newsfeed)
             #expect(due == daemon.clock.now.addingTimeInterval(15 * 60))
 
@@ -38,15 +39,19 @@ struct FetchEndToEndTests {
             }
             let history = try await daemon.admin.send(.get, "/v1/apps/\(Self.newsfeed)/history", as: [RunRecord].self)
             #expect(history.count == 3)
-            #expect(zip(history, history.dropFirst()).allSatisfy { $0.startedAt.timeIntervalSince($1.startedAt) >= 15 * 60 })
+            #expect(
+                zip(history, history.dropFirst()).allSatisfy { $0.startedAt.timeIntervalSince($1.startedAt) >= 15 * 60 }
+            )
         }
     }
 
     @Test func bgctlSimulateFetchGoesThroughTheProductionPath() async throws {
         try await TestDaemon.with { daemon in
-            try await daemon.register(Self.newsfeed, command: [try BuiltProducts.path(of: "NewsFeed")], interval: .never)
+            try await daemon.register(
+                Self.newsfeed, command: [try BuiltProducts.path(of: "NewsFeed")], interval: .never)
             let output = try await Command.run(
-                try BuiltProducts.path(of: "bgctl"), ["simulate", "fetch", Self.newsfeed, "--socket", daemon.socketPath, "--json"])
+                try BuiltProducts.path(of: "bgctl"),
+                ["simulate", "fetch", Self.newsfeed, "--socket", daemon.socketPath, "--json"])
             #expect(output.status == 0, "\(output.standardError)")
             let run = try WireCoding.makeDecoder().decode(RunRecord.self, from: Data(output.standardOutput.utf8))
             #expect(run.trigger == .manual)
@@ -58,7 +63,8 @@ struct FetchEndToEndTests {
             #expect(history.standardOutput.contains(run.outcome!.rawValue))
             #expect(history.standardOutput.contains("manualRequest"))
 
-            let why = try await Command.run(try BuiltProducts.path(of: "bgctl"), ["why", Self.newsfeed, "--socket", daemon.socketPath])
+            let why = try await Command.run(
+                try BuiltProducts.path(of: "bgctl"), ["why", Self.newsfeed, "--socket", daemon.socketPath])
             #expect(why.standardOutput.contains("fetchDisabled"), "\(why.standardOutput)")
         }
     }

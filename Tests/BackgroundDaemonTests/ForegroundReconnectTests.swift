@@ -25,15 +25,21 @@ struct ForegroundReconnectTests {
 
         // bgd crashes right after it has committed a fetch run (its event in the outbox).
         var first: DaemonProcess? = try await DaemonProcess(
-            stateDirectory: state, socketPath: socket, arguments: arguments, environment: ["BGD_FAILPOINT": "run.afterStartCommit:once"])
+            stateDirectory: state, socketPath: socket, arguments: arguments,
+            environment: ["BGD_FAILPOINT": "run.afterStartCommit:once"])
         let token = try await admin.send(
-            .post, "/v1/apps", body: RegisterAppRequest(id: AppID(rawValue: app)!, launchCommand: LaunchCommand(["/bin/false"])!, fetchInterval: .minimum),
+            .post, "/v1/apps",
+            body: RegisterAppRequest(
+                id: AppID(rawValue: app)!, launchCommand: LaunchCommand(["/bin/false"])!, fetchInterval: .minimum),
             as: RegisteredApp.self
         ).token
         let log = directory + "/app.log"
-        let command = LaunchCommand([try BuiltProducts.path(of: "bgd-fixture-app"), "foreground", app, token, socket, log, "idle"])!
+        let command = LaunchCommand([
+            try BuiltProducts.path(of: "bgd-fixture-app"), "foreground", app, token, socket, log, "idle",
+        ])!
         let process = try ProcessLauncher().launch(
-            LaunchSpec(command: command, environment: ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("BGD_") },
+            LaunchSpec(
+                command: command, environment: ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("BGD_") },
                 workingDirectory: directory, logFile: directory + "/app.out"))
         defer { process.signalGroup(SIGKILL) }
         func reported() async -> Bool {
@@ -54,18 +60,25 @@ struct ForegroundReconnectTests {
         var back = false
         for _ in 0..<5_000 where !back { back = await reported() }
         #expect(back, "the app connected again and said its state to the new bgd")
-        #expect(((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").components(separatedBy: "\n").filter { $0 == "fetch" }.isEmpty)
+        #expect(
+            ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").components(separatedBy: "\n").filter {
+                $0 == "fetch"
+            }.isEmpty)
         // Online again: the interrupted run is made up — on the app's stream, once.
         #expect(try await Command.run(bgctl, ["env", "set", "--network", "sensed", "--socket", socket]).status == 0)
         var madeUp: RunRecord?
         for _ in 0..<5_000 where madeUp == nil {
-            madeUp = try await admin.send(.get, "/v1/apps/\(app)/history", as: [RunRecord].self).first { $0.outcome == .newData }
+            madeUp = try await admin.send(.get, "/v1/apps/\(app)/history", as: [RunRecord].self).first {
+                $0.outcome == .newData
+            }
         }
         let seen = try await admin.send(.get, "/v1/apps/\(app)/history", as: [RunRecord].self)
         let why = try await Command.run(bgctl, ["why", app, "--socket", socket]).standardOutput
         let run = try #require(madeUp, "\(seen) \(why)")
         #expect(!run.launched && run.reasons.contains { $0.code == .interruptedRun }, "\(run)")
-        let fetches = ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").components(separatedBy: "\n").filter { $0 == "fetch" }
+        let fetches = ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").components(separatedBy: "\n").filter {
+            $0 == "fetch"
+        }
         #expect(fetches.count == 1, "the owed fetch reached the app exactly once: \(fetches)")
         let history = try await admin.send(.get, "/v1/apps/\(app)/history", as: [RunRecord].self)
         #expect(history.map(\.outcome) == [.newData, .interrupted], "\(history)")

@@ -26,10 +26,12 @@ struct FullDiskTests {
         }
         defer { _ = umount2(state, Int32(MNT_DETACH)) }
         let socket = directory + "/bgd.sock"
-        let daemon = try await DaemonProcess(stateDirectory: state, socketPath: socket, arguments: ["--push-port", "off"])
+        let daemon = try await DaemonProcess(
+            stateDirectory: state, socketPath: socket, arguments: ["--push-port", "off"])
         let admin = DaemonClient(socketPath: socket)
         func register(_ id: String) async throws -> RawHTTP.Answer {
-            let body = try WireCoding.makeEncoder().encode(RegisterAppRequest(id: AppID(rawValue: id)!, launchCommand: LaunchCommand(["/bin/true"])!))
+            let body = try WireCoding.makeEncoder().encode(
+                RegisterAppRequest(id: AppID(rawValue: id)!, launchCommand: LaunchCommand(["/bin/true"])!))
             return try await RawHTTP.request(socket, .POST, "/v1/apps", body: body)
         }
         #expect(try await register("com.example.before").status == 201)

@@ -1,7 +1,7 @@
 import Background
+import BackgroundDaemon
 import BackgroundModel
 import BackgroundTesting
-import BackgroundDaemon
 import Foundation
 import Testing
 
@@ -18,17 +18,22 @@ struct LifecycleCrashTests {
         let state = directory + "/state"
         let socket = directory + "/bgd.sock"
         let arguments = ["--suspension-delay", "0.05s", "--conditions", "unconstrained"]
-        var daemon: DaemonProcess? = try await DaemonProcess(stateDirectory: state, socketPath: socket, arguments: arguments)
+        var daemon: DaemonProcess? = try await DaemonProcess(
+            stateDirectory: state, socketPath: socket, arguments: arguments)
         let admin = DaemonClient(socketPath: socket)
         let app = "com.example.suspended"
         let token = try await admin.send(
-            .post, "/v1/apps", body: RegisterAppRequest(id: AppID(rawValue: app)!, launchCommand: LaunchCommand(["/bin/false"])!),
+            .post, "/v1/apps",
+            body: RegisterAppRequest(id: AppID(rawValue: app)!, launchCommand: LaunchCommand(["/bin/false"])!),
             as: RegisteredApp.self
         ).token
         let log = directory + "/app.log"
-        let command = LaunchCommand([try BuiltProducts.path(of: "bgd-fixture-app"), "foreground", app, token, socket, log, "idle"])!
+        let command = LaunchCommand([
+            try BuiltProducts.path(of: "bgd-fixture-app"), "foreground", app, token, socket, log, "idle",
+        ])!
         let process = try ProcessLauncher().launch(
-            LaunchSpec(command: command, environment: ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("BGD_") },
+            LaunchSpec(
+                command: command, environment: ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("BGD_") },
                 workingDirectory: directory, logFile: directory + "/app.out"))
         defer { process.signalGroup(SIGKILL) }
         // Real time here (a real bgd, 50 ms of suspension delay): ask bgd until it has stopped the app.
@@ -47,7 +52,9 @@ struct LifecycleCrashTests {
         // well suspend it again 50 ms later — that is a new suspension, its own to undo).
         var reported = false
         for _ in 0..<5_000 where !reported {
-            reported = (try? await admin.send(.get, "/v1/apps", as: [AppSummary].self).first?.lifecycle?.processID) == process.processID
+            reported =
+                (try? await admin.send(.get, "/v1/apps", as: [AppSummary].self).first?.lifecycle?.processID)
+                == process.processID
         }
         #expect(reported, "the next bgd thawed it: it connected again and reported its state")
         next.signal(SIGTERM)
@@ -62,28 +69,38 @@ struct LifecycleCrashTests {
         let state = directory + "/state"
         let socket = directory + "/bgd.sock"
         let arguments = ["--conditions", "unconstrained"]
-        var daemon: DaemonProcess? = try await DaemonProcess(stateDirectory: state, socketPath: socket, arguments: arguments)
+        var daemon: DaemonProcess? = try await DaemonProcess(
+            stateDirectory: state, socketPath: socket, arguments: arguments)
         let admin = DaemonClient(socketPath: socket)
         let app = "com.example.orphaned"
         let fixture = try BuiltProducts.path(of: "bgd-fixture-app")
         let script = "setsid sh -c 'trap \"\" TERM; exec sleep 1000' & echo $! > grandchild.pid; exec '\(fixture)' hang"
         _ = try await admin.send(
-            .post, "/v1/apps", body: RegisterAppRequest(id: AppID(rawValue: app)!, launchCommand: LaunchCommand(["/bin/sh", "-c", script])!),
+            .post, "/v1/apps",
+            body: RegisterAppRequest(
+                id: AppID(rawValue: app)!, launchCommand: LaunchCommand(["/bin/sh", "-c", script])!),
             as: RegisteredApp.self)
         let run = try await admin.send(.post, "/v1/apps/\(app)/fetch", as: RunRecord.self)
         let pidFile = state + "/containers/\(app)/grandchild.pid"
         var text = ""
-        for _ in 0..<5_000 where !text.hasSuffix("\n") { text = (try? String(contentsOfFile: pidFile, encoding: .utf8)) ?? "" }
+        for _ in 0..<5_000 where !text.hasSuffix("\n") {
+            text = (try? String(contentsOfFile: pidFile, encoding: .utf8)) ?? ""
+        }
         let grandchild = try #require(Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)))
         defer { kill(grandchild, SIGKILL) }
         let group = try #require(CgroupProbe.directory(of: grandchild))
-        let launched = try #require(try await admin.send(.get, "/v1/apps/\(app)/history", as: [RunRecord].self).first { $0.id == run.id }?.processID)
+        let launched = try #require(
+            try await admin.send(.get, "/v1/apps/\(app)/history", as: [RunRecord].self).first { $0.id == run.id }?
+                .processID)
         daemon?.signal(SIGKILL)
         _ = await daemon?.waitForExit()
         daemon = nil
-        #expect(((try? processState(grandchild)) ?? nil) != nil && ((try? processState(launched)) ?? nil) != nil, "both outlive the killed bgd")
+        #expect(
+            ((try? processState(grandchild)) ?? nil) != nil && ((try? processState(launched)) ?? nil) != nil,
+            "both outlive the killed bgd")
         let next = try await DaemonProcess(stateDirectory: state, socketPath: socket, arguments: arguments)
-        #expect(await eventually { ((try? processState(grandchild)) ?? nil) == nil }, "the next bgd ended the grandchild")
+        #expect(
+            await eventually { ((try? processState(grandchild)) ?? nil) == nil }, "the next bgd ended the grandchild")
         #expect(await eventually { ((try? processState(launched)) ?? nil) == nil }, "and the app")
         #expect(await eventually { access(group, F_OK) != 0 }, "and removed the cgroup")
         next.signal(SIGTERM)

@@ -40,31 +40,45 @@ struct LifecycleTests {
     /// `idle`, is in the background) with its event stream open.
     func startForeground(_ mode: String, in daemon: TestDaemon, token: String) async throws -> Foreground {
         let logPath = daemon.directory + "/foreground-\(mode).log"
-        let command = LaunchCommand([try BuiltProducts.path(of: "bgd-fixture-app"), "foreground", Self.app, token, daemon.socketPath, logPath, mode])!
-        let spec = LaunchSpec(command: command, environment: ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("BGD_") },
+        let command = LaunchCommand([
+            try BuiltProducts.path(of: "bgd-fixture-app"), "foreground", Self.app, token, daemon.socketPath, logPath,
+            mode,
+        ])!
+        let spec = LaunchSpec(
+            command: command, environment: ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("BGD_") },
             workingDirectory: daemon.directory, logFile: daemon.directory + "/foreground.out")
         let settled = Settled()
-        let process = try await daemon.waitFor({ activity -> LaunchedProcess? in
-            switch activity {
-            case .appConnected(let app) where app.rawValue == Self.app: settled.mark("connected")
-            case .backgroundTaskBegun(let app, _) where app.rawValue == Self.app: settled.mark("task")
-            case .lifecycleChanged(let app, .background, nil) where app.rawValue == Self.app: settled.mark("background")
-            default: break
-            }
-            let needed: Set<String> = mode == "idle" ? ["connected", "background"] : mode == "finish" ? ["connected", "background"] : ["connected", "task"]
-            return settled.has(needed) ? settled.process : nil
-        }, after: { settled.process = try ProcessLauncher().launch(spec) })
+        let process = try await daemon.waitFor(
+            { activity -> LaunchedProcess? in
+                switch activity {
+                case .appConnected(let app) where app.rawValue == Self.app: settled.mark("connected")
+                case .backgroundTaskBegun(let app, _) where app.rawValue == Self.app: settled.mark("task")
+                case .lifecycleChanged(let app, .background, nil) where app.rawValue == Self.app:
+                    settled.mark("background")
+                default: break
+                }
+                let needed: Set<String> =
+                    mode == "idle"
+                    ? ["connected", "background"]
+                    : mode == "finish" ? ["connected", "background"] : ["connected", "task"]
+                return settled.has(needed) ? settled.process : nil
+            }, after: { settled.process = try ProcessLauncher().launch(spec) })
         let foreground = Foreground(process: process, logPath: logPath)
         // The app has its grant (and its expiration handler registered), not only bgd.
         if !["idle", "scoped"].contains(mode) { #expect(await foreground.logs("began 1")) }
         return foreground
     }
 
-    func waitForSuspension(_ daemon: TestDaemon, after trigger: () async throws -> Void = {}) async throws -> DecisionReason? {
-        try await daemon.waitFor({ activity -> DecisionReason?? in
-            if case .lifecycleChanged(let app, .suspended, let reason) = activity, app.rawValue == Self.app { return .some(reason) }
-            return nil
-        }, after: trigger)
+    func waitForSuspension(
+        _ daemon: TestDaemon, after trigger: () async throws -> Void = {}
+    ) async throws -> DecisionReason? {
+        try await daemon.waitFor(
+            { activity -> DecisionReason?? in
+                if case .lifecycleChanged(let app, .suspended, let reason) = activity, app.rawValue == Self.app {
+                    return .some(reason)
+                }
+                return nil
+            }, after: trigger)
     }
 
     /// Ends its task well within its time: no expiration handler, not ended — suspended as any
@@ -122,15 +136,21 @@ struct LifecycleTests {
             let token = try await daemon.register(Self.app, command: ["/bin/false"], interval: .never).token
             let app = try await startForeground("ignore", in: daemon, token: token)
             defer { app.stop() }
-            _ = try await daemon.waitFor({ activity -> Bool? in
-                if case .backgroundTimeExpiring(let id, _) = activity, id.rawValue == Self.app { return true }
-                return nil
-            }, after: { daemon.clock.advance(by: .seconds(25)) })
+            _ = try await daemon.waitFor(
+                { activity -> Bool? in
+                    if case .backgroundTimeExpiring(let id, _) = activity, id.rawValue == Self.app { return true }
+                    return nil
+                }, after: { daemon.clock.advance(by: .seconds(25)) })
             #expect(await app.logs("expire-task"))
-            let reason = try await daemon.waitFor({ activity -> DecisionReason? in
-                if case .lifecycleChanged(let id, _, let reason?) = activity, id.rawValue == Self.app, reason.code == .backgroundTimeOverrun { return reason }
-                return nil
-            }, after: { daemon.clock.advance(by: .seconds(5)) })
+            let reason = try await daemon.waitFor(
+                { activity -> DecisionReason? in
+                    if case .lifecycleChanged(let id, _, let reason?) = activity, id.rawValue == Self.app,
+                        reason.code == .backgroundTimeOverrun
+                    {
+                        return reason
+                    }
+                    return nil
+                }, after: { daemon.clock.advance(by: .seconds(5)) })
             #expect(reason.detail.contains("30s"))
             let status = await app.process.waitForExit()
             #expect("\(status)".contains("SIGTERM") || "\(status)".contains("signal"), "\(status)")
@@ -146,10 +166,13 @@ struct LifecycleTests {
             defer { app.stop() }
             daemon.clock.advance(by: .seconds(29))
             #expect(!isSuspended(app.process.processID))
-            let reason = try await daemon.waitFor({ activity -> DecisionReason? in
-                if case .lifecycleChanged(let id, _, let reason?) = activity, id.rawValue == Self.app { return reason }
-                return nil
-            }, after: { daemon.clock.advance(by: .seconds(1)) })
+            let reason = try await daemon.waitFor(
+                { activity -> DecisionReason? in
+                    if case .lifecycleChanged(let id, _, let reason?) = activity, id.rawValue == Self.app {
+                        return reason
+                    }
+                    return nil
+                }, after: { daemon.clock.advance(by: .seconds(1)) })
             #expect(reason.code == .suspensionUnavailable)
             _ = await app.process.waitForExit()
         }
@@ -171,10 +194,15 @@ struct LifecycleTests {
         try await TestDaemon.with { daemon in
             let token = try await daemon.register(Self.app, command: ["/bin/false"], interval: .never).token
             var started: Foreground?
-            let reason = try await daemon.waitFor({ activity -> DecisionReason? in
-                if case .lifecycleChanged(let id, _, let reason?) = activity, id.rawValue == Self.app, reason.code == .backgroundTimeExpired { return reason }
-                return nil
-            }, after: { started = try await startForeground("crash", in: daemon, token: token) })
+            let reason = try await daemon.waitFor(
+                { activity -> DecisionReason? in
+                    if case .lifecycleChanged(let id, _, let reason?) = activity, id.rawValue == Self.app,
+                        reason.code == .backgroundTimeExpired
+                    {
+                        return reason
+                    }
+                    return nil
+                }, after: { started = try await startForeground("crash", in: daemon, token: token) })
             #expect(reason.detail.contains("went away"))
             _ = await started?.process.waitForExit()
             let overview = try await daemon.admin.send(.get, "/v1/tasks", as: TasksOverview.self)
@@ -187,7 +215,8 @@ struct LifecycleTests {
     @Test func beginIsRefusedOnceTheTimeIsOver() async throws {
         try await TestDaemon.with { daemon in
             let token = try await daemon.register(Self.app, command: ["/bin/false"], interval: .never).token
-            let application = BackgroundApplication(appID: AppID(rawValue: Self.app)!, token: token, socketPath: daemon.socketPath)
+            let application = BackgroundApplication(
+                appID: AppID(rawValue: Self.app)!, token: token, socketPath: daemon.socketPath)
             try await application.applicationDidBecomeActive()
             #expect(application.backgroundTimeRemaining == .infinity)
             let first = await application.beginBackgroundTask(withName: "foreground work")
@@ -198,7 +227,9 @@ struct LifecycleTests {
             daemon.clock.advance(by: .seconds(31))
             let refused = await application.beginBackgroundTask(withName: "too late")
             #expect(refused == .invalid)
-            #expect(application.lastBackgroundTaskRefusal?.contains("background time is over") == true, "\(application.lastBackgroundTaskRefusal ?? "")")
+            #expect(
+                application.lastBackgroundTaskRefusal?.contains("background time is over") == true,
+                "\(application.lastBackgroundTaskRefusal ?? "")")
             // Not suspended: the app runs inside bgd's own process.
             let status = try await daemon.admin.send(.get, "/v1/tasks", as: TasksOverview.self).lifecycles.first
             #expect(status?.state == .background && status?.tasks.isEmpty == true)
@@ -211,7 +242,8 @@ struct LifecycleTests {
                 #expect(error.apiErrorCode == .invalidState)
             }
             do {
-                try await DaemonClient(socketPath: daemon.socketPath, token: token).send(.delete, "/v1/app/background-tasks/99")
+                try await DaemonClient(socketPath: daemon.socketPath, token: token).send(
+                    .delete, "/v1/app/background-tasks/99")
                 Issue.record("ending an unknown task must be refused")
             } catch let error as BackgroundError {
                 #expect(error.apiErrorCode == .unknownBackgroundTask)

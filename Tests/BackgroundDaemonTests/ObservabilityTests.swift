@@ -1,8 +1,8 @@
 import AsyncHTTPClient
+import Background
 import BackgroundDaemon
 import BackgroundModel
 import BackgroundTesting
-import Background
 import Foundation
 import NIOCore
 import NIOHTTP1
@@ -17,11 +17,14 @@ import Testing
 /// browser by Tests/Dashboard/run.sh.)
 @Suite(.timeLimit(.minutes(2)))
 struct ObservabilityTests {
-    func get(_ url: String, headers: [(String, String)] = []) async throws -> (status: Int, body: String, headers: HTTPHeaders) {
+    func get(
+        _ url: String, headers: [(String, String)] = []
+    ) async throws -> (status: Int, body: String, headers: HTTPHeaders) {
         var request = HTTPClientRequest(url: url)
         for (name, value) in headers { request.headers.add(name: name, value: value) }
         // Redirects are looked at, not followed (the login link answers 303 with the cookie).
-        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .disallow))
+        let client = HTTPClient(
+            eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .disallow))
         defer { _ = client.shutdown() }
         let response = try await client.execute(request, timeout: .seconds(10))
         let body = try await response.body.collect(upTo: 1 << 22)
@@ -36,13 +39,18 @@ struct ObservabilityTests {
             #expect(try await get(base + "/").status == 401)
             #expect(try await get(base + "/metrics").status == 401)
             #expect(try await get(base + "/", headers: [("Authorization", "Bearer nope")]).status == 401)
-            let token = try String(contentsOfFile: daemon.directory + "/state/dashboard-token", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
-            let permissions = try FileManager.default.attributesOfItem(atPath: daemon.directory + "/state/dashboard-token")[.posixPermissions] as? Int
+            let token = try String(contentsOfFile: daemon.directory + "/state/dashboard-token", encoding: .utf8)
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+            let permissions =
+                try FileManager.default.attributesOfItem(atPath: daemon.directory + "/state/dashboard-token")[
+                    .posixPermissions] as? Int
             #expect(permissions == 0o600)
             #expect(try await get(base + "/", headers: [("Authorization", "Bearer \(token)")]).status == 200)
             let login = try await daemon.admin.send(.post, "/v1/dashboard/login", as: DashboardLogin.self)
             let first = try await get(login.url)
-            #expect(first.status == 303 && first.headers["set-cookie"].first?.contains("HttpOnly") == true, "\(first.status)")
+            #expect(
+                first.status == 303 && first.headers["set-cookie"].first?.contains("HttpOnly") == true,
+                "\(first.status)")
             let cookie = try #require(first.headers["set-cookie"].first?.split(separator: ";").first.map(String.init))
             #expect(try await get(base + "/", headers: [("Cookie", cookie)]).status == 200)
             #expect(try await get(login.url).status == 401, "a login link works once")
@@ -53,7 +61,9 @@ struct ObservabilityTests {
         try await TestDaemon.with { daemon in
             func total(_ name: String) async throws -> Double {
                 let text = try await get0(daemon)
-                return text.split(separator: "\n").filter { $0.hasPrefix(name) }.compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }.reduce(0, +)
+                return text.split(separator: "\n").filter { $0.hasPrefix(name) }.compactMap {
+                    $0.split(separator: " ").last.flatMap { Double($0) }
+                }.reduce(0, +)
             }
             try await daemon.register("com.example.metrics", command: ["/bin/false"], interval: .never)
             let before = try await total("bgd_wakes_total")
@@ -62,7 +72,9 @@ struct ObservabilityTests {
             }
             try await daemon.waitUntil { try await total("bgd_wakes_total") == before + 1 }
             let text = try await get0(daemon)
-            #expect(text.contains(#"bgd_wakes_total{trigger="manual",reason="manualRequest",result="crashed"} 1"#), "\(text)")
+            #expect(
+                text.contains(#"bgd_wakes_total{trigger="manual",reason="manualRequest",result="crashed"} 1"#),
+                "\(text)")
             #expect(text.contains("bgd_store_commit_seconds_count") && text.contains("bgd_outbox_depth"))
             #expect(!text.contains("com.example.metrics"), "no app ids as labels")
         }
@@ -73,17 +85,23 @@ struct ObservabilityTests {
     func get0(_ daemon: TestDaemon) async throws -> String {
         let token = try #require(DaemonClient.operatorToken(socketPath: daemon.socketPath))
         let output = try await Command.run(
-            "/usr/bin/env", ["curl", "-s", "--unix-socket", daemon.socketPath, "-H", "Authorization: Bearer \(token)", "http://bgd/metrics"])
+            "/usr/bin/env",
+            [
+                "curl", "-s", "--unix-socket", daemon.socketPath, "-H", "Authorization: Bearer \(token)",
+                "http://bgd/metrics",
+            ])
         return output.standardOutput
     }
 
     @Test func bgdRefusesADashboardOffLoopback() async throws {
         let directory = TemporaryDirectory.make()
         let output = try await Command.run(
-            try BuiltProducts.path(of: "bgd"), ["--http", "0.0.0.0:0", "--state-dir", directory + "/state", "--socket", directory + "/bgd.sock"])
+            try BuiltProducts.path(of: "bgd"),
+            ["--http", "0.0.0.0:0", "--state-dir", directory + "/state", "--socket", directory + "/bgd.sock"])
         #expect(output.status != 0 && output.standardError.contains("loopback only"), "\(output.standardError)")
         let malformed = try await Command.run(
-            try BuiltProducts.path(of: "bgd"), ["--http", "localhost", "--state-dir", directory + "/state", "--socket", directory + "/bgd.sock"])
+            try BuiltProducts.path(of: "bgd"),
+            ["--http", "localhost", "--state-dir", directory + "/state", "--socket", directory + "/bgd.sock"])
         #expect(malformed.status != 0 && malformed.standardError.contains("HOST:PORT"))
     }
 
@@ -91,7 +109,8 @@ struct ObservabilityTests {
     @Test func logsSpeakTheJournalsFormUnderSystemd() async throws {
         let directory = TemporaryDirectory.make()
         let daemon = try await DaemonProcess(
-            stateDirectory: directory + "/state", socketPath: directory + "/bgd.sock", environment: ["JOURNAL_STREAM": "8:1234"])
+            stateDirectory: directory + "/state", socketPath: directory + "/bgd.sock",
+            environment: ["JOURNAL_STREAM": "8:1234"])
         let line = try #require(daemon.startupLog.split(separator: "\n").first { $0.contains("bgd is ready") })
         #expect(line.hasPrefix("<5>bg.daemon: bgd is ready socket=\(directory)/bgd.sock"), "\(line)")
         daemon.signal(SIGTERM)
@@ -106,14 +125,23 @@ struct ObservabilityTests {
         defer { close(fd) }
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in for (index, byte) in path.utf8.enumerated() { raw[index] = byte } }
-        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (index, byte) in path.utf8.enumerated() { raw[index] = byte }
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
         #expect(bound == 0)
         let daemon = try await DaemonProcess(
-            stateDirectory: directory + "/state", socketPath: directory + "/bgd.sock", environment: ["NOTIFY_SOCKET": path])
+            stateDirectory: directory + "/state", socketPath: directory + "/bgd.sock",
+            environment: ["NOTIFY_SOCKET": path])
         var buffer = [UInt8](repeating: 0, count: 512)
         let received = recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT))
-        #expect(received > 0 && String(decoding: buffer.prefix(max(0, received)), as: UTF8.self).hasPrefix("READY=1"), "\(received)")
+        #expect(
+            received > 0 && String(decoding: buffer.prefix(max(0, received)), as: UTF8.self).hasPrefix("READY=1"),
+            "\(received)")
         daemon.signal(SIGTERM)
         _ = await daemon.waitForExit()
     }
@@ -122,15 +150,24 @@ struct ObservabilityTests {
         let directory = TemporaryDirectory.make()
         let environment = ProcessInfo.processInfo.environment.merging(["XDG_CONFIG_HOME": directory + "/config"]) { $1 }
         let bgctl = try BuiltProducts.path(of: "bgctl")
-        let installed = try await Command.run(bgctl, ["install-service", "--arguments=--http 127.0.0.1:8765"], environment: environment)
-        #expect(installed.status == 0 && installed.standardOutput.contains("systemctl --user enable --now bgd"), "\(installed.standardError)")
+        let installed = try await Command.run(
+            bgctl, ["install-service", "--arguments=--http 127.0.0.1:8765"], environment: environment)
+        #expect(
+            installed.status == 0 && installed.standardOutput.contains("systemctl --user enable --now bgd"),
+            "\(installed.standardError)")
         let unit = try String(contentsOfFile: directory + "/config/systemd/user/bgd.service", encoding: .utf8)
-        #expect(unit.contains("Type=notify") && unit.contains("Restart=on-failure") && unit.contains("WantedBy=default.target"))
-        #expect(unit.contains("Delegate=yes") && unit.contains("KillMode=process"), "apps get cgroups of their own under bgd's: \(unit)")
+        #expect(
+            unit.contains("Type=notify") && unit.contains("Restart=on-failure")
+                && unit.contains("WantedBy=default.target"))
+        #expect(
+            unit.contains("Delegate=yes") && unit.contains("KillMode=process"),
+            "apps get cgroups of their own under bgd's: \(unit)")
         #expect(unit.contains("ExecStart=\(try BuiltProducts.path(of: "bgd")) --http 127.0.0.1:8765"), "\(unit)")
         let again = try await Command.run(bgctl, ["install-service"], environment: environment)
         #expect(again.status != 0 && again.standardError.contains("--force"))
         let removed = try await Command.run(bgctl, ["uninstall-service"], environment: environment)
-        #expect(removed.status == 0 && !FileManager.default.fileExists(atPath: directory + "/config/systemd/user/bgd.service"))
+        #expect(
+            removed.status == 0
+                && !FileManager.default.fileExists(atPath: directory + "/config/systemd/user/bgd.service"))
     }
 }

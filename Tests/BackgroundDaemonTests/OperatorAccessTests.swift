@@ -2,8 +2,8 @@ import Background
 import BackgroundModel
 import BackgroundTesting
 import Foundation
-import Testing
 import NIOHTTP1
+import Testing
 
 /// Operator endpoints need the operator's token; an app's token, or a process bgd launched
 /// (whatever it sends), is refused every one of them and changes nothing (probe D4).
@@ -19,15 +19,24 @@ struct OperatorAccessTests {
                 (.POST, "/v1/apps/com.example.other/push/token", nil),
                 (.PUT, "/v1/apps/com.example.other/fetch-interval", #"{"interval":"minimum"}"#),
                 (.DELETE, "/v1/apps/com.example.other", nil),
-                (.POST, "/v1/push/keys", #"{"keyID":"ABC123DEFG","teamID":"TEAM123456","topics":["com.example.other"],"publicKeyPEM":"x"}"#),
+                (
+                    .POST, "/v1/push/keys",
+                    #"{"keyID":"ABC123DEFG","teamID":"TEAM123456","topics":["com.example.other"],"publicKeyPEM":"x"}"#
+                ),
                 (.POST, "/v1/transfers", #"{"session":"s","url":"http://127.0.0.1:9/x","destination":"/tmp/x"}"#),
                 (.GET, "/metrics", nil),
             ]
             for (method, path, body) in attempts {
-                let answer = try await RawHTTP.request(daemon.socketPath, method.nio, path, body: body.map { Data($0.utf8) }, token: mine.token)
-                #expect(answer.status == 403 && answer.errorCode == "operatorOnly", "\(method) \(path): \(answer.status) \(answer.errorCode ?? "-")")
-                let anonymous = try await RawHTTP.request(daemon.socketPath, method.nio, path, body: body.map { Data($0.utf8) }, anonymous: true)
-                #expect(anonymous.status == 401 && anonymous.errorCode == "operatorCredentialRequired", "\(method) \(path) without a token")
+                let answer = try await RawHTTP.request(
+                    daemon.socketPath, method.nio, path, body: body.map { Data($0.utf8) }, token: mine.token)
+                #expect(
+                    answer.status == 403 && answer.errorCode == "operatorOnly",
+                    "\(method) \(path): \(answer.status) \(answer.errorCode ?? "-")")
+                let anonymous = try await RawHTTP.request(
+                    daemon.socketPath, method.nio, path, body: body.map { Data($0.utf8) }, anonymous: true)
+                #expect(
+                    anonymous.status == 401 && anonymous.errorCode == "operatorCredentialRequired",
+                    "\(method) \(path) without a token")
             }
             // Nothing changed: the other app is there, its interval and token untouched, no key, no transfer.
             let apps = try await daemon.admin.send(.get, "/v1/apps", as: [AppSummary].self)
@@ -55,9 +64,13 @@ struct OperatorAccessTests {
             _ = try await daemon.waitForRunEnd(of: "com.example.sneaky") {
                 _ = try await daemon.admin.send(.post, "/v1/apps/com.example.sneaky/fetch", as: RunRecord.self)
             }
-            let answer = try String(contentsOfFile: daemon.directory + "/state/containers/com.example.sneaky/answer", encoding: .utf8)
+            let answer = try String(
+                contentsOfFile: daemon.directory + "/state/containers/com.example.sneaky/answer", encoding: .utf8)
             #expect(answer.contains(#""error":"operatorOnly""#), "\(answer)")
-            #expect(try await daemon.admin.send(.get, "/v1/apps", as: [AppSummary].self).contains { $0.id.rawValue == "com.example.victim" })
+            #expect(
+                try await daemon.admin.send(.get, "/v1/apps", as: [AppSummary].self).contains {
+                    $0.id.rawValue == "com.example.victim"
+                })
         }
     }
 }

@@ -31,15 +31,21 @@ struct ProcessIdentityTests {
         try await TestDaemon.with { daemon in
             let token = try await daemon.register(Self.app, command: ["/bin/false"], interval: .never).token
             // It says it is active, then exits without a word more.
-            let reason = try await daemon.waitFor({ activity -> DecisionReason? in
-                if case .lifecycleChanged(let id, _, let reason?) = activity, id.rawValue == Self.app, reason.code == .processExited { return reason }
-                return nil
-            }, after: {
-                let reporter = try report("active", token: token, socket: daemon.socketPath)
-                let answer = await Command.readAll(reporter.output)
-                #expect(answer.contains(#""state":"active""#), "\(answer)")
-                _ = await reporter.waitForExit()
-            })
+            let reason = try await daemon.waitFor(
+                { activity -> DecisionReason? in
+                    if case .lifecycleChanged(let id, _, let reason?) = activity, id.rawValue == Self.app,
+                        reason.code == .processExited
+                    {
+                        return reason
+                    }
+                    return nil
+                },
+                after: {
+                    let reporter = try report("active", token: token, socket: daemon.socketPath)
+                    let answer = await Command.readAll(reporter.output)
+                    #expect(answer.contains(#""state":"active""#), "\(answer)")
+                    _ = await reporter.waitForExit()
+                })
             #expect(reason.detail.contains("was active"))
             let overview = try await daemon.admin.send(.get, "/v1/tasks", as: TasksOverview.self)
             #expect(overview.lifecycles.isEmpty, "no app is in the foreground any more: \(overview.lifecycles)")
@@ -53,8 +59,10 @@ struct ProcessIdentityTests {
             let token = try await daemon.register(Self.app, command: ["/bin/false"], interval: .never).token
             let worker = "com.example.worker", processing = "com.example.fixture.processing"  // the fixture handles this one
             let registered = try await daemon.register(
-                worker, command: [try BuiltProducts.path(of: "bgd-fixture-app"), "newData"], interval: .never, taskIdentifiers: [processing])
-            let workerApp = BackgroundApplication(appID: AppID(rawValue: worker)!, token: registered.token, socketPath: daemon.socketPath)
+                worker, command: [try BuiltProducts.path(of: "bgd-fixture-app"), "newData"], interval: .never,
+                taskIdentifiers: [processing])
+            let workerApp = BackgroundApplication(
+                appID: AppID(rawValue: worker)!, token: registered.token, socketPath: daemon.socketPath)
             // Active, from a process that stays: it reports its own pid over the socket, then waits.
             let script = """
                 import os, socket, sys, time
@@ -70,11 +78,14 @@ struct ProcessIdentityTests {
             #expect(await eventually { (try? processState(reporter.processID)) != nil })
             var active = false
             for _ in 0..<2_000 where !active {
-                active = try await daemon.admin.send(.get, "/v1/tasks", as: TasksOverview.self).lifecycles.first?.state == .active
+                active =
+                    try await daemon.admin.send(.get, "/v1/tasks", as: TasksOverview.self).lifecycles.first?.state
+                    == .active
             }
             #expect(active, "the app reported itself active")
             try await workerApp.taskScheduler.submit(ProcessingTaskRequest(identifier: processing))
-            let waiting = try await daemon.admin.send(.get, "/v1/tasks", as: TasksOverview.self).pending.first?.waitingReason
+            let waiting = try await daemon.admin.send(.get, "/v1/tasks", as: TasksOverview.self).pending.first?
+                .waitingReason
             #expect(waiting?.code == .appInForeground, "\(String(describing: waiting))")
             // Its process exits (no word to bgd): the task runs.
             let run = try await daemon.waitForRunEnd(of: worker) { reporter.signal(SIGKILL) }
@@ -87,7 +98,8 @@ struct ProcessIdentityTests {
             let token = try await daemon.register(Self.app, command: ["/bin/false"], interval: .never).token
             let bystander = try Spawned("/bin/sleep", ["30"])
             defer { bystander.signal(SIGKILL) }
-            let attempt = try report("background", pid: "\(bystander.processID)", token: token, socket: daemon.socketPath)
+            let attempt = try report(
+                "background", pid: "\(bystander.processID)", token: token, socket: daemon.socketPath)
             let answer = await Command.readAll(attempt.output)
             _ = await attempt.waitForExit()
             #expect(answer.contains(#""error":"notYourProcess""#), "\(answer)")

@@ -24,7 +24,9 @@ struct PushConnectionLimitsTests {
         #expect(fifth.closedByPeer(within: 5_000), "over the per-peer cap: closed at once")
         #expect(!silent[0].closedByPeer(within: 100), "within the cap: open")
         // None of the four starts TLS: each is closed when the handshake timeout passes.
-        for connection in silent { #expect(connection.closedByPeer(within: 10_000), "closed after the handshake timeout") }
+        for connection in silent {
+            #expect(connection.closedByPeer(within: 10_000), "closed after the handshake timeout")
+        }
         // And the slots are free again: a real client gets through.
         let again = try RawConnection(port: port)
         #expect(!again.closedByPeer(within: 100))
@@ -37,7 +39,8 @@ struct PushConnectionLimitsTests {
         let port = try freeLoopbackPort()
         let socket = directory + "/bgd.sock"
         let daemon = try await DaemonProcess(
-            stateDirectory: directory + "/state", socketPath: socket, arguments: ["--push-port", "\(port)", "--push-handshake-timeout", "10m"])
+            stateDirectory: directory + "/state", socketPath: socket,
+            arguments: ["--push-port", "\(port)", "--push-handshake-timeout", "10m"])
         let silent = try RawConnection(port: port)
         daemon.signal(SIGTERM)
         // The grace period (5 s) ends it; without the cut the stop would hang for ten minutes.
@@ -67,7 +70,10 @@ struct PushConnectionLimitsTests {
             try BuiltProducts.path(of: "bgd"),
             ["--state-dir", directory + "/state", "--socket", directory + "/bgd.sock", "--push-port", "\(port)"])
         #expect(output.status == 69)
-        #expect(output.standardError.contains("cannot listen on 127.0.0.1:\(port) (--push-port): the address is already in use"), "\(output.standardError)")
+        #expect(
+            output.standardError.contains(
+                "cannot listen on 127.0.0.1:\(port) (--push-port): the address is already in use"),
+            "\(output.standardError)")
         #expect(!output.standardError.contains("bgd is ready"))
     }
 }
@@ -83,7 +89,9 @@ final class RawConnection {
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         address.sin_port = UInt16(port).bigEndian
         let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+            }
         }
         guard connected else {
             close(descriptor)

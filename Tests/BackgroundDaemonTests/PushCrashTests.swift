@@ -22,26 +22,30 @@ struct PushCrashTests {
         let socket = directory + "/bgd.sock"
         let port = try freeLoopbackPort()
         let arguments = ["--push-port", "\(port)", "--conditions", "unconstrained"]
-        var daemon: DaemonProcess? = try await DaemonProcess(stateDirectory: state, socketPath: socket, arguments: arguments)
+        var daemon: DaemonProcess? = try await DaemonProcess(
+            stateDirectory: state, socketPath: socket, arguments: arguments)
         let admin = DaemonClient(socketPath: socket)
         let app = PushGatewayTests.app
         _ = try await admin.send(
             .post, "/v1/apps",
             body: RegisterAppRequest(
-                id: AppID(rawValue: app)!, launchCommand: LaunchCommand([try BuiltProducts.path(of: "bgd-fixture-app"), "hang-push-once"])!,
+                id: AppID(rawValue: app)!,
+                launchCommand: LaunchCommand([try BuiltProducts.path(of: "bgd-fixture-app"), "hang-push-once"])!,
                 fetchInterval: .never),
             as: RegisteredApp.self)
         let key = P256.Signing.PrivateKey()
         _ = try await admin.send(
             .post, "/v1/push/keys",
             body: ProviderKeyRegistration(
-                keyID: PushGatewayTests.keyID, teamID: PushGatewayTests.teamID, topics: [app], publicKeyPEM: key.publicKey.pemRepresentation),
+                keyID: PushGatewayTests.keyID, teamID: PushGatewayTests.teamID, topics: [app],
+                publicKeyPEM: key.publicKey.pemRepresentation),
             as: ProviderKeyRegistration.self)
         let token = try await admin.send(.post, "/v1/apps/\(app)/push/token", as: DeviceTokenInfo.self).token
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.additionalTrustRoots = [.file(state + "/push-gateway.crt")]
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(tlsConfiguration: tls))
-        let provider = PushGatewayTests.Provider(client: client, base: "https://localhost:\(port)", key: key, now: SystemClock().now)
+        let provider = PushGatewayTests.Provider(
+            client: client, base: "https://localhost:\(port)", key: key, now: SystemClock().now)
         let sent = try await provider.send(token: token, body: #"{"aps":{"content-available":1},"content-id":7}"#)
         #expect(sent.status == 200)
         try await client.shutdown()
@@ -60,7 +64,8 @@ struct PushCrashTests {
             if pushes.first?.state == .delivered { break }
         }
         #expect(pushes.map(\.state) == [.delivered])
-        #expect(lines().filter { $0.hasPrefix("push") } == ["push-start 7", "push 7"], "handled once after the restart")
+        #expect(
+            lines().filter { $0.hasPrefix("push") } == ["push-start 7", "push 7"], "handled once after the restart")
         next.signal(SIGTERM)
         _ = await next.waitForExit()
     }
@@ -77,7 +82,9 @@ func freeLoopbackPort() throws -> Int {
     address.sin_port = 0
     var length = socklen_t(MemoryLayout<sockaddr_in>.size)
     let bound = withUnsafeMutablePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) == 0 && getsockname(descriptor, $0, &length) == 0 }
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            bind(descriptor, $0, length) == 0 && getsockname(descriptor, $0, &length) == 0
+        }
     }
     guard bound else { throw POSIXError(.EADDRINUSE) }
     return Int(UInt16(bigEndian: address.sin_port))

@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import Background
 import BackgroundDaemon
 import BackgroundModel
 import BackgroundPolicy
@@ -10,7 +11,6 @@ import NIOHTTP1
 import NIOSSL
 import Synchronization
 import Testing
-import Background
 
 /// The APNs provider API on bgd's gateway, over HTTP/2 with TLS (the self-signed certificate
 /// trusted), with a real client: each reason from a request built to cause it.
@@ -29,43 +29,61 @@ struct PushGatewayTests {
         /// The app's own token (for a foreground process of it).
         var appToken = ""
 
-        func jwt(iat: Date? = nil, key: P256.Signing.PrivateKey? = nil, kid: String = PushGatewayTests.keyID) throws -> String {
+        func jwt(
+            iat: Date? = nil, key: P256.Signing.PrivateKey? = nil, kid: String = PushGatewayTests.keyID
+        ) throws -> String {
             func encode(_ data: Data) -> String {
-                data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-                    .replacingOccurrences(of: "=", with: "")
+                data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(
+                    of: "/", with: "_"
+                )
+                .replacingOccurrences(of: "=", with: "")
             }
             let header = encode(Data(#"{"alg":"ES256","kid":"\#(kid)"}"#.utf8))
-            let claims = encode(Data(#"{"iss":"\#(PushGatewayTests.teamID)","iat":\#(Int((iat ?? now).timeIntervalSince1970))}"#.utf8))
+            let claims = encode(
+                Data(#"{"iss":"\#(PushGatewayTests.teamID)","iat":\#(Int((iat ?? now).timeIntervalSince1970))}"#.utf8))
             let signature = try (key ?? self.key).signature(for: Data("\(header).\(claims)".utf8)).rawRepresentation
             return "\(header).\(claims).\(encode(signature))"
         }
 
         /// Sends a push; returns status, APNs reason, apns-id and the HTTP version.
         func send(
-            token: String, method: HTTPMethod = .POST, path: String? = nil, headers: [(String, String)] = [], body: String? = nil,
+            token: String, method: HTTPMethod = .POST, path: String? = nil, headers: [(String, String)] = [],
+            body: String? = nil,
             bodyData: Data? = nil, authorization: String?? = nil
         ) async throws -> (status: Int, reason: String?, apnsID: String?, version: HTTPVersion, json: [String: Any]) {
             var request = HTTPClientRequest(url: base + (path ?? "/3/device/\(token)"))
             request.method = method
             let auth = try authorization ?? ("bearer " + jwt())
             if let auth { request.headers.add(name: "authorization", value: auth) }
-            var defaults = [("apns-topic", PushGatewayTests.app), ("apns-push-type", "background"), ("apns-priority", "5")]
+            var defaults = [
+                ("apns-topic", PushGatewayTests.app), ("apns-push-type", "background"), ("apns-priority", "5"),
+            ]
             defaults.removeAll { name in headers.contains { $0.0 == name.0 } }
-            for (name, value) in defaults + headers where !value.isEmpty { request.headers.add(name: name, value: value) }
+            for (name, value) in defaults + headers where !value.isEmpty {
+                request.headers.add(name: name, value: value)
+            }
             let payload = bodyData ?? Data((body ?? #"{"aps":{"content-available":1},"content-id":42}"#).utf8)
             request.body = .bytes(ByteBuffer(bytes: payload))
             let response = try await client.execute(request, timeout: .seconds(10))
             let data = try await response.body.collect(upTo: 1 << 16)
             let json = (try? JSONSerialization.jsonObject(with: Data(buffer: data))) as? [String: Any] ?? [:]
-            return (Int(response.status.code), json["reason"] as? String, response.headers.first(name: "apns-id"), response.version, json)
+            return (
+                Int(response.status.code), json["reason"] as? String, response.headers.first(name: "apns-id"),
+                response.version, json
+            )
         }
     }
 
     func withGateway(
-        command: [String] = ["/bin/true"], throttle: PushThrottle = PushThrottle(), floodLimit: PushFloodLimit = PushFloodLimit(),
-        now: Date = Date(timeIntervalSince1970: 1_767_603_600), directory: String? = nil, _ body: @Sendable (Provider, TestDaemon, (String) async throws -> String) async throws -> Void
+        command: [String] = ["/bin/true"], throttle: PushThrottle = PushThrottle(),
+        floodLimit: PushFloodLimit = PushFloodLimit(),
+        now: Date = Date(timeIntervalSince1970: 1_767_603_600), directory: String? = nil,
+        _ body: @Sendable (Provider, TestDaemon, (String) async throws -> String) async throws -> Void
     ) async throws {
-        try await TestDaemon.with(clock: ManualClock(now: now), directory: directory, push: .init(port: 0, throttle: throttle, floodLimit: floodLimit)) { daemon in
+        try await TestDaemon.with(
+            clock: ManualClock(now: now), directory: directory,
+            push: .init(port: 0, throttle: throttle, floodLimit: floodLimit)
+        ) { daemon in
             let gateway = try #require(daemon.daemon.pushGateway)
             let port = await gateway.boundPort.wait()
             var tls = TLSConfiguration.makeClientConfiguration()
@@ -78,7 +96,9 @@ struct PushGatewayTests {
             try await daemon.register(Self.other, command: ["/bin/true"], interval: .never)
             _ = try await daemon.admin.send(
                 .post, "/v1/push/keys",
-                body: ProviderKeyRegistration(keyID: Self.keyID, teamID: Self.teamID, topics: [Self.app, Self.other], publicKeyPEM: key.publicKey.pemRepresentation),
+                body: ProviderKeyRegistration(
+                    keyID: Self.keyID, teamID: Self.teamID, topics: [Self.app, Self.other],
+                    publicKeyPEM: key.publicKey.pemRepresentation),
                 as: ProviderKeyRegistration.self)
             var provider = Provider(client: client, base: "https://localhost:\(port)", key: key, now: daemon.clock.now)
             provider.appToken = registered.token
@@ -103,10 +123,13 @@ struct PushGatewayTests {
             #expect(answer.status == 200 && answer.apnsID == id && answer.version == .http2, "\(answer)")
             let pushes = try await daemon.store.pushes(of: AppID(rawValue: Self.app)!)
             // Committed before the 200; the dispatcher may already have woken the app with it.
-            #expect(pushes.count == 1 && [PushState.queued, .delivered].contains(pushes[0].state) && pushes[0].apnsID == id, "\(pushes)")
+            #expect(
+                pushes.count == 1 && [PushState.queued, .delivered].contains(pushes[0].state) && pushes[0].apnsID == id,
+                "\(pushes)")
             // An alert push is accepted and recorded, but wakes nothing.
             let alert = try await provider.send(
-                token: token, headers: [("apns-push-type", "alert"), ("apns-priority", "10")], body: #"{"aps":{"alert":"hello"}}"#)
+                token: token, headers: [("apns-push-type", "alert"), ("apns-priority", "10")],
+                body: #"{"aps":{"alert":"hello"}}"#)
             #expect(alert.status == 200 && alert.apnsID != nil)
             #expect(try await daemon.store.pushes(of: AppID(rawValue: Self.app)!).first?.state == .recorded)
         }
@@ -116,27 +139,57 @@ struct PushGatewayTests {
         try await withGateway { provider, daemon, tokenOf in
             let token = try await tokenOf(Self.app)
             let otherToken = try await tokenOf(Self.other)
-            func reason(_ answer: (status: Int, reason: String?, apnsID: String?, version: HTTPVersion, json: [String: Any])) -> String {
+            func reason(
+                _ answer: (status: Int, reason: String?, apnsID: String?, version: HTTPVersion, json: [String: Any])
+            ) -> String {
                 "\(answer.status) \(answer.reason ?? "-")"
             }
             let unknown = String(repeating: "0", count: 64)
-            #expect(reason(try await provider.send(token: token, authorization: .some(nil))) == "403 MissingProviderToken")
-            #expect(reason(try await provider.send(token: token, authorization: "bearer " + provider.jwt(key: P256.Signing.PrivateKey()))) == "403 InvalidProviderToken")
-            #expect(reason(try await provider.send(token: token, authorization: "bearer " + provider.jwt(kid: "ZZZ999ZZZZ"))) == "403 InvalidProviderToken")
-            #expect(reason(try await provider.send(token: token, authorization: "bearer " + provider.jwt(iat: provider.now.addingTimeInterval(-3601)))) == "403 ExpiredProviderToken")
+            #expect(
+                reason(try await provider.send(token: token, authorization: .some(nil))) == "403 MissingProviderToken")
+            #expect(
+                reason(
+                    try await provider.send(
+                        token: token, authorization: "bearer " + provider.jwt(key: P256.Signing.PrivateKey())))
+                    == "403 InvalidProviderToken")
+            #expect(
+                reason(
+                    try await provider.send(token: token, authorization: "bearer " + provider.jwt(kid: "ZZZ999ZZZZ")))
+                    == "403 InvalidProviderToken")
+            #expect(
+                reason(
+                    try await provider.send(
+                        token: token,
+                        authorization: "bearer " + provider.jwt(iat: provider.now.addingTimeInterval(-3601))))
+                    == "403 ExpiredProviderToken")
             #expect(reason(try await provider.send(token: token, path: "/3/other/\(token)")) == "404 BadPath")
             #expect(reason(try await provider.send(token: token, method: .GET)) == "405 MethodNotAllowed")
             #expect(reason(try await provider.send(token: unknown)) == "400 BadDeviceToken")
             #expect(reason(try await provider.send(token: "xyz")) == "400 BadDeviceToken")
             #expect(reason(try await provider.send(token: otherToken)) == "400 DeviceTokenNotForTopic")
-            #expect(reason(try await provider.send(token: token, headers: [("apns-topic", "com.example.nobody")])) == "400 TopicDisallowed")
-            #expect(reason(try await provider.send(token: token, headers: [("apns-priority", "10")])) == "400 BadPriority")
-            #expect(reason(try await provider.send(token: token, body: #"{"aps":{"content-available":1,"alert":"x"}}"#)) == "400 InvalidPushType")
-            #expect(reason(try await provider.send(token: token, headers: [("apns-push-type", "smoke-signal")])) == "400 InvalidPushType")
-            #expect(reason(try await provider.send(token: token, bodyData: Data(repeating: 0x20, count: 5000))) == "413 PayloadTooLarge")
+            #expect(
+                reason(try await provider.send(token: token, headers: [("apns-topic", "com.example.nobody")]))
+                    == "400 TopicDisallowed")
+            #expect(
+                reason(try await provider.send(token: token, headers: [("apns-priority", "10")])) == "400 BadPriority")
+            #expect(
+                reason(try await provider.send(token: token, body: #"{"aps":{"content-available":1,"alert":"x"}}"#))
+                    == "400 InvalidPushType")
+            #expect(
+                reason(try await provider.send(token: token, headers: [("apns-push-type", "smoke-signal")]))
+                    == "400 InvalidPushType")
+            #expect(
+                reason(try await provider.send(token: token, bodyData: Data(repeating: 0x20, count: 5000)))
+                    == "413 PayloadTooLarge")
             #expect(reason(try await provider.send(token: token, bodyData: Data())) == "400 PayloadEmpty")
-            #expect(reason(try await provider.send(token: token, headers: [("apns-collapse-id", String(repeating: "c", count: 65))])) == "400 BadCollapseId")
-            #expect(reason(try await provider.send(token: token, headers: [("apns-expiration", "soon")])) == "400 BadExpirationDate")
+            #expect(
+                reason(
+                    try await provider.send(
+                        token: token, headers: [("apns-collapse-id", String(repeating: "c", count: 65))]))
+                    == "400 BadCollapseId")
+            #expect(
+                reason(try await provider.send(token: token, headers: [("apns-expiration", "soon")]))
+                    == "400 BadExpirationDate")
             #expect(reason(try await provider.send(token: token, headers: [("apns-id", "nope")])) == "400 BadMessageId")
             #expect(reason(try await provider.send(token: token, headers: [("apns-topic", "")])) == "400 MissingTopic")
             #expect(reason(try await provider.send(token: token, body: "not json")) == "400 InvalidPayload")
@@ -145,7 +198,9 @@ struct PushGatewayTests {
             _ = try await provider.send(token: token)  // the current token is now the one in use
             #expect(reason(try await provider.send(token: token, authorization: .some(refreshed))) == "200 -")
             let tooSoon = "bearer " + (try provider.jwt(iat: provider.now.addingTimeInterval(30)))
-            #expect(reason(try await provider.send(token: token, authorization: .some(tooSoon))) == "429 TooManyProviderTokenUpdates")
+            #expect(
+                reason(try await provider.send(token: token, authorization: .some(tooSoon)))
+                    == "429 TooManyProviderTokenUpdates")
             // Revoked: 410 with the time it stopped counting.
             try await daemon.store.revokeDeviceTokens(of: AppID(rawValue: Self.app)!, now: daemon.clock.now)
             let gone = try await provider.send(token: token)
@@ -174,13 +229,15 @@ struct PushGatewayTests {
     @Test func aPushLaunchesAStoppedAppWhichAnswers() async throws {
         try await withGateway(command: try fixture()) { provider, daemon, tokenOf in
             let token = try await tokenOf(Self.app)
-            let run = try await daemon.waitFor({ activity -> RunRecord? in
-                if case .runEnded(let run) = activity, run.app.rawValue == Self.app { return run }
-                return nil
-            }, after: {
-                let answer = try await provider.send(token: token)
-                #expect(answer.status == 200)
-            })
+            let run = try await daemon.waitFor(
+                { activity -> RunRecord? in
+                    if case .runEnded(let run) = activity, run.app.rawValue == Self.app { return run }
+                    return nil
+                },
+                after: {
+                    let answer = try await provider.send(token: token)
+                    #expect(answer.status == 200)
+                })
             #expect(run.trigger == .remoteNotification && run.outcome == .newData, "\(run)")
             #expect(run.reasons.first?.code == .pushWake)
             #expect(log(daemon) == ["push 42"])
@@ -191,10 +248,12 @@ struct PushGatewayTests {
     /// Beyond its allowance an app is not woken; the pushes that wait are coalesced to the newest,
     /// which goes when the next wake is allowed; one that expires first is dropped with a reason.
     @Test func throttledPushesKeepTheNewestAndExpire() async throws {
-        try await withGateway(command: try fixture(), throttle: PushThrottle(wakesPerHour: 3, burst: 1)) { provider, daemon, tokenOf in
+        try await withGateway(command: try fixture(), throttle: PushThrottle(wakesPerHour: 3, burst: 1)) {
+            provider, daemon, tokenOf in
             let token = try await tokenOf(Self.app)
             func push(_ id: Int, _ headers: [(String, String)] = []) async throws {
-                let answer = try await provider.send(token: token, headers: headers, body: #"{"aps":{"content-available":1},"content-id":\#(id)}"#)
+                let answer = try await provider.send(
+                    token: token, headers: headers, body: #"{"aps":{"content-available":1},"content-id":\#(id)}"#)
                 #expect(answer.status == 200)
             }
             _ = try await daemon.waitForRunEnd(of: Self.app) { try await push(1) }
@@ -205,12 +264,17 @@ struct PushGatewayTests {
             let app = AppID(rawValue: Self.app)!
             try await daemon.waitUntil {
                 let pushes = try await daemon.store.pushes(of: app)
-                return pushes.map(\.state) == [.dropped, .queued, .replaced, .delivered] && pushes[1].reasonCode == .pushThrottled
+                return pushes.map(\.state) == [.dropped, .queued, .replaced, .delivered]
+                    && pushes[1].reasonCode == .pushThrottled
             }
             // bgctl why says which pushes wait, until when, and which will never wake the app.
-            let why = try await Command.run(try BuiltProducts.path(of: "bgctl"), ["why", Self.app, "--socket", daemon.socketPath])
+            let why = try await Command.run(
+                try BuiltProducts.path(of: "bgctl"), ["why", Self.app, "--socket", daemon.socketPath])
             #expect(why.status == 0, "\(why.standardError)")
-            for expected in ["background pushes waiting", "pushThrottled: held until 2026-01-05T09:20:00Z", "pushExpired", "pushReplaced"] {
+            for expected in [
+                "background pushes waiting", "pushThrottled: held until 2026-01-05T09:20:00Z", "pushExpired",
+                "pushReplaced",
+            ] {
                 #expect(why.standardOutput.contains(expected), "\(expected) in \(why.standardOutput)")
             }
             // 20 minutes on, the next wake is allowed: the newest waiting push goes.
@@ -220,8 +284,11 @@ struct PushGatewayTests {
             #expect(pushes.map(\.state) == [.dropped, .delivered, .replaced, .delivered])
             #expect(pushes[0].reasonCode == .pushExpired && pushes[0].reason?.contains("apns-expiration") == true)
             #expect(pushes[2].reasonCode == .pushReplaced && pushes[3].reasonCode == .pushWake)
-            let logged = try await Command.run(try BuiltProducts.path(of: "bgctl"), ["push", "log", Self.app, "--socket", daemon.socketPath])
-            #expect(logged.status == 0 && logged.standardOutput.contains("pushReplaced") && logged.standardOutput.contains("pushExpired"), "\(logged.standardOutput)")
+            let logged = try await Command.run(
+                try BuiltProducts.path(of: "bgctl"), ["push", "log", Self.app, "--socket", daemon.socketPath])
+            #expect(
+                logged.status == 0 && logged.standardOutput.contains("pushReplaced")
+                    && logged.standardOutput.contains("pushExpired"), "\(logged.standardOutput)")
         }
     }
 
@@ -232,19 +299,25 @@ struct PushGatewayTests {
             let keyFile = daemon.directory + "/AuthKey.p8"
             try provider.key.pemRepresentation.write(toFile: keyFile, atomically: true, encoding: .utf8)
             let payload = daemon.directory + "/payload.json"
-            try #"{"aps":{"content-available":1},"content-id":7}"#.write(toFile: payload, atomically: true, encoding: .utf8)
+            try #"{"aps":{"content-available":1},"content-id":7}"#.write(
+                toFile: payload, atomically: true, encoding: .utf8)
             let port = try #require(daemon.daemon.pushGateway?.boundPort.port)
             // bgctl keeps its provider token between runs, as APNs asks; a fresh cache per test.
             let cache = ["XDG_CACHE_HOME": daemon.directory + "/cache"]
             func send(_ extra: [String] = []) async throws -> Command.Output {
                 try await Command.run(
                     try BuiltProducts.path(of: "bgctl"),
-                    ["push", "send", Self.app, payload, "--key", keyFile, "--key-id", Self.keyID, "--team-id", Self.teamID,
-                     "--gateway", "https://localhost:\(port)", "--socket", daemon.socketPath] + extra,
+                    [
+                        "push", "send", Self.app, payload, "--key", keyFile, "--key-id", Self.keyID, "--team-id",
+                        Self.teamID,
+                        "--gateway", "https://localhost:\(port)", "--socket", daemon.socketPath,
+                    ] + extra,
                     environment: ProcessInfo.processInfo.environment.merging(cache) { $1 })
             }
             let sent = try await send()
-            #expect(sent.status == 0 && sent.standardOutput.contains("200 accepted"), "\(sent.standardOutput) \(sent.standardError)")
+            #expect(
+                sent.status == 0 && sent.standardOutput.contains("200 accepted"),
+                "\(sent.standardOutput) \(sent.standardError)")
             let refused = try await send(["--priority", "10"])
             #expect(refused.status != 0 && refused.standardError.contains("BadPriority"), "\(refused.standardError)")
             #expect(try await daemon.store.pushes(of: AppID(rawValue: Self.app)!).count == 1)
@@ -256,14 +329,17 @@ struct PushGatewayTests {
         let origin = try await FaultyOrigin.start()
         defer { Task { await origin.stop() } }
         let template = origin.baseURL.absoluteString + "/files/{id}/2000"
-        try await withGateway(command: [try BuiltProducts.path(of: "PushNews"), "--url", template]) { provider, daemon, tokenOf in
+        try await withGateway(command: [try BuiltProducts.path(of: "PushNews"), "--url", template]) {
+            provider, daemon, tokenOf in
             let token = try await tokenOf(Self.app)
             let run = try await daemon.waitForRunEnd(of: Self.app) {
-                let answer = try await provider.send(token: token, body: #"{"aps":{"content-available":1},"content-id":5}"#)
+                let answer = try await provider.send(
+                    token: token, body: #"{"aps":{"content-available":1},"content-id":5}"#)
                 #expect(answer.status == 200)
             }
             #expect(run.outcome == .newData, "\(run)")
-            let item = try Data(contentsOf: URL(fileURLWithPath: daemon.directory + "/state/containers/\(Self.app)/items/5"))
+            let item = try Data(
+                contentsOf: URL(fileURLWithPath: daemon.directory + "/state/containers/\(Self.app)/items/5"))
             #expect(FaultyOrigin.sha256Digest(of: item) == FaultyOrigin.sha256(seed: 5, size: 2000))
         }
     }
@@ -273,26 +349,30 @@ struct PushGatewayTests {
         try await withGateway { provider, daemon, tokenOf in
             let token = try await tokenOf(Self.app)
             let received = ReceivedPushes()
-            let application = BackgroundApplication(appID: AppID(rawValue: Self.app)!, token: provider.appToken, socketPath: daemon.socketPath)
+            let application = BackgroundApplication(
+                appID: AppID(rawValue: Self.app)!, token: provider.appToken, socketPath: daemon.socketPath)
             application.onRemoteNotification { notification in
                 received.append(notification.json)
                 return .newData
             }
             var connection: Task<Void, any Error>?
-            _ = try await daemon.waitFor({ activity -> Bool? in
-                if case .appConnected(let app) = activity, app.rawValue == Self.app { return true }
-                return nil
-            }, after: { connection = Task { try await application.run() } })
+            _ = try await daemon.waitFor(
+                { activity -> Bool? in
+                    if case .appConnected(let app) = activity, app.rawValue == Self.app { return true }
+                    return nil
+                }, after: { connection = Task { try await application.run() } })
             defer { connection?.cancel() }
             let launched = ReceivedPushes()
-            let run = try await daemon.waitFor({ activity -> RunRecord? in
-                if case .processLaunched = activity { launched.append("launched") }
-                if case .runEnded(let run) = activity, run.app.rawValue == Self.app { return run }
-                return nil
-            }, after: {
-                let status = try await provider.send(token: token).status
-                #expect(status == 200)
-            })
+            let run = try await daemon.waitFor(
+                { activity -> RunRecord? in
+                    if case .processLaunched = activity { launched.append("launched") }
+                    if case .runEnded(let run) = activity, run.app.rawValue == Self.app { return run }
+                    return nil
+                },
+                after: {
+                    let status = try await provider.send(token: token).status
+                    #expect(status == 200)
+                })
             #expect(run.outcome == .newData && launched.all.isEmpty, "\(run)")
             #expect(received.all.first?.contains("content-id") == true)
         }
@@ -305,20 +385,31 @@ struct PushGatewayTests {
         let directory = TemporaryDirectory.make()
         let start = Date(timeIntervalSince1970: 1_767_603_600)
         let app = AppID(rawValue: Self.app)!
-        try await withGateway(command: try fixture(), throttle: PushThrottle(wakesPerHour: 1, burst: 1), now: start, directory: directory) { provider, daemon, tokenOf in
+        try await withGateway(
+            command: try fixture(), throttle: PushThrottle(wakesPerHour: 1, burst: 1), now: start, directory: directory
+        ) { provider, daemon, tokenOf in
             let token = try await tokenOf(Self.app)
             _ = try await daemon.waitForRunEnd(of: Self.app) { _ = try await provider.send(token: token) }
-            let status = try await provider.send(token: token, body: #"{"aps":{"content-available":1},"content-id":2}"#).status
+            let status = try await provider.send(token: token, body: #"{"aps":{"content-available":1},"content-id":2}"#)
+                .status
             #expect(status == 200)
             try await daemon.waitUntil { try await daemon.store.pushes(of: app).first?.reasonCode == .pushThrottled }
         }
         let clock = ManualClock(now: start.addingTimeInterval(100))
-        try await TestDaemon.with(clock: clock, directory: directory, push: .init(port: 0, throttle: PushThrottle(wakesPerHour: 1, burst: 1))) { daemon in
-            try await daemon.waitUntil { try await daemon.store.pushes(of: app).first?.reason?.contains("held until 2026-01-05T10:00:00Z") == true }
+        try await TestDaemon.with(
+            clock: clock, directory: directory, push: .init(port: 0, throttle: PushThrottle(wakesPerHour: 1, burst: 1))
+        ) { daemon in
+            try await daemon.waitUntil {
+                try await daemon.store.pushes(of: app).first?.reason?.contains("held until 2026-01-05T10:00:00Z")
+                    == true
+            }
             #expect(try await daemon.store.runsInFlight().isEmpty)
             _ = try await daemon.waitForRunEnd(of: Self.app) { clock.advance(by: .seconds(3500)) }
             #expect(try await daemon.store.pushes(of: app).map(\.state) == [.delivered, .delivered])
-            #expect(Self.lines(ofFixtureLog: directory + "/state/containers/\(Self.app)/fixture.log") == ["push 42", "push 2"])
+            #expect(
+                Self.lines(ofFixtureLog: directory + "/state/containers/\(Self.app)/fixture.log") == [
+                    "push 42", "push 2",
+                ])
         }
     }
 
@@ -334,7 +425,8 @@ struct PushGatewayTests {
             }
             #expect(statuses == ["200 -", "200 -", "200 -", "429 TooManyRequests", "429 TooManyRequests"])
             #expect(try await daemon.store.pushes(of: AppID(rawValue: Self.app)!).count == 3)
-            let other = try await provider.send(token: try await tokenOf(Self.other), headers: [("apns-topic", Self.other)])
+            let other = try await provider.send(
+                token: try await tokenOf(Self.other), headers: [("apns-topic", Self.other)])
             #expect(other.status == 200)
             // The allowance refills with time (the gateway reads the daemon's clock).
             daemon.clock.advance(by: .seconds(100))
@@ -349,13 +441,16 @@ struct PushGatewayTests {
             let token = try await tokenOf(Self.app)
             #expect(try await provider.send(token: token).status == 200)
             let removed = try await Command.run(
-                try BuiltProducts.path(of: "bgctl"), ["push", "keys", "remove", Self.keyID, "--socket", daemon.socketPath])
+                try BuiltProducts.path(of: "bgctl"),
+                ["push", "keys", "remove", Self.keyID, "--socket", daemon.socketPath])
             #expect(removed.status == 0, "\(removed.standardError)")
             let refused = try await provider.send(token: token)
             #expect(refused.status == 403 && refused.reason == "InvalidProviderToken")
             _ = try await daemon.admin.send(
                 .post, "/v1/push/keys",
-                body: ProviderKeyRegistration(keyID: Self.keyID, teamID: Self.teamID, topics: [Self.app], publicKeyPEM: provider.key.publicKey.pemRepresentation),
+                body: ProviderKeyRegistration(
+                    keyID: Self.keyID, teamID: Self.teamID, topics: [Self.app],
+                    publicKeyPEM: provider.key.publicKey.pemRepresentation),
                 as: ProviderKeyRegistration.self)
             #expect(try await provider.send(token: token).status == 200)
         }

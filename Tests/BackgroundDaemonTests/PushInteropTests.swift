@@ -9,14 +9,19 @@ import Testing
 /// end each stream on its last frame, as APNs does.)
 @Suite(.timeLimit(.minutes(2)))
 struct PushInteropTests {
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().path
     static let python = root + "/.build/interop/venv/bin/python"
 
-    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: python), "needs the aioapns venv: run Tests/Interop/setup.sh (CI does)"))
+    @Test(
+        .enabled(
+            if: FileManager.default.isExecutableFile(atPath: python),
+            "needs the aioapns venv: run Tests/Interop/setup.sh (CI does)"))
     func anOffTheShelfAPNsClientWakesTheApp() async throws {
         let gatewayTests = PushGatewayTests()
         // The library signs with the real time, so bgd's virtual clock starts there.
-        try await gatewayTests.withGateway(command: try gatewayTests.fixture(), now: SystemClock().now) { provider, daemon, tokenOf in
+        try await gatewayTests.withGateway(command: try gatewayTests.fixture(), now: SystemClock().now) {
+            provider, daemon, tokenOf in
             let token = try await tokenOf(PushGatewayTests.app)
             let keyFile = daemon.directory + "/AuthKey.p8"
             try provider.key.pemRepresentation.write(toFile: keyFile, atomically: true, encoding: .utf8)
@@ -26,8 +31,11 @@ struct PushInteropTests {
             let run = try await daemon.waitForRunEnd(of: PushGatewayTests.app) {
                 output = try await Command.run(
                     Self.python,
-                    [Self.root + "/Tests/Interop/aioapns_provider.py", "localhost", String(port), certificate, keyFile, PushGatewayTests.keyID,
-                     PushGatewayTests.teamID, PushGatewayTests.app, token, "5"])
+                    [
+                        Self.root + "/Tests/Interop/aioapns_provider.py", "localhost", String(port), certificate,
+                        keyFile, PushGatewayTests.keyID,
+                        PushGatewayTests.teamID, PushGatewayTests.app, token, "5",
+                    ])
             }
             let lines = output?.standardOutput.split(separator: "\n").map(String.init) ?? []
             #expect(output?.status == 0, "\(output?.standardError ?? "")")

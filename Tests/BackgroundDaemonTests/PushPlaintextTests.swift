@@ -10,7 +10,10 @@ struct PushPlaintextTests {
     /// curl's HTTP version and status for an unauthenticated push, and the body.
     func post(_ arguments: [String], port: Int) async throws -> (version: String, body: String) {
         let output = try await Command.run(
-            "/usr/bin/env", ["curl", "-s", "-X", "POST", "-d", "{}", "-w", "\n%{http_version} %{http_code}"] + arguments + ["http://127.0.0.1:\(port)/3/device/\(String(repeating: "a", count: 64))"])
+            "/usr/bin/env",
+            ["curl", "-s", "-X", "POST", "-d", "{}", "-w", "\n%{http_version} %{http_code}"] + arguments + [
+                "http://127.0.0.1:\(port)/3/device/\(String(repeating: "a", count: 64))"
+            ])
         let lines = output.standardOutput.split(separator: "\n").map(String.init)
         return (lines.last ?? "", lines.dropLast().joined())
     }
@@ -37,7 +40,10 @@ struct PushPlaintextTests {
         for flag in ["--push-plaintext", "--push-http1"] {
             let output = try await Command.run(
                 try BuiltProducts.path(of: "bgd"),
-                [flag, "--push-host", "0.0.0.0", "--state-dir", directory + "/state", "--socket", directory + "/bgd.sock"])
+                [
+                    flag, "--push-host", "0.0.0.0", "--state-dir", directory + "/state", "--socket",
+                    directory + "/bgd.sock",
+                ])
             #expect(output.status != 0 && output.standardError.contains("only on loopback"), "\(output.standardError)")
             #expect(!FileManager.default.fileExists(atPath: directory + "/state/bgd.sqlite"))
         }

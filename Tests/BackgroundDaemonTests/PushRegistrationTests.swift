@@ -19,7 +19,8 @@ struct PushRegistrationTests {
         let directory = TemporaryDirectory.make()
         let first: String = try await TestDaemon.with(directory: directory) { daemon in
             let registered = try await daemon.register(Self.app, command: ["/bin/true"], interval: .never)
-            let application = BackgroundApplication(appID: AppID(rawValue: Self.app)!, token: registered.token, socketPath: daemon.socketPath)
+            let application = BackgroundApplication(
+                appID: AppID(rawValue: Self.app)!, token: registered.token, socketPath: daemon.socketPath)
             let recorder = TokenRecorder()
             application.delegate = recorder
             let token = try await application.registerForRemoteNotifications()
@@ -50,7 +51,10 @@ struct PushRegistrationTests {
             let file = daemon.directory + "/AuthKey_ABC123DEFG.p8"
             try privateKey.pemRepresentation.write(toFile: file, atomically: true, encoding: .utf8)
             let added = try await bgctl(
-                ["push", "keys", "add", "--key-id", "ABC123DEFG", "--team-id", "TEAM123456", "--topics", Self.app, file], daemon)
+                [
+                    "push", "keys", "add", "--key-id", "ABC123DEFG", "--team-id", "TEAM123456", "--topics", Self.app,
+                    file,
+                ], daemon)
             #expect(added.status == 0, "\(added.standardError)")
             let keys = try await daemon.admin.send(.get, "/v1/push/keys", as: [ProviderKeyRegistration].self)
             #expect(keys.count == 1 && keys[0].topics == [Self.app])
@@ -67,7 +71,8 @@ struct PushRegistrationTests {
                 let refused = try await bgctl(["push", "keys", "add"] + arguments, daemon)
                 #expect(refused.status != 0 && !refused.standardError.isEmpty, "\(arguments)")
             }
-            let forged = #"{"keyID":"ABC123DEFG","teamID":"TEAM123456","topics":["com.example.a"],"publicKeyPEM":"-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----"}"#
+            let forged =
+                #"{"keyID":"ABC123DEFG","teamID":"TEAM123456","topics":["com.example.a"],"publicKeyPEM":"-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----"}"#
             let answer = try await RawHTTP.request(daemon.socketPath, .POST, "/v1/push/keys", body: Data(forged.utf8))
             #expect(answer.status == 400 && answer.errorCode == "invalidProviderKey")
             #expect(try await bgctl(["push", "keys", "remove", "ABC123DEFG"], daemon).status == 0)
@@ -83,7 +88,9 @@ final class TokenRecorder: BackgroundApplicationDelegate, @unchecked Sendable {
         _ application: BackgroundApplication,
         performFetchWithCompletionHandler completionHandler: @escaping @Sendable (BackgroundFetchResult) -> Void
     ) { completionHandler(.noData) }
-    func application(_ application: BackgroundApplication, didRegisterForRemoteNotificationsWithDeviceToken deviceToken: String) {
+    func application(
+        _ application: BackgroundApplication, didRegisterForRemoteNotificationsWithDeviceToken deviceToken: String
+    ) {
         tokens.append(deviceToken)
     }
 }

@@ -1,8 +1,8 @@
 import AsyncHTTPClient
+import Background
 import Foundation
 import NIOCore
 import NIOHTTP1
-import Background
 
 /// Sends arbitrary bytes to bgd, for requests no well-behaved client would make.
 enum RawHTTP {
@@ -14,7 +14,8 @@ enum RawHTTP {
     }
 
     static func request(
-        _ socketPath: String, _ method: HTTPMethod, _ path: String, body: Data? = nil, token: String? = nil, anonymous: Bool = false
+        _ socketPath: String, _ method: HTTPMethod, _ path: String, body: Data? = nil, token: String? = nil,
+        anonymous: Bool = false
     ) async throws -> Answer {
         // No token given: as the operator (bgctl), unless the test wants no credential at all.
         let token = anonymous ? nil : token ?? DaemonClient.operatorToken(socketPath: socketPath)

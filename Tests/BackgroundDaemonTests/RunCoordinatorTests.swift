@@ -15,7 +15,13 @@ import Testing
 struct RunCoordinatorTests {
     /// Records launches; each "process" exits when the test says so.
     final class RecordingLauncher: AppLauncher {
-        private let state = Mutex<(specs: [LaunchSpec], nextPID: Int32, exits: [Int32: CheckedContinuation<BackgroundDaemon.ExitStatus, Never>], early: [Int32: BackgroundDaemon.ExitStatus])>(
+        private let state = Mutex<
+            (
+                specs: [LaunchSpec], nextPID: Int32,
+                exits: [Int32: CheckedContinuation<BackgroundDaemon.ExitStatus, Never>],
+                early: [Int32: BackgroundDaemon.ExitStatus]
+            )
+        >(
             ([], 2_000_000_000, [:], [:]))
 
         var launches: [LaunchSpec] { state.withLock { $0.specs } }
@@ -77,16 +83,23 @@ struct RunCoordinatorTests {
         let launcher = RecordingLauncher()
         var logger = Logger(label: "test")
         logger.logLevel = .critical  // the end of a test cancels the services mid-write; nothing to see
-        let supervisor = ProcessSupervisor(mode: .signals("test"), launcher: launcher, clock: clock, killGrace: Harness.budget.killGrace, logger: logger)
+        let supervisor = ProcessSupervisor(
+            mode: .signals("test"), launcher: launcher, clock: clock, killGrace: Harness.budget.killGrace,
+            logger: logger)
         let coordinator = RunCoordinator(
-            store: store, stateDirectory: stateDirectory, broker: EventBroker(), supervisor: supervisor, tokens: TokenIssuer(),
+            store: store, stateDirectory: stateDirectory, broker: EventBroker(), supervisor: supervisor,
+            tokens: TokenIssuer(),
             activity: ActivityFeed(), clock: clock,
-            configuration: .init(budget: Harness.budget, lingerGrace: .seconds(5), socketPath: directory + "/bgd.sock", confineApps: false),
+            configuration: .init(
+                budget: Harness.budget, lingerGrace: .seconds(5), socketPath: directory + "/bgd.sock",
+                confineApps: false),
             schedulerDoorbell: Doorbell(), logger: logger)
         await supervisor.onExit { exit in await coordinator.processExited(exit) }
-        let harness = Harness(store: store, clock: clock, launcher: launcher, supervisor: supervisor, coordinator: coordinator)
+        let harness = Harness(
+            store: store, clock: clock, launcher: launcher, supervisor: supervisor, coordinator: coordinator)
         _ = try await store.register(
-            RegisterAppRequest(id: harness.app, launchCommand: LaunchCommand(["/usr/bin/recorded-app", "--flag"])!), tokenHash: "x", now: clock.now)
+            RegisterAppRequest(id: harness.app, launchCommand: LaunchCommand(["/usr/bin/recorded-app", "--flag"])!),
+            tokenHash: "x", now: clock.now)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await supervisor.run() }
             group.addTask { try await coordinator.run() }
@@ -121,8 +134,13 @@ struct RunCoordinatorTests {
             #expect(spec.environment[LaunchEnvironment.appID] == h.app.rawValue)
             #expect(spec.environment[LaunchEnvironment.token]?.isEmpty == false)
             #expect(spec.workingDirectory.hasSuffix("/containers/\(h.app.rawValue)"))
-            let ours: Set = [LaunchEnvironment.reason, LaunchEnvironment.appID, LaunchEnvironment.socket, LaunchEnvironment.token, LaunchEnvironment.container, LaunchEnvironment.run]
-            #expect(Set(spec.environment.keys.filter { $0.hasPrefix("BGD_") }) == ours, "exactly the app's own BGD_ settings, none of bgd's")
+            let ours: Set = [
+                LaunchEnvironment.reason, LaunchEnvironment.appID, LaunchEnvironment.socket, LaunchEnvironment.token,
+                LaunchEnvironment.container, LaunchEnvironment.run,
+            ]
+            #expect(
+                Set(spec.environment.keys.filter { $0.hasPrefix("BGD_") }) == ours,
+                "exactly the app's own BGD_ settings, none of bgd's")
             #expect(try await h.store.run(run.id)?.launched == true && run.kind == .fetch)
         }
     }
@@ -138,7 +156,10 @@ struct RunCoordinatorTests {
             #expect(try await h.store.run(run.id)?.outcome == nil)
             h.clock.advance(by: .seconds(1))
             #expect(await until { (try? await h.store.run(run.id)?.outcome) == .expired })
-            #expect(await until { await h.supervisor.phase(of: pid) == .terminating(killAt: run.startedAt.addingTimeInterval(35)) })
+            #expect(
+                await until {
+                    await h.supervisor.phase(of: pid) == .terminating(killAt: run.startedAt.addingTimeInterval(35))
+                })
             h.clock.advance(by: .seconds(5))
             #expect(await until { await h.supervisor.phase(of: pid) == .killed })
             h.launcher.exit(pid, .signalled(9))
@@ -156,13 +177,20 @@ struct RunCoordinatorTests {
             let answered = try await h.coordinator.reportResult(.newData, for: run.id, from: h.app)
             #expect(answered.outcome == .newData && answered.cpuMicroseconds != nil)
             let answeredAt = h.clock.now
-            #expect(await h.supervisor.phase(of: pid) == .exitRequested(terminateAt: answeredAt.addingTimeInterval(5), killGrace: .seconds(5)))
+            #expect(
+                await h.supervisor.phase(of: pid)
+                    == .exitRequested(terminateAt: answeredAt.addingTimeInterval(5), killGrace: .seconds(5)))
             h.clock.advance(by: .seconds(5))
-            #expect(await until { await h.supervisor.phase(of: pid) == .terminating(killAt: answeredAt.addingTimeInterval(10)) })
+            #expect(
+                await until {
+                    await h.supervisor.phase(of: pid) == .terminating(killAt: answeredAt.addingTimeInterval(10))
+                })
             h.launcher.exit(pid, .exited(0))
             #expect(await until { await h.supervisor.phase(of: pid) == nil })
             #expect(try await h.store.run(run.id)?.outcome == .newData)
-            await #expect(throws: RunCoordinator.Failure.self) { _ = try await h.coordinator.reportResult(.failed, for: run.id, from: h.app) }
+            await #expect(throws: RunCoordinator.Failure.self) {
+                _ = try await h.coordinator.reportResult(.failed, for: run.id, from: h.app)
+            }
         }
     }
 
@@ -191,12 +219,16 @@ struct RunCoordinatorTests {
             #expect(run.trigger == .transferEvents && run.kind == .events && run.isRunning && run.launched)
             #expect(spec.environment[LaunchEnvironment.run] == run.id.description)
             // A fetch waits: one run at a time.
-            await #expect(throws: StoreError.self) { _ = try await h.coordinator.startFetch(for: h.app, trigger: .manual, reasons: []) }
+            await #expect(throws: StoreError.self) {
+                _ = try await h.coordinator.startFetch(for: h.app, trigger: .manual, reasons: [])
+            }
             await h.coordinator.eventsAcknowledged(by: h.app, openRemaining: 1)
             #expect(try await h.store.run(run.id)?.isRunning == true, "events still open")
             await h.coordinator.eventsAcknowledged(by: h.app, openRemaining: 0)
             #expect(try await h.store.run(run.id)?.outcome == .eventsHandled)
-            #expect(await h.supervisor.phase(of: 2_000_000_001) == .exitRequested(terminateAt: h.clock.now.addingTimeInterval(5), killGrace: .seconds(5)))
+            #expect(
+                await h.supervisor.phase(of: 2_000_000_001)
+                    == .exitRequested(terminateAt: h.clock.now.addingTimeInterval(5), killGrace: .seconds(5)))
         }
     }
 }

@@ -21,7 +21,10 @@ final class Spawned: @unchecked Sendable {
     let mergedErrors: Bool
     private let reaped = Mutex(false)
 
-    init(_ path: String, _ arguments: [String], environment: [String: String]? = nil, stdin: Bool = false, mergeErrors: Bool = false) throws {
+    init(
+        _ path: String, _ arguments: [String], environment: [String: String]? = nil, stdin: Bool = false,
+        mergeErrors: Bool = false
+    ) throws {
         func makePipe() throws -> (read: Int32, write: Int32) {
             var fds: [Int32] = [0, 0]
             guard linuxPipe2(&fds, O_CLOEXEC) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
@@ -94,4 +97,6 @@ final class Spawned: @unchecked Sendable {
 private func linuxPipe2(_ fds: UnsafeMutablePointer<Int32>, _ flags: Int32) -> Int32
 
 @_silgen_name("posix_spawn_file_actions_addclosefrom_np")
-private func linuxSpawnFileActionsAddClosefrom(_ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>, _ from: Int32) -> Int32
+private func linuxSpawnFileActionsAddClosefrom(
+    _ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>, _ from: Int32
+) -> Int32

@@ -15,7 +15,9 @@ struct TaskSchedulerTests {
     static let refresh = "com.example.fixture.refresh"
     static let processing = "com.example.fixture.processing"
 
-    func register(_ daemon: TestDaemon, behaviour: String = "newData", interval: FetchInterval = .never, extra: [String] = []) async throws -> BackgroundApplication {
+    func register(
+        _ daemon: TestDaemon, behaviour: String = "newData", interval: FetchInterval = .never, extra: [String] = []
+    ) async throws -> BackgroundApplication {
         try await registerWithToken(daemon, behaviour: behaviour, interval: interval, extra: extra).application
     }
 
@@ -24,10 +26,13 @@ struct TaskSchedulerTests {
     ) async throws -> (application: BackgroundApplication, token: String) {
         let token = try await daemon.register(
             Self.app, command: [try BuiltProducts.path(of: "bgd-fixture-app"), behaviour], interval: interval,
-            taskIdentifiers: [Self.refresh, Self.processing] + extra).token
+            taskIdentifiers: [Self.refresh, Self.processing] + extra
+        ).token
         // The app's own calls (submit, pending), made in-process; it never connects, so every task
         // launches the fixture.
-        return (BackgroundApplication(appID: AppID(rawValue: Self.app)!, token: token, socketPath: daemon.socketPath), token)
+        return (
+            BackgroundApplication(appID: AppID(rawValue: Self.app)!, token: token, socketPath: daemon.socketPath), token
+        )
     }
 
     func log(_ daemon: TestDaemon) -> [String] {
@@ -35,13 +40,18 @@ struct TaskSchedulerTests {
         return ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
     }
 
-    func setConditions(_ daemon: TestDaemon, power: DeviceConditions.PowerSource, network: DeviceConditions.Network = .unmetered) async throws {
-        _ = try await daemon.admin.send(.put, "/v1/env", body: ConditionOverrides(power: power, network: network), as: ConditionsReport.self)
+    func setConditions(
+        _ daemon: TestDaemon, power: DeviceConditions.PowerSource, network: DeviceConditions.Network = .unmetered
+    ) async throws {
+        _ = try await daemon.admin.send(
+            .put, "/v1/env", body: ConditionOverrides(power: power, network: network), as: ConditionsReport.self)
     }
 
     @Test func submitFollowsTheRealLimitsAndErrors() async throws {
         // On battery, so that the processing requests (which need power) stay pending.
-        try await TestDaemon.with(conditions: .init(sensing: .fixed(DeviceConditions(power: .battery, batteryLevel: 80, network: .unmetered)))) { daemon in
+        try await TestDaemon.with(
+            conditions: .init(sensing: .fixed(DeviceConditions(power: .battery, batteryLevel: 80, network: .unmetered)))
+        ) { daemon in
             let processingIDs = (1...11).map { "com.example.p\($0)" }
             let (application, token) = try await registerWithToken(daemon, extra: processingIDs)
             let scheduler = application.taskScheduler
@@ -61,20 +71,29 @@ struct TaskSchedulerTests {
             #expect(await error(ProcessingTaskRequest(identifier: "com.example.undeclared")) == .notPermitted)
             try await application.setMinimumBackgroundFetchInterval(.minimum)
             #expect(await error(AppRefreshTaskRequest(identifier: Self.refresh)) == nil)
-            #expect(await error(AppRefreshTaskRequest(identifier: Self.refresh, earliestBeginDate: daemon.clock.now.addingTimeInterval(60))) == nil)  // replaces
+            #expect(
+                await error(
+                    AppRefreshTaskRequest(
+                        identifier: Self.refresh, earliestBeginDate: daemon.clock.now.addingTimeInterval(60))) == nil)  // replaces
             #expect(await error(AppRefreshTaskRequest(identifier: Self.processing)) == .tooManyPendingTaskRequests)  // 1 refresh at most
-            for id in processingIDs.prefix(10) { #expect(await error(ProcessingTaskRequest(identifier: id, requiresExternalPower: true)) == nil) }
-            #expect(await error(ProcessingTaskRequest(identifier: processingIDs[10], requiresExternalPower: true)) == .tooManyPendingTaskRequests)
+            for id in processingIDs.prefix(10) {
+                #expect(await error(ProcessingTaskRequest(identifier: id, requiresExternalPower: true)) == nil)
+            }
+            #expect(
+                await error(ProcessingTaskRequest(identifier: processingIDs[10], requiresExternalPower: true))
+                    == .tooManyPendingTaskRequests)
             #expect(try await scheduler.pendingTaskRequests().count == 11)
             await scheduler.cancel(taskRequestWithIdentifier: processingIDs[0])
-            #expect(await error(ProcessingTaskRequest(identifier: processingIDs[10], requiresExternalPower: true)) == nil)
+            #expect(
+                await error(ProcessingTaskRequest(identifier: processingIDs[10], requiresExternalPower: true)) == nil)
             await scheduler.cancelAllTaskRequests()
             #expect(try await scheduler.pendingTaskRequests().isEmpty)
             // Bad input changes nothing.
             let client = DaemonClient(socketPath: daemon.socketPath, token: token)
             for bad in ["", String(repeating: "a", count: 201), "com.example/../x", "with space"] {
                 do {
-                    try await client.send(.post, "/v1/app/task-requests", body: TaskRequest(identifier: bad, kind: .processing))
+                    try await client.send(
+                        .post, "/v1/app/task-requests", body: TaskRequest(identifier: bad, kind: .processing))
                     Issue.record("'\(bad)' must be refused")
                 } catch let error as BackgroundError {
                     #expect(error.apiErrorCode == .invalidTaskIdentifier)
@@ -88,18 +107,26 @@ struct TaskSchedulerTests {
     /// launched with reason processing and minutes of budget), and is stopped — its expiration
     /// handler runs — when the power goes again.
     @Test func processingTasksWaitForTheirConditionsAndStopWhenTheyStop() async throws {
-        try await TestDaemon.with(conditions: .init(sensing: .fixed(DeviceConditions(power: .battery, batteryLevel: 80, network: .unmetered)))) { daemon in
+        try await TestDaemon.with(
+            conditions: .init(sensing: .fixed(DeviceConditions(power: .battery, batteryLevel: 80, network: .unmetered)))
+        ) { daemon in
             let application = try await register(daemon, behaviour: "cooperate")
-            try await application.taskScheduler.submit(ProcessingTaskRequest(identifier: Self.processing, requiresExternalPower: true))
+            try await application.taskScheduler.submit(
+                ProcessingTaskRequest(identifier: Self.processing, requiresExternalPower: true))
             let overview = try await daemon.admin.send(.get, "/v1/tasks", as: TasksOverview.self)
             #expect(overview.pending.first?.waitingReason?.code == .needsExternalPower, "\(overview)")
-            let started = try await daemon.waitFor({ activity -> RunRecord? in
-                if case .runStarted(let run) = activity, run.app.rawValue == Self.app { return run }
-                return nil
-            }, after: { try await setConditions(daemon, power: .mains) })
-            #expect(started.taskIdentifier == Self.processing && started.deadline.timeIntervalSince(started.startedAt) == 600)
+            let started = try await daemon.waitFor(
+                { activity -> RunRecord? in
+                    if case .runStarted(let run) = activity, run.app.rawValue == Self.app { return run }
+                    return nil
+                }, after: { try await setConditions(daemon, power: .mains) })
+            #expect(
+                started.taskIdentifier == Self.processing
+                    && started.deadline.timeIntervalSince(started.startedAt) == 600)
             #expect(await eventually { log(daemon).contains("task \(Self.processing) processing") })
-            let ended = try await daemon.waitForRunEnd(of: Self.app) { try await setConditions(daemon, power: .battery) }
+            let ended = try await daemon.waitForRunEnd(of: Self.app) {
+                try await setConditions(daemon, power: .battery)
+            }
             #expect(ended.outcome == .failed, "\(ended)")  // the expiration handler said it did not finish
             #expect(log(daemon).contains("task-expired \(Self.processing)"))
             #expect(try await daemon.admin.send(.get, "/v1/tasks", as: TasksOverview.self).pending.isEmpty)
@@ -111,11 +138,15 @@ struct TaskSchedulerTests {
         try await TestDaemon.with { daemon in
             let application = try await register(daemon)
             let other = try await daemon.register("com.example.user", command: ["/bin/false"], interval: .never)
-            let user = BackgroundApplication(appID: AppID(rawValue: "com.example.user")!, token: other.token, socketPath: daemon.socketPath)
+            let user = BackgroundApplication(
+                appID: AppID(rawValue: "com.example.user")!, token: other.token, socketPath: daemon.socketPath)
             try await user.applicationDidBecomeActive()
             try await application.taskScheduler.submit(ProcessingTaskRequest(identifier: Self.processing))
-            let waiting = try await daemon.admin.send(.get, "/v1/tasks", as: TasksOverview.self).pending.first?.waitingReason
-            #expect(waiting?.code == .appInForeground && waiting?.detail.contains("com.example.user") == true, "\(String(describing: waiting))")
+            let waiting = try await daemon.admin.send(.get, "/v1/tasks", as: TasksOverview.self).pending.first?
+                .waitingReason
+            #expect(
+                waiting?.code == .appInForeground && waiting?.detail.contains("com.example.user") == true,
+                "\(String(describing: waiting))")
             let run = try await daemon.waitForRunEnd(of: Self.app) { try await user.applicationDidEnterBackground() }
             #expect(run.outcome == .newData && run.taskIdentifier == Self.processing, "\(run)")
             #expect(log(daemon) == ["task \(Self.processing) processing"])
@@ -127,11 +158,14 @@ struct TaskSchedulerTests {
         try await TestDaemon.with { daemon in
             let application = try await register(daemon, behaviour: "cooperate")
             let other = try await daemon.register("com.example.user", command: ["/bin/false"], interval: .never)
-            let user = BackgroundApplication(appID: AppID(rawValue: "com.example.user")!, token: other.token, socketPath: daemon.socketPath)
+            let user = BackgroundApplication(
+                appID: AppID(rawValue: "com.example.user")!, token: other.token, socketPath: daemon.socketPath)
             try await application.taskScheduler.submit(ProcessingTaskRequest(identifier: Self.processing))
             #expect(await eventually { log(daemon).contains("task \(Self.processing) processing") })
             let run = try await daemon.waitForRunEnd(of: Self.app) { try await user.applicationDidBecomeActive() }
-            #expect(run.outcome == .failed && log(daemon).contains("task-expired \(Self.processing)"), "\(run) \(log(daemon))")
+            #expect(
+                run.outcome == .failed && log(daemon).contains("task-expired \(Self.processing)"),
+                "\(run) \(log(daemon))")
         }
     }
 
@@ -141,7 +175,8 @@ struct TaskSchedulerTests {
         try await TestDaemon.with { daemon in
             let application = try await register(daemon, interval: .minimum)
             let earliest = daemon.clock.now.addingTimeInterval(7200)
-            try await application.taskScheduler.submit(AppRefreshTaskRequest(identifier: Self.refresh, earliestBeginDate: earliest))
+            try await application.taskScheduler.submit(
+                AppRefreshTaskRequest(identifier: Self.refresh, earliestBeginDate: earliest))
             let wake = try await daemon.plannedWake(of: Self.app) { $0.reasons.contains { $0.code == .taskNotYetDue } }
             #expect(wake == earliest)
             let run = try await daemon.waitForRunEnd(of: Self.app) { daemon.clock.advance(to: earliest) }
@@ -153,28 +188,41 @@ struct TaskSchedulerTests {
 
     /// `bgctl tasks run` / `bgctl tasks expire`: Apple's private debugger commands, public.
     @Test func bgctlRunsAndExpiresATask() async throws {
-        try await TestDaemon.with(conditions: .init(sensing: .fixed(DeviceConditions(power: .battery, batteryLevel: 80, network: .unmetered)))) { daemon in
+        try await TestDaemon.with(
+            conditions: .init(sensing: .fixed(DeviceConditions(power: .battery, batteryLevel: 80, network: .unmetered)))
+        ) { daemon in
             let application = try await register(daemon, behaviour: "cooperate")
-            try await application.taskScheduler.submit(ProcessingTaskRequest(identifier: Self.processing, requiresExternalPower: true))
+            try await application.taskScheduler.submit(
+                ProcessingTaskRequest(identifier: Self.processing, requiresExternalPower: true))
             let bgctl = try BuiltProducts.path(of: "bgctl")
             let listed = try await Command.run(bgctl, ["tasks", "--socket", daemon.socketPath])
-            #expect(listed.standardOutput.contains(Self.processing) && listed.standardOutput.contains("needsExternalPower"), "\(listed.standardOutput)")
-            let started = try await Command.run(bgctl, ["tasks", "run", Self.app, Self.processing, "--socket", daemon.socketPath])
+            #expect(
+                listed.standardOutput.contains(Self.processing) && listed.standardOutput.contains("needsExternalPower"),
+                "\(listed.standardOutput)")
+            let started = try await Command.run(
+                bgctl, ["tasks", "run", Self.app, Self.processing, "--socket", daemon.socketPath])
             #expect(started.status == 0, "\(started.standardError)")
             #expect(await eventually { log(daemon).contains("task \(Self.processing) processing") })
             let running = try await Command.run(bgctl, ["tasks", "--socket", daemon.socketPath])
-            #expect(running.standardOutput.contains("Running:") && running.standardOutput.contains("600s"), "\(running.standardOutput)")
+            #expect(
+                running.standardOutput.contains("Running:") && running.standardOutput.contains("600s"),
+                "\(running.standardOutput)")
             let run = try await daemon.waitForRunEnd(of: Self.app) {
-                let expired = try await Command.run(bgctl, ["tasks", "expire", Self.app, Self.processing, "--socket", daemon.socketPath])
+                let expired = try await Command.run(
+                    bgctl, ["tasks", "expire", Self.app, Self.processing, "--socket", daemon.socketPath])
                 #expect(expired.status == 0, "\(expired.standardError)")
             }
             #expect(run.outcome == .failed && log(daemon).contains("task-expired \(Self.processing)"), "\(run)")
             // Nothing pending or running any more: both commands say what to do.
-            let again = try await Command.run(bgctl, ["tasks", "run", Self.app, Self.processing, "--socket", daemon.socketPath])
-            #expect(again.status != 0 && again.standardError.contains("no pending task request"), "\(again.standardError)")
-            let notRunning = try await Command.run(bgctl, ["tasks", "expire", Self.app, Self.processing, "--socket", daemon.socketPath])
-            #expect(notRunning.status != 0 && notRunning.standardError.contains("is not running"), "\(notRunning.standardError)")
+            let again = try await Command.run(
+                bgctl, ["tasks", "run", Self.app, Self.processing, "--socket", daemon.socketPath])
+            #expect(
+                again.status != 0 && again.standardError.contains("no pending task request"), "\(again.standardError)")
+            let notRunning = try await Command.run(
+                bgctl, ["tasks", "expire", Self.app, Self.processing, "--socket", daemon.socketPath])
+            #expect(
+                notRunning.status != 0 && notRunning.standardError.contains("is not running"),
+                "\(notRunning.standardError)")
         }
     }
 }
-

@@ -34,13 +34,15 @@ struct TransferCrashTests {
         _ = try await admin.send(
             .post, "/v1/apps",
             body: RegisterAppRequest(
-                id: AppID(rawValue: Self.app)!, launchCommand: LaunchCommand([try BuiltProducts.path(of: "bgd-fixture-app"), "newData"])!,
+                id: AppID(rawValue: Self.app)!,
+                launchCommand: LaunchCommand([try BuiltProducts.path(of: "bgd-fixture-app"), "newData"])!,
                 fetchInterval: .never),
             as: RegisteredApp.self)
         // About 4 MiB/s: slow enough to be killed in the middle, fast enough for a test.
         let url = origin.url(seed: 31, size: size, faults: ["rate": String(4 << 20)])
         let record = try await admin.send(
-            .post, "/v1/transfers?app=\(Self.app)", body: TransferRequest(session: "fixture", url: url), as: TransferRecord.self)
+            .post, "/v1/transfers?app=\(Self.app)", body: TransferRequest(session: "fixture", url: url),
+            as: TransferRecord.self)
 
         for _ in 0..<kills {
             let served = origin.bytesServed
@@ -49,11 +51,14 @@ struct TransferCrashTests {
             _ = await daemon.waitForExit()
             daemon = try await DaemonProcess(stateDirectory: state, socketPath: socket, arguments: arguments)
         }
-        let ended = try await admin.send(.get, "/v1/transfers/\(record.id)?wait=120", as: TransferRecord.self, timeout: .seconds(130))
+        let ended = try await admin.send(
+            .get, "/v1/transfers/\(record.id)?wait=120", as: TransferRecord.self, timeout: .seconds(130))
         #expect(ended.state == .completed, "\(ended)")
         let refetched = origin.bytesServed - size
         #expect(refetched <= kills * (checkpoint + (1 << 20)), "fetched again: \(refetched) bytes over \(kills) kills")
-        print("kill -9 ×\(kills): \(refetched) bytes fetched again (\(refetched / max(1, kills)) per kill; checkpoint every \(checkpoint))")
+        print(
+            "kill -9 ×\(kills): \(refetched) bytes fetched again (\(refetched / max(1, kills)) per kill; checkpoint every \(checkpoint))"
+        )
 
         // The app is launched for the events: one completion, the right bytes.
         let log = state + "/containers/\(Self.app)/fixture.log"
@@ -64,7 +69,11 @@ struct TransferCrashTests {
             if lines.contains(where: { $0.hasPrefix("eventsFinished") }) { break }
             _ = try await admin.send(.get, "/v1/transfers/\(record.id)?wait=1", as: TransferRecord.self)  // bgd's clock, not ours
         }
-        #expect(lines == ["handleEvents fixture", "finished \(record.id) \(digest)", "completed \(record.id) ok", "eventsFinished fixture"])
+        #expect(
+            lines == [
+                "handleEvents fixture", "finished \(record.id) \(digest)", "completed \(record.id) ok",
+                "eventsFinished fixture",
+            ])
         daemon.signal(SIGTERM)
         _ = await daemon.waitForExit()
     }

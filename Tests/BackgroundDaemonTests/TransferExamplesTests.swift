@@ -17,9 +17,12 @@ struct TransferExamplesTests {
         try await TestDaemon.with { daemon in
             let app = "com.example.imagefetch"
             let url = origin.url(seed: 51, size: 200_000)
-            try await daemon.register(app, command: [try BuiltProducts.path(of: "ImageFetch"), "--url", url.absoluteString], interval: .minimum)
+            try await daemon.register(
+                app, command: [try BuiltProducts.path(of: "ImageFetch"), "--url", url.absoluteString],
+                interval: .minimum)
             for expectedBadge in 1...2 {
-                let run = try await daemon.admin.send(.post, "/v1/apps/\(app)/fetch?wait=60", as: RunRecord.self, timeout: .seconds(70))
+                let run = try await daemon.admin.send(
+                    .post, "/v1/apps/\(app)/fetch?wait=60", as: RunRecord.self, timeout: .seconds(70))
                 #expect(run.outcome == .newData, "\(run)")
                 let badge = try String(contentsOfFile: container(daemon, app) + "/badge", encoding: .utf8)
                 #expect(badge == String(expectedBadge))
@@ -36,8 +39,11 @@ struct TransferExamplesTests {
         try await TestDaemon.with { daemon in
             let app = "com.example.downloads"
             let url = origin.url(seed: 52, size: 300_000)
-            try await daemon.register(app, command: [try BuiltProducts.path(of: "DownloadManager"), "--url", url.absoluteString], interval: .minimum)
-            let run = try await daemon.admin.send(.post, "/v1/apps/\(app)/fetch?wait=60", as: RunRecord.self, timeout: .seconds(70))
+            try await daemon.register(
+                app, command: [try BuiltProducts.path(of: "DownloadManager"), "--url", url.absoluteString],
+                interval: .minimum)
+            let run = try await daemon.admin.send(
+                .post, "/v1/apps/\(app)/fetch?wait=60", as: RunRecord.self, timeout: .seconds(70))
             #expect(run.outcome == .noData, "\(run)")  // the seed answers NoData on success
             let library = container(daemon, app) + "/Library"
             let files = try FileManager.default.contentsOfDirectory(atPath: library)
@@ -52,11 +58,15 @@ struct TransferExamplesTests {
     @Test func downloadManagerIsRelaunchedForTheSessionEvents() async throws {
         let origin = try await FaultyOrigin.start()
         defer { Task { await origin.stop() } }
-        try await TestDaemon.with(budget: RunBudget(budget: .seconds(30), expirationLead: .seconds(5), killGrace: .seconds(1))) { daemon in
+        try await TestDaemon.with(
+            budget: RunBudget(budget: .seconds(30), expirationLead: .seconds(5), killGrace: .seconds(1))
+        ) { daemon in
             let app = "com.example.downloads"
             // About 1.5 s of transfer: longer than the fetch is given below.
             let url = origin.url(seed: 53, size: 600_000, faults: ["rate": "400000"])
-            try await daemon.register(app, command: [try BuiltProducts.path(of: "DownloadManager"), "--url", url.absoluteString], interval: .minimum)
+            try await daemon.register(
+                app, command: [try BuiltProducts.path(of: "DownloadManager"), "--url", url.absoluteString],
+                interval: .minimum)
             var activities = daemon.activity.subscribe().makeAsyncIterator()
             let run = try await daemon.admin.send(.post, "/v1/apps/\(app)/fetch", as: RunRecord.self)
             // The download is under way: the fetch's budget runs out.
@@ -70,7 +80,8 @@ struct TransferExamplesTests {
                 let expired = try await daemon.store.run(run.id)?.outcome == .expired
                 let transfers = try await daemon.store.transfers(app: AppID(rawValue: app)!)
                 let events = try await daemon.store.outbox(for: AppID(rawValue: app)!)
-                return expired && transfers.first?.state == .completed && events.contains { $0.event.kind == "sessionEventsFinished" }
+                return expired && transfers.first?.state == .completed
+                    && events.contains { $0.event.kind == "sessionEventsFinished" }
                     && events.allSatisfy { $0.closedAt != nil }
             }
             let library = container(daemon, app) + "/Library"

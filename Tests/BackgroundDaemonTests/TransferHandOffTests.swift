@@ -22,7 +22,8 @@ struct TransferHandOffTests {
     func handOver(_ url: URL, daemon: TestDaemon) async throws -> TransferRecord {
         var activities = daemon.activity.subscribe().makeAsyncIterator()
         let record = try await daemon.admin.send(
-            .post, "/v1/transfers?app=\(Self.app)", body: TransferRequest(session: "fixture", url: url, taskDescription: "the image"),
+            .post, "/v1/transfers?app=\(Self.app)",
+            body: TransferRequest(session: "fixture", url: url, taskDescription: "the image"),
             as: TransferRecord.self)
         var ended = false
         while let activity = await activities.next() {
@@ -38,23 +39,33 @@ struct TransferHandOffTests {
         try await TestDaemon.with { daemon in
             try await daemon.register(Self.app, command: try fixture("newData"), interval: .never)
             // The server suggests a name that climbs out of the container: it is never used.
-            let record = try await handOver(origin.url(seed: 21, size: 500_000, faults: ["disposition": "../../../evil.sh"]), daemon: daemon)
+            let record = try await handOver(
+                origin.url(seed: 21, size: 500_000, faults: ["disposition": "../../../evil.sh"]), daemon: daemon)
             let digest = FaultyOrigin.sha256(seed: 21, size: 500_000)
             #expect(
                 log(daemon) == [
-                    "handleEvents fixture", "finished \(record.id) \(digest)", "completed \(record.id) ok", "eventsFinished fixture",
+                    "handleEvents fixture", "finished \(record.id) \(digest)", "completed \(record.id) ok",
+                    "eventsFinished fixture",
                 ])
             // The app moved the file; bgd's hand-off place is empty; every event acknowledged.
-            #expect(FileManager.default.fileExists(atPath: daemon.directory + "/state/containers/\(Self.app)/kept-\(record.id)"))
+            #expect(
+                FileManager.default.fileExists(
+                    atPath: daemon.directory + "/state/containers/\(Self.app)/kept-\(record.id)"))
             let outbox = try await daemon.store.outbox(for: AppID(rawValue: Self.app)!)
             #expect(outbox.count == 3 && outbox.allSatisfy { $0.closedBy == "app" }, "\(outbox)")
             let everything = FileManager.default.enumerator(atPath: daemon.directory)?.allObjects as? [String] ?? []
             #expect(!everything.contains { $0.hasSuffix("evil.sh") }, "\(everything)")
             // The launch is a run of its own — not a fetch — ended once every event was acknowledged.
             let launches = try await daemon.admin.send(.get, "/v1/apps/\(Self.app)/history", as: [RunRecord].self)
-            #expect(launches.map(\.trigger) == [.transferEvents] && launches.map(\.outcome) == [.eventsHandled], "\(launches)")
-            #expect(launches.first?.launched == true && launches.first?.reasons.first?.code == .transferEventsWaiting && launches.first?.kind == .events)
-            #expect(try await daemon.admin.send(.get, "/v1/apps/\(Self.app)/why", as: WakeExplanation.self).nextWake == nil, "it plans no fetch")
+            #expect(
+                launches.map(\.trigger) == [.transferEvents] && launches.map(\.outcome) == [.eventsHandled],
+                "\(launches)")
+            #expect(
+                launches.first?.launched == true && launches.first?.reasons.first?.code == .transferEventsWaiting
+                    && launches.first?.kind == .events)
+            #expect(
+                try await daemon.admin.send(.get, "/v1/apps/\(Self.app)/why", as: WakeExplanation.self).nextWake == nil,
+                "it plans no fetch")
         }
     }
 
@@ -75,10 +86,11 @@ struct TransferHandOffTests {
                 _ = try await daemon.admin.send(.post, "/v1/apps/\(Self.app)/fetch", as: RunRecord.self)
             }
             let lines = log(daemon)
-            #expect(Array(lines.prefix(5)) == [
-                "handleEvents fixture", "finished \(record.id) \(digest)", "finished \(record.id) \(digest)",
-                "completed \(record.id) ok", "eventsFinished fixture",
-            ], "\(lines)")
+            #expect(
+                Array(lines.prefix(5)) == [
+                    "handleEvents fixture", "finished \(record.id) \(digest)", "finished \(record.id) \(digest)",
+                    "completed \(record.id) ok", "eventsFinished fixture",
+                ], "\(lines)")
             #expect(lines.filter { $0.hasPrefix("completed") }.count == 1)
         }
     }
@@ -92,7 +104,8 @@ struct TransferHandOffTests {
             var activities = daemon.activity.subscribe().makeAsyncIterator()
             let record = try await daemon.admin.send(
                 .post, "/v1/transfers?app=\(Self.app)",
-                body: TransferRequest(session: "fixture", url: origin.url(seed: 23, size: 1000), sessionSendsLaunchEvents: false),
+                body: TransferRequest(
+                    session: "fixture", url: origin.url(seed: 23, size: 1000), sessionSendsLaunchEvents: false),
                 as: TransferRecord.self)
             while let activity = await activities.next() {
                 if case .processLaunched = activity { Issue.record("the app was launched") }
@@ -108,21 +121,26 @@ struct TransferHandOffTests {
     @Test func appsStayInTheirOwnLane() async throws {
         try await TestDaemon.with { daemon in
             let mine = try await daemon.register(Self.app, command: try fixture("newData"), interval: .never)
-            let other = try await daemon.register("com.example.other", command: try fixture("newData"), interval: .never)
+            let other = try await daemon.register(
+                "com.example.other", command: try fixture("newData"), interval: .never)
             let escape = #"{"session": "s", "url": "http://127.0.0.1:9/x", "destination": "/tmp/evil"}"#
-            let refused = try await RawHTTP.request(daemon.socketPath, .POST, "/v1/app/transfers", body: Data(escape.utf8), token: mine.token)
+            let refused = try await RawHTTP.request(
+                daemon.socketPath, .POST, "/v1/app/transfers", body: Data(escape.utf8), token: mine.token)
             #expect(refused.status == 400 && refused.errorCode == "destinationNotAllowed")
             let body = #"{"session": "s", "url": "http://127.0.0.1:9/x"}"#
-            let created = try await RawHTTP.request(daemon.socketPath, .POST, "/v1/app/transfers", body: Data(body.utf8), token: mine.token)
+            let created = try await RawHTTP.request(
+                daemon.socketPath, .POST, "/v1/app/transfers", body: Data(body.utf8), token: mine.token)
             #expect(created.status == 201)
             let id = try #require(created.json["id"] as? Int)
             for (method, path) in [("GET", "/v1/app/transfers/\(id)"), ("DELETE", "/v1/app/transfers/\(id)")] {
-                let answer = try await RawHTTP.request(daemon.socketPath, .init(rawValue: method), path, token: other.token)
+                let answer = try await RawHTTP.request(
+                    daemon.socketPath, .init(rawValue: method), path, token: other.token)
                 #expect(answer.status == 404 && answer.errorCode == "unknownTransfer", "\(method) \(path)")
             }
             let list = try await RawHTTP.request(daemon.socketPath, .GET, "/v1/app/transfers", token: other.token)
             #expect(String(decoding: list.body, as: UTF8.self) == "[]")
-            let unauthenticated = try await RawHTTP.request(daemon.socketPath, .POST, "/v1/app/transfers", body: Data(body.utf8))
+            let unauthenticated = try await RawHTTP.request(
+                daemon.socketPath, .POST, "/v1/app/transfers", body: Data(body.utf8))
             #expect(unauthenticated.status == 401)
         }
     }

@@ -10,8 +10,11 @@ import Testing
 /// container, reached without following a link out (D6).
 @Suite(.timeLimit(.minutes(2)))
 struct TransferPathSafetyTests {
-    func submit(_ daemon: TestDaemon, _ request: TransferRequest, token: String? = nil, path: String = "/v1/transfers") async throws -> RawHTTP.Answer {
-        try await RawHTTP.request(daemon.socketPath, .POST, path, body: try WireCoding.makeEncoder().encode(request), token: token)
+    func submit(
+        _ daemon: TestDaemon, _ request: TransferRequest, token: String? = nil, path: String = "/v1/transfers"
+    ) async throws -> RawHTTP.Answer {
+        try await RawHTTP.request(
+            daemon.socketPath, .POST, path, body: try WireCoding.makeEncoder().encode(request), token: token)
     }
 
     @Test func anOperatorDownloadNeverLandsInTheStateOrOverAFile() async throws {
@@ -28,7 +31,9 @@ struct TransferPathSafetyTests {
                 (daemon.directory + "/", "destinationInvalid"),
             ] {
                 let answer = try await submit(daemon, TransferRequest(session: "s", url: url, destination: destination))
-                #expect(answer.errorCode == code, "\(destination): \(answer.status) \(String(decoding: answer.body, as: UTF8.self))")
+                #expect(
+                    answer.errorCode == code,
+                    "\(destination): \(answer.status) \(String(decoding: answer.body, as: UTF8.self))")
             }
             let existing = daemon.directory + "/mine.txt"
             try Data("keep me".utf8).write(to: URL(fileURLWithPath: existing))
@@ -38,8 +43,12 @@ struct TransferPathSafetyTests {
             // A link is something too: not followed, not replaced.
             let link = daemon.directory + "/link"
             try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: database)
-            #expect(try await submit(daemon, TransferRequest(session: "s", url: url, destination: link)).errorCode == "destinationExists")
-            #expect(try await daemon.admin.send(.get, "/v1/transfers", as: [TransferRecord].self).isEmpty, "nothing was taken")
+            #expect(
+                try await submit(daemon, TransferRequest(session: "s", url: url, destination: link)).errorCode
+                    == "destinationExists")
+            #expect(
+                try await daemon.admin.send(.get, "/v1/transfers", as: [TransferRecord].self).isEmpty,
+                "nothing was taken")
             #expect(try await daemon.store.integrityCheck() == "ok")
             #expect(try Data(contentsOf: URL(fileURLWithPath: database)).count >= before.count)
         }
@@ -55,7 +64,8 @@ struct TransferPathSafetyTests {
             try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: true)
             try Data("secret".utf8).write(to: URL(fileURLWithPath: other + "/secret"))
             try Data("mine".utf8).write(to: URL(fileURLWithPath: container + "/sub/report.txt"))
-            try FileManager.default.createSymbolicLink(atPath: container + "/escape", withDestinationPath: "/etc/passwd")
+            try FileManager.default.createSymbolicLink(
+                atPath: container + "/escape", withDestinationPath: "/etc/passwd")
             try FileManager.default.createSymbolicLink(atPath: container + "/outside", withDestinationPath: other)
             let url = URL(string: "http://127.0.0.1:9/upload")!
             for (file, code) in [
@@ -68,17 +78,26 @@ struct TransferPathSafetyTests {
                 (container + "/sub", "notRegularFile"),
             ] {
                 let answer = try await submit(
-                    daemon, TransferRequest(session: "s", kind: .upload, url: url, uploadFile: file), token: mine.token, path: "/v1/app/transfers")
-                #expect(answer.status == 400 && answer.errorCode == code, "\(file): \(answer.status) \(answer.errorCode ?? "-")")
+                    daemon, TransferRequest(session: "s", kind: .upload, url: url, uploadFile: file), token: mine.token,
+                    path: "/v1/app/transfers")
+                #expect(
+                    answer.status == 400 && answer.errorCode == code,
+                    "\(file): \(answer.status) \(answer.errorCode ?? "-")")
             }
-            #expect(try await daemon.admin.send(.get, "/v1/transfers", as: [TransferRecord].self).isEmpty, "nothing was taken")
+            #expect(
+                try await daemon.admin.send(.get, "/v1/transfers", as: [TransferRecord].self).isEmpty,
+                "nothing was taken")
             let accepted = try await submit(
-                daemon, TransferRequest(session: "s", kind: .upload, url: url, uploadFile: container + "/sub/report.txt"), token: mine.token,
+                daemon,
+                TransferRequest(session: "s", kind: .upload, url: url, uploadFile: container + "/sub/report.txt"),
+                token: mine.token,
                 path: "/v1/app/transfers")
             #expect(accepted.status == 201)
             // The operator may upload its files, but never bgd's own state.
             let state = try await submit(
-                daemon, TransferRequest(session: "s", kind: .upload, url: url, uploadFile: daemon.directory + "/state/bgd.sqlite"))
+                daemon,
+                TransferRequest(
+                    session: "s", kind: .upload, url: url, uploadFile: daemon.directory + "/state/bgd.sqlite"))
             #expect(state.errorCode == "uploadFileProtected")
         }
     }

@@ -27,7 +27,9 @@ struct TransferTests {
     ) async throws -> T {
         let origin = try await FaultyOrigin.start()
         do {
-            let result = try await TestDaemon.with(clock: ManualClock(now: Self.start), transfers: Self.transfers(readTimeout: readTimeout)) { daemon in
+            let result = try await TestDaemon.with(
+                clock: ManualClock(now: Self.start), transfers: Self.transfers(readTimeout: readTimeout)
+            ) { daemon in
                 try await body(origin, daemon)
             }
             await origin.stop()
@@ -42,7 +44,8 @@ struct TransferTests {
     func download(_ url: URL, _ daemon: TestDaemon, sha256: String? = nil) async throws -> (TransferRecord, String) {
         let path = daemon.directory + "/out-\(UUID().uuidString.prefix(6))"
         let record = try await daemon.admin.send(
-            .post, "/v1/transfers", body: TransferRequest(session: "test", url: url, sha256: sha256, destination: path), as: TransferRecord.self)
+            .post, "/v1/transfers", body: TransferRequest(session: "test", url: url, sha256: sha256, destination: path),
+            as: TransferRecord.self)
         return (record, path)
     }
 
@@ -53,7 +56,9 @@ struct TransferTests {
         var activities = daemon.activity.subscribe().makeAsyncIterator()
         let current = try await daemon.admin.send(.get, "/v1/transfers/\(id)", as: TransferRecord.self)
         if current.state.isFinal { return current }
-        if current.state == .waiting, let at = current.nextAttemptAt, at > daemon.clock.now { daemon.clock.advance(to: at) }
+        if current.state == .waiting, let at = current.nextAttemptAt, at > daemon.clock.now {
+            daemon.clock.advance(to: at)
+        }
         while let activity = await activities.next() {
             switch activity {
             case .transferEnded(let record) where record.id == id:
@@ -61,7 +66,9 @@ struct TransferTests {
             case .transferRetryScheduled(let transfer, let at, _) where transfer == id:
                 retries += 1
                 #expect(retries <= maximumRetries, "too many retries")
-                if retries > maximumRetries { return try await daemon.admin.send(.get, "/v1/transfers/\(id)", as: TransferRecord.self) }
+                if retries > maximumRetries {
+                    return try await daemon.admin.send(.get, "/v1/transfers/\(id)", as: TransferRecord.self)
+                }
                 daemon.clock.advance(to: at)
             default:
                 continue
@@ -71,11 +78,15 @@ struct TransferTests {
     }
 
     /// The first retry the transfer submitted by `submit` schedules.
-    func firstRetry(_ daemon: TestDaemon, after submit: () async throws -> TransferRecord) async throws -> (TransferRecord, Date, String) {
+    func firstRetry(
+        _ daemon: TestDaemon, after submit: () async throws -> TransferRecord
+    ) async throws -> (TransferRecord, Date, String) {
         var activities = daemon.activity.subscribe().makeAsyncIterator()
         let record = try await submit()
         while let activity = await activities.next() {
-            if case .transferRetryScheduled(let id, let at, let reason) = activity, id == record.id { return (record, at, reason) }
+            if case .transferRetryScheduled(let id, let at, let reason) = activity, id == record.id {
+                return (record, at, reason)
+            }
         }
         throw CancellationError()
     }
@@ -102,7 +113,8 @@ struct TransferTests {
     @Test func aDroppedConnectionResumesFromTheCheckpoint() async throws {
         try await withOrigin { origin, daemon in
             let size = 4 << 20
-            let (record, path) = try await download(origin.url(seed: 2, size: size, faults: ["drop-after": "1500000", "times": "1"]), daemon)
+            let (record, path) = try await download(
+                origin.url(seed: 2, size: size, faults: ["drop-after": "1500000", "times": "1"]), daemon)
             let ended = try await waitForEnd(record.id, daemon)
             #expect(ended.state == .completed, "\(ended)")
             #expect(ended.restarts == 0 && ended.attempts == 2)
@@ -121,7 +133,8 @@ struct TransferTests {
     @Test func aServerIgnoringRangeMeansStartingOver() async throws {
         try await withOrigin { origin, daemon in
             let size = 2 << 20
-            let url = origin.url(seed: 3, size: size, faults: ["drop-after": "1000000", "times": "1", "ignore-range": "1"])
+            let url = origin.url(
+                seed: 3, size: size, faults: ["drop-after": "1000000", "times": "1", "ignore-range": "1"])
             let (record, path) = try await download(url, daemon)
             let ended = try await waitForEnd(record.id, daemon)
             #expect(ended.state == .completed && ended.restarts == 1, "\(ended)")
@@ -134,7 +147,8 @@ struct TransferTests {
     @Test func changedContentIsNeverMixed() async throws {
         try await withOrigin { origin, daemon in
             let size = 2 << 20
-            let url = origin.url(seed: 4, size: size, faults: ["drop-after": "1000000", "times": "1", "etag": "rotate"])
+            let url = origin.url(
+                seed: 4, size: size, faults: ["drop-after": "1000000", "times": "1", "etag": "rotate"])
             let (record, path) = try await download(url, daemon)
             let ended = try await waitForEnd(record.id, daemon)
             #expect(ended.state == .completed && ended.restarts == 1, "\(ended)")
@@ -161,7 +175,8 @@ struct TransferTests {
     @Test func aWrongContentRangeIsRejected() async throws {
         try await withOrigin { origin, daemon in
             let size = 2 << 20
-            let url = origin.url(seed: 6, size: size, faults: ["drop-after": "1000000", "times": "1", "wrong-content-range": "1"])
+            let url = origin.url(
+                seed: 6, size: size, faults: ["drop-after": "1000000", "times": "1", "wrong-content-range": "1"])
             let (record, path) = try await download(url, daemon)
             let ended = try await waitForEnd(record.id, daemon)
             #expect(ended.state == .completed && ended.restarts == 1, "\(ended)")
@@ -173,7 +188,8 @@ struct TransferTests {
     @Test(arguments: [("120", 120.0), ("5", 30.0)])
     func retryAfterIsObeyed(retryAfter: String, expected: Double) async throws {
         try await withOrigin { origin, daemon in
-            let url = origin.url(seed: 7, size: 100_000, faults: ["status": "503", "retry-after": retryAfter, "times": "1"])
+            let url = origin.url(
+                seed: 7, size: 100_000, faults: ["status": "503", "retry-after": retryAfter, "times": "1"])
             let (record, at, _) = try await firstRetry(daemon) { try await download(url, daemon).0 }
             #expect(at == Self.start.addingTimeInterval(expected))
             #expect(try await waitForEnd(record.id, daemon).state == .completed)
@@ -198,7 +214,8 @@ struct TransferTests {
             let url = origin.url(seed: 9, size: 10_000, faults: ["gzip": "1"])
             let (_, _, reason) = try await firstRetry(daemon) {
                 try await daemon.admin.send(
-                    .post, "/v1/transfers", body: TransferRequest(session: "test", url: url, destination: path), as: TransferRecord.self)
+                    .post, "/v1/transfers", body: TransferRequest(session: "test", url: url, destination: path),
+                    as: TransferRecord.self)
             }
             #expect(reason.contains("Content-Encoding"))
             #expect(!FileManager.default.fileExists(atPath: path))
@@ -239,17 +256,22 @@ struct TransferTests {
             let (record, path) = try await download(url, daemon)
             let ended = try await waitForEnd(record.id, daemon)
             // At least one retry; a busy machine may make the 1 s read timeout fire once more.
-            #expect(ended.state == .completed && ended.attempts >= 2 && ended.lastError?.contains("readTimeout") == true, "\(ended)")
+            #expect(
+                ended.state == .completed && ended.attempts >= 2 && ended.lastError?.contains("readTimeout") == true,
+                "\(ended)")
             #expect(try sha256(ofFile: path) == FaultyOrigin.sha256(seed: 11, size: size))
         }
     }
 
     @Test func withoutANetworkTransfersWait() async throws {
         try await withOrigin { origin, daemon in
-            _ = try await daemon.admin.send(.put, "/v1/env", body: ConditionOverrides(network: DeviceConditions.Network.none), as: ConditionsReport.self)
+            _ = try await daemon.admin.send(
+                .put, "/v1/env", body: ConditionOverrides(network: DeviceConditions.Network.none),
+                as: ConditionsReport.self)
             let (record, path) = try await download(origin.url(seed: 12, size: 1000), daemon)
             try await daemon.waitUntil {
-                try await daemon.admin.send(.get, "/v1/transfers/\(record.id)", as: TransferRecord.self).waitingReason == "waiting for a network"
+                try await daemon.admin.send(.get, "/v1/transfers/\(record.id)", as: TransferRecord.self).waitingReason
+                    == "waiting for a network"
             }
             #expect(origin.requests.isEmpty)
             _ = try await daemon.admin.send(.delete, "/v1/env", as: ConditionsReport.self)
@@ -292,7 +314,9 @@ struct TransferTests {
             let url = origin.baseURL.appendingPathComponent("upload").absoluteString + "?fail=1"
             let record = try await daemon.admin.send(
                 .post, "/v1/transfers",
-                body: TransferRequest(session: "test", kind: .upload, url: URL(string: url)!, uploadFile: source, destination: daemon.directory + "/unused"),
+                body: TransferRequest(
+                    session: "test", kind: .upload, url: URL(string: url)!, uploadFile: source,
+                    destination: daemon.directory + "/unused"),
                 as: TransferRecord.self)
             try FileManager.default.removeItem(atPath: source)  // the app may delete it: bgd has a copy
             let ended = try await waitForEnd(record.id, daemon)
@@ -306,15 +330,20 @@ struct TransferTests {
     /// A discretionary transfer waits for mains power; others do not.
     @Test func aDiscretionaryTransferWaitsForPower() async throws {
         try await withOrigin { origin, daemon in
-            _ = try await daemon.admin.send(.put, "/v1/env", body: ConditionOverrides(power: .battery, batteryLevel: 60), as: ConditionsReport.self)
+            _ = try await daemon.admin.send(
+                .put, "/v1/env", body: ConditionOverrides(power: .battery, batteryLevel: 60), as: ConditionsReport.self)
             let url = origin.url(seed: 62, size: 1000)
             let patient = try await daemon.admin.send(
-                .post, "/v1/transfers", body: TransferRequest(session: "t", url: url, isDiscretionary: true, destination: daemon.directory + "/a"),
+                .post, "/v1/transfers",
+                body: TransferRequest(
+                    session: "t", url: url, isDiscretionary: true, destination: daemon.directory + "/a"),
                 as: TransferRecord.self)
             let (urgent, _) = try await download(url, daemon)
             #expect(try await waitForEnd(urgent.id, daemon).state == .completed)
             let waiting = try await daemon.admin.send(.get, "/v1/transfers/\(patient.id)", as: TransferRecord.self)
-            #expect(waiting.state == .waiting && waiting.waitingReason == "discretionary: waiting for mains power", "\(waiting)")
+            #expect(
+                waiting.state == .waiting && waiting.waitingReason == "discretionary: waiting for mains power",
+                "\(waiting)")
             _ = try await daemon.admin.send(.delete, "/v1/env", as: ConditionsReport.self)
             #expect(try await waitForEnd(patient.id, daemon).state == .completed)
         }
@@ -326,7 +355,8 @@ struct TransferTests {
             let url = origin.url(seed: 63, size: 1000, faults: ["status": "503", "retry-after": "600"])
             let record = try await daemon.admin.send(
                 .post, "/v1/transfers",
-                body: TransferRequest(session: "t", url: url, timeoutForResource: .seconds(3600), destination: daemon.directory + "/b"),
+                body: TransferRequest(
+                    session: "t", url: url, timeoutForResource: .seconds(3600), destination: daemon.directory + "/b"),
                 as: TransferRecord.self)
             let ended = try await waitForEnd(record.id, daemon, maximumRetries: 20)
             #expect(ended.state == .failed && ended.error?.code == .timedOut, "\(ended)")
@@ -342,7 +372,8 @@ struct TransferTests {
         var configuration = Self.transfers
         configuration.noProgressTimeout = .seconds(3600)
         try await TestDaemon.with(clock: ManualClock(now: Self.start), transfers: configuration) { daemon in
-            let (record, _) = try await download(origin.url(seed: 65, size: 1000, faults: ["status": "503", "retry-after": "600"]), daemon)
+            let (record, _) = try await download(
+                origin.url(seed: 65, size: 1000, faults: ["status": "503", "retry-after": "600"]), daemon)
             let ended = try await waitForEnd(record.id, daemon, maximumRetries: 20)
             #expect(ended.state == .failed && ended.error?.code == .noProgress, "\(ended)")
             #expect(ended.error?.message.contains("HTTP 503") == true)
@@ -360,15 +391,19 @@ struct TransferTests {
         configuration.noProgressTimeout = .seconds(3600)
         try await TestDaemon.with(clock: ManualClock(now: Self.start), transfers: configuration) { daemon in
             let (record, _, _) = try await firstRetry(daemon) {
-                try await download(origin.url(seed: 66, size: 1000, faults: ["status": "503", "retry-after": "600"]), daemon).0
+                try await download(
+                    origin.url(seed: 66, size: 1000, faults: ["status": "503", "retry-after": "600"]), daemon
+                ).0
             }
-            let next = try await daemon.waitFor({ activity -> String? in
-                switch activity {
-                case .transferRetryScheduled(let id, _, _) where id == record.id: return "retry"
-                case .transferEnded(let ended) where ended.id == record.id: return "ended \(ended.error?.code.rawValue ?? "-")"
-                default: return nil
-                }
-            }, after: { daemon.clock.jump(by: .seconds(2 * 86400)) })
+            let next = try await daemon.waitFor(
+                { activity -> String? in
+                    switch activity {
+                    case .transferRetryScheduled(let id, _, _) where id == record.id: return "retry"
+                    case .transferEnded(let ended) where ended.id == record.id:
+                        return "ended \(ended.error?.code.rawValue ?? "-")"
+                    default: return nil
+                    }
+                }, after: { daemon.clock.jump(by: .seconds(2 * 86400)) })
             #expect(next == "retry")
         }
     }
@@ -380,15 +415,18 @@ struct TransferTests {
             let size = 3 << 20
             let url = origin.url(seed: 64, size: size, faults: ["rate": String(1 << 20)])
             let body = try JSONEncoder().encode(TransferRequest(session: "s", url: url))
-            let created = try await RawHTTP.request(daemon.socketPath, .POST, "/v1/app/transfers", body: body, token: app.token)
+            let created = try await RawHTTP.request(
+                daemon.socketPath, .POST, "/v1/app/transfers", body: body, token: app.token)
             let id = try #require(created.json["id"] as? Int)
             await origin.waitUntilServed(1 << 20)
-            let paused = try await RawHTTP.request(daemon.socketPath, .POST, "/v1/app/transfers/\(id)/pause", token: app.token)
+            let paused = try await RawHTTP.request(
+                daemon.socketPath, .POST, "/v1/app/transfers/\(id)/pause", token: app.token)
             let kept = try #require(paused.json["bytesTransferred"] as? Int)
             #expect(paused.status == 200 && kept > 0, "\(paused.json)")
             let state = try await daemon.admin.send(.get, "/v1/transfers/\(id)", as: TransferRecord.self)
             #expect(state.state == .paused)
-            let resumed = try await RawHTTP.request(daemon.socketPath, .POST, "/v1/app/transfers/\(id)/resume", token: app.token)
+            let resumed = try await RawHTTP.request(
+                daemon.socketPath, .POST, "/v1/app/transfers/\(id)/resume", token: app.token)
             #expect(resumed.status == 200)
             let ended = try await waitForEnd(TransferID(Int64(id)), daemon)
             #expect(ended.state == .completed && ended.restarts == 0, "\(ended)")
@@ -406,11 +444,14 @@ struct TransferTests {
             let partial = daemon.directory + "/complete.partial"
             let destination = daemon.directory + "/complete.bin"
             let stored = try await daemon.store.createTransfer(
-                TransferRequest(session: "test", url: origin.url(seed: 81, size: size), destination: destination), app: nil,
-                now: Self.start) { _ in (partial, destination) }
+                TransferRequest(session: "test", url: origin.url(seed: 81, size: size), destination: destination),
+                app: nil,
+                now: Self.start
+            ) { _ in (partial, destination) }
             try Data(FaultyOrigin.body(seed: 81, size: size).readableBytesView).write(to: URL(fileURLWithPath: partial))
             try await daemon.store.saveCheckpoint(
-                stored.record.id, DownloadCheckpoint(offset: Int64(size), total: Int64(size), validator: .entityTag("\"s81\"")),
+                stored.record.id,
+                DownloadCheckpoint(offset: Int64(size), total: Int64(size), validator: .entityTag("\"s81\"")),
                 restarted: false, now: Self.start)
             // Anything that makes the service plan again picks it up, as a restart would: here,
             // another (empty) download.
@@ -444,7 +485,10 @@ struct TransferTests {
     /// P17: names from the URL cannot leave the app's directory, and the server's
     /// Content-Disposition is never used.
     @Test func namesCannotEscape() {
-        for raw in ["http://h/..%2F..%2F.bashrc", "http://h/a/%2E%2E", "http://h/", "http://h/..", "http://h/%00x", "http://h/a%2Fb"] {
+        for raw in [
+            "http://h/..%2F..%2F.bashrc", "http://h/a/%2E%2E", "http://h/", "http://h/..", "http://h/%00x",
+            "http://h/a%2Fb",
+        ] {
             let name = TransferService.safeName(for: URL(string: raw)!)
             #expect(!name.contains("/") && !name.hasPrefix(".") && !name.isEmpty, "\(raw) → \(name)")
         }
@@ -463,19 +507,29 @@ struct TransferCommandTests {
         defer { Task { await origin.stop() } }
         try await TestDaemon.with { daemon in
             let path = daemon.directory + "/file.bin"
-            let done = try await bgctl(["download", origin.url(seed: 41, size: 300_000).absoluteString, "--to", path], daemon)
+            let done = try await bgctl(
+                ["download", origin.url(seed: 41, size: 300_000).absoluteString, "--to", path], daemon)
             #expect(done.status == 0, "\(done.standardError)")
             #expect(done.standardOutput.contains("done"), "\(done.standardOutput)")
-            #expect(FaultyOrigin.sha256Digest(of: try Data(contentsOf: URL(fileURLWithPath: path))) == FaultyOrigin.sha256(seed: 41, size: 300_000))
+            #expect(
+                FaultyOrigin.sha256Digest(of: try Data(contentsOf: URL(fileURLWithPath: path)))
+                    == FaultyOrigin.sha256(seed: 41, size: 300_000))
 
-            let handed = try await bgctl(["download", "http://127.0.0.1:9/never", "--to", daemon.directory + "/never", "--no-wait", "--json"], daemon)
-            let record = try WireCoding.makeDecoder().decode(TransferRecord.self, from: Data(handed.standardOutput.utf8))
+            let handed = try await bgctl(
+                ["download", "http://127.0.0.1:9/never", "--to", daemon.directory + "/never", "--no-wait", "--json"],
+                daemon)
+            let record = try WireCoding.makeDecoder().decode(
+                TransferRecord.self, from: Data(handed.standardOutput.utf8))
             let list = try await bgctl(["transfers"], daemon)
-            #expect(list.standardOutput.contains("completed") && list.standardOutput.contains("http://127.0.0.1:9/never"))
+            #expect(
+                list.standardOutput.contains("completed") && list.standardOutput.contains("http://127.0.0.1:9/never"))
             let cancelled = try await bgctl(["transfers", "cancel", record.id.description], daemon)
-            #expect(cancelled.status == 0 && cancelled.standardOutput.contains("cancelled"), "\(cancelled.standardOutput)")
+            #expect(
+                cancelled.status == 0 && cancelled.standardOutput.contains("cancelled"), "\(cancelled.standardOutput)")
 
-            for arguments in [["download", "ftp://example.com/x"], ["download", "not a url"], ["transfers", "cancel", "999"]] {
+            for arguments in [
+                ["download", "ftp://example.com/x"], ["download", "not a url"], ["transfers", "cancel", "999"],
+            ] {
                 let refused = try await bgctl(arguments, daemon)
                 #expect(refused.status != 0 && !refused.standardError.isEmpty, "\(arguments)")
             }

@@ -8,10 +8,14 @@ struct TimelineTests {
 
     @Test func oneMarkPerEventInRangeEachWithItsClassAndTooltip() {
         let marks = [
-            Timeline.Mark(row: .wakes, at: now.addingTimeInterval(-600), classes: "run newData", title: "fetch: newData"),
-            Timeline.Mark(row: .wakes, at: now.addingTimeInterval(-300), classes: "run expired", title: "fetch: expired"),
+            Timeline.Mark(
+                row: .wakes, at: now.addingTimeInterval(-600), classes: "run newData", title: "fetch: newData"),
+            Timeline.Mark(
+                row: .wakes, at: now.addingTimeInterval(-300), classes: "run expired", title: "fetch: expired"),
             Timeline.Mark(row: .opens, at: now.addingTimeInterval(-100), classes: "open", title: "opened"),
-            Timeline.Mark(row: .transfers, at: now.addingTimeInterval(-900), until: now.addingTimeInterval(-60), classes: "transfer completed", title: "t"),
+            Timeline.Mark(
+                row: .transfers, at: now.addingTimeInterval(-900), until: now.addingTimeInterval(-60),
+                classes: "transfer completed", title: "t"),
             Timeline.Mark(row: .wakes, at: now.addingTimeInterval(-90_000), classes: "run newData", title: "too old"),
         ]
         let svg = Timeline(from: now.addingTimeInterval(-86400), until: now, marks: marks).svg(label: "test")
@@ -24,8 +28,10 @@ struct TimelineTests {
 
     /// Whatever an app or a provider put in a name is text, never markup.
     @Test func hostileTextIsEscaped() {
-        let mark = Timeline.Mark(row: .pushes, at: now, classes: "push \"><script>", title: "<script>alert(1)</script>&")
-        let svg = Timeline(from: now.addingTimeInterval(-60), until: now.addingTimeInterval(60), marks: [mark]).svg(label: "x\"y")
+        let mark = Timeline.Mark(
+            row: .pushes, at: now, classes: "push \"><script>", title: "<script>alert(1)</script>&")
+        let svg = Timeline(from: now.addingTimeInterval(-60), until: now.addingTimeInterval(60), marks: [mark]).svg(
+            label: "x\"y")
         #expect(!svg.contains("<script>"))
         #expect(svg.contains("&lt;script&gt;alert(1)&lt;/script&gt;&amp;") && svg.contains("x&quot;y"))
         #expect(HTML.escape("a'b") == "a&#39;b")

@@ -64,7 +64,10 @@ struct StreamMessageTests {
     @Test func eventLinesRoundTrip() throws {
         let messages: [StreamMessage] = [
             .hello(app: AppID(rawValue: "com.example.a")!, launchedForRun: RunID(3)),
-            .event(AppEvent(seq: EventSequence(7), createdAt: Date(timeIntervalSince1970: 1_767_603_600), body: .fetch(run: RunID(3), budget: .seconds(30)))),
+            .event(
+                AppEvent(
+                    seq: EventSequence(7), createdAt: Date(timeIntervalSince1970: 1_767_603_600),
+                    body: .fetch(run: RunID(3), budget: .seconds(30)))),
             .control(.expire(run: RunID(3), deadline: Date(timeIntervalSince1970: 1_767_603_630))),
             .control(.exit),
         ]
@@ -85,7 +88,8 @@ struct StreamMessageTests {
                 == .control(.backgroundTimeExpiring(deadline: Date(timeIntervalSince1970: 1_767_603_630))))
         let exit = #"{"control":{"exit":{}}}"#
         #expect(try decoder.decode(StreamMessage.self, from: Data(exit.utf8)) == .control(.exit))
-        let fetch = #"{"event":{"seq":7,"createdAt":"2026-01-05T09:00:00.000Z","body":{"sessionEventsFinished":{"session":"downloads"}}}}"#
+        let fetch =
+            #"{"event":{"seq":7,"createdAt":"2026-01-05T09:00:00.000Z","body":{"sessionEventsFinished":{"session":"downloads"}}}}"#
         let decoded = try decoder.decode(StreamMessage.self, from: Data(fetch.utf8))
         guard case .event(let event) = decoded else {
             Issue.record("not an event: \(decoded)")

@@ -10,14 +10,17 @@ struct ConditionsPolicyTests {
     let monday = Date(timeIntervalSince1970: 1_767_571_200)
     func minutes(_ m: Double) -> Date { monday.addingTimeInterval(m * 60) }
 
-    func candidate(_ id: String = "com.example.a", interval: FetchInterval = .minimum, lastRun: Double = 0) -> FetchCandidate {
+    func candidate(
+        _ id: String = "com.example.a", interval: FetchInterval = .minimum, lastRun: Double = 0
+    ) -> FetchCandidate {
         FetchCandidate(
             app: AppID(rawValue: id)!, interval: interval, registeredAt: minutes(-1000),
             recentRuns: [.init(startedAt: minutes(lastRun), outcome: .newData)])
     }
 
     func decision(_ conditions: DeviceConditions, candidate: FetchCandidate? = nil, now: Double = 1) -> WakeDecision {
-        policy.plan(for: [candidate ?? self.candidate()], runningCount: 0, conditions: conditions, now: minutes(now)).decisions[0]
+        policy.plan(for: [candidate ?? self.candidate()], runningCount: 0, conditions: conditions, now: minutes(now))
+            .decisions[0]
     }
 
     @Test func withoutANetworkNothingIsWoken() {
@@ -67,7 +70,8 @@ struct ConditionsPolicyTests {
         let candidate = candidate(lastRun: 13 * 1440 + 720)
         let plugged = policy.plan(for: [candidate], runningCount: 0, usage: outlook, now: now).decisions[0]
         let onBattery = policy.plan(
-            for: [candidate], runningCount: 0, usage: outlook, conditions: .init(power: .battery, batteryLevel: 60, network: .metered),
+            for: [candidate], runningCount: 0, usage: outlook,
+            conditions: .init(power: .battery, batteryLevel: 60, network: .metered),
             now: now
         ).decisions[0]
         #expect(plugged.reasons.contains { $0.code == .predictedOpen }, "\(plugged.reasons)")
@@ -86,10 +90,15 @@ struct CoalescingTests {
             recentRuns: [.init(startedAt: monday, outcome: .newData)])
     }
 
-    func policy(leeway: Double) -> FetchPolicy { FetchPolicy(configuration: .init(coalescingLeeway: .seconds(leeway * 60))) }
+    func policy(leeway: Double) -> FetchPolicy {
+        FetchPolicy(configuration: .init(coalescingLeeway: .seconds(leeway * 60)))
+    }
 
     @Test func wakesWithinTheLeewayShareOneWakeUp() {
-        let candidates = [candidate("com.example.a", every: 30), candidate("com.example.b", every: 33), candidate("com.example.c", every: 40)]
+        let candidates = [
+            candidate("com.example.a", every: 30), candidate("com.example.b", every: 33),
+            candidate("com.example.c", every: 40),
+        ]
         let policy = policy(leeway: 5)
         let early = policy.plan(for: candidates, runningCount: 0, now: minutes(1))
         // a waits for b; c, ten minutes after a, is a wake-up of its own.
@@ -105,9 +114,16 @@ struct CoalescingTests {
 
     @Test func aLoneWakeAndAZeroLeewayAreNotHeld() {
         let candidates = [candidate("com.example.a", every: 30), candidate("com.example.b", every: 33)]
-        #expect(policy(leeway: 0).plan(for: candidates, runningCount: 0, now: minutes(30)).launch.map(\.rawValue) == ["com.example.a"])
-        #expect(policy(leeway: 2).plan(for: candidates, runningCount: 0, now: minutes(30)).launch.map(\.rawValue) == ["com.example.a"])
-        let alone = policy(leeway: 5).plan(for: [candidate("com.example.a", every: 30)], runningCount: 0, now: minutes(30))
+        #expect(
+            policy(leeway: 0).plan(for: candidates, runningCount: 0, now: minutes(30)).launch.map(\.rawValue) == [
+                "com.example.a"
+            ])
+        #expect(
+            policy(leeway: 2).plan(for: candidates, runningCount: 0, now: minutes(30)).launch.map(\.rawValue) == [
+                "com.example.a"
+            ])
+        let alone = policy(leeway: 5).plan(
+            for: [candidate("com.example.a", every: 30)], runningCount: 0, now: minutes(30))
         #expect(alone.launch.map(\.rawValue) == ["com.example.a"])
     }
 
@@ -118,7 +134,9 @@ struct CoalescingTests {
         let plan = policy(leeway: 5).plan(for: candidates, runningCount: 0, now: minutes(1))
         let reasons = plan.decisions.flatMap(\.reasons).filter { $0.code == .coalesced }
         #expect(reasons.count == 199)
-        #expect(reasons.allSatisfy { $0.detail.count < 200 && $0.detail.contains("and 196 other apps") }, "\(reasons.first?.detail ?? "")")
+        #expect(
+            reasons.allSatisfy { $0.detail.count < 200 && $0.detail.contains("and 196 other apps") },
+            "\(reasons.first?.detail ?? "")")
     }
 
     /// Held wakes (no network) take no part: they must not hold the others.
@@ -167,11 +185,13 @@ struct FetchYieldTests {
                 app: AppID(rawValue: "com.example.feed")!, interval: .every(.seconds(3600)), registeredAt: monday,
                 recentRuns: [.init(startedAt: lastRun, outcome: .noData)], answers: answers)
         }
-        let night = policy.plan(for: [candidate(lastRun: at(day: 7, hour: 2.1))], runningCount: 0, now: at(day: 7, hour: 3.1))
+        let night = policy.plan(
+            for: [candidate(lastRun: at(day: 7, hour: 2.1))], runningCount: 0, now: at(day: 7, hour: 3.1))
         #expect(night.launch.isEmpty)
         #expect(night.decisions[0].dueAt == at(day: 7, hour: 4.1))
         #expect(night.decisions[0].reasons.last?.code == .usuallyNoData, "\(night.decisions[0].reasons)")
-        let noon = policy.plan(for: [candidate(lastRun: at(day: 7, hour: 11.1))], runningCount: 0, now: at(day: 7, hour: 12.1))
+        let noon = policy.plan(
+            for: [candidate(lastRun: at(day: 7, hour: 11.1))], runningCount: 0, now: at(day: 7, hour: 12.1))
         #expect(noon.launch.map(\.rawValue) == ["com.example.feed"])
     }
 }

@@ -4,7 +4,8 @@ import Foundation
 import Testing
 
 struct FetchPolicyTests {
-    let policy = FetchPolicy(configuration: .init(systemFloor: .seconds(15 * 60), maximumConcurrentRuns: 2, maximumStretch: 32))
+    let policy = FetchPolicy(
+        configuration: .init(systemFloor: .seconds(15 * 60), maximumConcurrentRuns: 2, maximumStretch: 32))
     let registered = Date(timeIntervalSince1970: 1_767_603_600)
     let app = AppID(rawValue: "com.example.a")!
 
@@ -36,7 +37,8 @@ struct FetchPolicyTests {
     func dueIsLastRunPlusTheLongerOfIntervalAndFloor(
         interval: FetchInterval, lastRun: Double, expectedDue: Double, reason: ReasonCode
     ) {
-        let decision = policy.dueDecision(for: candidate(interval, runs: [(lastRun, .newData)]), now: minutes(lastRun + 1))
+        let decision = policy.dueDecision(
+            for: candidate(interval, runs: [(lastRun, .newData)]), now: minutes(lastRun + 1))
         #expect(decision.dueAt == minutes(expectedDue))
         #expect(decision.reasons.map(\.code).contains(reason))
     }
@@ -72,14 +74,16 @@ struct FetchPolicyTests {
     }
 
     @Test func stretchNeverPassesTheMaximumDelay() {
-        let policy = FetchPolicy(configuration: .init(systemFloor: .seconds(3600), maximumStretch: 64, maximumDelay: .seconds(6 * 3600)))
+        let policy = FetchPolicy(
+            configuration: .init(systemFloor: .seconds(3600), maximumStretch: 64, maximumDelay: .seconds(6 * 3600)))
         let runs = (0..<6).map { (Double($0), RunOutcome.expired) }
         let decision = policy.dueDecision(for: candidate(.minimum, runs: runs), now: minutes(5))
         #expect(decision.dueAt == minutes(5 + 360))
     }
 
     @Test func anInterruptedRunIsMadeUpAtOnceButNotForever() {
-        let once = policy.dueDecision(for: candidate(.minimum, runs: [(0, .newData), (20, .interrupted)]), now: minutes(25))
+        let once = policy.dueDecision(
+            for: candidate(.minimum, runs: [(0, .newData), (20, .interrupted)]), now: minutes(25))
         #expect(once.dueAt == minutes(20))
         #expect(once.reasons.map(\.code) == [.interruptedRun])
         let thrice = policy.dueDecision(
@@ -89,7 +93,8 @@ struct FetchPolicyTests {
     }
 
     @Test func aRunInFlightIsNotPlanned() {
-        let decision = policy.dueDecision(for: candidate(.minimum, runs: [(0, .newData)], running: true), now: minutes(60))
+        let decision = policy.dueDecision(
+            for: candidate(.minimum, runs: [(0, .newData)], running: true), now: minutes(60))
         #expect(decision.dueAt == nil)
         #expect(decision.reasons.map(\.code) == [.alreadyRunning])
     }
@@ -104,7 +109,8 @@ struct FetchPolicyTests {
 
     @Test func aClockJumpForwardWakesOnceNotForEveryMissedInterval() {
         // Days pass in one jump: the app is due once, and the plan launches it once.
-        let plan = policy.plan(for: [candidate(.minimum, runs: [(0, .newData)])], runningCount: 0, now: minutes(3 * 24 * 60))
+        let plan = policy.plan(
+            for: [candidate(.minimum, runs: [(0, .newData)])], runningCount: 0, now: minutes(3 * 24 * 60))
         #expect(plan.launch == [app])
         let after = policy.plan(
             for: [candidate(.minimum, runs: [(0, .newData), (3 * 24 * 60, .newData)])], runningCount: 0,

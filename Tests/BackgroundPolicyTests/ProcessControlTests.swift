@@ -34,9 +34,13 @@ struct ProcessControlTests {
             case .kill: control.kill()
             case .spare: control.spare()
             case .exited:
-                { control.exited(); return .none }()
-            case .end(let after, let grace, let at): control.end(after: .seconds(after), grace: .seconds(grace), now: ProcessControlTests.at(at))
-            case .terminate(let killAt, let at): control.terminate(killAt: ProcessControlTests.at(killAt), now: ProcessControlTests.at(at))
+                {
+                    control.exited(); return .none
+                }()
+            case .end(let after, let grace, let at):
+                control.end(after: .seconds(after), grace: .seconds(grace), now: ProcessControlTests.at(at))
+            case .terminate(let killAt, let at):
+                control.terminate(killAt: ProcessControlTests.at(killAt), now: ProcessControlTests.at(at))
             case .tick(let at): control.tick(now: ProcessControlTests.at(at))
             }
         }
@@ -51,12 +55,21 @@ struct ProcessControlTests {
         (.frozen, .thaw, .thaw, .running),
         (.running, .thaw, .none, .running),
         (.terminating(killAt: at(5)), .freeze, .none, .terminating(killAt: at(5))),
-        (.exitRequested(terminateAt: at(5), killGrace: .seconds(2)), .freeze, .none, .exitRequested(terminateAt: at(5), killGrace: .seconds(2))),
+        (
+            .exitRequested(terminateAt: at(5), killGrace: .seconds(2)), .freeze, .none,
+            .exitRequested(terminateAt: at(5), killGrace: .seconds(2))
+        ),
         (.exited, .freeze, .none, .exited),
         // An answered run: told to exit, SIGTERM after the linger, SIGKILL after the grace.
         (.running, .end(after: 5, grace: 2, at: 0), .none, .exitRequested(terminateAt: at(5), killGrace: .seconds(2))),
-        (.exitRequested(terminateAt: at(5), killGrace: .seconds(2)), .tick(at: 4.9), .none, .exitRequested(terminateAt: at(5), killGrace: .seconds(2))),
-        (.exitRequested(terminateAt: at(5), killGrace: .seconds(2)), .tick(at: 5), .terminate, .terminating(killAt: at(7))),
+        (
+            .exitRequested(terminateAt: at(5), killGrace: .seconds(2)), .tick(at: 4.9), .none,
+            .exitRequested(terminateAt: at(5), killGrace: .seconds(2))
+        ),
+        (
+            .exitRequested(terminateAt: at(5), killGrace: .seconds(2)), .tick(at: 5), .terminate,
+            .terminating(killAt: at(7))
+        ),
         (.terminating(killAt: at(7)), .tick(at: 6), .none, .terminating(killAt: at(7))),
         (.terminating(killAt: at(7)), .tick(at: 7), .kill, .killed),
         (.killed, .tick(at: 100), .none, .killed),
@@ -66,13 +79,22 @@ struct ProcessControlTests {
         // No delay: SIGTERM at once.
         (.running, .end(after: 0, grace: 2, at: 1), .terminate, .terminating(killAt: at(3))),
         // The earlier end stands, a later one changes nothing.
-        (.exitRequested(terminateAt: at(5), killGrace: .seconds(2)), .end(after: 10, grace: 2, at: 0), .none, .exitRequested(terminateAt: at(5), killGrace: .seconds(2))),
-        (.exitRequested(terminateAt: at(5), killGrace: .seconds(2)), .end(after: 1, grace: 2, at: 0), .none, .exitRequested(terminateAt: at(1), killGrace: .seconds(2))),
+        (
+            .exitRequested(terminateAt: at(5), killGrace: .seconds(2)), .end(after: 10, grace: 2, at: 0), .none,
+            .exitRequested(terminateAt: at(5), killGrace: .seconds(2))
+        ),
+        (
+            .exitRequested(terminateAt: at(5), killGrace: .seconds(2)), .end(after: 1, grace: 2, at: 0), .none,
+            .exitRequested(terminateAt: at(1), killGrace: .seconds(2))
+        ),
         (.terminating(killAt: at(3)), .end(after: 0, grace: 10, at: 1), .none, .terminating(killAt: at(3))),
         // A budget that ran out: SIGTERM now, SIGKILL at the kill time (at once when that is past).
         (.running, .terminate(killAt: 5, at: 0), .terminate, .terminating(killAt: at(5))),
         (.frozen, .terminate(killAt: 5, at: 0), .terminate, .terminating(killAt: at(5))),
-        (.exitRequested(terminateAt: at(9), killGrace: .seconds(2)), .terminate(killAt: 5, at: 0), .terminate, .terminating(killAt: at(5))),
+        (
+            .exitRequested(terminateAt: at(9), killGrace: .seconds(2)), .terminate(killAt: 5, at: 0), .terminate,
+            .terminating(killAt: at(5))
+        ),
         (.running, .terminate(killAt: 5, at: 6), .kill, .killed),
         (.terminating(killAt: at(9)), .terminate(killAt: 5, at: 0), .none, .terminating(killAt: at(5))),
         (.terminating(killAt: at(9)), .terminate(killAt: 5, at: 6), .kill, .killed),
@@ -104,7 +126,9 @@ struct ProcessControlTests {
 
     @Test func deadlinesAndEnding() {
         #expect(ProcessControl(phase: .running).nextDeadline == nil)
-        #expect(ProcessControl(phase: .exitRequested(terminateAt: Self.at(5), killGrace: .seconds(1))).nextDeadline == Self.at(5))
+        #expect(
+            ProcessControl(phase: .exitRequested(terminateAt: Self.at(5), killGrace: .seconds(1))).nextDeadline
+                == Self.at(5))
         #expect(ProcessControl(phase: .terminating(killAt: Self.at(7))).nextDeadline == Self.at(7))
         #expect(!ProcessControl(phase: .frozen).isEnding)
         #expect(ProcessControl(phase: .terminating(killAt: Self.at(7))).isEnding)

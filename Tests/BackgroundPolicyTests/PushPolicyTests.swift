@@ -9,14 +9,16 @@ struct PushRequestValidatorTests {
     static let silent = Data(#"{"aps":{"content-available":1},"content-id":42}"#.utf8)
 
     func validate(
-        method: String = "POST", path: String = "/3/device/\(Self.token)", headers: [(String, String)] = [], body: Data = Self.silent,
+        method: String = "POST", path: String = "/3/device/\(Self.token)", headers: [(String, String)] = [],
+        body: Data = Self.silent,
         size: Int? = nil
     ) -> Result<ValidatedPush, APNsReason> {
         let base = [("apns-topic", "com.example.news"), ("apns-push-type", "background"), ("apns-priority", "5")]
         let names = Set(headers.map { $0.0.lowercased() })
         let merged = base.filter { !names.contains($0.0) } + headers
         return PushRequestValidator.validate(
-            method: method, path: path, headers: merged.filter { !$0.1.isEmpty || $0.0 == "apns-topic" }.map { (name: $0.0, value: $0.1) },
+            method: method, path: path,
+            headers: merged.filter { !$0.1.isEmpty || $0.0 == "apns-topic" }.map { (name: $0.0, value: $0.1) },
             body: body, bodySize: size ?? body.count)
     }
 
@@ -60,7 +62,9 @@ struct PushRequestValidatorTests {
     }
 
     @Test func alertPushesAreAcceptedAndTheTypeIsInferred() throws {
-        let alert = try validate(headers: [("apns-push-type", ""), ("apns-priority", "")], body: Data(#"{"aps":{"alert":"hi"}}"#.utf8)).get()
+        let alert = try validate(
+            headers: [("apns-push-type", ""), ("apns-priority", "")], body: Data(#"{"aps":{"alert":"hi"}}"#.utf8)
+        ).get()
         #expect(alert.pushType == .alert && alert.priority == 10)
         let inferred = try validate(headers: [("apns-push-type", ""), ("apns-priority", "")]).get()
         #expect(inferred.pushType == .background && inferred.priority == 5)
@@ -91,7 +95,9 @@ struct PushRequestValidatorTests {
             } else {
                 #expect(reason(result) == .payloadTooLarge)
             }
-            let noise = Data((0..<Int.random(in: 1...200, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) })
+            let noise = Data(
+                (0..<Int.random(in: 1...200, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator)
+                })
             _ = validate(body: noise)
         }
     }
@@ -100,22 +106,31 @@ struct PushRequestValidatorTests {
 struct ProviderTokenTests {
     let now = Date(timeIntervalSince1970: 1_767_603_600)
 
-    func jwt(alg: String = "ES256", kid: String? = "ABC123DEFG", iss: String = "TEAM123456", iat: Double, signatureBytes: Int = 64) -> String {
+    func jwt(
+        alg: String = "ES256", kid: String? = "ABC123DEFG", iss: String = "TEAM123456", iat: Double,
+        signatureBytes: Int = 64
+    ) -> String {
         func encode(_ object: [String: Any]) -> String {
             let data = try! JSONSerialization.data(withJSONObject: object)
-            return data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-                .replacingOccurrences(of: "=", with: "")
+            return data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(
+                of: "/", with: "_"
+            )
+            .replacingOccurrences(of: "=", with: "")
         }
         var header: [String: Any] = ["alg": alg]
         if let kid { header["kid"] = kid }
-        let signature = Data(repeating: 1, count: signatureBytes).base64EncodedString().replacingOccurrences(of: "=", with: "")
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+        let signature = Data(repeating: 1, count: signatureBytes).base64EncodedString().replacingOccurrences(
+            of: "=", with: ""
+        )
+        .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
         return "bearer \(encode(header)).\(encode(["iss": iss, "iat": iat])).\(signature)"
     }
 
     @Test func parsesAnES256Token() throws {
         let token = try ProviderToken.parse(authorization: jwt(iat: now.timeIntervalSince1970)).get()
-        #expect(token.keyID == "ABC123DEFG" && token.teamID == "TEAM123456" && token.issuedAt == now && token.signature.count == 64)
+        #expect(
+            token.keyID == "ABC123DEFG" && token.teamID == "TEAM123456" && token.issuedAt == now
+                && token.signature.count == 64)
     }
 
     @Test func refusesWhatIsNotAnES256Token() {
@@ -125,7 +140,9 @@ struct ProviderTokenTests {
         }
         #expect(reason(nil) == .missingProviderToken)
         #expect(reason("") == .missingProviderToken)
-        for alg in ["none", "HS256", "RS256", "ES384"] { #expect(reason(jwt(alg: alg, iat: 1)) == .invalidProviderToken, "\(alg)") }
+        for alg in ["none", "HS256", "RS256", "ES384"] {
+            #expect(reason(jwt(alg: alg, iat: 1)) == .invalidProviderToken, "\(alg)")
+        }
         #expect(reason(jwt(kid: nil, iat: 1)) == .invalidProviderToken)
         #expect(reason(jwt(iat: 1, signatureBytes: 10)) == .invalidProviderToken)
         #expect(reason("bearer a.b") == .invalidProviderToken)
@@ -135,13 +152,23 @@ struct ProviderTokenTests {
 
     @Test func timeRules() throws {
         var clock = ProviderTokenClock()
-        func token(_ iat: Date) throws -> ProviderToken { try ProviderToken.parse(authorization: jwt(iat: iat.timeIntervalSince1970)).get() }
+        func token(_ iat: Date) throws -> ProviderToken {
+            try ProviderToken.parse(authorization: jwt(iat: iat.timeIntervalSince1970)).get()
+        }
         #expect(throws: Never.self) { try clock.admit(try token(now), now: now).get() }
         #expect(throws: Never.self) { try clock.admit(try token(now), now: now.addingTimeInterval(1800)).get() }  // reused: fine
-        #expect(throws: APNsReason.tooManyProviderTokenUpdates) { try clock.admit(try token(now.addingTimeInterval(600)), now: now.addingTimeInterval(600)).get() }
-        #expect(throws: Never.self) { try clock.admit(try token(now.addingTimeInterval(1500)), now: now.addingTimeInterval(1500)).get() }
-        #expect(throws: APNsReason.expiredProviderToken) { try clock.admit(try token(now), now: now.addingTimeInterval(3601)).get() }
-        #expect(throws: APNsReason.invalidProviderToken) { try clock.admit(try token(now.addingTimeInterval(300)), now: now).get() }
+        #expect(throws: APNsReason.tooManyProviderTokenUpdates) {
+            try clock.admit(try token(now.addingTimeInterval(600)), now: now.addingTimeInterval(600)).get()
+        }
+        #expect(throws: Never.self) {
+            try clock.admit(try token(now.addingTimeInterval(1500)), now: now.addingTimeInterval(1500)).get()
+        }
+        #expect(throws: APNsReason.expiredProviderToken) {
+            try clock.admit(try token(now), now: now.addingTimeInterval(3601)).get()
+        }
+        #expect(throws: APNsReason.invalidProviderToken) {
+            try clock.admit(try token(now.addingTimeInterval(300)), now: now).get()
+        }
     }
 }
 
@@ -164,7 +191,9 @@ struct PushThrottleTests {
             return
         }
         #expect(until == now.addingTimeInterval(1200))  // one token every 20 minutes
-        #expect(reason.code == .pushThrottled && reason.detail.contains("2026-01-05T09:20:00Z") && reason.detail.contains("3 an hour"), "\(reason)")
+        #expect(
+            reason.code == .pushThrottled && reason.detail.contains("2026-01-05T09:20:00Z")
+                && reason.detail.contains("3 an hour"), "\(reason)")
         guard case .wakeNow(_, let woke) = throttle.decide(expiration: nil, allowance: second, now: until) else {
             Issue.record("the held push goes when the token comes")
             return
@@ -175,11 +204,17 @@ struct PushThrottleTests {
     @Test func expiredPushesAreDropped() {
         let spent = PushThrottle.Allowance(tokens: 0, at: now)
         #expect(code(throttle.decide(expiration: now.addingTimeInterval(-1), allowance: nil, now: now)) == .pushExpired)
-        #expect(code(throttle.decide(expiration: Date(timeIntervalSince1970: 0), allowance: spent, now: now)) == .pushExpired)
-        #expect(code(throttle.decide(expiration: now.addingTimeInterval(600), allowance: spent, now: now)) == .pushExpired)
+        #expect(
+            code(throttle.decide(expiration: Date(timeIntervalSince1970: 0), allowance: spent, now: now))
+                == .pushExpired)
+        #expect(
+            code(throttle.decide(expiration: now.addingTimeInterval(600), allowance: spent, now: now)) == .pushExpired)
         // Expiration 0 goes when it can go now; one that can wait for its wake is held.
-        #expect(code(throttle.decide(expiration: Date(timeIntervalSince1970: 0), allowance: nil, now: now)) == .pushWake)
-        #expect(code(throttle.decide(expiration: now.addingTimeInterval(7200), allowance: spent, now: now)) == .pushThrottled)
+        #expect(
+            code(throttle.decide(expiration: Date(timeIntervalSince1970: 0), allowance: nil, now: now)) == .pushWake)
+        #expect(
+            code(throttle.decide(expiration: now.addingTimeInterval(7200), allowance: spent, now: now))
+                == .pushThrottled)
     }
 }
 

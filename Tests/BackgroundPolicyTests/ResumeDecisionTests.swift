@@ -29,13 +29,16 @@ struct ResumeDecisionTests {
 
     @Test func appendsOnAMatching206() {
         let head = ResponseHead(status: 206, contentRange: "bytes 1000-4999/5000", entityTag: tag)
-        #expect(ResumeDecision.decide(head, checkpoint: partial) == .write(from: 1000, checkpoint: partial, restarted: false))
+        #expect(
+            ResumeDecision.decide(head, checkpoint: partial)
+                == .write(from: 1000, checkpoint: partial, restarted: false))
     }
 
     /// T2: a 200 to a Range request means start over, never append.
     @Test func a200StartsOver() {
         let head = ResponseHead(status: 200, contentLength: 5000, entityTag: tag)
-        guard case .write(let from, let checkpoint, let restarted) = ResumeDecision.decide(head, checkpoint: partial) else {
+        guard case .write(let from, let checkpoint, let restarted) = ResumeDecision.decide(head, checkpoint: partial)
+        else {
             Issue.record("expected a write")
             return
         }
@@ -63,9 +66,12 @@ struct ResumeDecisionTests {
     /// T6: a 416 completes only a download whose stored bytes are provably the whole body.
     @Test func a416CompletesOnlyWhatIsComplete() {
         let complete = DownloadCheckpoint(offset: 5000, total: 5000, validator: .entityTag(tag))
-        #expect(ResumeDecision.decide(ResponseHead(status: 416, contentRange: "bytes */5000"), checkpoint: complete) == .alreadyComplete)
         #expect(
-            ResumeDecision.decide(ResponseHead(status: 416, contentRange: "bytes */5000", entityTag: tag), checkpoint: complete)
+            ResumeDecision.decide(ResponseHead(status: 416, contentRange: "bytes */5000"), checkpoint: complete)
+                == .alreadyComplete)
+        #expect(
+            ResumeDecision.decide(
+                ResponseHead(status: 416, contentRange: "bytes */5000", entityTag: tag), checkpoint: complete)
                 == .alreadyComplete)
         for head in [
             ResponseHead(status: 416, contentRange: "bytes */6000"), ResponseHead(status: 416),
@@ -76,15 +82,22 @@ struct ResumeDecisionTests {
                 continue
             }
         }
-        guard case .discardAndRestart = ResumeDecision.decide(ResponseHead(status: 416, contentRange: "bytes */5000"), checkpoint: partial) else {
+        guard
+            case .discardAndRestart = ResumeDecision.decide(
+                ResponseHead(status: 416, contentRange: "bytes */5000"), checkpoint: partial)
+        else {
             Issue.record("a 416 on a partial download must restart")
             return
         }
     }
 
     @Test func transientAndPermanentStatuses() {
-        #expect(ResumeDecision.decide(ResponseHead(status: 503, retryAfter: "120"), checkpoint: partial) == .retry(reason: "HTTP 503", retryAfter: "120"))
-        #expect(ResumeDecision.decide(ResponseHead(status: 429), checkpoint: partial) == .retry(reason: "HTTP 429", retryAfter: nil))
+        #expect(
+            ResumeDecision.decide(ResponseHead(status: 503, retryAfter: "120"), checkpoint: partial)
+                == .retry(reason: "HTTP 503", retryAfter: "120"))
+        #expect(
+            ResumeDecision.decide(ResponseHead(status: 429), checkpoint: partial)
+                == .retry(reason: "HTTP 429", retryAfter: nil))
         guard case .fail(let error) = ResumeDecision.decide(ResponseHead(status: 404), checkpoint: partial) else {
             Issue.record("404 must fail")
             return
@@ -100,12 +113,17 @@ struct ResumeDecisionTests {
         for _ in 0..<5000 {
             let start = [Int64(0), 999, 1000, 1001].randomElement(using: &generator)!
             let total = [Int64(5000), 4000, 6000].randomElement(using: &generator)!
-            let range = Bool.random(using: &generator) ? "bytes \(start)-\(total - 1)/\(total)" : "bytes \(start)-\(total - 1)/*"
+            let range =
+                Bool.random(using: &generator)
+                ? "bytes \(start)-\(total - 1)/\(total)" : "bytes \(start)-\(total - 1)/*"
             let head = ResponseHead(
                 status: [200, 206, 206, 416].randomElement(using: &generator)!, contentRange: range,
-                entityTag: tags.randomElement(using: &generator)!, contentEncoding: [nil, "gzip", "identity"].randomElement(using: &generator)!)
+                entityTag: tags.randomElement(using: &generator)!,
+                contentEncoding: [nil, "gzip", "identity"].randomElement(using: &generator)!)
             if case .write(let from, _, _) = ResumeDecision.decide(head, checkpoint: partial), from > 0 {
-                #expect(head.status == 206 && start == 1000 && (total == 5000 || range.hasSuffix("/*")) && head.entityTag == tag)
+                #expect(
+                    head.status == 206 && start == 1000 && (total == 5000 || range.hasSuffix("/*"))
+                        && head.entityTag == tag)
                 #expect(head.contentEncoding != "gzip")
             }
         }
@@ -128,7 +146,10 @@ struct RetryBackoffTests {
         #expect(backoff.delay(afterFailures: 1, retryAfter: "120", jitter: 0, now: now) == .seconds(120))
         #expect(backoff.delay(afterFailures: 1, retryAfter: "1", jitter: 0, now: now) == .seconds(30))
         #expect(backoff.delay(afterFailures: 1, retryAfter: "9999999", jitter: 0, now: now) == .seconds(86400))
-        #expect(backoff.delay(afterFailures: 1, retryAfter: HTTPDate.format(now.addingTimeInterval(300)), jitter: 0, now: now) == .seconds(300))
+        #expect(
+            backoff.delay(
+                afterFailures: 1, retryAfter: HTTPDate.format(now.addingTimeInterval(300)), jitter: 0, now: now)
+                == .seconds(300))
         #expect(backoff.delay(afterFailures: 1, retryAfter: "soon", jitter: 0, now: now) == .seconds(1))
     }
 }

@@ -125,7 +125,9 @@ struct AdaptiveReplayTests {
         let adaptive = FreshnessScore(trace: trace, wakes: replay.wakes(for: trace, policy: .adaptive))
         let oracle = FreshnessScore(trace: trace, wakes: replay.wakes(for: trace, policy: .oracle))
         #expect(adaptive.wakesPerUserDay <= oracle.wakesPerUserDay)
-        withKnownIssue("issue 3's bar: ≥ 0.70 fresh within 60 min and median age ≤ 45 min; adaptive reaches 0.575 and 60 min") {
+        withKnownIssue(
+            "issue 3's bar: ≥ 0.70 fresh within 60 min and median age ≤ 45 min; adaptive reaches 0.575 and 60 min"
+        ) {
             #expect(adaptive.freshWithin60Minutes >= 0.70)
             #expect(adaptive.medianAge <= .seconds(45 * 60))
         }
@@ -136,7 +138,8 @@ struct AdaptiveReplayTests {
     @Test func holdsOnEachUserAndOnAShiftedTrace() throws {
         let trace = try DevTrace.load()
         let shifted = AppOpenTrace(opens: trace.opens.mapValues { $0.map { $0.addingTimeInterval(5 * 3600 + 7 * 60) } })
-        let variants = [shifted] + trace.users.map { user in AppOpenTrace(opens: trace.opens.filter { $0.key.user == user }) }
+        let variants =
+            [shifted] + trace.users.map { user in AppOpenTrace(opens: trace.opens.filter { $0.key.user == user }) }
         for variant in variants {
             let replay = TraceReplay()
             let adaptive = FreshnessScore(trace: variant, wakes: replay.wakes(for: variant, policy: .adaptive))

@@ -68,7 +68,8 @@ struct UsageLearnerTests {
             }
         }
         learner.advance(to: at(day: 21, hour: 0))
-        let active = learner.lift.lifts(app: "mail", context: UsageContext(activity: .justNow, sinceOpen: .within6Hours))
+        let active = learner.lift.lifts(
+            app: "mail", context: UsageContext(activity: .justNow, sinceOpen: .within6Hours))
         let idle = learner.lift.lifts(app: "mail", context: UsageContext(activity: .idle, sinceOpen: .within6Hours))
         #expect(active.activity > 1.5 * idle.activity, "\(active) vs \(idle)")
     }
@@ -103,7 +104,9 @@ struct UsageLearnerTests {
     @Test func aFloodOfOpensIsOneSession() {
         var learner = UsageLearner()
         for day in 0..<7 { learner.recordOpen(of: "news", at: at(day: day, hour: 12)) }
-        for second in 0..<10_000 { learner.recordOpen(of: "news", at: at(day: 7, hour: 3).addingTimeInterval(Double(second) * 0.1)) }
+        for second in 0..<10_000 {
+            learner.recordOpen(of: "news", at: at(day: 7, hour: 3).addingTimeInterval(Double(second) * 0.1))
+        }
         let sessions = learner.models["news"]!.daySlots.reduce(0, +)
         #expect(sessions < 8.5)
     }
@@ -125,7 +128,8 @@ struct AdaptiveWakePlannerTests {
         let learner = dailyNoon(days: 7)
         let now = at(day: 7, hour: 6)
         let wake = try AdaptiveWakePlanner().nextWake(
-            "news", learner: learner, threshold: 0.3, lastRefresh: at(day: 6, hour: 12), recentWakes: [], notBefore: now, now: now
+            "news", learner: learner, threshold: 0.3, lastRefresh: at(day: 6, hour: 12), recentWakes: [],
+            notBefore: now, now: now
         ).get()
         #expect(wake.at >= at(day: 7, hour: 11) && wake.at < at(day: 7, hour: 12), "\(wake.at)")
         #expect(wake.prediction.expectedStarts >= 0.3)
@@ -135,15 +139,20 @@ struct AdaptiveWakePlannerTests {
         let learner = dailyNoon(days: 7)
         let now = at(day: 7, hour: 0)
         let forecast = AdaptiveWakePlanner().forecast(
-            "news", learner: learner, threshold: 0.3, lastRefresh: at(day: 6, hour: 12), recentWakes: [], notBefore: now,
+            "news", learner: learner, threshold: 0.3, lastRefresh: at(day: 6, hour: 12), recentWakes: [],
+            notBefore: now,
             until: at(day: 9, hour: 0), now: now)
         #expect(forecast.wakes.count == 2, "\(forecast.wakes.map { ($0.at, $0.prediction.expectedStarts) })")
-        #expect(forecast.wakes.allSatisfy { wake in (11.0..<12.0).contains(wake.at.timeIntervalSince(monday).truncatingRemainder(dividingBy: 86400) / 3600) })
+        #expect(
+            forecast.wakes.allSatisfy { wake in
+                (11.0..<12.0).contains(wake.at.timeIntervalSince(monday).truncatingRemainder(dividingBy: 86400) / 3600)
+            })
     }
 
     @Test func anAppNeverOpenedIsNeverWoken() {
         let result = AdaptiveWakePlanner().nextWake(
-            "unknown", learner: UsageLearner(), threshold: 0.3, lastRefresh: nil, recentWakes: [], notBefore: monday, now: monday)
+            "unknown", learner: UsageLearner(), threshold: 0.3, lastRefresh: nil, recentWakes: [], notBefore: monday,
+            now: monday)
         #expect(result == .failure(.neverOpened))
     }
 
@@ -152,7 +161,8 @@ struct AdaptiveWakePlannerTests {
         let planner = AdaptiveWakePlanner(configuration: .init(wakesPerOpen: 1, appShareCap: 1))
         let now = at(day: 7, hour: 11.5)
         #expect(planner.dailyCap(for: "news", learner: learner, now: now) == 1)
-        let result = planner.evaluate("news", at: now, learner: learner, threshold: 0.01, lastRefresh: nil, wakesInLastDay: 1, now: now)
+        let result = planner.evaluate(
+            "news", at: now, learner: learner, threshold: 0.01, lastRefresh: nil, wakesInLastDay: 1, now: now)
         #expect(result == .failure(.budgetSpent(spent: 1, cap: 1)))
     }
 
@@ -160,7 +170,8 @@ struct AdaptiveWakePlannerTests {
         let learner = dailyNoon(days: 7)
         let now = at(day: 7, hour: 11.5)
         let result = AdaptiveWakePlanner().evaluate(
-            "news", at: now, learner: learner, threshold: 0.01, lastRefresh: at(day: 7, hour: 11), wakesInLastDay: 0, now: now)
+            "news", at: now, learner: learner, threshold: 0.01, lastRefresh: at(day: 7, hour: 11), wakesInLastDay: 0,
+            now: now)
         #expect(result == .failure(.stillFresh(until: at(day: 7, hour: 12))))
     }
 }

@@ -19,18 +19,24 @@ struct BackgroundStoreTests {
     /// `--durability full` is an fsync at every commit, on the connection that commits (GRDB's
     /// pool had quietly put its writer back to NORMAL).
     @Test func durabilityIsWhatTheWriterDoes() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bgd-sync-\(UUID().uuidString)").path
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bgd-sync-\(UUID().uuidString)")
+            .path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        #expect(try await BackgroundStore.open(atPath: directory + "/full.sqlite", durability: .full).writerSynchronous() == 2)
-        #expect(try await BackgroundStore.open(atPath: directory + "/normal.sqlite", durability: .normal).writerSynchronous() == 1)
+        #expect(
+            try await BackgroundStore.open(atPath: directory + "/full.sqlite", durability: .full).writerSynchronous()
+                == 2)
+        #expect(
+            try await BackgroundStore.open(atPath: directory + "/normal.sqlite", durability: .normal)
+                .writerSynchronous() == 1)
     }
 
     @Test func aSecondRegistrationOfAnIdIsRefused() async throws {
         let store = try await registered()
         await #expect(throws: StoreError.appAlreadyRegistered(app)) {
             _ = try await store.register(
-                RegisterAppRequest(id: app, launchCommand: LaunchCommand(["/bin/false"])!), tokenHash: "other", now: now)
+                RegisterAppRequest(id: app, launchCommand: LaunchCommand(["/bin/false"])!), tokenHash: "other", now: now
+            )
         }
         #expect(try await store.app(app)?.launchCommand.program == "/bin/true")
     }
@@ -38,7 +44,8 @@ struct BackgroundStoreTests {
     @Test func startingARunQueuesItsEventInTheSameTransaction() async throws {
         let store = try await registered()
         // When
-        let (run, event) = try await store.startFetchRun(for: app, trigger: .scheduled, reasons: [], budget: .seconds(30), now: now)
+        let (run, event) = try await store.startFetchRun(
+            for: app, trigger: .scheduled, reasons: [], budget: .seconds(30), now: now)
         // Then
         #expect(event.seq == EventSequence(1))
         #expect(event.body == .fetch(run: run.id, budget: .seconds(30)))
@@ -58,7 +65,8 @@ struct BackgroundStoreTests {
 
     @Test func theFirstOutcomeStandsAndSettlesTheEvent() async throws {
         let store = try await registered()
-        let (run, _) = try await store.startFetchRun(for: app, trigger: .scheduled, reasons: [], budget: .seconds(30), now: now)
+        let (run, _) = try await store.startFetchRun(
+            for: app, trigger: .scheduled, reasons: [], budget: .seconds(30), now: now)
         let first = try await store.finishRun(run.id, outcome: .expired, now: now.addingTimeInterval(30))
         let second = try await store.finishRun(run.id, outcome: .newData, now: now.addingTimeInterval(31))
         #expect(first?.outcome == .expired)
@@ -72,7 +80,8 @@ struct BackgroundStoreTests {
         let store = try await registered()
         for offset in 0..<3 {
             let (run, _) = try await store.startFetchRun(
-                for: app, trigger: .manual, reasons: [], budget: .seconds(30), now: now.addingTimeInterval(Double(offset)))
+                for: app, trigger: .manual, reasons: [], budget: .seconds(30),
+                now: now.addingTimeInterval(Double(offset)))
             // Keep events open: end the run without settling by acknowledging out of band below.
             if offset < 2 { try await store.finishRun(run.id, outcome: .newData, now: now) }
         }
@@ -92,7 +101,8 @@ struct BackgroundStoreTests {
             _ = try await store.register(
                 RegisterAppRequest(id: app, launchCommand: LaunchCommand(["/bin/true"])!, fetchInterval: .minimum),
                 tokenHash: "h", now: now)
-            let (run, _) = try await store.startFetchRun(for: app, trigger: .scheduled, reasons: [], budget: .seconds(30), now: now)
+            let (run, _) = try await store.startFetchRun(
+                for: app, trigger: .scheduled, reasons: [], budget: .seconds(30), now: now)
             try await store.recordLaunch(of: run.id, processID: 4242, startTicks: 99)
         }
         // When it is reopened
@@ -138,9 +148,11 @@ struct BackgroundStoreTests {
     @Test func theLastRunIsTheLastStartedWhateverTheClockSaid() async throws {
         let store = try await registered()
         let ahead = now.addingTimeInterval(2 * 86400)
-        let (early, _) = try await store.startFetchRun(for: app, trigger: .scheduled, reasons: [], budget: .seconds(30), now: ahead)
+        let (early, _) = try await store.startFetchRun(
+            for: app, trigger: .scheduled, reasons: [], budget: .seconds(30), now: ahead)
         _ = try await store.closeInterruptedRuns(now: ahead)
-        let (late, _) = try await store.startFetchRun(for: app, trigger: .scheduled, reasons: [], budget: .seconds(30), now: now)
+        let (late, _) = try await store.startFetchRun(
+            for: app, trigger: .scheduled, reasons: [], budget: .seconds(30), now: now)
         try await store.finishRun(late.id, outcome: .newData, now: now.addingTimeInterval(1))
         let candidate = try #require(try await store.fetchCandidates().first)
         #expect(candidate.recentRuns.map(\.id) == [late.id, early.id])

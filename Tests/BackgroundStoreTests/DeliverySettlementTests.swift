@@ -14,7 +14,8 @@ struct DeliverySettlementTests {
         let store = try BackgroundStore.inMemory()
         _ = try await store.register(
             RegisterAppRequest(
-                id: app, launchCommand: LaunchCommand(["/bin/true"])!, fetchInterval: .minimum, taskIdentifiers: ["com.example.a.work"]),
+                id: app, launchCommand: LaunchCommand(["/bin/true"])!, fetchInterval: .minimum,
+                taskIdentifiers: ["com.example.a.work"]),
             tokenHash: "h", now: now)
         return store
     }
@@ -26,11 +27,14 @@ struct DeliverySettlementTests {
     }
 
     /// Queues one push and starts its run; returns the push and the run.
-    func pushInFlight(_ store: BackgroundStore, apnsID: String = "00000000-0000-0000-0000-000000000001") async throws -> (StoredPush, RunRecord) {
+    func pushInFlight(
+        _ store: BackgroundStore, apnsID: String = "00000000-0000-0000-0000-000000000001"
+    ) async throws -> (StoredPush, RunRecord) {
         try await store.enqueuePushes([push(apnsID)], now: now)
         let queued = try #require(try await store.coalesceQueuedPushes(of: app))
         let run = try await store.startPushRun(
-            for: app, push: queued.id, apnsID: queued.apnsID, payload: "{}", reasons: [], allowance: nil, budget: .seconds(30), now: now)
+            for: app, push: queued.id, apnsID: queued.apnsID, payload: "{}", reasons: [], allowance: nil,
+            budget: .seconds(30), now: now)
         return (queued, run)
     }
 
@@ -41,8 +45,12 @@ struct DeliverySettlementTests {
     @Test func aReplayedApnsIDIsOnePush() async throws {
         let store = try await registered()
         try await store.enqueuePushes([push("00000000-0000-0000-0000-00000000000a")], now: now)
-        try await store.enqueuePushes([push("00000000-0000-0000-0000-00000000000a"), push("00000000-0000-0000-0000-00000000000b")], now: now)
-        #expect(try await store.pushes(of: app).map(\.apnsID).sorted() == ["00000000-0000-0000-0000-00000000000a", "00000000-0000-0000-0000-00000000000b"])
+        try await store.enqueuePushes(
+            [push("00000000-0000-0000-0000-00000000000a"), push("00000000-0000-0000-0000-00000000000b")], now: now)
+        #expect(
+            try await store.pushes(of: app).map(\.apnsID).sorted() == [
+                "00000000-0000-0000-0000-00000000000a", "00000000-0000-0000-0000-00000000000b",
+            ])
     }
 
     @Test func aPushIsDeliveredOnlyWhenTheAppAnswers() async throws {
@@ -66,9 +74,11 @@ struct DeliverySettlementTests {
         #expect(try await store.appsWithQueuedPushes() == [app])
         // It goes again, in a new run whose event names the same apns-id.
         let run = try await store.startPushRun(
-            for: app, push: push.id, apnsID: push.apnsID, payload: "{}", reasons: [], allowance: nil, budget: .seconds(30), now: now)
+            for: app, push: push.id, apnsID: push.apnsID, payload: "{}", reasons: [], allowance: nil,
+            budget: .seconds(30), now: now)
         let event = try #require(try await store.openEvents(for: app).last)
-        #expect(event.body == .remoteNotification(run: run.id, payload: "{}", budget: .seconds(30), apnsID: push.apnsID))
+        #expect(
+            event.body == .remoteNotification(run: run.id, payload: "{}", budget: .seconds(30), apnsID: push.apnsID))
     }
 
     @Test func aPushWhoseRunsKeepCrashingIsGivenUpWithAReason() async throws {
@@ -78,7 +88,8 @@ struct DeliverySettlementTests {
         for _ in 2...BackgroundStore.pushDeliveryAttempts {
             #expect(try await state(of: push, in: store).state == .queued)
             let run = try await store.startPushRun(
-                for: app, push: push.id, apnsID: push.apnsID, payload: "{}", reasons: [], allowance: nil, budget: .seconds(30), now: now)
+                for: app, push: push.id, apnsID: push.apnsID, payload: "{}", reasons: [], allowance: nil,
+                budget: .seconds(30), now: now)
             try await store.finishRun(run.id, outcome: .launchFailed, now: now)
         }
         let after = try await state(of: push, in: store)
@@ -98,15 +109,18 @@ struct DeliverySettlementTests {
 
     @Test func aTaskRunCutShortByBgdLeavesItsRequestPending() async throws {
         let store = try await registered()
-        try await store.submitTaskRequest(TaskRequest(identifier: "com.example.a.work", kind: .processing), for: app, now: now)
+        try await store.submitTaskRequest(
+            TaskRequest(identifier: "com.example.a.work", kind: .processing), for: app, now: now)
         let run = try await store.startTaskRun(
-            for: app, identifier: "com.example.a.work", trigger: .scheduled, reasons: [], budget: .seconds(600), now: now)
+            for: app, identifier: "com.example.a.work", trigger: .scheduled, reasons: [], budget: .seconds(600),
+            now: now)
         #expect(try await store.pendingTaskRequests(of: app).isEmpty)  // taken while it runs
         _ = try await store.closeInterruptedRuns(now: now.addingTimeInterval(5))
         #expect(try await store.pendingTaskRequests(of: app).map(\.request.identifier) == ["com.example.a.work"])
         // Carried out and answered: gone for good.
         let again = try await store.startTaskRun(
-            for: app, identifier: "com.example.a.work", trigger: .scheduled, reasons: [], budget: .seconds(600), now: now)
+            for: app, identifier: "com.example.a.work", trigger: .scheduled, reasons: [], budget: .seconds(600),
+            now: now)
         try await store.finishRun(again.id, outcome: .newData, now: now.addingTimeInterval(60))
         #expect(try await store.pendingTaskRequests(of: app).isEmpty)
         _ = run
@@ -114,11 +128,14 @@ struct DeliverySettlementTests {
 
     @Test func aRequestSubmittedAgainWhileItsTaskRunsStands() async throws {
         let store = try await registered()
-        try await store.submitTaskRequest(TaskRequest(identifier: "com.example.a.work", kind: .processing), for: app, now: now)
-        let run = try await store.startTaskRun(
-            for: app, identifier: "com.example.a.work", trigger: .scheduled, reasons: [], budget: .seconds(600), now: now)
         try await store.submitTaskRequest(
-            TaskRequest(identifier: "com.example.a.work", kind: .processing, requiresExternalPower: true), for: app, now: now)
+            TaskRequest(identifier: "com.example.a.work", kind: .processing), for: app, now: now)
+        let run = try await store.startTaskRun(
+            for: app, identifier: "com.example.a.work", trigger: .scheduled, reasons: [], budget: .seconds(600),
+            now: now)
+        try await store.submitTaskRequest(
+            TaskRequest(identifier: "com.example.a.work", kind: .processing, requiresExternalPower: true), for: app,
+            now: now)
         try await store.finishRun(run.id, outcome: .newData, now: now.addingTimeInterval(60))
         #expect(try await store.pendingTaskRequests(of: app).map(\.request.requiresExternalPower) == [true])
     }

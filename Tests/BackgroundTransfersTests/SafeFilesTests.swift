@@ -21,12 +21,17 @@ struct SafeFilesTests {
     @Test func aMoveThatMayNotReplaceLeavesWhatAppearedThere() throws {
         try write("download", to: directory + "/partial")
         try write("planted", to: directory + "/target")
-        #expect(throws: SafeFiles.Refusal.self) { try SafeFiles.moveIntoPlace(directory + "/partial", to: directory + "/target", replacing: false) }
+        #expect(throws: SafeFiles.Refusal.self) {
+            try SafeFiles.moveIntoPlace(directory + "/partial", to: directory + "/target", replacing: false)
+        }
         #expect(try read(directory + "/target") == "planted")
         #expect(try read(directory + "/partial") == "download", "the download is kept for a later try")
         // A planted link is something too: not followed, not replaced.
-        try FileManager.default.createSymbolicLink(atPath: directory + "/link", withDestinationPath: directory + "/elsewhere")
-        #expect(throws: SafeFiles.Refusal.self) { try SafeFiles.moveIntoPlace(directory + "/partial", to: directory + "/link", replacing: false) }
+        try FileManager.default.createSymbolicLink(
+            atPath: directory + "/link", withDestinationPath: directory + "/elsewhere")
+        #expect(throws: SafeFiles.Refusal.self) {
+            try SafeFiles.moveIntoPlace(directory + "/partial", to: directory + "/link", replacing: false)
+        }
         #expect(!FileManager.default.fileExists(atPath: directory + "/elsewhere"))
     }
 
@@ -45,9 +50,11 @@ struct SafeFilesTests {
         try write("inside", to: root + "/a/file")
         try write("outside", to: directory + "/secret")
         try FileManager.default.createSymbolicLink(atPath: root + "/up", withDestinationPath: directory)
-        try FileManager.default.createSymbolicLink(atPath: root + "/a/secret", withDestinationPath: directory + "/secret")
+        try FileManager.default.createSymbolicLink(
+            atPath: root + "/a/secret", withDestinationPath: directory + "/secret")
         let cases: [(String, String)] = [
-            (directory + "/secret", "outsideContainer"), (root + "/../secret", "invalidPath"), (root + "//a/file", "invalidPath"),
+            (directory + "/secret", "outsideContainer"), (root + "/../secret", "invalidPath"),
+            (root + "//a/file", "invalidPath"),
             (root + "/up/secret", "linkRefused"), (root + "/a/secret", "linkRefused"), (root + "/a", "notRegularFile"),
             (root + "/missing", "unreadable"),
         ]

@@ -12,7 +12,8 @@ extension BackgroundApplication {
     ) async -> BackgroundTaskIdentifier {
         do {
             let grant = try await client.send(
-                .post, "/v1/app/background-tasks", body: BeginBackgroundTaskRequest(name: name), as: BackgroundTaskGrant.self)
+                .post, "/v1/app/background-tasks", body: BeginBackgroundTaskRequest(name: name),
+                as: BackgroundTaskGrant.self)
             let expiringAlready = state.withLock { state in
                 state.expirationHandlers[grant.id] = expirationHandler ?? {}
                 if let deadline = grant.deadline { state.backgroundDeadline = deadline }
@@ -30,7 +31,8 @@ extension BackgroundApplication {
 
     /// `endBackgroundTask(_:)`: the work is done (or given up).
     public func endBackgroundTask(_ identifier: BackgroundTaskIdentifier) async {
-        guard identifier != .invalid, state.withLock({ $0.expirationHandlers.removeValue(forKey: identifier) }) != nil else { return }
+        guard identifier != .invalid, state.withLock({ $0.expirationHandlers.removeValue(forKey: identifier) }) != nil
+        else { return }
         try? await client.send(.delete, "/v1/app/background-tasks/\(identifier)")
     }
 
@@ -48,14 +50,22 @@ extension BackgroundApplication {
     /// Runs `body` with background time held: a task named `name` is begun first and ended
     /// after, and expiration reaches `body` as cancellation. Throws `BackgroundError` when bgd
     /// refuses the time.
-    public func withBackgroundTime<T: Sendable>(named name: String? = nil, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    public func withBackgroundTime<T: Sendable>(
+        named name: String? = nil, _ body: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
         let work = Task { try await body() }
         let identifier = await beginBackgroundTask(withName: name) { work.cancel() }
         guard identifier != .invalid else {
             work.cancel()
-            throw BackgroundError.api(status: 409, code: "backgroundTimeExpired", reason: lastBackgroundTaskRefusal ?? "background time refused")
+            throw BackgroundError.api(
+                status: 409, code: "backgroundTimeExpired",
+                reason: lastBackgroundTaskRefusal ?? "background time refused")
         }
-        let result = await withTaskCancellationHandler { await work.result } onCancel: { work.cancel() }
+        let result = await withTaskCancellationHandler {
+            await work.result
+        } onCancel: {
+            work.cancel()
+        }
         await endBackgroundTask(identifier)
         return try result.get()
     }

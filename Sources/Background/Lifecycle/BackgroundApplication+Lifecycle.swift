@@ -62,7 +62,9 @@ extension BackgroundApplication {
 
     @discardableResult
     func reportState(_ newState: ApplicationState) async throws -> LifecycleStatus {
-        try await client.send(.post, "/v1/app/state", body: LifecycleReport(state: newState, processID: getpid()), as: LifecycleStatus.self)
+        try await client.send(
+            .post, "/v1/app/state", body: LifecycleReport(state: newState, processID: getpid()),
+            as: LifecycleStatus.self)
     }
 
     /// bgd moved the app (continued it from suspension for an event).

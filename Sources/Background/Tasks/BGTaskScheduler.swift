@@ -72,7 +72,9 @@ public struct AppRefreshTaskRequest: BackgroundTaskRequest {
         self.earliestBeginDate = earliestBeginDate
     }
 
-    public var taskRequest: TaskRequest { TaskRequest(identifier: identifier, kind: .appRefresh, earliestBeginDate: earliestBeginDate) }
+    public var taskRequest: TaskRequest {
+        TaskRequest(identifier: identifier, kind: .appRefresh, earliestBeginDate: earliestBeginDate)
+    }
 }
 
 /// `BGProcessingTaskRequest`: minutes of work while the device is idle, with the network and
@@ -83,7 +85,10 @@ public struct ProcessingTaskRequest: BackgroundTaskRequest {
     public var requiresNetworkConnectivity: Bool
     public var requiresExternalPower: Bool
 
-    public init(identifier: String, earliestBeginDate: Date? = nil, requiresNetworkConnectivity: Bool = false, requiresExternalPower: Bool = false) {
+    public init(
+        identifier: String, earliestBeginDate: Date? = nil, requiresNetworkConnectivity: Bool = false,
+        requiresExternalPower: Bool = false
+    ) {
         self.identifier = identifier
         self.earliestBeginDate = earliestBeginDate
         self.requiresNetworkConnectivity = requiresNetworkConnectivity
@@ -162,7 +167,11 @@ extension BackgroundApplication {
             return .failed  // nothing registered for it: say so at once
         }
         let work = Task { await handler(task) }
-        let success = await withTaskCancellationHandler { await task.completion() } onCancel: { work.cancel() }
+        let success = await withTaskCancellationHandler {
+            await task.completion()
+        } onCancel: {
+            work.cancel()
+        }
         guard let success else { return nil }
         return success ? .newData : .failed
     }

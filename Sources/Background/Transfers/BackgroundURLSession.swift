@@ -50,8 +50,10 @@ public final class BackgroundURLSession: Sendable {
         try await submit(
             TransferRequest(
                 session: configuration.identifier, kind: .download, url: url, taskDescription: taskDescription,
-                isDiscretionary: configuration.isDiscretionary, allowsExpensiveNetworkAccess: configuration.allowsExpensiveNetworkAccess,
-                timeoutForResource: .seconds(configuration.timeoutIntervalForResource), earliestBegin: earliestBeginDate, sha256: sha256,
+                isDiscretionary: configuration.isDiscretionary,
+                allowsExpensiveNetworkAccess: configuration.allowsExpensiveNetworkAccess,
+                timeoutForResource: .seconds(configuration.timeoutIntervalForResource),
+                earliestBegin: earliestBeginDate, sha256: sha256,
                 sessionSendsLaunchEvents: configuration.sessionSendsLaunchEvents))
     }
 
@@ -78,10 +80,13 @@ public final class BackgroundURLSession: Sendable {
     /// made there (returned second, for removal).
     private func stagedInContainer(_ path: String) async throws -> (path: String, staged: String?) {
         let known = application.containerPath
-        guard let container = known != nil ? known : try await application.summary().containerPath else { return (path, nil) }
+        guard let container = known != nil ? known : try await application.summary().containerPath else {
+            return (path, nil)
+        }
         if path.hasPrefix(container + "/") { return (path, nil) }
         let uploads = container + "/.uploads"
-        try FileManager.default.createDirectory(atPath: uploads, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try FileManager.default.createDirectory(
+            atPath: uploads, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let staged = uploads + "/" + UUID().uuidString + "-" + (path as NSString).lastPathComponent
         try FileManager.default.copyItem(atPath: path, toPath: staged)
         return (staged, staged)
@@ -89,7 +94,9 @@ public final class BackgroundURLSession: Sendable {
 
     /// Downloads and waits: the file returned is the caller's (moved into the app's
     /// `Downloads` directory). Throws the transfer's error when it fails.
-    public func download(from url: URL, taskDescription: String? = nil, sha256: String? = nil) async throws -> (URL, BackgroundURLSessionTask) {
+    public func download(
+        from url: URL, taskDescription: String? = nil, sha256: String? = nil
+    ) async throws -> (URL, BackgroundURLSessionTask) {
         let task = try await downloadTask(with: url, taskDescription: taskDescription, sha256: sha256)
         let outcome = await wait(for: task.taskIdentifier)
         if let error = outcome.error { throw error }
@@ -98,7 +105,9 @@ public final class BackgroundURLSession: Sendable {
     }
 
     /// Uploads and waits; returns the server's status.
-    public func upload(fileAt file: URL, to url: URL, httpMethod: String = "POST") async throws -> (Int?, BackgroundURLSessionTask) {
+    public func upload(
+        fileAt file: URL, to url: URL, httpMethod: String = "POST"
+    ) async throws -> (Int?, BackgroundURLSessionTask) {
         let task = try await uploadTask(fromFile: file, to: url, httpMethod: httpMethod)
         let outcome = await wait(for: task.taskIdentifier)
         if let error = outcome.error { throw error }
@@ -113,17 +122,22 @@ public final class BackgroundURLSession: Sendable {
     }
 
     public func cancel(_ task: BackgroundURLSessionTask) async throws {
-        _ = try await application.client.send(.delete, "/v1/app/transfers/\(task.taskIdentifier)", as: TransferRecord.self)
+        _ = try await application.client.send(
+            .delete, "/v1/app/transfers/\(task.taskIdentifier)", as: TransferRecord.self)
     }
 
     /// Stops the download and keeps what it has, for `downloadTask(withResumeData:)`.
-    public func cancel(_ task: BackgroundURLSessionTask, byProducingResumeData: Void = ()) async throws -> TransferResumeData {
-        try await application.client.send(.post, "/v1/app/transfers/\(task.taskIdentifier)/pause", as: TransferResumeData.self)
+    public func cancel(
+        _ task: BackgroundURLSessionTask, byProducingResumeData: Void = ()
+    ) async throws -> TransferResumeData {
+        try await application.client.send(
+            .post, "/v1/app/transfers/\(task.taskIdentifier)/pause", as: TransferResumeData.self)
     }
 
     public func downloadTask(withResumeData data: TransferResumeData) async throws -> BackgroundURLSessionTask {
         BackgroundURLSessionTask(
-            record: try await application.client.send(.post, "/v1/app/transfers/\(data.transfer)/resume", as: TransferRecord.self))
+            record: try await application.client.send(
+                .post, "/v1/app/transfers/\(data.transfer)/resume", as: TransferRecord.self))
     }
 
     /// The session's events as they arrive, for async code.
@@ -131,12 +145,16 @@ public final class BackgroundURLSession: Sendable {
         let (stream, continuation) = AsyncStream<BackgroundURLSessionEvent>.makeStream()
         let id = UUID()
         state.withLock { $0.listeners[id] = continuation }
-        continuation.onTermination = { [weak self] _ in _ = self?.state.withLock { $0.listeners.removeValue(forKey: id) } }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.state.withLock { $0.listeners.removeValue(forKey: id) }
+        }
         return stream
     }
 
     private func submit(_ request: TransferRequest) async throws -> BackgroundURLSessionTask {
-        BackgroundURLSessionTask(record: try await application.client.send(.post, "/v1/app/transfers", body: request, as: TransferRecord.self))
+        BackgroundURLSessionTask(
+            record: try await application.client.send(
+                .post, "/v1/app/transfers", body: request, as: TransferRecord.self))
     }
 
     private func wait(for id: TransferID) async -> Outcome {
@@ -176,7 +194,8 @@ public final class BackgroundURLSession: Sendable {
             delegate?.urlSession(self, task: task, didCompleteWithError: error)
             broadcast(.completed(task, error: error, statusCode: statusCode))
             let (waiter, outcome) = state.withLock { state -> (CheckedContinuation<Outcome, Never>?, Outcome) in
-                let outcome = Outcome(file: state.finishedFiles.removeValue(forKey: id), error: error, statusCode: statusCode)
+                let outcome = Outcome(
+                    file: state.finishedFiles.removeValue(forKey: id), error: error, statusCode: statusCode)
                 let waiter = state.waiters.removeValue(forKey: id)
                 if waiter == nil { state.early[id] = outcome }
                 return (waiter, outcome)
@@ -192,7 +211,9 @@ public final class BackgroundURLSession: Sendable {
 
     func progress(_ id: TransferID, bytes: Int64, expected: Int64?) {
         let task = BackgroundURLSessionTask(id: id, taskDescription: nil, kind: .download)
-        delegate?.urlSession(self, downloadTask: task, didWriteData: 0, totalBytesWritten: bytes, totalBytesExpectedToWrite: expected ?? -1)
+        delegate?.urlSession(
+            self, downloadTask: task, didWriteData: 0, totalBytesWritten: bytes,
+            totalBytesExpectedToWrite: expected ?? -1)
         broadcast(.progress(task, bytesTransferred: bytes, bytesExpected: expected))
     }
 

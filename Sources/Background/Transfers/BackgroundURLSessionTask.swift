@@ -36,9 +36,11 @@ public struct BackgroundURLSessionTask: Hashable, Sendable {
 /// `URLSessionDownloadDelegate`'s methods, with their iOS names.
 public protocol BackgroundURLSessionDelegate: AnyObject, Sendable {
     /// The download is at `location`, which is removed when this returns: move it first.
-    func urlSession(_ session: BackgroundURLSession, downloadTask: BackgroundURLSessionTask, didFinishDownloadingTo location: URL)
+    func urlSession(
+        _ session: BackgroundURLSession, downloadTask: BackgroundURLSessionTask, didFinishDownloadingTo location: URL)
     /// The task ended; `error` is nil on success.
-    func urlSession(_ session: BackgroundURLSession, task: BackgroundURLSessionTask, didCompleteWithError error: TransferError?)
+    func urlSession(
+        _ session: BackgroundURLSession, task: BackgroundURLSessionTask, didCompleteWithError error: TransferError?)
     /// Progress, while the app is connected (not durable: a relaunched app sees only the end).
     func urlSession(
         _ session: BackgroundURLSession, downloadTask: BackgroundURLSessionTask, didWriteData bytesWritten: Int64,
@@ -48,8 +50,12 @@ public protocol BackgroundURLSessionDelegate: AnyObject, Sendable {
 }
 
 extension BackgroundURLSessionDelegate {
-    public func urlSession(_ session: BackgroundURLSession, downloadTask: BackgroundURLSessionTask, didFinishDownloadingTo location: URL) {}
-    public func urlSession(_ session: BackgroundURLSession, task: BackgroundURLSessionTask, didCompleteWithError error: TransferError?) {}
+    public func urlSession(
+        _ session: BackgroundURLSession, downloadTask: BackgroundURLSessionTask, didFinishDownloadingTo location: URL
+    ) {}
+    public func urlSession(
+        _ session: BackgroundURLSession, task: BackgroundURLSessionTask, didCompleteWithError error: TransferError?
+    ) {}
     public func urlSession(
         _ session: BackgroundURLSession, downloadTask: BackgroundURLSessionTask, didWriteData bytesWritten: Int64,
         totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64

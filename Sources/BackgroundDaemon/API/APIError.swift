@@ -39,11 +39,15 @@ struct APIError: Error, HTTPResponseError {
         switch error {
         case let error as APIError: error
         case StoreError.appAlreadyRegistered(let id):
-            APIError(.conflict, .appAlreadyRegistered, "\(id) is already registered; `bgctl unregister \(id)` first to replace it")
+            APIError(
+                .conflict, .appAlreadyRegistered,
+                "\(id) is already registered; `bgctl unregister \(id)` first to replace it")
         case StoreError.appNotFound(let id): .unknownApp(id)
         case StoreError.runNotFound(let id): APIError(.notFound, .unknownRun, "no run \(id) exists")
         case StoreError.runAlreadyInFlight(let id):
-            APIError(.conflict, .runInFlight, "\(id) already has a run in flight; wait for it to end (`bgctl history \(id)`)")
+            APIError(
+                .conflict, .runInFlight, "\(id) already has a run in flight; wait for it to end (`bgctl history \(id)`)"
+            )
         case RunCoordinator.Failure.runNotFound(let id):
             APIError(.notFound, .unknownRun, "run \(id) does not exist or is not this app's")
         case RunCoordinator.Failure.runAlreadyEnded(let run):
@@ -51,20 +55,31 @@ struct APIError: Error, HTTPResponseError {
                 .conflict, .runAlreadyEnded,
                 "run \(run.id) already ended as \(run.outcome?.rawValue ?? "?"); its first outcome stands")
         case let error as TaskSchedulerError:
-            APIError(error == .notPermitted ? .forbidden : error == .tooManyPendingTaskRequests ? .tooManyRequests : .conflict, APIErrorCode(error), error.description)
+            APIError(
+                error == .notPermitted
+                    ? .forbidden : error == .tooManyPendingTaskRequests ? .tooManyRequests : .conflict,
+                APIErrorCode(error), error.description)
         case StoreError.taskRequestNotFound(let app, let identifier):
-            APIError(.notFound, .unknownTaskRequest, "\(app) has no pending task request '\(identifier)'; `bgctl tasks` lists them")
+            APIError(
+                .notFound, .unknownTaskRequest,
+                "\(app) has no pending task request '\(identifier)'; `bgctl tasks` lists them")
         case let error where StorageTrouble(error) == .full:
             APIError(
                 HTTPResponse.Status(code: 507, reasonPhrase: "Insufficient Storage"), .storageFull,
-                "the disk holding bgd's state is full, so bgd takes nothing new; what it has is kept and still served. Free some space and try again")
+                "the disk holding bgd's state is full, so bgd takes nothing new; what it has is kept and still served. Free some space and try again"
+            )
         case let error where StorageTrouble(error) == .unavailable:
-            APIError(.serviceUnavailable, .storageUnavailable, "bgd cannot write its state just now (an I/O error or a busy disk); try again shortly")
+            APIError(
+                .serviceUnavailable, .storageUnavailable,
+                "bgd cannot write its state just now (an I/O error or a busy disk); try again shortly")
         case let refusal as SafeFiles.Refusal:
             // Every refusal has its code in the API's (APIErrorCodeTests).
-            APIError(refusal.code == .destinationExists ? .conflict : .badRequest, APIErrorCode(rawValue: refusal.code.rawValue) ?? .fileError, refusal.description)
+            APIError(
+                refusal.code == .destinationExists ? .conflict : .badRequest,
+                APIErrorCode(rawValue: refusal.code.rawValue) ?? .fileError, refusal.description)
         case is NIOTooManyBytesError:
-            APIError(.contentTooLarge, .bodyTooLarge, "request bodies are limited to \(APIRequestContext.bodyLimit) bytes")
+            APIError(
+                .contentTooLarge, .bodyTooLarge, "request bodies are limited to \(APIRequestContext.bodyLimit) bytes")
         case let error as HTTPError where error.status == .notFound:
             APIError(.notFound, .notFound, "no such endpoint; the API lives under /v1/ (see docs/api.md)")
         case let error as HTTPError where error.status == .methodNotAllowed:
@@ -81,7 +96,9 @@ struct APIError: Error, HTTPResponseError {
 struct APIErrorMiddleware: RouterMiddleware {
     typealias Context = APIRequestContext
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws
         -> Response
     {
         do {

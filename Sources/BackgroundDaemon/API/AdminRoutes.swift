@@ -44,7 +44,9 @@ struct AdminRoutes {
                 UsageSummary(
                     app: id, opensRecorded: opens.count, firstOpen: opens.first, lastOpen: opens.last,
                     opensPerDay: model.opensPerDay(now: now), sessionsPerDay: model.sessionsPerDay(now: now),
-                    busiestSlots: model.busiestSlots(limit: 8, now: now).map { UsageSummary.Slot(start: $0.start, sessionsPerDay: $0.sessionsPerDay) }))
+                    busiestSlots: model.busiestSlots(limit: 8, now: now).map {
+                        UsageSummary.Slot(start: $0.start, sessionsPerDay: $0.sessionsPerDay)
+                    }))
         }
         v1.delete("apps/:id/usage") { _, context in
             let id = try context.parameters.appID()
@@ -60,16 +62,21 @@ struct AdminRoutes {
             let port = await dashboard.boundPort.wait()
             let host = dashboard.host.contains(":") ? "[\(dashboard.host)]" : dashboard.host
             let base = "http://\(host):\(port)"
-            return try JSONResponse.make(DashboardLogin(url: base + "/login?code=" + dashboard.auth.issueCode(now: core.clock.now), base: base))
+            return try JSONResponse.make(
+                DashboardLogin(url: base + "/login?code=" + dashboard.auth.issueCode(now: core.clock.now), base: base))
         }
         router.get("metrics") { _, _ in
             var headers = HTTPFields()
             headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
-            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: await core.metrics.exposition(store: core.store))))
+            return Response(
+                status: .ok, headers: headers,
+                body: .init(byteBuffer: ByteBuffer(string: await core.metrics.exposition(store: core.store))))
         }
         v1.get("apps/:id/why") { _, context in try await why(try context.parameters.appID()) }
         v1.get("apps/:id/forecast") { request, context in
-            try await forecast(try context.parameters.appID(), hours: try request.uri.integerQuery("hours", default: 24, range: 1...168))
+            try await forecast(
+                try context.parameters.appID(),
+                hours: try request.uri.integerQuery("hours", default: 24, range: 1...168))
         }
         v1.post("apps/:id/fetch") { request, context in
             try await simulateFetch(try context.parameters.appID(), wait: try request.uri.waitQuery())
@@ -100,7 +107,8 @@ struct AdminRoutes {
         }
         v1.get("runs/:run") { request, context in
             let run = try context.parameters.runID()
-            return try JSONResponse.make(try await core.waitForEnd(of: run, timeout: try request.uri.waitQuery() ?? .zero))
+            return try JSONResponse.make(
+                try await core.waitForEnd(of: run, timeout: try request.uri.waitQuery() ?? .zero))
         }
     }
 
@@ -111,7 +119,8 @@ struct AdminRoutes {
                 stateDirectory: core.stateDirectory.path, socketPath: core.socketPath, startedAt: core.startedAt,
                 now: core.clock.now, appCount: try await core.store.apps().count,
                 runningRuns: try await core.store.runsInFlight().count,
-                nextEvaluation: try await nextEvaluation(), appConfinement: core.appConfinement, appProcesses: core.appProcesses))
+                nextEvaluation: try await nextEvaluation(), appConfinement: core.appConfinement,
+                appProcesses: core.appProcesses))
     }
 
     private func nextEvaluation() async throws -> Date? {
@@ -122,7 +131,8 @@ struct AdminRoutes {
         guard ProcessLauncher.isExecutable(registration.launchCommand.program) else {
             throw APIError(
                 .badRequest, .launchCommandNotFound,
-                "\(registration.launchCommand.program) is not an executable file; give an absolute path, or a name on bgd's PATH")
+                "\(registration.launchCommand.program) is not an executable file; give an absolute path, or a name on bgd's PATH"
+            )
         }
         let token = core.tokens.makeToken()
         let app = try await core.store.register(registration, tokenHash: TokenIssuer.hash(token), now: core.clock.now)
@@ -130,7 +140,8 @@ struct AdminRoutes {
         core.activity.emit(.appRegistered(app.id))
         core.schedulerDoorbell.ring()
         core.logger.notice("App registered", metadata: ["app.id": "\(app.id)"])
-        return try JSONResponse.make(RegisteredApp(app: try await core.summary(of: app), token: token.rawValue), status: .created)
+        return try JSONResponse.make(
+            RegisteredApp(app: try await core.summary(of: app), token: token.rawValue), status: .created)
     }
 
     private func unregister(_ id: AppID) async throws -> Response {
@@ -165,12 +176,14 @@ extension DaemonCore {
         let runs = try await core.store.runs(of: id, limit: 10)
         let dayAgo = core.clock.now.addingTimeInterval(-86400)
         let pushes = try await core.store.pushes(of: id, limit: 200).filter { push in
-            push.pushType == "background" && (push.state == .queued || ([.dropped, .replaced].contains(push.state) && push.receivedAt > dayAgo))
+            push.pushType == "background"
+                && (push.state == .queued || ([.dropped, .replaced].contains(push.state) && push.receivedAt > dayAgo))
         }
         return WakeExplanation(
             app: id, fetchInterval: app.fetchInterval, decidedAt: plan?.decidedAt, nextWake: plan?.decision.dueAt,
             reasons: plan?.decision.reasons ?? [], running: runs.first { $0.isRunning },
-            recentRuns: runs.filter { !$0.isRunning }, basedOnRun: plan?.basedOnRun, pushes: Array(pushes.prefix(10)).map(PushRecord.init))
+            recentRuns: runs.filter { !$0.isRunning }, basedOnRun: plan?.basedOnRun,
+            pushes: Array(pushes.prefix(10)).map(PushRecord.init))
     }
 
     /// The wakes planned over the next `hours` if nothing new happens (`bgctl forecast`).
@@ -178,7 +191,9 @@ extension DaemonCore {
         let core = self
         _ = try await core.requireApp(id)
         let now = core.clock.now
-        guard let candidate = try await core.store.fetchCandidates().first(where: { $0.app == id }) else { throw APIError.unknownApp(id) }
+        guard let candidate = try await core.store.fetchCandidates().first(where: { $0.app == id }) else {
+            throw APIError.unknownApp(id)
+        }
         let outlook = await core.usage.outlook(now: now)
         return outlook.forecast(
             for: candidate, policy: core.fetchPolicy, conditions: await core.conditions.effective,
@@ -202,7 +217,9 @@ extension URI {
     func integerQuery(_ name: String, default value: Int, range: ClosedRange<Int>) throws -> Int {
         guard let raw = queryParameters[name[...]] else { return value }
         guard let number = Int(raw), range.contains(number) else {
-            throw APIError(.badRequest, .invalidQuery, "'\(name)' must be an integer from \(range.lowerBound) to \(range.upperBound)")
+            throw APIError(
+                .badRequest, .invalidQuery,
+                "'\(name)' must be an integer from \(range.lowerBound) to \(range.upperBound)")
         }
         return number
     }

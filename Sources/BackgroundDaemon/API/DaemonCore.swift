@@ -60,7 +60,8 @@ struct DaemonCore: Sendable {
                 id: app.id, launchCommand: app.launchCommand, fetchInterval: app.fetchInterval,
                 registeredAt: app.registeredAt, isConnected: broker.isConnected(app.id), lastRun: entry.lastRun,
                 nextWake: entry.plan?.decision.dueAt, nextWakeReasons: entry.plan?.decision.reasons ?? [],
-                containerPath: stateDirectory.containerPath(for: app.id), lifecycle: lifecycles[app.id], taskIdentifiers: app.taskIdentifiers)
+                containerPath: stateDirectory.containerPath(for: app.id), lifecycle: lifecycles[app.id],
+                taskIdentifiers: app.taskIdentifiers)
         }
     }
 
@@ -70,7 +71,8 @@ struct DaemonCore: Sendable {
         // The key is read before the data: a change that lands meanwhile makes the key stale,
         // never the data newer than its key.
         let key = ListingCache.Key(
-            commits: store.commits.current, connections: broker.connectionGeneration, lifecycles: await lifecycle.statusVersion)
+            commits: store.commits.current, connections: broker.connectionGeneration,
+            lifecycles: await lifecycle.statusVersion)
         let core = self
         return try await listingCache.data(for: key) { try WireCoding.makeEncoder().encode(try await core.summaries()) }
     }

@@ -12,7 +12,9 @@ struct OperatorGate: RouterMiddleware {
     let store: BackgroundStore
     let launchedApp: @Sendable (Int32) async -> AppID?
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
         let path = request.uri.path
         guard !(path == "/v1/app" || path.hasPrefix("/v1/app/")) else { return try await next(request, context) }
         let presented = request.headers[.authorization].flatMap { header -> String? in
@@ -22,9 +24,12 @@ struct OperatorGate: RouterMiddleware {
         if let peer = await PeerCredentials.of(context.channel), let app = await launchedApp(peer.processID) {
             throw APIError(
                 .forbidden, .operatorOnly,
-                "\(path) is the operator's; process \(peer.processID) belongs to \(app), which bgd launched, so it may call only /v1/app/")
+                "\(path) is the operator's; process \(peer.processID) belongs to \(app), which bgd launched, so it may call only /v1/app/"
+            )
         }
-        guard let presented, !presented.isEmpty, presented.utf8.count <= 256 else { throw APIError.operatorCredentialMissing(credential.path) }
+        guard let presented, !presented.isEmpty, presented.utf8.count <= 256 else {
+            throw APIError.operatorCredentialMissing(credential.path)
+        }
         if credential.accepts(presented) { return try await next(request, context) }
         let appToken = try? await store.app(forTokenHash: TokenIssuer.hash(AppToken(rawValue: presented)))
         if tokens.launchBearer(for: presented) != nil || appToken != nil {
@@ -38,6 +43,7 @@ extension APIError {
     static func operatorCredentialMissing(_ path: String) -> APIError {
         APIError(
             .unauthorized, .operatorCredentialRequired,
-            "this endpoint is the operator's: send 'Authorization: Bearer <token>' with the token in \(path) (bgctl does), or use bgctl")
+            "this endpoint is the operator's: send 'Authorization: Bearer <token>' with the token in \(path) (bgctl does), or use bgctl"
+        )
     }
 }

@@ -25,7 +25,8 @@ struct PushRoutes {
             guard let token = try await core.store.activeDeviceToken(of: app.id) else {
                 throw APIError(
                     .notFound, .noDeviceToken,
-                    "\(app.id) has no device token: the app gets one with registerForRemoteNotifications(), or use --create")
+                    "\(app.id) has no device token: the app gets one with registerForRemoteNotifications(), or use --create"
+                )
             }
             return try JSONResponse.make(token)
         }
@@ -45,7 +46,9 @@ struct PushRoutes {
             var key = try await request.decodeJSON(ProviderKeyRegistration.self)
             if let problem = key.problem { throw APIError(.badRequest, .invalidProviderKey, problem) }
             guard let publicKey = try? P256.Signing.PublicKey(pemRepresentation: key.publicKeyPEM) else {
-                throw APIError(.badRequest, .invalidProviderKey, "'publicKeyPEM' is not a P-256 public key in PEM (bgctl push keys add derives it from the .p8)")
+                throw APIError(
+                    .badRequest, .invalidProviderKey,
+                    "'publicKeyPEM' is not a P-256 public key in PEM (bgctl push keys add derives it from the .p8)")
             }
             key.publicKeyPEM = publicKey.pemRepresentation
             try await core.store.addProviderKey(key, now: core.clock.now)
@@ -74,8 +77,10 @@ struct PushRoutes {
 extension PushRecord {
     init(_ push: StoredPush) {
         self.init(
-            id: push.id, apnsID: push.apnsID, pushType: push.pushType, priority: push.priority, collapseID: push.collapseID,
-            expiration: push.expiration, receivedAt: push.receivedAt, state: push.state, reasonCode: push.reasonCode, reason: push.reason,
+            id: push.id, apnsID: push.apnsID, pushType: push.pushType, priority: push.priority,
+            collapseID: push.collapseID,
+            expiration: push.expiration, receivedAt: push.receivedAt, state: push.state, reasonCode: push.reasonCode,
+            reason: push.reason,
             payload: String(decoding: push.payload, as: UTF8.self))
     }
 }

@@ -10,7 +10,8 @@ extension Request {
         do {
             return try WireCoding.makeDecoder().decode(type, from: Data(buffer: buffer))
         } catch let error as DecodingError {
-            throw APIError(.badRequest, .malformedRequest, "the JSON body is not what this endpoint takes: \(error.summary)")
+            throw APIError(
+                .badRequest, .malformedRequest, "the JSON body is not what this endpoint takes: \(error.summary)")
         } catch {
             throw APIError(.badRequest, .malformedRequest, "the body is not valid JSON")
         }

@@ -16,7 +16,9 @@ struct TransferRoutes {
             let bearer = try await authenticate(request)
             let transfer = try await request.decodeJSON(TransferRequest.self)
             if transfer.destination != nil {
-                throw APIError(.badRequest, .destinationNotAllowed, "an app's downloads land in its container and are offered in didFinishDownloadingTo")
+                throw APIError(
+                    .badRequest, .destinationNotAllowed,
+                    "an app's downloads land in its container and are offered in didFinishDownloadingTo")
             }
             return try JSONResponse.make(try await submit(transfer, for: bearer.app), status: .created)
         }
@@ -55,24 +57,32 @@ struct TransferRoutes {
         admin.get { request, _ in
             let limit = try request.uri.integerQuery("limit", default: 200, range: 1...10_000)
             var records: [TransferRecord] = []
-            for record in try await core.store.transfers(limit: limit) { records.append(await core.transfers.live(record)) }
+            for record in try await core.store.transfers(limit: limit) {
+                records.append(await core.transfers.live(record))
+            }
             return try JSONResponse.make(records)
         }
         admin.post { request, _ in
             var request = request
             let owner = try request.uri.queryParameters["app"].map { raw -> AppID in
-                guard let id = AppID(rawValue: String(raw)) else { throw APIError(.badRequest, .invalidAppID, AppID.requirement) }
+                guard let id = AppID(rawValue: String(raw)) else {
+                    throw APIError(.badRequest, .invalidAppID, AppID.requirement)
+                }
                 return id
             }
             let transfer = try await request.decodeJSON(TransferRequest.self)
             if let owner {
                 _ = try await core.requireApp(owner)
                 if transfer.destination != nil {
-                    throw APIError(.badRequest, .destinationNotAllowed, "an app's download lands in its container; drop 'destination' or '?app='")
+                    throw APIError(
+                        .badRequest, .destinationNotAllowed,
+                        "an app's download lands in its container; drop 'destination' or '?app='")
                 }
             } else if transfer.kind == .download {
                 guard let destination = transfer.destination, destination.hasPrefix("/") else {
-                    throw APIError(.badRequest, .destinationRequired, "a download for no app needs 'destination', an absolute path")
+                    throw APIError(
+                        .badRequest, .destinationRequired, "a download for no app needs 'destination', an absolute path"
+                    )
                 }
                 _ = destination  // checked where it is used: TransferService.checkedDestination
             }
@@ -80,9 +90,12 @@ struct TransferRoutes {
         }
         admin.get(":transfer") { request, context in
             let id = try context.parameters.transferID()
-            return try JSONResponse.make(await core.transfers.live(try await waitForEnd(of: id, timeout: try request.uri.waitQuery() ?? .zero)))
+            return try JSONResponse.make(
+                await core.transfers.live(try await waitForEnd(of: id, timeout: try request.uri.waitQuery() ?? .zero)))
         }
-        admin.delete(":transfer") { _, context in try JSONResponse.make(try await cancel(try context.parameters.transferID())) }
+        admin.delete(":transfer") { _, context in
+            try JSONResponse.make(try await cancel(try context.parameters.transferID()))
+        }
     }
 
     private func submit(_ transfer: TransferRequest, for app: AppID?) async throws -> TransferRecord {
@@ -111,7 +124,9 @@ struct TransferRoutes {
     /// The transfer, if it is the app's; another app's is "unknown", not "forbidden", so that
     /// ids reveal nothing.
     private func own(_ id: TransferID, by app: AppID) async throws -> StoredTransfer {
-        guard let stored = try await core.store.transfer(id), stored.record.app == app else { throw APIError.unknownTransfer(id) }
+        guard let stored = try await core.store.transfer(id), stored.record.app == app else {
+            throw APIError.unknownTransfer(id)
+        }
         return stored
     }
 }

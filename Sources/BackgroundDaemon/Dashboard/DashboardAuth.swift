@@ -14,17 +14,21 @@ public final class DashboardAuth: Sendable {
     /// Reads the token file, or makes it.
     public init(stateDirectory: String) throws {
         let path = stateDirectory + "/dashboard-token"
-        if let saved = try? String(contentsOfFile: path, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines), saved.count >= 32 {
+        if let saved = try? String(contentsOfFile: path, encoding: .utf8).trimmingCharacters(
+            in: .whitespacesAndNewlines), saved.count >= 32
+        {
             token = saved
         } else {
             token = Self.random()
-            FileManager.default.createFile(atPath: path, contents: Data((token + "\n").utf8), attributes: [.posixPermissions: 0o600])
+            FileManager.default.createFile(
+                atPath: path, contents: Data((token + "\n").utf8), attributes: [.posixPermissions: 0o600])
         }
     }
 
     static func random() -> String {
         Data(SymmetricKey(size: .bits256).withUnsafeBytes { Array($0) }).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(
+                of: "=", with: "")
     }
 
     /// A one-time login code, valid for 10 minutes from `now`.
@@ -44,10 +48,14 @@ public final class DashboardAuth: Sendable {
 
     /// Whether the request carries the token (header or cookie), compared in constant time.
     func allows(authorization: String?, cookie: String?) -> Bool {
-        if let authorization, authorization.hasPrefix("Bearer "), matches(String(authorization.dropFirst(7))) { return true }
+        if let authorization, authorization.hasPrefix("Bearer "), matches(String(authorization.dropFirst(7))) {
+            return true
+        }
         for part in (cookie ?? "").split(separator: ";") {
             let pair = part.trimmingCharacters(in: .whitespaces)
-            if pair.hasPrefix(Self.cookieName + "="), matches(String(pair.dropFirst(Self.cookieName.count + 1))) { return true }
+            if pair.hasPrefix(Self.cookieName + "="), matches(String(pair.dropFirst(Self.cookieName.count + 1))) {
+                return true
+            }
         }
         return false
     }

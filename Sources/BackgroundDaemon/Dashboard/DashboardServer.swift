@@ -57,14 +57,20 @@ public struct DashboardServer: Service {
     var access: DashboardAccess { DashboardAccess(host: configuration.host, auth: auth, boundPort: boundPort) }
 
     public func run() async throws {
-        guard configuration.isLoopback || configuration.allowRemote else { throw Failure.notLoopback(configuration.host) }
+        guard configuration.isLoopback || configuration.allowRemote else {
+            throw Failure.notLoopback(configuration.host)
+        }
         let router = Router()
         let auth = self.auth
         let core = self.core
         let views = DashboardViews(core: core, recent: recent)
         router.get("login") { request, _ in
-            guard let code = request.uri.queryParameters["code"].map(String.init), auth.redeem(code, now: core.clock.now) else {
-                return Self.html("<h1>This login link has expired or was used</h1><p>Run <span class=\"code\">bgctl dashboard</span> for a new one.</p>", status: .unauthorized)
+            guard let code = request.uri.queryParameters["code"].map(String.init),
+                auth.redeem(code, now: core.clock.now)
+            else {
+                return Self.html(
+                    "<h1>This login link has expired or was used</h1><p>Run <span class=\"code\">bgctl dashboard</span> for a new one.</p>",
+                    status: .unauthorized)
             }
             var headers = HTTPFields()
             headers[.location] = "/"
@@ -73,10 +79,15 @@ public struct DashboardServer: Service {
         }
         let pages = router.group().add(middleware: TokenMiddleware(auth: auth))
         pages.get("/") { request, _ in
-            try await Self.page(request, title: "bgd", main: await views.overview(range: request.uri.queryParameters["range"].map(String.init) ?? "day"))
+            try await Self.page(
+                request, title: "bgd",
+                main: await views.overview(range: request.uri.queryParameters["range"].map(String.init) ?? "day"))
         }
         pages.get("apps/:id") { request, context in
-            guard let raw = context.parameters.get("id"), let id = AppID(rawValue: raw), let main = try await views.app(id, range: request.uri.queryParameters["range"].map(String.init) ?? "day") else {
+            guard let raw = context.parameters.get("id"), let id = AppID(rawValue: raw),
+                let main = try await views.app(
+                    id, range: request.uri.queryParameters["range"].map(String.init) ?? "day")
+            else {
                 return Self.html("<h1>No such app</h1>", status: .notFound)
             }
             return try await Self.page(request, title: raw, main: main)
@@ -85,20 +96,27 @@ public struct DashboardServer: Service {
         pages.get("metrics") { _, _ in
             var headers = HTTPFields()
             headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
-            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: await core.metrics.exposition(store: core.store))))
+            return Response(
+                status: .ok, headers: headers,
+                body: .init(byteBuffer: ByteBuffer(string: await core.metrics.exposition(store: core.store))))
         }
         let boundPort = self.boundPort
         let logger = self.logger
         let application = QuietApplication(
             responder: router.buildResponder(),
-            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "bgd-dashboard"),
+            configuration: .init(
+                address: .hostname(configuration.host, port: configuration.port), serverName: "bgd-dashboard"),
             services: [recent],
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? 0
                 boundPort.set(port)
-                logger.notice("Dashboard is listening", metadata: ["url": "http://\(configuration.host):\(port)/", "login": "bgctl dashboard"])
+                logger.notice(
+                    "Dashboard is listening",
+                    metadata: ["url": "http://\(configuration.host):\(port)/", "login": "bgctl dashboard"])
             }, logger: logger)
-        try await boundPort.serve(flag: "--http", address: "\(configuration.host):\(configuration.port)") { try await application.run() }
+        try await boundPort.serve(flag: "--http", address: "\(configuration.host):\(configuration.port)") {
+            try await application.run()
+        }
     }
 
     static func page(_ request: Request, title: String, main: String) async throws -> Response {
@@ -107,11 +125,14 @@ public struct DashboardServer: Service {
         return html(main, title: title)
     }
 
-    static func html(_ main: String, title: String = "bgd", status: HTTPResponse.Status = .ok, whole: Bool = true) -> Response {
+    static func html(
+        _ main: String, title: String = "bgd", status: HTTPResponse.Status = .ok, whole: Bool = true
+    ) -> Response {
         var headers = HTTPFields()
         headers[.contentType] = "text/html; charset=utf-8"
         headers[.cacheControl] = "no-store"
-        headers[HTTPField.Name("Content-Security-Policy")!] = "default-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src 'self' data:"
+        headers[HTTPField.Name("Content-Security-Policy")!] =
+            "default-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src 'self' data:"
         let body = whole ? HTML.page(title: title, main: main) : main
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: body)))
     }
@@ -121,7 +142,9 @@ public struct DashboardServer: Service {
 struct TokenMiddleware<Context: RequestContext>: RouterMiddleware {
     let auth: DashboardAuth
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
         guard auth.allows(authorization: request.headers[.authorization], cookie: request.headers[.cookie]) else {
             var response = DashboardServer.html(
                 "<h1>Sign in</h1><p>Run <span class=\"code\">bgctl dashboard</span> for a login link, or send <span class=\"code\">Authorization: Bearer</span> with the token in the state directory's <span class=\"code\">dashboard-token</span>.</p>",
@@ -159,11 +182,15 @@ final class RecentActivity: Service, Sendable {
                 var moment: Moment?
                 switch event {
                 case .lifecycleChanged(let app, let state, let reason):
-                    moment = Moment(app: app, at: now, classes: "lifecycle \(state.rawValue)", title: "\(state.rawValue)\(reason.map { ": \($0.code.rawValue)" } ?? "")")
+                    moment = Moment(
+                        app: app, at: now, classes: "lifecycle \(state.rawValue)",
+                        title: "\(state.rawValue)\(reason.map { ": \($0.code.rawValue)" } ?? "")")
                 case .backgroundTaskBegun(let app, let id):
-                    moment = Moment(app: app, at: now, classes: "lifecycle task-begun", title: "background task \(id) begun")
+                    moment = Moment(
+                        app: app, at: now, classes: "lifecycle task-begun", title: "background task \(id) begun")
                 case .backgroundTaskEnded(let app, let id):
-                    moment = Moment(app: app, at: now, classes: "lifecycle task-ended", title: "background task \(id) ended")
+                    moment = Moment(
+                        app: app, at: now, classes: "lifecycle task-ended", title: "background task \(id) ended")
                 case .backgroundTimeExpiring(let app, _):
                     moment = Moment(app: app, at: now, classes: "lifecycle expiring", title: "background time expiring")
                 default:
@@ -174,5 +201,7 @@ final class RecentActivity: Service, Sendable {
         }
     }
 
-    func moments(of app: AppID?) -> [Moment] { moments.withLock { list in list.filter { app == nil || $0.app == app } } }
+    func moments(of app: AppID?) -> [Moment] {
+        moments.withLock { list in list.filter { app == nil || $0.app == app } }
+    }
 }

@@ -32,7 +32,8 @@ struct DashboardViews: Sendable {
         }
         let timeline = Timeline(from: now.addingTimeInterval(-span), until: now.addingTimeInterval(3600), marks: marks)
         return DashboardPages.overview(
-            apps: rows, transfers: try await core.store.transfers(limit: 50), timeline: timeline, range: range, now: now)
+            apps: rows, transfers: try await core.store.transfers(limit: 50), timeline: timeline, range: range, now: now
+        )
     }
 
     func app(_ id: AppID, range: String) async throws -> String? {
@@ -43,8 +44,12 @@ struct DashboardViews: Sendable {
         let runs = try await core.store.runs(of: id, limit: 2000)
         let forecast = try await core.forecast(id, hours: 24)
         var marks = try await self.marks(of: id, runs: runs, since: now.addingTimeInterval(-span), labelled: false)
-        marks += forecast.wakes.map { Timeline.Mark(row: .wakes, at: $0.at, classes: "planned", title: "planned: \($0.reason.code.rawValue)") }
-        let timeline = Timeline(from: now.addingTimeInterval(-span), until: now.addingTimeInterval(span == 86400 ? 6 * 3600 : 86400), marks: marks)
+        marks += forecast.wakes.map {
+            Timeline.Mark(row: .wakes, at: $0.at, classes: "planned", title: "planned: \($0.reason.code.rawValue)")
+        }
+        let timeline = Timeline(
+            from: now.addingTimeInterval(-span), until: now.addingTimeInterval(span == 86400 ? 6 * 3600 : 86400),
+            marks: marks)
         return DashboardPages.app(
             summary: summary, why: try await core.why(id), forecast: forecast, timeline: timeline, range: range,
             usageTier: try await usageTier(of: id, now: now), now: now)
@@ -67,23 +72,36 @@ struct DashboardViews: Sendable {
             let result = run.outcome?.rawValue ?? "running"
             let why = run.reasons.first.map { " (\($0.code.rawValue))" } ?? ""
             if let task = run.taskIdentifier {
-                marks.append(Timeline.Mark(row: .tasks, at: run.startedAt, classes: "run task \(result)", title: prefix + "task \(task): \(result)"))
+                marks.append(
+                    Timeline.Mark(
+                        row: .tasks, at: run.startedAt, classes: "run task \(result)",
+                        title: prefix + "task \(task): \(result)"))
             } else {
-                marks.append(Timeline.Mark(row: .wakes, at: run.startedAt, classes: "run \(result)", title: prefix + "\(run.trigger.rawValue) run \(run.id): \(result)\(why)"))
+                marks.append(
+                    Timeline.Mark(
+                        row: .wakes, at: run.startedAt, classes: "run \(result)",
+                        title: prefix + "\(run.trigger.rawValue) run \(run.id): \(result)\(why)"))
             }
         }
         for push in try await core.store.pushes(of: id, limit: 500) where push.receivedAt >= since {
             marks.append(
-                Timeline.Mark(row: .pushes, at: push.receivedAt, classes: "push \(push.state)", title: prefix + "push \(push.pushType): \(push.state)\(push.reasonCode.map { " (\($0.rawValue))" } ?? "")"))
+                Timeline.Mark(
+                    row: .pushes, at: push.receivedAt, classes: "push \(push.state)",
+                    title: prefix
+                        + "push \(push.pushType): \(push.state)\(push.reasonCode.map { " (\($0.rawValue))" } ?? "")"))
         }
-        for transfer in try await core.store.transfers(app: id, limit: 200) where (transfer.finishedAt ?? core.clock.now) >= since {
+        for transfer in try await core.store.transfers(app: id, limit: 200)
+        where (transfer.finishedAt ?? core.clock.now) >= since {
             marks.append(
                 Timeline.Mark(
-                    row: .transfers, at: transfer.createdAt, until: transfer.finishedAt ?? core.clock.now, classes: "transfer \(transfer.state.rawValue)",
-                    title: prefix + "transfer \(transfer.id): \(transfer.state.rawValue), \(transfer.attempts) attempt(s)"))
+                    row: .transfers, at: transfer.createdAt, until: transfer.finishedAt ?? core.clock.now,
+                    classes: "transfer \(transfer.state.rawValue)",
+                    title: prefix
+                        + "transfer \(transfer.id): \(transfer.state.rawValue), \(transfer.attempts) attempt(s)"))
         }
         for moment in recent.moments(of: id) where moment.at >= since {
-            marks.append(Timeline.Mark(row: .tasks, at: moment.at, classes: moment.classes, title: prefix + moment.title))
+            marks.append(
+                Timeline.Mark(row: .tasks, at: moment.at, classes: moment.classes, title: prefix + moment.title))
         }
         return marks
     }
@@ -106,7 +124,8 @@ struct DashboardViews: Sendable {
                                 try await writer.write(ByteBuffer(string: "data: \(Self.kind(of: activity))\n\n"))
                             }
                         }
-                    } onGracefulShutdown: {}
+                    } onGracefulShutdown: {
+                    }
                 } catch is CancellationError {
                     return
                 }

@@ -52,7 +52,8 @@ struct EventStream {
             })
     }
 
-    private func stream(_ subscription: EventBroker.Subscription, to writer: inout any ResponseBodyWriter) async throws {
+    private func stream(_ subscription: EventBroker.Subscription, to writer: inout any ResponseBodyWriter) async throws
+    {
         let encoder = WireCoding.makeEncoder()
         func send(_ message: StreamMessage) async throws {
             var line = try encoder.encode(message)

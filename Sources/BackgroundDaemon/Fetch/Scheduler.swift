@@ -26,7 +26,8 @@ public struct Scheduler: Service {
     private let metrics: DaemonMetrics?
 
     public init(
-        metrics: DaemonMetrics? = nil, store: BackgroundStore, coordinator: RunCoordinator, policy: FetchPolicy, usage: UsageTracker, conditions: ConditionsMonitor, clock: any WallClock,
+        metrics: DaemonMetrics? = nil, store: BackgroundStore, coordinator: RunCoordinator, policy: FetchPolicy,
+        usage: UsageTracker, conditions: ConditionsMonitor, clock: any WallClock,
         doorbell: Doorbell, activity: ActivityFeed, logger: Logger, retryAfterFailure: Duration = .seconds(30)
     ) {
         self.store = store
@@ -54,7 +55,8 @@ public struct Scheduler: Service {
         do {
             while true {
                 let now = clock.now
-                let candidates = try await store.fetchCandidates(answersSince: now.addingTimeInterval(-Self.answerMemory))
+                let candidates = try await store.fetchCandidates(
+                    answersSince: now.addingTimeInterval(-Self.answerMemory))
                 let outlook = await usage.outlook(now: now)
                 let plan = policy.plan(
                     for: candidates, runningCount: candidates.count { $0.isRunning }, usage: outlook,
@@ -64,14 +66,19 @@ public struct Scheduler: Service {
                 for app in plan.launch {
                     do {
                         let reasons = plan.decision(for: app)?.reasons ?? []
-                        if let due = plan.decision(for: app)?.dueAt { metrics?.recordSchedulingLag(now.duration(since: due)) }
+                        if let due = plan.decision(for: app)?.dueAt {
+                            metrics?.recordSchedulingLag(now.duration(since: due))
+                        }
                         // A pending BGAppRefreshTaskRequest whose date has come takes this wake.
                         if let refresh = try await store.pendingTaskRequests(of: app).first(where: {
                             $0.request.kind == .appRefresh && ($0.request.earliestBeginDate ?? now) <= now
                         }) {
                             _ = try await coordinator.startTask(
-                                for: app, identifier: refresh.request.identifier, kind: .appRefresh, trigger: .scheduled,
-                                reasons: reasons + [DecisionReason(.taskStarted, "app refresh task \(refresh.request.identifier)")])
+                                for: app, identifier: refresh.request.identifier, kind: .appRefresh,
+                                trigger: .scheduled,
+                                reasons: reasons + [
+                                    DecisionReason(.taskStarted, "app refresh task \(refresh.request.identifier)")
+                                ])
                         } else {
                             _ = try await coordinator.startFetch(for: app, trigger: .scheduled, reasons: reasons)
                         }

@@ -44,16 +44,20 @@ public struct AppCgroups: Sendable {
             guard makeDirectory(base), makeDirectory(root) else {
                 let reason = String(cString: strerror(errno))
                 return .unavailable(
-                    "cannot create \(root): \(reason) (bgd needs its cgroup delegated: `bgctl install-service` writes Delegate=yes)")
+                    "cannot create \(root): \(reason) (bgd needs its cgroup delegated: `bgctl install-service` writes Delegate=yes)"
+                )
             }
-            guard access(root + "/cgroup.procs", W_OK) == 0 else { return .unavailable("\(root)/cgroup.procs is not writable") }
+            guard access(root + "/cgroup.procs", W_OK) == 0 else {
+                return .unavailable("\(root)/cgroup.procs is not writable")
+            }
             guard access(root + "/cgroup.freeze", F_OK) == 0, access(root + "/cgroup.kill", F_OK) == 0 else {
                 rmdir(root)
                 rmdir(base)
                 return .unavailable("this kernel's cgroups have no freezer or kill (Linux 5.14+ has both)")
             }
             var memoryRoot: String?
-            if access(root + "/memory.peak", F_OK) != 0, let v1 = mountPoint(in: mounts, type: "cgroup", option: "memory"),
+            if access(root + "/memory.peak", F_OK) != 0,
+                let v1 = mountPoint(in: mounts, type: "cgroup", option: "memory"),
                 let ownMemory = path(in: membership, controller: "memory")
             {
                 let memoryBase = v1 + (ownMemory == "/" ? "" : ownMemory) + "/bgd-\(instance)"
@@ -78,12 +82,16 @@ public struct AppCgroups: Sendable {
     public func launched(_ app: AppID) throws -> AppCgroup { try group(named: app.rawValue) }
 
     /// The group for the user's process `pid` of `app`, made if missing.
-    public func adopted(_ app: AppID, processID: Int32) throws -> AppCgroup { try group(named: "\(app.rawValue)@\(processID)") }
+    public func adopted(_ app: AppID, processID: Int32) throws -> AppCgroup {
+        try group(named: "\(app.rawValue)@\(processID)")
+    }
 
     private func group(named name: String) throws -> AppCgroup {
         let group = AppCgroup(path: root + "/" + name, memoryPath: memoryRoot.map { $0 + "/" + name })
         guard Self.makeDirectory(group.path) else { throw AppCgroup.Failure(path: group.path, errno: errno) }
-        if let memory = group.memoryPath, !Self.makeDirectory(memory) { return AppCgroup(path: group.path, memoryPath: nil) }
+        if let memory = group.memoryPath, !Self.makeDirectory(memory) {
+            return AppCgroup(path: group.path, memoryPath: nil)
+        }
         return group
     }
 
@@ -92,8 +100,12 @@ public struct AppCgroups: Sendable {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []
         return names.sorted().compactMap { name in
             var isDirectory: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: root + "/" + name, isDirectory: &isDirectory), isDirectory.boolValue else { return nil }
-            return (AppCgroup(path: root + "/" + name, memoryPath: memoryRoot.map { $0 + "/" + name }), name.contains("@"))
+            guard FileManager.default.fileExists(atPath: root + "/" + name, isDirectory: &isDirectory),
+                isDirectory.boolValue
+            else { return nil }
+            return (
+                AppCgroup(path: root + "/" + name, memoryPath: memoryRoot.map { $0 + "/" + name }), name.contains("@")
+            )
         }
     }
 
@@ -128,7 +140,10 @@ public struct AppCgroups: Sendable {
         for line in membership.split(separator: "\n") {
             let fields = line.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
             guard fields.count == 3 else { continue }
-            if controller.isEmpty ? fields[0] == "0" && fields[1].isEmpty : fields[1].split(separator: ",").contains(Substring(controller)) {
+            if controller.isEmpty
+                ? fields[0] == "0" && fields[1].isEmpty
+                : fields[1].split(separator: ",").contains(Substring(controller))
+            {
                 return String(fields[2])
             }
         }
@@ -166,7 +181,8 @@ public struct AppCgroup: Sendable, Hashable {
     public func release(_ pid: Int32, to origin: String) -> Bool { Self.write("\(pid)", to: origin + "/cgroup.procs") }
 
     public var processes: [Int32] {
-        ((try? String(contentsOfFile: path + "/cgroup.procs", encoding: .utf8)) ?? "").split(separator: "\n").compactMap { Int32($0) }
+        ((try? String(contentsOfFile: path + "/cgroup.procs", encoding: .utf8)) ?? "").split(separator: "\n").compactMap
+        { Int32($0) }
     }
 
     /// Freezes every process and waits (up to `timeout`) until the kernel says they all are.
@@ -210,7 +226,9 @@ public struct AppCgroup: Sendable, Hashable {
     /// The most memory its processes held at once since it was made (or since `resetMemoryPeak`).
     public var memoryPeakBytes: UInt64? {
         let file = memoryPath.map { $0 + "/memory.max_usage_in_bytes" } ?? path + "/memory.peak"
-        return (try? String(contentsOfFile: file, encoding: .utf8)).flatMap { UInt64($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+        return (try? String(contentsOfFile: file, encoding: .utf8)).flatMap {
+            UInt64($0.trimmingCharacters(in: .whitespacesAndNewlines))
+        }
     }
 
     /// Starts the peak over (v1 only; v2's `memory.peak` counts from the group's making).
@@ -227,7 +245,9 @@ public struct AppCgroup: Sendable, Hashable {
 
     private func event(_ key: String) -> String? {
         guard let events = try? String(contentsOfFile: path + "/cgroup.events", encoding: .utf8) else { return nil }
-        for line in events.split(separator: "\n") where line.hasPrefix(key + " ") { return String(line.dropFirst(key.count + 1)) }
+        for line in events.split(separator: "\n") where line.hasPrefix(key + " ") {
+            return String(line.dropFirst(key.count + 1))
+        }
         return nil
     }
 
@@ -238,7 +258,8 @@ public struct AppCgroup: Sendable, Hashable {
         let descriptor = open(path + "/cgroup.events", O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { return event(key) == value }
         defer { close(descriptor) }
-        var remaining = Int32(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+        var remaining = Int32(
+            timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
         while true {
             var buffer = [UInt8](repeating: 0, count: 512)
             lseek(descriptor, 0, SEEK_SET)
@@ -264,4 +285,6 @@ public struct AppCgroup: Sendable, Hashable {
 
 // The struct's own `kill` and `write` hide the C functions inside it.
 private func posixKill(_ pid: Int32, _ signal: Int32) -> Int32 { kill(pid, signal) }
-private func posixWrite(_ descriptor: Int32, _ bytes: UnsafePointer<CChar>, _ count: Int) -> Int { write(descriptor, bytes, count) }
+private func posixWrite(_ descriptor: Int32, _ bytes: UnsafePointer<CChar>, _ count: Int) -> Int {
+    write(descriptor, bytes, count)
+}

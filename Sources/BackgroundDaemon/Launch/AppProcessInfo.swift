@@ -18,13 +18,17 @@ enum AppProcessInfo {
     /// app a background job that cannot read its tty after SIGCONT.
     static func isTerminalForeground(_ pid: Int32) -> Bool {
         // After the name: state, ppid, pgrp, session, tty_nr, tpgid.
-        guard let fields = ProcStat.fields(of: pid), fields.count > 5, let group = Int32(fields[2]), let terminal = Int64(fields[4]), let foreground = Int32(fields[5]) else { return false }
+        guard let fields = ProcStat.fields(of: pid), fields.count > 5, let group = Int32(fields[2]),
+            let terminal = Int64(fields[4]), let foreground = Int32(fields[5])
+        else { return false }
         return terminal != 0 && foreground == group
     }
 
     /// User + system CPU time of the process itself (fields 14 and 15, in clock ticks).
     static func cpuMicroseconds(of pid: Int32) -> UInt64? {
-        guard let fields = ProcStat.fields(of: pid), fields.count > 12, let user = UInt64(fields[11]), let system = UInt64(fields[12]) else { return nil }
+        guard let fields = ProcStat.fields(of: pid), fields.count > 12, let user = UInt64(fields[11]),
+            let system = UInt64(fields[12])
+        else { return nil }
         let ticksPerSecond = UInt64(max(sysconf(Int32(_SC_CLK_TCK)), 1))
         return (user + system) * 1_000_000 / ticksPerSecond
     }
@@ -41,7 +45,9 @@ enum AppProcessInfo {
 
     /// Continues a process a previous bgd stopped with SIGSTOP, if it is still that process.
     static func continueLeftover(_ leftover: SuspendedProcess) -> Bool {
-        guard LaunchedProcess.startTicks(of: leftover.processID) == leftover.startTicks, leftover.processID > 1, leftover.processID != getpid() else { return false }
+        guard LaunchedProcess.startTicks(of: leftover.processID) == leftover.startTicks, leftover.processID > 1,
+            leftover.processID != getpid()
+        else { return false }
         let target = getpgid(leftover.processID) == leftover.processID ? -leftover.processID : leftover.processID
         return signal(target, SIGCONT)
     }

@@ -53,7 +53,9 @@ public struct Confinement: Sendable, Equatable {
     /// Where `bgd-confine` is: beside the running executable (bgd, or a test runner in the same
     /// build directory); nil when it is not there.
     public static func helperPath() -> String? {
-        guard let executable = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") else { return nil }
+        guard let executable = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") else {
+            return nil
+        }
         let candidate = (executable as NSString).deletingLastPathComponent + "/bgd-confine"
         return access(candidate, X_OK) == 0 ? candidate : nil
     }
@@ -76,11 +78,15 @@ public struct Confinement: Sendable, Equatable {
     /// Asks the helper whether the kernel has Landlock.
     public static func probe(helper: String?) -> Mode {
         #if os(Linux)
-            guard let helper else { return .unconfined("bgd-confine is not beside bgd (build it: swift build --product bgd-confine)") }
+            guard let helper else {
+                return .unconfined("bgd-confine is not beside bgd (build it: swift build --product bgd-confine)")
+            }
             var pid: pid_t = 0
             let argv = [strdup(helper), strdup("--probe"), nil]
             defer { argv.forEach { free($0) } }
-            guard posix_spawn(&pid, helper, nil, nil, argv, environ) == 0 else { return .unconfined("cannot run \(helper)") }
+            guard posix_spawn(&pid, helper, nil, nil, argv, environ) == 0 else {
+                return .unconfined("cannot run \(helper)")
+            }
             var status: Int32 = 0
             while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
             let abi = (status >> 8) & 0xff

@@ -20,7 +20,8 @@ public struct LaunchSpec: Sendable {
     public var cgroup: AppCgroup?
 
     public init(
-        command: LaunchCommand, environment: [String: String], workingDirectory: String, logFile: String, confinement: Confinement? = nil,
+        command: LaunchCommand, environment: [String: String], workingDirectory: String, logFile: String,
+        confinement: Confinement? = nil,
         cgroup: AppCgroup? = nil
     ) {
         self.confinement = confinement
@@ -67,7 +68,9 @@ public struct ProcessLauncher: AppLauncher {
 
         var defaults = sigset_t()
         sigemptyset(&defaults)
-        for signal in [SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGPIPE, SIGCHLD, SIGUSR1, SIGUSR2] { sigaddset(&defaults, signal) }
+        for signal in [SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGPIPE, SIGCHLD, SIGUSR1, SIGUSR2] {
+            sigaddset(&defaults, signal)
+        }
         posix_spawnattr_setsigdefault(&attributes, &defaults)
         var mask = sigset_t()
         sigemptyset(&mask)
@@ -124,7 +127,9 @@ public struct ProcessLauncher: AppLauncher {
     #endif
 
     /// Whether `program` names an executable file, directly or on `PATH`.
-    public static func isExecutable(_ program: String, path: String? = ProcessInfo.processInfo.environment["PATH"]) -> Bool {
+    public static func isExecutable(
+        _ program: String, path: String? = ProcessInfo.processInfo.environment["PATH"]
+    ) -> Bool {
         if program.contains("/") { return access(program, X_OK) == 0 && !isDirectory(program) }
         for directory in (path ?? "/usr/bin:/bin").split(separator: ":") {
             let candidate = "\(directory)/\(program)"
@@ -193,7 +198,9 @@ public struct LaunchedProcess: Hashable, Sendable {
 
     // glibc 2.34+, same story as above.
     @_silgen_name("posix_spawn_file_actions_addclosefrom_np")
-    private func spawnFileActionsAddClosefrom(_ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>, _ from: Int32) -> Int32
+    private func spawnFileActionsAddClosefrom(
+        _ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>, _ from: Int32
+    ) -> Int32
 
     private func closeDescriptors(from first: Int32, _ actions: inout posix_spawn_file_actions_t) {
         _ = spawnFileActionsAddClosefrom(&actions, first)

@@ -31,7 +31,8 @@ public actor ProcessSupervisor: Service {
 
         public var description: String {
             switch self {
-            case .cgroups(let cgroups): "cgroups: each app in its own cgroup under \(cgroups.root) (frozen, not stopped; ended whole)"
+            case .cgroups(let cgroups):
+                "cgroups: each app in its own cgroup under \(cgroups.root) (frozen, not stopped; ended whole)"
             case .signals(let why): "signals: \(why); apps are stopped with SIGSTOP only when they have no terminal"
             }
         }
@@ -100,7 +101,10 @@ public actor ProcessSupervisor: Service {
         var spec = spec
         var cgroup: AppCgroup?
         if let cgroups = mode.cgroups {
-            do { cgroup = try cgroups.launched(app) } catch { logger.warning("No cgroup for the app; launching it in bgd's", metadata: ["app.id": "\(app)", "error": "\(error)"]) }
+            do { cgroup = try cgroups.launched(app) } catch {
+                logger.warning(
+                    "No cgroup for the app; launching it in bgd's", metadata: ["app.id": "\(app)", "error": "\(error)"])
+            }
         }
         spec.cgroup = cgroup
         let process: LaunchedProcess
@@ -110,7 +114,8 @@ public actor ProcessSupervisor: Service {
             if let cgroup, !processes.values.contains(where: { $0.cgroup == cgroup }) { cgroup.remove() }
             throw error
         }
-        processes[process.processID] = Supervised(app: app, process: process, launched: true, cgroup: cgroup, mayStop: true, maySignal: true)
+        processes[process.processID] = Supervised(
+            app: app, process: process, launched: true, cgroup: cgroup, mayStop: true, maySignal: true)
         launchContinuation.yield(process)
         return process
     }
@@ -121,7 +126,8 @@ public actor ProcessSupervisor: Service {
         if let existing = processes[pid], existing.app == app { return }
         let maySignal = Self.maySignal(pid)
         var supervised = Supervised(
-            app: app, process: LaunchedProcess(processID: pid, startTicks: LaunchedProcess.startTicks(of: pid)), launched: false,
+            app: app, process: LaunchedProcess(processID: pid, startTicks: LaunchedProcess.startTicks(of: pid)),
+            launched: false,
             mayStop: maySignal && Self.leadsTerminallessSession(pid), maySignal: maySignal)
         if maySignal, let cgroups = mode.cgroups {
             do {
@@ -131,7 +137,9 @@ public actor ProcessSupervisor: Service {
                 supervised.cgroup = group
                 supervised.origin = origin
             } catch {
-                logger.notice("Cannot move the app's process into a cgroup; signals apply", metadata: ["app.id": "\(app)", "pid": "\(pid)", "error": "\(error)"])
+                logger.notice(
+                    "Cannot move the app's process into a cgroup; signals apply",
+                    metadata: ["app.id": "\(app)", "pid": "\(pid)", "error": "\(error)"])
             }
         }
         processes[pid] = supervised
@@ -211,7 +219,10 @@ public actor ProcessSupervisor: Service {
         guard supervised.maySignal, action != .none else { return action == .none }
         let pid = supervised.process.processID
         // A process bgd did not launch is not its child: its pid could be another's by now.
-        if !supervised.launched, let ticks = supervised.process.startTicks, LaunchedProcess.startTicks(of: pid) != ticks { return false }
+        if !supervised.launched, let ticks = supervised.process.startTicks, LaunchedProcess.startTicks(of: pid) != ticks
+        {
+            return false
+        }
         if let cgroup = supervised.cgroup {
             switch action {
             case .none: return true
@@ -250,7 +261,9 @@ public actor ProcessSupervisor: Service {
     public func launchedApp(containing pid: Int32) -> AppID? {
         let launched = processes.filter { $0.value.launched }
         guard !launched.isEmpty else { return nil }
-        if let app = ProcessTree.ancestor(of: pid, among: Set(launched.keys)).flatMap({ launched[$0]?.app }) { return app }
+        if let app = ProcessTree.ancestor(of: pid, among: Set(launched.keys)).flatMap({ launched[$0]?.app }) {
+            return app
+        }
         // A process that left the tree (a daemonised helper) is still in its app's cgroup.
         guard mode.cgroups != nil, let path = Self.unifiedCgroupPath(of: pid) else { return nil }
         return launched.values.first { $0.cgroup.map { path.hasSuffix(Self.relative($0.path)) } ?? false }?.app
@@ -278,7 +291,8 @@ public actor ProcessSupervisor: Service {
     /// The most memory one of the app's processes (cgroups: one of its groups) held, in bytes.
     public func memoryPeakBytes(of app: AppID) -> UInt64? {
         processes.values.filter { $0.app == app }
-            .compactMap { $0.cgroup?.memoryPeakBytes ?? AppProcessInfo.peakResidentBytes(of: $0.process.processID) }.max()
+            .compactMap { $0.cgroup?.memoryPeakBytes ?? AppProcessInfo.peakResidentBytes(of: $0.process.processID) }
+            .max()
     }
 
     /// A run starts: peak memory counts from here (where the hierarchy can start it over).
@@ -350,7 +364,11 @@ public actor ProcessSupervisor: Service {
     private func shutDown(graceful: Bool) async {
         for (pid, supervised) in processes where !supervised.launched {
             thaw(pid)
-            if let cgroup = supervised.cgroup, let origin = supervised.origin, cgroup.release(pid, to: origin), !cgroup.isPopulated { cgroup.remove() }
+            if let cgroup = supervised.cgroup, let origin = supervised.origin, cgroup.release(pid, to: origin),
+                !cgroup.isPopulated
+            {
+                cgroup.remove()
+            }
         }
         let launched = processes.filter { $0.value.launched }.map(\.key)
         for pid in launched {
@@ -383,7 +401,8 @@ public actor ProcessSupervisor: Service {
             } else if group.isPopulated {
                 ended += group.processes.count
                 group.kill()
-                logger.notice("Ended app processes a previous bgd left in their cgroup", metadata: ["cgroup": "\(group.path)"])
+                logger.notice(
+                    "Ended app processes a previous bgd left in their cgroup", metadata: ["cgroup": "\(group.path)"])
             }
             if !group.isPopulated { group.remove() }
         }
@@ -393,13 +412,17 @@ public actor ProcessSupervisor: Service {
     /// At start, without cgroups: ends the process a killed bgd had launched for a run now
     /// recorded as interrupted — only if the pid still names that process (its start time).
     public static func endOrphan(processID: Int32, startTicks: Int64?) -> Bool {
-        guard let startTicks, processID > 1, LaunchedProcess.startTicks(of: processID) == startTicks else { return false }
+        guard let startTicks, processID > 1, LaunchedProcess.startTicks(of: processID) == startTicks else {
+            return false
+        }
         return AppProcessInfo.signal(-processID, SIGKILL)
     }
 
     /// At start: continues a process a killed bgd had stopped with SIGSTOP, if it is still that
     /// process (a frozen cgroup is thawed by `reclaimLeftovers`).
-    public static func continueLeftover(_ leftover: SuspendedProcess) -> Bool { AppProcessInfo.continueLeftover(leftover) }
+    public static func continueLeftover(_ leftover: SuspendedProcess) -> Bool {
+        AppProcessInfo.continueLeftover(leftover)
+    }
 
     // MARK: Process facts
 
@@ -415,7 +438,9 @@ public actor ProcessSupervisor: Service {
     /// Whether `pid` leads a session of its own and has no controlling terminal.
     static func leadsTerminallessSession(_ pid: Int32) -> Bool {
         // After the name: state, ppid, pgrp, session, tty_nr.
-        guard let fields = ProcStat.fields(of: pid), fields.count > 4, let session = Int32(fields[3]), let terminal = Int64(fields[4]) else { return false }
+        guard let fields = ProcStat.fields(of: pid), fields.count > 4, let session = Int32(fields[3]),
+            let terminal = Int64(fields[4])
+        else { return false }
         return session == pid && terminal == 0
     }
 
@@ -428,7 +453,9 @@ public actor ProcessSupervisor: Service {
     /// `pid`'s cgroup v2 directory, found from where bgd's app subtree is mounted.
     static func unifiedCgroup(of pid: Int32, under cgroups: AppCgroups) -> String? {
         guard let path = unifiedCgroupPath(of: pid),
-            let mount = AppCgroups.mountPoint(in: (try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)) ?? "", type: "cgroup2", option: nil)
+            let mount = AppCgroups.mountPoint(
+                in: (try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)) ?? "", type: "cgroup2",
+                option: nil)
         else { return nil }
         return mount + (path == "/" ? "" : path)
     }

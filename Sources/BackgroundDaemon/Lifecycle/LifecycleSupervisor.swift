@@ -56,7 +56,8 @@ public actor LifecycleSupervisor: Service {
     private let foregroundDoorbells: [Doorbell]
 
     public init(
-        policy: BackgroundTimePolicy, store: BackgroundStore, broker: EventBroker, activity: ActivityFeed, clock: any WallClock,
+        policy: BackgroundTimePolicy, store: BackgroundStore, broker: EventBroker, activity: ActivityFeed,
+        clock: any WallClock,
         supervisor: ProcessSupervisor, killGrace: Duration, foregroundDoorbells: [Doorbell] = [], logger: Logger
     ) {
         self.supervisor = supervisor
@@ -110,7 +111,9 @@ public actor LifecycleSupervisor: Service {
     }
 
     /// `beginBackgroundTask(withName:)`: an identifier, or why not.
-    public func beginTask(named name: String?, for app: AppID, launched: Bool) -> Result<BackgroundTaskGrant, RefusedBackgroundTime> {
+    public func beginTask(
+        named name: String?, for app: AppID, launched: Bool
+    ) -> Result<BackgroundTaskGrant, RefusedBackgroundTime> {
         var entry = entries[app] ?? Entry(launched: launched, state: launched ? .background : .active)
         let now = clock.now
         if launched && entry.enteredBackgroundAt == nil { entry.enteredBackgroundAt = now }
@@ -144,11 +147,16 @@ public actor LifecycleSupervisor: Service {
         entries[app] = nil
         if entry.state == .suspended { try? await store.clearSuspension(processID: pid) }
         if entry.tasks.isEmpty {
-            activity.emit(.lifecycleChanged(app, entry.state, DecisionReason(.processExited, "process \(pid) exited; was \(entry.state.rawValue)")))
+            activity.emit(
+                .lifecycleChanged(
+                    app, entry.state,
+                    DecisionReason(.processExited, "process \(pid) exited; was \(entry.state.rawValue)")))
         } else {
             activity.emit(.lifecycleChanged(app, .background, Self.wentAwayHolding(entry.tasks.count)))
         }
-        logger.info("App process exited; its state ends", metadata: ["app.id": "\(app)", "pid": "\(pid)", "was": "\(entry.state.rawValue)"])
+        logger.info(
+            "App process exited; its state ends",
+            metadata: ["app.id": "\(app)", "pid": "\(pid)", "was": "\(entry.state.rawValue)"])
         if entry.state == .active { for doorbell in foregroundDoorbells { doorbell.ring() } }
         timers.ring()
     }
@@ -164,7 +172,9 @@ public actor LifecycleSupervisor: Service {
         entries[app] = nil
         if entry.state == .suspended, let pid = entry.processID { try? await store.clearSuspension(processID: pid) }
         if entry.state == .active { for doorbell in foregroundDoorbells { doorbell.ring() } }
-        if !entry.tasks.isEmpty { activity.emit(.lifecycleChanged(app, .background, Self.wentAwayHolding(entry.tasks.count))) }
+        if !entry.tasks.isEmpty {
+            activity.emit(.lifecycleChanged(app, .background, Self.wentAwayHolding(entry.tasks.count)))
+        }
         timers.ring()
     }
 
@@ -193,7 +203,8 @@ public actor LifecycleSupervisor: Service {
             entry.warned = false
             entry.reason = DecisionReason(.resumedForEvent, "thawed for an event")
             activity.emit(.lifecycleChanged(app, .background, entry.reason))
-            broker.send(.lifecycle(state: .background, deadline: policy.deadline(enteredBackgroundAt: clock.now)), to: app)
+            broker.send(
+                .lifecycle(state: .background, deadline: policy.deadline(enteredBackgroundAt: clock.now)), to: app)
             logger.debug("Resumed app for an event", metadata: ["app.id": "\(app)"])
         }
         entries[app] = entry
@@ -230,7 +241,8 @@ public actor LifecycleSupervisor: Service {
     private func status(of app: AppID, _ entry: Entry) -> LifecycleStatus {
         LifecycleStatus(
             app: app, state: entry.state, processID: entry.processID,
-            deadline: entry.state == .background ? entry.enteredBackgroundAt.map(policy.deadline(enteredBackgroundAt:)) : nil,
+            deadline: entry.state == .background
+                ? entry.enteredBackgroundAt.map(policy.deadline(enteredBackgroundAt:)) : nil,
             tasks: entry.tasks.values.sorted { $0.id.rawValue < $1.id.rawValue }, reason: entry.reason)
     }
 
@@ -256,7 +268,8 @@ public actor LifecycleSupervisor: Service {
             var canSuspend = false
             if !entry.launched, let pid = entry.processID { canSuspend = await supervisor.canSuspend(pid) }
             let snapshot = BackgroundTimePolicy.Snapshot(
-                state: entry.state, enteredBackgroundAt: entry.enteredBackgroundAt, holdsTasks: !entry.tasks.isEmpty, warned: entry.warned,
+                state: entry.state, enteredBackgroundAt: entry.enteredBackgroundAt, holdsTasks: !entry.tasks.isEmpty,
+                warned: entry.warned,
                 busy: entry.busy, canSignal: canSuspend)
             switch policy.step(snapshot, now: now) {
             case .none:
@@ -273,14 +286,18 @@ public actor LifecycleSupervisor: Service {
                 guard let pid = entry.processID else { continue }
                 // Written down first: a bgd killed while the app is frozen thaws it at its next start.
                 do {
-                    try await store.recordSuspension(of: app, processID: pid, startTicks: LaunchedProcess.startTicks(of: pid), now: now)
+                    try await store.recordSuspension(
+                        of: app, processID: pid, startTicks: LaunchedProcess.startTicks(of: pid), now: now)
                 } catch {
-                    logger.warning("Cannot record a suspension; not suspending", metadata: ["app.id": "\(app)", "error": "\(error)"])
+                    logger.warning(
+                        "Cannot record a suspension; not suspending",
+                        metadata: ["app.id": "\(app)", "error": "\(error)"])
                     continue
                 }
                 // The actor let others in while the store wrote: an event or a task may have come.
                 let current = entries[app]
-                let stillIdle = current?.state == .background && current?.busy == false && current?.tasks.isEmpty == true
+                let stillIdle =
+                    current?.state == .background && current?.busy == false && current?.tasks.isEmpty == true
                     && current?.processID == pid
                 guard stillIdle, await supervisor.freeze(pid) else {
                     try? await store.clearSuspension(processID: pid)

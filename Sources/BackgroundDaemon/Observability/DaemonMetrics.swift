@@ -28,10 +28,14 @@ public final class DaemonMetrics: Sendable {
     func timer(_ name: String) -> CoreMetrics.Timer { CoreMetrics.Timer(label: name, factory: factory) }
 
     /// How late a scheduled wake started after the time the policy planned it for.
-    func recordSchedulingLag(_ lag: Duration) { timer("bgd_scheduling_lag_seconds").recordNanoseconds(max(0, lag.nanoseconds)) }
+    func recordSchedulingLag(_ lag: Duration) {
+        timer("bgd_scheduling_lag_seconds").recordNanoseconds(max(0, lag.nanoseconds))
+    }
 
     /// One commit of the store.
-    func recordCommit(_ duration: Duration) { timer("bgd_store_commit_seconds").recordNanoseconds(duration.nanoseconds) }
+    func recordCommit(_ duration: Duration) {
+        timer("bgd_store_commit_seconds").recordNanoseconds(duration.nanoseconds)
+    }
 
     /// The gateway's counters, one per status, made once: the gateway answers tens of thousands a second.
     private let pushRequests = Mutex<[Int: CoreMetrics.Counter]>([:])
@@ -81,7 +85,9 @@ struct MetricsRecorder: Service {
                 case .runEnded(let run):
                     let outcome = run.outcome?.rawValue ?? "unknown"
                     let reason = run.reasons.first?.code.rawValue ?? "none"
-                    metrics.counter("bgd_wakes_total", [("trigger", run.trigger.rawValue), ("reason", reason), ("result", outcome)]).increment()
+                    metrics.counter(
+                        "bgd_wakes_total", [("trigger", run.trigger.rawValue), ("reason", reason), ("result", outcome)]
+                    ).increment()
                     if run.outcome == .expired { metrics.counter("bgd_budget_expirations_total").increment() }
                 case .expirationWarned:
                     metrics.counter("bgd_expiration_warnings_total").increment()

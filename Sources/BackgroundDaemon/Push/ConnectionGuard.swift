@@ -22,7 +22,8 @@ public struct ConnectionLimits: Sendable {
     public var shutdownGrace: Duration
 
     public init(
-        perPeer: Int = 128, total: Int = 1024, handshakeTimeout: Duration = .seconds(10), idleTimeout: Duration = .seconds(300),
+        perPeer: Int = 128, total: Int = 1024, handshakeTimeout: Duration = .seconds(10),
+        idleTimeout: Duration = .seconds(300),
         shutdownGrace: Duration = .seconds(5)
     ) {
         self.perPeer = perPeer
@@ -95,7 +96,9 @@ struct GuardedChannel<Base: ServerChildChannel>: ServerChildChannel {
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         guard gate.admit(channel) else {
-            logger.debug("Connection refused: over the limit", metadata: ["peer": "\(channel.remoteAddress?.description ?? "?")"])
+            logger.debug(
+                "Connection refused: over the limit", metadata: ["peer": "\(channel.remoteAddress?.description ?? "?")"]
+            )
             // A failed setup alone leaves the socket open: close it.
             channel.close(mode: .all, promise: nil)
             return channel.eventLoop.makeFailedFuture(Refused())
@@ -128,7 +131,10 @@ final class HandshakeDeadline: ChannelInboundHandler, RemovableChannelHandler, @
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
         let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
-        timer = context.eventLoop.scheduleTask(in: .nanoseconds(Int64(timeout.components.seconds) * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000)) {
+        timer = context.eventLoop.scheduleTask(
+            in: .nanoseconds(
+                Int64(timeout.components.seconds) * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000)
+        ) {
             loopBound.value.expire()
         }
     }

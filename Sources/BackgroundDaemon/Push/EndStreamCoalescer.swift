@@ -14,7 +14,9 @@ final class EndStreamCoalescer: ChannelOutboundHandler, RemovableChannelHandler 
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         let payload = unwrapOutboundIn(data)
-        if case .data(let end) = payload, end.endStream, end.data.readableBytes == 0, let last = held, let ended = Self.ending(last.payload) {
+        if case .data(let end) = payload, end.endStream, end.data.readableBytes == 0, let last = held,
+            let ended = Self.ending(last.payload)
+        {
             held = nil
             if let earlier = last.promise {
                 promise.map { earlier.futureResult.cascade(to: $0) }

@@ -20,7 +20,8 @@ actor PushDispatcher: Service {
     private let logger: Logger
 
     init(
-        store: BackgroundStore, coordinator: RunCoordinator, throttle: PushThrottle, clock: any WallClock, doorbell: Doorbell,
+        store: BackgroundStore, coordinator: RunCoordinator, throttle: PushThrottle, clock: any WallClock,
+        doorbell: Doorbell,
         activity: ActivityFeed, logger: Logger
     ) {
         self.activity = activity
@@ -56,13 +57,18 @@ actor PushDispatcher: Service {
                 case .wakeNow(let allowance, let reason):
                     do {
                         _ = try await coordinator.startPush(
-                            for: app, push: push.id, apnsID: push.apnsID, payload: String(decoding: push.payload, as: UTF8.self),
-                            reasons: [DecisionReason(.pushWake, "background push \(push.apnsID): \(reason.detail)")], allowance: allowance)
+                            for: app, push: push.id, apnsID: push.apnsID,
+                            payload: String(decoding: push.payload, as: UTF8.self),
+                            reasons: [DecisionReason(.pushWake, "background push \(push.apnsID): \(reason.detail)")],
+                            allowance: allowance)
                         activity.emit(.pushHandled(app, push.id, "delivered"))
                     } catch StoreError.runAlreadyInFlight {
                         // A fetch or an earlier push is running: again when it ends (the coordinator rings us).
                         try await store.notePushWaiting(
-                            push.id, reason: DecisionReason(.pushWaitsForRun, "the app is running a fetch or an earlier push; this one goes when that run ends"))
+                            push.id,
+                            reason: DecisionReason(
+                                .pushWaitsForRun,
+                                "the app is running a fetch or an earlier push; this one goes when that run ends"))
                         activity.emit(.pushHandled(app, push.id, "waiting for the app's run to end"))
                     }
                 }

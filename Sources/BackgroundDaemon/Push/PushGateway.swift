@@ -2,8 +2,8 @@ import BackgroundModel
 import BackgroundPolicy
 import BackgroundStore
 import Foundation
-import Hummingbird
 import HTTPTypes
+import Hummingbird
 import HummingbirdCore
 import HummingbirdHTTP2
 import HummingbirdTLS
@@ -42,7 +42,8 @@ public struct PushGateway: Service {
         public var connections: ConnectionLimits
 
         public init(
-            host: String = "127.0.0.1", port: Int = 2197, security: Security = .selfSigned, throttle: PushThrottle = PushThrottle(),
+            host: String = "127.0.0.1", port: Int = 2197, security: Security = .selfSigned,
+            throttle: PushThrottle = PushThrottle(),
             floodLimit: PushFloodLimit = PushFloodLimit(), connections: ConnectionLimits = ConnectionLimits()
         ) {
             self.connections = connections
@@ -60,7 +61,8 @@ public struct PushGateway: Service {
         case plaintextOffLoopback(String)
         public var description: String {
             switch self {
-            case .plaintextOffLoopback(let host): "the push gateway serves plaintext only on loopback, not on \(host); give it a certificate"
+            case .plaintextOffLoopback(let host):
+                "the push gateway serves plaintext only on loopback, not on \(host); give it a certificate"
             }
         }
     }
@@ -83,13 +85,17 @@ public struct PushGateway: Service {
         switch configuration.security {
         case .plaintext:
             guard configuration.isLoopback else { throw Failure.plaintextOffLoopback(configuration.host) }
-            server = HTTPServerBuilder { responder in GuardedChannel(base: HTTP2Channel(responder: responder, configuration: http2), gate: gate) }
+            server = HTTPServerBuilder { responder in
+                GuardedChannel(base: HTTP2Channel(responder: responder, configuration: http2), gate: gate)
+            }
         case .plaintextHTTP1:
             guard configuration.isLoopback else { throw Failure.plaintextOffLoopback(configuration.host) }
             // No handshake to time: HTTP/1's own idle timeout closes a silent connection.
             let idle = TimeAmount.seconds(configuration.connections.idleTimeout.components.seconds)
             server = HTTPServerBuilder { responder in
-                GuardedChannel(base: HTTP1Channel(responder: responder, configuration: .init(idleTimeout: idle)), gate: gate, watchesHandshake: false)
+                GuardedChannel(
+                    base: HTTP1Channel(responder: responder, configuration: .init(idleTimeout: idle)), gate: gate,
+                    watchesHandshake: false)
             }
         case .selfSigned, .files:
             let paths: (certificate: String, key: String)
@@ -98,7 +104,9 @@ public struct PushGateway: Service {
             } else {
                 paths = try GatewayCertificate.loadOrCreate(in: certificateDirectory, now: clock.now)
             }
-            let chain = try NIOSSLCertificate.fromPEMFile(paths.certificate).map { NIOSSLCertificateSource.certificate($0) }
+            let chain = try NIOSSLCertificate.fromPEMFile(paths.certificate).map {
+                NIOSSLCertificateSource.certificate($0)
+            }
             let key = try NIOSSLPrivateKey(file: paths.key, format: .pem)
             var tls = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key))
             tls.minimumTLSVersion = .tlsv12
@@ -109,7 +117,9 @@ public struct PushGateway: Service {
             // Built once when the server starts, so a bad certificate or key fails bgd's start.
             server = HTTPServerBuilder { responder in
                 GuardedChannel(
-                    base: try TLSChannel(HTTP2Channel(responder: responder, configuration: http2), tlsConfiguration: tlsConfiguration), gate: gate)
+                    base: try TLSChannel(
+                        HTTP2Channel(responder: responder, configuration: http2), tlsConfiguration: tlsConfiguration),
+                    gate: gate)
             }
         }
         let intake = self.intake
@@ -120,7 +130,8 @@ public struct PushGateway: Service {
         let logger = self.logger
         let application = QuietApplication(
             responder: responder, server: server,
-            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "bgd-push"),
+            configuration: .init(
+                address: .hostname(configuration.host, port: configuration.port), serverName: "bgd-push"),
             onServerRunning: { channel in
                 boundPort.set(channel.localAddress?.port ?? 0)
                 logger.notice("Push gateway is listening", metadata: ["port": "\(channel.localAddress?.port ?? 0)"])
@@ -130,11 +141,17 @@ public struct PushGateway: Service {
         let clock = self.clock
         let grace = configuration.connections.shutdownGrace
         try await withGracefulShutdownHandler {
-            try await boundPort.serve(flag: "--push-port", address: "\(configuration.host):\(configuration.port)") { try await application.run() }
+            try await boundPort.serve(flag: "--push-port", address: "\(configuration.host):\(configuration.port)") {
+                try await application.run()
+            }
         } onGracefulShutdown: {
             Task {
                 try? await clock.sleep(until: clock.now.adding(grace))
-                if gate.openCount > 0 { logger.notice("Closing push connections still open after the grace period", metadata: ["open": "\(gate.openCount)"]) }
+                if gate.openCount > 0 {
+                    logger.notice(
+                        "Closing push connections still open after the grace period",
+                        metadata: ["open": "\(gate.openCount)"])
+                }
                 gate.closeAll()
             }
         }
@@ -160,14 +177,16 @@ public struct PushGateway: Service {
         }
         let headers = request.headers.map { (name: $0.name.rawName, value: $0.value) }
         let answer = await intake.handle(
-            method: request.method.rawValue, path: request.uri.path, headers: headers, body: body, bodySize: min(size, PushRequestLimit.maximumRead))
+            method: request.method.rawValue, path: request.uri.path, headers: headers, body: body,
+            bodySize: min(size, PushRequestLimit.maximumRead))
         var fields: HTTPFields = [HTTPField.Name("apns-id")!: answer.apnsID]
         guard let reason = answer.reason else { return Response(status: .ok, headers: fields) }
         var json = #"{"reason":"\#(reason.rawValue)""#
         if let timestamp = answer.timestamp { json += #","timestamp":\#(timestamp)"# }
         json += "}"
         fields[.contentType] = "application/json"
-        return Response(status: .init(code: answer.status), headers: fields, body: .init(byteBuffer: ByteBuffer(string: json)))
+        return Response(
+            status: .init(code: answer.status), headers: fields, body: .init(byteBuffer: ByteBuffer(string: json)))
     }
 }
 

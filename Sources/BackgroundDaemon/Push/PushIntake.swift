@@ -46,7 +46,10 @@ actor PushIntake {
 
     private let metrics: DaemonMetrics?
 
-    init(store: BackgroundStore, clock: any WallClock, queued: Doorbell, floodLimit: PushFloodLimit = PushFloodLimit(), metrics: DaemonMetrics? = nil) {
+    init(
+        store: BackgroundStore, clock: any WallClock, queued: Doorbell, floodLimit: PushFloodLimit = PushFloodLimit(),
+        metrics: DaemonMetrics? = nil
+    ) {
         self.metrics = metrics
         self.store = store
         self.clock = clock
@@ -89,18 +92,25 @@ actor PushIntake {
     private func admitToFloodLimit(_ deviceToken: String, now: Date) -> Bool {
         let answer = floodLimit.admit(floodAllowances[deviceToken], now: now)
         floodAllowances[deviceToken] = answer.allowance
-        if floodAllowances.count > 50_000 { floodAllowances = floodAllowances.filter { !floodLimit.isFull($0.value, now: now) } }
+        if floodAllowances.count > 50_000 {
+            floodAllowances = floodAllowances.filter { !floodLimit.isFull($0.value, now: now) }
+        }
         return answer.admitted
     }
 
-    func handle(method: String, path: String, headers: [(name: String, value: String)], body: Data, bodySize: Int) async -> Answer {
+    func handle(
+        method: String, path: String, headers: [(name: String, value: String)], body: Data, bodySize: Int
+    ) async -> Answer {
         let answer = await answer(method: method, path: path, headers: headers, body: body, bodySize: bodySize)
         metrics?.recordPushRequest(status: answer.status)
         return answer
     }
 
-    private func answer(method: String, path: String, headers: [(name: String, value: String)], body: Data, bodySize: Int) async -> Answer {
-        let apnsID = headers.first { $0.name.lowercased() == "apns-id" }?.value.lowercased() ?? UUID().uuidString.lowercased()
+    private func answer(
+        method: String, path: String, headers: [(name: String, value: String)], body: Data, bodySize: Int
+    ) async -> Answer {
+        let apnsID =
+            headers.first { $0.name.lowercased() == "apns-id" }?.value.lowercased() ?? UUID().uuidString.lowercased()
         func refuse(_ reason: APNsReason, timestamp: Int64? = nil) -> Answer {
             Answer(status: reason.status, reason: reason, timestamp: timestamp, apnsID: apnsID)
         }
@@ -135,7 +145,9 @@ actor PushIntake {
         if case .failure(let reason) = tokenClock.admit(token, now: now) { return refuse(reason) }
 
         let push: ValidatedPush
-        switch PushRequestValidator.validate(method: method, path: path, headers: headers, body: body, bodySize: bodySize) {
+        switch PushRequestValidator.validate(
+            method: method, path: path, headers: headers, body: body, bodySize: bodySize)
+        {
         case .failure(let reason): return refuse(reason)
         case .success(let valid): push = valid
         }
@@ -143,11 +155,14 @@ actor PushIntake {
         do {
             guard let owner = try await owner(of: push.deviceToken) else { return refuse(.badDeviceToken) }
             guard owner.app.rawValue == push.topic else { return refuse(.deviceTokenNotForTopic) }
-            if let revoked = owner.revokedAt { return refuse(.unregistered, timestamp: Int64(revoked.timeIntervalSince1970 * 1000)) }
+            if let revoked = owner.revokedAt {
+                return refuse(.unregistered, timestamp: Int64(revoked.timeIntervalSince1970 * 1000))
+            }
             guard admitToFloodLimit(push.deviceToken, now: now) else { return refuse(.tooManyRequests) }
             try await writer.enqueue(
                 NewPush(
-                    app: owner.app, apnsID: push.apnsID ?? apnsID, pushType: push.pushType.rawValue, priority: push.priority,
+                    app: owner.app, apnsID: push.apnsID ?? apnsID, pushType: push.pushType.rawValue,
+                    priority: push.priority,
                     collapseID: push.collapseID, expiration: push.expiration, payload: push.payload))
         } catch {
             return refuse(.serviceUnavailable)

@@ -28,7 +28,10 @@ public actor RunCoordinator: Service {
         /// Whether launched apps are confined to their container (where the launcher can).
         public var confineApps: Bool
 
-        public init(budget: RunBudget = RunBudget(), lingerGrace: Duration = .seconds(5), socketPath: String, confineApps: Bool = true) {
+        public init(
+            budget: RunBudget = RunBudget(), lingerGrace: Duration = .seconds(5), socketPath: String,
+            confineApps: Bool = true
+        ) {
             self.confineApps = confineApps
             self.budget = budget
             self.lingerGrace = lingerGrace
@@ -83,7 +86,8 @@ public actor RunCoordinator: Service {
     public init(
         store: BackgroundStore, stateDirectory: StateDirectory, broker: EventBroker, supervisor: ProcessSupervisor,
         tokens: TokenIssuer, activity: ActivityFeed, clock: any WallClock, configuration: Configuration,
-        schedulerDoorbell: Doorbell, runEndedDoorbells: [Doorbell] = [], lifecycle: LifecycleSupervisor? = nil, logger: Logger
+        schedulerDoorbell: Doorbell, runEndedDoorbells: [Doorbell] = [], lifecycle: LifecycleSupervisor? = nil,
+        logger: Logger
     ) {
         self.lifecycle = lifecycle
         self.runEndedDoorbells = runEndedDoorbells
@@ -122,12 +126,14 @@ public actor RunCoordinator: Service {
     /// store with the run), with `budget`: a refresh task has the fetch budget, a processing
     /// task minutes.
     public func startTask(
-        for app: AppID, identifier: String, kind: TaskKind, trigger: RunTrigger, reasons: [DecisionReason], budget: Duration? = nil
+        for app: AppID, identifier: String, kind: TaskKind, trigger: RunTrigger, reasons: [DecisionReason],
+        budget: Duration? = nil
     ) async throws -> RunRecord {
         var runBudget = configuration.budget
         if let budget { runBudget.budget = budget }
         let run = try await store.startTaskRun(
-            for: app, identifier: identifier, trigger: trigger, reasons: reasons, budget: runBudget.budget, now: clock.now)
+            for: app, identifier: identifier, trigger: trigger, reasons: reasons, budget: runBudget.budget,
+            now: clock.now)
         return try await carryOut(run, reason: kind == .processing ? .processing : .fetch, budget: runBudget)
     }
 
@@ -151,10 +157,12 @@ public actor RunCoordinator: Service {
     /// Starts a run for a background push: records it with its event (and the push in flight with it),
     /// then delivers to a connected app or launches it with reason remote-notification.
     public func startPush(
-        for app: AppID, push: Int64, apnsID: String, payload: String, reasons: [DecisionReason], allowance: PushThrottle.Allowance? = nil
+        for app: AppID, push: Int64, apnsID: String, payload: String, reasons: [DecisionReason],
+        allowance: PushThrottle.Allowance? = nil
     ) async throws -> RunRecord {
         let run = try await store.startPushRun(
-            for: app, push: push, apnsID: apnsID, payload: payload, reasons: reasons, allowance: allowance, budget: configuration.budget.budget, now: clock.now)
+            for: app, push: push, apnsID: apnsID, payload: payload, reasons: reasons, allowance: allowance,
+            budget: configuration.budget.budget, now: clock.now)
         return try await carryOut(run, reason: .remoteNotification)
     }
 
@@ -163,7 +171,8 @@ public actor RunCoordinator: Service {
     private func carryOut(_ run: RunRecord, reason: LaunchReason, budget: RunBudget? = nil) async throws -> RunRecord {
         Failpoint.runAfterStartCommit.hit()
         await supervisor.startMemoryPeak(of: run.app)
-        flights[run.id] = Flight(run: run, budget: budget ?? configuration.budget, cpuAtStart: await supervisor.cpuMicroseconds(of: run.app))
+        flights[run.id] = Flight(
+            run: run, budget: budget ?? configuration.budget, cpuAtStart: await supervisor.cpuMicroseconds(of: run.app))
         activity.emit(.runStarted(run))
         logger.info(
             "Run started",
@@ -208,7 +217,9 @@ public actor RunCoordinator: Service {
             // A run is in flight (its process not yet up): the events go with it.
             broker.eventsAvailable(for: app)
         } catch {
-            logger.warning("Cannot start a run for the app's transfer events; they wait", metadata: ["app.id": "\(app)", "error": "\(error)"])
+            logger.warning(
+                "Cannot start a run for the app's transfer events; they wait",
+                metadata: ["app.id": "\(app)", "error": "\(error)"])
         }
     }
 
@@ -243,10 +254,13 @@ public actor RunCoordinator: Service {
             if configuration.confineApps {
                 // Its own temporary directory: the rest of the file system is read-only to it.
                 let temporary = container + "/tmp"
-                try? FileManager.default.createDirectory(atPath: temporary, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+                try? FileManager.default.createDirectory(
+                    atPath: temporary, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
                 environment["TMPDIR"] = temporary
                 confinement = Confinement(
-                    hidden: [stateDirectory.path, DaemonLocation.operatorTokenPath(socketPath: configuration.socketPath)], writable: [container])
+                    hidden: [
+                        stateDirectory.path, DaemonLocation.operatorTokenPath(socketPath: configuration.socketPath),
+                    ], writable: [container])
             }
             let process = try await supervisor.launch(
                 LaunchSpec(
@@ -257,7 +271,8 @@ public actor RunCoordinator: Service {
             try await store.recordLaunch(of: run.id, processID: process.processID, startTicks: process.startTicks)
             activity.emit(.processLaunched(app, processID: process.processID))
             logger.debug(
-                "Launched app", metadata: ["app.id": "\(app)", "reason": "\(reason.rawValue)", "pid": "\(process.processID)"])
+                "Launched app",
+                metadata: ["app.id": "\(app)", "reason": "\(reason.rawValue)", "pid": "\(process.processID)"])
             timers.ring()
         } catch {
             tokens.revokeLaunchToken(token)
@@ -270,7 +285,9 @@ public actor RunCoordinator: Service {
 
     /// The app answered a run. Throws when the run is not the app's, or has already ended (the
     /// first outcome recorded stands).
-    public func reportResult(_ result: BackgroundFetchResult, for runID: RunID, from app: AppID) async throws -> RunRecord {
+    public func reportResult(
+        _ result: BackgroundFetchResult, for runID: RunID, from app: AppID
+    ) async throws -> RunRecord {
         guard let run = try await store.run(runID), run.app == app else { throw Failure.runNotFound(runID) }
         guard let record = await end(runID, outcome: RunOutcome(result), detail: nil) else {
             throw Failure.runAlreadyEnded(try await store.run(runID) ?? run)
@@ -343,7 +360,8 @@ public actor RunCoordinator: Service {
         flights[flight.run.id]?.warned = true
         broker.send(.expire(run: flight.run.id, deadline: flight.run.deadline), to: flight.run.app)
         activity.emit(.expirationWarned(flight.run.app, flight.run.id))
-        logger.debug("Expiration warning sent", metadata: ["app.id": "\(flight.run.app)", "run.id": "\(flight.run.id)"])
+        logger.debug(
+            "Expiration warning sent", metadata: ["app.id": "\(flight.run.app)", "run.id": "\(flight.run.id)"])
     }
 
     /// The budget ran out without an answer: record it, then end the app's process.
@@ -389,7 +407,10 @@ public actor RunCoordinator: Service {
     private func record(end: UnrecordedEnd, of id: RunID) async -> RunRecord? {
         do {
             unrecordedEnds[id] = nil
-            guard let record = try await store.finishRun(id, outcome: end.outcome, detail: end.detail, usage: end.usage, now: end.at) else {
+            guard
+                let record = try await store.finishRun(
+                    id, outcome: end.outcome, detail: end.detail, usage: end.usage, now: end.at)
+            else {
                 return nil
             }
             activity.emit(.runEnded(record))
@@ -399,7 +420,9 @@ public actor RunCoordinator: Service {
         } catch StoreError.runNotFound {
             return nil  // the app was unregistered meanwhile
         } catch {
-            logger.error("Cannot record the end of a run; trying again in a few seconds", metadata: ["run.id": "\(id)", "error": "\(error)"])
+            logger.error(
+                "Cannot record the end of a run; trying again in a few seconds",
+                metadata: ["run.id": "\(id)", "error": "\(error)"])
             unrecordedEnds[id] = end
             timers.ring()
             return nil

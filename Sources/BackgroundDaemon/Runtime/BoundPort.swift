@@ -36,7 +36,7 @@ public final class BoundPort: Sendable {
     func serve(flag: String, address: String, _ listener: () async throws -> Void) async throws {
         do {
             try await listener()
-        } catch where port == nil {
+        } catch  where port == nil {
             let failure = ListenerFailed(flag: flag, address: address, error: error)
             fail(failure)
             throw failure
@@ -59,7 +59,9 @@ public struct ListenerFailed: Error, CustomStringConvertible {
 
     /// `flag` and `address` as the user gave them; `error` as the system said it.
     init(flag: String, address: String, error: any Error) {
-        let cause = "\(error)".contains("Address already in use") || "\(error)".contains("EADDRINUSE") ? "the address is already in use" : "\(error)"
+        let cause =
+            "\(error)".contains("Address already in use") || "\(error)".contains("EADDRINUSE")
+            ? "the address is already in use" : "\(error)"
         description = "cannot listen on \(address) (\(flag)): \(cause); choose another with \(flag)"
     }
 }

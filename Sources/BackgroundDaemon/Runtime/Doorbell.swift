@@ -1,5 +1,7 @@
 import BackgroundModel
 import Foundation
+import Logging
+import ServiceLifecycle
 import Synchronization
 
 /// Wakes a sleeping service loop early: a mutex and at most one waiter, rings coalesced.
@@ -63,9 +65,6 @@ public final class Doorbell: Sendable {
     }
 }
 
-import Logging
-import ServiceLifecycle
-
 extension Doorbell {
     /// A service's loop: `iteration` runs, says when to go round again (nil: only when rung),
     /// and the loop waits for that or a ring — until the task is cancelled or bgd shuts down
@@ -74,7 +73,10 @@ extension Doorbell {
     /// An iteration that throws (a full disk, an I/O error) is logged with the service's name and
     /// tried again after a pause that doubles from one second to a minute: one service's trouble
     /// never ends the loop, and so never takes the rest of bgd down with it.
-    func serve(_ name: String, on clock: any WallClock, logger: Logger, _ iteration: @escaping @Sendable () async throws -> Date?) async {
+    func serve(
+        _ name: String, on clock: any WallClock, logger: Logger,
+        _ iteration: @escaping @Sendable () async throws -> Date?
+    ) async {
         do {
             try await cancelWhenGracefulShutdown {
                 var pause = Duration.seconds(1)
@@ -87,7 +89,8 @@ extension Doorbell {
                         return
                     } catch {
                         logger.error(
-                            "Service failed a pass; trying again", metadata: ["service": "\(name)", "error": "\(error)", "retry.in": "\(pause)"])
+                            "Service failed a pass; trying again",
+                            metadata: ["service": "\(name)", "error": "\(error)", "retry.in": "\(pause)"])
                         next = clock.now.adding(pause)
                         pause = min(pause * 2, .seconds(60))
                     }

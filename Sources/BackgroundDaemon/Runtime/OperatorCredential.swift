@@ -19,18 +19,22 @@ public struct OperatorCredential: Sendable {
     /// Reads the token beside `socketPath`, or makes one.
     public init(socketPath: String) throws {
         path = DaemonLocation.operatorTokenPath(socketPath: socketPath)
-        var token = (try? String(contentsOfFile: path, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+        var token =
+            (try? String(contentsOfFile: path, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
         if token.count < 32 {
             token = TokenIssuer().makeToken().rawValue
             let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
             guard descriptor >= 0 else {
-                throw StateDirectory.Unusable(path: path, reason: "cannot write the operator token: \(String(cString: strerror(errno)))")
+                throw StateDirectory.Unusable(
+                    path: path, reason: "cannot write the operator token: \(String(cString: strerror(errno)))")
             }
             let line = token + "\n"
             let written = line.withCString { write(descriptor, $0, strlen($0)) }
             fsync(descriptor)
             close(descriptor)
-            guard written == line.utf8.count else { throw StateDirectory.Unusable(path: path, reason: "cannot write the operator token") }
+            guard written == line.utf8.count else {
+                throw StateDirectory.Unusable(path: path, reason: "cannot write the operator token")
+            }
         }
         chmod(path, 0o600)
         digest = Array(SHA256.hash(data: Data(token.utf8)))

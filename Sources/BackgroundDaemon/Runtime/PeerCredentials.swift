@@ -38,7 +38,8 @@ public struct PeerCredentials: Sendable, Equatable {
 /// may hold spaces and brackets itself), so `fields[0]` is field 3 of proc(5), the state.
 enum ProcStat {
     static func fields(of pid: Int32) -> [Substring]? {
-        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")")
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
         else { return nil }
         return stat[stat.index(after: close)...].split(separator: " ")
     }

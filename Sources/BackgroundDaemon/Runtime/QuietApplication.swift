@@ -14,7 +14,8 @@ import Synchronization
 /// wakes every second to reformat the `Date` header, which in an idle bgd (three listeners)
 /// was most of its wakeups. The header here is formatted when a response needs it, at most once
 /// a second — an idle bgd does not wake for it at all.
-struct QuietApplication<Responder: HTTPResponder>: Service where Responder.Context: InitializableFromSource<ApplicationRequestContextSource> {
+struct QuietApplication<Responder: HTTPResponder>: Service
+where Responder.Context: InitializableFromSource<ApplicationRequestContextSource> {
     let responder: Responder
     var server: HTTPServerBuilder = .http1()
     let configuration: ServerConfiguration
@@ -69,7 +70,8 @@ final class HTTPDateHeader: Sendable {
         let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
         let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
         func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
-        return "\(days[Int(parts.tm_wday)]), \(two(parts.tm_mday)) \(months[Int(parts.tm_mon)]) \(parts.tm_year + 1900) "
+        return
+            "\(days[Int(parts.tm_wday)]), \(two(parts.tm_mday)) \(months[Int(parts.tm_mon)]) \(parts.tm_year + 1900) "
             + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) GMT"
     }
 }

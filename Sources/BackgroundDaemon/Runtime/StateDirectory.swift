@@ -83,7 +83,6 @@ final class SocketClaim: Sendable {
     let socketPath: String
     private let lock: PidLock
 
-
     /// Makes the socket's directory (0700), takes the lock, and clears a stale socket file
     /// (one no live bgd holds).
     init(_ socketPath: String) throws {
@@ -129,7 +128,8 @@ final class PidLock: Sendable {
         let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { return .unusable(String(cString: strerror(errno))) }
         guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
-            let holder = try? String(contentsOfFile: path, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+            let holder = try? String(contentsOfFile: path, encoding: .utf8).trimmingCharacters(
+                in: .whitespacesAndNewlines)
             close(descriptor)
             return .held(holder?.isEmpty == false ? holder : nil)
         }

@@ -30,7 +30,9 @@ enum SystemdNotify {
             let length = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count + (abstract ? 1 : 0))
             let sent = state.utf8CString.withUnsafeBufferPointer { message in
                 withUnsafePointer(to: &address) { pointer in
-                    pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(fd, message.baseAddress, message.count - 1, 0, $0, length) }
+                    pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        sendto(fd, message.baseAddress, message.count - 1, 0, $0, length)
+                    }
                 }
             }
             return sent >= 0

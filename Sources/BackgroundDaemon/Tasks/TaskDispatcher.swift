@@ -25,7 +25,8 @@ actor TaskDispatcher: Service {
     private var started: [RunID: TaskRequest] = [:]
 
     init(
-        store: BackgroundStore, coordinator: RunCoordinator, lifecycle: LifecycleSupervisor, conditions: ConditionsMonitor,
+        store: BackgroundStore, coordinator: RunCoordinator, lifecycle: LifecycleSupervisor,
+        conditions: ConditionsMonitor,
         policy: ProcessingTaskPolicy, clock: any WallClock, doorbell: Doorbell, logger: Logger
     ) {
         self.store = store
@@ -52,7 +53,8 @@ actor TaskDispatcher: Service {
             item.waitingReason =
                 item.request.kind == .appRefresh
                 ? policy.waitingReason(for: item.request, conditions: effective, appInForeground: foreground, now: now)
-                    ?? DecisionReason(.taskStarted, "goes with the app's next wake planned by the fetch policy (bgctl why)")
+                    ?? DecisionReason(
+                        .taskStarted, "goes with the app's next wake planned by the fetch policy (bgctl why)")
                 : policy.waitingReason(for: item.request, conditions: effective, appInForeground: foreground, now: now)
             return item
         }
@@ -63,24 +65,35 @@ actor TaskDispatcher: Service {
             let now = clock.now
             let effective = await conditions.effective
             let foreground = await lifecycle.appInForeground
-            for task in try await store.runningTasks() where task.kind == .processing && !stopping.contains(task.run.id) {
+            for task in try await store.runningTasks() where task.kind == .processing && !stopping.contains(task.run.id)
+            {
                 let request = started[task.run.id] ?? TaskRequest(identifier: task.identifier, kind: .processing)
                 if let reason = policy.stopReason(for: request, conditions: effective, appInForeground: foreground),
                     await coordinator.expireEarly(task.run.id)
                 {
                     stopping.insert(task.run.id)
-                    logger.info("Stopping a processing task", metadata: ["app.id": "\(task.app)", "task": "\(task.identifier)", "reason": "\(reason)"])
+                    logger.info(
+                        "Stopping a processing task",
+                        metadata: ["app.id": "\(task.app)", "task": "\(task.identifier)", "reason": "\(reason)"])
                 }
             }
             let running = Set(try await store.runningTasks().map(\.run.id))
             stopping.formIntersection(running)
             started = started.filter { running.contains($0.key) }
             let pending = try await store.pendingTaskRequests().filter { $0.request.kind == .processing }
-            for item in pending where policy.waitingReason(for: item.request, conditions: effective, appInForeground: foreground, now: now) == nil {
+            for item in pending
+            where policy.waitingReason(for: item.request, conditions: effective, appInForeground: foreground, now: now)
+                == nil
+            {
                 do {
                     let run = try await coordinator.startTask(
                         for: item.app, identifier: item.request.identifier, kind: .processing, trigger: .scheduled,
-                        reasons: [DecisionReason(.taskStarted, "processing task \(item.request.identifier): its conditions hold and no app is in the foreground")],
+                        reasons: [
+                            DecisionReason(
+                                .taskStarted,
+                                "processing task \(item.request.identifier): its conditions hold and no app is in the foreground"
+                            )
+                        ],
                         budget: policy.budget)
                     started[run.id] = item.request
                 } catch StoreError.runAlreadyInFlight {

@@ -24,7 +24,8 @@ public actor TransferService: Service {
         public var engine: TransferEngine.Configuration
 
         public init(
-            maximumConcurrent: Int = 6, backoff: RetryBackoff = RetryBackoff(), noProgressTimeout: Duration = .seconds(86400),
+            maximumConcurrent: Int = 6, backoff: RetryBackoff = RetryBackoff(),
+            noProgressTimeout: Duration = .seconds(86400),
             engine: TransferEngine.Configuration = .init()
         ) {
             self.maximumConcurrent = max(1, maximumConcurrent)
@@ -61,7 +62,8 @@ public actor TransferService: Service {
 
     init(
         store: BackgroundStore, stateDirectory: StateDirectory, coordinator: RunCoordinator, broker: EventBroker,
-        conditions: ConditionsMonitor, activity: ActivityFeed, clock: any WallClock, configuration: Configuration, doorbell: Doorbell,
+        conditions: ConditionsMonitor, activity: ActivityFeed, clock: any WallClock, configuration: Configuration,
+        doorbell: Doorbell,
         logger: Logger
     ) {
         self.doorbell = doorbell
@@ -108,10 +110,13 @@ public actor TransferService: Service {
         let name = Self.safeName(for: request.url)
         var upload: Int32?
         if request.kind == .upload, let source = request.uploadFile {
-            upload = try app.map { try SafeFiles.openBeneath(stateDirectory.containerPath(for: $0), path: source) } ?? operatorUpload(source)
+            upload =
+                try app.map { try SafeFiles.openBeneath(stateDirectory.containerPath(for: $0), path: source) }
+                ?? operatorUpload(source)
         }
         defer { if let upload { close(upload) } }
-        let destination = try app == nil && request.kind == .download ? request.destination.map(checkedDestination) : nil
+        let destination =
+            try app == nil && request.kind == .download ? request.destination.map(checkedDestination) : nil
         let stored = try await store.createTransfer(request, app: app, now: clock.now) { id in
             if request.kind == .upload { return (directory + "/\(id).upload", nil) }
             if let destination {
@@ -124,7 +129,9 @@ public actor TransferService: Service {
             do {
                 try SafeFiles.copy(from: upload, to: stored.partialPath)
             } catch {
-                _ = try await store.finishTransfer(stored.record.id, .failed(TransferError(.fileError, error.description), statusCode: nil), now: clock.now)
+                _ = try await store.finishTransfer(
+                    stored.record.id, .failed(TransferError(.fileError, error.description), statusCode: nil),
+                    now: clock.now)
                 throw error
             }
         }
@@ -174,11 +181,15 @@ public actor TransferService: Service {
         let conditions = await self.conditions.effective
         var next: Date?
         func wake(at date: Date) { next = min(next ?? date, date) }
-        for transfer in try await store.activeTransfers() where attempts[transfer.record.id] == nil && !stopping.contains(transfer.record.id) {
+        for transfer in try await store.activeTransfers()
+        where attempts[transfer.record.id] == nil && !stopping.contains(transfer.record.id) {
             let id = transfer.record.id
             let deadline = transfer.record.createdAt.adding(transfer.request.timeoutForResource)
             if now >= deadline {
-                await fail(transfer, TransferError(.timedOut, "not finished within \(transfer.request.timeoutForResource.humanDescription)"))
+                await fail(
+                    transfer,
+                    TransferError(
+                        .timedOut, "not finished within \(transfer.request.timeoutForResource.humanDescription)"))
                 continue
             }
             // Silent for the timeout by the date *and* by time that really passed in this bgd's
@@ -188,7 +199,10 @@ public actor TransferService: Service {
             if now >= stalled, silentFor >= configuration.noProgressTimeout, transfer.record.attempts > 0 {
                 await fail(
                     transfer,
-                    TransferError(.noProgress, "no progress for \(configuration.noProgressTimeout.humanDescription): \(transfer.record.lastError ?? "no answer")"))
+                    TransferError(
+                        .noProgress,
+                        "no progress for \(configuration.noProgressTimeout.humanDescription): \(transfer.record.lastError ?? "no answer")"
+                    ))
                 continue
             }
             // Looked at again when both could be true (never at a time already past).
@@ -208,7 +222,8 @@ public actor TransferService: Service {
                 continue
             }
             guard attempts.count < configuration.maximumConcurrent else {
-                try await store.setWaiting(id, reason: "waiting for one of \(configuration.maximumConcurrent) transfers to finish")
+                try await store.setWaiting(
+                    id, reason: "waiting for one of \(configuration.maximumConcurrent) transfers to finish")
                 continue
             }
             attempts[id] = Task { await self.attempt(id) }
@@ -246,7 +261,8 @@ public actor TransferService: Service {
                     if let app = transfer.record.app {
                         broker.send(
                             .transferProgress(
-                                transfer: transfer.record.id, session: transfer.record.session, bytesTransferred: bytes, bytesExpected: expected),
+                                transfer: transfer.record.id, session: transfer.record.session, bytesTransferred: bytes,
+                                bytesExpected: expected),
                             to: app)
                     }
                 })
@@ -262,8 +278,11 @@ public actor TransferService: Service {
         } catch is CancellationError {
             return  // cancelled or paused: whoever cancelled records it
         } catch {
-            logger.error("Transfer attempt failed unexpectedly", metadata: ["transfer.id": "\(id)", "error": "\(error)"])
-            if let transfer = try? await store.transfer(id) { await retry(transfer, reason: "\(error)", retryAfter: nil) }
+            logger.error(
+                "Transfer attempt failed unexpectedly", metadata: ["transfer.id": "\(id)", "error": "\(error)"])
+            if let transfer = try? await store.transfer(id) {
+                await retry(transfer, reason: "\(error)", retryAfter: nil)
+            }
         }
     }
 
@@ -281,8 +300,11 @@ public actor TransferService: Service {
     }
 
     private func complete(_ transfer: StoredTransfer, file: String?, statusCode: Int?) async throws {
-        if let ended = try await store.finishTransfer(transfer.record.id, .completed(location: file, statusCode: statusCode), now: clock.now) {
-            logger.info("Transfer completed", metadata: ["transfer.id": "\(transfer.record.id)", "file": "\(file ?? "-")"])
+        if let ended = try await store.finishTransfer(
+            transfer.record.id, .completed(location: file, statusCode: statusCode), now: clock.now)
+        {
+            logger.info(
+                "Transfer completed", metadata: ["transfer.id": "\(transfer.record.id)", "file": "\(file ?? "-")"])
             Failpoint.transferAfterCompletionCommit.hit()
             await announce(ended)
         }
@@ -295,29 +317,40 @@ public actor TransferService: Service {
         let failures = transfer.consecutiveFailures + 1
         // Whole seconds: the store keeps milliseconds, and a retry time read back later than the
         // one planned would wait for a clock tick that never comes.
-        let jittered = configuration.backoff.delay(afterFailures: failures, retryAfter: retryAfter, jitter: Double.random(in: 0..<1), now: now)
+        let jittered = configuration.backoff.delay(
+            afterFailures: failures, retryAfter: retryAfter, jitter: Double.random(in: 0..<1), now: now)
         let delay = Duration.seconds(jittered.seconds.rounded(.up))
         do {
             try await store.scheduleRetry(transfer.record.id, error: reason, at: now.adding(delay))
             activity.emit(.transferRetryScheduled(transfer.record.id, at: now.adding(delay), reason: reason))
-            logger.info("Transfer will retry", metadata: ["transfer.id": "\(transfer.record.id)", "reason": "\(reason)", "in": "\(delay.humanDescription)"])
+            logger.info(
+                "Transfer will retry",
+                metadata: [
+                    "transfer.id": "\(transfer.record.id)", "reason": "\(reason)", "in": "\(delay.humanDescription)",
+                ])
             unrecordedRetries[transfer.record.id] = nil
         } catch {
             // Keep the backoff anyway, or the transfer would be due at once and go round as fast
             // as the disk refuses (a full disk made hundreds of attempts a second).
             unrecordedRetries[transfer.record.id] = now.adding(max(delay, .seconds(30)))
-            logger.error("Cannot record a retry; waiting anyway", metadata: ["transfer.id": "\(transfer.record.id)", "error": "\(error)"])
+            logger.error(
+                "Cannot record a retry; waiting anyway",
+                metadata: ["transfer.id": "\(transfer.record.id)", "error": "\(error)"])
         }
     }
 
     private func fail(_ transfer: StoredTransfer, _ error: TransferError, statusCode: Int? = nil) async {
         do {
-            if let ended = try await store.finishTransfer(transfer.record.id, .failed(error, statusCode: statusCode), now: clock.now) {
+            if let ended = try await store.finishTransfer(
+                transfer.record.id, .failed(error, statusCode: statusCode), now: clock.now)
+            {
                 logger.info("Transfer failed", metadata: ["transfer.id": "\(transfer.record.id)", "error": "\(error)"])
                 await announce(ended)
             }
         } catch {
-            logger.error("Cannot record a failed transfer", metadata: ["transfer.id": "\(transfer.record.id)", "error": "\(error)"])
+            logger.error(
+                "Cannot record a failed transfer",
+                metadata: ["transfer.id": "\(transfer.record.id)", "error": "\(error)"])
         }
     }
 
@@ -341,7 +374,8 @@ public actor TransferService: Service {
     func checkedDestination(_ destination: String) throws(SafeFiles.Refusal) -> String {
         let name = (destination as NSString).lastPathComponent
         guard destination.hasPrefix("/"), !destination.hasSuffix("/"), !name.isEmpty, name != ".", name != ".." else {
-            throw SafeFiles.Refusal(.destinationInvalid, "'destination' must be an absolute path to a file, not \(destination)")
+            throw SafeFiles.Refusal(
+                .destinationInvalid, "'destination' must be an absolute path to a file, not \(destination)")
         }
         let folder = (destination as NSString).deletingLastPathComponent
         guard let resolved = Self.realPath(folder) else {
@@ -349,24 +383,33 @@ public actor TransferService: Service {
         }
         // The socket, its lock and the operator token are files: "something is already there".
         if let root = Self.realPath(stateDirectory.path), resolved == root || resolved.hasPrefix(root + "/") {
-            throw SafeFiles.Refusal(.destinationProtected, "\(destination) is inside bgd's state directory (\(root)); bgd never writes a download there")
+            throw SafeFiles.Refusal(
+                .destinationProtected,
+                "\(destination) is inside bgd's state directory (\(root)); bgd never writes a download there")
         }
         let path = (resolved == "/" ? "" : resolved) + "/" + name
         var info = stat()
         guard lstat(path, &info) != 0, errno == ENOENT else {
-            throw SafeFiles.Refusal(.destinationExists, "something is already at \(path); bgd does not replace it: remove it or choose another name")
+            throw SafeFiles.Refusal(
+                .destinationExists,
+                "something is already at \(path); bgd does not replace it: remove it or choose another name")
         }
         return path
     }
 
     /// The operator's upload: any regular file bgd's user can read, but not bgd's own state.
     private func operatorUpload(_ source: String) throws(SafeFiles.Refusal) -> Int32 {
-        if let resolved = Self.realPath(source), let root = Self.realPath(stateDirectory.path), resolved.hasPrefix(root + "/") {
-            throw SafeFiles.Refusal(.uploadFileProtected, "\(source) is inside bgd's state directory; bgd never uploads its own state")
+        if let resolved = Self.realPath(source), let root = Self.realPath(stateDirectory.path),
+            resolved.hasPrefix(root + "/")
+        {
+            throw SafeFiles.Refusal(
+                .uploadFileProtected, "\(source) is inside bgd's state directory; bgd never uploads its own state")
         }
         let descriptor = open(source, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
         guard descriptor >= 0 else {
-            throw SafeFiles.Refusal(.uploadFileUnreadable, "bgd cannot read \(source) (\(String(cString: strerror(errno)))); give a file bgd's user can read")
+            throw SafeFiles.Refusal(
+                .uploadFileUnreadable,
+                "bgd cannot read \(source) (\(String(cString: strerror(errno)))); give a file bgd's user can read")
         }
         var info = stat()
         guard fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
@@ -383,8 +426,11 @@ public actor TransferService: Service {
     }
 
     private func transferDirectory(for app: AppID?) throws -> String {
-        let directory = (app.map { try? stateDirectory.container(for: $0) } ?? nil).map { $0 + "/transfers" } ?? stateDirectory.path + "/transfers"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let directory =
+            (app.map { try? stateDirectory.container(for: $0) } ?? nil).map { $0 + "/transfers" } ?? stateDirectory.path
+            + "/transfers"
+        try FileManager.default.createDirectory(
+            atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         return directory
     }
 

@@ -51,7 +51,9 @@ public struct ConditionOverrides: Hashable, Codable, Sendable {
     public var batteryLevel: Int?
     public var network: DeviceConditions.Network?
 
-    public init(power: DeviceConditions.PowerSource? = nil, batteryLevel: Int? = nil, network: DeviceConditions.Network? = nil) {
+    public init(
+        power: DeviceConditions.PowerSource? = nil, batteryLevel: Int? = nil, network: DeviceConditions.Network? = nil
+    ) {
         self.power = power
         self.batteryLevel = batteryLevel
         self.network = network
@@ -61,7 +63,9 @@ public struct ConditionOverrides: Hashable, Codable, Sendable {
 
     /// Why these overrides cannot be applied, or nil when they can.
     public var problem: String? {
-        if let batteryLevel, !(0...100).contains(batteryLevel) { return "batteryLevel must be a percentage from 0 to 100" }
+        if let batteryLevel, !(0...100).contains(batteryLevel) {
+            return "batteryLevel must be a percentage from 0 to 100"
+        }
         return nil
     }
 }

@@ -87,7 +87,9 @@ public enum StreamMessage: Hashable, Codable, Sendable {
         let container = try decoder.container(keyedBy: Key.self)
         guard container.allKeys.count == 1, let key = container.allKeys.first else {
             throw DecodingError.dataCorrupted(
-                .init(codingPath: decoder.codingPath, debugDescription: "a stream message has exactly one of 'event', 'control', 'hello'"))
+                .init(
+                    codingPath: decoder.codingPath,
+                    debugDescription: "a stream message has exactly one of 'event', 'control', 'hello'"))
         }
         switch key {
         case .event: self = .event(try container.decode(AppEvent.self, forKey: .event))

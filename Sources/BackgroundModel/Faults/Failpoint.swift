@@ -44,7 +44,10 @@ public enum Failpoint: String, CaseIterable, Sendable {
                 let parts = item.split(separator: ":", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
                 guard let name = parts.first, !name.isEmpty else { continue }
                 guard Failpoint(rawValue: name) != nil else {
-                    FileHandle.standardError.write(Data("BGD_FAILPOINT: no failpoint '\(name)' (known: \(Failpoint.allCases.map(\.rawValue).joined(separator: ", ")))\n".utf8))
+                    FileHandle.standardError.write(
+                        Data(
+                            "BGD_FAILPOINT: no failpoint '\(name)' (known: \(Failpoint.allCases.map(\.rawValue).joined(separator: ", ")))\n"
+                                .utf8))
                     continue
                 }
                 switch parts.count > 1 ? parts[1] : "once" {

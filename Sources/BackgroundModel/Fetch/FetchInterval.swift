@@ -34,7 +34,8 @@ public enum FetchInterval: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    public static let requirement = "an interval is 'never', 'minimum', or a duration from 1s to 30d such as 900s, 15m, 2h"
+    public static let requirement =
+        "an interval is 'never', 'minimum', or a duration from 1s to 30d such as 900s, 15m, 2h"
 }
 
 extension FetchInterval: Codable {

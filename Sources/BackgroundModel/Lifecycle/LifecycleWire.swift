@@ -26,7 +26,8 @@ public struct LifecycleStatus: Hashable, Codable, Sendable {
     public var reason: DecisionReason?
 
     public init(
-        app: AppID, state: ApplicationState, processID: Int32?, deadline: Date?, tasks: [HeldBackgroundTask], reason: DecisionReason? = nil
+        app: AppID, state: ApplicationState, processID: Int32?, deadline: Date?, tasks: [HeldBackgroundTask],
+        reason: DecisionReason? = nil
     ) {
         self.app = app
         self.state = state

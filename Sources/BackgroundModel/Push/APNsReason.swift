@@ -34,10 +34,13 @@ public enum APNsReason: String, Codable, Sendable, CaseIterable, Error {
     /// The HTTP status APNs answers this reason with.
     public var status: Int {
         switch self {
-        case .badCollapseId, .badDeviceToken, .badExpirationDate, .badMessageId, .badPriority, .badTopic, .deviceTokenNotForTopic,
-            .duplicateHeaders, .invalidPushType, .missingDeviceToken, .missingTopic, .payloadEmpty, .topicDisallowed, .invalidPayload:
+        case .badCollapseId, .badDeviceToken, .badExpirationDate, .badMessageId, .badPriority, .badTopic,
+            .deviceTokenNotForTopic,
+            .duplicateHeaders, .invalidPushType, .missingDeviceToken, .missingTopic, .payloadEmpty, .topicDisallowed,
+            .invalidPayload:
             400
-        case .expiredProviderToken, .forbidden, .invalidProviderToken, .missingProviderToken, .unrelatedKeyIdInToken: 403
+        case .expiredProviderToken, .forbidden, .invalidProviderToken, .missingProviderToken, .unrelatedKeyIdInToken:
+            403
         case .badPath: 404
         case .methodNotAllowed: 405
         case .unregistered: 410

@@ -37,7 +37,9 @@ public struct ProviderKeyRegistration: Hashable, Codable, Sendable {
 
     /// Why bgd cannot take this key, or nil (the PEM itself is checked by bgd).
     public var problem: String? {
-        func isID(_ text: String) -> Bool { text.count == 10 && text.allSatisfy { $0.isASCII && ($0.isUppercase || $0.isNumber) } }
+        func isID(_ text: String) -> Bool {
+            text.count == 10 && text.allSatisfy { $0.isASCII && ($0.isUppercase || $0.isNumber) }
+        }
         if !isID(keyID) { return "'keyID' is the 10-character Key ID (A-Z, 0-9) APNs shows for the key" }
         if !isID(teamID) { return "'teamID' is the 10-character Team ID (A-Z, 0-9)" }
         if topics.isEmpty || topics.count > 100 || topics.contains(where: { AppID(rawValue: $0) == nil }) {
@@ -80,7 +82,8 @@ public struct PushRecord: Hashable, Codable, Sendable {
     public var payload: String
 
     public init(
-        id: Int64, apnsID: String, pushType: String, priority: Int, collapseID: String?, expiration: Date?, receivedAt: Date,
+        id: Int64, apnsID: String, pushType: String, priority: Int, collapseID: String?, expiration: Date?,
+        receivedAt: Date,
         state: PushState, reasonCode: ReasonCode? = nil, reason: String?, payload: String
     ) {
         self.reasonCode = reasonCode

@@ -38,7 +38,9 @@ public struct TaskRequest: Hashable, Codable, Sendable {
     /// Identifiers are reverse-DNS-like names: 1 to 200 of letters, digits, `.`, `-`, `_`.
     public static func isValidIdentifier(_ identifier: String) -> Bool {
         (1...200).contains(identifier.utf8.count)
-            && identifier.utf8.allSatisfy { $0.isASCIIAlphanumeric || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") }
+            && identifier.utf8.allSatisfy {
+                $0.isASCIIAlphanumeric || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_")
+            }
     }
 }
 

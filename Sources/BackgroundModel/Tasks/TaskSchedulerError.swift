@@ -9,8 +9,10 @@ public enum TaskSchedulerError: String, Error, Codable, Sendable, CaseIterable, 
 
     public var description: String {
         switch self {
-        case .unavailable: "background app refresh is off for this app (fetch interval 'never'): refresh tasks are unavailable"
-        case .tooManyPendingTaskRequests: "too many pending task requests (at most 1 app refresh and 10 processing per app)"
+        case .unavailable:
+            "background app refresh is off for this app (fetch interval 'never'): refresh tasks are unavailable"
+        case .tooManyPendingTaskRequests:
+            "too many pending task requests (at most 1 app refresh and 10 processing per app)"
         case .notPermitted: "the identifier was not declared at registration (bgctl register … --task-identifier ID)"
         }
     }

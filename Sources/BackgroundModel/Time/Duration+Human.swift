@@ -9,7 +9,9 @@ extension Duration {
 
     /// Parses `90`, `90s`, `15m`, `2h`, `1d`, `250ms`. Returns nil for anything else, including negatives.
     public init?(parsingHuman text: String) {
-        let units: [(suffix: String, seconds: Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86400)]
+        let units: [(suffix: String, seconds: Double)] = [
+            ("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86400),
+        ]
         var number = Substring(text)
         var scale = 1.0
         for unit in units where text.hasSuffix(unit.suffix) {
@@ -46,5 +48,7 @@ extension Date {
     public func adding(_ duration: Duration) -> Date { addingTimeInterval(duration.seconds) }
 
     /// The duration from `earlier` to `self` (negative when `earlier` is later).
-    public func duration(since earlier: Date) -> Duration { .milliseconds(Int64((timeIntervalSince(earlier) * 1000).rounded())) }
+    public func duration(since earlier: Date) -> Duration {
+        .milliseconds(Int64((timeIntervalSince(earlier) * 1000).rounded()))
+    }
 }

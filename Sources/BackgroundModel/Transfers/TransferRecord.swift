@@ -34,9 +34,12 @@ public struct TransferRecord: Hashable, Codable, Sendable {
     public var bytesReceived: Int64?
 
     public init(
-        id: TransferID, app: AppID?, session: String, kind: TransferKind, url: URL, taskDescription: String?, state: TransferState,
-        bytesTransferred: Int64, bytesExpected: Int64?, attempts: Int, restarts: Int, nextAttemptAt: Date?, waitingReason: String?,
-        lastError: String?, error: TransferError?, statusCode: Int?, createdAt: Date, finishedAt: Date?, destination: String?,
+        id: TransferID, app: AppID?, session: String, kind: TransferKind, url: URL, taskDescription: String?,
+        state: TransferState,
+        bytesTransferred: Int64, bytesExpected: Int64?, attempts: Int, restarts: Int, nextAttemptAt: Date?,
+        waitingReason: String?,
+        lastError: String?, error: TransferError?, statusCode: Int?, createdAt: Date, finishedAt: Date?,
+        destination: String?,
         isDiscretionary: Bool
     ) {
         self.id = id

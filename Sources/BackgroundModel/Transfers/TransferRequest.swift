@@ -29,7 +29,8 @@ public struct TransferRequest: Hashable, Codable, Sendable {
     public var destination: String?
 
     public init(
-        session: String, kind: TransferKind = .download, url: URL, taskDescription: String? = nil, uploadFile: String? = nil,
+        session: String, kind: TransferKind = .download, url: URL, taskDescription: String? = nil,
+        uploadFile: String? = nil,
         httpMethod: String? = nil, isDiscretionary: Bool = false, allowsExpensiveNetworkAccess: Bool = true,
         timeoutForResource: Duration = .seconds(7 * 86400), earliestBegin: Date? = nil, sha256: String? = nil,
         sessionSendsLaunchEvents: Bool = true, destination: String? = nil
@@ -93,7 +94,8 @@ public struct TransferRequest: Hashable, Codable, Sendable {
     public var problem: String? {
         if session.isEmpty || session.utf8.count > 200 { return "'session' must be 1 to 200 bytes" }
         if let taskDescription, taskDescription.utf8.count > 1000 { return "'taskDescription' is at most 1000 bytes" }
-        guard let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme), url.host?.isEmpty == false else {
+        guard let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme), url.host?.isEmpty == false
+        else {
             return "'url' must be an http or https URL with a host"
         }
         if url.absoluteString.utf8.count > 8192 { return "'url' is at most 8192 bytes" }
@@ -101,7 +103,9 @@ public struct TransferRequest: Hashable, Codable, Sendable {
         case .download:
             if uploadFile != nil { return "'uploadFile' is for uploads" }
         case .upload:
-            guard let uploadFile, uploadFile.hasPrefix("/") else { return "an upload needs 'uploadFile', an absolute path" }
+            guard let uploadFile, uploadFile.hasPrefix("/") else {
+                return "an upload needs 'uploadFile', an absolute path"
+            }
             if let httpMethod, !["POST", "PUT"].contains(httpMethod) { return "'httpMethod' is POST or PUT" }
         }
         if let sha256, sha256.count != 64 || !sha256.allSatisfy(\.isHexDigit) {

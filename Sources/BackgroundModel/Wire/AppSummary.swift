@@ -9,7 +9,9 @@ public struct RegisterAppRequest: Hashable, Codable, Sendable {
     /// `BGTaskSchedulerPermittedIdentifiers`); others are refused with `notPermitted`.
     public var taskIdentifiers: [String]?
 
-    public init(id: AppID, launchCommand: LaunchCommand, fetchInterval: FetchInterval? = nil, taskIdentifiers: [String]? = nil) {
+    public init(
+        id: AppID, launchCommand: LaunchCommand, fetchInterval: FetchInterval? = nil, taskIdentifiers: [String]? = nil
+    ) {
         self.taskIdentifiers = taskIdentifiers
         self.id = id
         self.launchCommand = launchCommand

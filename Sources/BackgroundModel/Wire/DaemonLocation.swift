@@ -3,7 +3,9 @@ import Foundation
 /// Where bgd keeps its state and its socket, by the XDG conventions (like `systemd --user`).
 public enum DaemonLocation {
     /// `$XDG_STATE_HOME/bgd`, else `~/.local/state/bgd`.
-    public static func defaultStateDirectory(environment: [String: String] = ProcessInfo.processInfo.environment)
+    public static func defaultStateDirectory(
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    )
         -> String
     {
         if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") { return state + "/bgd" }

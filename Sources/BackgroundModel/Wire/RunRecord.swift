@@ -32,7 +32,8 @@ public struct RunRecord: Hashable, Codable, Sendable {
     public init(
         id: RunID, app: AppID, trigger: RunTrigger, startedAt: Date, deadline: Date, endedAt: Date?,
         outcome: RunOutcome?, reasons: [DecisionReason], launched: Bool, detail: String?, processID: Int32? = nil,
-        taskIdentifier: String? = nil, cpuMicroseconds: Int64? = nil, memoryPeakBytes: Int64? = nil, kind: RunKind? = nil
+        taskIdentifier: String? = nil, cpuMicroseconds: Int64? = nil, memoryPeakBytes: Int64? = nil,
+        kind: RunKind? = nil
     ) {
         self.kind = kind
         self.cpuMicroseconds = cpuMicroseconds

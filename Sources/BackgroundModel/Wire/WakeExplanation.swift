@@ -52,7 +52,8 @@ public struct DaemonStatus: Hashable, Codable, Sendable {
 
     public init(
         version: String, processID: Int32, stateDirectory: String, socketPath: String, startedAt: Date, now: Date,
-        appCount: Int, runningRuns: Int, nextEvaluation: Date?, appConfinement: String? = nil, appProcesses: String? = nil
+        appCount: Int, runningRuns: Int, nextEvaluation: Date?, appConfinement: String? = nil,
+        appProcesses: String? = nil
     ) {
         self.appConfinement = appConfinement
         self.appProcesses = appProcesses

@@ -30,7 +30,8 @@ public struct WakeForecast: Hashable, Codable, Sendable {
     public var holdback: DecisionReason?
 
     public init(
-        app: AppID, from: Date, until: Date, threshold: Double, earliest: Date?, earliestReasons: [DecisionReason], wakes: [Wake],
+        app: AppID, from: Date, until: Date, threshold: Double, earliest: Date?, earliestReasons: [DecisionReason],
+        wakes: [Wake],
         holdback: DecisionReason?
     ) {
         self.app = app

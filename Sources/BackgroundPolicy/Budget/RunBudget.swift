@@ -10,7 +10,9 @@ public struct RunBudget: Hashable, Sendable {
     public var expirationLead: Duration
     public var killGrace: Duration
 
-    public init(budget: Duration = .seconds(30), expirationLead: Duration = .seconds(5), killGrace: Duration = .seconds(5)) {
+    public init(
+        budget: Duration = .seconds(30), expirationLead: Duration = .seconds(5), killGrace: Duration = .seconds(5)
+    ) {
         self.budget = budget
         self.expirationLead = min(expirationLead, budget)
         self.killGrace = killGrace

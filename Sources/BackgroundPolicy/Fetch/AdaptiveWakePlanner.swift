@@ -85,7 +85,9 @@ public struct AdaptiveWakePlanner: Hashable, Sendable {
         _ app: String, at date: Date, learner: UsageLearner, threshold: Double, lastRefresh: Date?, wakesInLastDay: Int,
         now: Date
     ) -> Result<PlannedWake, Holdback> {
-        guard let prediction = learner.prediction(for: app, after: date, now: now) else { return .failure(.neverOpened) }
+        guard let prediction = learner.prediction(for: app, after: date, now: now) else {
+            return .failure(.neverOpened)
+        }
         if let lastRefresh, date < lastRefresh.addingTimeInterval(configuration.freshness.seconds) {
             return .failure(.stillFresh(until: lastRefresh.addingTimeInterval(configuration.freshness.seconds)))
         }
@@ -112,7 +114,8 @@ public struct AdaptiveWakePlanner: Hashable, Sendable {
     ///
     /// - Parameter recentWakes: the app's wakes before `now`, to count against its daily cap.
     public func forecast(
-        _ app: String, learner: UsageLearner, threshold: Double, lastRefresh: Date?, recentWakes: [Date], notBefore: Date,
+        _ app: String, learner: UsageLearner, threshold: Double, lastRefresh: Date?, recentWakes: [Date],
+        notBefore: Date,
         until end: Date, now: Date
     ) -> (wakes: [PlannedWake], lastHoldback: Holdback?) {
         var wakes: [PlannedWake] = []
@@ -123,7 +126,10 @@ public struct AdaptiveWakePlanner: Hashable, Sendable {
         while date <= end {
             let dayAgo = date.addingTimeInterval(-86400)
             spent.removeAll { $0 <= dayAgo }
-            switch evaluate(app, at: date, learner: learner, threshold: threshold, lastRefresh: refresh, wakesInLastDay: spent.count, now: now) {
+            switch evaluate(
+                app, at: date, learner: learner, threshold: threshold, lastRefresh: refresh,
+                wakesInLastDay: spent.count, now: now)
+            {
             case .success(let wake):
                 wakes.append(wake)
                 refresh = date
@@ -141,7 +147,8 @@ public struct AdaptiveWakePlanner: Hashable, Sendable {
     /// The next planned wake within the horizon, or why there is none (the spent budget, or the
     /// best chance in the horizon and the threshold it missed).
     public func nextWake(
-        _ app: String, learner: UsageLearner, threshold: Double, lastRefresh: Date?, recentWakes: [Date], notBefore: Date, now: Date
+        _ app: String, learner: UsageLearner, threshold: Double, lastRefresh: Date?, recentWakes: [Date],
+        notBefore: Date, now: Date
     ) -> Result<PlannedWake, Holdback> {
         var date = max(now, notBefore)
         let end = now.addingTimeInterval(configuration.horizon.seconds)
@@ -150,7 +157,10 @@ public struct AdaptiveWakePlanner: Hashable, Sendable {
         while date <= end {
             let dayAgo = date.addingTimeInterval(-86400)
             spent.removeAll { $0 <= dayAgo }
-            switch evaluate(app, at: date, learner: learner, threshold: threshold, lastRefresh: lastRefresh, wakesInLastDay: spent.count, now: now) {
+            switch evaluate(
+                app, at: date, learner: learner, threshold: threshold, lastRefresh: lastRefresh,
+                wakesInLastDay: spent.count, now: now)
+            {
             case .success(let wake): return .success(wake)
             case .failure(let reason):
                 switch reason {
@@ -158,7 +168,9 @@ public struct AdaptiveWakePlanner: Hashable, Sendable {
                 case .budgetSpent: first = reason
                 case .belowThreshold(let prediction, _):
                     // Nothing reached the bar: say how close the best moment came.
-                    if case .belowThreshold(let best, _) = first, best.expectedStarts >= prediction.expectedStarts { break }
+                    if case .belowThreshold(let best, _) = first, best.expectedStarts >= prediction.expectedStarts {
+                        break
+                    }
                     if case .budgetSpent = first { break }
                     first = reason
                 case .stillFresh, .closerToTheOpen: first = first ?? reason

@@ -36,7 +36,8 @@ extension FetchPolicy {
             decision.reasons.append(
                 DecisionReason(
                     .onBattery,
-                    "on battery: wakes not tied to a likely open come half as often (\(spacing.humanDescription) later)"))
+                    "on battery: wakes not tied to a likely open come half as often (\(spacing.humanDescription) later)"
+                ))
         }
         if conditions.network == .metered {
             thinned = thinned.adding(spacing)

@@ -16,7 +16,8 @@ public struct FetchCandidate: Hashable, Sendable {
     public var notBefore: Date?
 
     public init(
-        app: AppID, interval: FetchInterval, registeredAt: Date, recentRuns: [FinishedRun] = [], isRunning: Bool = false,
+        app: AppID, interval: FetchInterval, registeredAt: Date, recentRuns: [FinishedRun] = [],
+        isRunning: Bool = false,
         answers: [Answer] = []
     ) {
         self.answers = answers

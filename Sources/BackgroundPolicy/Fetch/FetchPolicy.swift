@@ -65,7 +65,8 @@ public struct FetchPolicy: Sendable {
         var decisions = candidates.map { candidate in
             var decision = dueDecision(for: candidate, now: now)
             if let usage {
-                decision = usage.refine(decision, for: candidate, unusedAppInterval: configuration.unusedAppInterval, now: now)
+                decision = usage.refine(
+                    decision, for: candidate, unusedAppInterval: configuration.unusedAppInterval, now: now)
             }
             decision = applyingYield(to: decision, answers: candidate.answers, now: now)
             decision = applyingNotBefore(candidate.notBefore, to: decision)
@@ -136,7 +137,9 @@ public struct FetchPolicy: Sendable {
         var decision = decision
         decision.dueAt = notBefore
         decision.reasons.append(
-            DecisionReason(.taskNotYetDue, "the app's refresh task request asks to begin no earlier than \(WireCoding.formatSeconds(notBefore))"))
+            DecisionReason(
+                .taskNotYetDue,
+                "the app's refresh task request asks to begin no earlier than \(WireCoding.formatSeconds(notBefore))"))
         return decision
     }
 
@@ -144,7 +147,8 @@ public struct FetchPolicy: Sendable {
     public func dueDecision(for candidate: FetchCandidate, now: Date) -> WakeDecision {
         let app = candidate.app
         if candidate.isRunning {
-            return WakeDecision(app: app, dueAt: nil, reasons: [DecisionReason(.alreadyRunning, "a fetch is in flight")])
+            return WakeDecision(
+                app: app, dueAt: nil, reasons: [DecisionReason(.alreadyRunning, "a fetch is in flight")])
         }
         let interval: Duration
         var reasons: [DecisionReason] = []
@@ -166,7 +170,9 @@ public struct FetchPolicy: Sendable {
                 ))
         case .every(let requested):
             interval = requested
-            reasons.append(DecisionReason(.minimumInterval, "the app asks for at most one fetch every \(requested.humanDescription)"))
+            reasons.append(
+                DecisionReason(
+                    .minimumInterval, "the app asks for at most one fetch every \(requested.humanDescription)"))
         }
 
         guard let last = candidate.recentRuns.first else {
@@ -182,7 +188,9 @@ public struct FetchPolicy: Sendable {
             // interruptions fall through to backoff, so a run that crashes bgd cannot loop.
             return WakeDecision(
                 app: app, dueAt: anchor,
-                reasons: [DecisionReason(.interruptedRun, "the last run was cut short when bgd stopped; made up at once")])
+                reasons: [
+                    DecisionReason(.interruptedRun, "the last run was cut short when bgd stopped; made up at once")
+                ])
         }
 
         let trouble = candidate.recentRuns.prefix { !$0.outcome.isSuccess }

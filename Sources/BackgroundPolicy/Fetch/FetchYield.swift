@@ -60,7 +60,8 @@ public struct FetchYield: Hashable, Sendable {
         }
         // Beta prior: the app's overall rate (itself shrunk to ½), worth two answers.
         let overall = (totalNew + 1) / (total + 2)
-        return Estimate(hour: hour, answers: atHour, newData: newAtHour, share: (newAtHour + 2 * overall) / (atHour + 2))
+        return Estimate(
+            hour: hour, answers: atHour, newData: newAtHour, share: (newAtHour + 2 * overall) / (atHour + 2))
     }
 
     /// Whether a wake at that hour is mostly wasted.
@@ -89,7 +90,8 @@ extension FetchPolicy {
             "fetches between \(String(format: "%02d:00", estimate.hour)) and \(String(format: "%02d:00", (estimate.hour + 1) % 24)) brought new data \(String(format: "%.1f", estimate.newData)) times in \(String(format: "%.1f", estimate.answers)) (recent answers count most); estimated share \(String(format: "%.2f", estimate.share))"
         if let spacing = decision.spacing, !decision.reasons.contains(where: { $0.code == .predictedOpen }) {
             decision.dueAt = due.adding(spacing)
-            decision.reasons.append(DecisionReason(.usuallyNoData, "\(evidence); woken \(spacing.humanDescription) later"))
+            decision.reasons.append(
+                DecisionReason(.usuallyNoData, "\(evidence); woken \(spacing.humanDescription) later"))
         } else {
             decision.dueAt = nil
             decision.reasons.append(DecisionReason(.usuallyNoData, "\(evidence); no wake this hour"))

@@ -19,7 +19,9 @@ public struct UsageOutlook: Sendable {
         self.threshold = threshold
     }
 
-    func refine(_ decision: WakeDecision, for candidate: FetchCandidate, unusedAppInterval: Duration?, now: Date) -> WakeDecision {
+    func refine(
+        _ decision: WakeDecision, for candidate: FetchCandidate, unusedAppInterval: Duration?, now: Date
+    ) -> WakeDecision {
         guard let earliest = decision.dueAt, !decision.reasons.contains(where: { $0.code == .interruptedRun }) else {
             return decision
         }
@@ -35,19 +37,22 @@ public struct UsageOutlook: Sendable {
                 decision.reasons.append(
                     DecisionReason(
                         .rarelyUsed,
-                        "never opened: woken at most every \(unusedAppInterval.humanDescription) (report opens with the SDK or `bgctl open`)"))
+                        "never opened: woken at most every \(unusedAppInterval.humanDescription) (report opens with the SDK or `bgctl open`)"
+                    ))
             }
             return decision
         }
         let history = refreshHistory(of: candidate, lastOpen: lastOpen, now: now)
         switch planner.nextWake(
-            app, learner: learner, threshold: threshold, lastRefresh: history.lastRefresh, recentWakes: history.recentWakes,
+            app, learner: learner, threshold: threshold, lastRefresh: history.lastRefresh,
+            recentWakes: history.recentWakes,
             notBefore: earliest, now: now)
         {
         case .success(let wake):
             decision.dueAt = wake.at
             decision.spacing = nil
-            decision.reasons.append(DecisionReason(.predictedOpen, Self.describe(wake.prediction, at: wake.at, threshold: threshold)))
+            decision.reasons.append(
+                DecisionReason(.predictedOpen, Self.describe(wake.prediction, at: wake.at, threshold: threshold)))
         case .failure(let holdback):
             decision.dueAt = nil
             decision.reasons.append(reason(for: holdback, app: app, now: now))
@@ -59,7 +64,8 @@ public struct UsageOutlook: Sendable {
     /// Conditions that hold every wake (no network, a low battery) leave the forecast empty, with
     /// that as the reason.
     public func forecast(
-        for candidate: FetchCandidate, policy: FetchPolicy, conditions: DeviceConditions = .unconstrained, until end: Date,
+        for candidate: FetchCandidate, policy: FetchPolicy, conditions: DeviceConditions = .unconstrained,
+        until end: Date,
         now: Date
     ) -> WakeForecast {
         let base = policy.dueDecision(for: candidate, now: now)
@@ -75,19 +81,23 @@ public struct UsageOutlook: Sendable {
         if let earliest = base.dueAt, let lastOpen = learner.models[app]?.lastOpen {
             let history = refreshHistory(of: candidate, lastOpen: lastOpen, now: now)
             let planned = planner.forecast(
-                app, learner: learner, threshold: threshold, lastRefresh: history.lastRefresh, recentWakes: history.recentWakes,
+                app, learner: learner, threshold: threshold, lastRefresh: history.lastRefresh,
+                recentWakes: history.recentWakes,
                 notBefore: earliest, until: end, now: now)
             wakes = planned.wakes.map { wake in
                 WakeForecast.Wake(
                     at: wake.at, expectedStarts: wake.prediction.expectedStarts,
-                    reason: DecisionReason(.predictedOpen, Self.describe(wake.prediction, at: wake.at, threshold: threshold)))
+                    reason: DecisionReason(
+                        .predictedOpen, Self.describe(wake.prediction, at: wake.at, threshold: threshold)))
             }
             holdback = planned.lastHoldback.map { reason(for: $0, app: app, now: now) }
         } else if base.dueAt != nil {
-            holdback = DecisionReason(.rarelyUsed, "never opened: nothing to predict from; woken on its interval at most")
+            holdback = DecisionReason(
+                .rarelyUsed, "never opened: nothing to predict from; woken on its interval at most")
         }
         return WakeForecast(
-            app: candidate.app, from: now, until: end, threshold: threshold, earliest: base.dueAt, earliestReasons: base.reasons,
+            app: candidate.app, from: now, until: end, threshold: threshold, earliest: base.dueAt,
+            earliestReasons: base.reasons,
             wakes: wakes, holdback: holdback)
     }
 
@@ -99,9 +109,13 @@ public struct UsageOutlook: Sendable {
 
     /// The app's last refresh (its last run or open, a future time counting as now) and the
     /// wakes it had in the 24 hours before `now`.
-    private func refreshHistory(of candidate: FetchCandidate, lastOpen: Date, now: Date) -> (lastRefresh: Date, recentWakes: [Date]) {
+    private func refreshHistory(
+        of candidate: FetchCandidate, lastOpen: Date, now: Date
+    ) -> (lastRefresh: Date, recentWakes: [Date]) {
         let lastRun = candidate.recentRuns.first.map { min($0.startedAt, now) }
-        let recentWakes = candidate.recentRuns.map(\.startedAt).filter { $0 > now.addingTimeInterval(-86400) && $0 <= now }
+        let recentWakes = candidate.recentRuns.map(\.startedAt).filter {
+            $0 > now.addingTimeInterval(-86400) && $0 <= now
+        }
         return (max(lastRun ?? lastOpen, lastOpen), recentWakes)
     }
 
@@ -110,7 +124,8 @@ public struct UsageOutlook: Sendable {
         case .neverOpened:
             return DecisionReason(.noLikelyOpen, "no recorded opens to predict from")
         case .stillFresh(let until):
-            return DecisionReason(.stillFresh, "the last refresh keeps the content fresh until \(WireCoding.format(until))")
+            return DecisionReason(
+                .stillFresh, "the last refresh keeps the content fresh until \(WireCoding.format(until))")
         case .budgetSpent(let spent, let cap):
             return DecisionReason(.dailyBudgetSpent, "\(spent) wakes in the last 24 h; the app's use earns \(cap)")
         case .belowThreshold(let prediction, let threshold):

@@ -41,7 +41,8 @@ public struct BackgroundTimePolicy: Hashable, Sendable {
         public var canSignal: Bool
 
         public init(
-            state: ApplicationState, enteredBackgroundAt: Date?, holdsTasks: Bool, warned: Bool = false, busy: Bool = false,
+            state: ApplicationState, enteredBackgroundAt: Date?, holdsTasks: Bool, warned: Bool = false,
+            busy: Bool = false,
             canSignal: Bool = true
         ) {
             self.state = state
@@ -78,7 +79,8 @@ public struct BackgroundTimePolicy: Hashable, Sendable {
                 return .end(
                     DecisionReason(
                         .backgroundTimeOverrun,
-                        "still held a background task when its \(budget.humanDescription) of background time ended; the expiration handler must end it"))
+                        "still held a background task when its \(budget.humanDescription) of background time ended; the expiration handler must end it"
+                    ))
             }
             let warnAt = deadline.addingTimeInterval(-expirationLead.seconds)
             if now >= warnAt { return app.warned ? .wait(until: deadline) : .warn(deadline: deadline) }
@@ -88,27 +90,35 @@ public struct BackgroundTimePolicy: Hashable, Sendable {
         if suspensionEnabled {
             let suspendAt = entered.adding(suspensionDelay)
             guard now >= suspendAt else { return .wait(until: suspendAt) }
-            return .suspend(DecisionReason(.suspendedInBackground, "in the background with no background task or event to handle"))
+            return .suspend(
+                DecisionReason(.suspendedInBackground, "in the background with no background task or event to handle"))
         }
         if now >= deadline {
-            return .end(DecisionReason(.suspensionUnavailable, "background time is over and suspension is off (--suspension off)"))
+            return .end(
+                DecisionReason(
+                    .suspensionUnavailable, "background time is over and suspension is off (--suspension off)"))
         }
         return .wait(until: deadline)
     }
 
     /// `beginBackgroundTask` at `now`: granted with the deadline (nil: unlimited, in the
     /// foreground), or refused with why.
-    public func grant(state: ApplicationState, enteredBackgroundAt: Date?, now: Date) -> Result<Date?, RefusedBackgroundTime> {
+    public func grant(
+        state: ApplicationState, enteredBackgroundAt: Date?, now: Date
+    ) -> Result<Date?, RefusedBackgroundTime> {
         switch state {
         case .active, .inactive:
             return .success(nil)
         case .suspended:
-            return .failure(RefusedBackgroundTime(reason: DecisionReason(.backgroundTimeExpired, "the app is suspended")))
+            return .failure(
+                RefusedBackgroundTime(reason: DecisionReason(.backgroundTimeExpired, "the app is suspended")))
         case .background:
             let deadline = deadline(enteredBackgroundAt: enteredBackgroundAt ?? now)
             guard now < deadline else {
                 return .failure(
-                    RefusedBackgroundTime(reason: DecisionReason(.backgroundTimeExpired, "the app's \(budget.humanDescription) of background time is over")))
+                    RefusedBackgroundTime(
+                        reason: DecisionReason(
+                            .backgroundTimeExpired, "the app's \(budget.humanDescription) of background time is over")))
             }
             return .success(deadline)
         }

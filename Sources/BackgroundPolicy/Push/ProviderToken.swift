@@ -22,15 +22,19 @@ public struct ProviderToken: Hashable, Sendable {
         let token = parts[1].trimmingCharacters(in: .whitespaces)
         guard token.utf8.count <= 1024 else { return .failure(.invalidProviderToken) }
         let segments = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard segments.count == 3, let headerData = base64URLDecode(segments[0]), let claimsData = base64URLDecode(segments[1]),
+        guard segments.count == 3, let headerData = base64URLDecode(segments[0]),
+            let claimsData = base64URLDecode(segments[1]),
             let signature = base64URLDecode(segments[2]), signature.count == 64,
             let header = try? JSONSerialization.jsonObject(with: headerData) as? [String: Any],
             let claims = try? JSONSerialization.jsonObject(with: claimsData) as? [String: Any]
         else { return .failure(.invalidProviderToken) }
-        guard header["alg"] as? String == "ES256", let keyID = header["kid"] as? String, !keyID.isEmpty, keyID.count <= 64 else {
+        guard header["alg"] as? String == "ES256", let keyID = header["kid"] as? String, !keyID.isEmpty,
+            keyID.count <= 64
+        else {
             return .failure(.invalidProviderToken)
         }
-        guard let teamID = claims["iss"] as? String, !teamID.isEmpty, let iat = (claims["iat"] as? NSNumber)?.doubleValue,
+        guard let teamID = claims["iss"] as? String, !teamID.isEmpty,
+            let iat = (claims["iat"] as? NSNumber)?.doubleValue,
             iat.isFinite, iat >= 0
         else { return .failure(.invalidProviderToken) }
         return .success(
@@ -40,7 +44,9 @@ public struct ProviderToken: Hashable, Sendable {
     }
 
     static func base64URLDecode(_ text: Substring) -> Data? {
-        guard !text.isEmpty, text.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }) else { return nil }
+        guard !text.isEmpty, text.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }) else {
+            return nil
+        }
         var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while base64.count % 4 != 0 { base64 += "=" }
         return Data(base64Encoded: base64)

@@ -16,7 +16,9 @@ public struct PushFloodLimit: Hashable, Sendable {
 
     /// Whether one more push to the token is accepted at `now`, and the allowance after it.
     /// Refused pushes cost nothing, so a provider that backs off is admitted again soon.
-    public func admit(_ allowance: PushThrottle.Allowance?, now: Date) -> (admitted: Bool, allowance: PushThrottle.Allowance) {
+    public func admit(
+        _ allowance: PushThrottle.Allowance?, now: Date
+    ) -> (admitted: Bool, allowance: PushThrottle.Allowance) {
         var current = PushThrottle.Allowance.refilled(allowance, perSecond: perSecond, burst: burst, now: now)
         guard current.tokens >= 1 else { return (false, current) }
         current.tokens -= 1

@@ -49,7 +49,9 @@ public enum PushRequestValidator {
 
         if let id = apns["apns-id"], !isCanonicalUUID(id) { return .failure(.badMessageId) }
         guard let topic = apns["apns-topic"], !topic.isEmpty else { return .failure(.missingTopic) }
-        guard topic.utf8.count <= 255, topic.allSatisfy({ $0.isASCII && !$0.isWhitespace }) else { return .failure(.badTopic) }
+        guard topic.utf8.count <= 255, topic.allSatisfy({ $0.isASCII && !$0.isWhitespace }) else {
+            return .failure(.badTopic)
+        }
         if let collapse = apns["apns-collapse-id"], collapse.utf8.count > 64 { return .failure(.badCollapseId) }
         var expiration: Date?
         if let raw = apns["apns-expiration"] {
@@ -86,7 +88,8 @@ public enum PushRequestValidator {
         if pushType == .background && priority == 10 { return .failure(.badPriority) }
         return .success(
             ValidatedPush(
-                deviceToken: token.lowercased(), topic: topic, pushType: pushType, priority: priority, expiration: expiration,
+                deviceToken: token.lowercased(), topic: topic, pushType: pushType, priority: priority,
+                expiration: expiration,
                 collapseID: apns["apns-collapse-id"], apnsID: apns["apns-id"], payload: body))
     }
 
@@ -106,7 +109,13 @@ public enum PushRequestValidator {
         var inString = false, escaped = false
         for byte in body {
             if inString {
-                if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true } else if byte == UInt8(ascii: "\"") { inString = false }
+                if escaped {
+                    escaped = false
+                } else if byte == UInt8(ascii: "\\") {
+                    escaped = true
+                } else if byte == UInt8(ascii: "\"") {
+                    inString = false
+                }
                 continue
             }
             switch byte {

@@ -53,27 +53,39 @@ public struct PushThrottle: Hashable, Sendable {
         let never = Date(timeIntervalSince1970: 0)
         if current.tokens >= 1 {
             if let expiration, expiration != never, expiration < now {
-                return .expired(DecisionReason(.pushExpired, "apns-expiration \(WireCoding.formatSeconds(expiration)) passed before the app could be woken"))
+                return .expired(
+                    DecisionReason(
+                        .pushExpired,
+                        "apns-expiration \(WireCoding.formatSeconds(expiration)) passed before the app could be woken"))
             }
             let left = current.tokens - 1
             return .wakeNow(
                 Allowance(tokens: left, at: now),
-                DecisionReason(.pushWake, "a background push woke the app (\(Self.format(left)) more wakes allowed now; \(rate))"))
+                DecisionReason(
+                    .pushWake, "a background push woke the app (\(Self.format(left)) more wakes allowed now; \(rate))"))
         }
         // 0 means "deliver once": now or never.
         if let expiration, expiration == never || expiration <= now {
-            let when = expiration == never ? "apns-expiration 0 (now or never)" : "apns-expiration \(WireCoding.formatSeconds(expiration))"
-            return .expired(DecisionReason(.pushExpired, "\(when), and the app had had its push wakes for now (\(rate))"))
+            let when =
+                expiration == never
+                ? "apns-expiration 0 (now or never)" : "apns-expiration \(WireCoding.formatSeconds(expiration))"
+            return .expired(
+                DecisionReason(.pushExpired, "\(when), and the app had had its push wakes for now (\(rate))"))
         }
         let wait = (1 - current.tokens) * 3600 / wakesPerHour
         let until = now.addingTimeInterval(wait)
         if let expiration, expiration < until {
             return .expired(
-                DecisionReason(.pushExpired, "apns-expiration \(WireCoding.formatSeconds(expiration)) comes before the next wake allowed, \(WireCoding.formatSeconds(until)) (\(rate))"))
+                DecisionReason(
+                    .pushExpired,
+                    "apns-expiration \(WireCoding.formatSeconds(expiration)) comes before the next wake allowed, \(WireCoding.formatSeconds(until)) (\(rate))"
+                ))
         }
         return .hold(
             until: until, current,
-            DecisionReason(.pushThrottled, "held until \(WireCoding.formatSeconds(until)): the app has had its push wakes for now (\(rate))"))
+            DecisionReason(
+                .pushThrottled,
+                "held until \(WireCoding.formatSeconds(until)): the app has had its push wakes for now (\(rate))"))
     }
 
     static func format(_ value: Double) -> String {

@@ -67,15 +67,22 @@ public struct AppOpenTrace: Hashable, Sendable {
             }
             let number = offset + 1
             guard fields.count == columns.count else {
-                return .failure(.malformedLine(number: number, text: String(line.prefix(200)), problem: "expected \(columns.count) fields"))
+                return .failure(
+                    .malformedLine(
+                        number: number, text: String(line.prefix(200)), problem: "expected \(columns.count) fields"))
             }
             guard !fields[user].isEmpty, !fields[app].isEmpty else {
-                return .failure(.malformedLine(number: number, text: String(line.prefix(200)), problem: "user and app must not be empty"))
+                return .failure(
+                    .malformedLine(
+                        number: number, text: String(line.prefix(200)), problem: "user and app must not be empty"))
             }
             // Between 2000 and 2100: anything else is a unit mistake (milliseconds) or garbage.
-            guard let seconds = Double(fields[time]), seconds.isFinite, (946_684_800...4_102_444_800).contains(seconds) else {
+            guard let seconds = Double(fields[time]), seconds.isFinite, (946_684_800...4_102_444_800).contains(seconds)
+            else {
                 return .failure(
-                    .malformedLine(number: number, text: String(line.prefix(200)), problem: "open_utc must be Unix seconds (2000–2100)"))
+                    .malformedLine(
+                        number: number, text: String(line.prefix(200)),
+                        problem: "open_utc must be Unix seconds (2000–2100)"))
             }
             opens[Key(user: fields[user], app: fields[app]), default: []].append(Date(timeIntervalSince1970: seconds))
         }

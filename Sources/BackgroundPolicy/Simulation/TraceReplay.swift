@@ -40,7 +40,9 @@ public struct TraceReplay: Sendable {
     /// Every wake the policy decides, per (user, app).
     public func wakes(for trace: AppOpenTrace, policy: Policy) -> [AppOpenTrace.Key: [Date]] {
         if policy == .adaptive {
-            return trace.users.reduce(into: [:]) { wakes, user in wakes.merge(adaptive(user: user, in: trace).wakes) { $1 } }
+            return trace.users.reduce(into: [:]) { wakes, user in
+                wakes.merge(adaptive(user: user, in: trace).wakes) { $1 }
+            }
         }
         var wakes: [AppOpenTrace.Key: [Date]] = [:]
         for (key, opens) in trace.opens {
@@ -57,8 +59,11 @@ public struct TraceReplay: Sendable {
     }
 
     private func fixed(every seconds: TimeInterval, over span: ClosedRange<Date>) -> [Date] {
-        stride(from: span.lowerBound.timeIntervalSince1970 + seconds, through: span.upperBound.timeIntervalSince1970, by: seconds)
-            .map(Date.init(timeIntervalSince1970:))
+        stride(
+            from: span.lowerBound.timeIntervalSince1970 + seconds, through: span.upperBound.timeIntervalSince1970,
+            by: seconds
+        )
+        .map(Date.init(timeIntervalSince1970:))
     }
 
     /// One user's apps together, in virtual time. The learner sees each open as it happens; at
@@ -68,7 +73,9 @@ public struct TraceReplay: Sendable {
     private func adaptive(user: String, in trace: AppOpenTrace) -> (wakes: [AppOpenTrace.Key: [Date]], decisions: Int) {
         guard let span = trace.span(of: user) else { return ([:], 0) }
         let keys = trace.opens.keys.filter { $0.user == user }
-        let events = keys.flatMap { key in trace.opens[key]!.map { (at: $0, app: key.app) } }.sorted { ($0.at, $0.app) < ($1.at, $1.app) }
+        let events = keys.flatMap { key in trace.opens[key]!.map { (at: $0, app: key.app) } }.sorted {
+            ($0.at, $0.app) < ($1.at, $1.app)
+        }
         let planner = AdaptiveWakePlanner(configuration: self.planner)
         var learner = UsageLearner(configuration: learning)
         var threshold = WakeThreshold(initial: initialThreshold)
@@ -101,7 +108,9 @@ public struct TraceReplay: Sendable {
             // A user silent for longer than `dormancy` is away: no open to predict, so no grid
             // step is asked until their next open. The replay's cost follows the opens, not the
             // calendar (two opens years apart cost two, not a million steps).
-            if grid < at, grid.timeIntervalSince(lastOpen) > Self.dormancy.seconds, at.timeIntervalSince(grid) > planner.configuration.step.seconds {
+            if grid < at, grid.timeIntervalSince(lastOpen) > Self.dormancy.seconds,
+                at.timeIntervalSince(grid) > planner.configuration.step.seconds
+            {
                 grid = planner.nextGridPoint(after: at.addingTimeInterval(-planner.configuration.step.seconds))
             }
             if grid < at {
@@ -118,7 +127,10 @@ public struct TraceReplay: Sendable {
             let reaction = at.addingTimeInterval(1)
             if reaction < grid { decide(at: reaction) }
         }
-        return (Dictionary(uniqueKeysWithValues: wakes.map { (AppOpenTrace.Key(user: user, app: $0.key), $0.value) }), decisions)
+        return (
+            Dictionary(uniqueKeysWithValues: wakes.map { (AppOpenTrace.Key(user: user, app: $0.key), $0.value) }),
+            decisions
+        )
     }
 
     /// How many planning passes the adaptive replay of `trace` makes: what its cost follows.

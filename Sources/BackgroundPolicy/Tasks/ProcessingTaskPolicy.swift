@@ -26,7 +26,9 @@ public struct ProcessingTaskPolicy: Hashable, Sendable {
     }
 
     /// Why a running processing task must stop now (nil: it may go on).
-    public func stopReason(for request: TaskRequest, conditions: DeviceConditions, appInForeground: AppID?) -> DecisionReason? {
+    public func stopReason(
+        for request: TaskRequest, conditions: DeviceConditions, appInForeground: AppID?
+    ) -> DecisionReason? {
         guard request.kind == .processing else { return nil }
         return conditionProblem(for: request, conditions: conditions, appInForeground: appInForeground)
     }
@@ -36,7 +38,9 @@ public struct ProcessingTaskPolicy: Hashable, Sendable {
         requests.compactMap(\.earliestBeginDate).filter { $0 > now }.min()
     }
 
-    private func conditionProblem(for request: TaskRequest, conditions: DeviceConditions, appInForeground: AppID?) -> DecisionReason? {
+    private func conditionProblem(
+        for request: TaskRequest, conditions: DeviceConditions, appInForeground: AppID?
+    ) -> DecisionReason? {
         if request.requiresExternalPower, conditions.power != .mains {
             return DecisionReason(.needsExternalPower, "it requires external power; the device is on battery")
         }
@@ -44,7 +48,8 @@ public struct ProcessingTaskPolicy: Hashable, Sendable {
             return DecisionReason(.needsNetwork, "it requires a network; none is up")
         }
         if let appInForeground {
-            return DecisionReason(.appInForeground, "\(appInForeground) is in the foreground; processing waits until the device is idle")
+            return DecisionReason(
+                .appInForeground, "\(appInForeground) is in the foreground; processing waits until the device is idle")
         }
         return nil
     }

@@ -107,7 +107,9 @@ public enum ResumeDecision: Hashable, Sendable {
         switch head.status {
         case 200:
             guard head.isIdentityEncoded else {
-                return .discardAndRestart(reason: "the server sent Content-Encoding \(head.contentEncoding ?? "") although identity was asked")
+                return .discardAndRestart(
+                    reason: "the server sent Content-Encoding \(head.contentEncoding ?? "") although identity was asked"
+                )
             }
             let fresh = DownloadCheckpoint(offset: 0, total: head.contentLength, validator: head.strongValidator)
             return .write(from: 0, checkpoint: fresh, restarted: checkpoint.offset > 0)
@@ -119,10 +121,12 @@ public enum ResumeDecision: Hashable, Sendable {
                 return .discardAndRestart(reason: "206 without a usable Content-Range (\(head.contentRange ?? "none"))")
             }
             guard range.start == checkpoint.offset else {
-                return .discardAndRestart(reason: "206 for bytes from \(range.start), not from the checkpoint at \(checkpoint.offset)")
+                return .discardAndRestart(
+                    reason: "206 for bytes from \(range.start), not from the checkpoint at \(checkpoint.offset)")
             }
             if let total = checkpoint.total, range.total != total {
-                return .discardAndRestart(reason: "206 with total \(range.total.map(String.init) ?? "*"), not the \(total) stored")
+                return .discardAndRestart(
+                    reason: "206 with total \(range.total.map(String.init) ?? "*"), not the \(total) stored")
             }
             guard let validator = head.strongValidator, validator == checkpoint.validator else {
                 return .discardAndRestart(reason: "206 whose validator is not the one the stored bytes came with")
@@ -181,7 +185,8 @@ struct ContentRange: Hashable {
             return
         }
         let bounds = rangeText.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
-        guard bounds.count == 2, let first = Int64(bounds[0]), let last = Int64(bounds[1]), first >= 0, last >= first else {
+        guard bounds.count == 2, let first = Int64(bounds[0]), let last = Int64(bounds[1]), first >= 0, last >= first
+        else {
             return nil
         }
         if let total, last >= total { return nil }

@@ -11,7 +11,10 @@ public struct RetryBackoff: Hashable, Sendable {
     /// `Retry-After` is held within these bounds.
     public var retryAfterRange: ClosedRange<Double>
 
-    public init(base: Duration = .seconds(2), maximum: Duration = .seconds(600), retryAfterRange: ClosedRange<Double> = 30...86400) {
+    public init(
+        base: Duration = .seconds(2), maximum: Duration = .seconds(600),
+        retryAfterRange: ClosedRange<Double> = 30...86400
+    ) {
         self.base = base
         self.maximum = maximum
         self.retryAfterRange = retryAfterRange

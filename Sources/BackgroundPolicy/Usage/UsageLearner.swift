@@ -25,7 +25,8 @@ public struct UsageLearner: Sendable {
         public var maximumCatchUp: Duration
 
         public init(
-            usage: UsageModel.Configuration = .init(), window: Duration = .seconds(3600), sampleEvery: Duration = .seconds(600),
+            usage: UsageModel.Configuration = .init(), window: Duration = .seconds(3600),
+            sampleEvery: Duration = .seconds(600),
             liftPrior: Double = 20, maximumCatchUp: Duration = .seconds(2 * 86400)
         ) {
             self.usage = usage
@@ -115,7 +116,8 @@ public struct UsageLearner: Sendable {
             sinceOpen: .init(sinceLastOpen: date.timeIntervalSince(lastOpen)))
         let lifts = lift.lifts(app: app, context: context)
         return Prediction(
-            fromTimeOfDay: expectedFromTimeOfDay(model, after: date, within: span ?? configuration.window, now: now), context: context,
+            fromTimeOfDay: expectedFromTimeOfDay(model, after: date, within: span ?? configuration.window, now: now),
+            context: context,
             activityLift: lifts.activity, sinceOpenLift: lifts.sinceOpen)
     }
 
@@ -136,12 +138,15 @@ public struct UsageLearner: Sendable {
     }
 
     /// Session starts expected in the window after `date`, from the slots it spans.
-    private func expectedFromTimeOfDay(_ model: UsageModel, after date: Date, within span: Duration, now: Date) -> Double {
+    private func expectedFromTimeOfDay(
+        _ model: UsageModel, after date: Date, within span: Duration, now: Date
+    ) -> Double {
         let slot = model.configuration.slot.seconds
         let slots = max(1, Int((span.seconds / slot).rounded()))
         var total = 0.0
         for index in 0..<slots {
-            total += model.sessionStartRate(inSlotContaining: date.addingTimeInterval(1 + Double(index) * slot), now: now)
+            total += model.sessionStartRate(
+                inSlotContaining: date.addingTimeInterval(1 + Double(index) * slot), now: now)
         }
         return total
     }

@@ -31,7 +31,9 @@ import Synchronization
 struct FixtureApp {
     static func main() async throws {
         let behaviour = CommandLine.arguments.dropFirst().first ?? "newData"
-        if behaviour == "foreground" { return try await ForegroundFixture.main(Array(CommandLine.arguments.dropFirst())) }
+        if behaviour == "foreground" {
+            return try await ForegroundFixture.main(Array(CommandLine.arguments.dropFirst()))
+        }
         if CommandLine.arguments.contains("ignore-term") { signal(SIGTERM, SIG_IGN) }
         if behaviour == "exit" { exit(0) }
         let application = try BackgroundApplication()
@@ -40,7 +42,8 @@ struct FixtureApp {
         application.delegate = delegate
         let session = BackgroundURLSession(
             configuration: .background(withIdentifier: "fixture"),
-            delegate: TransferRecorder(log: log, container: application.containerPath ?? ".", crashOnce: behaviour == "crash-on-download"),
+            delegate: TransferRecorder(
+                log: log, container: application.containerPath ?? ".", crashOnce: behaviour == "crash-on-download"),
             application: application)
         _ = session
         application.onBackgroundFetch {
@@ -150,7 +153,9 @@ final class TransferRecorder: BackgroundURLSessionDelegate {
         self.crashOnce = crashOnce
     }
 
-    func urlSession(_ session: BackgroundURLSession, downloadTask: BackgroundURLSessionTask, didFinishDownloadingTo location: URL) {
+    func urlSession(
+        _ session: BackgroundURLSession, downloadTask: BackgroundURLSessionTask, didFinishDownloadingTo location: URL
+    ) {
         let kept = URL(fileURLWithPath: container + "/kept-\(downloadTask.taskIdentifier)")
         try? FileManager.default.removeItem(at: kept)
         let digest = (try? Data(contentsOf: location)).map { FixtureDigest.sha256($0) } ?? "missing"
@@ -163,7 +168,9 @@ final class TransferRecorder: BackgroundURLSessionDelegate {
         try? FileManager.default.moveItem(at: location, to: kept)
     }
 
-    func urlSession(_ session: BackgroundURLSession, task: BackgroundURLSessionTask, didCompleteWithError error: TransferError?) {
+    func urlSession(
+        _ session: BackgroundURLSession, task: BackgroundURLSessionTask, didCompleteWithError error: TransferError?
+    ) {
         log.append("completed \(task.taskIdentifier) \(error?.code.rawValue ?? "ok")")
     }
 

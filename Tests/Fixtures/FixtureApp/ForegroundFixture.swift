@@ -22,7 +22,9 @@ import Foundation
 /// `expire-task`, `cancelled`, `fetch`, `note <notification>`, `remaining <seconds|inf>`.
 enum ForegroundFixture {
     static func main(_ arguments: [String]) async throws {
-        guard arguments.count >= 6, let app = AppID(rawValue: arguments[1]) else { fatalError("usage: foreground APP TOKEN SOCKET LOG MODE") }
+        guard arguments.count >= 6, let app = AppID(rawValue: arguments[1]) else {
+            fatalError("usage: foreground APP TOKEN SOCKET LOG MODE")
+        }
         let log = Log(path: arguments[4])
         let mode = arguments[5]
         let application = BackgroundApplication(appID: app, token: arguments[2], socketPath: arguments[3])
