@@ -141,6 +141,20 @@ struct RetryBackoffTests {
         #expect(backoff.delay(afterFailures: 40, retryAfter: nil, jitter: 0.5, now: now) == .seconds(450))
     }
 
+    /// The jitter is a stable hash: the same transfer and failure give the same delay, and
+    /// transfers that failed together spread over the window.
+    @Test func jitterIsStableAndSpreads() {
+        let a = RetryBackoff.jitter(for: TransferID(7), afterFailures: 3)
+        #expect(a == RetryBackoff.jitter(for: TransferID(7), afterFailures: 3))
+        #expect(a != RetryBackoff.jitter(for: TransferID(7), afterFailures: 4))
+        let spread = (1...1000).map { RetryBackoff.jitter(for: TransferID(Int64($0)), afterFailures: 1) }
+        #expect(spread.allSatisfy { $0 >= 0 && $0 < 1 })
+        for decile in 0..<10 {
+            let count = spread.filter { Int($0 * 10) == decile }.count
+            #expect((70...130).contains(count), "decile \(decile): \(count) of 1000")
+        }
+    }
+
     /// T8: Retry-After is obeyed, in seconds or as a date, and clamped to 30 s…24 h.
     @Test func obeysRetryAfterWithinBounds() {
         #expect(backoff.delay(afterFailures: 1, retryAfter: "120", jitter: 0, now: now) == .seconds(120))

@@ -318,7 +318,8 @@ public actor TransferService: Service {
         // Whole seconds: the store keeps milliseconds, and a retry time read back later than the
         // one planned would wait for a clock tick that never comes.
         let jittered = configuration.backoff.delay(
-            afterFailures: failures, retryAfter: retryAfter, jitter: Double.random(in: 0..<1), now: now)
+            afterFailures: failures, retryAfter: retryAfter,
+            jitter: RetryBackoff.jitter(for: transfer.record.id, afterFailures: failures), now: now)
         let delay = Duration.seconds(jittered.seconds.rounded(.up))
         do {
             try await store.scheduleRetry(transfer.record.id, error: reason, at: now.adding(delay))

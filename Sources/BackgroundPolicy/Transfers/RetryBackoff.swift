@@ -32,6 +32,21 @@ public struct RetryBackoff: Hashable, Sendable {
         return .seconds(window * (0.5 + 0.5 * min(max(jitter, 0), 1)))
     }
 
+    /// The jitter for `transfer`'s attempt after `failures` failures: a stable hash of the two,
+    /// in [0, 1). Transfers that failed together spread out, and the same failure always gets
+    /// the same delay — a decision a test (or a replay) can reproduce, never a dice roll.
+    public static func jitter(for transfer: TransferID, afterFailures failures: Int) -> Double {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325  // FNV-1a
+        for byte in "\(transfer.rawValue):\(failures)".utf8 {
+            hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3
+        }
+        // Finish with a mix (splitmix64's) so that nearby ids land far apart.
+        hash = (hash ^ (hash >> 30)) &* 0xbf58_476d_1ce4_e5b9
+        hash = (hash ^ (hash >> 27)) &* 0x94d0_49bb_1331_11eb
+        hash ^= hash >> 31
+        return Double(hash >> 11) / Double(UInt64(1) << 53)
+    }
+
     /// `Retry-After: 120` or `Retry-After: <HTTP date>`; nil when it is neither.
     static func seconds(fromRetryAfter text: String, now: Date) -> Double? {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
