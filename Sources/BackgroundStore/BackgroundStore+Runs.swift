@@ -178,15 +178,19 @@ extension BackgroundStore {
                 // that was days ahead must not stay "the last run" once the clock comes back
                 // (it made every later run look older, and the interrupted one was made up
                 // again and again).
-                // Runs launched for transfer events are not fetches: they neither anchor the
-                // next fetch nor count as trouble — but while one is in flight, nothing else runs.
-                let runs = try RunRow.filter(RunRow.Columns.appId == row.id).filter(
-                    Column("kind") != RunKind.events.rawValue
-                )
-                .order(RunRow.Columns.id.desc)
-                .limit(recentRunLimit + 1).fetchAll(db)
-                let eventsRunInFlight =
-                    try RunRow.filter(RunRow.Columns.appId == row.id).filter(Column("kind") == RunKind.events.rawValue)
+                // Which runs the fetch policy learns from (docs/scheduling.md, "Which runs count"):
+                // fetches and app-refresh tasks (which ride on fetch wakes). A push wake, a
+                // processing task or a launch for transfer events neither anchors the next fetch
+                // nor counts as trouble (nor is made up as a fetch when bgd stopped during it):
+                // each has its own rule. Any run in flight holds the app's fetch back all the same.
+                let fetchLike =
+                    Column("kind") == RunKind.fetch.rawValue
+                    || (Column("kind") == RunKind.task.rawValue && Column("taskKind") == TaskKind.appRefresh.rawValue)
+                let runs = try RunRow.filter(RunRow.Columns.appId == row.id).filter(fetchLike)
+                    .order(RunRow.Columns.id.desc)
+                    .limit(recentRunLimit + 1).fetchAll(db)
+                let otherRunInFlight =
+                    try RunRow.filter(RunRow.Columns.appId == row.id).filter(!fetchLike)
                     .filter(RunRow.Columns.outcome == nil).fetchCount(db) > 0
                 let finished = runs.compactMap { run in
                     run.outcome.flatMap(RunOutcome.init(rawValue:)).map {
@@ -195,7 +199,7 @@ extension BackgroundStore {
                 }
                 var answers: [FetchCandidate.Answer] = []
                 if let answersSince {
-                    answers = try RunRow.filter(RunRow.Columns.appId == row.id)
+                    answers = try RunRow.filter(RunRow.Columns.appId == row.id).filter(fetchLike)
                         .filter(
                             [RunOutcome.newData.rawValue, RunOutcome.noData.rawValue].contains(RunRow.Columns.outcome)
                         )
@@ -209,7 +213,7 @@ extension BackgroundStore {
                 var candidate = FetchCandidate(
                     app: app.id, interval: app.fetchInterval, registeredAt: app.registeredAt,
                     recentRuns: Array(finished.prefix(recentRunLimit)),
-                    isRunning: eventsRunInFlight || runs.contains { $0.outcome == nil },
+                    isRunning: otherRunInFlight || runs.contains { $0.outcome == nil },
                     answers: answers)
                 candidate.notBefore = try Date.fetchOne(
                     db,

@@ -139,4 +139,29 @@ struct DeliverySettlementTests {
         try await store.finishRun(run.id, outcome: .newData, now: now.addingTimeInterval(60))
         #expect(try await store.pendingTaskRequests(of: app).map(\.request.requiresExternalPower) == [true])
     }
+
+    /// Which runs the fetch policy learns from (docs/scheduling.md): fetches and app-refresh
+    /// tasks. A push run, a processing task and a launch for transfer events neither anchor the
+    /// next fetch nor count as trouble — but any run in flight holds the fetch back.
+    @Test func onlyFetchesAndRefreshTasksFeedTheFetchPolicy() async throws {
+        let store = try await registered()
+        let (fetch, _) = try await store.startFetchRun(
+            for: app, trigger: .scheduled, reasons: [], budget: .seconds(30), now: now)
+        try await store.finishRun(fetch.id, outcome: .newData, now: now.addingTimeInterval(1))
+        let (_, pushRun) = try await pushInFlight(store)
+        #expect(try await store.fetchCandidates().first?.isRunning == true, "a push run in flight holds the fetch back")
+        try await store.finishRun(pushRun.id, outcome: .crashed, now: now.addingTimeInterval(2))
+        try await store.submitTaskRequest(
+            TaskRequest(identifier: "com.example.a.work", kind: .processing), for: app, now: now)
+        let task = try await store.startTaskRun(
+            for: app, identifier: "com.example.a.work", trigger: .scheduled, reasons: [], budget: .seconds(600),
+            now: now.addingTimeInterval(3))
+        try await store.finishRun(task.id, outcome: .expired, now: now.addingTimeInterval(4))
+        let events = try await store.startEventsRun(for: app, budget: .seconds(30), now: now.addingTimeInterval(5))
+        #expect(try await store.fetchCandidates().first?.isRunning == true, "so does a run for transfer events")
+        try await store.finishRun(events.id, outcome: .interrupted, now: now.addingTimeInterval(6))
+        let candidate = try #require(try await store.fetchCandidates(answersSince: now.addingTimeInterval(-60)).first)
+        #expect(candidate.recentRuns.map(\.outcome) == [.newData], "only the fetch: \(candidate.recentRuns)")
+        #expect(candidate.answers.count == 1 && !candidate.isRunning)
+    }
 }
