@@ -165,6 +165,7 @@ let package = Package(
         ),
         .testTarget(name: "BackgroundModelTests", dependencies: ["BackgroundModel"], swiftSettings: swiftSettings),
         .testTarget(name: "BackgroundTransfersTests", dependencies: ["BackgroundTransfers"], swiftSettings: swiftSettings),
+        .testTarget(name: "BackgroundTests", dependencies: ["Background", "BackgroundModel"], swiftSettings: swiftSettings),
         .testTarget(name: "BackgroundDashboardTests", dependencies: ["BackgroundDashboard", "BackgroundModel"], swiftSettings: swiftSettings),
         .testTarget(
             name: "BackgroundPolicyTests",
