@@ -274,7 +274,7 @@ public final class TransferEngine: Sendable {
                 transfer.record.id, DownloadCheckpoint(offset: size, total: size), restarted: false, now: clock.now)
             try? FileManager.default.removeItem(atPath: transfer.partialPath)
             return .completed(file: nil, statusCode: status)
-        case 408, 429, 500...599:
+        case _ where ResumeDecision.isRetryable(status: status):
             return .retry(reason: "HTTP \(status)", retryAfter: response.headers.first(name: "Retry-After"))
         default:
             try? FileManager.default.removeItem(atPath: transfer.partialPath)

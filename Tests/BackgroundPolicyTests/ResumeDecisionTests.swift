@@ -141,6 +141,17 @@ struct RetryBackoffTests {
         #expect(backoff.delay(afterFailures: 40, retryAfter: nil, jitter: 0.5, now: now) == .seconds(450))
     }
 
+    /// One list of answers worth trying again, for downloads (ResumeDecision) and uploads
+    /// (TransferEngine) alike.
+    @Test func retryableStatuses() {
+        for status in [408, 429, 500, 502, 503, 504, 599] {
+            #expect(ResumeDecision.isRetryable(status: status), "\(status)")
+        }
+        for status in [200, 206, 301, 400, 401, 403, 404, 410, 416, 600] {
+            #expect(!ResumeDecision.isRetryable(status: status), "\(status)")
+        }
+    }
+
     /// The jitter is a stable hash: the same transfer and failure give the same delay, and
     /// transfers that failed together spread over the window.
     @Test func jitterIsStableAndSpreads() {

@@ -146,13 +146,21 @@ public enum ResumeDecision: Hashable, Sendable {
                 return .alreadyComplete
             }
             return .discardAndRestart(reason: "416 that does not show the stored bytes are the whole body")
-        case 408, 429, 500...599:
+        case _ where Self.isRetryable(status: head.status):
             return .retry(reason: "HTTP \(head.status)", retryAfter: head.retryAfter)
         case 400...499:
             return .fail(TransferError(.httpError, "HTTP \(head.status)"))
         default:
             return .retry(reason: "unexpected HTTP \(head.status)", retryAfter: nil)
         }
+    }
+}
+
+extension ResumeDecision {
+    /// The answers worth trying again later, for downloads and uploads alike: a timeout (408),
+    /// too many requests (429), and every server error (5xx). Any other 4xx is final.
+    public static func isRetryable(status: Int) -> Bool {
+        status == 408 || status == 429 || (500...599).contains(status)
     }
 }
 
