@@ -280,11 +280,12 @@ public struct Daemon: Service {
                 credential: operatorCredential, tokens: core.tokens, store: store,
                 launchedApp: { await supervisor.launchedApp(containing: $0) }))
         AdminRoutes(core: core).add(to: router)
-        let appRoutes = AppRoutes(core: core)
-        appRoutes.add(to: router)
-        TransferRoutes(core: core, authenticate: { try await appRoutes.authenticate($0) }).add(to: router)
-        PushRoutes(core: core, authenticate: { try await appRoutes.authenticate($0) }).add(to: router)
-        LifecycleRoutes(core: core, authenticate: { try await appRoutes.authenticate($0) }).add(to: router)
+        // Every app endpoint lives under /v1/app, behind one authentication.
+        let appGroup = router.group("v1/app").add(middleware: AppAuthentication(tokens: core.tokens, store: store))
+        AppRoutes(core: core).add(to: router, appGroup: appGroup)
+        TransferRoutes(core: core).add(to: router, appGroup: appGroup)
+        PushRoutes(core: core).add(to: router, appGroup: appGroup)
+        LifecycleRoutes(core: core).add(to: router, appGroup: appGroup)
         let socketPath = configuration.socketPath
         let logger = self.logger
         let listeners = [pushGateway?.boundPort, dashboard?.boundPort].compactMap { $0 }

@@ -8,13 +8,12 @@ import Hummingbird
 /// (authenticated by its token), and the operator's view and debugger commands (`bgctl tasks`).
 struct LifecycleRoutes {
     let core: DaemonCore
-    let authenticate: @Sendable (Request) async throws -> TokenIssuer.Bearer
 
-    func add(to router: Router<APIRequestContext>) {
-        let app = router.group("v1/app")
+    func add(to router: Router<APIRequestContext>, appGroup: RouterGroup<APIRequestContext>) {
+        let app = appGroup
         app.post("state") { request, context in
             var request = request
-            let bearer = try await authenticate(request)
+            let bearer = try context.appCaller()
             let report = try await request.decodeJSON(LifecycleReport.self)
             guard report.state != .suspended else {
                 throw APIError(
@@ -32,9 +31,9 @@ struct LifecycleRoutes {
             return try JSONResponse.make(
                 await core.lifecycle.report(report, from: bearer.app, launched: bearer.isLaunched))
         }
-        app.post("background-tasks") { request, _ in
+        app.post("background-tasks") { request, context in
             var request = request
-            let bearer = try await authenticate(request)
+            let bearer = try context.appCaller()
             let begin = try await request.decodeJSON(BeginBackgroundTaskRequest.self)
             switch await core.lifecycle.beginTask(named: begin.name, for: bearer.app, launched: bearer.isLaunched) {
             case .success(let grant): return try JSONResponse.make(grant, status: .created)
@@ -42,7 +41,7 @@ struct LifecycleRoutes {
             }
         }
         app.delete("background-tasks/:task") { request, context in
-            let bearer = try await authenticate(request)
+            let bearer = try context.appCaller()
             guard let raw = context.parameters.get("task"), let number = Int(raw), number > 0 else {
                 throw APIError(.badRequest, .invalidTaskID, "a background task identifier is a positive integer")
             }
@@ -53,9 +52,9 @@ struct LifecycleRoutes {
             }
             return Response(status: .noContent)
         }
-        app.post("task-requests") { request, _ in
+        app.post("task-requests") { request, context in
             var request = request
-            let bearer = try await authenticate(request)
+            let bearer = try context.appCaller()
             let task = try await request.decodeJSON(TaskRequest.self)
             guard TaskRequest.isValidIdentifier(task.identifier) else {
                 throw APIError(
@@ -67,18 +66,18 @@ struct LifecycleRoutes {
             core.schedulerDoorbell.ring()  // a refresh request moves the app's next wake
             return try JSONResponse.make(try await core.store.pendingTaskRequests(of: bearer.app), status: .created)
         }
-        app.get("task-requests") { request, _ in
-            let bearer = try await authenticate(request)
+        app.get("task-requests") { request, context in
+            let bearer = try context.appCaller()
             return try JSONResponse.make(try await core.store.pendingTaskRequests(of: bearer.app))
         }
-        app.delete("task-requests") { request, _ in
-            let bearer = try await authenticate(request)
+        app.delete("task-requests") { request, context in
+            let bearer = try context.appCaller()
             try await core.store.cancelTaskRequests(of: bearer.app, identifier: nil)
             core.schedulerDoorbell.ring()
             return Response(status: .noContent)
         }
         app.delete("task-requests/:identifier") { request, context in
-            let bearer = try await authenticate(request)
+            let bearer = try context.appCaller()
             try await core.store.cancelTaskRequests(
                 of: bearer.app, identifier: context.parameters.get("identifier") ?? "")
             core.schedulerDoorbell.ring()

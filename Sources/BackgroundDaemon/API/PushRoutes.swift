@@ -8,15 +8,14 @@ import Hummingbird
 /// gateway itself listens elsewhere (HTTP/2, the APNs provider API).
 struct PushRoutes {
     let core: DaemonCore
-    let authenticate: @Sendable (Request) async throws -> TokenIssuer.Bearer
 
-    func add(to router: Router<APIRequestContext>) {
-        router.post("v1/app/push/token") { request, _ in
-            let bearer = try await authenticate(request)
+    func add(to router: Router<APIRequestContext>, appGroup: RouterGroup<APIRequestContext>) {
+        appGroup.post("push/token") { request, context in
+            let bearer = try context.appCaller()
             return try JSONResponse.make(try await deviceToken(for: bearer.app))
         }
-        router.delete("v1/app/push/token") { request, _ in
-            let bearer = try await authenticate(request)
+        appGroup.delete("push/token") { request, context in
+            let bearer = try context.appCaller()
             try await core.store.revokeDeviceTokens(of: bearer.app, now: core.clock.now)
             return Response(status: .noContent)
         }

@@ -7,13 +7,12 @@ import Hummingbird
 /// all (`/v1/transfers`, bgctl). An app never sees, cancels or learns of another app's transfer.
 struct TransferRoutes {
     let core: DaemonCore
-    let authenticate: @Sendable (Request) async throws -> TokenIssuer.Bearer
 
-    func add(to router: Router<APIRequestContext>) {
-        let app = router.group("v1/app/transfers")
-        app.post { request, _ in
+    func add(to router: Router<APIRequestContext>, appGroup: RouterGroup<APIRequestContext>) {
+        let app = appGroup.group("transfers")
+        app.post { request, context in
             var request = request
-            let bearer = try await authenticate(request)
+            let bearer = try context.appCaller()
             let transfer = try await request.decodeJSON(TransferRequest.self)
             if transfer.destination != nil {
                 throw APIError(
@@ -22,22 +21,22 @@ struct TransferRoutes {
             }
             return try JSONResponse.make(try await submit(transfer, for: bearer.app), status: .created)
         }
-        app.get { request, _ in
-            let bearer = try await authenticate(request)
+        app.get { request, context in
+            let bearer = try context.appCaller()
             let session = request.uri.queryParameters["session"].map(String.init)
             return try JSONResponse.make(try await core.store.transfers(app: bearer.app, session: session))
         }
         app.get(":transfer") { request, context in
-            let bearer = try await authenticate(request)
+            let bearer = try context.appCaller()
             return try JSONResponse.make(try await own(try context.parameters.transferID(), by: bearer.app).record)
         }
         app.delete(":transfer") { request, context in
-            let bearer = try await authenticate(request)
+            let bearer = try context.appCaller()
             let id = try await own(try context.parameters.transferID(), by: bearer.app).record.id
             return try JSONResponse.make(try await cancel(id))
         }
         app.post(":transfer/pause") { request, context in
-            let bearer = try await authenticate(request)
+            let bearer = try context.appCaller()
             let id = try await own(try context.parameters.transferID(), by: bearer.app).record.id
             guard let data = try await core.transfers.pause(id) else {
                 throw APIError(.conflict, .transferNotActive, "transfer \(id) has ended or is already paused")
@@ -45,7 +44,7 @@ struct TransferRoutes {
             return try JSONResponse.make(data)
         }
         app.post(":transfer/resume") { request, context in
-            let bearer = try await authenticate(request)
+            let bearer = try context.appCaller()
             let id = try await own(try context.parameters.transferID(), by: bearer.app).record.id
             guard let record = try await core.transfers.resume(id) else {
                 throw APIError(.conflict, .transferNotPaused, "transfer \(id) is not paused")
