@@ -122,10 +122,6 @@ struct AppCgroupTests {
         try await TestDaemon.with { daemon in
             let app = "com.example.spin"
             let token = try await daemon.register(app, command: ["/bin/false"], interval: .never).token
-            let command = LaunchCommand([
-                try BuiltProducts.path(of: "bgd-fixture-app"), "foreground", app, token, daemon.socketPath,
-                daemon.directory + "/spin.log", "spin",
-            ])!
             var process: LaunchedProcess?
             _ = try await daemon.waitFor(
                 { activity -> Bool? in
@@ -133,11 +129,9 @@ struct AppCgroupTests {
                     return nil
                 },
                 after: {
-                    process = try ProcessLauncher().launch(
-                        LaunchSpec(
-                            command: command,
-                            environment: ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("BGD_") },
-                            workingDirectory: daemon.directory, logFile: daemon.directory + "/spin.out"))
+                    process = try launchForegroundApp(
+                        app, token: token, socket: daemon.socketPath, log: daemon.directory + "/spin.log", mode: "spin",
+                        in: daemon.directory)
                 })
             let pid = try #require(process?.processID)
             defer { process?.signalGroup(SIGKILL) }

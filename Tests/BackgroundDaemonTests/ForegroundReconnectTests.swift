@@ -34,13 +34,7 @@ struct ForegroundReconnectTests {
             as: RegisteredApp.self
         ).token
         let log = directory + "/app.log"
-        let command = LaunchCommand([
-            try BuiltProducts.path(of: "bgd-fixture-app"), "foreground", app, token, socket, log, "idle",
-        ])!
-        let process = try ProcessLauncher().launch(
-            LaunchSpec(
-                command: command, environment: ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("BGD_") },
-                workingDirectory: directory, logFile: directory + "/app.out"))
+        let process = try launchForegroundApp(app, token: token, socket: socket, log: log, mode: "idle", in: directory)
         defer { process.signalGroup(SIGKILL) }
         func reported() async -> Bool {
             let summary = try? await admin.send(.get, "/v1/apps", as: [AppSummary].self).first

@@ -40,13 +40,6 @@ struct LifecycleTests {
     /// `idle`, is in the background) with its event stream open.
     func startForeground(_ mode: String, in daemon: TestDaemon, token: String) async throws -> Foreground {
         let logPath = daemon.directory + "/foreground-\(mode).log"
-        let command = LaunchCommand([
-            try BuiltProducts.path(of: "bgd-fixture-app"), "foreground", Self.app, token, daemon.socketPath, logPath,
-            mode,
-        ])!
-        let spec = LaunchSpec(
-            command: command, environment: ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("BGD_") },
-            workingDirectory: daemon.directory, logFile: daemon.directory + "/foreground.out")
         let settled = Settled()
         let process = try await daemon.waitFor(
             { activity -> LaunchedProcess? in
@@ -62,7 +55,11 @@ struct LifecycleTests {
                     ? ["connected", "background"]
                     : mode == "finish" ? ["connected", "background"] : ["connected", "task"]
                 return settled.has(needed) ? settled.process : nil
-            }, after: { settled.process = try ProcessLauncher().launch(spec) })
+            },
+            after: {
+                settled.process = try launchForegroundApp(
+                    Self.app, token: token, socket: daemon.socketPath, log: logPath, mode: mode, in: daemon.directory)
+            })
         let foreground = Foreground(process: process, logPath: logPath)
         // The app has its grant (and its expiration handler registered), not only bgd.
         if !["idle", "scoped"].contains(mode) { #expect(await foreground.logs("began 1")) }

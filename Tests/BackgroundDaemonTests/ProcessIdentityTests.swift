@@ -63,17 +63,17 @@ struct ProcessIdentityTests {
                 taskIdentifiers: [processing])
             let workerApp = BackgroundApplication(
                 appID: AppID(rawValue: worker)!, token: registered.token, socketPath: daemon.socketPath)
-            // Active, from a process that stays: it reports its own pid over the socket, then waits.
+            // Active, from a process that stays: it reports its own pid over the socket, then waits on its stdin.
             let script = """
-                import os, socket, sys, time
+                import os, socket, sys
                 s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
                 body = '{"state":"active","processID":%d}' % os.getpid()
                 s.sendall(('POST /v1/app/state HTTP/1.1\\r\\nHost: bgd\\r\\nAuthorization: Bearer %s\\r\\nContent-Type: application/json\\r\\n'
                            'Content-Length: %d\\r\\nConnection: close\\r\\n\\r\\n%s' % (sys.argv[2], len(body), body)).encode())
                 print(s.recv(4096).decode().split(' ')[1], flush=True)
-                time.sleep(60)
+                sys.stdin.read()  # stays until the test kills it (or closes its stdin)
                 """
-            let reporter = try Spawned("/usr/bin/python3", ["-c", script, daemon.socketPath, token])
+            let reporter = try Spawned("/usr/bin/python3", ["-c", script, daemon.socketPath, token], stdin: true)
             defer { reporter.signal(SIGKILL) }
             #expect(await eventually { (try? processState(reporter.processID)) != nil })
             var active = false

@@ -20,6 +20,8 @@ import Foundation
 public struct AppCgroups: Sendable {
     /// `…/bgd-<instance>/apps` in the unified hierarchy.
     public let root: String
+    /// Where the unified hierarchy is mounted.
+    public let mount: String
     /// The same place in the v1 memory hierarchy, where only v1 has the memory controller
     /// (hybrid mode): peak memory per app. Nil where v2 has it or nothing does.
     public let memoryRoot: String?
@@ -63,19 +65,23 @@ public struct AppCgroups: Sendable {
                 let memoryBase = v1 + (ownMemory == "/" ? "" : ownMemory) + "/bgd-\(instance)"
                 if makeDirectory(memoryBase), makeDirectory(memoryBase + "/apps") { memoryRoot = memoryBase + "/apps" }
             }
-            return .available(AppCgroups(root: root, memoryRoot: memoryRoot))
+            return .available(AppCgroups(root: root, mount: unified, memoryRoot: memoryRoot))
         #else
             return .unavailable("cgroups are Linux's")
         #endif
     }
 
+    /// The cgroup directory `pid` is in (in this hierarchy), nil when it is gone.
+    public func directory(of pid: Int32) -> String? {
+        guard let membership = try? String(contentsOfFile: "/proc/\(pid)/cgroup", encoding: .utf8),
+            let path = Self.path(in: membership, controller: "")
+        else { return nil }
+        return mount + (path == "/" ? "" : path)
+    }
+
     /// A short, stable name for the state directory (the same bgd finds its leftovers again).
     public static func instance(of stateDirectory: String) -> String {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in stateDirectory.utf8 {
-            hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3
-        }
-        return String(hash & 0xffff_ffff, radix: 16)
+        String(StableHash.fnv1a(stateDirectory) & 0xffff_ffff, radix: 16)
     }
 
     /// The group for processes bgd launches for `app`, made if missing.

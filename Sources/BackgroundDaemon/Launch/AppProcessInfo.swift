@@ -1,4 +1,3 @@
-import BackgroundStore
 import Foundation
 
 #if canImport(Glibc)
@@ -41,14 +40,5 @@ enum AppProcessInfo {
             return kilobytes.map { $0 * 1024 }
         }
         return nil
-    }
-
-    /// Continues a process a previous bgd stopped with SIGSTOP, if it is still that process.
-    static func continueLeftover(_ leftover: SuspendedProcess) -> Bool {
-        guard LaunchedProcess.startTicks(of: leftover.processID) == leftover.startTicks, leftover.processID > 1,
-            leftover.processID != getpid()
-        else { return false }
-        let target = getpgid(leftover.processID) == leftover.processID ? -leftover.processID : leftover.processID
-        return signal(target, SIGCONT)
     }
 }

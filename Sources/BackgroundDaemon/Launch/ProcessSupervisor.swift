@@ -131,7 +131,7 @@ public actor ProcessSupervisor: Service {
             mayStop: maySignal && Self.leadsTerminallessSession(pid), maySignal: maySignal)
         if maySignal, let cgroups = mode.cgroups {
             do {
-                let origin = Self.unifiedCgroup(of: pid, under: cgroups)
+                let origin = cgroups.directory(of: pid)
                 let group = try cgroups.adopted(app, processID: pid)
                 try group.enter(pid)
                 supervised.cgroup = group
@@ -265,8 +265,8 @@ public actor ProcessSupervisor: Service {
             return app
         }
         // A process that left the tree (a daemonised helper) is still in its app's cgroup.
-        guard mode.cgroups != nil, let path = Self.unifiedCgroupPath(of: pid) else { return nil }
-        return launched.values.first { $0.cgroup.map { path.hasSuffix(Self.relative($0.path)) } ?? false }?.app
+        guard let directory = mode.cgroups?.directory(of: pid) else { return nil }
+        return launched.values.first { $0.cgroup?.path == directory }?.app
     }
 
     /// Whether bgd launched a process for `app` that is not on its way out.
@@ -421,7 +421,9 @@ public actor ProcessSupervisor: Service {
     /// At start: continues a process a killed bgd had stopped with SIGSTOP, if it is still that
     /// process (a frozen cgroup is thawed by `reclaimLeftovers`).
     public static func continueLeftover(_ leftover: SuspendedProcess) -> Bool {
-        AppProcessInfo.continueLeftover(leftover)
+        let pid = leftover.processID
+        guard pid > 1, pid != getpid(), LaunchedProcess.startTicks(of: pid) == leftover.startTicks else { return false }
+        return AppProcessInfo.signal(getpgid(pid) == pid ? -pid : pid, SIGCONT)
     }
 
     // MARK: Process facts
@@ -442,27 +444,5 @@ public actor ProcessSupervisor: Service {
             let terminal = Int64(fields[4])
         else { return false }
         return session == pid && terminal == 0
-    }
-
-    /// `pid`'s cgroup v2 path relative to the hierarchy's root.
-    static func unifiedCgroupPath(of pid: Int32) -> String? {
-        guard let membership = try? String(contentsOfFile: "/proc/\(pid)/cgroup", encoding: .utf8) else { return nil }
-        return AppCgroups.path(in: membership, controller: "")
-    }
-
-    /// `pid`'s cgroup v2 directory, found from where bgd's app subtree is mounted.
-    static func unifiedCgroup(of pid: Int32, under cgroups: AppCgroups) -> String? {
-        guard let path = unifiedCgroupPath(of: pid),
-            let mount = AppCgroups.mountPoint(
-                in: (try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)) ?? "", type: "cgroup2",
-                option: nil)
-        else { return nil }
-        return mount + (path == "/" ? "" : path)
-    }
-
-    /// A cgroup directory's path below the mount point's (for comparing with /proc/<pid>/cgroup).
-    private static func relative(_ directory: String) -> String {
-        guard let range = directory.range(of: "/bgd-") else { return directory }
-        return String(directory[range.lowerBound...])
     }
 }

@@ -36,10 +36,7 @@ public struct RetryBackoff: Hashable, Sendable {
     /// in [0, 1). Transfers that failed together spread out, and the same failure always gets
     /// the same delay — a decision a test (or a replay) can reproduce, never a dice roll.
     public static func jitter(for transfer: TransferID, afterFailures failures: Int) -> Double {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325  // FNV-1a
-        for byte in "\(transfer.rawValue):\(failures)".utf8 {
-            hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3
-        }
+        var hash = StableHash.fnv1a("\(transfer.rawValue):\(failures)")
         // Finish with a mix (splitmix64's) so that nearby ids land far apart.
         hash = (hash ^ (hash >> 30)) &* 0xbf58_476d_1ce4_e5b9
         hash = (hash ^ (hash >> 27)) &* 0x94d0_49bb_1331_11eb

@@ -15,8 +15,8 @@ import Foundation
 /// - `idle`: asks for no time at all.
 /// - `crash`: aborts while holding the task.
 /// - `scoped`: `withBackgroundTime`, whose work waits for cancellation.
-/// - `spin`: asks for no time, and burns CPU on a thread of its own (bursts of a millisecond
-///   or so, with pauses): a frozen app's CPU time stands still.
+/// - `spin`: asks for no time, and burns CPU on a thread of its own (yielding between bursts):
+///   a frozen app's CPU time stands still.
 ///
 /// argv: `foreground APP TOKEN SOCKET LOG MODE`. Lines logged: `began <id>`, `ending <id>`,
 /// `expire-task`, `cancelled`, `fetch`, `note <notification>`, `remaining <seconds|inf>`.
@@ -47,7 +47,7 @@ enum ForegroundFixture {
                 while true {
                     for _ in 0..<200_000 { counter &+= 1 }
                     if counter == 0 { print("wrapped") }
-                    usleep(1_000)
+                    sched_yield()  // a turn for anyone else on the core between bursts
                 }
             }
             thread.start()
