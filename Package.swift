@@ -91,7 +91,8 @@ let package = Package(
         .target(
             name: "BackgroundTesting",
             dependencies: [
-                "BackgroundModel", "BackgroundPolicy", "BackgroundStore", "BackgroundTransfers", "BackgroundDaemon", "Background",
+                "BackgroundModel", "BackgroundPolicy", "BackgroundStore", "BackgroundTransfers", "BackgroundDaemon",
+                "Background",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -102,7 +103,8 @@ let package = Package(
             name: "bgbench", dependencies: ["BackgroundModel", "BackgroundPolicy"], path: "Benchmarks/bgbench",
             swiftSettings: swiftSettings),
         .executableTarget(
-            name: "bgbench-lifecycle", dependencies: ["Background", "BackgroundModel"], path: "Benchmarks/bgbench-lifecycle",
+            name: "bgbench-lifecycle", dependencies: ["Background", "BackgroundModel"],
+            path: "Benchmarks/bgbench-lifecycle",
             swiftSettings: swiftSettings),
         .executableTarget(
             name: "bgbench-push",
@@ -145,11 +147,15 @@ let package = Package(
         ),
         .executableTarget(
             name: "ImageFetch",
-            dependencies: ["Background", "BackgroundModel", .product(name: "AsyncHTTPClient", package: "async-http-client")],
+            dependencies: [
+                "Background", "BackgroundModel", .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
             path: "Examples/ImageFetch", swiftSettings: swiftSettings),
         .executableTarget(
             name: "PushNews",
-            dependencies: ["Background", "BackgroundModel", .product(name: "AsyncHTTPClient", package: "async-http-client")],
+            dependencies: [
+                "Background", "BackgroundModel", .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
             path: "Examples/PushNews", swiftSettings: swiftSettings),
         .executableTarget(
             name: "DeliciousFood", dependencies: ["Background", "BackgroundModel"], path: "Examples/DeliciousFood",
@@ -164,9 +170,13 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "BackgroundModelTests", dependencies: ["BackgroundModel"], swiftSettings: swiftSettings),
-        .testTarget(name: "BackgroundTransfersTests", dependencies: ["BackgroundTransfers"], swiftSettings: swiftSettings),
-        .testTarget(name: "BackgroundTests", dependencies: ["Background", "BackgroundModel"], swiftSettings: swiftSettings),
-        .testTarget(name: "BackgroundDashboardTests", dependencies: ["BackgroundDashboard", "BackgroundModel"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "BackgroundTransfersTests", dependencies: ["BackgroundTransfers"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "BackgroundTests", dependencies: ["Background", "BackgroundModel"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "BackgroundDashboardTests", dependencies: ["BackgroundDashboard", "BackgroundModel"],
+            swiftSettings: swiftSettings),
         .testTarget(
             name: "BackgroundPolicyTests",
             dependencies: ["BackgroundPolicy", "BackgroundModel"],
@@ -181,9 +191,11 @@ let package = Package(
             name: "BackgroundDaemonTests",
             dependencies: [
                 "BackgroundDaemon", "BackgroundTesting", "Background", "BackgroundModel", "BackgroundStore",
-                "bgd", "bgd-confine", "bgctl", "NewsFeed", "ImageFetch", "DownloadManager", "PushNews", "bgd-fixture-app",
+                "bgd", "bgd-confine", "bgctl", "NewsFeed", "ImageFetch", "DownloadManager", "PushNews",
+                "bgd-fixture-app",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -190,32 +190,12 @@ public final class BackgroundApplication: Sendable {
                         continue
                     }
                     switch event.body {
-                    case .fetch(let run, _):
-                        // The handler's task exists before the next message is read, so an
-                        // expiration that follows at once still finds it to cancel.
-                        let handler = Task { await self.invokeFetchHandler() }
-                        state.withLock { $0.running[run] = handler }
-                        group.addTask { await self.reportFetch(run: run, seq: event.seq, handler: handler) }
-                    case .remoteNotification(let run, let payload, _, let apnsID):
-                        let notification = RemoteNotification(json: payload, apnsID: apnsID)
-                        let handledPushes = self.handledPushes
-                        let handler = Task { () -> BackgroundFetchResult? in
-                            // Answered in a run whose end bgd never heard: not handled twice.
-                            if let apnsID, handledPushes.contains(apnsID) { return .noData }
-                            let result = await self.invokeRemoteNotificationHandler(notification)
-                            if let apnsID, result != nil { handledPushes.record(apnsID) }
-                            return result
-                        }
-                        state.withLock { $0.running[run] = handler }
-                        group.addTask { await self.reportFetch(run: run, seq: event.seq, handler: handler) }
-                    case .backgroundTask(let run, let identifier, let kind, _):
-                        let task = BGTask(identifier: identifier, kind: kind)
-                        let handler = Task { await self.invokeTaskHandler(task) }
-                        state.withLock {
-                            $0.running[run] = handler
-                            $0.runningTasks[run] = task
-                        }
-                        group.addTask { await self.reportFetch(run: run, seq: event.seq, handler: handler) }
+                    case .fetch(let run, _), .remoteNotification(let run, _, _, _), .backgroundTask(let run, _, _, _):
+                        // One path for every run: the handler's task exists before the next
+                        // message is read, so an expiration that follows at once still finds it
+                        // to cancel; its answer goes to bgd as the run's result.
+                        let handler = startHandler(for: event.body, run: run)
+                        group.addTask { await self.reportResult(run: run, seq: event.seq, handler: handler) }
                     case .downloadFinished(_, let session, _, _), .transferCompleted(_, let session, _, _, _),
                         .sessionEventsFinished(let session):
                         // In order, one at a time: a session's events keep their order, and the
@@ -258,10 +238,40 @@ public final class BackgroundApplication: Sendable {
         }
     }
 
+    /// Starts the app's handler for a run's event (fetch, push or task) in a task of its own,
+    /// registered as the run's so that an expiration can cancel it.
+    private func startHandler(for body: AppEvent.Body, run: RunID) -> Task<BackgroundFetchResult?, Never> {
+        let handler: Task<BackgroundFetchResult?, Never>
+        var task: BGTask?
+        switch body {
+        case .remoteNotification(_, let payload, _, let apnsID):
+            let notification = RemoteNotification(json: payload, apnsID: apnsID)
+            let handledPushes = self.handledPushes
+            handler = Task {
+                // Answered in a run whose end bgd never heard: not handled twice.
+                if let apnsID, handledPushes.contains(apnsID) { return .noData }
+                let result = await self.invokeRemoteNotificationHandler(notification)
+                if let apnsID, result != nil { handledPushes.record(apnsID) }
+                return result
+            }
+        case .backgroundTask(_, let identifier, let kind, _):
+            let backgroundTask = BGTask(identifier: identifier, kind: kind)
+            task = backgroundTask
+            handler = Task { await self.invokeTaskHandler(backgroundTask) }
+        default:
+            handler = Task { await self.invokeFetchHandler() }
+        }
+        state.withLock {
+            $0.running[run] = handler
+            if let task { $0.runningTasks[run] = task }
+        }
+        return handler
+    }
+
     /// Waits for the handler and sends its answer. The handler runs in a task of its own so that
     /// an expiration cancels it alone; the answer is sent from here, outside the cancelled task,
     /// so it still reaches bgd.
-    private func reportFetch(
+    private func reportResult(
         run: RunID, seq: EventSequence, handler handlerTask: Task<BackgroundFetchResult?, Never>
     ) async {
         let result = await withTaskCancellationHandler {

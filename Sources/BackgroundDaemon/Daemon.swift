@@ -91,7 +91,17 @@ public struct Daemon: Service {
     /// The dashboard, when configured.
     public let dashboard: DashboardServer?
     private let taskDispatcher: TaskDispatcher
-    private let core: DaemonCore
+    /// The `/v1/` API's use cases and routes, wired once.
+    private let api: DaemonAPI
+
+    /// The `/v1/` API as bgd serves it on its socket: errors in the API's JSON shape, the
+    /// operator's gate, every route. Tests drive it without a socket (`app.test(.router)`).
+    public func apiRouter() -> Router<APIRequestContext> {
+        let router = Router(context: APIRequestContext.self)
+        router.middlewares.add(APIErrorMiddleware())
+        api.add(to: router)
+        return router
+    }
     private let logger: Logger
     /// The control socket's path, ours from start to stop.
     private let socketClaim: SocketClaim
@@ -113,20 +123,8 @@ public struct Daemon: Service {
         self.logger = logger
         stateDirectory = try StateDirectory(path: configuration.stateDirectory)
         socketClaim = try SocketClaim(configuration.socketPath)
-        // Confinement of launched apps: said once, here and in `bgctl status`.
-        var helper: String?
-        if configuration.confineApps {
-            let found = Confinement.helperPath()
-            confinement = Confinement.probe(helper: found)
-            if case .landlock = confinement { helper = found }
-        } else {
-            confinement = .unconfined("turned off (--confine-apps off)")
-        }
-        if case .unconfined = confinement {
-            logger.notice("Launched apps are not confined", metadata: ["why": "\(confinement)"])
-        } else {
-            logger.info("Launched apps are confined", metadata: ["mode": "\(confinement)"])
-        }
+        let helper: String?
+        (confinement, helper) = Self.confinement(configuration, logger: logger)
         operatorCredential = try OperatorCredential(socketPath: configuration.socketPath)
         let metrics = DaemonMetrics()
         self.metrics = metrics
@@ -135,42 +133,12 @@ public struct Daemon: Service {
             onCommit: { metrics.recordCommit($0) })
         activity = ActivityFeed()
 
-        // App processes: in cgroups of their own where bgd may make them. Said once, here and in `bgctl status`.
-        let processMode: ProcessSupervisor.Mode
-        if configuration.appCgroups {
-            switch AppCgroups.discover(instance: AppCgroups.instance(of: stateDirectory.path)) {
-            case .available(let cgroups): processMode = .cgroups(cgroups)
-            case .unavailable(let why): processMode = .signals(why)
-            }
-        } else {
-            processMode = .signals("turned off (--app-cgroups off)")
-        }
-        if case .cgroups(let cgroups) = processMode {
-            logger.info("Apps run in cgroups of their own", metadata: ["root": "\(cgroups.root)"])
-            let reclaimed = ProcessSupervisor.reclaimLeftovers(of: cgroups, logger: logger)
-            if reclaimed.ended + reclaimed.thawed > 0 {
-                logger.notice(
-                    "Reclaimed what a previous bgd left",
-                    metadata: ["ended": "\(reclaimed.ended)", "thawed": "\(reclaimed.thawed)"])
-            }
-        } else {
-            logger.notice("Apps are held by signals, not cgroups", metadata: ["why": "\(processMode)"])
-        }
+        let processMode = Self.processMode(configuration, stateDirectory: stateDirectory, logger: logger)
         supervisor = ProcessSupervisor(
             mode: processMode, launcher: launcher ?? ProcessLauncher(helper: Confinement.helperPath()), clock: clock,
             killGrace: configuration.budget.killGrace, logger: Self.logger("bg.processes", like: logger))
 
-        for interrupted in try await store.closeInterruptedRuns(now: clock.now) {
-            logger.notice(
-                "Run was in flight when bgd stopped; recorded as interrupted",
-                metadata: ["app.id": "\(interrupted.run.app)", "run.id": "\(interrupted.run.id)"])
-            if let pid = interrupted.processID,
-                ProcessSupervisor.endOrphan(processID: pid, startTicks: interrupted.startTicks)
-            {
-                logger.notice("Ended an app process left over from before", metadata: ["pid": "\(pid)"])
-            }
-        }
-
+        try await Self.settleWhatAPreviousBgdLeft(store: store, clock: clock, logger: logger)
         let usage = UsageTracker(store: store, configuration: configuration.usage)
         try await usage.rebuild(now: clock.now)
         let fetchPolicy = FetchPolicy(configuration: configuration.fetchPolicy)
@@ -190,12 +158,6 @@ public struct Daemon: Service {
         } else {
             conditionsPoller = nil
         }
-        // Apps a killed bgd left stopped: nobody else will continue them.
-        for leftover in try await store.takeSuspensions() where ProcessSupervisor.continueLeftover(leftover) {
-            logger.notice(
-                "Continued an app a previous bgd had suspended",
-                metadata: ["app.id": "\(leftover.app)", "pid": "\(leftover.processID)"])
-        }
         lifecycle = LifecycleSupervisor(
             policy: configuration.backgroundTime, store: store, broker: broker, activity: activity, clock: clock,
             supervisor: supervisor,
@@ -205,7 +167,8 @@ public struct Daemon: Service {
             store: store, stateDirectory: stateDirectory, broker: broker, supervisor: supervisor, tokens: tokens,
             activity: activity, clock: clock,
             configuration: .init(
-                budget: configuration.budget, lingerGrace: configuration.lingerGrace,
+                budget: configuration.budget, processingBudget: configuration.processing.budget,
+                lingerGrace: configuration.lingerGrace,
                 socketPath: configuration.socketPath,
                 confineApps: configuration.confineApps && helper != nil),
             schedulerDoorbell: doorbell, runEndedDoorbells: [pushDoorbell, taskDoorbell], lifecycle: lifecycle,
@@ -235,27 +198,28 @@ public struct Daemon: Service {
         transfers = TransferService(
             store: store, stateDirectory: stateDirectory, coordinator: coordinator, broker: broker,
             conditions: conditions,
-            activity: activity, clock: clock, configuration: configuration.transfers, doorbell: transferDoorbell,
+            activity: activity, clock: clock, configuration: configuration.transfers,
+            lowBatteryLevel: configuration.fetchPolicy.lowBatteryLevel, doorbell: transferDoorbell,
             logger: Self.logger("bg.transfers", like: logger))
-        var core = DaemonCore(
-            store: store, stateDirectory: stateDirectory, coordinator: coordinator, broker: broker, tokens: tokens,
-            activity: activity, clock: clock, schedulerDoorbell: doorbell, taskDoorbell: taskDoorbell,
-            lifecycle: lifecycle, tasks: taskDispatcher,
-            processingBudget: configuration.processing.budget, metrics: metrics, dashboard: nil,
-            usage: usage, conditions: conditions, transfers: transfers, fetchPolicy: fetchPolicy,
-            socketPath: configuration.socketPath, appConfinement: "\(confinement)", appProcesses: "\(processMode)",
-            startedAt: clock.now, logger: logger)
+        var api = DaemonAPI(
+            DaemonAPI.Engines(
+                store: store, stateDirectory: stateDirectory, broker: broker, tokens: tokens, lifecycle: lifecycle,
+                coordinator: coordinator, supervisor: supervisor, usage: usage, conditions: conditions,
+                fetchPolicy: fetchPolicy, transfers: transfers, taskDispatcher: taskDispatcher, metrics: metrics,
+                activity: activity, clock: clock, operatorCredential: operatorCredential,
+                schedulerDoorbell: doorbell, taskDoorbell: taskDoorbell, logger: logger),
+            status: (configuration.socketPath, "\(confinement)", "\(processMode)"))
         if let settings = configuration.dashboard {
             let server = DashboardServer(
-                configuration: settings, core: core, auth: try DashboardAuth(stateDirectory: stateDirectory.path),
-                recent: RecentActivity(activity: activity, clock: clock),
+                configuration: settings, views: api.dashboardViews(), metrics: metrics, store: store, clock: clock,
+                auth: try DashboardAuth(stateDirectory: stateDirectory.path),
                 logger: Self.logger("bg.dashboard", like: logger))
             dashboard = server
-            core.dashboard = server.access
+            api.serveDashboard(server.access)
         } else {
             dashboard = nil
         }
-        self.core = core
+        self.api = api
         // Who hears of a process that ended: the runs of one bgd launched, the lifecycle of one the user started.
         let coordinator = self.coordinator, lifecycle = self.lifecycle
         // Weakly: the supervisor outlives neither, and a cycle would keep the state directory locked.
@@ -272,20 +236,7 @@ public struct Daemon: Service {
     /// connections.
     public func run(onReady: @escaping @Sendable () async -> Void) async throws {
         defer { socketClaim.release() }
-        let router = Router(context: APIRequestContext.self)
-        router.middlewares.add(APIErrorMiddleware())
-        let supervisor = self.supervisor
-        router.middlewares.add(
-            OperatorGate(
-                credential: operatorCredential, tokens: core.tokens, store: store,
-                launchedApp: { await supervisor.launchedApp(containing: $0) }))
-        AdminRoutes(core: core).add(to: router)
-        // Every app endpoint lives under /v1/app, behind one authentication.
-        let appGroup = router.group("v1/app").add(middleware: AppAuthentication(tokens: core.tokens, store: store))
-        AppRoutes(core: core).add(to: router, appGroup: appGroup)
-        TransferRoutes(core: core).add(to: router, appGroup: appGroup)
-        PushRoutes(core: core).add(to: router, appGroup: appGroup)
-        LifecycleRoutes(core: core).add(to: router, appGroup: appGroup)
+        let router = apiRouter()
         let socketPath = configuration.socketPath
         let logger = self.logger
         let listeners = [pushGateway?.boundPort, dashboard?.boundPort].compactMap { $0 }

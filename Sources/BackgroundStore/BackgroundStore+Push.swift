@@ -102,7 +102,7 @@ extension BackgroundStore {
 
 /// A push the gateway accepted, as stored.
 public struct StoredPush: Hashable, Sendable {
-    public var id: Int64
+    public var id: PushID
     public var app: AppID
     public var apnsID: String
     public var pushType: String
@@ -120,7 +120,8 @@ extension StoredPush {
     init?(row: Row) {
         guard let app = AppID(rawValue: row["appId"]), let state = PushState(rawValue: row["state"]) else { return nil }
         self.init(
-            id: row["id"], app: app, apnsID: row["apnsId"], pushType: row["pushType"], priority: row["priority"],
+            id: PushID(row["id"] as Int64), app: app, apnsID: row["apnsId"], pushType: row["pushType"],
+            priority: row["priority"],
             collapseID: row["collapseId"], expiration: row["expiration"], payload: row["payload"],
             receivedAt: row["receivedAt"],
             state: state, reasonCode: (row["reasonCode"] as String?).flatMap(ReasonCode.init(rawValue:)),
@@ -178,22 +179,22 @@ extension BackgroundStore {
     }
 
     /// Marks a waiting push dropped, with why.
-    public func dropPush(_ id: Int64, reason: DecisionReason) async throws {
+    public func dropPush(_ id: PushID, reason: DecisionReason) async throws {
         try await writer.write { db in
             try db.execute(
                 sql:
                     "UPDATE push SET state = '\(PushState.dropped.rawValue)', reasonCode = ?, reason = ? WHERE id = ? AND state = '\(PushState.queued.rawValue)'",
-                arguments: [reason.code.rawValue, reason.detail, id])
+                arguments: [reason.code.rawValue, reason.detail, id.rawValue])
         }
     }
 
     /// Notes why a push still waits (it stays queued); writes nothing when that is already noted.
-    public func notePushWaiting(_ id: Int64, reason: DecisionReason) async throws {
+    public func notePushWaiting(_ id: PushID, reason: DecisionReason) async throws {
         try await writer.write { db in
             try db.execute(
                 sql:
                     "UPDATE push SET reasonCode = ?, reason = ? WHERE id = ? AND state = '\(PushState.queued.rawValue)' AND (reason IS NOT ? OR reasonCode IS NOT ?)",
-                arguments: [reason.code.rawValue, reason.detail, id, reason.detail, reason.code.rawValue])
+                arguments: [reason.code.rawValue, reason.detail, id.rawValue, reason.detail, reason.code.rawValue])
         }
     }
 

@@ -4,57 +4,54 @@ import Foundation
 import GRDB
 
 extension BackgroundStore {
-    /// Starts a fetch run and queues its event for the app, in one transaction.
+    /// Starts a run of any kind: the run, the app's event and what the run takes (a push, a task
+    /// request, the throttle allowance) in one transaction — a `kill -9` leaves all or nothing.
     ///
-    /// Throws `StoreError.runAlreadyInFlight` when the app has a run in flight (the schema's
-    /// partial unique index enforces it even against a racing caller).
-    public func startFetchRun(
-        for id: AppID, trigger: RunTrigger, reasons: [DecisionReason], budget: Duration, now: Date
-    ) async throws -> (run: RunRecord, event: AppEvent) {
-        do {
-            return try await writer.write { db in
-                guard try AppRow.fetchOne(db, key: id.rawValue) != nil else { throw StoreError.appNotFound(id) }
-                var run = RunRow(
-                    id: nil, appId: id.rawValue, kind: RunKind.fetch.rawValue, trigger: trigger.rawValue,
-                    reasons: ColumnJSON.encode(reasons), startedAt: now, deadline: now.adding(budget),
-                    endedAt: nil, outcome: nil, launched: false, pid: nil, pidStartTicks: nil, detail: nil)
-                try run.insert(db)
-                let event = try appendEvent(
-                    .fetch(run: RunID(run.id!), budget: budget), for: id, runId: run.id, now: now, db: db)
-                return (try RunRecord(row: run), event)
-            }
-        } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
-            throw StoreError.runAlreadyInFlight(id)
-        }
-    }
-
-    /// Starts a run for a background push: the run, the app's event, the push marked in flight
-    /// with the run and the app's throttle allowance after this wake, in one transaction.
-    public func startPushRun(
-        for id: AppID, push: Int64, apnsID: String, payload: String, reasons: [DecisionReason],
-        allowance: PushThrottle.Allowance?,
-        budget: Duration, now: Date
+    /// Throws `StoreError.appNotFound`, `taskRequestNotFound` when a task run finds no such
+    /// request pending (of that kind), and `runAlreadyInFlight` when the app has a run in flight
+    /// (the schema's partial unique index enforces it even against a racing caller).
+    public func startRun(
+        _ start: RunStart, for id: AppID, trigger: RunTrigger, reasons: [DecisionReason], budget: Duration, now: Date
     ) async throws -> RunRecord {
         do {
             return try await writer.write { db in
                 guard try AppRow.fetchOne(db, key: id.rawValue) != nil else { throw StoreError.appNotFound(id) }
+                var reasons = reasons
+                if case .events = start {
+                    let open =
+                        try Int.fetchOne(
+                            db, sql: "SELECT count(*) FROM event WHERE appId = ? AND closedAt IS NULL",
+                            arguments: [id.rawValue]) ?? 0
+                    reasons.insert(
+                        DecisionReason(.transferEventsWaiting, "\(open) transfer event(s) wait for the app"), at: 0)
+                }
                 var run = RunRow(
-                    id: nil, appId: id.rawValue, kind: RunKind.push.rawValue,
-                    trigger: RunTrigger.remoteNotification.rawValue,
+                    id: nil, appId: id.rawValue, kind: start.kind.rawValue, trigger: trigger.rawValue,
                     reasons: ColumnJSON.encode(reasons), startedAt: now, deadline: now.adding(budget),
                     endedAt: nil, outcome: nil, launched: false, pid: nil, pidStartTicks: nil, detail: nil)
+                if case .task(let identifier, let kind) = start {
+                    run.taskIdentifier = identifier
+                    run.taskKind = kind.rawValue
+                }
                 try run.insert(db)
-                try appendEvent(
-                    .remoteNotification(run: RunID(run.id!), payload: payload, budget: budget, apnsID: apnsID), for: id,
-                    runId: run.id, now: now,
-                    db: db)
-                let why = reasons.first { $0.code == .pushWake }?.detail ?? "woke the app"
-                // In flight with the run; delivered only once the app's handler answers (`settleWork`).
-                try db.execute(
-                    sql:
-                        "UPDATE push SET state = '\(PushState.delivering.rawValue)', runId = ?, attempts = attempts + 1, reasonCode = ?, reason = ? WHERE id = ?",
-                    arguments: [run.id!, ReasonCode.pushWake.rawValue, "\(why), in run \(run.id!)", push])
-                if let allowance { try Self.savePushAllowance(allowance, of: id, db: db) }
+                let runID = RunID(run.id!)
+                switch start {
+                case .fetch:
+                    try appendEvent(.fetch(run: runID, budget: budget), for: id, runId: run.id, now: now, db: db)
+                case .push(let push, let apnsID, let payload, let allowance):
+                    try appendEvent(
+                        .remoteNotification(run: runID, payload: payload, budget: budget, apnsID: apnsID), for: id,
+                        runId: run.id, now: now, db: db)
+                    try Self.takePush(push, for: runID, reasons: reasons, db: db)
+                    if let allowance { try Self.savePushAllowance(allowance, of: id, db: db) }
+                case .task(let identifier, let kind):
+                    try Self.takeTaskRequest(identifier, kind: kind, of: id, for: runID, db: db)
+                    try appendEvent(
+                        .backgroundTask(run: runID, identifier: identifier, kind: kind, budget: budget), for: id,
+                        runId: run.id, now: now, db: db)
+                case .events:
+                    break
+                }
                 return try RunRecord(row: run)
             }
         } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
@@ -62,33 +59,13 @@ extension BackgroundStore {
         }
     }
 
-    /// Starts a run that launches the app to hear of its ended transfers. It carries no event of
-    /// its own (the transfer events are in the outbox already); it ends when the app has
-    /// acknowledged them all (`eventsHandled`), or as any run does. It is not a fetch: the fetch
-    /// policy does not see it.
-    public func startEventsRun(for id: AppID, budget: Duration, now: Date) async throws -> RunRecord {
-        do {
-            return try await writer.write { db in
-                guard try AppRow.fetchOne(db, key: id.rawValue) != nil else { throw StoreError.appNotFound(id) }
-                let open =
-                    try Int.fetchOne(
-                        db, sql: "SELECT count(*) FROM event WHERE appId = ? AND closedAt IS NULL",
-                        arguments: [id.rawValue]) ?? 0
-                var run = RunRow(
-                    id: nil, appId: id.rawValue, kind: RunKind.events.rawValue,
-                    trigger: RunTrigger.transferEvents.rawValue,
-                    reasons: ColumnJSON.encode([
-                        DecisionReason(.transferEventsWaiting, "\(open) transfer event(s) wait for the app")
-                    ]),
-                    startedAt: now, deadline: now.adding(budget), endedAt: nil, outcome: nil, launched: false, pid: nil,
-                    pidStartTicks: nil,
-                    detail: nil)
-                try run.insert(db)
-                return try RunRecord(row: run)
-            }
-        } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
-            throw StoreError.runAlreadyInFlight(id)
-        }
+    /// The push goes in flight with its run; delivered only once the app's handler answers (`settleWork`).
+    private static func takePush(_ push: PushID, for run: RunID, reasons: [DecisionReason], db: Database) throws {
+        let why = reasons.first { $0.code == .pushWake }?.detail ?? "woke the app"
+        try db.execute(
+            sql:
+                "UPDATE push SET state = '\(PushState.delivering.rawValue)', runId = ?, attempts = attempts + 1, reasonCode = ?, reason = ? WHERE id = ?",
+            arguments: [run.rawValue, ReasonCode.pushWake.rawValue, "\(why), in run \(run)", push.rawValue])
     }
 
     /// Records the process bgd started for a run, so a restarted bgd can end an orphan.
@@ -215,11 +192,15 @@ extension BackgroundStore {
                     recentRuns: Array(finished.prefix(recentRunLimit)),
                     isRunning: otherRunInFlight || runs.contains { $0.outcome == nil },
                     answers: answers)
-                candidate.notBefore = try Date.fetchOne(
+                if let refresh = try Row.fetchOne(
                     db,
                     sql:
-                        "SELECT earliestBeginDate FROM taskRequest WHERE appId = ? AND kind = 'appRefresh' AND runId IS NULL",
-                    arguments: [row.id])
+                        "SELECT identifier, earliestBeginDate FROM taskRequest WHERE appId = ? AND kind = ? AND runId IS NULL",
+                    arguments: [row.id, TaskKind.appRefresh.rawValue])
+                {
+                    candidate.pendingRefreshTask = refresh["identifier"]
+                    candidate.notBefore = refresh["earliestBeginDate"]
+                }
                 return candidate
             }
         }

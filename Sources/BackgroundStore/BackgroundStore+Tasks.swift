@@ -81,41 +81,16 @@ extension BackgroundStore {
         }
     }
 
-    /// Starts a run that carries out the app's pending request `identifier`: the request is
-    /// taken (marked with the run until it answers), the run and the app's event recorded, in
-    /// one transaction. Throws
-    /// `StoreError.taskRequestNotFound` when no such request is pending, `runAlreadyInFlight`
-    /// when the app is busy (the request then stays).
-    public func startTaskRun(
-        for app: AppID, identifier: String, trigger: RunTrigger, reasons: [DecisionReason], budget: Duration, now: Date
-    ) async throws -> RunRecord {
-        do {
-            return try await writer.write { db in
-                guard
-                    let row = try Row.fetchOne(
-                        db, sql: "SELECT kind FROM taskRequest WHERE appId = ? AND identifier = ? AND runId IS NULL",
-                        arguments: [app.rawValue, identifier]),
-                    let kind = TaskKind(rawValue: row["kind"])
-                else { throw StoreError.taskRequestNotFound(app, identifier) }
-                var run = RunRow(
-                    id: nil, appId: app.rawValue, kind: RunKind.task.rawValue, trigger: trigger.rawValue,
-                    reasons: ColumnJSON.encode(reasons), startedAt: now, deadline: now.adding(budget),
-                    endedAt: nil, outcome: nil, launched: false, pid: nil, pidStartTicks: nil, detail: nil,
-                    taskIdentifier: identifier, taskKind: kind.rawValue)
-                try run.insert(db)
-                // Taken by the run, not deleted: a run cut short by bgd's stop gives it back.
-                try db.execute(
-                    sql: "UPDATE taskRequest SET runId = ? WHERE appId = ? AND identifier = ?",
-                    arguments: [run.id!, app.rawValue, identifier])
-                try appendEvent(
-                    .backgroundTask(run: RunID(run.id!), identifier: identifier, kind: kind, budget: budget), for: app,
-                    runId: run.id, now: now,
-                    db: db)
-                return try RunRecord(row: run)
-            }
-        } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
-            throw StoreError.runAlreadyInFlight(app)
-        }
+    /// The pending request `identifier` is taken by `run`: marked with it until the run answers,
+    /// not deleted, so a run cut short by bgd's stop gives it back. Throws
+    /// `StoreError.taskRequestNotFound` when no such request (of that kind) is pending.
+    static func takeTaskRequest(
+        _ identifier: String, kind: TaskKind, of app: AppID, for run: RunID, db: Database
+    ) throws {
+        try db.execute(
+            sql: "UPDATE taskRequest SET runId = ? WHERE appId = ? AND identifier = ? AND kind = ? AND runId IS NULL",
+            arguments: [run.rawValue, app.rawValue, identifier, kind.rawValue])
+        guard db.changesCount == 1 else { throw StoreError.taskRequestNotFound(app, identifier) }
     }
 
     /// Tasks being carried out now, with their runs.

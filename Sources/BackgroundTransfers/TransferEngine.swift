@@ -7,6 +7,7 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOSSL
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -75,7 +76,10 @@ public final class TransferEngine: Sendable {
     private let store: BackgroundStore
     private let clock: any WallClock
     private let configuration: Configuration
-    private let http: HTTPClient
+    /// Made at the first attempt: a bgd that never transfers holds no connection pool or TLS
+    /// context, and one never run has nothing to shut down.
+    private let client = Mutex<HTTPClient?>(nil)
+    private let clientConfiguration: HTTPClient.Configuration
     private let cap: BandwidthCap?
 
     public init(store: BackgroundStore, clock: any WallClock, configuration: Configuration) {
@@ -95,10 +99,25 @@ public final class TransferEngine: Sendable {
             tls.additionalTrustRoots = configuration.additionalTrustRoots.map { .file($0) }
             client.tlsConfiguration = tls
         }
-        http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: client)
+        clientConfiguration = client
     }
 
-    public func shutdown() async { try? await http.shutdown() }
+    private var http: HTTPClient {
+        client.withLock { client in
+            if let client { return client }
+            let made = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
+            client = made
+            return made
+        }
+    }
+
+    public func shutdown() async {
+        let made = client.withLock { client in
+            defer { client = nil }
+            return client
+        }
+        try? await made?.shutdown()
+    }
 
     /// One attempt. Throws only `CancellationError` (cancelled or paused: the caller records that)
     /// and store errors.

@@ -57,7 +57,8 @@ struct ProcessIdentityTests {
     @Test func aProcessingTaskRunsOnceTheActiveAppsProcessHasExited() async throws {
         try await TestDaemon.with { daemon in
             let token = try await daemon.register(Self.app, command: ["/bin/false"], interval: .never).token
-            let worker = "com.example.worker", processing = "com.example.fixture.processing"  // the fixture handles this one
+            // The fixture handles this one.
+            let worker = "com.example.worker", processing = "com.example.fixture.processing"
             let registered = try await daemon.register(
                 worker, command: [try BuiltProducts.path(of: "bgd-fixture-app"), "newData"], interval: .never,
                 taskIdentifiers: [processing])

@@ -72,6 +72,7 @@ struct RunCoordinatorTests {
         let coordinator: RunCoordinator
         let app = AppID(rawValue: "com.example.recorded")!
         static let budget = RunBudget(budget: .seconds(30), expirationLead: .seconds(5), killGrace: .seconds(5))
+        static let processingBudget = Duration.seconds(600)
     }
 
     func withHarness(_ body: (Harness) async throws -> Void) async throws {
@@ -91,8 +92,8 @@ struct RunCoordinatorTests {
             tokens: TokenIssuer(),
             activity: ActivityFeed(), clock: clock,
             configuration: .init(
-                budget: Harness.budget, lingerGrace: .seconds(5), socketPath: directory + "/bgd.sock",
-                confineApps: false),
+                budget: Harness.budget, processingBudget: Harness.processingBudget, lingerGrace: .seconds(5),
+                socketPath: directory + "/bgd.sock", confineApps: false),
             schedulerDoorbell: Doorbell(), logger: logger)
         await supervisor.onExit { exit in await coordinator.processExited(exit) }
         let harness = Harness(
@@ -126,7 +127,7 @@ struct RunCoordinatorTests {
 
     @Test func aLaunchCarriesTheRunAndTheAppsEnvironment() async throws {
         try await withHarness { h in
-            let run = try await h.coordinator.startFetch(for: h.app, trigger: .scheduled, reasons: [])
+            let run = try await h.coordinator.start(.fetch, for: h.app, trigger: .scheduled, reasons: [])
             let spec = try #require(h.launcher.launches.first)
             #expect(spec.command.arguments == ["/usr/bin/recorded-app", "--flag"])
             #expect(spec.environment[LaunchEnvironment.reason] == "fetch")
@@ -145,11 +146,38 @@ struct RunCoordinatorTests {
         }
     }
 
+    /// One run path: each kind of run is recorded with its kind, launched with its reason, and
+    /// given its budget (a processing task minutes, every other run the fetch budget).
+    @Test(arguments: [
+        (RunStart.fetch, "fetch", 30),
+        (.task(identifier: "com.example.recorded.refresh", kind: .appRefresh), "fetch", 30),
+        (.task(identifier: "com.example.recorded.work", kind: .processing), "processing", 600),
+        (.events, "url-session", 30),
+    ])
+    func everyKindOfRunStartsOnOnePath(start: RunStart, reason: String, budgetSeconds: Double) async throws {
+        try await withHarness { h in
+            if case .task(let identifier, let kind) = start {
+                _ = try await h.store.unregister(h.app)
+                _ = try await h.store.register(
+                    RegisterAppRequest(
+                        id: h.app, launchCommand: LaunchCommand(["/usr/bin/recorded-app"])!, fetchInterval: .minimum,
+                        taskIdentifiers: [identifier]),
+                    tokenHash: "x", now: h.clock.now)
+                try await h.store.submitTaskRequest(
+                    TaskRequest(identifier: identifier, kind: kind), for: h.app, now: h.clock.now)
+            }
+            let run = try await h.coordinator.start(start, for: h.app, trigger: .manual, reasons: [])
+            #expect(run.kind == start.kind)
+            #expect(run.deadline == run.startedAt.addingTimeInterval(budgetSeconds))
+            #expect(h.launcher.launches.first?.environment[LaunchEnvironment.reason] == reason)
+        }
+    }
+
     /// No answer: warned at 25 s, expired at 30 s with SIGTERM, SIGKILL at 35 s — on the
     /// supervisor's timeline for the process.
     @Test func anUnansweredRunExpiresAndItsProcessIsEndedOnTime() async throws {
         try await withHarness { h in
-            let run = try await h.coordinator.startFetch(for: h.app, trigger: .scheduled, reasons: [])
+            let run = try await h.coordinator.start(.fetch, for: h.app, trigger: .scheduled, reasons: [])
             let pid = Int32(2_000_000_001)
             #expect(await h.supervisor.phase(of: pid) == .running)
             h.clock.advance(by: .seconds(29))
@@ -171,7 +199,7 @@ struct RunCoordinatorTests {
     /// An answer ends the run at once; the process is told to exit and ended after the linger.
     @Test func anAnsweredRunsProcessIsEndedAfterTheLinger() async throws {
         try await withHarness { h in
-            let run = try await h.coordinator.startFetch(for: h.app, trigger: .scheduled, reasons: [])
+            let run = try await h.coordinator.start(.fetch, for: h.app, trigger: .scheduled, reasons: [])
             let pid = Int32(2_000_000_001)
             h.clock.advance(by: .seconds(2))
             let answered = try await h.coordinator.reportResult(.newData, for: run.id, from: h.app)
@@ -197,12 +225,12 @@ struct RunCoordinatorTests {
     /// A process that exits before answering: the run is recorded as crashed, with how it ended.
     @Test func aProcessThatExitsWithoutAnsweringCrashesItsRun() async throws {
         try await withHarness { h in
-            let run = try await h.coordinator.startFetch(for: h.app, trigger: .scheduled, reasons: [])
+            let run = try await h.coordinator.start(.fetch, for: h.app, trigger: .scheduled, reasons: [])
             h.launcher.exit(2_000_000_001, .signalled(6))
             #expect(await until { (try? await h.store.run(run.id)?.outcome) == .crashed })
             #expect(try await h.store.run(run.id)?.detail?.contains("SIGABRT") == true)
             // The next run launches a new process (the old one is gone).
-            _ = try await h.coordinator.startFetch(for: h.app, trigger: .scheduled, reasons: [])
+            _ = try await h.coordinator.start(.fetch, for: h.app, trigger: .scheduled, reasons: [])
             #expect(h.launcher.launches.count == 2)
         }
     }
@@ -212,7 +240,7 @@ struct RunCoordinatorTests {
     /// told to exit.
     @Test func transferEventsAreARunOfTheirOwn() async throws {
         try await withHarness { h in
-            await h.coordinator.deliverEvents(to: h.app, reason: .urlSession)
+            await h.coordinator.deliverEvents(to: h.app)
             let spec = try #require(h.launcher.launches.first)
             #expect(spec.environment[LaunchEnvironment.reason] == "url-session")
             let run = try #require(try await h.store.runs(of: h.app).first)
@@ -220,7 +248,7 @@ struct RunCoordinatorTests {
             #expect(spec.environment[LaunchEnvironment.run] == run.id.description)
             // A fetch waits: one run at a time.
             await #expect(throws: StoreError.self) {
-                _ = try await h.coordinator.startFetch(for: h.app, trigger: .manual, reasons: [])
+                _ = try await h.coordinator.start(.fetch, for: h.app, trigger: .manual, reasons: [])
             }
             await h.coordinator.eventsAcknowledged(by: h.app, openRemaining: 1)
             #expect(try await h.store.run(run.id)?.isRunning == true, "events still open")

@@ -71,11 +71,13 @@ struct TaskSchedulerTests {
             #expect(await error(ProcessingTaskRequest(identifier: "com.example.undeclared")) == .notPermitted)
             try await application.setMinimumBackgroundFetchInterval(.minimum)
             #expect(await error(AppRefreshTaskRequest(identifier: Self.refresh)) == nil)
+            // The same identifier again replaces the request.
             #expect(
                 await error(
                     AppRefreshTaskRequest(
-                        identifier: Self.refresh, earliestBeginDate: daemon.clock.now.addingTimeInterval(60))) == nil)  // replaces
-            #expect(await error(AppRefreshTaskRequest(identifier: Self.processing)) == .tooManyPendingTaskRequests)  // 1 refresh at most
+                        identifier: Self.refresh, earliestBeginDate: daemon.clock.now.addingTimeInterval(60))) == nil)
+            // 1 refresh at most.
+            #expect(await error(AppRefreshTaskRequest(identifier: Self.processing)) == .tooManyPendingTaskRequests)
             for id in processingIDs.prefix(10) {
                 #expect(await error(ProcessingTaskRequest(identifier: id, requiresExternalPower: true)) == nil)
             }

@@ -67,7 +67,8 @@ struct TransferCrashTests {
         for _ in 0..<200 {
             lines = ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
             if lines.contains(where: { $0.hasPrefix("eventsFinished") }) { break }
-            _ = try await admin.send(.get, "/v1/transfers/\(record.id)?wait=1", as: TransferRecord.self)  // bgd's clock, not ours
+            // Bgd's clock, not ours.
+            _ = try await admin.send(.get, "/v1/transfers/\(record.id)?wait=1", as: TransferRecord.self)
         }
         #expect(
             lines == [

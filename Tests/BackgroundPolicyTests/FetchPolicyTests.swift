@@ -119,6 +119,27 @@ struct FetchPolicyTests {
         #expect(after.nextEvaluation == minutes(3 * 24 * 60 + 15))
     }
 
+    /// The plan says what each wake carries out: a pending app refresh task whose date has come
+    /// takes it; before its date, or with none, it is a fetch.
+    @Test(arguments: [(nil as Double?, true), (20, true), (40, false)])
+    func aDueWakeCarriesOutThePendingRefreshTask(earliestBegin: Double?, takesTheTask: Bool) {
+        var due = candidate(.minimum, runs: [(0, .newData)])
+        due.pendingRefreshTask = "com.example.a.refresh"
+        due.notBefore = earliestBegin.map(minutes)
+        let now = minutes(max(30, (earliestBegin ?? 0) + 1))
+        let plan = policy.plan(for: [due], runningCount: 0, now: takesTheTask ? now : minutes(30))
+        if takesTheTask {
+            #expect(plan.starts.map(\.work) == [.refreshTask(identifier: "com.example.a.refresh")])
+        } else {
+            #expect(plan.starts.isEmpty, "the wake waits for the task's date")
+        }
+        var plain = candidate(.minimum, runs: [(0, .newData)])
+        plain.notBefore = nil
+        #expect(policy.plan(for: [plain], runningCount: 0, now: minutes(30)).starts.map(\.work) == [.fetch])
+        // An interval wake is no predicted open: it spends no usage budget.
+        #expect(policy.plan(for: [plain], runningCount: 0, now: minutes(30)).starts.first?.servesPredictedOpen == false)
+    }
+
     @Test func planLaunchesTheMostOverdueFirstWithinTheConcurrencyLimit() {
         let candidates = [
             candidate(.minimum, runs: [(10, .newData)], id: "com.example.b"),

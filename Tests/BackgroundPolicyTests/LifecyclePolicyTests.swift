@@ -59,7 +59,8 @@ struct BackgroundTimePolicyTests {
         #expect(policy.step(snapshot(holdsTasks: true, busy: true), now: start.addingTimeInterval(100)) == .none)
         var inside = snapshot(holdsTasks: true)
         inside.canSignal = false
-        #expect(policy.step(inside, now: start.addingTimeInterval(25)) == .warn(deadline: start.addingTimeInterval(30)))  // warned all the same
+        // Warned all the same.
+        #expect(policy.step(inside, now: start.addingTimeInterval(25)) == .warn(deadline: start.addingTimeInterval(30)))
         #expect(policy.step(inside, now: start.addingTimeInterval(100)) == .none)
     }
 

@@ -156,7 +156,8 @@ struct ProviderTokenTests {
             try ProviderToken.parse(authorization: jwt(iat: iat.timeIntervalSince1970)).get()
         }
         #expect(throws: Never.self) { try clock.admit(try token(now), now: now).get() }
-        #expect(throws: Never.self) { try clock.admit(try token(now), now: now.addingTimeInterval(1800)).get() }  // reused: fine
+        // Reused: fine.
+        #expect(throws: Never.self) { try clock.admit(try token(now), now: now.addingTimeInterval(1800)).get() }
         #expect(throws: APNsReason.tooManyProviderTokenUpdates) {
             try clock.admit(try token(now.addingTimeInterval(600)), now: now.addingTimeInterval(600)).get()
         }

@@ -44,8 +44,9 @@ struct BackgroundStoreTests {
     @Test func startingARunQueuesItsEventInTheSameTransaction() async throws {
         let store = try await registered()
         // When
-        let (run, event) = try await store.startFetchRun(
-            for: app, trigger: .scheduled, reasons: [], budget: .seconds(30), now: now)
+        let run = try await store.startRun(
+            .fetch, for: app, trigger: .scheduled, reasons: [], budget: .seconds(30), now: now)
+        let event = try #require(try await store.openEvents(for: app).last)
         // Then
         #expect(event.seq == EventSequence(1))
         #expect(event.body == .fetch(run: run.id, budget: .seconds(30)))
@@ -55,9 +56,10 @@ struct BackgroundStoreTests {
 
     @Test func onlyOneRunIsInFlightPerApp() async throws {
         let store = try await registered()
-        _ = try await store.startFetchRun(for: app, trigger: .scheduled, reasons: [], budget: .seconds(30), now: now)
+        _ = try await store.startRun(.fetch, for: app, trigger: .scheduled, reasons: [], budget: .seconds(30), now: now)
         await #expect(throws: StoreError.runAlreadyInFlight(app)) {
-            _ = try await store.startFetchRun(for: app, trigger: .manual, reasons: [], budget: .seconds(30), now: now)
+            _ = try await store.startRun(
+                .fetch, for: app, trigger: .manual, reasons: [], budget: .seconds(30), now: now)
         }
         #expect(try await store.openEvents(for: app).count == 1)
         #expect(try await store.lastEventSequence(for: app) == EventSequence(1))
@@ -65,8 +67,8 @@ struct BackgroundStoreTests {
 
     @Test func theFirstOutcomeStandsAndSettlesTheEvent() async throws {
         let store = try await registered()
-        let (run, _) = try await store.startFetchRun(
-            for: app, trigger: .scheduled, reasons: [], budget: .seconds(30), now: now)
+        let run = try await store.startRun(
+            .fetch, for: app, trigger: .scheduled, reasons: [], budget: .seconds(30), now: now)
         let first = try await store.finishRun(run.id, outcome: .expired, now: now.addingTimeInterval(30))
         let second = try await store.finishRun(run.id, outcome: .newData, now: now.addingTimeInterval(31))
         #expect(first?.outcome == .expired)
@@ -79,8 +81,8 @@ struct BackgroundStoreTests {
     @Test func acknowledgementIsCumulativeAndIdempotent() async throws {
         let store = try await registered()
         for offset in 0..<3 {
-            let (run, _) = try await store.startFetchRun(
-                for: app, trigger: .manual, reasons: [], budget: .seconds(30),
+            let run = try await store.startRun(
+                .fetch, for: app, trigger: .manual, reasons: [], budget: .seconds(30),
                 now: now.addingTimeInterval(Double(offset)))
             // Keep events open: end the run without settling by acknowledging out of band below.
             if offset < 2 { try await store.finishRun(run.id, outcome: .newData, now: now) }
@@ -101,8 +103,8 @@ struct BackgroundStoreTests {
             _ = try await store.register(
                 RegisterAppRequest(id: app, launchCommand: LaunchCommand(["/bin/true"])!, fetchInterval: .minimum),
                 tokenHash: "h", now: now)
-            let (run, _) = try await store.startFetchRun(
-                for: app, trigger: .scheduled, reasons: [], budget: .seconds(30), now: now)
+            let run = try await store.startRun(
+                .fetch, for: app, trigger: .scheduled, reasons: [], budget: .seconds(30), now: now)
             try await store.recordLaunch(of: run.id, processID: 4242, startTicks: 99)
         }
         // When it is reopened
@@ -122,7 +124,7 @@ struct BackgroundStoreTests {
 
     @Test func unregisteringRemovesHistoryAndOutbox() async throws {
         let store = try await registered()
-        _ = try await store.startFetchRun(for: app, trigger: .scheduled, reasons: [], budget: .seconds(30), now: now)
+        _ = try await store.startRun(.fetch, for: app, trigger: .scheduled, reasons: [], budget: .seconds(30), now: now)
         try await store.recordOpen(of: app, at: now)
         #expect(try await store.unregister(app))
         #expect(try await store.unregister(app) == false)
@@ -133,8 +135,9 @@ struct BackgroundStoreTests {
     @Test func candidatesCarryRecentOutcomesNewestFirst() async throws {
         let store = try await registered()
         for (offset, outcome) in [(0.0, RunOutcome.newData), (60, .failed), (120, .expired)] {
-            let (run, _) = try await store.startFetchRun(
-                for: app, trigger: .scheduled, reasons: [], budget: .seconds(30), now: now.addingTimeInterval(offset))
+            let run = try await store.startRun(
+                .fetch, for: app, trigger: .scheduled, reasons: [], budget: .seconds(30),
+                now: now.addingTimeInterval(offset))
             try await store.finishRun(run.id, outcome: outcome, now: now.addingTimeInterval(offset + 1))
         }
         let candidate = try #require(try await store.fetchCandidates().first)
@@ -148,11 +151,11 @@ struct BackgroundStoreTests {
     @Test func theLastRunIsTheLastStartedWhateverTheClockSaid() async throws {
         let store = try await registered()
         let ahead = now.addingTimeInterval(2 * 86400)
-        let (early, _) = try await store.startFetchRun(
-            for: app, trigger: .scheduled, reasons: [], budget: .seconds(30), now: ahead)
+        let early = try await store.startRun(
+            .fetch, for: app, trigger: .scheduled, reasons: [], budget: .seconds(30), now: ahead)
         _ = try await store.closeInterruptedRuns(now: ahead)
-        let (late, _) = try await store.startFetchRun(
-            for: app, trigger: .scheduled, reasons: [], budget: .seconds(30), now: now)
+        let late = try await store.startRun(
+            .fetch, for: app, trigger: .scheduled, reasons: [], budget: .seconds(30), now: now)
         try await store.finishRun(late.id, outcome: .newData, now: now.addingTimeInterval(1))
         let candidate = try #require(try await store.fetchCandidates().first)
         #expect(candidate.recentRuns.map(\.id) == [late.id, early.id])

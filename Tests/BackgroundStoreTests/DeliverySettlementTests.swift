@@ -32,9 +32,10 @@ struct DeliverySettlementTests {
     ) async throws -> (StoredPush, RunRecord) {
         try await store.enqueuePushes([push(apnsID)], now: now)
         let queued = try #require(try await store.coalesceQueuedPushes(of: app))
-        let run = try await store.startPushRun(
-            for: app, push: queued.id, apnsID: queued.apnsID, payload: "{}", reasons: [], allowance: nil,
-            budget: .seconds(30), now: now)
+        let run = try await store.startRun(
+            .push(queued.id, apnsID: queued.apnsID, payload: "{}", allowance: nil), for: app,
+            trigger: .remoteNotification,
+            reasons: [], budget: .seconds(30), now: now)
         return (queued, run)
     }
 
@@ -73,9 +74,9 @@ struct DeliverySettlementTests {
         #expect(after.reasonCode == .pushRetry)
         #expect(try await store.appsWithQueuedPushes() == [app])
         // It goes again, in a new run whose event names the same apns-id.
-        let run = try await store.startPushRun(
-            for: app, push: push.id, apnsID: push.apnsID, payload: "{}", reasons: [], allowance: nil,
-            budget: .seconds(30), now: now)
+        let run = try await store.startRun(
+            .push(push.id, apnsID: push.apnsID, payload: "{}", allowance: nil), for: app, trigger: .remoteNotification,
+            reasons: [], budget: .seconds(30), now: now)
         let event = try #require(try await store.openEvents(for: app).last)
         #expect(
             event.body == .remoteNotification(run: run.id, payload: "{}", budget: .seconds(30), apnsID: push.apnsID))
@@ -87,9 +88,10 @@ struct DeliverySettlementTests {
         try await store.finishRun(first.id, outcome: .crashed, now: now)
         for _ in 2...BackgroundStore.pushDeliveryAttempts {
             #expect(try await state(of: push, in: store).state == .queued)
-            let run = try await store.startPushRun(
-                for: app, push: push.id, apnsID: push.apnsID, payload: "{}", reasons: [], allowance: nil,
-                budget: .seconds(30), now: now)
+            let run = try await store.startRun(
+                .push(push.id, apnsID: push.apnsID, payload: "{}", allowance: nil), for: app,
+                trigger: .remoteNotification,
+                reasons: [], budget: .seconds(30), now: now)
             try await store.finishRun(run.id, outcome: .launchFailed, now: now)
         }
         let after = try await state(of: push, in: store)
@@ -111,15 +113,17 @@ struct DeliverySettlementTests {
         let store = try await registered()
         try await store.submitTaskRequest(
             TaskRequest(identifier: "com.example.a.work", kind: .processing), for: app, now: now)
-        let run = try await store.startTaskRun(
-            for: app, identifier: "com.example.a.work", trigger: .scheduled, reasons: [], budget: .seconds(600),
+        let run = try await store.startRun(
+            .task(identifier: "com.example.a.work", kind: .processing), for: app, trigger: .scheduled, reasons: [],
+            budget: .seconds(600),
             now: now)
         #expect(try await store.pendingTaskRequests(of: app).isEmpty)  // taken while it runs
         _ = try await store.closeInterruptedRuns(now: now.addingTimeInterval(5))
         #expect(try await store.pendingTaskRequests(of: app).map(\.request.identifier) == ["com.example.a.work"])
         // Carried out and answered: gone for good.
-        let again = try await store.startTaskRun(
-            for: app, identifier: "com.example.a.work", trigger: .scheduled, reasons: [], budget: .seconds(600),
+        let again = try await store.startRun(
+            .task(identifier: "com.example.a.work", kind: .processing), for: app, trigger: .scheduled, reasons: [],
+            budget: .seconds(600),
             now: now)
         try await store.finishRun(again.id, outcome: .newData, now: now.addingTimeInterval(60))
         #expect(try await store.pendingTaskRequests(of: app).isEmpty)
@@ -130,8 +134,9 @@ struct DeliverySettlementTests {
         let store = try await registered()
         try await store.submitTaskRequest(
             TaskRequest(identifier: "com.example.a.work", kind: .processing), for: app, now: now)
-        let run = try await store.startTaskRun(
-            for: app, identifier: "com.example.a.work", trigger: .scheduled, reasons: [], budget: .seconds(600),
+        let run = try await store.startRun(
+            .task(identifier: "com.example.a.work", kind: .processing), for: app, trigger: .scheduled, reasons: [],
+            budget: .seconds(600),
             now: now)
         try await store.submitTaskRequest(
             TaskRequest(identifier: "com.example.a.work", kind: .processing, requiresExternalPower: true), for: app,
@@ -145,19 +150,22 @@ struct DeliverySettlementTests {
     /// next fetch nor count as trouble — but any run in flight holds the fetch back.
     @Test func onlyFetchesAndRefreshTasksFeedTheFetchPolicy() async throws {
         let store = try await registered()
-        let (fetch, _) = try await store.startFetchRun(
-            for: app, trigger: .scheduled, reasons: [], budget: .seconds(30), now: now)
+        let fetch = try await store.startRun(
+            .fetch, for: app, trigger: .scheduled, reasons: [], budget: .seconds(30), now: now)
         try await store.finishRun(fetch.id, outcome: .newData, now: now.addingTimeInterval(1))
         let (_, pushRun) = try await pushInFlight(store)
         #expect(try await store.fetchCandidates().first?.isRunning == true, "a push run in flight holds the fetch back")
         try await store.finishRun(pushRun.id, outcome: .crashed, now: now.addingTimeInterval(2))
         try await store.submitTaskRequest(
             TaskRequest(identifier: "com.example.a.work", kind: .processing), for: app, now: now)
-        let task = try await store.startTaskRun(
-            for: app, identifier: "com.example.a.work", trigger: .scheduled, reasons: [], budget: .seconds(600),
+        let task = try await store.startRun(
+            .task(identifier: "com.example.a.work", kind: .processing), for: app, trigger: .scheduled, reasons: [],
+            budget: .seconds(600),
             now: now.addingTimeInterval(3))
         try await store.finishRun(task.id, outcome: .expired, now: now.addingTimeInterval(4))
-        let events = try await store.startEventsRun(for: app, budget: .seconds(30), now: now.addingTimeInterval(5))
+        let events = try await store.startRun(
+            .events, for: app, trigger: .transferEvents, reasons: [], budget: .seconds(30),
+            now: now.addingTimeInterval(5))
         #expect(try await store.fetchCandidates().first?.isRunning == true, "so does a run for transfer events")
         try await store.finishRun(events.id, outcome: .interrupted, now: now.addingTimeInterval(6))
         let candidate = try #require(try await store.fetchCandidates(answersSince: now.addingTimeInterval(-60)).first)

@@ -38,6 +38,10 @@ struct APIError: Error, HTTPResponseError {
     static func from(_ error: any Error) -> APIError? {
         switch error {
         case let error as APIError: error
+        case let error as ServiceError: APIError(error)
+        case let refusal as Transfers.Refusal: APIError(refusal)
+        case AppEvents.Refusal.neverSent(let seq, let last):
+            APIError(.badRequest, .invalidSequence, "seq \(seq) was never sent; the last event is \(last)")
         case StoreError.appAlreadyRegistered(let id):
             APIError(
                 .conflict, .appAlreadyRegistered,
@@ -87,6 +91,55 @@ struct APIError: Error, HTTPResponseError {
         case let error as any HTTPResponseError:
             APIError(error.status, .httpError, "\(error.status.reasonPhrase)")
         default: nil
+        }
+    }
+}
+
+extension APIError {
+    init(_ error: ServiceError) {
+        switch error {
+        case .launchCommandNotFound(let program):
+            self.init(
+                .badRequest, .launchCommandNotFound,
+                "\(program) is not an executable file; give an absolute path, or a name on bgd's PATH")
+        case .noDeviceToken(let app):
+            self.init(
+                .notFound, .noDeviceToken,
+                "\(app) has no device token: the app gets one with registerForRemoteNotifications(), or use --create")
+        case .unknownProviderKey(let keyID):
+            self.init(.notFound, .unknownProviderKey, "no provider key \(keyID) (bgctl push keys lists them)")
+        case .unknownTransfer(let id):
+            self.init(.notFound, .unknownTransfer, "no transfer \(id) (bgctl transfers lists them)")
+        case .transferNotActive(let id):
+            self.init(.conflict, .transferNotActive, "transfer \(id) has ended or is already paused")
+        case .transferNotPaused(let id):
+            self.init(.conflict, .transferNotPaused, "transfer \(id) is not paused")
+        case .taskNotRunning(let app, let identifier):
+            self.init(
+                .notFound, .taskNotRunning, "\(app) is not running task '\(identifier)'; `bgctl tasks` shows what runs")
+        case .unknownBackgroundTask(let number):
+            self.init(
+                .notFound, .unknownBackgroundTask,
+                "the app holds no background task \(number) (ended already, or never begun)")
+        case .backgroundTimeExpired(let detail): self.init(.conflict, .backgroundTimeExpired, detail)
+        case .dashboardOff:
+            self.init(.conflict, .dashboardOff, "bgd serves no dashboard; start it with --http 127.0.0.1:8765")
+        }
+    }
+
+    init(_ refusal: Transfers.Refusal) {
+        switch refusal {
+        case .destinationNotAllowed(forApp: true):
+            self.init(
+                .badRequest, .destinationNotAllowed,
+                "an app's downloads land in its container and are offered in didFinishDownloadingTo")
+        case .destinationNotAllowed(forApp: false):
+            self.init(
+                .badRequest, .destinationNotAllowed,
+                "an app's download lands in its container; drop 'destination' or '?app='")
+        case .destinationRequired:
+            self.init(.badRequest, .destinationRequired, "a download for no app needs 'destination', an absolute path")
+        case .invalid(let problem): self.init(.badRequest, .invalidTransfer, problem)
         }
     }
 }

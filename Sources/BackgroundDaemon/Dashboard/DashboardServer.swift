@@ -16,6 +16,14 @@ struct DashboardAccess: Sendable {
     var host: String
     var auth: DashboardAuth
     var boundPort: BoundPort
+
+    /// A one-time login link, once the dashboard listens.
+    func login(now: Date) async -> DashboardLogin {
+        let port = await boundPort.wait()
+        let bracketed = host.contains(":") ? "[\(host)]" : host
+        let base = "http://\(bracketed):\(port)"
+        return DashboardLogin(url: base + "/login?code=" + auth.issueCode(now: now), base: base)
+    }
 }
 
 /// The dashboard and `/metrics` on loopback TCP (`--http 127.0.0.1:PORT`; off unless asked):
@@ -49,9 +57,11 @@ public struct DashboardServer: Service {
     }
 
     let configuration: Configuration
-    let core: DaemonCore
+    let views: DashboardViews
+    let metrics: DaemonMetrics
+    let store: BackgroundStore
+    let clock: any WallClock
     public let auth: DashboardAuth
-    let recent: RecentActivity
     let logger: Logger
     public let boundPort = BoundPort()
     var access: DashboardAccess { DashboardAccess(host: configuration.host, auth: auth, boundPort: boundPort) }
@@ -62,11 +72,10 @@ public struct DashboardServer: Service {
         }
         let router = Router()
         let auth = self.auth
-        let core = self.core
-        let views = DashboardViews(core: core, recent: recent)
+        let (views, metrics, store, clock) = (self.views, self.metrics, self.store, self.clock)
         router.get("login") { request, _ in
             guard let code = request.uri.queryParameters["code"].map(String.init),
-                auth.redeem(code, now: core.clock.now)
+                auth.redeem(code, now: clock.now)
             else {
                 return Self.html(
                     "<h1>This login link has expired or was used</h1><p>Run <span class=\"code\">bgctl dashboard</span> for a new one.</p>",
@@ -93,20 +102,14 @@ public struct DashboardServer: Service {
             return try await Self.page(request, title: raw, main: main)
         }
         pages.get("events") { request, _ in views.events(request) }
-        pages.get("metrics") { _, _ in
-            var headers = HTTPFields()
-            headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
-            return Response(
-                status: .ok, headers: headers,
-                body: .init(byteBuffer: ByteBuffer(string: await core.metrics.exposition(store: core.store))))
-        }
+        pages.get("metrics") { _, _ in await metrics.response(store: store) }
         let boundPort = self.boundPort
         let logger = self.logger
         let application = QuietApplication(
             responder: router.buildResponder(),
             configuration: .init(
                 address: .hostname(configuration.host, port: configuration.port), serverName: "bgd-dashboard"),
-            services: [recent],
+            services: [views.recent],
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? 0
                 boundPort.set(port)

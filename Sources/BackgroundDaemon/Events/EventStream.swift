@@ -13,28 +13,20 @@ import ServiceLifecycle
 /// whatever comes while it stays connected. Events are read from the store, never from memory,
 /// so a reconnect after any crash sees exactly the open events again.
 struct EventStream {
-    let core: DaemonCore
+    let events: AppEvents
     let bearer: TokenIssuer.Bearer
 
     func response(for request: Request) async throws -> Response {
-        _ = try await core.requireApp(bearer.app)
-        // Subscribe before the first read of the store, so nothing committed in between is missed.
-        let subscription = core.broker.subscribe(bearer.app, isLaunched: bearer.isLaunched)
-        core.activity.emit(.appConnected(bearer.app))
+        let subscription = try await events.connect(bearer)
         var headers = HTTPFields()
         headers[.contentType] = "application/x-ndjson"
         headers[.cacheControl] = "no-store"
-        let core = self.core
+        let events = self.events
         let bearer = self.bearer
         return Response(
             status: .ok, headers: headers,
             body: ResponseBody { writer in
-                defer {
-                    core.broker.unsubscribe(subscription)
-                    core.activity.emit(.appDisconnected(bearer.app))
-                    // A process that went away takes its background tasks with it.
-                    if !core.broker.isConnected(bearer.app) { Task { await core.lifecycle.disconnected(bearer.app) } }
-                }
+                defer { events.disconnect(subscription, of: bearer.app) }
                 do {
                     // A stream never ends by itself: on a graceful shutdown, end it, so the server
                     // does not wait on it forever. The app reconnects to the next bgd.
@@ -43,7 +35,7 @@ struct EventStream {
                             try await stream(subscription, to: &writer)
                         }
                     } onGracefulShutdown: {
-                        core.broker.unsubscribe(subscription)
+                        events.broker.unsubscribe(subscription)
                     }
                 } catch is CancellationError {
                     return  // the app went away
@@ -63,7 +55,7 @@ struct EventStream {
         try await send(.hello(app: bearer.app, launchedForRun: bearer.launchedForRun))
         var lastSent: EventSequence?
         func sendOpenEvents() async throws {
-            for event in try await core.store.openEvents(for: bearer.app, after: lastSent) {
+            for event in try await events.open(for: bearer.app, after: lastSent) {
                 try await send(.event(event))
                 lastSent = event.seq
             }

@@ -63,27 +63,23 @@ public struct Scheduler: Service {
                     conditions: await conditions.effective, now: now)
                 try await store.savePlan(plan.decisions, from: candidates, now: now)
                 var launched: [AppID] = []
-                for app in plan.launch {
+                for start in plan.starts {
+                    let app = start.app
                     do {
                         let reasons = plan.decision(for: app)?.reasons ?? []
                         if let due = plan.decision(for: app)?.dueAt {
                             metrics?.recordSchedulingLag(now.duration(since: due))
                         }
-                        // A pending BGAppRefreshTaskRequest whose date has come takes this wake.
-                        if let refresh = try await store.pendingTaskRequests(of: app).first(where: {
-                            $0.request.kind == .appRefresh && ($0.request.earliestBeginDate ?? now) <= now
-                        }) {
-                            _ = try await coordinator.startTask(
-                                for: app, identifier: refresh.request.identifier, kind: .appRefresh,
-                                trigger: .scheduled,
-                                reasons: reasons + [
-                                    DecisionReason(.taskStarted, "app refresh task \(refresh.request.identifier)")
-                                ])
-                        } else {
-                            _ = try await coordinator.startFetch(for: app, trigger: .scheduled, reasons: reasons)
+                        switch start.work {
+                        case .fetch:
+                            _ = try await coordinator.start(.fetch, for: app, trigger: .scheduled, reasons: reasons)
+                        case .refreshTask(let identifier):
+                            _ = try await coordinator.start(
+                                .task(identifier: identifier, kind: .appRefresh), for: app, trigger: .scheduled,
+                                reasons: reasons + [DecisionReason(.taskStarted, "app refresh task \(identifier)")])
                         }
                         launched.append(app)
-                        if reasons.contains(where: { $0.code == .predictedOpen }) { await usage.recordWake() }
+                        if start.servesPredictedOpen { await usage.recordWake() }
                     } catch StoreError.runAlreadyInFlight {
                         continue  // started by someone else (bgctl simulate fetch) since the snapshot
                     }

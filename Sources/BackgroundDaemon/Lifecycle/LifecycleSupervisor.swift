@@ -168,7 +168,8 @@ public actor LifecycleSupervisor: Service {
     /// The app's stream closed. A process that is gone (crashed, ended) takes its tasks with it.
     public func disconnected(_ app: AppID) async {
         guard let entry = entries[app] else { return }
-        if entry.state == .suspended, let pid = entry.processID, AppProcessInfo.signal(pid, 0) { return }  // a frozen process cannot read; it is still there
+        // A frozen process cannot read; it is still there.
+        if entry.state == .suspended, let pid = entry.processID, AppProcessInfo.signal(pid, 0) { return }
         entries[app] = nil
         if entry.state == .suspended, let pid = entry.processID { try? await store.clearSuspension(processID: pid) }
         if entry.state == .active { for doorbell in foregroundDoorbells { doorbell.ring() } }

@@ -92,8 +92,7 @@ struct MetricsRecorder: Service {
                 case .expirationWarned:
                     metrics.counter("bgd_expiration_warnings_total").increment()
                 case .pushHandled(_, _, let outcome):
-                    let bounded = ["delivered", "held", "dropped"].contains(outcome) ? outcome : "waiting"
-                    metrics.counter("bgd_pushes_total", [("outcome", bounded)]).increment()
+                    metrics.counter("bgd_pushes_total", [("outcome", outcome.rawValue)]).increment()
                 case .transferAttemptStarted:
                     metrics.counter("bgd_transfer_attempts_total").increment()
                 case .transferCheckpointed(let id, let bytes):

@@ -48,20 +48,21 @@ actor PushDispatcher: Service {
                 switch throttle.decide(expiration: push.expiration, allowance: allowance, now: now) {
                 case .expired(let reason):
                     try await store.dropPush(push.id, reason: reason)
-                    activity.emit(.pushHandled(app, push.id, "dropped"))
+                    activity.emit(.pushHandled(app, push.id, .dropped))
                     continue
                 case .hold(let until, _, let reason):
                     try await store.notePushWaiting(push.id, reason: reason)
                     next = min(next ?? until, until)
-                    activity.emit(.pushHandled(app, push.id, "held"))
+                    activity.emit(.pushHandled(app, push.id, .held))
                 case .wakeNow(let allowance, let reason):
                     do {
-                        _ = try await coordinator.startPush(
-                            for: app, push: push.id, apnsID: push.apnsID,
-                            payload: String(decoding: push.payload, as: UTF8.self),
-                            reasons: [DecisionReason(.pushWake, "background push \(push.apnsID): \(reason.detail)")],
-                            allowance: allowance)
-                        activity.emit(.pushHandled(app, push.id, "delivered"))
+                        _ = try await coordinator.start(
+                            .push(
+                                push.id, apnsID: push.apnsID, payload: String(decoding: push.payload, as: UTF8.self),
+                                allowance: allowance),
+                            for: app, trigger: .remoteNotification,
+                            reasons: [DecisionReason(.pushWake, "background push \(push.apnsID): \(reason.detail)")])
+                        activity.emit(.pushHandled(app, push.id, .delivered))
                     } catch StoreError.runAlreadyInFlight {
                         // A fetch or an earlier push is running: again when it ends (the coordinator rings us).
                         try await store.notePushWaiting(
@@ -69,7 +70,7 @@ actor PushDispatcher: Service {
                             reason: DecisionReason(
                                 .pushWaitsForRun,
                                 "the app is running a fetch or an earlier push; this one goes when that run ends"))
-                        activity.emit(.pushHandled(app, push.id, "waiting for the app's run to end"))
+                        activity.emit(.pushHandled(app, push.id, .waiting))
                     }
                 }
                 break

@@ -22,6 +22,8 @@ import ServiceLifecycle
 public actor RunCoordinator: Service {
     public struct Configuration: Sendable {
         public var budget: RunBudget
+        /// How long a processing task may run.
+        public var processingBudget: Duration
         /// How long an app that answered may take to exit before it is ended.
         public var lingerGrace: Duration
         public var socketPath: String
@@ -29,9 +31,10 @@ public actor RunCoordinator: Service {
         public var confineApps: Bool
 
         public init(
-            budget: RunBudget = RunBudget(), lingerGrace: Duration = .seconds(5), socketPath: String,
-            confineApps: Bool = true
+            budget: RunBudget = RunBudget(), processingBudget: Duration = .seconds(600),
+            lingerGrace: Duration = .seconds(5), socketPath: String, confineApps: Bool = true
         ) {
+            self.processingBudget = processingBudget
             self.confineApps = confineApps
             self.budget = budget
             self.lingerGrace = lingerGrace
@@ -115,26 +118,27 @@ public actor RunCoordinator: Service {
 
     // MARK: Starting runs
 
-    /// Starts a fetch run for `app`: records it with its event, then delivers or launches.
-    public func startFetch(for app: AppID, trigger: RunTrigger, reasons: [DecisionReason]) async throws -> RunRecord {
-        let (run, _) = try await store.startFetchRun(
-            for: app, trigger: trigger, reasons: reasons, budget: configuration.budget.budget, now: clock.now)
-        return try await carryOut(run, reason: .fetch)
+    /// Starts a run of any kind for `app`: records it with its event (and what it takes: a push,
+    /// a task request), then delivers to the app in the foreground or launches it. A processing
+    /// task has minutes (`processingBudget`); every other run the fetch budget.
+    public func start(
+        _ start: RunStart, for app: AppID, trigger: RunTrigger, reasons: [DecisionReason]
+    ) async throws -> RunRecord {
+        var budget = configuration.budget
+        if case .task(_, .processing) = start { budget.budget = configuration.processingBudget }
+        let run = try await store.startRun(
+            start, for: app, trigger: trigger, reasons: reasons, budget: budget.budget, now: clock.now)
+        return try await carryOut(run, reason: Self.launchReason(for: start), budget: budget)
     }
 
-    /// Starts a run for the app's pending `BGTaskScheduler` request `identifier` (taken from the
-    /// store with the run), with `budget`: a refresh task has the fetch budget, a processing
-    /// task minutes.
-    public func startTask(
-        for app: AppID, identifier: String, kind: TaskKind, trigger: RunTrigger, reasons: [DecisionReason],
-        budget: Duration? = nil
-    ) async throws -> RunRecord {
-        var runBudget = configuration.budget
-        if let budget { runBudget.budget = budget }
-        let run = try await store.startTaskRun(
-            for: app, identifier: identifier, trigger: trigger, reasons: reasons, budget: runBudget.budget,
-            now: clock.now)
-        return try await carryOut(run, reason: kind == .processing ? .processing : .fetch, budget: runBudget)
+    /// What the launched process is told it was started for.
+    static func launchReason(for start: RunStart) -> LaunchReason {
+        switch start {
+        case .fetch, .task(_, .appRefresh): .fetch
+        case .task(_, .processing): .processing
+        case .push: .remoteNotification
+        case .events: .urlSession
+        }
     }
 
     /// Asks the app to wrap a run up now (`bgctl tasks expire`, a processing task whose
@@ -154,25 +158,13 @@ public actor RunCoordinator: Service {
         return true
     }
 
-    /// Starts a run for a background push: records it with its event (and the push in flight with it),
-    /// then delivers to a connected app or launches it with reason remote-notification.
-    public func startPush(
-        for app: AppID, push: Int64, apnsID: String, payload: String, reasons: [DecisionReason],
-        allowance: PushThrottle.Allowance? = nil
-    ) async throws -> RunRecord {
-        let run = try await store.startPushRun(
-            for: app, push: push, apnsID: apnsID, payload: payload, reasons: reasons, allowance: allowance,
-            budget: configuration.budget.budget, now: clock.now)
-        return try await carryOut(run, reason: .remoteNotification)
-    }
-
     /// A recorded run starts: supervised from now, its event goes to the app in the foreground or
     /// the app is launched for it.
-    private func carryOut(_ run: RunRecord, reason: LaunchReason, budget: RunBudget? = nil) async throws -> RunRecord {
+    private func carryOut(_ run: RunRecord, reason: LaunchReason, budget: RunBudget) async throws -> RunRecord {
         Failpoint.runAfterStartCommit.hit()
         await supervisor.startMemoryPeak(of: run.app)
         flights[run.id] = Flight(
-            run: run, budget: budget ?? configuration.budget, cpuAtStart: await supervisor.cpuMicroseconds(of: run.app))
+            run: run, budget: budget, cpuAtStart: await supervisor.cpuMicroseconds(of: run.app))
         activity.emit(.runStarted(run))
         logger.info(
             "Run started",
@@ -202,17 +194,16 @@ public actor RunCoordinator: Service {
 
     /// Events wait for the app (a transfer ended): a connected app is told; for one that is not
     /// running, a run of its own (trigger `transferEvents`, the fetch budget) launches it with
-    /// `reason` (url-session), and ends `eventsHandled` once the app has acknowledged them all —
+    /// reason url-session, and ends `eventsHandled` once the app has acknowledged them all —
     /// or as any run ends: expired, crashed, interrupted.
-    public func deliverEvents(to app: AppID, reason: LaunchReason) async {
+    public func deliverEvents(to app: AppID) async {
         if broker.isConnected(app) || launches.values.contains(where: { $0.app == app }) {
             await lifecycle?.startedEvents(for: app)
             broker.eventsAvailable(for: app)
             return
         }
         do {
-            let run = try await store.startEventsRun(for: app, budget: configuration.budget.budget, now: clock.now)
-            _ = try await carryOut(run, reason: reason)
+            _ = try await start(.events, for: app, trigger: .transferEvents, reasons: [])
         } catch StoreError.runAlreadyInFlight {
             // A run is in flight (its process not yet up): the events go with it.
             broker.eventsAvailable(for: app)

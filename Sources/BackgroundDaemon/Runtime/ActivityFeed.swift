@@ -24,8 +24,8 @@ public enum Activity: Hashable, Sendable {
     case transferRetryScheduled(TransferID, at: Date, reason: String)
     /// A transfer ended; its events (for an app's) are committed.
     case transferEnded(TransferRecord)
-    /// The push dispatcher decided about a waiting push: delivered, held, dropped, waiting.
-    case pushHandled(AppID, Int64, String)
+    /// The push dispatcher decided about a waiting push.
+    case pushHandled(AppID, PushID, PushDispatch)
     /// The app's lifecycle changed (reported by it, or bgd suspended, resumed or ended it).
     case lifecycleChanged(AppID, ApplicationState, DecisionReason?)
     case backgroundTaskBegun(AppID, BackgroundTaskIdentifier)
@@ -55,4 +55,16 @@ public final class ActivityFeed: Sendable {
         }
         return stream
     }
+}
+
+/// What the push dispatcher did with a waiting push (a metric's bounded label).
+public enum PushDispatch: String, Sendable {
+    /// Its run started.
+    case delivered
+    /// The throttle holds it until later.
+    case held
+    /// Expired or given up.
+    case dropped
+    /// The app has a run in flight; it goes when that ends.
+    case waiting
 }

@@ -86,15 +86,15 @@ actor TaskDispatcher: Service {
                 == nil
             {
                 do {
-                    let run = try await coordinator.startTask(
-                        for: item.app, identifier: item.request.identifier, kind: .processing, trigger: .scheduled,
+                    let run = try await coordinator.start(
+                        .task(identifier: item.request.identifier, kind: .processing), for: item.app,
+                        trigger: .scheduled,
                         reasons: [
                             DecisionReason(
                                 .taskStarted,
                                 "processing task \(item.request.identifier): its conditions hold and no app is in the foreground"
                             )
-                        ],
-                        budget: policy.budget)
+                        ])
                     started[run.id] = item.request
                 } catch StoreError.runAlreadyInFlight {
                     continue  // the app is busy; again when its run ends (the coordinator rings us)

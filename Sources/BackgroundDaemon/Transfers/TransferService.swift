@@ -46,6 +46,8 @@ public actor TransferService: Service {
     private let logger: Logger
     private let doorbell: Doorbell
     private let engine: TransferEngine
+    /// When each transfer may make an attempt.
+    private let policy: TransferPolicy
     /// Attempts in flight, so a cancel can stop one and the loop knows the free slots.
     private var attempts: [TransferID: Task<Void, Never>] = [:]
     /// Bytes received by running attempts, checkpointed or not: progress, not a promise.
@@ -63,8 +65,7 @@ public actor TransferService: Service {
     init(
         store: BackgroundStore, stateDirectory: StateDirectory, coordinator: RunCoordinator, broker: EventBroker,
         conditions: ConditionsMonitor, activity: ActivityFeed, clock: any WallClock, configuration: Configuration,
-        doorbell: Doorbell,
-        logger: Logger
+        lowBatteryLevel: Int, doorbell: Doorbell, logger: Logger
     ) {
         self.doorbell = doorbell
         self.store = store
@@ -77,6 +78,9 @@ public actor TransferService: Service {
         self.configuration = configuration
         self.logger = logger
         engine = TransferEngine(store: store, clock: clock, configuration: configuration.engine)
+        policy = TransferPolicy(
+            noProgressTimeout: configuration.noProgressTimeout, maximumConcurrent: configuration.maximumConcurrent,
+            gate: ConditionGate(lowBatteryLevel: lowBatteryLevel))
     }
 
     // MARK: Service
@@ -86,7 +90,7 @@ public actor TransferService: Service {
         // launch the app for them now, as their transfer's end would have.
         for app in (try? await store.appsWithWaitingSessionEvents()) ?? [] {
             logger.info("Delivering transfer events left from before", metadata: ["app.id": "\(app)"])
-            await coordinator.deliverEvents(to: app, reason: .urlSession)
+            await coordinator.deliverEvents(to: app)
         }
         await doorbell.serve("transfers", on: clock, logger: logger) { try await self.plan() }
         for task in attempts.values { task.cancel() }
@@ -184,61 +188,22 @@ public actor TransferService: Service {
         for transfer in try await store.activeTransfers()
         where attempts[transfer.record.id] == nil && !stopping.contains(transfer.record.id) {
             let id = transfer.record.id
-            let deadline = transfer.record.createdAt.adding(transfer.request.timeoutForResource)
-            if now >= deadline {
-                await fail(
-                    transfer,
-                    TransferError(
-                        .timedOut, "not finished within \(transfer.request.timeoutForResource.humanDescription)"))
-                continue
+            let snapshot = TransferPolicy.Snapshot(
+                request: transfer.request, createdAt: transfer.record.createdAt,
+                lastProgressAt: transfer.lastProgressAt, attempts: transfer.record.attempts,
+                nextAttemptAt: transfer.record.nextAttemptAt, heldUntil: unrecordedRetries[id],
+                silentFor: clock.elapsed - (progressSeen[id] ?? noteFirstSeen(id)), lastError: transfer.record.lastError
+            )
+            let decision = policy.decide(snapshot, conditions: conditions, attemptsRunning: attempts.count, now: now)
+            if let at = decision.lookAgainAt { wake(at: at) }
+            switch decision.action {
+            case .fail(let error): await fail(transfer, error)
+            case .waitForRetry: continue
+            case .hold(let reason): try await store.setWaiting(id, reason: reason.detail)
+            case .attempt: attempts[id] = Task { await self.attempt(id) }
             }
-            // Silent for the timeout by the date *and* by time that really passed in this bgd's
-            // life: a wall clock set two days ahead fails no transfer (reliability-matrix D14).
-            let stalled = transfer.lastProgressAt.adding(configuration.noProgressTimeout)
-            let silentFor = clock.elapsed - (progressSeen[id] ?? noteFirstSeen(id))
-            if now >= stalled, silentFor >= configuration.noProgressTimeout, transfer.record.attempts > 0 {
-                await fail(
-                    transfer,
-                    TransferError(
-                        .noProgress,
-                        "no progress for \(configuration.noProgressTimeout.humanDescription): \(transfer.record.lastError ?? "no answer")"
-                    ))
-                continue
-            }
-            // Looked at again when both could be true (never at a time already past).
-            let stallCheck = max(stalled, now.adding(max(.zero, configuration.noProgressTimeout - silentFor)))
-            wake(at: min(deadline, stallCheck))
-            // A retry the store could not record (a full disk) waits here, in memory.
-            if let held = unrecordedRetries[id], held > now {
-                wake(at: held)
-                continue
-            }
-            if let at = transfer.record.nextAttemptAt, at > now {
-                wake(at: at)
-                continue
-            }
-            if let reason = Self.conditionsHold(transfer.request, conditions) {
-                try await store.setWaiting(id, reason: reason)
-                continue
-            }
-            guard attempts.count < configuration.maximumConcurrent else {
-                try await store.setWaiting(
-                    id, reason: "waiting for one of \(configuration.maximumConcurrent) transfers to finish")
-                continue
-            }
-            attempts[id] = Task { await self.attempt(id) }
         }
         return next
-    }
-
-    /// Why conditions hold this transfer back, or nil. The same conditions the scheduler uses.
-    static func conditionsHold(_ request: TransferRequest, _ conditions: DeviceConditions) -> String? {
-        if conditions.network == .none { return "waiting for a network" }
-        if conditions.network == .metered && (!request.allowsExpensiveNetworkAccess || request.isDiscretionary) {
-            return "waiting for an unmetered network"
-        }
-        if request.isDiscretionary && conditions.power == .battery { return "discretionary: waiting for mains power" }
-        return nil
     }
 
     // MARK: One attempt
@@ -362,7 +327,7 @@ public actor TransferService: Service {
         guard let app = ended.app else { return }
         let launches = (try? await store.transfer(ended.id))?.request.sessionSendsLaunchEvents ?? true
         if launches {
-            await coordinator.deliverEvents(to: app, reason: .urlSession)
+            await coordinator.deliverEvents(to: app)
         } else {
             broker.eventsAvailable(for: app)
         }

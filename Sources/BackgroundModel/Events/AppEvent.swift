@@ -37,6 +37,14 @@ public struct AppEvent: Hashable, Codable, Sendable {
         case backgroundTask(run: RunID, identifier: String, kind: TaskKind, budget: Duration)
     }
 
+    /// The run this event starts (a fetch, a push, a task); nil for a transfer's events.
+    public var run: RunID? {
+        switch body {
+        case .fetch(let run, _), .remoteNotification(let run, _, _, _), .backgroundTask(let run, _, _, _): run
+        case .downloadFinished, .transferCompleted, .sessionEventsFinished: nil
+        }
+    }
+
     public var kind: String {
         switch body {
         case .fetch: "fetch"

@@ -22,3 +22,9 @@ public struct EventSequence: IntegerIdentifier {
     public let rawValue: Int64
     public init(rawValue: Int64) { self.rawValue = rawValue }
 }
+
+/// A push bgd accepted, as its queue numbers it (`bgctl push list`, the activity feed).
+public struct PushID: IntegerIdentifier {
+    public let rawValue: Int64
+    public init(rawValue: Int64) { self.rawValue = rawValue }
+}

@@ -68,7 +68,7 @@ public enum PushState: String, Codable, Sendable, CaseIterable {
 
 /// A push the gateway accepted, and what became of it (`GET /v1/apps/{id}/pushes`).
 public struct PushRecord: Hashable, Codable, Sendable {
-    public var id: Int64
+    public var id: PushID
     public var apnsID: String
     public var pushType: String
     public var priority: Int
@@ -82,7 +82,7 @@ public struct PushRecord: Hashable, Codable, Sendable {
     public var payload: String
 
     public init(
-        id: Int64, apnsID: String, pushType: String, priority: Int, collapseID: String?, expiration: Date?,
+        id: PushID, apnsID: String, pushType: String, priority: Int, collapseID: String?, expiration: Date?,
         receivedAt: Date,
         state: PushState, reasonCode: ReasonCode? = nil, reason: String?, payload: String
     ) {

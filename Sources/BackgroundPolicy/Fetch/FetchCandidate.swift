@@ -14,6 +14,8 @@ public struct FetchCandidate: Hashable, Sendable {
     public var answers: [Answer]
     /// A pending app refresh task request's earliest begin date: no wake before it.
     public var notBefore: Date?
+    /// The identifier of the app's pending app refresh task request: a due wake carries it out.
+    public var pendingRefreshTask: String?
 
     public init(
         app: AppID, interval: FetchInterval, registeredAt: Date, recentRuns: [FinishedRun] = [],

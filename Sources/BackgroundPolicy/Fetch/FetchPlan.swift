@@ -22,15 +22,37 @@ public struct WakeDecision: Hashable, Sendable {
 
 /// The policy's answer for all apps at one instant.
 public struct FetchPlan: Hashable, Sendable {
-    /// Apps to wake now, most overdue first.
-    public var launch: [AppID]
+    /// One wake to start now: which app, what it carries out, and whether it spends the usage
+    /// budget (a wake placed by a predicted open does; the adaptive threshold learns from it).
+    public struct Start: Hashable, Sendable {
+        public enum Work: Hashable, Sendable {
+            /// `performFetchWithCompletionHandler`.
+            case fetch
+            /// The app's pending `BGAppRefreshTaskRequest`, whose begin date has come, takes the wake.
+            case refreshTask(identifier: String)
+        }
+        public var app: AppID
+        public var work: Work
+        public var servesPredictedOpen: Bool
+
+        public init(app: AppID, work: Work, servesPredictedOpen: Bool) {
+            self.app = app
+            self.work = work
+            self.servesPredictedOpen = servesPredictedOpen
+        }
+    }
+
+    /// The wakes to start now, most overdue first.
+    public var starts: [Start]
+    /// The apps to wake now, most overdue first.
+    public var launch: [AppID] { starts.map(\.app) }
     /// One decision per candidate, in candidate order.
     public var decisions: [WakeDecision]
     /// When to plan again if nothing else happens first (nil: only when something changes).
     public var nextEvaluation: Date?
 
-    public init(launch: [AppID], decisions: [WakeDecision], nextEvaluation: Date?) {
-        self.launch = launch
+    public init(starts: [Start], decisions: [WakeDecision], nextEvaluation: Date?) {
+        self.starts = starts
         self.decisions = decisions
         self.nextEvaluation = nextEvaluation
     }

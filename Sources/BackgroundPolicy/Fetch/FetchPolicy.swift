@@ -77,12 +77,12 @@ public struct FetchPolicy: Sendable {
             .filter { decisions[$0].dueAt.map { $0 <= now } ?? false }
             .sorted { (decisions[$0].dueAt!, decisions[$0].app) < (decisions[$1].dueAt!, decisions[$1].app) }
         let slots = max(0, configuration.maximumConcurrentRuns - runningCount)
-        var launch: [AppID] = []
+        var starts: [FetchPlan.Start] = []
         for (rank, index) in due.enumerated() {
             let overdue = now.duration(since: decisions[index].dueAt!)
             if rank < slots {
                 decisions[index].reasons.append(DecisionReason(.due, "due \(overdue.humanDescription) ago"))
-                launch.append(decisions[index].app)
+                starts.append(start(for: decisions[index], candidates[index], now: now))
             } else {
                 decisions[index].reasons.append(
                     DecisionReason(
@@ -95,7 +95,18 @@ public struct FetchPolicy: Sendable {
         if decisions.contains(where: { $0.dueAt == nil && $0.reasons.contains { $0.code.isReviewedLater } }) {
             future.append(now.adding(configuration.reviewHeldAppsAfter))
         }
-        return FetchPlan(launch: launch, decisions: decisions, nextEvaluation: future.min())
+        return FetchPlan(starts: starts, decisions: decisions, nextEvaluation: future.min())
+    }
+
+    /// What a due wake carries out: the app's refresh task when one is pending and may begin,
+    /// else a fetch.
+    func start(for decision: WakeDecision, _ candidate: FetchCandidate, now: Date) -> FetchPlan.Start {
+        var work = FetchPlan.Start.Work.fetch
+        if let task = candidate.pendingRefreshTask, (candidate.notBefore ?? now) <= now {
+            work = .refreshTask(identifier: task)
+        }
+        return FetchPlan.Start(
+            app: decision.app, work: work, servesPredictedOpen: decision.reasons.contains { $0.code == .predictedOpen })
     }
 
     /// One wake-up of the system for wakes close together (iOS's timer tolerance): the earliest

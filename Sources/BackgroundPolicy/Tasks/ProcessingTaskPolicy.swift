@@ -41,11 +41,15 @@ public struct ProcessingTaskPolicy: Hashable, Sendable {
     private func conditionProblem(
         for request: TaskRequest, conditions: DeviceConditions, appInForeground: AppID?
     ) -> DecisionReason? {
-        if request.requiresExternalPower, conditions.power != .mains {
+        let needs = WorkNeeds(
+            network: request.requiresNetworkConnectivity ? .any : .none, externalPower: request.requiresExternalPower)
+        switch ConditionGate().hold(needs, under: conditions) {
+        case .noExternalPower:
             return DecisionReason(.needsExternalPower, "it requires external power; the device is on battery")
-        }
-        if request.requiresNetworkConnectivity, conditions.network == .none {
+        case .noNetwork:
             return DecisionReason(.needsNetwork, "it requires a network; none is up")
+        case .meteredNetwork, .lowBattery, nil:
+            break  // not asked for: a processing task says what it needs
         }
         if let appInForeground {
             return DecisionReason(

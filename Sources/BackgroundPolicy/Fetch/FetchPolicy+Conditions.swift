@@ -2,7 +2,8 @@ import BackgroundModel
 import Foundation
 
 extension FetchPolicy {
-    /// Holds or thins a wake by the machine's conditions.
+    /// Holds or thins a wake by the machine's conditions (through the `ConditionGate` every kind
+    /// of work shares).
     ///
     /// Without a network a fetch cannot succeed, and on a low, discharging battery every wake-up
     /// costs the user (iOS stops background refresh in Low Power Mode): wakes wait, and the daemon
@@ -12,13 +13,14 @@ extension FetchPolicy {
     func applying(_ conditions: DeviceConditions, to decision: WakeDecision) -> WakeDecision {
         guard let due = decision.dueAt else { return decision }
         var decision = decision
-        if conditions.network == .none {
+        let gate = ConditionGate(lowBatteryLevel: configuration.lowBatteryLevel)
+        switch gate.hold(WorkNeeds(network: .any, waitsOnLowBattery: true), under: conditions) {
+        case .noNetwork:
             decision.dueAt = nil
             decision.reasons.append(
                 DecisionReason(.noNetwork, "no network is up; the wake due at \(WireCoding.format(due)) waits for one"))
             return decision
-        }
-        if conditions.power == .battery, let level = conditions.batteryLevel, level <= configuration.lowBatteryLevel {
+        case .lowBattery(let level):
             decision.dueAt = nil
             decision.reasons.append(
                 DecisionReason(
@@ -26,6 +28,8 @@ extension FetchPolicy {
                     "battery at \(level)% and discharging (low is \(configuration.lowBatteryLevel)% or less); the wake due at \(WireCoding.format(due)) waits for power"
                 ))
             return decision
+        case .meteredNetwork, .noExternalPower, nil:
+            break  // a fetch needs neither; a metered network thins it out below
         }
         guard let spacing = decision.spacing, !decision.reasons.contains(where: { $0.code == .predictedOpen }) else {
             return decision

@@ -1,0 +1,59 @@
+import BackgroundModel
+import BackgroundStore
+import Foundation
+
+/// An app's outbox: what the stream sends, what the app acknowledges, what the operator reads.
+/// An acknowledgement that empties the outbox ends a run launched only for those events.
+struct AppEvents: Sendable {
+    let store: BackgroundStore
+    let apps: Apps
+    let broker: EventBroker
+    let coordinator: RunCoordinator
+    let lifecycle: LifecycleSupervisor
+    let activity: ActivityFeed
+    let clock: any WallClock
+
+    enum Refusal: Error, Equatable {
+        /// The app acknowledged a sequence number bgd never sent it.
+        case neverSent(EventSequence, last: EventSequence)
+    }
+
+    /// The app has handled every event up to `seq`.
+    func acknowledge(upTo seq: EventSequence, for app: AppID) async throws {
+        let last = try await store.lastEventSequence(for: app)
+        guard seq.rawValue >= 1, seq <= last else { throw Refusal.neverSent(seq, last: last) }
+        try await store.acknowledge(upTo: seq, for: app, now: clock.now)
+        Failpoint.eventAfterAckCommit.hit()
+        await coordinator.eventsAcknowledged(by: app, openRemaining: try await store.openEvents(for: app).count)
+    }
+
+    /// The outbox as the operator sees it (`bgctl events`), newest first.
+    func outbox(of id: AppID, limit: Int) async throws -> [OutboxEntry] {
+        _ = try await apps.require(id)
+        return try await store.outbox(for: id, limit: limit)
+    }
+
+    /// Events the app has not acknowledged, after `sequence`.
+    func open(for app: AppID, after sequence: EventSequence?) async throws -> [AppEvent] {
+        try await store.openEvents(for: app, after: sequence)
+    }
+
+    /// A stream opens: the app is connected from now until `disconnect`.
+    func connect(_ caller: TokenIssuer.Bearer) async throws -> EventBroker.Subscription {
+        _ = try await apps.require(caller.app)
+        // Subscribed before the stream's first read of the store, so nothing committed in between is missed.
+        let subscription = broker.subscribe(caller.app, isLaunched: caller.isLaunched)
+        activity.emit(.appConnected(caller.app))
+        return subscription
+    }
+
+    /// A stream closed; a process that went away takes its background tasks with it.
+    func disconnect(_ subscription: EventBroker.Subscription, of app: AppID) {
+        broker.unsubscribe(subscription)
+        activity.emit(.appDisconnected(app))
+        if !broker.isConnected(app) {
+            let lifecycle = self.lifecycle
+            Task { await lifecycle.disconnected(app) }
+        }
+    }
+}

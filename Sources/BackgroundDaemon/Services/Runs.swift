@@ -1,0 +1,89 @@
+import BackgroundModel
+import BackgroundPolicy
+import BackgroundStore
+import Foundation
+
+/// Runs as the operator sees them — history, one run (waiting for its end), why the next wake is
+/// when it is, the wakes ahead — and the one command about them, `bgctl simulate fetch`.
+struct Runs: Sendable {
+    let store: BackgroundStore
+    let apps: Apps
+    let coordinator: RunCoordinator
+    let usage: UsageTracker
+    let conditions: ConditionsMonitor
+    let fetchPolicy: FetchPolicy
+    let waiter: ActivityWaiter
+    let clock: any WallClock
+
+    /// The app's runs, newest first.
+    func history(of id: AppID, limit: Int) async throws -> [RunRecord] {
+        _ = try await apps.require(id)
+        return try await store.runs(of: id, limit: limit)
+    }
+
+    /// The run, once it has ended or `timeout` has passed on the daemon's clock.
+    func run(_ id: RunID, waitingUpTo timeout: Duration = .zero) async throws -> RunRecord {
+        let run = try await waiter.awaitEnd(
+            timeout: timeout, read: { try await store.run(id) }, hasEnded: { $0.outcome != nil },
+            match: { activity in
+                if case .runEnded(let run) = activity, run.id == id { return run }
+                return nil
+            })
+        guard let run else { throw StoreError.runNotFound(id) }
+        return run
+    }
+
+    /// `bgctl simulate fetch`: a run through exactly the production path, started now; with a
+    /// wait, the run as it stands once it has ended or the wait is over.
+    func simulateFetch(_ id: AppID, wait: Duration?) async throws -> RunRecord {
+        _ = try await apps.require(id)
+        let started = try await coordinator.start(
+            .fetch, for: id, trigger: .manual,
+            reasons: [DecisionReason(.manualRequest, "requested with bgctl simulate fetch")])
+        guard let wait else { return started }
+        return try await run(started.id, waitingUpTo: wait)
+    }
+
+    /// What `bgctl why` shows.
+    func why(_ id: AppID) async throws -> WakeExplanation {
+        let app = try await apps.require(id)
+        let plan = try await store.savedPlan(for: id)
+        let runs = try await store.runs(of: id, limit: 10)
+        let dayAgo = clock.now.addingTimeInterval(-86400)
+        let pushes = try await store.pushes(of: id, limit: 200).filter { push in
+            push.pushType == "background"
+                && (push.state == .queued || ([.dropped, .replaced].contains(push.state) && push.receivedAt > dayAgo))
+        }
+        return WakeExplanation(
+            app: id, fetchInterval: app.fetchInterval, decidedAt: plan?.decidedAt, nextWake: plan?.decision.dueAt,
+            reasons: plan?.decision.reasons ?? [], running: runs.first { $0.isRunning },
+            recentRuns: runs.filter { !$0.isRunning }, basedOnRun: plan?.basedOnRun,
+            pushes: Array(pushes.prefix(10)).map(PushRecord.init))
+    }
+
+    /// The wakes planned over the next `hours` if nothing new happens (`bgctl forecast`).
+    func forecast(_ id: AppID, hours: Int) async throws -> WakeForecast {
+        _ = try await apps.require(id)
+        let now = clock.now
+        guard let candidate = try await store.fetchCandidates().first(where: { $0.app == id }) else {
+            throw StoreError.appNotFound(id)
+        }
+        let outlook = await usage.outlook(now: now)
+        return outlook.forecast(
+            for: candidate, policy: fetchPolicy, conditions: await conditions.effective,
+            until: now.addingTimeInterval(Double(hours) * 3600), now: now)
+    }
+
+    /// How many wakes each app may have today by the usage outlook (the dashboard's budget
+    /// column); an app never opened has none.
+    func dailyWakeBudgets(of ids: [AppID]) async -> [AppID: Int] {
+        let now = clock.now
+        let outlook = await usage.outlook(now: now)
+        return ids.reduce(into: [:]) { budgets, id in budgets[id] = outlook.dailyWakeBudget(for: id, now: now) }
+    }
+
+    /// When the scheduler next looks at any app.
+    func nextEvaluation() async throws -> Date? {
+        try await store.appListing().compactMap(\.plan?.decision.dueAt).min()
+    }
+}

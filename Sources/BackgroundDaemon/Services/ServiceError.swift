@@ -1,0 +1,16 @@
+import BackgroundModel
+
+/// What a use-case service refuses, in its own words; `APIError.from` is the one place that turns
+/// these (and the store's) into statuses and codes.
+enum ServiceError: Error, Equatable {
+    case launchCommandNotFound(String)
+    case noDeviceToken(AppID)
+    case unknownProviderKey(String)
+    case unknownTransfer(TransferID)
+    case transferNotActive(TransferID)
+    case transferNotPaused(TransferID)
+    case taskNotRunning(AppID, identifier: String)
+    case unknownBackgroundTask(Int)
+    case backgroundTimeExpired(String)
+    case dashboardOff
+}

@@ -1,0 +1,111 @@
+import BackgroundModel
+import BackgroundStore
+import Foundation
+
+/// Background transfers as callers use them: an app its own (it never sees, cancels or learns of
+/// another app's), the operator all. `TransferService` carries them out; this is what the API
+/// asks of it.
+struct Transfers: Sendable {
+    /// Who asks: an app about its own transfers, or the operator.
+    enum Caller: Equatable, Sendable {
+        case app(AppID)
+        case `operator`
+    }
+
+    enum Refusal: Error, Equatable {
+        /// An app's downloads land in its container.
+        case destinationNotAllowed(forApp: Bool)
+        /// The operator's download for no app needs an absolute destination.
+        case destinationRequired
+        case invalid(String)
+    }
+
+    let service: TransferService
+    let store: BackgroundStore
+    let apps: Apps
+    let waiter: ActivityWaiter
+
+    /// Takes a transfer over, for the app that asks or, from the operator, for `owner` (or none).
+    func submit(
+        _ transfer: TransferRequest, from caller: Caller, for owner: AppID? = nil
+    ) async throws
+        -> TransferRecord
+    {
+        let app: AppID?
+        switch caller {
+        case .app(let id):
+            if transfer.destination != nil { throw Refusal.destinationNotAllowed(forApp: true) }
+            app = id
+        case .operator:
+            if let owner {
+                _ = try await apps.require(owner)
+                if transfer.destination != nil { throw Refusal.destinationNotAllowed(forApp: false) }
+            } else if transfer.kind == .download {
+                // Checked further where it is used (TransferService.checkedDestination).
+                guard let destination = transfer.destination, destination.hasPrefix("/") else {
+                    throw Refusal.destinationRequired
+                }
+            }
+            app = owner
+        }
+        if let problem = transfer.problem { throw Refusal.invalid(problem) }
+        return try await service.submit(transfer, from: app)
+    }
+
+    /// The caller's transfers (an app's, optionally of one session), with live progress.
+    func list(for caller: Caller, session: String? = nil, limit: Int = 200) async throws -> [TransferRecord] {
+        var records: [TransferRecord] = []
+        switch caller {
+        case .app(let id): records = try await store.transfers(app: id, session: session, limit: limit)
+        case .operator: records = try await store.transfers(limit: limit)
+        }
+        var live: [TransferRecord] = []
+        for record in records { live.append(await service.live(record)) }
+        return live
+    }
+
+    /// One transfer; with a wait, once it has ended or the wait has passed on bgd's clock.
+    func transfer(
+        _ id: TransferID, for caller: Caller, waitingUpTo timeout: Duration = .zero
+    ) async throws
+        -> TransferRecord
+    {
+        try await own(id, by: caller)
+        let record = try await waiter.awaitEnd(
+            timeout: timeout, read: { try await store.transfer(id)?.record }, hasEnded: { $0.state.isFinal },
+            match: { activity in
+                if case .transferEnded(let record) = activity, record.id == id { return record }
+                return nil
+            })
+        guard let record else { throw ServiceError.unknownTransfer(id) }
+        return await service.live(record)
+    }
+
+    /// Cancels; the app hears `cancelled` once.
+    func cancel(_ id: TransferID, by caller: Caller) async throws -> TransferRecord {
+        try await own(id, by: caller)
+        guard let record = try await service.cancel(id) else { throw ServiceError.unknownTransfer(id) }
+        return record
+    }
+
+    /// `cancel(byProducingResumeData:)`.
+    func pause(_ id: TransferID, by caller: Caller) async throws -> TransferResumeData {
+        try await own(id, by: caller)
+        guard let data = try await service.pause(id) else { throw ServiceError.transferNotActive(id) }
+        return data
+    }
+
+    func resume(_ id: TransferID, by caller: Caller) async throws -> TransferRecord {
+        try await own(id, by: caller)
+        guard let record = try await service.resume(id) else { throw ServiceError.transferNotPaused(id) }
+        return record
+    }
+
+    /// Another app's transfer is "unknown", not "forbidden", so that ids reveal nothing.
+    private func own(_ id: TransferID, by caller: Caller) async throws {
+        guard case .app(let app) = caller else { return }
+        guard let stored = try await store.transfer(id), stored.record.app == app else {
+            throw ServiceError.unknownTransfer(id)
+        }
+    }
+}

@@ -1,0 +1,74 @@
+import BackgroundModel
+import BackgroundStore
+import Foundation
+import Testing
+
+/// The transfer table's state-guarded updates: each change applies only from the states it is
+/// meant for, and an ending is recorded (with its events) once.
+struct TransferStoreTests {
+    @Test func anEndingIsRecordedOnceWithTheAppsEvents() async throws {
+        let f = try await StoreFixture()
+        let transfer = try await f.download()
+        let first = try await f.store.finishTransfer(
+            transfer.record.id, .completed(location: "/tmp/x", statusCode: 200), now: f.now)
+        #expect(first?.state == .completed)
+        // downloadFinished, transferCompleted, and the session's last: sessionEventsFinished.
+        #expect(try await f.store.openEvents(for: f.app).count == 3)
+        let again = try await f.store.finishTransfer(transfer.record.id, .cancelled, now: f.now)
+        #expect(again == nil)
+        #expect(try await f.store.transfer(transfer.record.id)?.record.state == .completed)
+        #expect(try await f.store.openEvents(for: f.app).count == 3)
+    }
+
+    @Test func theSessionsLastEventWaitsForItsOtherTransfers() async throws {
+        let f = try await StoreFixture()
+        let one = try await f.download()
+        _ = try await f.download()
+        _ = try await f.store.finishTransfer(
+            one.record.id, .failed(TransferError(.httpError, "404"), statusCode: 404), now: f.now)
+        let events = try await f.store.openEvents(for: f.app)
+        #expect(events.count == 1)
+        guard case .transferCompleted(_, _, _, let status, let error) = events.first?.body else {
+            Issue.record("not transferCompleted: \(events)")
+            return
+        }
+        #expect(status == 404)
+        #expect(error?.code == .httpError)
+    }
+
+    @Test func pauseAndResumeApplyOnlyFromTheirStates() async throws {
+        let f = try await StoreFixture()
+        let id = try await f.download().record.id
+        #expect(try await f.store.resumeTransfer(id) == nil, "not paused")
+        #expect(try await f.store.pauseTransfer(id)?.record.state == .paused)
+        #expect(try await f.store.pauseTransfer(id) == nil, "paused already")
+        #expect(try await f.store.startAttempt(id) == nil, "a paused transfer makes no attempt")
+        #expect(try await f.store.resumeTransfer(id)?.record.state == .waiting)
+        let attempt = try await f.store.startAttempt(id)
+        #expect(attempt?.record.state == .running)
+        #expect(attempt?.record.attempts == 1)
+    }
+
+    @Test func aWaitingReasonIsNeverWrittenOnAnEndedTransfer() async throws {
+        let f = try await StoreFixture()
+        let id = try await f.download().record.id
+        try await f.store.setWaiting(id, reason: "waiting for a network")
+        #expect(try await f.store.transfer(id)?.record.waitingReason == "waiting for a network")
+        _ = try await f.store.finishTransfer(id, .cancelled, now: f.now)
+        try await f.store.setWaiting(id, reason: "waiting for an unmetered network")
+        let ended = try #require(try await f.store.transfer(id)?.record)
+        #expect(ended.state == .cancelled)
+        #expect(ended.waitingReason == nil)
+    }
+
+    @Test func aRetryIsCountedAndTimed() async throws {
+        let f = try await StoreFixture()
+        let id = try await f.download().record.id
+        _ = try await f.store.startAttempt(id)
+        try await f.store.scheduleRetry(id, error: "HTTP 503", at: f.now.addingTimeInterval(30))
+        let record = try #require(try await f.store.transfer(id)?.record)
+        #expect(record.state == .waiting)
+        #expect(record.nextAttemptAt == f.now.addingTimeInterval(30))
+        #expect(record.lastError == "HTTP 503")
+    }
+}
