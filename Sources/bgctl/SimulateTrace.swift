@@ -18,7 +18,7 @@ extension BGCtl.Simulate {
         @Option(
             name: .customLong("policy"),
             help:
-                "Policies to run (default: all): \(TraceReplay.Policy.allCases.map(\.rawValue).joined(separator: ", "))."
+                "Policies to run (default: all): \(Self.policyNames.joined(separator: ", "))."
         )
         var policies: [String] = []
         @Option(help: "Write every wake the last policy decided as CSV user,app,wake_utc.") var wakesOut: String?
@@ -30,12 +30,16 @@ extension BGCtl.Simulate {
         @Option(help: "Expected session starts a wake must serve, before the budget adjusts it.") var initialThreshold:
             Double = 0.3
         @Flag(help: "Print JSON instead of a table.") var json = false
+        @Flag(
+            help:
+                "Run every planner (learned, hour-of-day, reopen, adaptive) at wakes-per-open 0.5, 1, 1.5, 2, 3 and 4 and print the frontier beside the oracle."
+        )
+        var frontier = false
 
         func validate() throws {
-            for name in policies where TraceReplay.Policy(rawValue: name) == nil {
+            for name in policies where !Self.policyNames.contains(name) {
                 throw ValidationError(
-                    "unknown policy '\(name)'; choose from \(TraceReplay.Policy.allCases.map(\.rawValue).joined(separator: ", "))"
-                )
+                    "unknown policy '\(name)'; choose from \(Self.policyNames.joined(separator: ", "))")
             }
             guard (-14...14).contains(utcOffset) else {
                 throw ValidationError("--utc-offset is in hours, from -14 to 14")
@@ -51,6 +55,10 @@ extension BGCtl.Simulate {
             }
         }
 
+        /// The reference policies and the planners under the online budget (`--wakes-per-open`).
+        static let policyNames =
+            TraceReplay.Policy.allCases.map(\.rawValue) + FrontierReplay.Planner.allCases.map(\.rawValue)
+
         func run() throws {
             guard let data = FileManager.default.contents(atPath: file), let text = String(data: data, encoding: .utf8)
             else {
@@ -61,26 +69,50 @@ extension BGCtl.Simulate {
             case .success(let parsed): trace = parsed
             case .failure(let error): throw ValidationError("\(file): \(error)")
             }
-            let chosen =
-                policies.isEmpty ? TraceReplay.Policy.allCases : policies.compactMap(TraceReplay.Policy.init(rawValue:))
+            if frontier {
+                let report = FrontierReport.make(
+                    trace: trace,
+                    adaptive: TraceReplay(
+                        learning: .init(usage: .init(utcOffset: .seconds(utcOffset * 3600), smoothing: smoothing)),
+                        initialThreshold: initialThreshold),
+                    frontier: FrontierReplay(history: .init(utcOffset: .seconds(utcOffset * 3600))),
+                    progress: { step in
+                        if !json { FileHandle.standardError.write(Data("Replaying \(step)\n".utf8)) }
+                    })
+                if json {
+                    let encoder = JSONEncoder()
+                    encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
+                    print(String(decoding: try encoder.encode(report), as: UTF8.self))
+                } else {
+                    report.printTable()
+                }
+                return
+            }
+            let chosen = policies.isEmpty ? TraceReplay.Policy.allCases.map(\.rawValue) : policies
+            let planners = FrontierReplay(history: .init(utcOffset: .seconds(utcOffset * 3600)))
             let replay = TraceReplay(
                 learning: .init(usage: .init(utcOffset: .seconds(utcOffset * 3600), smoothing: smoothing)),
                 planner: .init(wakesPerOpen: wakesPerOpen), initialThreshold: initialThreshold)
-            var results: [(TraceReplay.Policy, FreshnessScore)] = []
+            var results: [(String, FreshnessScore)] = []
             var lastWakes: [AppOpenTrace.Key: [Date]] = [:]
             for policy in chosen {
                 if !json {
                     FileHandle.standardError.write(
-                        Data("Replaying \(trace.openCount) opens through \(policy.rawValue)…\n".utf8))
+                        Data("Replaying \(trace.openCount) opens through \(policy)…\n".utf8))
                 }
-                lastWakes = replay.wakes(for: trace, policy: policy)
-                results.append((policy, FreshnessScore(trace: trace, wakes: lastWakes)))
+                if let reference = TraceReplay.Policy(rawValue: policy) {
+                    lastWakes = replay.wakes(for: trace, policy: reference)
+                    results.append((policy, FreshnessScore(trace: trace, wakes: lastWakes)))
+                } else if let planner = FrontierReplay.Planner(rawValue: policy) {
+                    lastWakes = planners.wakes(for: trace, planner: planner, wakesPerOpen: wakesPerOpen)
+                    results.append((policy, FreshnessScore.strict(trace: trace, wakes: lastWakes)))
+                }
             }
             if let wakesOut { try writeWakes(lastWakes, to: wakesOut) }
             if json {
                 let rows = results.map { policy, score in
                     [
-                        "policy": policy.rawValue, "opens": "\(score.opensScored)",
+                        "policy": policy, "opens": "\(score.opensScored)",
                         "medianAgeMinutes": minutes(score.medianAge), "p90AgeMinutes": minutes(score.p90Age),
                         "fresh15": String(format: "%.3f", score.freshWithin15Minutes),
                         "fresh60": String(format: "%.3f", score.freshWithin60Minutes),
@@ -96,7 +128,7 @@ extension BGCtl.Simulate {
                 header: ["POLICY", "OPENS", "MEDIAN AGE", "P90 AGE", "FRESH ≤15M", "FRESH ≤60M", "WAKES/USER-DAY"],
                 rows: results.map { policy, score in
                     [
-                        policy.rawValue, "\(score.opensScored)", minutes(score.medianAge) + " min",
+                        policy, "\(score.opensScored)", minutes(score.medianAge) + " min",
                         minutes(score.p90Age) + " min",
                         String(format: "%.3f", score.freshWithin15Minutes),
                         String(format: "%.3f", score.freshWithin60Minutes),

@@ -88,6 +88,21 @@ struct BGCtlTests {
         #expect(
             try String(contentsOfFile: directory + "/w.csv", encoding: .utf8)
                 == "user,app,wake_utc\nu1,mail,1364095823\nu1,mail,1364099423\n")
+        // The frontier: every planner at every budget, as JSON, even on a trace too thin to learn from.
+        let frontier = try await Command.run(
+            bgctl, ["simulate", "trace", directory + "/tiny.csv", "--frontier", "--json"])
+        #expect(frontier.status == 0, "\(frontier.standardError)")
+        struct Report: Decodable {
+            struct Row: Decodable {
+                var planner: String
+                var wakesPerOpen: Double
+            }
+            var oracleWakesPerUserDay: Double
+            var rows: [Row]
+        }
+        let report = try JSONDecoder().decode(Report.self, from: Data(frontier.standardOutput.utf8))
+        #expect(Set(report.rows.map(\.planner)) == ["learned", "hour-of-day", "reopen", "adaptive"])
+        #expect(Set(report.rows.map(\.wakesPerOpen)) == [0.5, 1, 1.5, 2, 3, 4])
     }
 
     @Test func badInputIsRefusedWithAMessage() async throws {

@@ -63,4 +63,13 @@ public struct FreshnessScore: Hashable, Sendable {
         freshWithin60Minutes = n == 0 ? 0 : Double(ages.count { $0 <= 60 }) / Double(n)
         wakesPerUserDay = scoredDays == 0 ? 0 : Double(wakeCount) / scoredDays
     }
+
+    /// Scored as the check on unseen traces scores: the wakes as written and shifted one second
+    /// earlier, the worse of the two (a schedule that only works on the trace's logging grid
+    /// loses here).
+    public static func strict(trace: AppOpenTrace, wakes: [AppOpenTrace.Key: [Date]]) -> FreshnessScore {
+        let asWritten = FreshnessScore(trace: trace, wakes: wakes)
+        let earlier = FreshnessScore(trace: trace, wakes: wakes.mapValues { $0.map { $0.addingTimeInterval(-1) } })
+        return earlier.freshWithin60Minutes < asWritten.freshWithin60Minutes ? earlier : asWritten
+    }
 }

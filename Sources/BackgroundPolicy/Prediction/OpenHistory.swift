@@ -1,0 +1,177 @@
+import Foundation
+
+/// One user's app opens so far, kept in the shapes the open predictor reads fast: each app's
+/// open times, decayed counts by local time of day and of week, which apps follow which, and
+/// which apps are the first thing after a long idle. Only the past: every read is "as of now",
+/// and opens are recorded in time order.
+///
+/// Times are seconds since 1970 (`Double`): this runs a hundred thousand times per replayed day.
+public struct OpenHistory: Sendable {
+    public struct Configuration: Hashable, Sendable {
+        /// The users' offset from UTC (their local time of day and week).
+        public var utcOffset: Double
+        /// Half-life of the time-of-day and time-of-week counts.
+        public var halfLife: Double
+        /// An open this long after the user's previous open of anything ends a long idle.
+        public var longIdle: Double
+        /// Co-usage: an app opened within this after another "follows" it.
+        public var followWindow: Double
+        /// An open this long after the app's previous one starts a session: only session starts
+        /// count in the rates (a trace that logs the foreground app every few minutes repeats
+        /// one long use many times, and those repeats need no wake).
+        public var sessionGap: Double
+
+        public init(
+            utcOffset: Duration = .zero, halfLife: Duration = .seconds(14 * 86400),
+            longIdle: Duration = .seconds(3 * 3600), followWindow: Duration = .seconds(3600),
+            sessionGap: Duration = .seconds(3600)
+        ) {
+            self.sessionGap = sessionGap.seconds
+            self.utcOffset = utcOffset.seconds
+            self.halfLife = halfLife.seconds
+            self.longIdle = longIdle.seconds
+            self.followWindow = followWindow.seconds
+        }
+    }
+
+    static let slotLength = 600.0
+    static let slotsPerDay = 144
+    static let slotsPerWeek = 1008
+
+    public let configuration: Configuration
+    /// Each app's opens, oldest first.
+    public private(set) var opens: [String: [Double]] = [:]
+    /// Each app's session starts, oldest first.
+    public private(set) var starts: [String: [Double]] = [:]
+    /// Every open of any app, oldest first.
+    public private(set) var allOpens: [Double] = []
+    /// Decayed counts per 10-minute slot of the local day and week, stored inflated by
+    /// exp(λ·(t − origin)) so an open is one addition; read back deflated.
+    private var daySlots: [String: [Double]] = [:]
+    private var weekSlots: [String: [Double]] = [:]
+    private var origin: Double?
+    /// How often each app was followed by each other app within `followWindow`, and how often
+    /// it was opened (the denominator).
+    private var followed: [String: [String: Double]] = [:]
+    /// How many of each app's opens came after a long idle.
+    private var afterIdle: [String: Double] = [:]
+
+    public init(configuration: Configuration = .init()) { self.configuration = configuration }
+
+    var decayRate: Double { log(2) / configuration.halfLife }
+
+    func localSeconds(_ t: Double) -> Double { t + configuration.utcOffset }
+
+    func daySlot(_ t: Double) -> Int {
+        let s = Int((localSeconds(t) / Self.slotLength).rounded(.down)) % Self.slotsPerDay
+        return s < 0 ? s + Self.slotsPerDay : s
+    }
+
+    func weekSlot(_ t: Double) -> Int {
+        // 1970-01-01 was a Thursday: shift so slot 0 is Monday 00:00 local.
+        let s = Int(((localSeconds(t) + 3 * 86400) / Self.slotLength).rounded(.down)) % Self.slotsPerWeek
+        return s < 0 ? s + Self.slotsPerWeek : s
+    }
+
+    /// Records an open at `t` (not before the last one recorded).
+    public mutating func recordOpen(of app: String, at t: Double) {
+        defer {
+            opens[app, default: []].append(t)
+            allOpens.append(t)
+        }
+        if let previous = opens[app]?.last, t - previous < configuration.sessionGap { return }  // the same session
+        starts[app, default: []].append(t)
+        let origin = self.origin ?? t
+        self.origin = origin
+        let weight = exp(decayRate * (t - origin))
+        daySlots[app, default: Array(repeating: 0, count: Self.slotsPerDay)][daySlot(t)] += weight
+        weekSlots[app, default: Array(repeating: 0, count: Self.slotsPerWeek)][weekSlot(t)] += weight
+        // Who it follows: each other app opened within the window, once.
+        var seen: Set<String> = []
+        for (other, times) in opens where other != app && !seen.contains(other) {
+            if let last = times.last, t - last <= configuration.followWindow {
+                followed[other, default: [:]][app, default: 0] += 1
+                seen.insert(other)
+            }
+        }
+        if let previous = allOpens.last, t - previous >= configuration.longIdle { afterIdle[app, default: 0] += 1 }
+    }
+
+    /// The app's decayed opens per day in the local window [t, t + length) of the day.
+    public func dayRate(of app: String, at t: Double, length: Double) -> Double {
+        guard let slots = daySlots[app], let origin else { return 0 }
+        let start = daySlot(t)
+        var sum = 0.0
+        for k in 0..<max(1, Int(length / Self.slotLength)) { sum += slots[(start + k) % Self.slotsPerDay] }
+        return sum * exp(-decayRate * (t - origin)) * decayRate * 86400
+    }
+
+    /// The same by local time of week (per week).
+    public func weekRate(of app: String, at t: Double, length: Double) -> Double {
+        guard let slots = weekSlots[app], let origin else { return 0 }
+        let start = weekSlot(t)
+        var sum = 0.0
+        for k in 0..<max(1, Int(length / Self.slotLength)) { sum += slots[(start + k) % Self.slotsPerWeek] }
+        return sum * exp(-decayRate * (t - origin)) * decayRate * 86400 * 7
+    }
+
+    /// The app's decayed opens per day over all hours.
+    public func overallRate(of app: String, at t: Double) -> Double {
+        guard let slots = daySlots[app], let origin else { return 0 }
+        return slots.reduce(0, +) * exp(-decayRate * (t - origin)) * decayRate * 86400
+    }
+
+    /// The share of the `days` days before `t`, stepping back `stride` days at a time (1: every
+    /// day; 7: the same weekday), that had an open of the app in [t − d, t − d + length).
+    public func shareOfDays(with app: String, at t: Double, length: Double, days: Int, stride: Int = 1) -> Double {
+        guard let times = starts[app], let first = times.first else { return 0 }
+        var hits = 0
+        var counted = 0
+        for back in 1...days {
+            let start = t - Double(back * stride) * 86400
+            if start < first - 86400 { break }  // before the app was known: not evidence either way
+            counted += 1
+            if let next = Self.first(in: times, notBefore: start), next < start + length { hits += 1 }
+        }
+        return counted == 0 ? 0 : Double(hits) / Double(counted)
+    }
+
+    /// The highest share, among apps opened in the last `followWindow`, of their opens that this
+    /// app followed.
+    public func coUsage(of app: String, at t: Double) -> Double {
+        var best = 0.0
+        for (other, times) in opens where other != app {
+            guard let last = times.last, t - last <= configuration.followWindow else { continue }
+            let share = (followed[other]?[app] ?? 0) / Double(starts[other]?.count ?? 1)
+            best = max(best, share)
+        }
+        return best
+    }
+
+    /// The share of the app's opens that came after a long idle.
+    public func afterIdleShare(of app: String) -> Double {
+        guard let count = starts[app]?.count, count > 0 else { return 0 }
+        return (afterIdle[app] ?? 0) / Double(count)
+    }
+
+    /// Opens of anything in (t − window, t].
+    public func recentOpens(at t: Double, within window: Double) -> Int {
+        allOpens.count - Self.firstIndex(in: allOpens, notBefore: t - window)
+    }
+
+    /// The first element ≥ `value` in sorted `times`.
+    static func first(in times: [Double], notBefore value: Double) -> Double? {
+        let index = firstIndex(in: times, notBefore: value)
+        return index < times.count ? times[index] : nil
+    }
+
+    static func firstIndex(in times: [Double], notBefore value: Double) -> Int {
+        var low = 0
+        var high = times.count
+        while low < high {
+            let middle = (low + high) / 2
+            if times[middle] < value { low = middle + 1 } else { high = middle }
+        }
+        return low
+    }
+}
