@@ -86,6 +86,11 @@ struct OpenHistoryTests {
         var now = history
         now.recordOpen(of: "alarm", at: 10 * day + 7 * 3600)
         #expect(now.coUsage(of: "mail", at: 10 * day + 7 * 3600 + 60) > 0.8)
+        // The user is up: mail, opened every past morning, is likely now — and not once it was.
+        #expect(now.morningHabit(of: "mail", at: 10 * day + 7 * 3600 + 60) > 0.9)
+        #expect(now.morningHabit(of: "mail", at: 10 * day + 15 * 3600) == 0, "the morning is over")
+        now.recordOpen(of: "mail", at: 10 * day + 7 * 3600 + 120)
+        #expect(now.morningHabit(of: "mail", at: 10 * day + 7 * 3600 + 180) == 0)
     }
 }
 

@@ -55,6 +55,12 @@ public struct OpenHistory: Sendable {
     private var followed: [String: [String: Double]] = [:]
     /// How many of each app's opens came after a long idle.
     private var afterIdle: [String: Double] = [:]
+    /// The opens that ended a long idle (the user "woke up"), and for each app in how many of
+    /// those mornings it was opened within `morningWindow`.
+    private var wakeUps: [Double] = []
+    private var morningHits: [String: Double] = [:]
+    private var countedThisMorning: Set<String> = []
+    static let morningWindow = 2.0 * 3600
 
     public init(configuration: Configuration = .init()) { self.configuration = configuration }
 
@@ -75,6 +81,14 @@ public struct OpenHistory: Sendable {
 
     /// Records an open at `t` (not before the last one recorded).
     public mutating func recordOpen(of app: String, at t: Double) {
+        if allOpens.last.map({ t - $0 >= configuration.longIdle }) ?? true {
+            wakeUps.append(t)
+            countedThisMorning = []
+        }
+        if let wokeUp = wakeUps.last, t - wokeUp <= Self.morningWindow, !countedThisMorning.contains(app) {
+            countedThisMorning.insert(app)
+            morningHits[app, default: 0] += 1
+        }
         defer {
             opens[app, default: []].append(t)
             allOpens.append(t)
@@ -152,6 +166,15 @@ public struct OpenHistory: Sendable {
     public func afterIdleShare(of app: String) -> Double {
         guard let count = starts[app]?.count, count > 0 else { return 0 }
         return (afterIdle[app] ?? 0) / Double(count)
+    }
+
+    /// In the two hours after the user ended a long idle, for an app not opened yet since: the
+    /// share of past such mornings in which it was. Zero otherwise.
+    public func morningHabit(of app: String, at t: Double) -> Double {
+        guard let wokeUp = wakeUps.last, t - wokeUp <= Self.morningWindow, !countedThisMorning.contains(app),
+            wakeUps.count > 1
+        else { return 0 }
+        return (morningHits[app] ?? 0) / Double(wakeUps.count - 1)
     }
 
     /// Opens of anything in (t − window, t].

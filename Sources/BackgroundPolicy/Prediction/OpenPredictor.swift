@@ -28,7 +28,7 @@ public struct OpenPredictor: Sendable {
         case sinceLastOpen, sinceSecondLastOpen, gapRatio
         case overallRate, hourOfDayRate, hourOfWeekRate
         case days7, days28, sameWeekday
-        case userIdle, userActiveLastHour, coUsage, firstAfterIdle
+        case userIdle, userActiveLastHour, coUsage, firstAfterIdle, morningHabit
     }
 
     /// An estimate and why.
@@ -86,6 +86,7 @@ public struct OpenPredictor: Sendable {
             history.shareOfDays(with: app, at: t, length: horizon, days: 4, stride: 7),
             logMinutes(idle), log1p(Double(history.recentOpens(at: t, within: 3600))),
             history.coUsage(of: app, at: t), isLongIdle ? history.afterIdleShare(of: app) : 0,
+            history.morningHabit(of: app, at: t),
         ]
     }
 
