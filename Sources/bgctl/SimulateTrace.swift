@@ -60,39 +60,15 @@ extension BGCtl.Simulate {
             TraceReplay.Policy.allCases.map(\.rawValue) + FrontierReplay.Planner.allCases.map(\.rawValue)
 
         func run() throws {
-            guard let data = FileManager.default.contents(atPath: file), let text = String(data: data, encoding: .utf8)
-            else {
-                throw ValidationError("cannot read \(file) as UTF-8 text")
-            }
-            let trace: AppOpenTrace
-            switch AppOpenTrace.parse(csv: text) {
-            case .success(let parsed): trace = parsed
-            case .failure(let error): throw ValidationError("\(file): \(error)")
-            }
+            let trace = try readTrace()
             if frontier {
-                let report = FrontierReport.make(
-                    trace: trace,
-                    adaptive: TraceReplay(
-                        learning: .init(usage: .init(utcOffset: .seconds(utcOffset * 3600), smoothing: smoothing)),
-                        initialThreshold: initialThreshold),
-                    frontier: FrontierReplay(history: .init(utcOffset: .seconds(utcOffset * 3600))),
-                    progress: { step in
-                        if !json { FileHandle.standardError.write(Data("Replaying \(step)\n".utf8)) }
-                    })
-                if json {
-                    let encoder = JSONEncoder()
-                    encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
-                    print(String(decoding: try encoder.encode(report), as: UTF8.self))
-                } else {
-                    report.printTable()
-                }
+                try printFrontier(of: trace)
                 return
             }
             let chosen = policies.isEmpty ? TraceReplay.Policy.allCases.map(\.rawValue) : policies
             let planners = FrontierReplay(history: .init(utcOffset: .seconds(utcOffset * 3600)))
             let replay = TraceReplay(
-                learning: .init(usage: .init(utcOffset: .seconds(utcOffset * 3600), smoothing: smoothing)),
-                planner: .init(wakesPerOpen: wakesPerOpen), initialThreshold: initialThreshold)
+                learning: learning, planner: .init(wakesPerOpen: wakesPerOpen), initialThreshold: initialThreshold)
             var results: [(String, FreshnessScore)] = []
             var lastWakes: [AppOpenTrace.Key: [Date]] = [:]
             for policy in chosen {
@@ -109,6 +85,41 @@ extension BGCtl.Simulate {
                 }
             }
             if let wakesOut { try writeWakes(lastWakes, to: wakesOut) }
+            try printScores(results)
+        }
+
+        private var learning: UsageLearner.Configuration {
+            .init(usage: .init(utcOffset: .seconds(utcOffset * 3600), smoothing: smoothing))
+        }
+
+        private func readTrace() throws -> AppOpenTrace {
+            guard let data = FileManager.default.contents(atPath: file), let text = String(data: data, encoding: .utf8)
+            else {
+                throw ValidationError("cannot read \(file) as UTF-8 text")
+            }
+            switch AppOpenTrace.parse(csv: text) {
+            case .success(let parsed): return parsed
+            case .failure(let error): throw ValidationError("\(file): \(error)")
+            }
+        }
+
+        private func printFrontier(of trace: AppOpenTrace) throws {
+            let report = FrontierReport.make(
+                trace: trace, adaptive: TraceReplay(learning: learning, initialThreshold: initialThreshold),
+                frontier: FrontierReplay(history: .init(utcOffset: .seconds(utcOffset * 3600))),
+                progress: { step in
+                    if !json { FileHandle.standardError.write(Data("Replaying \(step)\n".utf8)) }
+                })
+            if json {
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
+                print(String(decoding: try encoder.encode(report), as: UTF8.self))
+            } else {
+                report.printTable()
+            }
+        }
+
+        private func printScores(_ results: [(String, FreshnessScore)]) throws {
             if json {
                 let rows = results.map { policy, score in
                     [
