@@ -66,8 +66,10 @@ public struct FrontierReplay: Sendable {
             budget.adjust(at: t)
             if planner == .learned { predictor.learn(upTo: t, history: history) }
             var scored: [(app: String, score: Double)] = []
-            for (app, times) in history.opens {
-                guard let lastOpen = times.last, t - lastOpen >= freshFor else { continue }
+            // In name order: the model learns in the same order in every run (a dictionary's order
+            // changes from process to process), so a replay's figures are reproducible.
+            for app in history.opens.keys.sorted() {
+                guard let lastOpen = history.opens[app]?.last, t - lastOpen >= freshFor else { continue }
                 let x =
                     planner == .learned ? OpenPredictor.features(of: app, at: t, in: history, horizon: freshFor) : []
                 if planner == .learned { predictor.observe(app, at: t, features: x) }
