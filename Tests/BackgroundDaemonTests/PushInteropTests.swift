@@ -39,7 +39,9 @@ struct PushInteropTests {
             }
             let lines = output?.standardOutput.split(separator: "\n").map(String.init) ?? []
             #expect(output?.status == 0, "\(output?.standardError ?? "")")
-            #expect(lines == ["background ok", "priority10 BadPriority", "unknownToken BadDeviceToken"], "\(lines)")
+            #expect(
+                lines == ["background ok", "priority10 BadPriority", "unknownToken BadDeviceToken"],
+                "\(lines); the library said: \(output?.standardError ?? "")")
             #expect(run.trigger == .remoteNotification && run.outcome == .newData, "\(run)")
             #expect(gatewayTests.log(daemon) == ["push 5"])
         }
