@@ -83,12 +83,7 @@ struct PushGatewayTests {
     ) async throws {
         try await TestDaemon.with(
             clock: ManualClock(now: now), directory: directory,
-            // A generous TLS handshake deadline: on a loaded 2-core machine a debug handshake can
-            // pass 10 s, and a provider whose connection is cut reconnects with a new token —
-            // which APNs (and bgd) answer with TooManyProviderTokenUpdates (aioapns does just that).
-            push: .init(
-                port: 0, throttle: throttle, floodLimit: floodLimit,
-                connections: ConnectionLimits(handshakeTimeout: .seconds(120)))
+            push: .init(port: 0, throttle: throttle, floodLimit: floodLimit)
         ) { daemon in
             let gateway = try #require(daemon.daemon.pushGateway)
             let port = await gateway.boundPort.wait()

@@ -90,11 +90,6 @@ struct AdminRoutes {
     }
 }
 
-extension APIRequestContext {
-    /// The `:id` path parameter as an app id (400 when it is not one).
-    func appID() throws -> AppID { try parameters.appID() }
-}
-
 extension URI {
     func integerQuery(_ name: String, default value: Int, range: ClosedRange<Int>) throws -> Int {
         guard let raw = queryParameters[name[...]] else { return value }

@@ -65,3 +65,8 @@ enum JSONResponse {
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
     }
 }
+
+extension APIRequestContext {
+    /// The `:id` path parameter as an app id (400 when it is not one).
+    func appID() throws -> AppID { try parameters.appID() }
+}

@@ -176,10 +176,10 @@ public actor TransferService: Service {
 
     // MARK: Planning
 
-    /// Starts what may start; returns when to look again.
     /// Retries the store could not record, and when each may go.
     private var unrecordedRetries: [TransferID: Date] = [:]
 
+    /// Starts what `TransferPolicy` lets start; returns when to look again.
     private func plan() async throws -> Date? {
         let now = clock.now
         let conditions = await self.conditions.effective

@@ -43,7 +43,7 @@ public struct WakeBudget: Hashable, Sendable {
     public func opensPerDay(at t: Double) -> Double {
         guard let firstOpen else { return 0 }
         let days = max(1, min(Self.pace, t - firstOpen) / 86400)
-        return Double(opens.count - OpenHistory.firstIndex(in: opens, notBefore: t - Self.pace)) / days
+        return Double(opens.count(notBefore: t - Self.pace)) / days
     }
 
     /// A day's budget at the user's pace.

@@ -145,7 +145,7 @@ public struct OpenHistory: Sendable {
             let start = t - Double(back * stride) * 86400
             if start < first - 86400 { break }  // before the app was known: not evidence either way
             counted += 1
-            if let next = Self.first(in: times, notBefore: start), next < start + length { hits += 1 }
+            if let next = times.first(notBefore: start), next < start + length { hits += 1 }
         }
         return counted == 0 ? 0 : Double(hits) / Double(counted)
     }
@@ -179,22 +179,6 @@ public struct OpenHistory: Sendable {
 
     /// Opens of anything in (t − window, t].
     public func recentOpens(at t: Double, within window: Double) -> Int {
-        allOpens.count - Self.firstIndex(in: allOpens, notBefore: t - window)
-    }
-
-    /// The first element ≥ `value` in sorted `times`.
-    static func first(in times: [Double], notBefore value: Double) -> Double? {
-        let index = firstIndex(in: times, notBefore: value)
-        return index < times.count ? times[index] : nil
-    }
-
-    static func firstIndex(in times: [Double], notBefore value: Double) -> Int {
-        var low = 0
-        var high = times.count
-        while low < high {
-            let middle = (low + high) / 2
-            if times[middle] < value { low = middle + 1 } else { high = middle }
-        }
-        return low
+        allOpens.count(notBefore: t - window)
     }
 }

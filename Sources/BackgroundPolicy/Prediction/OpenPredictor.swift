@@ -124,7 +124,7 @@ public struct OpenPredictor: Sendable {
                 continue
             }
             let times = history.opens[example.app] ?? []
-            let next = OpenHistory.first(in: times, notBefore: example.t + 1e-6)
+            let next = times.first(notBefore: example.t + 1e-6)
             let label = (next.map { $0 <= example.t + configuration.horizon } ?? false) ? 1.0 : 0.0
             update(example.x, label: label)
         }

@@ -21,6 +21,13 @@ public struct AppOpenTrace: Hashable, Sendable {
     public var users: [String] { Set(opens.keys.map(\.user)).sorted() }
     public var openCount: Int { opens.values.reduce(0) { $0 + $1.count } }
 
+    /// A user's opens of every app, in time order (the order a replay meets them).
+    public func events(of user: String) -> [(at: Date, app: String)] {
+        opens.filter { $0.key.user == user }
+            .flatMap { key, times in times.map { (at: $0, app: key.app) } }
+            .sorted { ($0.at, $0.app) < ($1.at, $1.app) }
+    }
+
     /// A user's first and last open of any app.
     public func span(of user: String) -> ClosedRange<Date>? {
         let times = opens.filter { $0.key.user == user }.values.flatMap { $0 }

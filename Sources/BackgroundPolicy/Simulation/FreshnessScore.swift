@@ -19,17 +19,6 @@ public struct FreshnessScore: Hashable, Sendable {
 
     public static let warmUp: Duration = .seconds(7 * 86400)
 
-    /// The latest of `sorted` at or before `date` (binary search: schedules have thousands of wakes).
-    static func last(in sorted: [Date], notAfter date: Date) -> Date? {
-        var low = 0
-        var high = sorted.count
-        while low < high {
-            let middle = (low + high) / 2
-            if sorted[middle] <= date { low = middle + 1 } else { high = middle }
-        }
-        return low == 0 ? nil : sorted[low - 1]
-    }
-
     public init(trace: AppOpenTrace, wakes: [AppOpenTrace.Key: [Date]], warmUp: Duration = Self.warmUp) {
         var ages: [Double] = []
         var wakeCount = 0
@@ -47,7 +36,7 @@ public struct FreshnessScore: Hashable, Sendable {
             wakeCount += appWakes.count { $0 >= scoredFrom }
             for (index, open) in opens.enumerated() where index > 0 && open >= scoredFrom {
                 var lastRefresh = opens[index - 1]
-                if let wake = Self.last(in: appWakes, notAfter: open), wake > lastRefresh { lastRefresh = wake }
+                if let wake = appWakes.last(notAfter: open), wake > lastRefresh { lastRefresh = wake }
                 ages.append(open.timeIntervalSince(lastRefresh) / 60)
             }
         }

@@ -52,9 +52,7 @@ public struct FrontierReplay: Sendable {
     ) -> [String:
         [Double]]
     {
-        let events = trace.opens.filter { $0.key.user == user }
-            .flatMap { key, times in times.map { (t: $0.timeIntervalSince1970, app: key.app) } }
-            .sorted { ($0.t, $0.app) < ($1.t, $1.app) }
+        let events = trace.events(of: user).map { (t: $0.at.timeIntervalSince1970, app: $0.app) }
         guard let first = events.first else { return [:] }
         var history = OpenHistory(configuration: history)
         var predictor = OpenPredictor(configuration: predictor)

@@ -72,10 +72,7 @@ public struct TraceReplay: Sendable {
     /// The day's threshold adapts so that the wakes spent match the budget the opens earn.
     private func adaptive(user: String, in trace: AppOpenTrace) -> (wakes: [AppOpenTrace.Key: [Date]], decisions: Int) {
         guard let span = trace.span(of: user) else { return ([:], 0) }
-        let keys = trace.opens.keys.filter { $0.user == user }
-        let events = keys.flatMap { key in trace.opens[key]!.map { (at: $0, app: key.app) } }.sorted {
-            ($0.at, $0.app) < ($1.at, $1.app)
-        }
+        let events = trace.events(of: user)
         let planner = AdaptiveWakePlanner(configuration: self.planner)
         var learner = UsageLearner(configuration: learning)
         var threshold = WakeThreshold(initial: initialThreshold)
