@@ -29,7 +29,7 @@ public struct TestDaemon: Sendable {
     /// Starts a daemon, runs `body`, then stops the daemon and removes its directory.
     public static func with<T: Sendable>(
         budget: RunBudget = RunBudget(), fetchPolicy: FetchPolicy.Configuration = .init(),
-        clock: ManualClock = ManualClock(), directory: String? = nil,
+        usage: UsageTracker.Configuration = .init(), clock: ManualClock = ManualClock(), directory: String? = nil,
         conditions: ConditionsMonitor.Configuration = .init(sensing: .fixed(.unconstrained)),
         transfers: TransferService.Configuration = .init(), push: PushGateway.Configuration? = nil,
         backgroundTime: BackgroundTimePolicy = BackgroundTimePolicy(),
@@ -41,7 +41,8 @@ public struct TestDaemon: Sendable {
         let configuration = Daemon.Configuration(
             stateDirectory: directory + "/state", socketPath: directory + "/bgd.sock", durability: .normal,
             budget: budget,
-            lingerGrace: .seconds(5), fetchPolicy: fetchPolicy, conditions: conditions, transfers: transfers,
+            lingerGrace: .seconds(5), fetchPolicy: fetchPolicy, usage: usage, conditions: conditions,
+            transfers: transfers,
             push: push,
             backgroundTime: backgroundTime, processing: processing, dashboard: dashboard, appCgroups: appCgroups)
         var logger = Logger(label: "bg.daemon")

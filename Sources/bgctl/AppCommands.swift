@@ -172,6 +172,18 @@ extension BGCtl {
             for slot in usage.busiestSlots {
                 print("    \(slot.start)  \(String(format: "%.2f", slot.sessionsPerDay))")
             }
+            if let chance = usage.openChance {
+                print(
+                    "  chance of an open within \(chance.within.humanDescription) from now: \(String(format: "%.2f", chance.probability)) (the user's wake threshold: \(String(format: "%.2f", chance.threshold)))"
+                )
+                print(
+                    chance.factors.isEmpty
+                        ? "  nothing learned yet: the model learns from the moments between opens"
+                        : "  what moved it most (pull on the log-odds):")
+                for factor in chance.factors {
+                    print("    \(String(format: "%+.2f", factor.pull))  \(factor.feature)")
+                }
+            }
         }
     }
 

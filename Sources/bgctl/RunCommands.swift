@@ -97,7 +97,7 @@ extension BGCtl {
             if options.json { return try options.printJSON(forecast) }
             let now = SystemClock().now
             print(
-                "\(app): \(forecast.wakes.count) wake(s) planned in the next \(hours) h (today's threshold: \(String(format: "%.2f", forecast.threshold)) expected session starts)."
+                "\(app): \(forecast.wakes.count) wake(s) planned in the next \(hours) h (the planner's threshold now: \(String(format: "%.2f", forecast.threshold)))."
             )
             if let earliest = forecast.earliest {
                 print(

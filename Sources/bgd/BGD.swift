@@ -48,6 +48,12 @@ struct BGD: AsyncParsableCommand {
 
     @Option(
         help:
+            "How opens become fetch wakes: 'learned' (a per-user model of the chance of an open in the next hour, the default) or 'adaptive' (hour-of-day rates with lifts, the planner before it)."
+    )
+    var fetchPlanner: UsageTracker.Planner = .learned
+
+    @Option(
+        help:
             "Where power and network are read from: a sysfs root (default /sys), or 'unconstrained' to assume mains power and an unmetered network."
     )
     var conditions: String = "/sys"
@@ -244,6 +250,12 @@ struct BGD: AsyncParsableCommand {
                 idleTimeout: pushIdleTimeout))
     }
 
+    /// The learned model reads the user's local time of day and week.
+    var usageConfiguration: UsageTracker.Configuration {
+        let offset = Duration.seconds(TimeZone.current.secondsFromGMT())
+        return UsageTracker.Configuration(planning: fetchPlanner, learned: .init(history: .init(utcOffset: offset)))
+    }
+
     func run() async throws {
         umask(0o077)  // the store, the token hashes and app logs are the user's alone
         let level = Logger.Level(rawValue: logLevel) ?? .notice
@@ -264,6 +276,7 @@ struct BGD: AsyncParsableCommand {
             durability: BackgroundStore.Durability(rawValue: durability) ?? .full,
             budget: RunBudget(budget: fetchBudget, expirationLead: expirationLead, killGrace: killGrace),
             fetchPolicy: FetchPolicy.Configuration(systemFloor: fetchFloor, unusedAppInterval: unusedAppInterval),
+            usage: usageConfiguration,
             conditions: .init(
                 sensing: conditions == "unconstrained" ? .fixed(.unconstrained) : .sysfs(root: conditions),
                 pollInterval: conditionsPoll),
@@ -341,3 +354,5 @@ extension BGD {
         return DashboardServer.Configuration(host: host, port: port, allowRemote: allowRemote)
     }
 }
+
+extension UsageTracker.Planner: ExpressibleByArgument {}

@@ -35,7 +35,7 @@ struct AdaptiveSchedulingTests {
     }
 
     @Test func anAppOpenedEveryDayAtNoonIsFetchedShortlyBeforeNoonFromTheThirdDay() async throws {
-        try await TestDaemon.with(clock: ManualClock(now: Self.monday)) { daemon in
+        try await TestDaemon.with(usage: .init(planning: .adaptive), clock: ManualClock(now: Self.monday)) { daemon in
             try await daemon.register(Self.app, command: try fixture("newData"), interval: .minimum)
             var time = Self.monday
             for day in 0..<6 {

@@ -32,20 +32,134 @@ struct WakeBudgetTests {
         #expect(budget.balance == WakeBudget.savingDays * allowance)
     }
 
-    /// Spending more than the budget raises the bar; spending less lowers it.
-    @Test(arguments: [(true, true), (false, false)])
-    func theThresholdMovesTowardTheBudget(overspend: Bool, rises: Bool) {
-        var budget = WakeBudget(wakesPerOpen: 1, initialThreshold: 1)
-        var t = 0.0
-        for _ in 0..<(3 * 24) {
-            budget.recordOpen(at: t)
-            if overspend {
-                for _ in 0..<3 where budget.allows(1e4, at: t) { budget.spend(at: t) }
+    /// The threshold is fitted to the last week's candidates: about the budget's worth of them
+    /// clear it, the best first.
+    @Test func theThresholdIsFittedToTheBudget() {
+        var budget = WakeBudget(wakesPerOpen: 1.1, initialThreshold: 0.5)
+        // Every ten minutes ten apps are candidates, app k scoring k / 10; each may be woken once
+        // an hour. An open an hour earns 26.4 wakes a day: the best app's 24 hourly wakes.
+        func live(days: ClosedRange<Int>, opensEvery: Int) {
+            for step in (days.lowerBound * 144)..<(days.upperBound * 144) {
+                let t = Double(step) * 600
+                if step % opensEvery == 0 { budget.recordOpen(at: t) }
+                for k in 1...10 { budget.consider("app\(k)", score: Double(k) / 10, at: t, lastOpen: -1e9) }
+                budget.adjust(at: t)
             }
-            t += 3600
-            budget.adjust(at: t)
         }
-        #expect((budget.threshold > 1) == rises, "threshold \(budget.threshold)")
+        live(days: 0...3, opensEvery: 6)
+        #expect(budget.threshold == 1, "threshold \(budget.threshold)")
+        // An open every 20 minutes from now on: the best three apps' hourly wakes.
+        live(days: 3...11, opensEvery: 2)
+        #expect(budget.threshold == 0.8, "threshold \(budget.threshold)")
+    }
+}
+
+/// The online fit of one threshold to a budget, by replaying the candidates it kept.
+struct ThresholdFitTests {
+    @Test func theLowestThresholdWithinTheBudget() {
+        var fit = ThresholdFit(window: .seconds(86400), rewake: .seconds(3600))
+        // One candidate an hour for each of three apps, for a day: scores 0.2, 0.5, 0.8.
+        for hour in 0..<24 {
+            for (app, score) in [("a", 0.2), ("b", 0.5), ("c", 0.8)] {
+                fit.record(app, score: score, at: Double(hour) * 3600, lastOpen: -1e9)
+            }
+        }
+        for (budget, expected) in [(24.0, 0.8), (47.0, 0.8), (48.0, 0.5), (72.0, 0.2), (1000, 0.2)] {
+            let threshold = fit.threshold(spending: budget, at: 86400, from: 0.3)!
+            #expect(fit.wakes(at: threshold) <= Int(budget), "budget \(budget)")
+            #expect(abs(threshold - expected) < 0.02 * expected, "budget \(budget): \(threshold)")
+        }
+        // Not even the best fits: its score, and the budget's balance limits what goes.
+        #expect(fit.threshold(spending: 3, at: 86400, from: 0.3) == 0.8)
+    }
+
+    @Test func anAppIsNotCountedTwiceWithinTheRewakeUnlessOpened() {
+        var fit = ThresholdFit(window: .seconds(86400), rewake: .seconds(3600))
+        for minute in stride(from: 0.0, to: 60, by: 10) { fit.record("a", score: 1, at: minute * 60, lastOpen: -1e9) }
+        #expect(fit.wakes(at: 0.5) == 1, "six candidates within the hour: one wake")
+        fit.record("a", score: 1, at: 3000, lastOpen: 2900)  // opened meanwhile: a new wake
+        #expect(fit.wakes(at: 0.5) == 2)
+    }
+
+    @Test func candidatesOlderThanTheWindowAreForgotten() {
+        var fit = ThresholdFit(window: .seconds(3600), rewake: .seconds(600))
+        fit.record("a", score: 0.9, at: 0, lastOpen: -1e9)
+        fit.record("b", score: 0.1, at: 7200, lastOpen: -1e9)
+        #expect(fit.threshold(spending: 5, at: 7300, from: 0.5) == 0.1)
+        #expect(fit.count == 1)
+        var empty = ThresholdFit()
+        #expect(empty.threshold(spending: 5, at: 0, from: 0.5) == nil)
+    }
+}
+
+/// The learned usage learns from the moments between opens when the next open arrives, and
+/// plans the next wake from them.
+struct LearnedUsageTests {
+    let day = 86400.0
+
+    @Test func learnsFromOpensAloneAndPlansBeforeTheHabit() throws {
+        var usage = LearnedUsage(configuration: .init(wakesPerOpen: 2))
+        for d in 0..<21 {
+            usage.recordOpen(of: "news", at: Double(d) * day + 9 * 3600)  // every day at 09:00
+            usage.recordOpen(of: "chat", at: Double(d) * day + 20 * 3600 + Double(d * 677 % 7200))
+        }
+        #expect(usage.predictor.examplesLearned > 1000, "learned \(usage.predictor.examplesLearned)")
+        let t = 21 * day + 6 * 3600
+        usage.adjust(at: t)
+        let wake = try usage.nextWake("news", lastWake: nil, notBefore: t, until: t + day).get()
+        #expect(wake.at >= 21 * day + 8 * 3600 && wake.at < 21 * day + 9 * 3600, "\(wake.at / 3600 - 21 * 24) h")
+        #expect(wake.estimate.probability >= wake.threshold)
+        let early = try #require(usage.estimate(of: "news", at: 21 * day + 3 * 3600))
+        #expect(early.probability < wake.estimate.probability)
+        // Why: the features that moved it, strongest first.
+        let strongest = wake.estimate.strongest(3)
+        #expect(abs(strongest[0].1) >= abs(strongest[2].1))
+    }
+
+    @Test func holdsBackWithAReason() {
+        var usage = LearnedUsage()
+        #expect(usage.estimate(of: "never", at: 0) == nil)
+        if case .failure(.neverOpened) = usage.nextWake("never", lastWake: nil, notBefore: 0, until: day) {
+        } else {
+            Issue.record("an app never opened has nothing to predict from")
+        }
+        usage.recordOpen(of: "a", at: 1000)
+        if case .failure(.stillFresh(let until)) = usage.wake("a", at: 1600, lastWake: nil) {
+            #expect(until == 1000 + 3600)
+        } else {
+            Issue.record("just opened: fresh")
+        }
+        // Woken at 5000 with no open since: not again within the hour.
+        if case .failure(.stillFresh) = usage.wake("a", at: 6000, lastWake: 5000) {
+        } else {
+            Issue.record("woken ten minutes ago: fresh")
+        }
+        // An earlier open than the last is ignored, not learned out of order.
+        usage.recordOpen(of: "a", at: 500)
+        #expect(usage.history.opens["a"] == [1000])
+    }
+
+    /// Learning when the next open arrives gives the same model whether or not anybody looked
+    /// in between: the daemon, asleep for hours, and the replay agree.
+    @Test func lookingInBetweenChangesNothing() {
+        var asleep = LearnedUsage()
+        var looking = LearnedUsage()
+        for d in 0..<10 {
+            for (app, hour) in [("a", 8.0), ("b", 13.5), ("a", 19.0)] {
+                let t = Double(d) * day + hour * 3600
+                asleep.recordOpen(of: app, at: t)
+                looking.recordOpen(of: app, at: t)
+                for k in 1...5 {
+                    _ = looking.wake("b", at: t + Double(k) * 1234, lastWake: nil)
+                    looking.adjust(at: t + Double(k) * 1234)
+                }
+            }
+        }
+        asleep.adjust(at: 10 * day)
+        looking.adjust(at: 10 * day)
+        let at = 10 * day + 7.5 * 3600
+        #expect(asleep.estimate(of: "a", at: at)?.probability == looking.estimate(of: "a", at: at)?.probability)
+        #expect(asleep.predictor.examplesLearned == looking.predictor.examplesLearned)
     }
 }
 
@@ -195,13 +309,14 @@ struct FrontierTests {
     }
 
     /// On the dev trace (virtual time, strict scoring): the learned planner above both baselines
-    /// at every budget, within it, and no lower than this session measured. The issue's bars
-    /// (0.62 / 0.69 / 0.74 / 0.85) are not reached yet: known issues, with the figures.
+    /// at every budget, within it, and no lower than measured (0.593 / 0.695 / 0.818 at 1× /
+    /// 2× / 4×). The issue's bars (0.62 / 0.74 / 0.85) are not reached yet: known issues, with
+    /// the figures.
     @Test func theDevTraceFrontier() throws {
         let trace = try DevTrace.load()
         let replay = FrontierReplay(history: .init(utcOffset: .seconds(-4 * 3600)))
         let oracle = FreshnessScore(trace: trace, wakes: TraceReplay().wakes(for: trace, policy: .oracle))
-        for (k, floor, bar) in [(1.0, 0.55, 0.62), (2.0, 0.65, 0.74), (4.0, 0.78, 0.85)] {
+        for (k, floor, bar) in [(1.0, 0.585, 0.62), (2.0, 0.685, 0.74), (4.0, 0.81, 0.85)] {
             func score(_ planner: FrontierReplay.Planner) -> FreshnessScore {
                 FreshnessScore.strict(trace: trace, wakes: replay.wakes(for: trace, planner: planner, wakesPerOpen: k))
             }

@@ -79,7 +79,7 @@ public struct Scheduler: Service {
                                 reasons: reasons + [DecisionReason(.taskStarted, "app refresh task \(identifier)")])
                         }
                         launched.append(app)
-                        if start.servesPredictedOpen { await usage.recordWake() }
+                        if start.servesPredictedOpen { await usage.recordWake(at: now) }
                     } catch StoreError.runAlreadyInFlight {
                         continue  // started by someone else (bgctl simulate fetch) since the snapshot
                     }

@@ -3,13 +3,25 @@ import BackgroundPolicy
 import BackgroundStore
 import Foundation
 
-/// The live usage learner and the day's wake threshold, kept in memory and fed as opens arrive.
+/// The live usage learners and the wake thresholds, kept in memory and fed as opens arrive.
 ///
-/// Derived state: the store's recorded opens are the truth, and the learner is rebuilt from them
-/// when bgd starts (and when an app's habits are reset), so a crash loses nothing but the
-/// threshold's adjustment, which starts again from its initial value.
+/// Two planners are kept: the per-user learned model (`LearnedUsage`, the default, the one the
+/// frontier measures best) and the adaptive hour-of-day planner it replaced (`--fetch-planner
+/// adaptive`). Derived state: the store's recorded opens are the truth, and both are rebuilt
+/// from them when bgd starts and when an app's habits are reset or it is unregistered, so a
+/// crash loses nothing but the thresholds' adjustment. The learned model learns as opens arrive
+/// (it fills in the moments between opens then), so it needs no timer of its own.
 public actor UsageTracker {
+    /// Which planner turns usage into wakes.
+    public enum Planner: String, CaseIterable, Sendable {
+        case learned, adaptive
+    }
+
     public struct Configuration: Sendable {
+        /// Which planner plans (`--fetch-planner`).
+        public var planning: Planner
+        /// The learned planner's model and budget.
+        public var learned: LearnedUsage.Configuration
         public var learning: UsageLearner.Configuration
         public var planner: AdaptiveWakePlanner.Configuration
         public var initialThreshold: Double
@@ -17,9 +29,12 @@ public actor UsageTracker {
         public var memory: Duration
 
         public init(
+            planning: Planner = .learned, learned: LearnedUsage.Configuration = .init(),
             learning: UsageLearner.Configuration = .init(), planner: AdaptiveWakePlanner.Configuration = .init(),
             initialThreshold: Double = 0.3, memory: Duration = .seconds(8 * 7 * 86400)
         ) {
+            self.planning = planning
+            self.learned = learned
             self.learning = learning
             self.planner = planner
             self.initialThreshold = initialThreshold
@@ -31,35 +46,72 @@ public actor UsageTracker {
     private let configuration: Configuration
     private var learner: UsageLearner
     private var threshold: WakeThreshold
+    private var learned: LearnedUsage
+    /// How long the last rebuild took, for `bgctl status` and the note.
+    public private(set) var lastRebuild: (opens: Int, duration: Duration)?
 
     public init(store: BackgroundStore, configuration: Configuration) {
         self.store = store
         self.configuration = configuration
         learner = UsageLearner(configuration: configuration.learning)
         threshold = WakeThreshold(initial: configuration.initialThreshold)
+        learned = LearnedUsage(configuration: configuration.learned)
     }
 
-    /// Relearns everything from the stored opens.
+    /// Relearns everything from the stored opens (the learned model replays them: about a
+    /// second for 90 days of a heavy user's opens).
     public func rebuild(now: Date) async throws {
+        let started = ContinuousClock.now
         let opens = try await store.allOpens(since: now.addingTimeInterval(-configuration.memory.seconds))
         var fresh = UsageLearner(configuration: configuration.learning)
-        for open in opens { fresh.recordOpen(of: open.app.rawValue, at: open.at) }
+        var model = LearnedUsage(configuration: configuration.learned)
+        for open in opens {  // in time order
+            fresh.recordOpen(of: open.app.rawValue, at: open.at)
+            model.recordOpen(of: open.app.rawValue, at: open.at.timeIntervalSince1970)
+        }
         learner = fresh
+        learned = model
+        lastRebuild = (opens.count, ContinuousClock.now - started)
     }
 
-    public func recordOpen(of app: AppID, at date: Date) { learner.recordOpen(of: app.rawValue, at: date) }
+    public func recordOpen(of app: AppID, at date: Date) {
+        learner.recordOpen(of: app.rawValue, at: date)
+        learned.recordOpen(of: app.rawValue, at: date.timeIntervalSince1970)
+    }
 
-    /// Forgets one app (its habits were reset or it was unregistered).
-    public func forget(_ app: AppID) { learner.forget(app: app.rawValue) }
+    /// Forgets one app (its habits were reset or it was unregistered): the adaptive learner drops
+    /// it, the learned model is rebuilt from the opens the store still holds.
+    public func forget(_ app: AppID, now: Date) async {
+        learner.forget(app: app.rawValue)
+        try? await rebuild(now: now)
+    }
 
     /// A wake the outlook planned was started: it counts against the day's budget.
-    public func recordWake() { threshold.recordWake() }
+    public func recordWake(at date: Date) {
+        threshold.recordWake()
+        learned.recordWake(at: date.timeIntervalSince1970)
+    }
+
+    /// The learned model's chance that `app` is opened soon, and why (`bgctl usage`); nil for an
+    /// app never opened or with the adaptive planner.
+    public func openChance(of app: AppID, now: Date) -> UsageSummary.OpenChance? {
+        guard configuration.planning == .learned,
+            let estimate = learned.estimate(of: app.rawValue, at: now.timeIntervalSince1970)
+        else { return nil }
+        return UsageSummary.OpenChance(
+            probability: estimate.probability, within: .seconds(configuration.learned.freshFor),
+            threshold: learned.budget.threshold,
+            factors: estimate.strongest(5).filter { abs($0.1) >= 0.005 }.map { .init(feature: $0.0.label, pull: $0.1) })
+    }
 
     /// The outlook at `now`, for the fetch policy.
     public func outlook(now: Date) -> UsageOutlook {
         learner.advance(to: now)
+        learned.adjust(at: now.timeIntervalSince1970)
         let planner = AdaptiveWakePlanner(configuration: configuration.planner)
         threshold.update(now: now, budgetPerDay: planner.dailyBudget(learner: learner, now: now))
-        return UsageOutlook(learner: learner, planner: planner, threshold: threshold.value)
+        return UsageOutlook(
+            learner: learner, planner: planner, threshold: threshold.value,
+            learned: configuration.planning == .learned ? learned : nil)
     }
 }

@@ -45,7 +45,7 @@ struct Apps: Sendable {
         guard try await store.unregister(id) else { throw StoreError.appNotFound(id) }
         await coordinator.appUnregistered(id)
         await lifecycle.forget(id)
-        await usage.forget(id)
+        await usage.forget(id, now: clock.now)
         stateDirectory.removeContainer(for: id)
         activity.emit(.appUnregistered(id))
         schedulerDoorbell.ring()
@@ -71,7 +71,7 @@ struct Apps: Sendable {
     /// Forgets what bgd learned of the app's use.
     func forgetUsage(of id: AppID) async throws {
         try await store.forgetOpens(of: id)
-        await usage.forget(id)
+        await usage.forget(id, now: clock.now)
         schedulerDoorbell.ring()
     }
 
@@ -139,6 +139,6 @@ struct Apps: Sendable {
             opensPerDay: model.opensPerDay(now: now), sessionsPerDay: model.sessionsPerDay(now: now),
             busiestSlots: model.busiestSlots(limit: 8, now: now).map {
                 UsageSummary.Slot(start: $0.start, sessionsPerDay: $0.sessionsPerDay)
-            })
+            }, openChance: await usage.openChance(of: id, now: now))
     }
 }

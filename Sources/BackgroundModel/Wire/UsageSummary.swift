@@ -13,6 +13,34 @@ public struct UsageSummary: Hashable, Codable, Sendable {
     /// The times of day when sessions start most, busiest first: slot start as "HH:MM" (UTC) and
     /// expected session starts in that slot a day.
     public var busiestSlots: [Slot]
+    /// The learned model's chance that the app is opened within `openChanceWithin` from now, the
+    /// user's wake threshold, and the features that moved the chance most (nil: never opened,
+    /// or the learned planner is off).
+    public var openChance: OpenChance?
+
+    public struct OpenChance: Hashable, Codable, Sendable {
+        public var probability: Double
+        public var within: Duration
+        public var threshold: Double
+        /// Feature name and its pull on the log-odds, strongest first.
+        public var factors: [Factor]
+
+        public struct Factor: Hashable, Codable, Sendable {
+            public var feature: String
+            public var pull: Double
+            public init(feature: String, pull: Double) {
+                self.feature = feature
+                self.pull = pull
+            }
+        }
+
+        public init(probability: Double, within: Duration, threshold: Double, factors: [Factor]) {
+            self.probability = probability
+            self.within = within
+            self.threshold = threshold
+            self.factors = factors
+        }
+    }
 
     public struct Slot: Hashable, Codable, Sendable {
         public var start: String
@@ -25,8 +53,9 @@ public struct UsageSummary: Hashable, Codable, Sendable {
 
     public init(
         app: AppID, opensRecorded: Int, firstOpen: Date?, lastOpen: Date?, opensPerDay: Double, sessionsPerDay: Double,
-        busiestSlots: [Slot]
+        busiestSlots: [Slot], openChance: OpenChance? = nil
     ) {
+        self.openChance = openChance
         self.app = app
         self.opensRecorded = opensRecorded
         self.firstOpen = firstOpen

@@ -9,33 +9,32 @@ import Foundation
 /// filled only by opens as they happen starves them (on the dev trace, a rolling 24-hour cap at
 /// the week's pace lost 0.05–0.07 of fresh opens at every budget).
 ///
-/// Within it, a threshold on the planner's score decides *which* wakes: it moves by how the
-/// wakes spent over the last days compare with the budget (spending twice the budget doubles it
-/// over a day), slowly, so that a quiet night does not lower it and spend what the morning
-/// needs. It is in the score's own units and moves by factors, so the same controller serves a
-/// probability, a rate or a rank.
-public struct WakeBudget: Hashable, Sendable {
+/// Within it, a threshold on the planner's score decides *which* wakes: once an hour it is
+/// refitted to the lowest score at which the last week's candidates would have spent the last
+/// week's budget (`ThresholdFit`), so it follows the user's pace and the planner's drift within
+/// hours, not days. It is in the score's own units, so the same controller serves a probability,
+/// a rate or a rank. Until a day of history exists it stays at its initial value.
+public struct WakeBudget: Sendable {
     public let wakesPerOpen: Double
     public private(set) var threshold: Double
     /// Wakes earned and not spent; below zero, borrowed.
     public private(set) var balance = 0.0
     private var opens: [Double] = []
     private var firstOpen: Double?
-    /// Wakes spent and budget earned, decayed with `memory`, for the threshold.
-    private var spent = 0.0
-    private var allowed = 0.0
-    private var lastAdjust: Double?
+    private var fit: ThresholdFit
+    private var lastFit: Double?
 
     /// Quiet days may save up to two days' budget; a morning may borrow half a day's.
     public static let savingDays = 2.0
     public static let creditDays = 0.5
     static let pace = 7.0 * 86400
-    static let memory = 2.0 * 86400
+    static let refitEvery = 3600.0
     public static let thresholdRange = 1e-4...1e4
 
-    public init(wakesPerOpen: Double, initialThreshold: Double) {
+    public init(wakesPerOpen: Double, initialThreshold: Double, rewake: Duration = .seconds(3600)) {
         self.wakesPerOpen = wakesPerOpen
         threshold = min(Self.thresholdRange.upperBound, max(Self.thresholdRange.lowerBound, initialThreshold))
+        fit = ThresholdFit(window: .seconds(Self.pace), rewake: rewake)
     }
 
     /// The user's opens a day over the last week (or since their first open, if sooner; at
@@ -62,23 +61,22 @@ public struct WakeBudget: Hashable, Sendable {
         score >= threshold && balance - 1 >= -Self.creditDays * dailyAllowance(at: t)
     }
 
-    public mutating func spend(at t: Double) {
-        balance -= 1
-        spent += 1
+    public mutating func spend(at t: Double) { balance -= 1 }
+
+    /// Remembers a wake the planner considered at `t` (woken or not): what the threshold is
+    /// fitted to. `lastOpen` is the app's last open (an open lets the app be woken again).
+    public mutating func consider(_ app: String, score: Double, at t: Double, lastOpen: Double) {
+        fit.record(app, score: score, at: t, lastOpen: lastOpen)
     }
 
-    /// Moves the threshold for the time since the last call, by the wakes spent over the budget.
+    /// Refits the threshold to the last week when an hour has passed since the last fit.
     public mutating func adjust(at t: Double) {
-        defer { lastAdjust = max(lastAdjust ?? t, t) }
-        guard let last = lastAdjust, t > last else { return }
-        let elapsed = t - last
-        let factor = exp(-elapsed / Self.memory)
-        spent *= factor
-        allowed = allowed * factor + dailyAllowance(at: t) * elapsed / 86400
-        guard allowed > 0.5 else { return }
-        let ratio = min(4, max(0.25, (spent + 0.5) / allowed))
-        threshold = min(
-            Self.thresholdRange.upperBound, max(Self.thresholdRange.lowerBound, threshold * pow(ratio, elapsed / 86400))
-        )
+        guard let firstOpen, t - firstOpen >= 86400, t - (lastFit ?? -.infinity) >= Self.refitEvery else { return }
+        lastFit = t
+        let window = min(Self.pace, t - firstOpen)
+        let budget = wakesPerOpen * Double(opens.count(notBefore: t - window))
+        if let fitted = fit.threshold(spending: budget, at: t, from: threshold) {
+            threshold = min(Self.thresholdRange.upperBound, max(Self.thresholdRange.lowerBound, fitted))
+        }
     }
 }

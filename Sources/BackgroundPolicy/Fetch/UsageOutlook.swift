@@ -12,11 +12,14 @@ public struct UsageOutlook: Sendable {
     public var planner: AdaptiveWakePlanner
     /// Today's threshold: expected session starts a wake must serve.
     public var threshold: Double
+    /// The per-user learned model; when present it plans instead of the adaptive planner.
+    public var learned: LearnedUsage?
 
-    public init(learner: UsageLearner, planner: AdaptiveWakePlanner, threshold: Double) {
+    public init(learner: UsageLearner, planner: AdaptiveWakePlanner, threshold: Double, learned: LearnedUsage? = nil) {
         self.learner = learner
         self.planner = planner
         self.threshold = threshold
+        self.learned = learned
     }
 
     func refine(
@@ -27,6 +30,9 @@ public struct UsageOutlook: Sendable {
         }
         var decision = decision
         let app = candidate.app.rawValue
+        if let learned, learned.history.opens[app] != nil {
+            return refine(decision, learned: learned, for: candidate, earliest: earliest, now: now)
+        }
         guard let model = learner.models[app], let lastOpen = model.lastOpen else {
             guard let unusedAppInterval else { return decision }
             let anchor = candidate.recentRuns.first?.startedAt ?? candidate.registeredAt
@@ -76,6 +82,14 @@ public struct UsageOutlook: Sendable {
                 earliestReasons: base.reasons, wakes: [], holdback: gated.reasons.last)
         }
         let app = candidate.app.rawValue
+        if let learned, learned.history.opens[app] != nil, let earliest = base.dueAt {
+            let planned = forecastLearned(
+                learned, app: candidate.app, lastWake: candidate.recentRuns.first?.startedAt,
+                from: max(earliest, now), until: end)
+            return WakeForecast(
+                app: candidate.app, from: now, until: end, threshold: learned.budget.threshold, earliest: base.dueAt,
+                earliestReasons: base.reasons, wakes: planned.wakes, holdback: planned.holdback)
+        }
         var wakes: [WakeForecast.Wake] = []
         var holdback: DecisionReason?
         if let earliest = base.dueAt, let lastOpen = learner.models[app]?.lastOpen {
@@ -103,6 +117,7 @@ public struct UsageOutlook: Sendable {
 
     /// The wakes the app's use earns in 24 hours (the planner's cap); nil for an app never opened.
     public func dailyWakeBudget(for app: AppID, now: Date) -> Int? {
+        if learned != nil { return nil }  // the learned planner budgets the user, not each app
         guard learner.models[app.rawValue]?.lastOpen != nil else { return nil }
         return planner.dailyCap(for: app.rawValue, learner: learner, now: now)
     }

@@ -49,45 +49,86 @@ public struct FrontierReplay: Sendable {
 
     private func replay(
         user: String, in trace: AppOpenTrace, planner: Planner, wakesPerOpen: Double
-    ) -> [String:
-        [Double]]
-    {
+    ) -> [String: [Double]] {
         let events = trace.events(of: user).map { (t: $0.at.timeIntervalSince1970, app: $0.app) }
-        guard let first = events.first else { return [:] }
-        var history = OpenHistory(configuration: history)
-        var predictor = OpenPredictor(configuration: predictor)
-        var budget = WakeBudget(wakesPerOpen: wakesPerOpen, initialThreshold: Self.initialThreshold(planner))
-        var wakes: [String: [Double]] = [:]
-        var lastWake: [String: Double] = [:]
+        return planner == .learned
+            ? replayLearned(events, wakesPerOpen: wakesPerOpen)
+            : replayBaseline(events, planner: planner, wakesPerOpen: wakesPerOpen)
+    }
 
-        func decide(at t: Double) {
+    /// The learned planner exactly as the daemon runs it: `LearnedUsage` learns from the moments
+    /// between opens when the next open arrives, and each decision asks it whether to wake.
+    private func replayLearned(_ events: [(t: Double, app: String)], wakesPerOpen: Double) -> [String: [Double]] {
+        var usage = LearnedUsage(configuration: learnedConfiguration(wakesPerOpen: wakesPerOpen))
+        var wakes: [String: [Double]] = [:]
+        walk(events) { t, app in
+            usage.recordOpen(of: app, at: t)
+        } decide: { t in
+            usage.adjust(at: t)
+            var due: [(app: String, score: Double)] = []
+            for app in usage.history.opens.keys.sorted() {
+                if case .success(let wake) = usage.wake(app, at: t, lastWake: wakes[app]?.last) {
+                    due.append((app, wake.estimate.probability))
+                }
+            }
+            for candidate in due.sorted(by: { ($0.score, $1.app) > ($1.score, $0.app) })
+            where usage.budget.allows(candidate.score, at: t) {
+                usage.recordWake(at: t)
+                wakes[candidate.app, default: []].append(t)
+            }
+        }
+        return wakes
+    }
+
+    /// The configuration of `LearnedUsage` this replay's settings describe.
+    public func learnedConfiguration(wakesPerOpen: Double) -> LearnedUsage.Configuration {
+        LearnedUsage.Configuration(
+            history: history, predictor: predictor, wakesPerOpen: wakesPerOpen, step: .seconds(step),
+            freshFor: .seconds(freshFor), noRewake: .seconds(noRewake),
+            initialThreshold: Self.initialThreshold(.learned), dormancy: .seconds(Self.dormancy))
+    }
+
+    private func replayBaseline(
+        _ events: [(t: Double, app: String)], planner: Planner, wakesPerOpen: Double
+    ) -> [String: [Double]] {
+        var history = OpenHistory(configuration: history)
+        var budget = WakeBudget(
+            wakesPerOpen: wakesPerOpen, initialThreshold: Self.initialThreshold(planner), rewake: .seconds(noRewake))
+        var wakes: [String: [Double]] = [:]
+        walk(events) { t, app in
+            history.recordOpen(of: app, at: t)
+            budget.recordOpen(at: t)
+        } decide: { t in
             budget.adjust(at: t)
-            if planner == .learned { predictor.learn(upTo: t, history: history) }
             var scored: [(app: String, score: Double)] = []
-            // In name order: the model learns in the same order in every run (a dictionary's order
-            // changes from process to process), so a replay's figures are reproducible.
             for app in history.opens.keys.sorted() {
                 guard let lastOpen = history.opens[app]?.last, t - lastOpen >= freshFor else { continue }
-                let x =
-                    planner == .learned ? OpenPredictor.features(of: app, at: t, in: history, horizon: freshFor) : []
-                if planner == .learned { predictor.observe(app, at: t, features: x) }
-                if let woke = lastWake[app], woke > lastOpen, t - woke < noRewake { continue }
+                let score: Double
                 switch planner {
-                case .learned: scored.append((app, predictor.estimate(x).probability))
-                case .hourOfDay: scored.append((app, history.dayRate(of: app, at: t, length: freshFor)))
+                case .hourOfDay, .learned: score = history.dayRate(of: app, at: t, length: freshFor)
                 case .reopen:
                     let since = (wakes[app] ?? []).reversed().prefix { $0 > lastOpen }.count
-                    scored.append((app, 1 / Double(1 + since)))
+                    score = 1 / Double(1 + since)
                 }
+                budget.consider(app, score: score, at: t, lastOpen: lastOpen)
+                if let woke = wakes[app]?.last, woke > lastOpen, t - woke < noRewake { continue }
+                scored.append((app, score))
             }
             for candidate in scored.sorted(by: { ($0.score, $1.app) > ($1.score, $0.app) })
             where budget.allows(candidate.score, at: t) {
                 budget.spend(at: t)
                 wakes[candidate.app, default: []].append(t)
-                lastWake[candidate.app] = t
             }
         }
+        return wakes
+    }
 
+    /// Walks a user's opens in time order with decisions on the clock's grid between them and a
+    /// second after each open; a user away for longer than `dormancy` is skipped ahead.
+    private func walk(
+        _ events: [(t: Double, app: String)], open: (Double, String) -> Void, decide: (Double) -> Void
+    ) {
+        guard let first = events.first else { return }
         var index = 0
         var next = (first.t / step).rounded(.down) * step + step
         var lastOpen = first.t
@@ -97,19 +138,17 @@ public struct FrontierReplay: Sendable {
                 next = ((at - step) / step).rounded(.down) * step + step  // away: skip to the next open
             }
             if next < at {
-                decide(at: next)
+                decide(next)
                 next += step
                 continue
             }
             while index < events.count, events[index].t == at {
-                history.recordOpen(of: events[index].app, at: at)
-                budget.recordOpen(at: at)
+                open(at, events[index].app)
                 index += 1
             }
             lastOpen = at
-            if at + 1 < next { decide(at: at + 1) }
+            if at + 1 < next { decide(at + 1) }
         }
-        return wakes
     }
 
     static func initialThreshold(_ planner: Planner) -> Double {

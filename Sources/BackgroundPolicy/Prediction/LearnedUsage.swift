@@ -1,0 +1,182 @@
+import Foundation
+
+/// One user's learned usage, as the daemon keeps it and the replay runs it: the open history,
+/// the per-user `OpenPredictor` and the `WakeBudget` that turns its estimates into wakes.
+///
+/// It learns without waking anybody. Between two opens nothing the model reads changes, so the
+/// moments it learns from — every `step` on the clock and one second after each open — are
+/// filled in when the next open arrives: each app not opened within `freshFor` gets an example
+/// (its features then, labelled once its horizon has passed) and a candidate for the budget's
+/// threshold (its estimate then). A daemon that sleeps for hours thus learns exactly what one
+/// that looked every ten minutes would have, and the replay that scores the planner goes through
+/// the same path.
+public struct LearnedUsage: Sendable {
+    public struct Configuration: Sendable {
+        public var history: OpenHistory.Configuration
+        public var predictor: OpenPredictor.Configuration
+        /// Wakes a day per open a day.
+        public var wakesPerOpen: Double
+        /// The clock's grid of moments learned from and planned on.
+        public var step: Double
+        /// An app opened or woken this recently is fresh.
+        public var freshFor: Double
+        /// No second wake of an app within this unless it was opened meanwhile.
+        public var noRewake: Double
+        public var initialThreshold: Double
+        /// After this long without any open the user is away: no more moments are learned from.
+        public var dormancy: Double
+
+        public init(
+            history: OpenHistory.Configuration = .init(), predictor: OpenPredictor.Configuration = .init(),
+            wakesPerOpen: Double = 1, step: Duration = .seconds(600), freshFor: Duration = .seconds(3600),
+            noRewake: Duration = .seconds(3600), initialThreshold: Double = 0.3,
+            dormancy: Duration = .seconds(7 * 86400)
+        ) {
+            self.history = history
+            self.predictor = predictor
+            self.wakesPerOpen = wakesPerOpen
+            self.step = max(60, step.seconds)
+            self.freshFor = freshFor.seconds
+            self.noRewake = noRewake.seconds
+            self.initialThreshold = initialThreshold
+            self.dormancy = dormancy.seconds
+        }
+    }
+
+    /// Why an app gets no wake in the window looked at.
+    public enum Holdback: Error, Sendable {
+        case neverOpened
+        /// Fresh until then (its last open or wake).
+        case stillFresh(until: Double)
+        /// The best moment in the window and its estimate, under the threshold.
+        case belowThreshold(at: Double, OpenPredictor.Estimate, threshold: Double)
+        /// The budget has nothing left until more opens earn it.
+        case budgetSpent(balance: Double)
+    }
+
+    /// A planned wake and the estimate behind it.
+    public struct PlannedWake: Sendable {
+        public var at: Double
+        public var estimate: OpenPredictor.Estimate
+        public var threshold: Double
+    }
+
+    public let configuration: Configuration
+    public private(set) var history: OpenHistory
+    public private(set) var predictor: OpenPredictor
+    public private(set) var budget: WakeBudget
+
+    public init(configuration: Configuration = .init()) {
+        self.configuration = configuration
+        history = OpenHistory(configuration: configuration.history)
+        predictor = OpenPredictor(configuration: configuration.predictor)
+        budget = WakeBudget(
+            wakesPerOpen: configuration.wakesPerOpen, initialThreshold: configuration.initialThreshold,
+            rewake: .seconds(configuration.noRewake))
+    }
+
+    /// Records an open at `t` (opens arrive in time order; an earlier one is ignored).
+    public mutating func recordOpen(of app: String, at t: Double) {
+        if let last = history.allOpens.last {
+            guard t >= last else { return }
+            if t > last { learnMoments(after: last, before: t) }
+        }
+        history.recordOpen(of: app, at: t)
+        budget.recordOpen(at: t)
+        predictor.learn(upTo: t, history: history)
+    }
+
+    /// A wake the plan made was started.
+    public mutating func recordWake(at t: Double) { budget.spend(at: t) }
+
+    /// Refits the budget's threshold if an hour has passed (cheap otherwise).
+    public mutating func adjust(at t: Double) { budget.adjust(at: t) }
+
+    /// The chance that `app` is opened within the horizon after `t`, with why; nil for an app
+    /// never opened.
+    public func estimate(of app: String, at t: Double) -> OpenPredictor.Estimate? {
+        guard history.opens[app] != nil else { return nil }
+        return predictor.estimate(
+            OpenPredictor.features(of: app, at: t, in: history, horizon: configuration.freshFor))
+    }
+
+    /// Whether a wake of `app` at `t` would go now: not fresh, not woken again too soon, its
+    /// estimate at or above the threshold and the budget not spent.
+    public func wake(
+        _ app: String, at t: Double, lastWake: Double?
+    ) -> Result<PlannedWake, Holdback> {
+        guard let lastOpen = history.opens[app]?.last else { return .failure(.neverOpened) }
+        let refreshed = max(lastOpen, lastWake ?? -.infinity)
+        if t - lastOpen < configuration.freshFor {
+            return .failure(.stillFresh(until: lastOpen + configuration.freshFor))
+        }
+        if let lastWake, lastWake > lastOpen, t - lastWake < configuration.noRewake {
+            return .failure(
+                .stillFresh(until: max(refreshed + configuration.freshFor, lastWake + configuration.noRewake)))
+        }
+        guard let estimate = estimate(of: app, at: t) else { return .failure(.neverOpened) }
+        guard estimate.probability >= budget.threshold else {
+            return .failure(.belowThreshold(at: t, estimate, threshold: budget.threshold))
+        }
+        guard budget.allows(estimate.probability, at: t) else { return .failure(.budgetSpent(balance: budget.balance)) }
+        return .success(PlannedWake(at: t, estimate: estimate, threshold: budget.threshold))
+    }
+
+    /// The first moment on the grid from `notBefore` to `end` at which `app` would be woken if
+    /// nothing new happens, or why none: features move only with the clock until the next
+    /// open, so the daemon can sleep until that moment.
+    public func nextWake(
+        _ app: String, lastWake: Double?, notBefore: Double, until end: Double
+    ) -> Result<PlannedWake, Holdback> {
+        var t = notBefore
+        var best: Holdback?
+        while t <= end {
+            switch wake(app, at: t, lastWake: lastWake) {
+            case .success(let planned): return .success(planned)
+            case .failure(.neverOpened): return .failure(.neverOpened)
+            case .failure(.budgetSpent(let balance)): return .failure(.budgetSpent(balance: balance))
+            case .failure(.stillFresh(let until)):
+                best = best ?? .stillFresh(until: until)
+                // Skip to the first grid point at which the content is stale.
+                let stale = (until / configuration.step).rounded(.up) * configuration.step
+                if stale > t {
+                    t = stale
+                    continue
+                }
+            case .failure(.belowThreshold(let at, let estimate, let threshold)):
+                if case .belowThreshold(_, let previous, _) = best, previous.probability >= estimate.probability {
+                } else {
+                    best = .belowThreshold(at: at, estimate, threshold: threshold)
+                }
+            }
+            t = t.nextGridPoint(configuration.step)
+        }
+        return .failure(best ?? .neverOpened)
+    }
+
+    /// The moments the daemon would have looked at in (`last`, `t`): one second after the open at
+    /// `last`, then every `step` on the clock; each app then not fresh by an open is an example
+    /// for the model and a candidate for the threshold.
+    private mutating func learnMoments(after last: Double, before t: Double) {
+        let end = min(t, last + configuration.dormancy)
+        var moment = last + 1
+        while moment < end {
+            for app in history.opens.keys.sorted() {
+                // In name order: the model learns in the same order in every run, so figures
+                // are reproducible (a dictionary's order changes from process to process).
+                guard let lastOpen = history.opens[app]?.last, moment - lastOpen >= configuration.freshFor else {
+                    continue
+                }
+                let x = OpenPredictor.features(of: app, at: moment, in: history, horizon: configuration.freshFor)
+                predictor.observe(app, at: moment, features: x)
+                budget.consider(app, score: predictor.estimate(x).probability, at: moment, lastOpen: lastOpen)
+            }
+            moment = moment.nextGridPoint(configuration.step)
+        }
+    }
+}
+
+extension Double {
+    /// The first multiple of `step` after this time.
+    func nextGridPoint(_ step: Double) -> Double { ((self / step).rounded(.down) + 1) * step }
+}

@@ -1,0 +1,77 @@
+import BackgroundDaemon
+import BackgroundModel
+import BackgroundTesting
+import Foundation
+import Testing
+
+/// The learned planner on a live bgd (its default): it learns from the opens the store records,
+/// with no timer of its own, plans a wake inside the hour before the habit, explains it, and
+/// plans the same after a restart (rebuilt from the stored opens).
+@Suite(.timeLimit(.minutes(3)))
+struct LearnedSchedulingTests {
+    /// Monday 2026-01-05 00:00 UTC.
+    static let monday = Date(timeIntervalSince1970: 1_767_571_200)
+    static let app = "com.example.lunch"
+
+    /// Fourteen days of one open a day at 12:00, recorded with the fetch interval 'never' (so no
+    /// run gets in the way), then the interval set to 'minimum' at 08:00 on the fifteenth day.
+    func learnTheHabit(_ daemon: TestDaemon) async throws {
+        try await daemon.register(
+            Self.app, command: [try BuiltProducts.path(of: "bgd-fixture-app"), "newData"], interval: .never)
+        for day in 0..<14 {
+            daemon.clock.advance(to: Self.monday.addingTimeInterval(Double(day) * 86400 + 12 * 3600))
+            _ = try await daemon.admin.send(.post, "/v1/apps/\(Self.app)/opens")
+        }
+        daemon.clock.advance(to: Self.monday.addingTimeInterval(14 * 86400 + 8 * 3600))
+    }
+
+    func planned(_ daemon: TestDaemon) async throws -> (Date, WakeExplanation) {
+        _ = try await daemon.admin.send(
+            .put, "/v1/apps/\(Self.app)/fetch-interval", body: FetchIntervalUpdate(interval: .minimum),
+            as: AppSummary.self)
+        let due = try await daemon.plannedWake(of: Self.app) { $0.fetchInterval == .minimum && $0.nextWake != nil }
+        return (due, try await daemon.why(Self.app))
+    }
+
+    @Test func plansTheWakeWithinTheHourBeforeTheHabitAndSaysWhy() async throws {
+        let directory = TemporaryDirectory.make()
+        let noon = Self.monday.addingTimeInterval(14 * 86400 + 12 * 3600)
+        let first = try await TestDaemon.with(clock: ManualClock(now: Self.monday), directory: directory) { daemon in
+            try await learnTheHabit(daemon)
+            let (due, why) = try await planned(daemon)
+            #expect(due >= noon.addingTimeInterval(-3600) && due < noon, "\(due)")
+            let reason = try #require(why.reasons.first { $0.code == .predictedOpen }, "\(why.reasons)")
+            #expect(reason.detail.contains("chance of an open within 60 min"), "\(reason.detail)")
+            #expect(reason.detail.contains("moved most by"), "\(reason.detail)")
+
+            // `bgctl forecast` plans the same next wake as `bgctl why`.
+            let forecast = try await daemon.admin.send(
+                .get, "/v1/apps/\(Self.app)/forecast?hours=24", as: WakeForecast.self)
+            #expect(forecast.wakes.first?.at == due)
+
+            // `bgctl usage` shows the chance now and what moved it.
+            let usage = try await daemon.admin.send(.get, "/v1/apps/\(Self.app)/usage", as: UsageSummary.self)
+            let chance = try #require(usage.openChance)
+            #expect(chance.probability < chance.threshold, "08:00 is not the habit's hour")
+            #expect(!chance.factors.isEmpty)
+            return due
+        }
+        // Restarted on the same state: the model is rebuilt from the stored opens.
+        let again = try await TestDaemon.with(
+            clock: ManualClock(now: Self.monday.addingTimeInterval(14 * 86400 + 8 * 3600)), directory: directory
+        ) { daemon in try await planned(daemon).0 }
+        #expect(again == first)
+    }
+
+    @Test func anAppWithOneOpenIsNotWokenOnNothing() async throws {
+        try await TestDaemon.with(clock: ManualClock(now: Self.monday)) { daemon in
+            try await daemon.register(
+                Self.app, command: [try BuiltProducts.path(of: "bgd-fixture-app"), "newData"], interval: .minimum)
+            _ = try await daemon.admin.send(.post, "/v1/apps/\(Self.app)/opens")
+            daemon.clock.advance(by: .seconds(600))
+            let why = try await daemon.why(Self.app)
+            #expect(why.reasons.contains { [.stillFresh, .noLikelyOpen].contains($0.code) }, "\(why.reasons)")
+            #expect(!why.reasons.contains { $0.code == .predictedOpen }, "\(why.reasons)")
+        }
+    }
+}
