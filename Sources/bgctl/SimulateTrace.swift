@@ -35,6 +35,11 @@ extension BGCtl.Simulate {
                 "Run every planner (learned, hour-of-day, reopen, adaptive) at wakes-per-open 0.5, 1, 1.5, 2, 3 and 4 and print the frontier beside the oracle."
         )
         var frontier = false
+        @Flag(
+            help:
+                "Measure the learned planner's cost per user of the trace: rebuilding it from the opens (as bgd does at start) and one planning pass over every app."
+        )
+        var planningCost = false
 
         func validate() throws {
             for name in policies where !Self.policyNames.contains(name) {
@@ -64,6 +69,12 @@ extension BGCtl.Simulate {
             if frontier {
                 try printFrontier(of: trace)
                 return
+            }
+            if planningCost {
+                let planners = FrontierReplay(history: .init(utcOffset: .seconds(utcOffset * 3600)))
+                let cost = PlanningCost.measure(
+                    trace: trace, configuration: planners.learnedConfiguration(wakesPerOpen: wakesPerOpen))
+                return json ? try printJSON(cost) : cost.printTable()
             }
             let chosen = policies.isEmpty ? TraceReplay.Policy.allCases.map(\.rawValue) : policies
             let planners = FrontierReplay(history: .init(utcOffset: .seconds(utcOffset * 3600)))
@@ -110,13 +121,13 @@ extension BGCtl.Simulate {
                 progress: { step in
                     if !json { FileHandle.standardError.write(Data("Replaying \(step)\n".utf8)) }
                 })
-            if json {
-                let encoder = JSONEncoder()
-                encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
-                print(String(decoding: try encoder.encode(report), as: UTF8.self))
-            } else {
-                report.printTable()
-            }
+            if json { try printJSON(report) } else { report.printTable() }
+        }
+
+        private func printJSON(_ value: some Encodable) throws {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
+            print(String(decoding: try encoder.encode(value), as: UTF8.self))
         }
 
         private func printScores(_ results: [(String, FreshnessScore)]) throws {
