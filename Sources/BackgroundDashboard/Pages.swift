@@ -47,7 +47,7 @@ public enum DashboardPages {
                     "<td>\(HTML.escape(state(summary, now: now)))</td><td>\(HTML.escape(summary.fetchInterval.description))</td>"
                 let budget =
                     app.wakeBudget.map { " of \($0) (\(max(0, $0 - app.wakesToday)) left)" }
-                    ?? " (no budget: never opened)"
+                    ?? " (no per-app budget: never opened, or the learned planner budgets the user)"
                 html += "<td>\(HTML.escape(app.usageTier))</td><td>\(app.wakesToday)\(budget)</td>"
                 html += "<td>\(nextWake(summary.nextWake, summary.nextWakeReasons, now: now))</td></tr>"
             }

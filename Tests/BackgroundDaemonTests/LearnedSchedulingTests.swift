@@ -69,8 +69,11 @@ struct LearnedSchedulingTests {
                 Self.app, command: [try BuiltProducts.path(of: "bgd-fixture-app"), "newData"], interval: .minimum)
             _ = try await daemon.admin.send(.post, "/v1/apps/\(Self.app)/opens")
             daemon.clock.advance(by: .seconds(600))
+            // The open rang the scheduler: wait for the plan that knows of it.
+            try await daemon.waitUntil {
+                try await daemon.why(Self.app).reasons.contains { [.stillFresh, .noLikelyOpen].contains($0.code) }
+            }
             let why = try await daemon.why(Self.app)
-            #expect(why.reasons.contains { [.stillFresh, .noLikelyOpen].contains($0.code) }, "\(why.reasons)")
             #expect(!why.reasons.contains { $0.code == .predictedOpen }, "\(why.reasons)")
         }
     }

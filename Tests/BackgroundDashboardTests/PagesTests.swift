@@ -23,7 +23,7 @@ struct PagesTests {
         let html = DashboardPages.overview(
             apps: apps, transfers: [], timeline: Timeline(from: now.addingTimeInterval(-86400), until: now, marks: []),
             now: now)
-        #expect(html.contains("4 of 6 (2 left)") && html.contains("(no budget: never opened)"))
+        #expect(html.contains("4 of 6 (2 left)") && html.contains("(no per-app budget: never opened, or the learned planner budgets the user)"))
         #expect(html.contains("in 10 min") && html.contains("predictedOpen") && html.contains("&lt;around&gt;"))
         #expect(html.components(separatedBy: "<tr class=\"app\"").count - 1 == 2)
     }
