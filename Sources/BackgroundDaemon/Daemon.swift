@@ -43,6 +43,8 @@ public struct Daemon: Service {
         public var confineApps: Bool
         /// Hold apps in cgroups of their own where bgd may make them (else signals).
         public var appCgroups: Bool
+        /// What finished work is kept, and how often the rest is pruned.
+        public var retention: HistoryPruner.Configuration
 
         public init(
             stateDirectory: String, socketPath: String, durability: BackgroundStore.Durability = .full,
@@ -51,8 +53,9 @@ public struct Daemon: Service {
             conditions: ConditionsMonitor.Configuration = .init(), transfers: TransferService.Configuration = .init(),
             push: PushGateway.Configuration? = nil, backgroundTime: BackgroundTimePolicy = BackgroundTimePolicy(),
             processing: ProcessingTaskPolicy = ProcessingTaskPolicy(), dashboard: DashboardServer.Configuration? = nil,
-            confineApps: Bool = true, appCgroups: Bool = true
+            confineApps: Bool = true, appCgroups: Bool = true, retention: HistoryPruner.Configuration = .init()
         ) {
+            self.retention = retention
             self.appCgroups = appCgroups
             self.confineApps = confineApps
             self.dashboard = dashboard
@@ -79,6 +82,9 @@ public struct Daemon: Service {
     private let coordinator: RunCoordinator
     private let scheduler: Scheduler
     private let keepAlive: KeepAlive
+    /// Rung by `bgctl` to prune now (tests, the soak benchmark).
+    public let pruneDoorbell = Doorbell()
+    private let pruner: HistoryPruner
     private let conditionsPoller: ConditionsMonitor.Poller?
     private let transfers: TransferService
     /// The push gateway, when configured.
@@ -182,6 +188,9 @@ public struct Daemon: Service {
             conditions: conditions, clock: clock, doorbell: doorbell,
             activity: activity, logger: Self.logger("bg.scheduler", like: logger))
         keepAlive = KeepAlive(broker: broker, clock: clock)
+        pruner = HistoryPruner(
+            store: store, configuration: configuration.retention, clock: clock, doorbell: pruneDoorbell,
+            logger: Self.logger("bg.retention", like: logger))
         if let push = configuration.push {
             pushGateway = PushGateway(
                 configuration: push,
@@ -244,7 +253,7 @@ public struct Daemon: Service {
             responder: router.buildResponder(),
             configuration: .init(address: .unixDomainSocket(path: socketPath), serverName: "bgd/\(Self.version)"),
             services: [
-                supervisor, coordinator, scheduler, keepAlive, transfers, lifecycle, taskDispatcher,
+                supervisor, coordinator, scheduler, keepAlive, transfers, lifecycle, taskDispatcher, pruner,
                 MetricsRecorder(metrics: metrics, activity: activity),
             ] + (conditionsPoller.map { [$0] } ?? [])
                 + (pushGateway.map { [$0] } ?? []) + (pushDispatcher.map { [$0] } ?? [])

@@ -193,6 +193,14 @@ extension BackgroundStore {
                 t.add(column: "memoryPeakBytes", .integer)
             }
         }
+        migrator.registerMigration("retention") { db in
+            // What pruning looks for, oldest first, without reading whole tables.
+            try db.execute(sql: "CREATE INDEX event_byClosed ON event(closedAt) WHERE closedAt IS NOT NULL")
+            try db.create(index: "push_byReceived", on: "push", columns: ["receivedAt"])
+            try db.execute(sql: "CREATE INDEX run_byEnded ON run(endedAt) WHERE endedAt IS NOT NULL")
+            try db.execute(sql: "CREATE INDEX transfer_byFinished ON transfer(finishedAt) WHERE finishedAt IS NOT NULL")
+            try db.create(index: "usage_byOpened", on: "usage", columns: ["openedAt"])
+        }
         return migrator
     }
 }

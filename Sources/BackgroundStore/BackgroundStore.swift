@@ -55,6 +55,12 @@ public struct BackgroundStore: Sendable {
         // campaign's fsync-failure fault found it: failing fsyncs changed nothing.
         try pool.writeWithoutTransaction { db in
             try db.execute(sql: "PRAGMA synchronous = \(durability == .full ? "FULL" : "NORMAL")")
+            // Pages freed by pruning go back to the file system (`prune`'s incremental_vacuum).
+            // A file made before this setting takes it only through one VACUUM, done once here.
+            if try Int.fetchOne(db, sql: "PRAGMA auto_vacuum") != 2 {
+                try db.execute(sql: "PRAGMA auto_vacuum = INCREMENTAL")
+                try db.execute(sql: "VACUUM")
+            }
         }
         return try BackgroundStore(pool, commits: commits)
     }

@@ -35,6 +35,7 @@ public struct TestDaemon: Sendable {
         backgroundTime: BackgroundTimePolicy = BackgroundTimePolicy(),
         processing: ProcessingTaskPolicy = ProcessingTaskPolicy(),
         dashboard: DashboardServer.Configuration? = nil, appCgroups: Bool = true,
+        retention: HistoryPruner.Configuration = .init(),
         _ body: @Sendable (TestDaemon) async throws -> T
     ) async throws -> T {
         let directory = directory ?? TemporaryDirectory.make()
@@ -44,7 +45,8 @@ public struct TestDaemon: Sendable {
             lingerGrace: .seconds(5), fetchPolicy: fetchPolicy, usage: usage, conditions: conditions,
             transfers: transfers,
             push: push,
-            backgroundTime: backgroundTime, processing: processing, dashboard: dashboard, appCgroups: appCgroups)
+            backgroundTime: backgroundTime, processing: processing, dashboard: dashboard, appCgroups: appCgroups,
+            retention: retention)
         var logger = Logger(label: "bg.daemon")
         // Quiet unless asked: BGD_TEST_LOG_LEVEL=debug swift test …
         logger.logLevel =

@@ -48,6 +48,12 @@ struct BGD: AsyncParsableCommand {
 
     @Option(
         help:
+            "Finished work older than this is deleted (ended runs, acknowledged events, ended transfers, settled pushes; each app's latest 20 runs and anything still waited for stay), e.g. 30d.",
+        transform: parseDuration)
+    var keepHistory: Duration = .seconds(30 * 86400)
+
+    @Option(
+        help:
             "How opens become fetch wakes: 'learned' (a per-user model of the chance of an open in the next hour, the default) or 'adaptive' (hour-of-day rates with lifts, the planner before it)."
     )
     var fetchPlanner: UsageTracker.Planner = .learned
@@ -170,6 +176,9 @@ struct BGD: AsyncParsableCommand {
     var logFormat: String = "auto"
 
     func validate() throws {
+        guard keepHistory >= .seconds(86400) else {
+            throw ValidationError("--keep-history must be at least 1d: the fetch policy reads the last day of runs")
+        }
         guard BackgroundStore.Durability(rawValue: durability) != nil else {
             throw ValidationError("--durability must be 'full' or 'normal'")
         }
@@ -292,7 +301,8 @@ struct BGD: AsyncParsableCommand {
             processing: ProcessingTaskPolicy(budget: processingBudget),
             dashboard: http.flatMap { Self.dashboard($0, allowRemote: httpAllowRemote) },
             confineApps: confineApps == "on",
-            appCgroups: appCgroups == "on")
+            appCgroups: appCgroups == "on",
+            retention: .init(retention: .init(history: keepHistory, opens: max(keepHistory, .seconds(90 * 86400)))))
         let daemon: Daemon
         do {
             daemon = try await Daemon(configuration: configuration, logger: logger)

@@ -33,13 +33,20 @@ public final class EventBroker: Sendable {
     /// Moves whenever a stream opens or closes (the app listing's cache key).
     public var connectionGeneration: Int { changes.load(ordering: .acquiring) }
 
+    /// Rung when a stream opens: the keep-alive sleeps only while some stream is open.
+    let streamOpened = Doorbell()
+
     public init() {}
+
+    /// Whether any app holds an event stream open.
+    public var hasStreams: Bool { streams.withLock { !$0.isEmpty } }
 
     public func subscribe(_ app: AppID, isLaunched: Bool) -> Subscription {
         let (signals, continuation) = AsyncStream<Signal>.makeStream(bufferingPolicy: .unbounded)
         let id = UUID()
         streams.withLock { $0[app, default: [:]][id] = Stream(isLaunched: isLaunched, continuation: continuation) }
         changes.add(1, ordering: .releasing)
+        streamOpened.ring()
         return Subscription(id: id, app: app, isLaunched: isLaunched, signals: signals)
     }
 

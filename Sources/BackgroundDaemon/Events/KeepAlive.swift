@@ -4,7 +4,8 @@ import ServiceLifecycle
 
 /// Sends a line on every idle event stream at a fixed period. HTTP clients give up on a silent
 /// connection (AsyncHTTPClient's default read timeout is 90 s), and a line written to a peer
-/// that has gone away is how bgd notices it.
+/// that has gone away is how bgd notices it. With no stream open it does not wake at all: it
+/// waits for the first one (an idle bgd costs nothing here).
 struct KeepAlive: Service {
     let broker: EventBroker
     let clock: any WallClock
@@ -14,6 +15,10 @@ struct KeepAlive: Service {
         do {
             try await cancelWhenGracefulShutdown {
                 while true {
+                    if !broker.hasStreams {
+                        try await broker.streamOpened.wait(until: nil, on: clock)
+                        continue
+                    }
                     try await clock.sleep(until: clock.now.adding(period))
                     broker.keepAlive()
                 }

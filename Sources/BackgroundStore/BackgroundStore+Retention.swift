@@ -1,0 +1,109 @@
+import BackgroundModel
+import Foundation
+import GRDB
+
+/// What bgd keeps of finished work, so that a daemon running for months stays the size it had
+/// after the first ones. Nothing an app or a provider still waits for is ever deleted: queued
+/// pushes, unacknowledged events, runs in flight and what they hold, transfers not ended.
+extension BackgroundStore {
+    public struct Retention: Hashable, Sendable {
+        /// Finished work older than this goes: ended runs, acknowledged events, ended transfers
+        /// whose app has nothing left to hear, and pushes delivered, replaced or dropped.
+        public var history: Duration
+        /// Opens are the usage models' evidence: kept at least as long as they read back
+        /// (the adaptive learner eight weeks, the learned model as far as it goes).
+        public var opens: Duration
+        /// The latest runs of each app stay whatever their age: the fetch policy anchors an app's
+        /// next wake on its last run and backs off on its last failures.
+        public var runsKeptPerApp: Int
+
+        public init(
+            history: Duration = .seconds(30 * 86400), opens: Duration = .seconds(90 * 86400), runsKeptPerApp: Int = 20
+        ) {
+            self.history = history
+            self.opens = opens
+            self.runsKeptPerApp = max(1, runsKeptPerApp)
+        }
+    }
+
+    /// What one pruning pass deleted, and the pages it gave back to the file system.
+    public struct PruneReport: Hashable, Sendable {
+        public var runs = 0
+        public var events = 0
+        public var pushes = 0
+        public var transfers = 0
+        public var opens = 0
+        public var pagesFreed = 0
+
+        public var rowsDeleted: Int { runs + events + pushes + transfers + opens }
+    }
+
+    /// Deletes what `retention` no longer keeps, `batch` rows a transaction so that no other
+    /// write waits long behind it, then returns the freed pages to the file system
+    /// (`incremental_vacuum`: the file shrinks).
+    public func prune(_ retention: Retention, now: Date, batch: Int = 500) async throws -> PruneReport {
+        let cutoff = now.addingTimeInterval(-retention.history.seconds)
+        var report = PruneReport()
+        report.events = try await deleteInBatches(
+            from: "event", where: "closedAt IS NOT NULL AND closedAt < ?", [cutoff], batch: batch)
+        report.pushes = try await deleteInBatches(
+            from: "push",
+            where: "state IN ('\(PushState.delivered.rawValue)', '\(PushState.replaced.rawValue)', "
+                + "'\(PushState.dropped.rawValue)', '\(PushState.recorded.rawValue)') AND receivedAt < ?",
+            [cutoff], batch: batch)
+        report.runs = try await deleteInBatches(
+            from: "run",
+            where: """
+                outcome IS NOT NULL AND endedAt < ?
+                AND id NOT IN (SELECT r.id FROM run r WHERE r.appId = run.appId ORDER BY r.startedAt DESC LIMIT ?)
+                AND id NOT IN (SELECT runId FROM event WHERE closedAt IS NULL AND runId IS NOT NULL)
+                AND id NOT IN (SELECT runId FROM push WHERE runId IS NOT NULL AND state IN ('\(PushState.queued.rawValue)', '\(PushState.delivering.rawValue)'))
+                AND id NOT IN (SELECT runId FROM taskRequest WHERE runId IS NOT NULL)
+                """,
+            [cutoff, retention.runsKeptPerApp], batch: batch)
+        report.transfers = try await deleteInBatches(
+            from: "transfer",
+            where: """
+                state IN ('\(TransferState.completed.rawValue)', '\(TransferState.failed.rawValue)', '\(TransferState.cancelled.rawValue)')
+                AND finishedAt < ?
+                AND (appId IS NULL OR appId NOT IN (SELECT appId FROM event WHERE closedAt IS NULL))
+                """,
+            [cutoff], batch: batch)
+        report.opens = try await deleteInBatches(
+            from: "usage", where: "openedAt < ?", [now.addingTimeInterval(-retention.opens.seconds)], batch: batch)
+        report.pagesFreed = try await writer.writeWithoutTransaction { db in
+            let free = try Int.fetchOne(db, sql: "PRAGMA freelist_count") ?? 0
+            try db.execute(sql: "PRAGMA incremental_vacuum")
+            return free - (try Int.fetchOne(db, sql: "PRAGMA freelist_count") ?? 0)
+        }
+        return report
+    }
+
+    /// The file's pages in use and free (`bgctl status`, the soak benchmark).
+    public func pageCounts() async throws -> (pages: Int, free: Int, pageSize: Int) {
+        try await writer.read { db in
+            (
+                try Int.fetchOne(db, sql: "PRAGMA page_count") ?? 0,
+                try Int.fetchOne(db, sql: "PRAGMA freelist_count") ?? 0,
+                try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 0
+            )
+        }
+    }
+
+    private func deleteInBatches(
+        from table: String, where condition: String, _ arguments: StatementArguments, batch: Int
+    ) async throws -> Int {
+        var total = 0
+        while true {
+            let deleted = try await writer.write { db in
+                try db.execute(
+                    sql: "DELETE FROM \(table) WHERE rowid IN (SELECT rowid FROM \(table) WHERE \(condition) LIMIT ?)",
+                    arguments: arguments + [batch])
+                return db.changesCount
+            }
+            total += deleted
+            if deleted < batch { return total }
+            await Task.yield()
+        }
+    }
+}
