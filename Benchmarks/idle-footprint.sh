@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# BM11: bgd idle with 50 registered apps (next wake >= 10 min away) versus cron, measured in the
-# same run: resident memory, and wakeups (voluntary context switches, all threads) per minute.
+# BM11: bgd idle with 50 registered apps (next wake >= 10 min away) versus cron and a Swift
+# program that only awaits one Task.sleep of an hour, measured in the same run: resident memory,
+# wakeups (context switches, all threads) per minute, and bgd's voluntary switches per thread.
+# The Swift anchor is the floor of any Swift Concurrency process on Linux: libdispatch's
+# worker-pool monitor (a 1 s timer on its manager thread, started with the first worker thread)
+# wakes it every second.
 # Usage: Benchmarks/idle-footprint.sh [SECONDS]   (default 60; needs a release build, made here)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,7 +14,13 @@ swift build -c release --product bgd >/dev/null
 swift build -c release --product bgctl >/dev/null
 bin=$(swift build -c release --show-bin-path)
 work=$(mktemp -d /tmp/bgd-bench-XXXX)
-trap 'kill $bgd $cronpid 2>/dev/null || true; rm -rf "$work"' EXIT
+trap 'kill $bgd $cronpid $probe 2>/dev/null || true; rm -rf "$work"' EXIT
+cat > "$work/probe.swift" <<'SWIFT'
+@main struct Probe { static func main() async throws { try await Task.sleep(for: .seconds(86400)) } }
+SWIFT
+swiftc -O -parse-as-library "$work/probe.swift" -o "$work/probe"
+"$work/probe" &
+probe=$!
 
 "$bin/bgd" --state-dir "$work/state" --socket "$work/bgd.sock" 2>"$work/bgd.log" &
 bgd=$!
@@ -23,6 +33,12 @@ cronpid=$!
 sleep 5  # let both settle after start-up
 
 rss() { awk '/^VmRSS/ {print $2}' /proc/"$1"/status; }
+# "tid name voluntary-switches" for each thread, sorted by tid (for join).
+thread_switches() {
+    for t in /proc/"$1"/task/*; do
+        echo "$(basename "$t") $(tr -d ' ' < "$t/comm") $(awk '/^voluntary_ctxt_switches/ {print $2}' "$t/status")"
+    done | sort
+}
 per_minute() { echo "scale=1; $1 * 60 / $window" | bc; }
 if command -v perf >/dev/null && perf stat -e context-switches -p $$ -- true >/dev/null 2>&1; then
     # perf counts every thread's switches, those that exit during the window too.
@@ -31,20 +47,32 @@ if command -v perf >/dev/null && perf stat -e context-switches -p $$ -- true >/d
     p1=$!
     count $cronpid > "$work/cron.count" &
     p2=$!
-    wait $p1 $p2
-    bw=$(cat "$work/bgd.count"); cw=$(cat "$work/cron.count"); how="perf context-switches"
+    count $probe > "$work/probe.count" &
+    p3=$!
+    threads_before=$(thread_switches $bgd)
+    wait $p1 $p2 $p3
+    threads_after=$(thread_switches $bgd)
+    bw=$(cat "$work/bgd.count"); cw=$(cat "$work/cron.count"); pw=$(cat "$work/probe.count"); how="perf context-switches"
     [[ "$bw" =~ ^[0-9]+$ ]] || bw=0
     [[ "$cw" =~ ^[0-9]+$ ]] || cw=0
+    [[ "$pw" =~ ^[0-9]+$ ]] || pw=0
 else
     # Without perf: voluntary switches summed over the threads alive at both ends (undercounts
     # threads that come and go).
     switches() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/^voluntary_ctxt_switches/ {s += $2} END {print s}'; }
-    b0=$(switches $bgd); c0=$(switches $cronpid)
+    b0=$(switches $bgd); c0=$(switches $cronpid); p0=$(switches $probe)
+    threads_before=$(thread_switches $bgd)
     sleep "$window"
-    bw=$(( $(switches $bgd) - b0 )); cw=$(( $(switches $cronpid) - c0 )); how="voluntary switches of live threads"
+    threads_after=$(thread_switches $bgd)
+    bw=$(( $(switches $bgd) - b0 )); cw=$(( $(switches $cronpid) - c0 )); pw=$(( $(switches $probe) - p0 ))
+    how="voluntary switches of live threads"
 fi
 printf '%-28s %10s %18s\n' "daemon (idle ${window}s)" "RSS (MB)" "wakeups / min"
 printf '%-28s %10.1f %18s\n' "bgd, 50 apps" "$(echo "$(rss $bgd) / 1024" | bc -l)" "$(per_minute $bw)"
 printf '%-28s %10.1f %18s\n' "cron (anchor, same run)" "$(echo "$(rss $cronpid) / 1024" | bc -l)" "$(per_minute $cw)"
+printf '%-28s %10.1f %18s\n' "Swift, one Task.sleep (floor)" "$(echo "$(rss $probe) / 1024" | bc -l)" "$(per_minute $pw)"
+echo "bgd's threads (name: voluntary switches per minute; threads that came or went are left out):"
+join <(echo "$threads_before") <(echo "$threads_after") \
+    | awk -v w="$window" '{ d = $5 - $3; if (d > 0) printf "  %-7s %-22s %6.1f\n", $1, $2, d * 60 / w }' | sort -k3 -rn
 echo "(wakeups counted as $how)"
 echo "threads in bgd: $(ls /proc/$bgd/task | wc -l); $(nproc) cores; $(uname -r)"
