@@ -123,6 +123,8 @@ let package = Package(
                 // Built with bgd (even by `swift run bgd`), since bgd launches apps through it.
                 "BackgroundDaemon", "BackgroundModel", "bgd-confine",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],

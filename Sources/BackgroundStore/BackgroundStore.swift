@@ -7,7 +7,7 @@ import GRDB
 /// The store is the truth: a state change and the event it produces commit together, and the
 /// daemon recomputes everything else (plans, who is running) from here after a crash.
 public struct BackgroundStore: Sendable {
-    let writer: any DatabaseWriter
+    let writer: StoreWriter
     /// Advances whenever a device token or provider key is added, revoked or removed.
     public let pushCredentials = Generation()
     /// Advances with every commit of the writer (a file store's): whatever was read before may
@@ -20,7 +20,7 @@ public struct BackgroundStore: Sendable {
     }
 
     init(_ writer: any DatabaseWriter, commits: Generation) throws {
-        self.writer = writer
+        self.writer = StoreWriter(writer)
         self.commits = commits
         try Self.migrator.migrate(writer)
     }

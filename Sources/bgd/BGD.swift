@@ -14,7 +14,6 @@ import ServiceLifecycle
 #endif
 
 /// The daemon: decides when apps run in the background, and runs them.
-@main
 struct BGD: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bgd",
@@ -305,7 +304,8 @@ struct BGD: AsyncParsableCommand {
             retention: .init(retention: .init(history: keepHistory, opens: max(keepHistory, .seconds(90 * 86400)))))
         let daemon: Daemon
         do {
-            daemon = try await Daemon(configuration: configuration, logger: logger)
+            daemon = try await Daemon(
+                configuration: configuration, clock: quietExecutor ? EventLoopClock() : SystemClock(), logger: logger)
         } catch let error as StateDirectory.AlreadyInUse {
             FileHandle.standardError.write(Data("bgd: \(error)\n".utf8))
             throw ExitCode(75)  // EX_TEMPFAIL
@@ -318,8 +318,9 @@ struct BGD: AsyncParsableCommand {
         }
         let group = ServiceGroup(
             configuration: .init(
-                services: [daemon], gracefulShutdownSignals: [.sigterm, .sigint], cancellationSignals: [],
-                logger: logger))
+                services: [daemon], gracefulShutdownSignals: quietExecutor ? [] : [.sigterm, .sigint],
+                cancellationSignals: [], logger: logger))
+        if quietExecutor { SignalWaiter.shared.onSignal { Task { await group.triggerGracefulShutdown() } } }
         do {
             try await group.run()
         } catch let error as ListenerFailed {

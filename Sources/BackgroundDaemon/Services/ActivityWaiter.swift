@@ -9,13 +9,19 @@ struct ActivityWaiter: Sendable {
     let clock: any WallClock
 
     /// `read()` now; if that has not ended, the first activity `match` accepts within `timeout`,
-    /// else `read()` again. Nil when `read()` finds nothing.
+    /// else `read()` again. Nil when `read()` finds nothing, even after the wait: a run that does
+    /// not exist yet (the one bgd starts next, say, just after it restarted) is waited for like
+    /// one in flight.
     func awaitEnd<T: Sendable>(
         timeout: Duration, read: () async throws -> T?, hasEnded: (T) -> Bool,
         match: @escaping @Sendable (Activity) -> T?
     ) async throws -> T? {
         let feed = activity.subscribe()  // before reading the store, so the end cannot slip between
-        guard let current = try await read() else { return nil }
+        guard let current = try await read() else {
+            guard timeout > .zero else { return nil }
+            if let ended = try await first(in: feed, within: timeout, match) { return ended }
+            return try await read()
+        }
         if hasEnded(current) || timeout <= .zero { return current }
         if let ended = try await first(in: feed, within: timeout, match) { return ended }
         return try await read() ?? current

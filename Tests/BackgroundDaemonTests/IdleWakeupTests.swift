@@ -1,0 +1,55 @@
+import Background
+import BackgroundModel
+import BackgroundTesting
+import Foundation
+import Testing
+
+/// Idle is free (issue 17), on a real bgd process: with apps registered and nothing due, its
+/// threads sleep. libdispatch's worker-pool monitor would wake it every second; bgd runs its
+/// tasks on NIO's loops and its store on threads of its own so that it never starts, and
+/// `BGD_DISPATCH=1` (libdispatch kept) shows the difference in the same test.
+@Suite(.serialized, .timeLimit(.minutes(2)))
+struct IdleWakeupTests {
+    /// Voluntary context switches of each of the process's threads, by thread id.
+    func switches(of pid: Int32) -> [String: Int] {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        return tasks.reduce(into: [:]) { counts, task in
+            let status = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/status", encoding: .utf8)) ?? ""
+            let line = status.split(separator: "\n").first { $0.hasPrefix("voluntary_ctxt_switches:") }
+            counts[task] = line.flatMap { Int($0.split(separator: "\t").last ?? "") } ?? 0
+        }
+    }
+
+    /// Wakeups over a window of `seconds` of an idle bgd with five apps.
+    func idleWakeups(environment: [String: String], seconds: Int) async throws -> Int {
+        let directory = TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let daemon = try await DaemonProcess(
+            stateDirectory: directory + "/state", socketPath: directory + "/bgd.sock",
+            arguments: ["--push-port", "off"], environment: environment)
+        let admin = DaemonClient(socketPath: daemon.socketPath)
+        for i in 0..<5 {
+            _ = try await admin.send(
+                .post, "/v1/apps",
+                body: RegisterAppRequest(
+                    id: AppID(rawValue: "com.example.idle\(i)")!, launchCommand: LaunchCommand(["/bin/true"])!,
+                    fetchInterval: .every(.seconds(3600))),
+                as: RegisteredApp.self)
+        }
+        // Let the requests' threads settle, then count over the window (a measurement, not a wait).
+        try await ContinuousClock().sleep(for: .seconds(1))
+        let before = switches(of: daemon.processID)
+        try await ContinuousClock().sleep(for: .seconds(seconds))
+        // Threads alive at both ends (a thread that comes and goes is not an idle wakeup).
+        return switches(of: daemon.processID).reduce(0) { total, thread in
+            total + max(0, thread.value - (before[thread.key] ?? thread.value))
+        }
+    }
+
+    @Test func anIdleBgdDoesNotWakeEverySecond() async throws {
+        let quiet = try await idleWakeups(environment: [:], seconds: 5)
+        let dispatch = try await idleWakeups(environment: ["BGD_DISPATCH": "1"], seconds: 5)
+        #expect(quiet <= 2, "\(quiet) wakeups in 5 s")
+        #expect(dispatch >= 4, "libdispatch's monitor: \(dispatch) wakeups in 5 s")
+    }
+}
