@@ -2,9 +2,10 @@
 # BM11: bgd idle with 50 registered apps (next wake >= 10 min away) versus cron and a Swift
 # program that only awaits one Task.sleep of an hour, measured in the same run: resident memory,
 # wakeups (context switches, all threads) per minute, and bgd's voluntary switches per thread.
-# The Swift anchor is the floor of any Swift Concurrency process on Linux: libdispatch's
-# worker-pool monitor (a 1 s timer on its manager thread, started with the first worker thread)
-# wakes it every second.
+# The Swift anchor is the floor of any Swift Concurrency process on Linux that lets libdispatch
+# run its tasks: libdispatch's worker-pool monitor (a 1 s timer on its manager thread, started
+# with the first worker thread) wakes it every second. bgd avoids it (Sources/bgd/main.swift);
+# BGD_DISPATCH=1 in the environment brings it back, to compare.
 # Usage: Benchmarks/idle-footprint.sh [SECONDS]   (default 60; needs a release build, made here)
 set -euo pipefail
 cd "$(dirname "$0")/.."
