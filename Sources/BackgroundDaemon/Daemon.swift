@@ -190,6 +190,7 @@ public struct Daemon: Service {
         keepAlive = KeepAlive(broker: broker, clock: clock)
         pruner = HistoryPruner(
             store: store, configuration: configuration.retention, clock: clock, doorbell: pruneDoorbell,
+            activity: activity,
             logger: Self.logger("bg.retention", like: logger))
         if let push = configuration.push {
             pushGateway = PushGateway(

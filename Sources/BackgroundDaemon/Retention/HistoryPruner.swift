@@ -23,12 +23,14 @@ public struct HistoryPruner: Service {
     let configuration: Configuration
     let clock: any WallClock
     let doorbell: Doorbell
+    let activity: ActivityFeed?
     let logger: Logger
 
     public init(
         store: BackgroundStore, configuration: Configuration, clock: any WallClock, doorbell: Doorbell = Doorbell(),
-        logger: Logger
+        activity: ActivityFeed? = nil, logger: Logger
     ) {
+        self.activity = activity
         self.store = store
         self.configuration = configuration
         self.clock = clock
@@ -48,6 +50,7 @@ public struct HistoryPruner: Service {
                         "pages.freed": "\(report.pagesFreed)",
                     ])
             }
+            activity?.emit(.historyPruned(rows: report.rowsDeleted))
             return clock.now.adding(configuration.interval)
         }
     }

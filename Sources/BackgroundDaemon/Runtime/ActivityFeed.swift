@@ -32,6 +32,8 @@ public enum Activity: Hashable, Sendable {
     case backgroundTaskEnded(AppID, BackgroundTaskIdentifier)
     /// The app was told to run its expiration handlers: its background time ends at the date.
     case backgroundTimeExpiring(AppID, Date)
+    /// A pruning pass ended, having deleted this many rows of finished history.
+    case historyPruned(rows: Int)
 }
 
 /// Fans activity out to any number of subscribers. Subscribers that stop listening are dropped.
