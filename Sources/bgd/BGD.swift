@@ -305,7 +305,7 @@ struct BGD: AsyncParsableCommand {
         let daemon: Daemon
         do {
             daemon = try await Daemon(
-                configuration: configuration, clock: quietExecutor ? EventLoopClock() : SystemClock(), logger: logger)
+                configuration: configuration, clock: quietExecutor ? SystemClock.onEventLoops() : SystemClock(), logger: logger)
         } catch let error as StateDirectory.AlreadyInUse {
             FileHandle.standardError.write(Data("bgd: \(error)\n".utf8))
             throw ExitCode(75)  // EX_TEMPFAIL

@@ -47,8 +47,6 @@ public actor UsageTracker {
     private var learner: UsageLearner
     private var threshold: WakeThreshold
     private var learned: LearnedUsage
-    /// How long the last rebuild took, for `bgctl status` and the note.
-    public private(set) var lastRebuild: (opens: Int, duration: Duration)?
 
     public init(store: BackgroundStore, configuration: Configuration) {
         self.store = store
@@ -61,7 +59,6 @@ public actor UsageTracker {
     /// Relearns everything from the stored opens (the learned model replays them: about a
     /// second for 90 days of a heavy user's opens).
     public func rebuild(now: Date) async throws {
-        let started = ContinuousClock.now
         let opens = try await store.allOpens(since: now.addingTimeInterval(-configuration.memory.seconds))
         var fresh = UsageLearner(configuration: configuration.learning)
         var model = LearnedUsage(configuration: configuration.learned)
@@ -71,7 +68,6 @@ public actor UsageTracker {
         }
         learner = fresh
         learned = model
-        lastRebuild = (opens.count, ContinuousClock.now - started)
     }
 
     public func recordOpen(of app: AppID, at date: Date) {

@@ -18,8 +18,16 @@ public protocol WallClock: Sendable {
 public struct SystemClock: WallClock {
     /// Bounds how late a sleeper wakes if the wall clock jumps while it naps.
     public var maximumNap: Duration
+    /// How one nap is slept: `Task.sleep` by default (bgd sleeps on event-loop timers instead).
+    public var nap: @Sendable (Duration) async throws -> Void
 
-    public init(maximumNap: Duration = .seconds(60)) { self.maximumNap = maximumNap }
+    public init(
+        maximumNap: Duration = .seconds(60),
+        nap: @escaping @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) }
+    ) {
+        self.maximumNap = maximumNap
+        self.nap = nap
+    }
 
     public var now: Date { Date() }
 
@@ -28,7 +36,7 @@ public struct SystemClock: WallClock {
 
     public func sleep(until deadline: Date) async throws {
         while case let remaining = deadline.timeIntervalSince(now), remaining > 0 {
-            try await Task.sleep(for: min(.milliseconds(Int64((remaining * 1000).rounded(.up))), maximumNap))
+            try await nap(min(.milliseconds(Int64((remaining * 1000).rounded(.up))), maximumNap))
         }
         try Task.checkCancellation()
     }

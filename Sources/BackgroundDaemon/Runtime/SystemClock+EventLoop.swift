@@ -4,30 +4,20 @@ import NIOCore
 import NIOPosix
 import Synchronization
 
-/// The system wall clock, sleeping on NIO's event-loop timers instead of `Task.sleep`.
-///
-/// On Linux `Task.sleep` goes through libdispatch (`dispatch_after`), and libdispatch's manager
-/// thread, once started, runs its worker-pool monitor: a timer that wakes the process every
-/// second for as long as it lives. An event loop's timer is one `timerfd` armed for the deadline.
-/// A sleeper still wakes every `maximumNap` to notice a wall clock that was set.
-public struct EventLoopClock: WallClock {
-    public var maximumNap: Duration
-    private let system = SystemClock()
-
-    public init(maximumNap: Duration = .seconds(60)) { self.maximumNap = maximumNap }
-
-    public var now: Date { system.now }
-    public var elapsed: Duration { system.elapsed }
-
-    public func sleep(until deadline: Date) async throws {
-        while case let remaining = deadline.timeIntervalSince(now), remaining > 0 {
-            try await Self.nap(min(.milliseconds(Int64((remaining * 1000).rounded(.up))), maximumNap))
-        }
-        try Task.checkCancellation()
+extension SystemClock {
+    /// The system wall clock, napping on NIO's event-loop timers instead of `Task.sleep`.
+    ///
+    /// On Linux `Task.sleep` goes through libdispatch (`dispatch_after`), and libdispatch's
+    /// manager thread, once started, runs its worker-pool monitor: a timer that wakes the process
+    /// every second for as long as it lives. An event loop's timer is one `timerfd` armed for the
+    /// deadline. NIO's timers run on CLOCK_MONOTONIC, which stops during suspend: after a resume
+    /// a sleeper is up to `maximumNap` late.
+    public static func onEventLoops(maximumNap: Duration = .seconds(60)) -> SystemClock {
+        SystemClock(maximumNap: maximumNap, nap: napOnEventLoop)
     }
 
     /// One timer on an event loop; cancelling the task cancels the timer and throws.
-    static func nap(_ duration: Duration) async throws {
+    @Sendable static func napOnEventLoop(_ duration: Duration) async throws {
         let loop = MultiThreadedEventLoopGroup.singleton.any()
         let timer = Mutex<Scheduled<Void>?>(nil)
         let (seconds, attoseconds) = duration.components
