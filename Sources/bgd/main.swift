@@ -5,9 +5,9 @@ import NIOPosix
 // Idle is free (issue 17): every task runs on NIO's event loops, and no libdispatch worker
 // thread ever starts — the first would start libdispatch's worker-pool monitor, a timer that
 // wakes the process every second. So, before any async code: signals go to a sigwait thread,
-// and NIO takes over the global executor. Opt-in for now (`BGD_QUIET_EXECUTOR=1`): a loaded full
-// test run saw the push gateway close a capped connection seconds late with it (issue 17).
-let quietExecutor = ProcessInfo.processInfo.environment["BGD_QUIET_EXECUTOR"] == "1"
+// and NIO takes over the global executor. `BGD_DISPATCH=1` keeps Swift's default executor
+// (libdispatch), to compare or to rule the executor out when something looks wrong.
+let quietExecutor = ProcessInfo.processInfo.environment["BGD_DISPATCH"] != "1"
 if quietExecutor {
     SignalWaiter.shared.start([SIGTERM, SIGINT])
     _ = NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()

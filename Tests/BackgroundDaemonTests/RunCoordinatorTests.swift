@@ -19,10 +19,10 @@ struct RunCoordinatorTests {
             (
                 specs: [LaunchSpec], nextPID: Int32,
                 exits: [Int32: CheckedContinuation<BackgroundDaemon.ExitStatus, Never>],
-                early: [Int32: BackgroundDaemon.ExitStatus]
+                early: [Int32: BackgroundDaemon.ExitStatus], ended: Bool
             )
         >(
-            ([], 2_000_000_000, [:], [:]))
+            ([], 2_000_000_000, [:], [:], false))
 
         var launches: [LaunchSpec] { state.withLock { $0.specs } }
 
@@ -38,6 +38,7 @@ struct RunCoordinatorTests {
             await withCheckedContinuation { continuation in
                 let early: BackgroundDaemon.ExitStatus? = state.withLock {
                     if let status = $0.early.removeValue(forKey: process.processID) { return status }
+                    if $0.ended { return .signalled(9) }
                     $0.exits[process.processID] = continuation
                     return nil
                 }
@@ -45,9 +46,12 @@ struct RunCoordinatorTests {
             }
         }
 
-        /// Every process still "running" exits (the end of a test: the supervisor waits for them).
+        /// Every process still "running" exits, and any the supervisor starts waiting for later
+        /// (the end of a test: the supervisor waits for them, and its waiter for a process
+        /// launched just before may not be registered yet).
         func exitAll() {
             let waiting = state.withLock { state in
+                state.ended = true
                 defer { state.exits = [:] }
                 return Array(state.exits.values)
             }
@@ -116,9 +120,12 @@ struct RunCoordinatorTests {
         }
     }
 
-    /// Waits for an actor's state to change after virtual time moved (its loop runs on its own).
+    /// Waits for an actor's state to change after virtual time moved (its loop runs on its own,
+    /// and the store's work on the store's threads, which a loaded full run may keep busy for
+    /// seconds): yields until the condition holds, for at most a minute of real time.
     func until(_ condition: () async -> Bool) async -> Bool {
-        for _ in 0..<100_000 {
+        let deadline = ContinuousClock.now.advanced(by: .seconds(60))
+        while ContinuousClock.now < deadline {
             if await condition() { return true }
             await Task.yield()
         }
