@@ -160,7 +160,8 @@ public struct Daemon: Service {
             logger: Self.logger("bg.conditions", like: logger))
         if case .sysfs = configuration.conditions.sensing {
             conditionsPoller = ConditionsMonitor.Poller(
-                monitor: conditions, clock: clock, interval: configuration.conditions.pollInterval)
+                monitor: conditions, clock: clock, configuration: configuration.conditions,
+                logger: Self.logger("bg.conditions", like: logger))
         } else {
             conditionsPoller = nil
         }
@@ -282,4 +283,9 @@ public struct Daemon: Service {
         logger.logLevel = parent.logLevel
         return logger
     }
+}
+
+extension Daemon: CustomStringConvertible {
+    /// ServiceLifecycle logs its services at debug level: a name, not every field of every part.
+    public var description: String { "Daemon(\(configuration.stateDirectory))" }
 }

@@ -63,8 +63,11 @@ struct BGD: AsyncParsableCommand {
     )
     var conditions: String = "/sys"
 
-    @Option(help: "How often power and network are read again.", transform: parseDuration)
-    var conditionsPoll: Duration = .seconds(60)
+    @Option(
+        help:
+            "How often power and network are read again besides when the kernel says they changed (default: 10m, or 1m where the kernel's netlink events cannot be heard).",
+        transform: parseDuration)
+    var conditionsPoll: Duration?
 
     @Option(help: "Background transfers moving bytes at once.")
     var maxTransfers: Int = 6
@@ -237,7 +240,7 @@ struct BGD: AsyncParsableCommand {
         guard pushHandshakeTimeout > .zero, pushIdleTimeout > .zero else {
             throw ValidationError("--push-handshake-timeout and --push-idle-timeout must be positive")
         }
-        guard conditionsPoll >= .seconds(1) else { throw ValidationError("--conditions-poll must be at least 1s") }
+        guard (conditionsPoll ?? .seconds(1)) >= .seconds(1) else { throw ValidationError("--conditions-poll must be at least 1s") }
         guard fetchBudget > .zero, expirationLead < fetchBudget else {
             throw ValidationError("--fetch-budget must be positive and longer than --expiration-lead")
         }
@@ -305,7 +308,7 @@ struct BGD: AsyncParsableCommand {
         let daemon: Daemon
         do {
             daemon = try await Daemon(
-                configuration: configuration, clock: quietExecutor ? SystemClock.onEventLoops() : SystemClock(), logger: logger)
+                configuration: configuration, clock: quietExecutor ? SystemClock.withAlarm() : SystemClock(), logger: logger)
         } catch let error as StateDirectory.AlreadyInUse {
             FileHandle.standardError.write(Data("bgd: \(error)\n".utf8))
             throw ExitCode(75)  // EX_TEMPFAIL

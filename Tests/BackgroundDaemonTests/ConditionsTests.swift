@@ -5,6 +5,10 @@ import Foundation
 import NIOHTTP1
 import Testing
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// A sysfs tree of our own, laid out like Linux's.
 struct FakeSysfs {
     let root = TemporaryDirectory.make() + "/sys"
@@ -131,6 +135,35 @@ struct DaemonConditionsTests {
             daemon.clock.advance(by: .seconds(60))
             let plugged = try await daemon.plannedWake(of: Self.app) { !$0.reasons.contains { $0.code == .lowBattery } }
             #expect(plugged == Self.start.addingTimeInterval(15 * 60))
+        }
+    }
+
+    /// The kernel says when power or the network changed (netlink): the conditions are read
+    /// again then, not at the next poll — an hour away here, on a clock that does not move.
+    /// The changes are real kernel announcements (root makes them; this machine has no battery,
+    /// so a uevent is synthesised on `lo` as a power supply sends one) over a fake sysfs tree.
+    @Test(.enabled(if: getuid() == 0, "only root can make the kernel announce a change"))
+    func followsTheKernelsAnnouncementsNotAPoll() async throws {
+        let sysfs = FakeSysfs()
+        try sysfs.laptop(capacity: 80)
+        try await TestDaemon.with(
+            clock: ManualClock(now: Self.start),
+            conditions: .init(sensing: .sysfs(root: sysfs.root), pollInterval: .seconds(3600))
+        ) { daemon in
+            try await daemon.register(Self.app, command: try fixture(), interval: .minimum)
+            func effective() async throws -> DeviceConditions {
+                try await daemon.admin.send(.get, "/v1/env", as: ConditionsReport.self).effective
+            }
+            // A uevent (NETLINK_KOBJECT_UEVENT).
+            try sysfs.write("class/power_supply/BAT0/capacity", "12")
+            try "change".write(toFile: "/sys/class/net/lo/uevent", atomically: false, encoding: .utf8)
+            try await daemon.waitUntil { try await effective().batteryLevel == 12 }
+            // An address coming and going (NETLINK_ROUTE).
+            try sysfs.write("class/power_supply/AC/online", "1")
+            let add = try await Command.run("/usr/sbin/ip", ["address", "add", "127.0.0.77/8", "dev", "lo"])
+            let remove = try await Command.run("/usr/sbin/ip", ["address", "del", "127.0.0.77/8", "dev", "lo"])
+            #expect(add.status == 0 && remove.status == 0, "\(add.standardError)\(remove.standardError)")
+            try await daemon.waitUntil { try await effective().power == .mains }
         }
     }
 

@@ -3,10 +3,12 @@ import BackgroundStore
 import Foundation
 import Logging
 import ServiceLifecycle
+import Synchronization
 
-/// Keeps the machine's conditions current: senses them every `pollInterval` (sysfs has no change
-/// notification for these files), lays the operator's stored overrides over them, and rings the
-/// scheduler when what the policy sees changes.
+/// Keeps the machine's conditions current: senses them when the kernel says power or network
+/// changed (`KernelChangeListener`) and on a long poll besides (a battery's charge may drift
+/// without a uevent; sysfs files have no change notification of their own), lays the operator's
+/// stored overrides over them, and rings the scheduler when what the policy sees changes.
 public actor ConditionsMonitor {
     public enum Sensing: Sendable {
         /// Read from this sysfs root ("/sys").
@@ -17,12 +19,20 @@ public actor ConditionsMonitor {
 
     public struct Configuration: Sendable {
         public var sensing: Sensing
-        public var pollInterval: Duration
+        /// Whether to listen for the kernel's power and network events (netlink).
+        public var kernelEvents: Bool
+        /// How often to read again regardless; nil: every 10 minutes while the kernel's events
+        /// are heard, every minute where they cannot be (not Linux, netlink refused).
+        public var pollInterval: Duration?
 
-        public init(sensing: Sensing = .sysfs(root: "/sys"), pollInterval: Duration = .seconds(60)) {
+        public init(sensing: Sensing = .sysfs(root: "/sys"), kernelEvents: Bool = true, pollInterval: Duration? = nil) {
             self.sensing = sensing
+            self.kernelEvents = kernelEvents
             self.pollInterval = pollInterval
         }
+
+        static let pollWithKernelEvents = Duration.seconds(600)
+        static let pollWithoutKernelEvents = Duration.seconds(60)
     }
 
     private let configuration: Configuration
@@ -57,7 +67,8 @@ public actor ConditionsMonitor {
     }
 
     /// Senses again now.
-    public func refresh() {
+    public func refresh(because cause: String? = nil) {
+        if let cause { logger.debug("Reading the conditions again", metadata: ["cause": "\(cause)"]) }
         let before = effective
         (sensed, sources) = Self.sense(configuration.sensing)
         announce(from: before)
@@ -76,18 +87,38 @@ public actor ConditionsMonitor {
         }
     }
 
-    /// The polling loop, as a service of the daemon.
+    /// Reads the conditions again when the kernel says something changed, and on the poll.
     struct Poller: Service {
         let monitor: ConditionsMonitor
         let clock: any WallClock
-        let interval: Duration
+        let configuration: Configuration
+        let logger: Logger
 
         func run() async throws {
+            let kernelChanged = Doorbell()
+            let causes = Mutex<Set<String>>([])
+            let listener =
+                configuration.kernelEvents
+                ? KernelChangeListener.start { cause in
+                    causes.withLock { _ = $0.insert(cause) }
+                    kernelChanged.ring()
+                } : nil
+            defer { listener?.stop() }
+            let interval =
+                configuration.pollInterval
+                ?? (listener == nil ? Configuration.pollWithoutKernelEvents : Configuration.pollWithKernelEvents)
+            logger.debug(
+                "Watching power and network",
+                metadata: ["kernelEvents": "\(listener != nil)", "poll": "\(interval)"])
             do {
                 try await cancelWhenGracefulShutdown {
                     while !Task.isCancelled {
-                        try await clock.sleep(until: clock.now.adding(interval))
-                        await monitor.refresh()
+                        try await kernelChanged.wait(until: clock.now.adding(interval), on: clock)
+                        let heard = causes.withLock { causes in
+                            defer { causes = [] }
+                            return causes
+                        }
+                        await monitor.refresh(because: heard.isEmpty ? nil : heard.sorted().joined(separator: ", "))
                     }
                 }
             } catch is CancellationError {

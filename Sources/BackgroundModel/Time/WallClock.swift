@@ -20,6 +20,9 @@ public struct SystemClock: WallClock {
     public var maximumNap: Duration
     /// How one nap is slept: `Task.sleep` by default (bgd sleeps on event-loop timers instead).
     public var nap: @Sendable (Duration) async throws -> Void
+    /// Sleeps until a wall-clock deadline in one go, where the platform can (bgd's alarm on
+    /// Linux): no naps then.
+    public var sleepUntil: (@Sendable (Date) async throws -> Void)?
 
     public init(
         maximumNap: Duration = .seconds(60),
@@ -29,12 +32,21 @@ public struct SystemClock: WallClock {
         self.nap = nap
     }
 
+    public init(sleepUntil: @escaping @Sendable (Date) async throws -> Void) {
+        self.init()
+        self.sleepUntil = sleepUntil
+    }
+
     public var now: Date { Date() }
 
     private static let origin = ContinuousClock.now
     public var elapsed: Duration { Self.origin.duration(to: .now) }
 
     public func sleep(until deadline: Date) async throws {
+        if let sleepUntil {
+            try await sleepUntil(deadline)
+            return try Task.checkCancellation()
+        }
         while case let remaining = deadline.timeIntervalSince(now), remaining > 0 {
             try await nap(min(.milliseconds(Int64((remaining * 1000).rounded(.up))), maximumNap))
         }
