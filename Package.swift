@@ -107,6 +107,10 @@ let package = Package(
             path: "Benchmarks/bgbench-lifecycle",
             swiftSettings: swiftSettings),
         .executableTarget(
+            name: "bgbench-soak",
+            dependencies: ["BackgroundDaemon", "BackgroundModel", "BackgroundStore", "BackgroundTesting"],
+            path: "Benchmarks/bgbench-soak", swiftSettings: swiftSettings),
+        .executableTarget(
             name: "bgbench-push",
             dependencies: [
                 "Background", "BackgroundModel",

@@ -2,20 +2,22 @@
 # BM11: bgd idle with 50 registered apps (next wake >= 10 min away) versus cron and a Swift
 # program that only awaits one Task.sleep of an hour, measured in the same run: resident memory,
 # wakeups (context switches, all threads) per minute, and bgd's voluntary switches per thread.
+# Two bgds side by side: one with only its socket, one with the push gateway and the dashboard
+# listening too. Bar (issue 17): <= 1 wakeup a minute (cron's), <= 20 MB.
 # The Swift anchor is the floor of any Swift Concurrency process on Linux that lets libdispatch
 # run its tasks: libdispatch's worker-pool monitor (a 1 s timer on its manager thread, started
 # with the first worker thread) wakes it every second. bgd avoids it (Sources/bgd/main.swift);
 # BGD_DISPATCH=1 in the environment brings it back, to compare.
-# Usage: Benchmarks/idle-footprint.sh [SECONDS]   (default 60; needs a release build, made here)
+# Usage: Benchmarks/idle-footprint.sh [SECONDS]   (default 600; needs a release build, made here)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-window=${1:-60}
+window=${1:-600}
 command -v cron >/dev/null || { apt-get update -qq && apt-get install -y -qq cron >/dev/null; }
 swift build -c release --product bgd >/dev/null
 swift build -c release --product bgctl >/dev/null
 bin=$(swift build -c release --show-bin-path)
 work=$(mktemp -d /tmp/bgd-bench-XXXX)
-trap 'kill $bgd $cronpid $probe 2>/dev/null || true; rm -rf "$work"' EXIT
+trap 'kill $bgd $listening $cronpid $probe 2>/dev/null || true; rm -rf "$work"' EXIT
 cat > "$work/probe.swift" <<'SWIFT'
 @main struct Probe { static func main() async throws { try await Task.sleep(for: .seconds(86400)) } }
 SWIFT
@@ -23,11 +25,18 @@ swiftc -O -parse-as-library "$work/probe.swift" -o "$work/probe"
 "$work/probe" &
 probe=$!
 
-"$bin/bgd" --state-dir "$work/state" --socket "$work/bgd.sock" 2>"$work/bgd.log" &
+"$bin/bgd" --state-dir "$work/state" --socket "$work/bgd.sock" --push-port off 2>"$work/bgd.log" &
 bgd=$!
-until grep -q "bgd is ready" "$work/bgd.log" 2>/dev/null; do sleep 0.1; done
+"$bin/bgd" --state-dir "$work/state2" --socket "$work/bgd2.sock" --push-port 0 --http 127.0.0.1:0 \
+    2>"$work/bgd2.log" &
+listening=$!
+until grep -q "bgd is ready" "$work/bgd.log" 2>/dev/null && grep -q "bgd is ready" "$work/bgd2.log" 2>/dev/null; do
+    sleep 0.1
+done
 for i in $(seq 1 50); do
-    "$bin/bgctl" register "com.example.app$i" --interval 1h --quiet --socket "$work/bgd.sock" -- /bin/true >/dev/null
+    for sock in "$work/bgd.sock" "$work/bgd2.sock"; do
+        "$bin/bgctl" register "com.example.app$i" --interval 1h --quiet --socket "$sock" -- /bin/true >/dev/null
+    done
 done
 cron -f -L 0 &
 cronpid=$!
@@ -46,34 +55,43 @@ if command -v perf >/dev/null && perf stat -e context-switches -p $$ -- true >/d
     count() { perf stat -x, -e context-switches -p "$1" -- sleep "$window" 2>&1 | awk -F, '/context-switches/ {print $1}'; }
     count $bgd > "$work/bgd.count" &
     p1=$!
+    count $listening > "$work/bgd2.count" &
+    p4=$!
     count $cronpid > "$work/cron.count" &
     p2=$!
     count $probe > "$work/probe.count" &
     p3=$!
     threads_before=$(thread_switches $bgd)
-    wait $p1 $p2 $p3
+    wait $p1 $p2 $p3 $p4
     threads_after=$(thread_switches $bgd)
     bw=$(cat "$work/bgd.count"); cw=$(cat "$work/cron.count"); pw=$(cat "$work/probe.count"); how="perf context-switches"
+    lw=$(cat "$work/bgd2.count")
     [[ "$bw" =~ ^[0-9]+$ ]] || bw=0
+    [[ "$lw" =~ ^[0-9]+$ ]] || lw=0
     [[ "$cw" =~ ^[0-9]+$ ]] || cw=0
     [[ "$pw" =~ ^[0-9]+$ ]] || pw=0
 else
     # Without perf: voluntary switches summed over the threads alive at both ends (undercounts
     # threads that come and go).
     switches() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/^voluntary_ctxt_switches/ {s += $2} END {print s}'; }
-    b0=$(switches $bgd); c0=$(switches $cronpid); p0=$(switches $probe)
+    b0=$(switches $bgd); c0=$(switches $cronpid); p0=$(switches $probe); l0=$(switches $listening)
     threads_before=$(thread_switches $bgd)
     sleep "$window"
     threads_after=$(thread_switches $bgd)
-    bw=$(( $(switches $bgd) - b0 )); cw=$(( $(switches $cronpid) - c0 )); pw=$(( $(switches $probe) - p0 ))
+    bw=$(( $(switches $bgd) - b0 )); lw=$(( $(switches $listening) - l0 )); cw=$(( $(switches $cronpid) - c0 )); pw=$(( $(switches $probe) - p0 ))
     how="voluntary switches of live threads"
 fi
 printf '%-28s %10s %18s\n' "daemon (idle ${window}s)" "RSS (MB)" "wakeups / min"
 printf '%-28s %10.1f %18s\n' "bgd, 50 apps" "$(echo "$(rss $bgd) / 1024" | bc -l)" "$(per_minute $bw)"
+printf '%-28s %10.1f %18s\n' "bgd + gateway + dashboard" "$(echo "$(rss $listening) / 1024" | bc -l)" "$(per_minute $lw)"
 printf '%-28s %10.1f %18s\n' "cron (anchor, same run)" "$(echo "$(rss $cronpid) / 1024" | bc -l)" "$(per_minute $cw)"
 printf '%-28s %10.1f %18s\n' "Swift, one Task.sleep (floor)" "$(echo "$(rss $probe) / 1024" | bc -l)" "$(per_minute $pw)"
-echo "bgd's threads (name: voluntary switches per minute; threads that came or went are left out):"
+echo "the first bgd's threads (name: voluntary switches per minute; threads that came or went are left out):"
 join <(echo "$threads_before") <(echo "$threads_after") \
     | awk -v w="$window" '{ d = $5 - $3; if (d > 0) printf "  %-7s %-22s %6.1f\n", $1, $2, d * 60 / w }' | sort -k3 -rn
 echo "(wakeups counted as $how)"
 echo "threads in bgd: $(ls /proc/$bgd/task | wc -l); $(nproc) cores; $(uname -r)"
+if command -v strace >/dev/null; then
+    echo "what the first bgd asked of the kernel in 60 s more (strace -f -c; nothing listed: no syscalls at all):"
+    timeout -s INT 60 strace -f -c -p "$bgd" 2>&1 | grep -v "^strace: Process" || true
+fi

@@ -45,6 +45,7 @@ final class DatabaseThreads: @unchecked Sendable {
     init(count: Int) {
         for _ in 0..<count {
             let thread = Thread { [unowned self] in self.work() }
+            thread.name = "bgd-store"
             thread.start()
         }
     }

@@ -59,7 +59,7 @@ struct PushAnswer: Codable {
 
     /// POSTs over HTTP/2 (TLS, ALPN), trusting `certificate`.
     static func post(
-        url: String, headers: [(String, String)], body: Data, trusting certificate: String
+        url: String, headers: [(String, String)], body: Data, trusting certificate: String, timeout: Duration
     ) async throws -> PushAnswer {
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.additionalTrustRoots = [.file(certificate)]
@@ -71,7 +71,9 @@ struct PushAnswer: Codable {
         request.method = .POST
         for (name, value) in headers { request.headers.add(name: name, value: value) }
         request.body = .bytes(ByteBuffer(bytes: body))
-        let response = try await client.execute(request, timeout: .seconds(10))
+        let (seconds, attoseconds) = timeout.components
+        let response = try await client.execute(
+            request, timeout: .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000))
         let data = try await response.body.collect(upTo: 1 << 16)
         let json = (try? JSONSerialization.jsonObject(with: Data(data.readableBytesView))) as? [String: Any]
         return PushAnswer(

@@ -26,6 +26,15 @@ extension BGCtl.Push {
         @Option(help: "apns-push-type.") var pushType: String = "background"
         @Option(help: "apns-priority (default: 5 for background, 10 otherwise).") var priority: Int?
         @Option(help: "apns-collapse-id.") var collapseID: String?
+        @Option(
+            help: "How long to wait for the gateway's answer, e.g. 30s.",
+            transform: { text in
+                guard let duration = Duration(parsingHuman: text), duration > .zero else {
+                    throw ValidationError("'\(text)' is not a duration; write it like 30s, 2m or 500ms")
+                }
+                return duration
+            })
+        var timeout: Duration = .seconds(30)
 
         func run() async throws {
             guard let body = FileManager.default.contents(atPath: payload) else {
@@ -59,7 +68,8 @@ extension BGCtl.Push {
             let answer: PushAnswer
             do {
                 answer = try await PushAnswer.post(
-                    url: gateway + "/3/device/\(deviceToken)", headers: headers, body: body, trusting: trusted)
+                    url: gateway + "/3/device/\(deviceToken)", headers: headers, body: body, trusting: trusted,
+                    timeout: timeout)
             } catch {
                 FileHandle.standardError.write(
                     Data("bgctl: cannot reach the push gateway at \(gateway): \(error)\n".utf8))

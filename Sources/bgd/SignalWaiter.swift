@@ -17,13 +17,15 @@ final class SignalWaiter: @unchecked Sendable {
         for signal in signals { sigaddset(&set, signal) }
         pthread_sigmask(SIG_BLOCK, &set, nil)
         let waiting = set
-        Thread { [self] in
+        let thread = Thread { [self] in
             var set = waiting
             var received: Int32 = 0
             while true {
                 if sigwait(&set, &received) == 0 { fire() }
             }
-        }.start()
+        }
+        thread.name = "bgd-signals"
+        thread.start()
     }
 
     /// What a signal does, once bgd can stop; a signal that came before fires it at once.
