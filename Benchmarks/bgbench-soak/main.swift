@@ -114,6 +114,9 @@ func residentMegabytes() -> Double {
     return kilobytes / 1024
 }
 
+/// A line of output at once (print's buffer would hold the progress back when it goes to a file).
+func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
+
 func pad(_ text: String, _ width: Int) -> String { String(repeating: " ", count: max(0, width - text.count)) + text }
 
 func megabytes(_ bytes: Int64) -> String { String(format: "%.1f", Double(bytes) / 1_048_576) }
@@ -138,10 +141,10 @@ try await TestDaemon.with(clock: ManualClock(now: start), directory: directory, 
             options.runs / options.days, options.pushes / options.days, max(1, options.transfers / options.days)
         ))
     let database = daemon.daemon.configuration.stateDirectory + "/bgd.sqlite"
-    print(
+    say(
         "soak: \(options.apps) apps, \(options.days) days; a day brings \(workload.perDay.runs) runs, \(workload.perDay.pushes) pushes, \(workload.perDay.transfers) transfers"
     )
-    print("day   bgd file (MB)   unpruned (MB)   bgd RSS (MB)   elapsed (s)")
+    say("day   bgd file (MB)   unpruned (MB)   bgd RSS (MB)   elapsed (s)")
     let began = ContinuousClock.now
     for day in 0..<options.days {
         for hour in 0..<24 {
@@ -159,7 +162,7 @@ try await TestDaemon.with(clock: ManualClock(now: start), directory: directory, 
         }
         if day % 10 == 9 || day == 0 || day == options.days - 1 {
             let elapsed = (ContinuousClock.now - began).components.seconds
-            print(
+            say(
                 [
                     pad("\(day + 1)", 3), pad(megabytes(fileSize(database)), 15),
                     pad(megabytes(fileSize(directory + "/unpruned.sqlite")), 15),
@@ -168,7 +171,7 @@ try await TestDaemon.with(clock: ManualClock(now: start), directory: directory, 
         }
     }
     #if DEBUG
-        print("(a debug build: RSS and times are not the release figures)")
+        say("(a debug build: RSS and times are not the release figures)")
     #endif
     // bgctl against the soaked bgd: 100 listings, each a fresh process.
     guard let bgctl = options.bgctl else { return }
@@ -188,7 +191,7 @@ try await TestDaemon.with(clock: ManualClock(now: start), directory: directory, 
         times.append(Double(took.components.attoseconds) / 1e15 + Double(took.components.seconds) * 1000)
     }
     times.sort()
-    print(
+    say(
         String(
             format: "bgctl apps --json after the soak (%d apps, 100 runs): p50 %.1f ms, p99 %.1f ms", options.apps,
             times[49], times[98]))

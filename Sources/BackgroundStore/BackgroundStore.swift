@@ -41,8 +41,14 @@ public struct BackgroundStore: Sendable {
         var configuration = Configuration()
         configuration.foreignKeysEnabled = true
         configuration.busyMode = .timeout(5)
+        // A resident daemon's memory (issue 17): SQLite's default page cache is 2 MB a
+        // connection and GRDB's pool opens up to five readers beside the writer — 12 MB once
+        // warm, for a file that pruning keeps at a few MB. The store runs on four threads, so two
+        // readers and the writer are all it can use at once; 1 MB each holds the hot tables.
+        configuration.maximumReaderCount = 2
         let commits = Generation()
         configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA cache_size = -1024")
             try db.execute(sql: "PRAGMA synchronous = \(durability == .full ? "FULL" : "NORMAL")")
             if !db.configuration.readonly {
                 db.add(transactionObserver: CommitTimer(report: onCommit, commits: commits), extent: .databaseLifetime)

@@ -7,7 +7,7 @@ import Testing
 /// The learned planner on a live bgd (its default): it learns from the opens the store records,
 /// with no timer of its own, plans a wake inside the hour before the habit, explains it, and
 /// plans the same after a restart (rebuilt from the stored opens).
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.timeLimit(.minutes(2)))
 struct LearnedSchedulingTests {
     /// Monday 2026-01-05 00:00 UTC.
     static let monday = Date(timeIntervalSince1970: 1_767_571_200)
@@ -75,6 +75,56 @@ struct LearnedSchedulingTests {
             }
             let why = try await daemon.why(Self.app)
             #expect(!why.reasons.contains { $0.code == .predictedOpen }, "\(why.reasons)")
+        }
+    }
+
+    /// `bgctl why` and `bgctl forecast` name the same next wake for every kind of app — never
+    /// opened, on an interval, opened once, fetch turned off — and when the battery holds them
+    /// all (issue 18: `why` said "in 5h54m" where `forecast` said none planned).
+    @Test func whyAndForecastAgreeOnEveryTier() async throws {
+        try await TestDaemon.with(clock: ManualClock(now: Self.monday)) { daemon in
+            let fixture = [try BuiltProducts.path(of: "bgd-fixture-app"), "newData"]
+            let tiers: [(String, FetchInterval)] = [
+                ("com.example.neveropened", .minimum), ("com.example.hourly", .every(.seconds(3600))),
+                ("com.example.openedonce", .minimum), ("com.example.off", .never),
+            ]
+            for (app, interval) in tiers { try await daemon.register(app, command: fixture, interval: interval) }
+            _ = try await daemon.admin.send(.post, "/v1/apps/com.example.openedonce/opens")
+            daemon.clock.advance(by: .seconds(7200))
+
+            func agree() async throws {
+                // Once the plan has caught up: made now, nothing in flight, built on the last
+                // run, and nothing due this instant (a due wake is about to start a run).
+                try await daemon.waitUntil {
+                    let now = daemon.clock.now
+                    for (app, _) in tiers {
+                        let why = try await daemon.why(app)
+                        if why.decidedAt != now || why.running != nil || why.basedOnRun != why.recentRuns.first?.id
+                            || (why.nextWake.map { $0 <= now } ?? false)
+                        {
+                            return false
+                        }
+                    }
+                    return true
+                }
+                for (app, _) in tiers {
+                    let why = try await daemon.why(app)
+                    let forecast = try await daemon.admin.send(
+                        .get, "/v1/apps/\(app)/forecast?hours=48", as: WakeForecast.self)
+                    #expect(
+                        forecast.wakes.first?.at == why.nextWake,
+                        "\(app): why \(String(describing: why.nextWake)) \(why.reasons.map(\.code)), forecast \(forecast.wakes.map(\.at)) \(String(describing: forecast.holdback))"
+                    )
+                }
+            }
+            try await agree()
+            #expect(try await daemon.why("com.example.neveropened").nextWake != nil, "woken on the unused-app interval")
+            #expect(try await daemon.why("com.example.off").nextWake == nil)
+            // The battery runs low: nothing is woken, and both say so.
+            _ = try await daemon.admin.send(
+                .put, "/v1/env", body: ConditionOverrides(power: .battery, batteryLevel: 10), as: ConditionsReport.self)
+            try await daemon.waitUntil { try await daemon.why("com.example.hourly").nextWake == nil }
+            try await agree()
         }
     }
 }

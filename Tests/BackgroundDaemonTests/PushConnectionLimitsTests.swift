@@ -53,9 +53,10 @@ struct PushConnectionLimitsTests {
         #expect(!FileManager.default.fileExists(atPath: socket), "the socket is gone with bgd")
     }
 
-    /// A port already taken is said before bgd is ready, naming the flag, and bgd exits 69
-    /// (EX_UNAVAILABLE) instead of running without its gateway.
-    @Test func aPushPortInUseStopsBgdBeforeItIsReady() async throws {
+    /// A port already taken — the gateway's or the dashboard's — is said before bgd is ready,
+    /// naming the flag, and bgd exits 69 (EX_UNAVAILABLE) instead of running without it.
+    @Test(arguments: ["--push-port", "--http"])
+    func aPortInUseStopsBgdBeforeItIsReady(flag: String) async throws {
         let directory = TemporaryDirectory.make()
         let taken = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(taken) }
@@ -70,13 +71,14 @@ struct PushConnectionLimitsTests {
         }
         try #require(listening)
         let port = Int(UInt16(bigEndian: address.sin_port))
+        let listener = flag == "--http" ? ["--push-port", "off", "--http", "127.0.0.1:\(port)"] : ["--push-port", "\(port)"]
         let output = try await Command.run(
             try BuiltProducts.path(of: "bgd"),
-            ["--state-dir", directory + "/state", "--socket", directory + "/bgd.sock", "--push-port", "\(port)"])
+            ["--state-dir", directory + "/state", "--socket", directory + "/bgd.sock"] + listener)
         #expect(output.status == 69)
         #expect(
             output.standardError.contains(
-                "cannot listen on 127.0.0.1:\(port) (--push-port): the address is already in use"),
+                "cannot listen on 127.0.0.1:\(port) (\(flag)): the address is already in use"),
             "\(output.standardError)")
         #expect(!output.standardError.contains("bgd is ready"))
     }

@@ -61,17 +61,25 @@ struct Runs: Sendable {
             pushes: Array(pushes.prefix(10)).map(PushRecord.init))
     }
 
-    /// The wakes planned over the next `hours` if nothing new happens (`bgctl forecast`).
+    /// The wakes planned over the next `hours` if nothing new happens (`bgctl forecast`). The
+    /// first is the scheduler's own decision for the app at this moment — the plan over every
+    /// app, with its coalescing, exactly as `why` reports it — and the outlook's later wakes
+    /// follow it: the two commands never disagree on the next wake (issue 18).
     func forecast(_ id: AppID, hours: Int) async throws -> WakeForecast {
         _ = try await apps.require(id)
         let now = clock.now
-        guard let candidate = try await store.fetchCandidates().first(where: { $0.app == id }) else {
-            throw StoreError.appNotFound(id)
-        }
+        let candidates = try await store.fetchCandidates(answersSince: now.addingTimeInterval(-Scheduler.answerMemory))
+        guard let candidate = candidates.first(where: { $0.app == id }) else { throw StoreError.appNotFound(id) }
         let outlook = await usage.outlook(now: now)
-        return outlook.forecast(
-            for: candidate, policy: fetchPolicy, conditions: await conditions.effective,
+        let conditions = await self.conditions.effective
+        let plan = fetchPolicy.plan(
+            for: candidates, runningCount: candidates.count { $0.isRunning }, usage: outlook, conditions: conditions,
+            now: now)
+        var forecast = outlook.forecast(
+            for: candidate, policy: fetchPolicy, conditions: conditions,
             until: now.addingTimeInterval(Double(hours) * 3600), now: now)
+        if let decision = plan.decision(for: id) { forecast.begin(with: decision, now: now) }
+        return forecast
     }
 
     /// How many wakes each app may have today by the usage outlook (the dashboard's budget
@@ -85,5 +93,23 @@ struct Runs: Sendable {
     /// When the scheduler next looks at any app.
     func nextEvaluation() async throws -> Date? {
         try await store.appListing().compactMap(\.plan?.decision.dueAt).min()
+    }
+}
+
+extension WakeForecast {
+    /// Makes the scheduler's decision the first wake: none when it holds the app (its reason
+    /// becomes the holdback), else a wake at its time, the outlook's later wakes after it.
+    mutating func begin(with decision: WakeDecision, now: Date) {
+        guard let due = decision.dueAt else {
+            wakes = []
+            holdback = decision.reasons.last ?? holdback
+            return
+        }
+        let next = max(due, now)
+        if let first = wakes.first, first.at == next { return }
+        let reason =
+            decision.reasons.last { $0.code != .due && $0.code != .concurrencyLimit } ?? decision.reasons.last
+            ?? DecisionReason(.minimumInterval, "the app's interval")
+        wakes = [Wake(at: next, expectedStarts: 0, reason: reason)] + wakes.filter { $0.at > next }
     }
 }
