@@ -273,8 +273,15 @@ struct BGD: AsyncParsableCommand {
         let journal =
             logFormat == "journal"
             || (logFormat == "auto" && ProcessInfo.processInfo.environment["JOURNAL_STREAM"] != nil)
+        // journald's native socket: under systemd, or where a test listens in its place.
+        let environment = ProcessInfo.processInfo.environment
+        let nativeJournal =
+            environment["BGD_JOURNAL_SOCKET"]
+            ?? (environment["JOURNAL_STREAM"] != nil
+                && FileManager.default.fileExists(atPath: "/run/systemd/journal/socket")
+                ? "/run/systemd/journal/socket" : nil)
         LoggingSystem.bootstrap { label in
-            if journal { return JournalLogHandler(label: label, logLevel: level) }
+            if journal { return JournalLogHandler(label: label, logLevel: level, nativeSocket: nativeJournal) }
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level
             return handler

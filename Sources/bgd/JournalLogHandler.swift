@@ -5,15 +5,21 @@ import Logging
     import Glibc
 #endif
 
-/// One log line per record on stderr, in the form journald reads: a `<priority>` prefix
-/// (syslog levels, so `journalctl -p warning` works), the logger's label, the message, then the
-/// metadata as `key=value` pairs sorted by key (`app.id=… run.id=…`), values with spaces quoted.
-/// No timestamp: the journal stamps each line. Used when stderr is the journal (systemd sets
-/// `JOURNAL_STREAM`) or with `--log-format journal`.
+/// Logs for the journal. Under systemd (`JOURNAL_STREAM` set and journald's socket there) each
+/// record is one datagram in journald's native protocol: `MESSAGE=`, `PRIORITY=` and one field
+/// per metadata key (`app.id` becomes `APP_ID=`, `wake.reason` `WAKE_REASON=`), so
+/// `journalctl --user -u bgd APP_ID=com.example.newsfeed` finds an app's lines. Otherwise (or if
+/// a datagram cannot be sent) one line on stderr in the form journald's stream reads: a
+/// `<priority>` prefix (syslog levels, so `journalctl -p warning` works), the logger's label, the
+/// message, then the metadata as `key=value` pairs sorted by key, values with spaces quoted.
+/// No timestamp: the journal stamps each record. Used when stderr is the journal or with
+/// `--log-format journal`.
 struct JournalLogHandler: LogHandler {
     let label: String
     var logLevel: Logger.Level = .notice
     var metadata: Logger.Metadata = [:]
+    /// journald's native socket (`/run/systemd/journal/socket`), when records go there.
+    var nativeSocket: String?
 
     subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { metadata[key] }
@@ -25,12 +31,39 @@ struct JournalLogHandler: LogHandler {
         function: String, line: UInt
     ) {
         let all = metadata.merging(explicit ?? [:]) { $1 }
+        if let nativeSocket, JournalSocket.shared.send(Self.native(level, label, message, all), to: nativeSocket) {
+            return
+        }
         var text = "<\(Self.priority(level))>\(label): \(Self.flatten(message.description))"
         for (key, value) in all.sorted(by: { $0.key < $1.key }) {
             text += " \(key)=\(Self.quoted(Self.flatten("\(value)")))"
         }
         text += "\n"
         _ = text.utf8CString.withUnsafeBufferPointer { write(STDERR_FILENO, $0.baseAddress, $0.count - 1) }
+    }
+
+    /// The record as journald's native protocol: `FIELD=value` lines (values flattened to one
+    /// line, so the simple form serves).
+    static func native(
+        _ level: Logger.Level, _ label: String, _ message: Logger.Message, _ metadata: Logger.Metadata
+    ) -> String {
+        var fields = [
+            "MESSAGE=\(label): \(flatten(message.description))", "PRIORITY=\(priority(level))",
+            "SYSLOG_IDENTIFIER=bgd", "BGD_LOGGER=\(label)",
+        ]
+        for (key, value) in metadata.sorted(by: { $0.key < $1.key }) {
+            fields.append("\(fieldName(key))=\(flatten("\(value)"))")
+        }
+        return fields.joined(separator: "\n") + "\n"
+    }
+
+    /// A journal field name: upper case letters, digits and underscores, not starting with an
+    /// underscore or a digit (`app.id` → `APP_ID`).
+    static func fieldName(_ key: String) -> String {
+        var name = String(key.uppercased().map { $0.isASCII && ($0.isLetter || $0.isNumber) ? $0 : "_" })
+        while name.hasPrefix("_") { name.removeFirst() }
+        if name.first?.isNumber ?? true { name = "BGD_" + name }
+        return name
     }
 
     /// syslog priorities: journald maps `<N>` to the entry's PRIORITY.
@@ -51,5 +84,33 @@ struct JournalLogHandler: LogHandler {
     static func quoted(_ value: String) -> String {
         value.contains(" ") || value.contains("\"") || value.isEmpty
             ? "\"" + value.replacingOccurrences(of: "\"", with: "\\\"") + "\"" : value
+    }
+}
+
+/// One datagram socket for every record sent to journald.
+final class JournalSocket: @unchecked Sendable {
+    static let shared = JournalSocket()
+    // @unchecked: the descriptor is made once and only used by sendto, which is thread-safe.
+    private let descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+
+    /// Whether journald took it (a record too large, or no journald, falls back to stderr).
+    func send(_ record: String, to path: String) -> Bool {
+        guard descriptor >= 0 else { return false }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return false }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (index, byte) in bytes.enumerated() { raw[index] = byte }
+        }
+        let length = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count + 1)
+        let sent = record.utf8CString.withUnsafeBufferPointer { message in
+            withUnsafePointer(to: &address) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    sendto(descriptor, message.baseAddress, message.count - 1, Int32(MSG_NOSIGNAL), $0, length)
+                }
+            }
+        }
+        return sent >= 0
     }
 }

@@ -384,6 +384,23 @@ public actor RunCoordinator: Service {
         return await record(end: UnrecordedEnd(outcome: outcome, detail: detail, at: clock.now, usage: usage), of: id)
     }
 
+    /// Trouble is logged at warning, so `journalctl --user -u bgd -p warning` shows it: a run
+    /// that failed, crashed, ran out of time or could not launch (issue 18). The fields name
+    /// the app and what woke it (`APP_ID=`, `WAKE_REASON=` in the journal).
+    private func logEnd(of record: RunRecord) {
+        guard let outcome = record.outcome else { return }
+        let metadata: Logger.Metadata = [
+            "app.id": "\(record.app)", "run.id": "\(record.id)", "outcome": "\(outcome.rawValue)",
+            "wake.reason": "\(record.trigger.rawValue)", "detail": "\(record.detail ?? "")",
+        ]
+        switch outcome {
+        case .failed, .crashed, .expired, .launchFailed:
+            logger.warning("Run \(outcome.rawValue): \(record.app)", metadata: metadata)
+        case .newData, .noData, .interrupted, .cancelled, .eventsHandled:
+            logger.info("Run ended: \(record.app)", metadata: metadata)
+        }
+    }
+
     /// An end the store could not take (a full disk): kept, and written as soon as it can be,
     /// with the time it really happened — or the run would stay in flight until a restart.
     private struct UnrecordedEnd {
@@ -405,6 +422,7 @@ public actor RunCoordinator: Service {
                 return nil
             }
             activity.emit(.runEnded(record))
+            logEnd(of: record)
             schedulerDoorbell.ring()
             for doorbell in runEndedDoorbells { doorbell.ring() }
             return record
