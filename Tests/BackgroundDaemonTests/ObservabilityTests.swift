@@ -121,27 +121,12 @@ struct ObservabilityTests {
     @Test func bgdTellsSystemdItIsReady() async throws {
         let directory = TemporaryDirectory.make()
         let path = directory + "/notify.sock"
-        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            for (index, byte) in path.utf8.enumerated() { raw[index] = byte }
-        }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
-        #expect(bound == 0)
+        let notify = try DatagramListener(path: path)
         let daemon = try await DaemonProcess(
             stateDirectory: directory + "/state", socketPath: directory + "/bgd.sock",
             environment: ["NOTIFY_SOCKET": path])
-        var buffer = [UInt8](repeating: 0, count: 512)
-        let received = recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT))
-        #expect(
-            received > 0 && String(decoding: buffer.prefix(max(0, received)), as: UTF8.self).hasPrefix("READY=1"),
-            "\(received)")
+        let ready = await notify.record(within: 10) { $0.hasPrefix("READY=1") }
+        #expect(ready != nil, "no READY=1 on NOTIFY_SOCKET")
         daemon.signal(SIGTERM)
         _ = await daemon.waitForExit()
     }
