@@ -259,7 +259,10 @@ public struct Daemon: Service {
                 MetricsRecorder(metrics: metrics, activity: activity),
             ] + (conditionsPoller.map { [$0] } ?? [])
                 + (pushGateway.map { [$0] } ?? []) + (pushDispatcher.map { [$0] } ?? [])
-                + (dashboard.map { [$0] } ?? []),
+                + (dashboard.map { [$0] } ?? [])
+                + (SystemdWatchdog.interval().map {
+                    [SystemdWatchdog(interval: $0, store: store, logger: Self.logger("bg.daemon", like: logger))]
+                } ?? []),
             onServerRunning: { _ in
                 chmod(socketPath, 0o600)
                 // Ready means every listener is up: a gateway or dashboard port in use is said
@@ -268,11 +271,17 @@ public struct Daemon: Service {
                     do { _ = try await port.listening() } catch { return }
                 }
                 logger.notice("bgd is ready", metadata: ["socket": "\(socketPath)"])
-                SystemdNotify.send("READY=1\nSTATUS=serving on \(socketPath)")
+                let apps = (try? await store.appListing().count).map { "\($0) apps; " } ?? ""
+                SystemdNotify.send("READY=1\nSTATUS=\(apps)serving on \(socketPath)")
                 await onReady()
             },
             logger: Self.logger("bg.api", like: logger))
-        try await application.run()
+        // systemd shows "deactivating" at once, not when the grace periods have run out.
+        try await withGracefulShutdownHandler {
+            try await application.run()
+        } onGracefulShutdown: {
+            SystemdNotify.send("STOPPING=1\nSTATUS=stopping: apps get their expiration handlers and the kill grace")
+        }
     }
 
     public func run() async throws { try await run(onReady: {}) }

@@ -55,8 +55,8 @@ extension BGCtl {
             }
             try FileManager.default.createDirectory(
                 atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-            try Self.unit(executable: executable, arguments: arguments).write(
-                toFile: path, atomically: true, encoding: .utf8)
+            try Self.unit(executable: executable, arguments: arguments, documentation: Self.readme(near: executable))
+                .write(toFile: path, atomically: true, encoding: .utf8)
             print("Wrote \(path). Enable and start it with:")
             print("  systemctl --user daemon-reload && systemctl --user enable --now bgd")
             print(
@@ -64,16 +64,19 @@ extension BGCtl {
             )
         }
 
-        /// Type=notify: bgd says READY=1 once its socket accepts connections.
-        static func unit(executable: String, arguments: String) -> String {
+        /// Type=notify: bgd says READY=1 once its socket accepts connections, STATUS= as it plans,
+        /// STOPPING=1 when it stops, and WATCHDOG=1 every 5 minutes (half of WatchdogSec) after
+        /// its store has answered — a bgd that hangs is restarted.
+        static func unit(executable: String, arguments: String, documentation: String?) -> String {
             """
             [Unit]
             Description=swift-background daemon (bgd): background fetch, transfers, push and tasks for your apps
-            Documentation=https://github.com/swift-background/swift-background
+            \(documentation.map { "Documentation=file://\($0) man:systemd.service(5)" } ?? "Documentation=man:systemd.service(5)")
 
             [Service]
             Type=notify
             NotifyAccess=main
+            WatchdogSec=10min
             ExecStart=\(executable)\(arguments.isEmpty ? "" : " " + arguments)
             Restart=on-failure
             RestartSec=2
@@ -98,6 +101,25 @@ extension BGCtl {
                 environment["XDG_CONFIG_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil }
                 ?? (NSHomeDirectory() + "/.config")
             return config + "/systemd/user/bgd.service"
+        }
+
+        /// The README for the bgd at `executable`: installed beside it (PREFIX/share/doc), or the
+        /// checkout it was built in.
+        static func readme(near executable: String) -> String? {
+            let bin = URL(fileURLWithPath: executable).resolvingSymlinksInPath().deletingLastPathComponent()
+            let installed = bin.deletingLastPathComponent().appendingPathComponent("share/doc/swift-background/README.md")
+            if FileManager.default.fileExists(atPath: installed.path) { return installed.path }
+            var directory = bin
+            while directory.path != "/" {
+                let readme = directory.appendingPathComponent("README.md")
+                if FileManager.default.fileExists(atPath: directory.appendingPathComponent("Package.swift").path),
+                    FileManager.default.fileExists(atPath: readme.path)
+                {
+                    return readme.path
+                }
+                directory.deleteLastPathComponent()
+            }
+            return nil
         }
 
         static func besideMe(_ name: String) throws -> String {

@@ -105,28 +105,50 @@ struct ObservabilityTests {
         #expect(malformed.status != 0 && malformed.standardError.contains("HOST:PORT"))
     }
 
-    /// Under systemd (JOURNAL_STREAM set) each line carries a syslog priority and key=value metadata.
+    /// Under systemd (JOURNAL_STREAM set) with no journald socket to take the native protocol
+    /// (JournalLogTests has that), each line on stderr carries a syslog priority and key=value
+    /// metadata.
     @Test func logsSpeakTheJournalsFormUnderSystemd() async throws {
         let directory = TemporaryDirectory.make()
         let daemon = try await DaemonProcess(
             stateDirectory: directory + "/state", socketPath: directory + "/bgd.sock",
-            environment: ["JOURNAL_STREAM": "8:1234"])
+            environment: ["JOURNAL_STREAM": "8:1234", "BGD_JOURNAL_SOCKET": directory + "/no-journald"])
         let line = try #require(daemon.startupLog.split(separator: "\n").first { $0.contains("bgd is ready") })
         #expect(line.hasPrefix("<5>bg.daemon: bgd is ready socket=\(directory)/bgd.sock"), "\(line)")
         daemon.signal(SIGTERM)
         _ = await daemon.waitForExit()
     }
 
-    /// Type=notify: bgd sends READY=1 to $NOTIFY_SOCKET once it serves.
-    @Test func bgdTellsSystemdItIsReady() async throws {
+    /// Type=notify, as systemd's conventions go: READY=1 with a STATUS= once bgd serves,
+    /// WATCHDOG=1 at half the interval systemd gives (WATCHDOG_USEC), STOPPING=1 on SIGTERM.
+    @Test func bgdTellsSystemdItIsReadyAliveAndStopping() async throws {
         let directory = TemporaryDirectory.make()
         let path = directory + "/notify.sock"
         let notify = try DatagramListener(path: path)
         let daemon = try await DaemonProcess(
             stateDirectory: directory + "/state", socketPath: directory + "/bgd.sock",
-            environment: ["NOTIFY_SOCKET": path])
+            environment: ["NOTIFY_SOCKET": path, "WATCHDOG_USEC": "1000000"])
         let ready = await notify.record(within: 10) { $0.hasPrefix("READY=1") }
-        #expect(ready != nil, "no READY=1 on NOTIFY_SOCKET")
+        #expect(ready?.contains("STATUS=0 apps; serving on \(directory)/bgd.sock") == true, "\(ready ?? "no READY=1")")
+        // Two pings: the watchdog keeps going (every 0.5 s here).
+        for _ in 0..<2 {
+            #expect(await notify.record(within: 5) { $0 == "WATCHDOG=1" } != nil, "no WATCHDOG=1")
+        }
+        daemon.signal(SIGTERM)
+        #expect(await notify.record(within: 10) { $0.hasPrefix("STOPPING=1") } != nil, "no STOPPING=1")
+        #expect(await daemon.waitForExit() == 0)
+    }
+
+    /// Without WATCHDOG_USEC there is no watchdog timer (idle is free).
+    @Test func noWatchdogUnlessSystemdAsks() async throws {
+        let directory = TemporaryDirectory.make()
+        let path = directory + "/notify.sock"
+        let notify = try DatagramListener(path: path)
+        let daemon = try await DaemonProcess(
+            stateDirectory: directory + "/state", socketPath: directory + "/bgd.sock",
+            environment: ["NOTIFY_SOCKET": path, "WATCHDOG_USEC": "1000000", "WATCHDOG_PID": "1"])
+        #expect(await notify.record(within: 10) { $0.hasPrefix("READY=1") } != nil)
+        #expect(await notify.record(within: 2) { $0 == "WATCHDOG=1" } == nil, "the watchdog is for pid 1, not bgd")
         daemon.signal(SIGTERM)
         _ = await daemon.waitForExit()
     }
@@ -143,7 +165,12 @@ struct ObservabilityTests {
         let unit = try String(contentsOfFile: directory + "/config/systemd/user/bgd.service", encoding: .utf8)
         #expect(
             unit.contains("Type=notify") && unit.contains("Restart=on-failure")
-                && unit.contains("WantedBy=default.target"))
+                && unit.contains("WantedBy=default.target") && unit.contains("WatchdogSec=10min"))
+        // Documentation= names a README that exists (this checkout's, for a bgd built in it).
+        let documentation = try #require(
+            unit.split(separator: "\n").first { $0.hasPrefix("Documentation=file://") }?.split(separator: " ").first)
+        let readme = String(documentation.dropFirst("Documentation=file://".count))
+        #expect(readme.hasSuffix("/README.md") && FileManager.default.fileExists(atPath: readme), "\(unit)")
         #expect(
             unit.contains("Delegate=yes") && unit.contains("KillMode=process"),
             "apps get cgroups of their own under bgd's: \(unit)")

@@ -50,6 +50,15 @@ public struct Scheduler: Service {
         await doorbell.serve("scheduler", on: clock, logger: logger) { try await self.iterate() }
     }
 
+    /// `systemctl --user status bgd` says what bgd waits for (sd_notify `STATUS=`), a datagram
+    /// per planning pass and only under systemd.
+    private static func tellSystemd(_ plan: FetchPlan, apps: Int, now: Date) {
+        guard SystemdNotify.isUnderSystemd else { return }
+        let next = plan.decisions.compactMap { decision in decision.dueAt.map { ($0, decision.app) } }.min { $0.0 < $1.0 }
+        let wake = next.map { "; next wake \($0.1) in \(max(.zero, $0.0.duration(since: now)).humanDescription)" } ?? ""
+        SystemdNotify.send("STATUS=\(apps) apps\(wake)")
+    }
+
     /// Plans once and starts what is due; returns when to look again.
     private func iterate() async throws -> Date? {
         do {
@@ -62,6 +71,7 @@ public struct Scheduler: Service {
                     for: candidates, runningCount: candidates.count { $0.isRunning }, usage: outlook,
                     conditions: await conditions.effective, now: now)
                 try await store.savePlan(plan.decisions, from: candidates, now: now)
+                Self.tellSystemd(plan, apps: candidates.count, now: now)
                 var launched: [AppID] = []
                 for start in plan.starts {
                     let app = start.app

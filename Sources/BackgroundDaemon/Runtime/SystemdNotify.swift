@@ -8,6 +8,9 @@ import Foundation
 /// `Type=notify` service, so `systemctl --user start bgd` returns once the socket accepts
 /// connections. Does nothing elsewhere.
 enum SystemdNotify {
+    /// Whether bgd was started by systemd with a notification socket (read once).
+    static let isUnderSystemd = !(ProcessInfo.processInfo.environment["NOTIFY_SOCKET"] ?? "").isEmpty
+
     @discardableResult
     static func send(_ state: String, environment: [String: String] = ProcessInfo.processInfo.environment) -> Bool {
         #if os(Linux)
