@@ -1,0 +1,77 @@
+import BackgroundTesting
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `Scripts/install.sh` into a temporary prefix, as a user would run it (from the binaries this
+/// test run built, `--from`, instead of a release build): the installed bgd runs, the unit
+/// `bgctl install-service` writes points at it and its README, and the uninstall takes back
+/// everything it added and keeps the user's state unless asked (issue 18).
+@Suite(.timeLimit(.minutes(1)))
+struct InstallTests {
+    /// The checkout this test was built from.
+    static let checkout = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().path
+
+    @Test func installRunUninstall() async throws {
+        let root = TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let prefix = root + "/prefix"
+        let environment = ProcessInfo.processInfo.environment.merging([
+            "PREFIX": prefix, "HOME": root + "/home", "XDG_CONFIG_HOME": root + "/config",
+            "XDG_STATE_HOME": root + "/state", "XDG_RUNTIME_DIR": root + "/run",
+        ]) { $1 }
+        func script(_ arguments: String...) async throws -> Command.Output {
+            try await Command.run(
+                "/bin/bash", [Self.checkout + "/Scripts/install.sh"] + arguments, environment: environment)
+        }
+
+        let installed = try await script("--from", BuiltProducts.directory)
+        #expect(installed.status == 0, "\(installed.standardError)")
+        for product in ["bgd", "bgctl", "bgd-confine"] {
+            #expect(FileManager.default.isExecutableFile(atPath: prefix + "/bin/" + product), "\(product)")
+        }
+        let readme = prefix + "/share/doc/swift-background/README.md"
+        #expect(FileManager.default.fileExists(atPath: readme))
+        let completion = try String(
+            contentsOfFile: prefix + "/share/bash-completion/completions/bgctl", encoding: .utf8)
+        #expect(completion.contains("bgctl") && completion.contains("complete"), "a bash completion script")
+
+        // The installed bgd runs, with its helper beside it.
+        let bgd = try Spawned(
+            prefix + "/bin/bgd", ["--push-port", "off"], environment: environment, mergeErrors: true)
+        defer { bgd.signal(SIGKILL) }
+        let startup = await DaemonProcess.readUntil("bgd is ready", from: bgd.output)
+        #expect(startup != nil)
+        let status = try await Command.run(prefix + "/bin/bgctl", ["status"], environment: environment)
+        #expect(status.status == 0, "\(status.standardError)")
+        bgd.signal(SIGTERM)
+        #expect(await bgd.waitForExit() == 0)
+
+        // The unit runs the installed bgd and documents it with the installed README.
+        let service = try await Command.run(prefix + "/bin/bgctl", ["install-service"], environment: environment)
+        #expect(service.status == 0, "\(service.standardError)")
+        let unit = try String(contentsOfFile: root + "/config/systemd/user/bgd.service", encoding: .utf8)
+        #expect(unit.contains("ExecStart=\(prefix)/bin/bgd\n"), "\(unit)")
+        #expect(unit.contains("Documentation=file://\(readme)"), "\(unit)")
+
+        // Uninstall: every file it added and the unit go; bgd's state stays.
+        let state = root + "/state/bgd"
+        #expect(FileManager.default.fileExists(atPath: state), "bgd made its state directory")
+        let removed = try await script("--uninstall")
+        #expect(removed.status == 0 && removed.standardOutput.contains("kept bgd's state"), "\(removed.standardError)")
+        let left = FileManager.default.enumerator(atPath: prefix)?.allObjects.compactMap { $0 as? String } ?? []
+        #expect(left.allSatisfy { !$0.contains("bgd") && !$0.contains("bgctl") && !$0.contains("README") }, "\(left)")
+        #expect(!FileManager.default.fileExists(atPath: root + "/config/systemd/user/bgd.service"))
+        #expect(FileManager.default.fileExists(atPath: state))
+
+        // Again, and --purge takes the state too.
+        #expect(try await script("--from", BuiltProducts.directory).status == 0)
+        #expect(try await script("--uninstall", "--purge").status == 0)
+        #expect(!FileManager.default.fileExists(atPath: state))
+        #expect(try await script("--uninstall").status != 0, "nothing left to uninstall says so")
+    }
+}
