@@ -66,6 +66,19 @@ public final class BackgroundApplication: Sendable {
             containerPath: environment[LaunchEnvironment.container])
     }
 
+    /// For a process the user started, with no token to copy: it is read from the app's
+    /// container in bgd's state directory, where bgd keeps it (0600, the user's alone).
+    public convenience init(
+        appID: AppID, stateDirectory: String = DaemonLocation.defaultStateDirectory(),
+        socketPath: String = DaemonLocation.defaultSocketPath()
+    ) throws {
+        let path = DaemonLocation.appTokenPath(of: appID, stateDirectory: stateDirectory)
+        guard let token = try? String(contentsOfFile: path, encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines), !token.isEmpty
+        else { throw BackgroundError.noTokenFile(path, app: appID) }
+        self.init(appID: appID, token: token, socketPath: socketPath)
+    }
+
     /// For a process the user started: the app id and the token `bgctl register` printed.
     public convenience init(appID: AppID, token: String, socketPath: String = DaemonLocation.defaultSocketPath()) {
         self.init(appID: appID, token: token, socketPath: socketPath, launchReason: nil, containerPath: nil)

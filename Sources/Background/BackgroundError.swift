@@ -7,6 +7,7 @@ public struct BackgroundError: Error, Equatable, CustomStringConvertible {
         case daemonUnreachable
         case api(status: Int, code: String)
         case notLaunchedByDaemon
+        case noTokenFile
         case protocolViolation
         case disconnected
     }
@@ -41,6 +42,13 @@ public struct BackgroundError: Error, Equatable, CustomStringConvertible {
         .notLaunchedByDaemon,
         "this process was not launched by bgd (BGD_APP_ID and BGD_APP_TOKEN are not set); "
             + "pass the app id and the token `bgctl register` printed instead")
+
+    /// `BackgroundApplication(appID:)` found no token in the app's container.
+    public static func noTokenFile(_ path: String, app: AppID) -> BackgroundError {
+        BackgroundError(
+            .noTokenFile,
+            "no token for \(app) at \(path): register the app first (bgctl register), or bgctl token \(app) --rotate")
+    }
 
     static func protocolViolation(_ what: String) -> BackgroundError {
         BackgroundError(.protocolViolation, "bgd sent something this library does not understand: \(what)")

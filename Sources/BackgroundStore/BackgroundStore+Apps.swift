@@ -21,6 +21,30 @@ extension BackgroundStore {
         return try StoredApp(row: row)
     }
 
+    /// Gives the app a new token (its hash): the old one is refused from this commit on.
+    public func setTokenHash(_ tokenHash: String, for id: AppID) async throws {
+        try await writer.write { db in
+            guard var row = try AppRow.fetchOne(db, key: id.rawValue) else { throw StoreError.appNotFound(id) }
+            row.tokenHash = tokenHash
+            try row.update(db)
+        }
+    }
+
+    /// Changes what launches the app and which task identifiers it may submit, keeping everything
+    /// else: its history, usage, outbox, device token, container and token (`bgctl register --replace`).
+    public func replaceRegistration(_ request: RegisterAppRequest) async throws -> StoredApp {
+        try await writer.write { db in
+            guard var row = try AppRow.fetchOne(db, key: request.id.rawValue) else {
+                throw StoreError.appNotFound(request.id)
+            }
+            row.launchCommand = ColumnJSON.encode(request.launchCommand)
+            if let interval = request.fetchInterval { row.fetchInterval = ColumnJSON.encode(interval) }
+            if let identifiers = request.taskIdentifiers { row.taskIdentifiers = ColumnJSON.encode(identifiers) }
+            try row.update(db)
+            return try StoredApp(row: row)
+        }
+    }
+
     /// Removes an app with its history and outbox. Returns false when it was not registered.
     public func unregister(_ id: AppID) async throws -> Bool {
         try await writer.write { db in try AppRow.deleteOne(db, key: id.rawValue) }

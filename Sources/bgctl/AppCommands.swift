@@ -80,6 +80,11 @@ extension BGCtl {
         )
         var taskIdentifiers: [String] = []
         @Flag(help: "Print only the token.") var quiet = false
+        @Flag(
+            help:
+                "Change a registered app's launch command (and task identifiers, interval if given), keeping its history, usage, outbox, device token, container and token."
+        )
+        var replace = false
         @Argument(parsing: .postTerminator, help: "The launch command, after --.") var command: [String] = []
 
         func validate() throws {
@@ -99,19 +104,38 @@ extension BGCtl {
                 argv[0] = URL(fileURLWithPath: argv[0]).standardizedFileURL.path
             }
             guard let launch = LaunchCommand(argv) else { throw ValidationError(LaunchCommand.requirement) }
+            let registration = RegisterAppRequest(
+                id: app, launchCommand: launch, fetchInterval: interval,
+                taskIdentifiers: taskIdentifiers.isEmpty ? nil : taskIdentifiers)
             let registered = try await options.call {
                 try await $0.send(
-                    .post, "/v1/apps",
-                    body: RegisterAppRequest(
-                        id: app, launchCommand: launch, fetchInterval: interval,
-                        taskIdentifiers: taskIdentifiers.isEmpty ? nil : taskIdentifiers),
+                    replace ? .put : .post, replace ? "/v1/apps/\(app)" : "/v1/apps", body: registration,
                     as: RegisteredApp.self)
             }
             if options.json { return try options.printJSON(registered) }
             if quiet { return print(registered.token) }
-            print("Registered \(registered.app.id) (fetch interval: \(registered.app.fetchInterval)).")
+            print(
+                "\(replace ? "Updated" : "Registered") \(registered.app.id) (fetch interval: \(registered.app.fetchInterval)).")
             print("token: \(registered.token)")
-            print("It is shown only now. To run the app in the foreground: export BGD_APP_TOKEN=\(registered.token)")
+            print(
+                "A foreground app connects with BackgroundApplication(appID:) (the token is in its container), or BGD_APP_TOKEN=\(registered.token); bgctl token \(registered.app.id) shows it again."
+            )
+        }
+    }
+
+    struct Token: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Show an app's token, or give it a new one (--rotate: the old one is refused at once).")
+        @OptionGroup var options: DaemonOptions
+        @Argument(transform: parseAppID) var app: AppID
+        @Flag(help: "Make a new token; connections made with the old one are closed.") var rotate = false
+
+        func run() async throws {
+            let answer = try await options.call {
+                try await $0.send(rotate ? .post : .get, "/v1/apps/\(app)/token", as: AppTokenAnswer.self)
+            }
+            if options.json { return try options.printJSON(answer) }
+            print(answer.token)
         }
     }
 

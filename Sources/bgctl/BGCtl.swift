@@ -11,7 +11,7 @@ struct BGCtl: AsyncParsableCommand {
         abstract: "Drive and inspect bgd, the swift-background daemon.",
         version: "0.1.0",
         subcommands: [
-            Status.self, Apps.self, Register.self, Unregister.self, SetInterval.self, History.self, Why.self,
+            Status.self, Apps.self, Register.self, Token.self, Unregister.self, SetInterval.self, History.self, Why.self,
             Forecast.self,
             Open.self, Usage.self, Env.self, Download.self, Transfers.self, Push.self, Tasks.self, Simulate.self,
             Dashboard.self, InstallService.self, UninstallService.self,

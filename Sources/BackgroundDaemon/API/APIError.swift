@@ -102,6 +102,10 @@ extension APIError {
             self.init(
                 .badRequest, .launchCommandNotFound,
                 "\(program) is not an executable file; give an absolute path, or a name on bgd's PATH")
+        case .tokenUnavailable(let app):
+            self.init(
+                .notFound, .tokenUnavailable,
+                "\(app)'s token file is missing from its container (registered before bgd kept one): bgctl token \(app) --rotate makes a new one")
         case .noDeviceToken(let app):
             self.init(
                 .notFound, .noDeviceToken,

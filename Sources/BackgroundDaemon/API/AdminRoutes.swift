@@ -28,6 +28,22 @@ struct AdminRoutes {
             return try JSONResponse.make(try await apps.register(registration), status: .created)
         }
         v1.get("apps/:id") { _, context in try JSONResponse.make(try await apps.summary(of: try context.appID())) }
+        v1.put("apps/:id") { request, context in
+            var request = request
+            let registration = try await request.decodeJSON(RegisterAppRequest.self)
+            guard registration.id == (try context.appID()) else {
+                throw APIError(.badRequest, .invalidAppID, "the body's id is not the app in the path")
+            }
+            return try JSONResponse.make(try await apps.replace(registration))
+        }
+        v1.get("apps/:id/token") { _, context in
+            let id = try context.appID()
+            return try JSONResponse.make(AppTokenAnswer(app: id, token: try await apps.token(of: id)))
+        }
+        v1.post("apps/:id/token") { _, context in
+            let id = try context.appID()
+            return try JSONResponse.make(AppTokenAnswer(app: id, token: try await apps.rotateToken(of: id)))
+        }
         v1.delete("apps/:id") { _, context in
             try await apps.unregister(try context.appID())
             return Response(status: .noContent)

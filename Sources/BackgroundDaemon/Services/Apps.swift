@@ -2,6 +2,10 @@ import BackgroundModel
 import BackgroundPolicy
 import BackgroundStore
 import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 import Logging
 
 /// The apps bgd knows: registering and unregistering them, their fetch interval, the user
@@ -32,11 +36,59 @@ struct Apps: Sendable {
         }
         let token = tokens.makeToken()
         let app = try await store.register(registration, tokenHash: TokenIssuer.hash(token), now: clock.now)
-        _ = try? stateDirectory.container(for: app.id)
+        do {
+            try writeTokenFile(token.rawValue, of: app.id)
+        } catch {
+            logger.error("Cannot keep the app's token in its container", metadata: ["app.id": "\(app.id)"])
+        }
         activity.emit(.appRegistered(app.id))
         schedulerDoorbell.ring()
         logger.notice("App registered", metadata: ["app.id": "\(app.id)"])
         return RegisteredApp(app: try await summary(of: app), token: token.rawValue)
+    }
+
+    /// Changes an app's launch command, task identifiers and (if given) interval, keeping its
+    /// history, usage learning, outbox, device token, container and token.
+    func replace(_ registration: RegisterAppRequest) async throws -> RegisteredApp {
+        guard ProcessLauncher.isExecutable(registration.launchCommand.program) else {
+            throw ServiceError.launchCommandNotFound(registration.launchCommand.program)
+        }
+        let app = try await store.replaceRegistration(registration)
+        schedulerDoorbell.ring()
+        logger.notice("App registration replaced", metadata: ["app.id": "\(app.id)"])
+        return RegisteredApp(app: try await summary(of: app), token: try token(of: app.id))
+    }
+
+    /// The app's token, as its container's token file has it.
+    func token(of id: AppID) throws -> String {
+        let path = DaemonLocation.appTokenPath(of: id, stateDirectory: stateDirectory.path)
+        guard let token = try? String(contentsOfFile: path, encoding: .utf8), !token.isEmpty else {
+            throw ServiceError.tokenUnavailable(id)
+        }
+        return token.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// A new token for the app; the old one is refused at once, and connections made with it
+    /// are closed (a launched process keeps its own launch token).
+    func rotateToken(of id: AppID) async throws -> String {
+        _ = try await require(id)
+        let token = tokens.makeToken()
+        try await store.setTokenHash(TokenIssuer.hash(token), for: id)
+        try writeTokenFile(token.rawValue, of: id)
+        broker.disconnect(id)
+        logger.notice("App token rotated", metadata: ["app.id": "\(id)"])
+        return token.rawValue
+    }
+
+    /// 0600 in the app's container (made if need be), replaced atomically.
+    private func writeTokenFile(_ token: String, of id: AppID) throws {
+        _ = try stateDirectory.container(for: id)
+        let path = DaemonLocation.appTokenPath(of: id, stateDirectory: stateDirectory.path)
+        let temporary = path + ".new"
+        guard FileManager.default.createFile(
+            atPath: temporary, contents: Data((token + "\n").utf8), attributes: [.posixPermissions: 0o600])
+        else { throw ServiceError.tokenUnavailable(id) }
+        guard rename(temporary, path) == 0 else { throw ServiceError.tokenUnavailable(id) }
     }
 
     /// Forgets an app and everything bgd holds for it; pushes to its device token answer 410 from now.

@@ -5,6 +5,7 @@ import BackgroundModel
 enum ServiceError: Error, Equatable {
     case launchCommandNotFound(String)
     case noDeviceToken(AppID)
+    case tokenUnavailable(AppID)
     case unknownProviderKey(String)
     case unknownTransfer(TransferID)
     case transferNotActive(TransferID)

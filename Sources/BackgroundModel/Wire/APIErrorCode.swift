@@ -34,6 +34,7 @@ public enum APIErrorCode: String, Codable, Sendable, CaseIterable {
     case unknownTransfer
     case unknownProviderKey
     case noDeviceToken
+    case tokenUnavailable
     case dashboardOff
     // It cannot be done now, or at all
     case appAlreadyRegistered

@@ -25,6 +25,13 @@ public enum DaemonLocation {
     /// socket, readable by bgd's user alone, which `bgctl` sends on every operator endpoint.
     public static func operatorTokenPath(socketPath: String) -> String { socketPath + ".operator-token" }
 
+    /// The app's token, in a file of its own container (0600): a foreground app connects with
+    /// `BackgroundApplication(appID:)` and no copy-paste. bgd writes it at registration and on
+    /// every rotation (`bgctl token APP --rotate`).
+    public static func appTokenPath(of app: AppID, stateDirectory: String) -> String {
+        stateDirectory + "/containers/" + app.rawValue + "/app-token"
+    }
+
     private static func home(_ environment: [String: String]) -> String {
         if let home = environment["HOME"], home.hasPrefix("/") { return home }
         return FileManager.default.homeDirectoryForCurrentUser.path

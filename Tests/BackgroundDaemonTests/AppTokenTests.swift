@@ -1,0 +1,99 @@
+import Background
+import BackgroundModel
+import BackgroundTesting
+import Foundation
+import Testing
+
+/// An app's token can be shown again and rotated, a foreground app connects with the token file
+/// bgd keeps in its container, and a registration can be replaced keeping the app's history
+/// (issue 18).
+@Suite(.timeLimit(.minutes(1)))
+struct AppTokenTests {
+    static let app = "com.example.tokens"
+
+    @Test func theTokenIsKeptShownAndRotated() async throws {
+        try await TestDaemon.with { daemon in
+            let registered = try await daemon.register(Self.app, command: ["/bin/true"], interval: .never)
+            let stateDirectory = daemon.daemon.configuration.stateDirectory
+            let file = DaemonLocation.appTokenPath(of: AppID(rawValue: Self.app)!, stateDirectory: stateDirectory)
+            let mode = try FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? Int
+            #expect(mode == 0o600, "the token file is the user's alone")
+            let shown = try await daemon.admin.send(.get, "/v1/apps/\(Self.app)/token", as: AppTokenAnswer.self)
+            #expect(shown.token == registered.token)
+
+            // A foreground app with no token to copy: it reads the file.
+            let foreground = try BackgroundApplication(
+                appID: AppID(rawValue: Self.app)!, stateDirectory: stateDirectory, socketPath: daemon.socketPath)
+            try await foreground.setMinimumBackgroundFetchInterval(.minimum)
+
+            // Rotation: a new token in the file, the old one refused at once.
+            let rotated = try await daemon.admin.send(.post, "/v1/apps/\(Self.app)/token", as: AppTokenAnswer.self)
+            #expect(rotated.token != registered.token)
+            #expect(try String(contentsOfFile: file, encoding: .utf8) == rotated.token + "\n")
+            let stale = BackgroundApplication(
+                appID: AppID(rawValue: Self.app)!, token: registered.token, socketPath: daemon.socketPath)
+            await #expect(throws: BackgroundError.self) { try await stale.setMinimumBackgroundFetchInterval(.never) }
+            let fresh = try BackgroundApplication(
+                appID: AppID(rawValue: Self.app)!, stateDirectory: stateDirectory, socketPath: daemon.socketPath)
+            try await fresh.setMinimumBackgroundFetchInterval(.never)
+
+            // The same through bgctl.
+            let bgctl = try BuiltProducts.path(of: "bgctl")
+            let printed = try await Command.run(bgctl, ["token", Self.app, "--socket", daemon.socketPath])
+            #expect(printed.status == 0 && printed.standardOutput == rotated.token + "\n", "\(printed.standardError)")
+            let again = try await Command.run(bgctl, ["token", Self.app, "--rotate", "--socket", daemon.socketPath])
+            let kept = try String(contentsOfFile: file, encoding: .utf8)
+            #expect(again.status == 0 && kept == again.standardOutput)
+
+            // An app bgd does not know: a clear 404, nothing made.
+            await #expect(throws: BackgroundError.self) {
+                _ = try await daemon.admin.send(.post, "/v1/apps/com.example.nobody/token", as: AppTokenAnswer.self)
+            }
+            #expect(
+                !FileManager.default.fileExists(
+                    atPath: DaemonLocation.appTokenPath(
+                        of: AppID(rawValue: "com.example.nobody")!, stateDirectory: stateDirectory)))
+        }
+    }
+
+    @Test func aReplacedRegistrationKeepsTheAppsHistory() async throws {
+        try await TestDaemon.with { daemon in
+            let fixture = try BuiltProducts.path(of: "bgd-fixture-app")
+            let registered = try await daemon.register(Self.app, command: [fixture, "newData"], interval: .minimum)
+            let run = try await daemon.waitForRunEnd(of: Self.app) {
+                _ = try await daemon.admin.send(.post, "/v1/apps/\(Self.app)/fetch", as: RunRecord.self)
+            }
+            _ = try await daemon.admin.send(.post, "/v1/apps/\(Self.app)/opens")
+
+            let replaced = try await daemon.admin.send(
+                .put, "/v1/apps/\(Self.app)",
+                body: RegisterAppRequest(
+                    id: AppID(rawValue: Self.app)!, launchCommand: LaunchCommand([fixture, "noData"])!,
+                    taskIdentifiers: ["com.example.tokens.refresh"]),
+                as: RegisteredApp.self)
+            #expect(replaced.token == registered.token, "the same token")
+            #expect(replaced.app.fetchInterval == .minimum, "an interval not given stays")
+            let history = try await daemon.store.runs(of: AppID(rawValue: Self.app)!)
+            #expect(history.map(\.id) == [run.id], "its runs stay")
+            #expect(try await daemon.store.opens(of: AppID(rawValue: Self.app)!).count == 1, "its opens stay")
+            let stored = try #require(try await daemon.store.app(AppID(rawValue: Self.app)!))
+            #expect(stored.launchCommand.arguments == [fixture, "noData"])
+            #expect(stored.taskIdentifiers == ["com.example.tokens.refresh"])
+
+            // Bad input changes nothing: a program that does not exist, an id not in the path.
+            for (path, command) in [
+                ("/v1/apps/\(Self.app)", ["/nonexistent/app"]), ("/v1/apps/com.example.other", [fixture]),
+            ] {
+                await #expect(throws: BackgroundError.self) {
+                    _ = try await daemon.admin.send(
+                        .put, path,
+                        body: RegisterAppRequest(
+                            id: AppID(rawValue: Self.app)!, launchCommand: LaunchCommand(command)!),
+                        as: RegisteredApp.self)
+                }
+            }
+            let unchanged = try #require(try await daemon.store.app(AppID(rawValue: Self.app)!))
+            #expect(unchanged.launchCommand.arguments == [fixture, "noData"])
+        }
+    }
+}
