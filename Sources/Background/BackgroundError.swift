@@ -57,6 +57,9 @@ public struct BackgroundError: Error, Equatable, CustomStringConvertible {
     /// The event stream closed.
     public static let disconnected = BackgroundError(.disconnected, "bgd closed the event stream")
 
+    /// Whether bgd could not be reached at all (not running, no socket, no permission to it).
+    public var isDaemonUnreachable: Bool { code == .daemonUnreachable }
+
     /// The API's stable error code, when bgd answered with one, as bgd spelled it.
     public var apiCode: String? {
         if case .api(_, let code) = code { return code }

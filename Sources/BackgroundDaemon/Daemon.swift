@@ -219,7 +219,10 @@ public struct Daemon: Service {
                 fetchPolicy: fetchPolicy, transfers: transfers, taskDispatcher: taskDispatcher, metrics: metrics,
                 activity: activity, clock: clock, operatorCredential: operatorCredential,
                 schedulerDoorbell: doorbell, taskDoorbell: taskDoorbell, logger: logger),
-            status: (configuration.socketPath, "\(confinement)", "\(processMode)"))
+            status: (
+                configuration.socketPath, "\(confinement)", "\(processMode)",
+                pushGateway.map { gateway in (gateway.baseURL, gateway.boundPort) }
+            ))
         if let settings = configuration.dashboard {
             let server = DashboardServer(
                 configuration: settings, views: api.dashboardViews(), metrics: metrics, store: store, clock: clock,

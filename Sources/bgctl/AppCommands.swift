@@ -21,6 +21,7 @@ extension BGCtl {
                 "  next wake: \(status.nextEvaluation.map { TextFormat.when($0, now: status.now) } ?? "none planned")")
             if let confinement = status.appConfinement { print("  files:   \(confinement)") }
             if let processes = status.appProcesses { print("  processes: \(processes)") }
+            print("  push gateway: \(status.pushGateway ?? "off")")
         }
     }
 
@@ -69,10 +70,15 @@ extension BGCtl {
                   bgctl register com.example.newsfeed --interval minimum -- /path/to/NewsFeed
                 """)
         @OptionGroup var options: DaemonOptions
-        @Argument(help: "The app id, reverse-DNS (com.example.app).", transform: parseAppID) var app: AppID
+        @Argument(help: "The app id, reverse-DNS (com.example.app).", transform: parseAppID) var app: AppID?
         @Option(
             help: "Minimum fetch interval: never (default), minimum, or a duration like 30m.", transform: parseInterval)
         var interval: FetchInterval?
+        @Option(
+            help:
+                "Register from the app's manifest (JSON: id, launch, interval, taskIdentifiers, pushTopic) instead of arguments; the same file again changes nothing, a changed one updates the app keeping its history."
+        )
+        var manifest: String?
         @Option(
             name: .customLong("task-identifier"),
             help:
@@ -88,6 +94,13 @@ extension BGCtl {
         @Argument(parsing: .postTerminator, help: "The launch command, after --.") var command: [String] = []
 
         func validate() throws {
+            if manifest != nil {
+                guard command.isEmpty, interval == nil, taskIdentifiers.isEmpty, !replace else {
+                    throw ValidationError("with --manifest, the manifest says it all: no launch command, --interval, --task-identifier or --replace")
+                }
+                return
+            }
+            guard app != nil else { throw ValidationError("give the app id, e.g. bgctl register com.example.app -- /path/to/app") }
             guard !command.isEmpty else {
                 throw ValidationError("give the launch command after --, e.g. -- /usr/local/bin/myapp --background")
             }
@@ -98,6 +111,8 @@ extension BGCtl {
         }
 
         func run() async throws {
+            if let manifest { return try await register(from: try AppManifest.load(manifest)) }
+            guard let app else { throw ValidationError("give the app id") }
             var argv = command
             // bgd runs the command from the app's own directory: make a relative path absolute now.
             if argv[0].contains("/") && !argv[0].hasPrefix("/") {
@@ -120,6 +135,36 @@ extension BGCtl {
             print(
                 "A foreground app connects with BackgroundApplication(appID:) (the token is in its container), or BGD_APP_TOKEN=\(registered.token); bgctl token \(registered.app.id) shows it again."
             )
+        }
+
+        /// Idempotent: registers the app if bgd does not know it, updates it (keeping its history)
+        /// if the manifest changed, and changes nothing if it did not.
+        private func register(from manifest: AppManifest) async throws {
+            let id = manifest.registration.id
+            if let app, app != id { throw ValidationError("the manifest is for \(id), not \(app)") }
+            let current: AppSummary?
+            do {
+                current = try await options.client.send(.get, "/v1/apps/\(id)", as: AppSummary.self)
+            } catch let error as BackgroundError where error.apiErrorCode == .unknownApp {
+                current = nil
+            } catch let error as BackgroundError {
+                options.fail(error.apiCode ?? "failed", error.reason, exit: BGCtlExit.status(for: error))
+            }
+            if let current, manifest.matches(current) {
+                if options.json { return try options.printJSON(current) }
+                return print("\(id) is registered as its manifest says; nothing changed.")
+            }
+            let registered = try await options.call {
+                try await $0.send(
+                    current == nil ? .post : .put, current == nil ? "/v1/apps" : "/v1/apps/\(id)",
+                    body: manifest.registration, as: RegisteredApp.self)
+            }
+            if options.json { return try options.printJSON(registered) }
+            if quiet { return print(registered.token) }
+            print(
+                current == nil
+                    ? "Registered \(id) from its manifest (fetch interval: \(registered.app.fetchInterval)); bgctl token \(id) shows its token."
+                    : "Updated \(id) from its manifest; its history, usage, outbox and token stay.")
         }
     }
 

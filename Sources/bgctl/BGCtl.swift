@@ -26,16 +26,34 @@ struct DaemonOptions: ParsableArguments {
     @Flag(help: "Print JSON instead of text, for scripts.")
     var json = false
 
+    @Flag(help: "Print tables whole instead of fitting them to the terminal.")
+    var full = false
+
+    func validate() throws { TextFormat.showEverything = full }
+
     var client: DaemonClient { DaemonClient(socketPath: socket ?? DaemonLocation.defaultSocketPath()) }
 
-    /// Runs a call to bgd; a failure is printed as a sentence and ends the command with status 1.
+    /// Runs a call to bgd; a failure is printed as a sentence (as `{"error", "reason"}` with
+    /// `--json`) on stderr and ends the command with the status for its cause (`BGCtlExit`).
     func call<T>(_ body: (DaemonClient) async throws -> T) async throws -> T {
         do {
             return try await body(client)
         } catch let error as BackgroundError {
-            FileHandle.standardError.write(Data("bgctl: \(error.reason)\n".utf8))
-            throw ExitCode.failure
+            fail(error.apiCode ?? (error.isDaemonUnreachable ? "daemonUnreachable" : "failed"), error.reason,
+                 exit: BGCtlExit.status(for: error))
         }
+    }
+
+    /// Says why the command failed, on stderr, and exits with `status`.
+    func fail(_ code: String, _ reason: String, exit status: Int32) -> Never {
+        if json {
+            let object = ["error": code, "reason": reason]
+            let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data()
+            FileHandle.standardError.write(data + Data("\n".utf8))
+        } else {
+            FileHandle.standardError.write(Data("bgctl: \(reason)\n".utf8))
+        }
+        Foundation.exit(status)
     }
 
     func printJSON(_ value: some Encodable) throws {
@@ -53,4 +71,35 @@ func parseInterval(_ text: String) throws -> FetchInterval {
         throw ValidationError("'\(text)': \(FetchInterval.requirement)")
     }
     return interval
+}
+
+/// bgctl's exit statuses, one per cause, so scripts can tell failures apart (README, "bgctl").
+enum BGCtlExit {
+    /// Anything not below (a run that ended without an answer, an unexpected error).
+    static let failure: Int32 = 1
+    /// No such app, transfer, task or key (404).
+    static let notFound: Int32 = 3
+    /// bgd refused by its policy or state: a conflict, a limit, a full disk (409, 429, 503, 507).
+    static let refused: Int32 = 4
+    /// A transfer ended failed or cancelled.
+    static let transferFailed: Int32 = 5
+    /// Usage: bad arguments (argument-parser's own status, sysexits' EX_USAGE).
+    static let usage: Int32 = 64
+    /// bgd found the request malformed (400, 413, 422; EX_DATAERR).
+    static let badRequest: Int32 = 65
+    /// bgd is not running or its socket cannot be reached (EX_UNAVAILABLE).
+    static let unreachable: Int32 = 69
+    /// Not allowed: the operator's credential is missing or wrong (401, 403; EX_NOPERM).
+    static let permission: Int32 = 77
+
+    static func status(for error: BackgroundError) -> Int32 {
+        if error.isDaemonUnreachable { return unreachable }
+        switch error.httpStatus {
+        case 404: return notFound
+        case 401, 403: return permission
+        case 400, 413, 422: return badRequest
+        case 409, 429, 503, 507: return refused
+        default: return failure
+        }
+    }
 }

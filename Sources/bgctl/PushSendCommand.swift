@@ -20,7 +20,7 @@ extension BGCtl.Push {
         @Option(help: "Its 10-character Key ID.") var keyID: String
         @Option(help: "The 10-character Team ID.") var teamID: String
         @Option(help: "The device token (default: the app's).") var token: String?
-        @Option(help: "The gateway (default: https://localhost:2197).") var gateway: String = "https://localhost:2197"
+        @Option(help: "The gateway (default: bgd's own, as bgctl status says).") var gateway: String?
         @Option(help: "The certificate to trust (default: the one bgd made in its state directory).") var certificate:
             String?
         @Option(help: "apns-push-type.") var pushType: String = "background"
@@ -51,13 +51,21 @@ extension BGCtl.Push {
                     try await $0.send(.post, "/v1/apps/\(app)/push/token", as: DeviceTokenInfo.self)
                 }.token
             }
+            var status: DaemonStatus?
+            func daemonStatus() async throws -> DaemonStatus {
+                if let status { return status }
+                let fetched = try await options.call { try await $0.send(.get, "/v1/status", as: DaemonStatus.self) }
+                status = fetched
+                return fetched
+            }
             let trusted: String
-            if let certificate {
-                trusted = certificate
-            } else {
-                trusted =
-                    try await options.call { try await $0.send(.get, "/v1/status", as: DaemonStatus.self) }
-                    .stateDirectory + "/push-gateway.crt"
+            if let certificate { trusted = certificate } else { trusted = try await daemonStatus().stateDirectory + "/push-gateway.crt" }
+            let gatewayURL: String?
+            if let gateway { gatewayURL = gateway } else { gatewayURL = try await daemonStatus().pushGateway }
+            guard let gateway = gatewayURL else {
+                options.fail(
+                    "pushGatewayOff", "bgd's push gateway is off (bgd --push-port off); start bgd with it, or give --gateway URL",
+                    exit: BGCtlExit.refused)
             }
             let jwt = try ProviderJWT.cached(keyID: keyID, teamID: teamID, key: signingKey, now: SystemClock().now)
             var headers = [
@@ -71,14 +79,23 @@ extension BGCtl.Push {
                     url: gateway + "/3/device/\(deviceToken)", headers: headers, body: body, trusting: trusted,
                     timeout: timeout)
             } catch {
-                FileHandle.standardError.write(
-                    Data("bgctl: cannot reach the push gateway at \(gateway): \(error)\n".utf8))
-                throw ExitCode.failure
+                // One line, whatever the TLS or connection error looks like.
+                let said = "\(error)".split(whereSeparator: \.isNewline).joined(separator: " ")
+                options.fail(
+                    "gatewayUnreachable", "cannot reach the push gateway at \(gateway): \(said)",
+                    exit: BGCtlExit.unreachable)
             }
             if options.json { return try options.printJSON(answer) }
             guard answer.status == 200 else {
-                FileHandle.standardError.write(Data("bgctl: \(answer.status) \(answer.reason ?? "")\n".utf8))
-                throw ExitCode.failure
+                let status: Int32 =
+                    switch answer.status {
+                    case 400, 413: BGCtlExit.badRequest
+                    case 403: BGCtlExit.permission
+                    case 404, 410: BGCtlExit.notFound
+                    case 429, 503: BGCtlExit.refused
+                    default: BGCtlExit.failure
+                    }
+                options.fail(answer.reason ?? "\(answer.status)", "\(answer.status) \(answer.reason ?? "")", exit: status)
             }
             print(
                 "200 accepted over \(answer.httpVersion) (apns-id \(answer.apnsID ?? "-")); bgctl push log \(app) shows what becomes of it"

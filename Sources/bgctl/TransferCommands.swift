@@ -56,19 +56,27 @@ extension BGCtl {
                 if options.json { return try options.printJSON(record) }
                 return print("Transfer \(record.id) handed to bgd. Watch it with: bgctl transfers")
             }
+            if !options.json {
+                // What is being fetched and where it goes, before the bar (as curl -v and aria2 say it).
+                let target = record.destination ?? "\(record.app.map(\.rawValue) ?? "the app")'s container"
+                FileHandle.standardError.write(Data("Transfer \(record.id): \(record.url.absoluteString) → \(target)\n".utf8))
+            }
+            InterruptNotice.arm(transfer: record.id)
+            let started = SystemClock().now
             let ended = try await watch(record)
-            if options.json { return try options.printJSON(ended) }
+            if options.json && ended.state == .completed { return try options.printJSON(ended) }
             switch ended.state {
             case .completed:
+                let took = max(SystemClock().now.timeIntervalSince(started), 0.001)
+                let size = ended.bytesReceived ?? ended.bytesTransferred
                 print(
-                    "Transfer \(ended.id) done: \(Self.bytes(ended.bytesTransferred)) → \(ended.destination ?? "handed to \(ended.app.map(\.rawValue) ?? "the app")")"
+                    "Transfer \(ended.id) done: \(Self.bytes(size)) in \(Duration.seconds(took.rounded(.up)).humanDescription), \(Self.bytes(Int64(Double(size) / took)))/s average → \(ended.destination ?? "handed to \(ended.app.map(\.rawValue) ?? "the app")")"
                 )
             default:
-                FileHandle.standardError.write(
-                    Data(
-                        "bgctl: transfer \(ended.id) \(ended.state.rawValue): \(ended.error?.description ?? "")\n".utf8)
-                )
-                throw ExitCode.failure
+                options.fail(
+                    "transfer\(ended.state.rawValue.prefix(1).uppercased())\(ended.state.rawValue.dropFirst())",
+                    "transfer \(ended.id) \(ended.state.rawValue): \(ended.error?.description ?? "")",
+                    exit: BGCtlExit.transferFailed)
             }
         }
 
@@ -86,32 +94,47 @@ extension BGCtl {
                 samples.append((clock.now, bytes))
                 samples = samples.suffix(5)
                 if isTerminal && !options.json {
-                    FileHandle.standardError.write(
-                        Data(("\r\u{1B}[K" + Self.progressLine(current, bytes: bytes, samples: samples)).utf8))
+                    let line = Self.progressLine(current, bytes: bytes, samples: samples, width: TerminalWidth.columns())
+                    FileHandle.standardError.write(Data(("\r\u{1B}[K" + line).utf8))
                 }
             }
             if isTerminal && !options.json { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
             return current
         }
 
-        static func progressLine(_ record: TransferRecord, bytes: Int64, samples: [(at: Date, bytes: Int64)]) -> String
-        {
+        /// One line that fits `width` columns: the bar takes what the figures leave, and a waiting
+        /// transfer says why it waits (`retrying in 8s: connection refused`).
+        static func progressLine(
+            _ record: TransferRecord, bytes: Int64, samples: [(at: Date, bytes: Int64)], width: Int = 80
+        ) -> String {
             var rate = 0.0
             if let first = samples.first, let last = samples.last, last.at > first.at {
                 rate = Double(last.bytes - first.bytes) / last.at.timeIntervalSince(first.at)
             }
             guard let total = record.bytesExpected, total > 0 else {
-                return
-                    "\(Self.bytes(bytes))  \(Self.bytes(Int64(rate)))/s  \(record.waitingReason ?? record.state.rawValue)"
+                let note = record.state == .waiting ? Self.waitingNote(record) : "  \(record.state.rawValue)"
+                return String("\(Self.bytes(bytes))  \(Self.bytes(Int64(rate)))/s\(note)".prefix(max(20, width - 1)))
             }
             let fraction = min(1, Double(bytes) / Double(total))
-            let width = 24
-            let filled = Int(fraction * Double(width))
-            let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
             let eta = rate > 0 ? Duration.seconds((Double(total - bytes) / rate).rounded()).humanDescription : "?"
-            let waiting = record.state == .waiting ? "  (\(record.waitingReason ?? "waiting"))" : ""
-            return
-                "[\(bar)] \(Int(fraction * 100))%  \(Self.bytes(bytes)) / \(Self.bytes(total))  \(Self.bytes(Int64(rate)))/s  ETA \(eta)\(waiting)"
+            let figures =
+                " \(Int(fraction * 100))%  \(Self.bytes(bytes)) / \(Self.bytes(total))  \(Self.bytes(Int64(rate)))/s  ETA \(eta)"
+                + Self.waitingNote(record)
+            let barWidth = max(10, min(60, width - figures.count - 3))
+            let filled = Int(fraction * Double(barWidth))
+            let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: barWidth - filled)
+            return String(("[\(bar)]" + figures).prefix(max(20, width - 1)))
+        }
+
+        /// Why a waiting transfer waits, and for how long when a retry is planned.
+        static func waitingNote(_ record: TransferRecord) -> String {
+            guard record.state == .waiting else { return "" }
+            let why = record.error?.description ?? record.waitingReason ?? "waiting"
+            if let next = record.nextAttemptAt {
+                let left = max(0, next.timeIntervalSince(SystemClock().now))
+                return "  (retrying in \(Duration.seconds(left.rounded(.up)).humanDescription): \(why))"
+            }
+            return "  (\(why))"
         }
 
         static func bytes(_ count: Int64) -> String {
@@ -129,7 +152,7 @@ extension BGCtl {
     struct Transfers: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "List background transfers: state, progress, attempts, next retry and why.",
-            subcommands: [List.self, Cancel.self], defaultSubcommand: List.self)
+            subcommands: [List.self, Cancel.self, Pause.self, Resume.self], defaultSubcommand: List.self)
 
         struct List: AsyncParsableCommand {
             static let configuration = CommandConfiguration(abstract: "List transfers, newest first.")
@@ -164,6 +187,35 @@ extension BGCtl {
             }
         }
 
+        struct Pause: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Pause a transfer, keeping its bytes (resume it with bgctl transfers resume ID).")
+            @OptionGroup var options: DaemonOptions
+            @Argument(help: "The transfer's id (bgctl transfers).") var id: Int64
+
+            func run() async throws {
+                let paused = try await options.call {
+                    try await $0.send(.post, "/v1/transfers/\(id)/pause", as: TransferResumeData.self)
+                }
+                if options.json { return try options.printJSON(paused) }
+                print("Transfer \(id) paused at \(Download.bytes(paused.bytesTransferred)); bgctl transfers resume \(id) goes on from there.")
+            }
+        }
+
+        struct Resume: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Resume a paused transfer from its bytes.")
+            @OptionGroup var options: DaemonOptions
+            @Argument(help: "The transfer's id (bgctl transfers).") var id: Int64
+
+            func run() async throws {
+                let record = try await options.call {
+                    try await $0.send(.post, "/v1/transfers/\(id)/resume", as: TransferRecord.self)
+                }
+                if options.json { return try options.printJSON(record) }
+                print("Transfer \(record.id): \(record.state.rawValue), from \(Download.bytes(record.bytesTransferred)).")
+            }
+        }
+
         struct Cancel: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
                 abstract: "Cancel a transfer; an app's hears `cancelled` once.")
@@ -177,6 +229,33 @@ extension BGCtl {
                 if options.json { return try options.printJSON(record) }
                 print("Transfer \(record.id): \(record.state.rawValue).")
             }
+        }
+    }
+}
+
+/// The terminal's width: the window's (TIOCGWINSZ on stderr), else `COLUMNS`, else 80.
+enum TerminalWidth {
+    static func columns() -> Int {
+        var size = winsize()
+        if ioctl(STDERR_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 { return Int(size.ws_col) }
+        if let columns = ProcessInfo.processInfo.environment["COLUMNS"].flatMap(Int.init), columns > 0 { return columns }
+        return 80
+    }
+}
+
+/// Ctrl-C while `bgctl download` watches: the download is bgd's, not this command's — say so,
+/// and how to stop it, then end as an interrupted command does (130).
+enum InterruptNotice {
+    nonisolated(unsafe) private static var message: [CChar] = []
+
+    static func arm(transfer: TransferID) {
+        message = Array(
+            "\r\u{1B}[K\nbgctl: stopped watching; bgd goes on with transfer \(transfer) (bgctl transfers shows it, bgctl transfers cancel \(transfer) stops it)\n"
+                .utf8CString)
+        signal(SIGINT) { _ in
+            // Only async-signal-safe calls here: write(2) and _exit(2).
+            InterruptNotice.message.withUnsafeBufferPointer { _ = write(STDERR_FILENO, $0.baseAddress, $0.count - 1) }
+            _exit(130)
         }
     }
 }

@@ -105,6 +105,39 @@ struct BGCtlTests {
         #expect(Set(report.rows.map(\.wakesPerOpen)) == [0.5, 1, 1.5, 2, 3, 4])
     }
 
+    /// Tables fit the terminal (`--full` for everything); outcomes are red or green on a
+    /// terminal, plain with `NO_COLOR` or into a pipe; times in one ISO-like local format.
+    @Test func tablesFitTheTerminalAndTroubleIsRed() async throws {
+        try await TestDaemon.with { daemon in
+            let app = "com.example.a-rather-long-application-identifier-for-the-table"
+            try await daemon.register(app, command: ["/bin/false"], interval: .never)
+            _ = try await daemon.waitForRunEnd(of: app) {
+                _ = try await daemon.admin.send(.post, "/v1/apps/\(app)/fetch", as: RunRecord.self)
+            }
+            let bgctl = try BuiltProducts.path(of: "bgctl")
+            let narrow = ProcessInfo.processInfo.environment.merging(["COLUMNS": "100"]) { $1 }
+            let fitted = try await Command.run(bgctl, ["history", app, "--socket", daemon.socketPath], environment: narrow)
+            let lines = fitted.standardOutput.split(separator: "\n")
+            #expect(fitted.status == 0 && lines.count == 2 && lines.allSatisfy { $0.count <= 100 }, "\(fitted.standardOutput)")
+            #expect(!fitted.standardOutput.contains("\u{1B}["), "no colour into a pipe")
+            let whole = try await Command.run(
+                bgctl, ["history", app, "--full", "--socket", daemon.socketPath], environment: narrow)
+            #expect(whole.standardOutput.split(separator: "\n").contains { $0.count > 100 }, "\(whole.standardOutput)")
+            #expect(whole.standardOutput.range(of: #"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}"#, options: .regularExpression) != nil)
+
+            // On a terminal (script(1) gives bgctl one): a crashed run is red; NO_COLOR turns it off.
+            let command = "\(bgctl) history \(app) --socket \(daemon.socketPath)"
+            // (The test runner may run with NO_COLOR set; the first run is without it.)
+            let colourful = ProcessInfo.processInfo.environment.filter { $0.key != "NO_COLOR" }
+            let onTerminal = try await Command.run("/usr/bin/script", ["-qec", command, "/dev/null"], environment: colourful)
+            #expect(onTerminal.standardOutput.contains("\u{1B}[31mcrashed"), "\(onTerminal.standardOutput)")
+            let noColour = try await Command.run(
+                "/usr/bin/script", ["-qec", command, "/dev/null"],
+                environment: ProcessInfo.processInfo.environment.merging(["NO_COLOR": "1"]) { $1 })
+            #expect(noColour.standardOutput.contains("crashed") && !noColour.standardOutput.contains("\u{1B}[31m"))
+        }
+    }
+
     @Test func badInputIsRefusedWithAMessage() async throws {
         try await TestDaemon.with { daemon in
             let badID = try await bgctl(daemon, "register", "not-reverse-dns", "--", "/bin/true")
@@ -120,20 +153,29 @@ struct BGCtlTests {
             #expect(noCommand.status == 64)
             #expect(noCommand.standardError.contains("launch command after --"))
 
+            // Each cause has its exit status (README, "bgctl"), and --json says it as JSON on stderr.
             let missing = try await bgctl(daemon, "register", "com.example.x", "--", "/no/such/app")
-            #expect(missing.status == 1)
+            #expect(missing.status == 65, "bgd found the request bad")
             #expect(missing.standardError.contains("/no/such/app is not an executable file"))
 
             let unknown = try await bgctl(daemon, "why", "com.example.nope")
-            #expect(unknown.status == 1)
+            #expect(unknown.status == 3, "no such app")
             #expect(unknown.standardError.contains("no app com.example.nope is registered"))
+            let unknownJSON = try await bgctl(daemon, "why", "com.example.nope", "--json")
+            let error = try JSONSerialization.jsonObject(with: Data(unknownJSON.standardError.utf8)) as? [String: String]
+            #expect(unknownJSON.status == 3 && error?["error"] == "unknownApp", "\(unknownJSON.standardError)")
+            #expect(error?["reason"]?.contains("no app com.example.nope is registered") == true)
 
             #expect(try await daemon.store.apps().isEmpty, "nothing was registered")
 
             let noDaemon = try await Command.run(
                 try BuiltProducts.path(of: "bgctl"), ["status", "--socket", daemon.directory + "/nobody.sock"])
-            #expect(noDaemon.status == 1)
+            #expect(noDaemon.status == 69, "bgd unreachable")
             #expect(noDaemon.standardError.contains("is it running? Start it with `swift run bgd`"))
+            let noDaemonJSON = try await Command.run(
+                try BuiltProducts.path(of: "bgctl"),
+                ["status", "--json", "--socket", daemon.directory + "/nobody.sock"])
+            #expect(noDaemonJSON.standardError.contains(#""error":"daemonUnreachable""#), "\(noDaemonJSON.standardError)")
         }
     }
 }

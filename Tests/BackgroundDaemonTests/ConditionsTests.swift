@@ -167,6 +167,55 @@ struct DaemonConditionsTests {
         }
     }
 
+    /// Metered as the desktop knows it: NetworkManager's GENERAL.METERED for the default route's
+    /// device wins over sysfs's guess (a phone's hotspot looks like any Wi-Fi to sysfs), and the
+    /// report says where it came from. A stand-in nmcli answers as the real one does.
+    @Test func networkManagerSaysWhetherTheNetworkIsMetered() async throws {
+        let sysfs = FakeSysfs()
+        try sysfs.laptop(onAC: true, capacity: 90)
+        let directory = TemporaryDirectory.make()
+        let answer = directory + "/metered"
+        try "yes (guessed)\n".write(toFile: answer, atomically: true, encoding: .utf8)
+        let nmcli = directory + "/nmcli"
+        try """
+            #!/bin/sh
+            [ "$*" = "-t -g GENERAL.METERED device show eth0" ] || exit 10
+            cat \(answer)
+            """.write(toFile: nmcli, atomically: true, encoding: .utf8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: nmcli)
+        let routes = directory + "/route"
+        try "Iface\tDestination\tGateway\tFlags\neth0\t0000A8C0\t00000000\t0001\neth0\t00000000\t0100A8C0\t0003\n"
+            .write(toFile: routes, atomically: true, encoding: .utf8)
+        try await TestDaemon.with(
+            clock: ManualClock(now: Self.start),
+            conditions: .init(
+                sensing: .sysfs(root: sysfs.root), kernelEvents: false, pollInterval: .seconds(60),
+                networkManager: NetworkManagerMetered(nmcli: nmcli, routes: routes))
+        ) { daemon in
+            try await daemon.register(Self.app, command: try fixture(), interval: .minimum)
+            let report = try await daemon.admin.send(.get, "/v1/env", as: ConditionsReport.self)
+            #expect(report.effective.network == .metered, "\(report.sources)")
+            #expect(report.sources.contains("NetworkManager: eth0 GENERAL.METERED=yes (guessed)"), "\(report.sources)")
+            // The user marks the connection unmetered: the next reading follows.
+            try "no\n".write(toFile: answer, atomically: true, encoding: .utf8)
+            daemon.clock.advance(by: .seconds(60))
+            try await daemon.waitUntil {
+                try await daemon.admin.send(.get, "/v1/env", as: ConditionsReport.self).effective.network == .unmetered
+            }
+        }
+        // Without NetworkManager, sysfs decides (eth0 is not a modem: unmetered).
+        try await TestDaemon.with(
+            clock: ManualClock(now: Self.start),
+            conditions: .init(
+                sensing: .sysfs(root: sysfs.root), kernelEvents: false,
+                networkManager: NetworkManagerMetered(nmcli: nil, routes: routes))
+        ) { daemon in
+            let report = try await daemon.admin.send(.get, "/v1/env", as: ConditionsReport.self)
+            #expect(report.effective.network == .unmetered)
+            #expect(!report.sources.contains { $0.hasPrefix("NetworkManager") })
+        }
+    }
+
     @Test func bgctlEnvOverridesAndTheOverridesSurviveARestart() async throws {
         let directory = TemporaryDirectory.make()
         try await TestDaemon.with(clock: ManualClock(now: Self.start), directory: directory) { daemon in

@@ -511,6 +511,10 @@ struct TransferCommandTests {
                 ["download", origin.url(seed: 41, size: 300_000).absoluteString, "--to", path], daemon)
             #expect(done.status == 0, "\(done.standardError)")
             #expect(done.standardOutput.contains("done"), "\(done.standardOutput)")
+            // As curl and aria2 users expect: what and where before the bar, size, time and
+            // average speed at the end.
+            #expect(done.standardError.contains("→ \(path)") && done.standardError.contains("Transfer "), "\(done.standardError)")
+            #expect(done.standardOutput.contains("293.0 KiB in") && done.standardOutput.contains("/s average"), "\(done.standardOutput)")
             #expect(
                 FaultyOrigin.sha256Digest(of: try Data(contentsOf: URL(fileURLWithPath: path)))
                     == FaultyOrigin.sha256(seed: 41, size: 300_000))
@@ -523,12 +527,19 @@ struct TransferCommandTests {
             let list = try await bgctl(["transfers"], daemon)
             #expect(
                 list.standardOutput.contains("completed") && list.standardOutput.contains("http://127.0.0.1:9/never"))
+            // Paused and resumed by the operator, as an app can.
+            let paused = try await bgctl(["transfers", "pause", record.id.description], daemon)
+            #expect(paused.status == 0 && paused.standardOutput.contains("paused"), "\(paused.standardError)")
+            #expect(try await bgctl(["transfers"], daemon).standardOutput.contains("paused"))
+            let resumed = try await bgctl(["transfers", "resume", record.id.description], daemon)
+            #expect(resumed.status == 0 && !resumed.standardOutput.contains("paused"), "\(resumed.standardOutput)")
             let cancelled = try await bgctl(["transfers", "cancel", record.id.description], daemon)
             #expect(
                 cancelled.status == 0 && cancelled.standardOutput.contains("cancelled"), "\(cancelled.standardOutput)")
 
             for arguments in [
                 ["download", "ftp://example.com/x"], ["download", "not a url"], ["transfers", "cancel", "999"],
+                ["transfers", "pause", "999"], ["transfers", "resume", "999"],
             ] {
                 let refused = try await bgctl(arguments, daemon)
                 #expect(refused.status != 0 && !refused.standardError.isEmpty, "\(arguments)")

@@ -43,7 +43,10 @@ struct DaemonAPI: Sendable {
     /// The dashboard, once bgd serves one (`bgctl dashboard` asks it for a login link).
     private var dashboard: DashboardAccess?
 
-    init(_ engines: Engines, status: (socketPath: String, confinement: String, processes: String)) {
+    init(
+        _ engines: Engines,
+        status: (socketPath: String, confinement: String, processes: String, pushGateway: (base: String, port: BoundPort)?)
+    ) {
         self.engines = engines
         let e = engines
         let waiter = ActivityWaiter(activity: e.activity, clock: e.clock)
@@ -66,7 +69,7 @@ struct DaemonAPI: Sendable {
         info = DaemonInfo(
             store: e.store, runs: runs, clock: e.clock, stateDirectory: e.stateDirectory.path,
             socketPath: status.socketPath, startedAt: e.clock.now, appConfinement: status.confinement,
-            appProcesses: status.processes)
+            appProcesses: status.processes, pushGateway: status.pushGateway)
     }
 
     /// The dashboard's views, over the same read models.

@@ -62,6 +62,12 @@ struct TransferRoutes {
         admin.delete(":transfer") { _, context in
             try JSONResponse.make(try await transfers.cancel(try context.parameters.transferID(), by: .operator))
         }
+        admin.post(":transfer/pause") { _, context in
+            try JSONResponse.make(try await transfers.pause(try context.parameters.transferID(), by: .operator))
+        }
+        admin.post(":transfer/resume") { _, context in
+            try JSONResponse.make(try await transfers.resume(try context.parameters.transferID(), by: .operator))
+        }
     }
 }
 

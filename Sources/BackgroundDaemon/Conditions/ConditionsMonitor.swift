@@ -25,10 +25,17 @@ public actor ConditionsMonitor {
         /// are heard, every minute where they cannot be (not Linux, netlink refused).
         public var pollInterval: Duration?
 
-        public init(sensing: Sensing = .sysfs(root: "/sys"), kernelEvents: Bool = true, pollInterval: Duration? = nil) {
+        /// Where NetworkManager is asked whether the network is metered (with sysfs sensing).
+        public var networkManager: NetworkManagerMetered
+
+        public init(
+            sensing: Sensing = .sysfs(root: "/sys"), kernelEvents: Bool = true, pollInterval: Duration? = nil,
+            networkManager: NetworkManagerMetered = .system
+        ) {
             self.sensing = sensing
             self.kernelEvents = kernelEvents
             self.pollInterval = pollInterval
+            self.networkManager = networkManager
         }
 
         static let pollWithKernelEvents = Duration.seconds(600)
@@ -49,7 +56,7 @@ public actor ConditionsMonitor {
         self.store = store
         self.doorbells = doorbells
         self.logger = logger
-        (sensed, sources) = Self.sense(configuration.sensing)
+        (sensed, sources) = Self.sense(configuration)
         overrides = try await store.conditionOverrides()
     }
 
@@ -70,7 +77,7 @@ public actor ConditionsMonitor {
     public func refresh(because cause: String? = nil) {
         if let cause { logger.debug("Reading the conditions again", metadata: ["cause": "\(cause)"]) }
         let before = effective
-        (sensed, sources) = Self.sense(configuration.sensing)
+        (sensed, sources) = Self.sense(configuration)
         announce(from: before)
     }
 
@@ -80,10 +87,19 @@ public actor ConditionsMonitor {
         for doorbell in doorbells { doorbell.ring() }
     }
 
-    private static func sense(_ sensing: Sensing) -> (DeviceConditions, [String]) {
-        switch sensing {
-        case .sysfs(let root): SysfsConditions(root: root).read()
-        case .fixed(let conditions): (conditions, ["fixed by bgd's configuration"])
+    /// sysfs for power and the network's state; NetworkManager, where it is there, for whether
+    /// the network is metered (its word over sysfs's guess from the device type).
+    private static func sense(_ configuration: Configuration) -> (DeviceConditions, [String]) {
+        switch configuration.sensing {
+        case .sysfs(let root):
+            var (conditions, sources) = SysfsConditions(root: root).read()
+            if conditions.network != .none, let verdict = configuration.networkManager.read() {
+                conditions.network = verdict.metered ? .metered : .unmetered
+                sources.append(verdict.source)
+            }
+            return (conditions, sources)
+        case .fixed(let conditions):
+            return (conditions, ["fixed by bgd's configuration"])
         }
     }
 

@@ -75,6 +75,18 @@ public struct PushGateway: Service {
     /// The port it listens on, once it does.
     public let boundPort = BoundPort()
 
+    /// What a provider on this machine puts before the port: the scheme for the gateway's
+    /// security, and `localhost` for a loopback host (the self-signed certificate's name).
+    var baseURL: String {
+        let scheme: String
+        switch configuration.security {
+        case .selfSigned, .files: scheme = "https"
+        case .plaintext, .plaintextHTTP1: scheme = "http"
+        }
+        let host = ["127.0.0.1", "::1", "localhost"].contains(configuration.host) ? "localhost" : configuration.host
+        return "\(scheme)://\(host.contains(":") ? "[\(host)]" : host)"
+    }
+
     /// Where the gateway's self-signed certificate is, for clients to trust.
     public var certificatePath: String { certificateDirectory + "/push-gateway.crt" }
 

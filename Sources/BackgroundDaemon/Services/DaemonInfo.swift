@@ -14,6 +14,8 @@ struct DaemonInfo: Sendable {
     let appConfinement: String
     /// How app processes are held (cgroups or signals, and why).
     let appProcesses: String
+    /// The push gateway's URL without its port, and the port once bound; nil when it is off.
+    var pushGateway: (base: String, port: BoundPort)?
 
     func status() async throws -> DaemonStatus {
         DaemonStatus(
@@ -21,6 +23,7 @@ struct DaemonInfo: Sendable {
             stateDirectory: stateDirectory, socketPath: socketPath, startedAt: startedAt, now: clock.now,
             appCount: try await store.apps().count, runningRuns: try await store.runsInFlight().count,
             nextEvaluation: try await runs.nextEvaluation(), appConfinement: appConfinement,
-            appProcesses: appProcesses)
+            appProcesses: appProcesses,
+            pushGateway: pushGateway.flatMap { gateway in gateway.port.port.map { "\(gateway.base):\($0)" } })
     }
 }

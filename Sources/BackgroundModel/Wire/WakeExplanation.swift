@@ -49,12 +49,15 @@ public struct DaemonStatus: Hashable, Codable, Sendable {
     public var appConfinement: String?
     /// How app processes are held ("cgroups: …", or "signals: why not cgroups").
     public var appProcesses: String?
+    /// Where providers reach bgd's push gateway ("https://localhost:2197"); nil when it is off.
+    public var pushGateway: String?
 
     public init(
         version: String, processID: Int32, stateDirectory: String, socketPath: String, startedAt: Date, now: Date,
         appCount: Int, runningRuns: Int, nextEvaluation: Date?, appConfinement: String? = nil,
-        appProcesses: String? = nil
+        appProcesses: String? = nil, pushGateway: String? = nil
     ) {
+        self.pushGateway = pushGateway
         self.appConfinement = appConfinement
         self.appProcesses = appProcesses
         self.version = version
