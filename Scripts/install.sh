@@ -65,11 +65,14 @@ for product in bgd bgctl bgd-confine; do
 done
 
 installed=()
-put() {  # put MODE SOURCE DESTINATION
-    install -D -m "$1" "$2" "$3"
+put() {  # put MODE SOURCE DESTINATION [install's options]
+    install -D -m "$1" "${@:4}" "$2" "$3"
     installed+=("$3")
 }
-for product in bgd bgctl bgd-confine; do put 755 "$from/$product" "$prefix/bin/$product"; done
+# Stripped where strip(1) is there: the symbols are most of a Swift binary's size.
+strip_option=()
+command -v strip >/dev/null && strip_option=(-s)
+for product in bgd bgctl bgd-confine; do put 755 "$from/$product" "$prefix/bin/$product" "${strip_option[@]}"; done
 put 644 README.md "$prefix/share/doc/swift-background/README.md"
 for doc in docs/*.md; do put 644 "$doc" "$prefix/share/doc/swift-background/$doc"; done
 completions=$(mktemp -d)
