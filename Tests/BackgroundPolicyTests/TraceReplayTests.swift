@@ -3,6 +3,10 @@ import BackgroundPolicy
 import Foundation
 import Testing
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// The trace shipped in the repository (Traces/README.md says where it comes from).
 enum DevTrace {
     static let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -12,14 +16,21 @@ enum DevTrace {
         try AppOpenTrace.parse(csv: String(contentsOf: url, encoding: .utf8)).get()
     }
 
-    /// Replays of the whole trace take seconds to minutes of CPU in a debug build: they run on a
-    /// thread of their own, since on the test runner's cooperative threads (as many as cores,
-    /// two here) they would starve every other test — in-process daemons missed their time
-    /// limits behind the frontier replay. Expectations are checked afterwards, on the test's task.
+    /// Replays of the whole trace take seconds to minutes of CPU in a debug build (the frontier,
+    /// minutes): they run on a thread of their own at the lowest priority (nice 19; on Linux a
+    /// thread's own), so they neither hold one of the test runner's cooperative threads (as many
+    /// as cores, two here) nor take a core from the tests that run real daemons against time
+    /// limits — they use what CPU the others leave. Expectations are checked afterwards, on the
+    /// test's task.
     static func replaying<T: Sendable>(_ body: @escaping @Sendable (AppOpenTrace) throws -> T) async throws -> T {
         let trace = try load()
         return try await withCheckedThrowingContinuation { continuation in
-            Thread { continuation.resume(with: Result { try body(trace) }) }.start()
+            Thread {
+                #if os(Linux)
+                    _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19)
+                #endif
+                continuation.resume(with: Result { try body(trace) })
+            }.start()
         }
     }
 }
