@@ -163,25 +163,22 @@ extension BackgroundStore {
                 let fetchLike =
                     Column("kind") == RunKind.fetch.rawValue
                     || (Column("kind") == RunKind.task.rawValue && Column("taskKind") == TaskKind.appRefresh.rawValue)
-                // A run the operator asked for (`bgctl simulate fetch`, `tasks run`) is a debugging
-                // aid, as Xcode's "Simulate Background Fetch" is: it spends none of the app's
-                // wakes and moves none of its schedule (issue 18); it holds the app back only
-                // while it runs.
-                let scheduled = fetchLike && Column("trigger") != RunTrigger.manual.rawValue
-                let runs = try RunRow.filter(RunRow.Columns.appId == row.id).filter(scheduled)
+                let runs = try RunRow.filter(RunRow.Columns.appId == row.id).filter(fetchLike)
                     .order(RunRow.Columns.id.desc)
                     .limit(recentRunLimit + 1).fetchAll(db)
                 let otherRunInFlight =
-                    try RunRow.filter(RunRow.Columns.appId == row.id).filter(!scheduled)
+                    try RunRow.filter(RunRow.Columns.appId == row.id).filter(!fetchLike)
                     .filter(RunRow.Columns.outcome == nil).fetchCount(db) > 0
                 let finished = runs.compactMap { run in
                     run.outcome.flatMap(RunOutcome.init(rawValue:)).map {
-                        FetchCandidate.FinishedRun(id: run.id.map(RunID.init), startedAt: run.startedAt, outcome: $0)
+                        FetchCandidate.FinishedRun(
+                            id: run.id.map(RunID.init), startedAt: run.startedAt, outcome: $0,
+                            manual: run.trigger == RunTrigger.manual.rawValue)
                     }
                 }
                 var answers: [FetchCandidate.Answer] = []
                 if let answersSince {
-                    answers = try RunRow.filter(RunRow.Columns.appId == row.id).filter(scheduled)
+                    answers = try RunRow.filter(RunRow.Columns.appId == row.id).filter(fetchLike)
                         .filter(
                             [RunOutcome.newData.rawValue, RunOutcome.noData.rawValue].contains(RunRow.Columns.outcome)
                         )

@@ -168,14 +168,15 @@ struct DeliverySettlementTests {
             now: now.addingTimeInterval(5))
         #expect(try await store.fetchCandidates().first?.isRunning == true, "so does a run for transfer events")
         try await store.finishRun(events.id, outcome: .interrupted, now: now.addingTimeInterval(6))
-        // `bgctl simulate fetch`: a debugging aid that spends none of the app's wakes, anchors
-        // nothing and teaches nothing (issue 18), but holds the app back while it runs.
+        // `bgctl simulate fetch`: a fetch like any other for the policy, marked as the operator's
+        // (it spends none of the app's wakes; UsageOutlook leaves it out of the budget).
         let manual = try await store.startRun(
             .fetch, for: app, trigger: .manual, reasons: [], budget: .seconds(30), now: now.addingTimeInterval(7))
         #expect(try await store.fetchCandidates().first?.isRunning == true, "a manual fetch in flight holds it back")
         try await store.finishRun(manual.id, outcome: .noData, now: now.addingTimeInterval(8))
         let candidate = try #require(try await store.fetchCandidates(answersSince: now.addingTimeInterval(-60)).first)
-        #expect(candidate.recentRuns.map(\.outcome) == [.newData], "only the fetch: \(candidate.recentRuns)")
-        #expect(candidate.answers.count == 1 && !candidate.isRunning)
+        #expect(candidate.recentRuns.map(\.outcome) == [.noData, .newData], "the fetches: \(candidate.recentRuns)")
+        #expect(candidate.recentRuns.map(\.manual) == [true, false])
+        #expect(candidate.answers.count == 2 && !candidate.isRunning)
     }
 }

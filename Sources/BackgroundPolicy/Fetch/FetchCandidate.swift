@@ -35,11 +35,15 @@ public struct FetchCandidate: Hashable, Sendable {
         public var id: RunID?
         public var startedAt: Date
         public var outcome: RunOutcome
+        /// Asked for by the operator (`bgctl simulate fetch`, `tasks run`): a debugging aid that
+        /// spends none of the app's wakes, though its trouble counts like any run's.
+        public var manual: Bool
 
-        public init(id: RunID? = nil, startedAt: Date, outcome: RunOutcome) {
+        public init(id: RunID? = nil, startedAt: Date, outcome: RunOutcome, manual: Bool = false) {
             self.id = id
             self.startedAt = startedAt
             self.outcome = outcome
+            self.manual = manual
         }
     }
 

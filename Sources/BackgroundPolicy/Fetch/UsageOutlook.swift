@@ -128,7 +128,9 @@ public struct UsageOutlook: Sendable {
         of candidate: FetchCandidate, lastOpen: Date, now: Date
     ) -> (lastRefresh: Date, recentWakes: [Date]) {
         let lastRun = candidate.recentRuns.first.map { min($0.startedAt, now) }
-        let recentWakes = candidate.recentRuns.map(\.startedAt).filter {
+        // A run the operator asked for (`bgctl simulate fetch`) spends none of the app's wakes:
+        // a debugging aid, as Xcode's "Simulate Background Fetch" is (issue 18).
+        let recentWakes = candidate.recentRuns.filter { !$0.manual }.map(\.startedAt).filter {
             $0 > now.addingTimeInterval(-86400) && $0 <= now
         }
         return (max(lastRun ?? lastOpen, lastOpen), recentWakes)
