@@ -1,3 +1,4 @@
+import BackgroundDaemon
 import Foundation
 import Logging
 
@@ -91,26 +92,10 @@ struct JournalLogHandler: LogHandler {
 final class JournalSocket: @unchecked Sendable {
     static let shared = JournalSocket()
     // @unchecked: the descriptor is made once and only used by sendto, which is thread-safe.
-    private let descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    private let descriptor = UnixDatagram.makeSocket()
 
     /// Whether journald took it (a record too large, or no journald, falls back to stderr).
     func send(_ record: String, to path: String) -> Bool {
-        guard descriptor >= 0 else { return false }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return false }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            for (index, byte) in bytes.enumerated() { raw[index] = byte }
-        }
-        let length = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count + 1)
-        let sent = record.utf8CString.withUnsafeBufferPointer { message in
-            withUnsafePointer(to: &address) { pointer in
-                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    sendto(descriptor, message.baseAddress, message.count - 1, Int32(MSG_NOSIGNAL), $0, length)
-                }
-            }
-        }
-        return sent >= 0
+        UnixDatagram.send(record, to: path, from: descriptor)
     }
 }
