@@ -210,6 +210,16 @@ extension BackgroundStore {
         }
     }
 
+    /// A waiting or paused transfer goes at its next look, its retry time forgotten (`bgctl
+    /// transfers retry`); its failures still count towards the backoff after this attempt.
+    public func retryTransferNow(_ id: TransferID) async throws -> StoredTransfer? {
+        try await update(id, onlyIf: [.waiting, .paused]) { row in
+            row.state = TransferState.waiting.rawValue
+            row.waitingReason = "retrying now, as asked"
+            row.nextAttemptAt = nil
+        }
+    }
+
     /// Changes a transfer that is not final (or in one of `states`); nil when there is none.
     private func update(
         _ id: TransferID, onlyIf states: Set<TransferState>? = nil,

@@ -70,6 +70,25 @@ public enum SafeFiles {
         return file
     }
 
+    /// Sets `path` to the mode a new file of this process's user would get: 0666 less the
+    /// umask (read from /proc, since `umask(2)` can only be read by setting it, which races with
+    /// every other thread making files).
+    public static func giveUsualMode(_ path: String) throws(Refusal) {
+        guard chmod(path, 0o666 & ~currentUmask()) == 0 else {
+            throw Refusal(.fileError, "cannot set the mode of \(path): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    static func currentUmask() -> mode_t {
+        if let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("Umask:") }),
+            let value = mode_t(line.dropFirst("Umask:".count).trimmingCharacters(in: .whitespaces), radix: 8)
+        {
+            return value
+        }
+        return 0o022
+    }
+
     /// Copies what `source` reads to a new file at `destination` (0600), synced.
     public static func copy(from source: Int32, to destination: String) throws(Refusal) {
         let output = open(destination, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o600)

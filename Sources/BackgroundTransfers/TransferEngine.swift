@@ -6,6 +6,7 @@ import Crypto
 import Foundation
 import NIOCore
 import NIOHTTP1
+import NIOPosix
 import NIOSSL
 import Synchronization
 
@@ -76,9 +77,11 @@ public final class TransferEngine: Sendable {
     private let store: BackgroundStore
     private let clock: any WallClock
     private let configuration: Configuration
-    /// Made at the first attempt: a bgd that never transfers holds no connection pool or TLS
-    /// context, and one never run has nothing to shut down.
-    private let client = Mutex<HTTPClient?>(nil)
+    /// Made at the first attempt (a bgd that never transfers holds no connection pool or TLS
+    /// context, and one never run has nothing to shut down), keyed by `waitsForConnectivity`. The fail-fast one's pool does not retry a refused or
+    /// unresolvable host until the connect timeout, so a download at a terminal fails in
+    /// milliseconds, as curl's does; it is made only when such a transfer comes.
+    private let clients = Mutex<[Bool: HTTPClient]>([:])
     private let clientConfiguration: HTTPClient.Configuration
     private let cap: BandwidthCap?
 
@@ -102,21 +105,23 @@ public final class TransferEngine: Sendable {
         clientConfiguration = client
     }
 
-    private var http: HTTPClient {
-        client.withLock { client in
-            if let client { return client }
-            let made = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
-            client = made
+    private func http(for request: TransferRequest) -> HTTPClient {
+        var configuration = clientConfiguration
+        configuration.connectionPool.retryConnectionEstablishment = request.waitsForConnectivity
+        return clients.withLock { clients in
+            if let client = clients[request.waitsForConnectivity] { return client }
+            let made = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+            clients[request.waitsForConnectivity] = made
             return made
         }
     }
 
     public func shutdown() async {
-        let made = client.withLock { client in
-            defer { client = nil }
-            return client
+        let made = clients.withLock { clients in
+            defer { clients = [:] }
+            return clients.values
         }
-        try? await made?.shutdown()
+        for client in made { try? await client.shutdown() }
     }
 
     /// One attempt. Throws only `CancellationError` (cancelled or paused: the caller records that)
@@ -152,9 +157,9 @@ public final class TransferEngine: Sendable {
         for (name, value) in checkpoint.requestHeaders { request.headers.add(name: name, value: value) }
         let response: HTTPClientResponse
         do {
-            response = try await http.execute(request, timeout: .hours(24 * 7))
+            response = try await http(for: transfer.request).execute(request, timeout: .hours(24 * 7))
         } catch {
-            return try Self.outcome(of: error)
+            return try Self.outcome(of: error, waitsForConnectivity: transfer.request.waitsForConnectivity)
         }
         let head = ResponseHead(
             status: Int(response.status.code), contentRange: response.headers.first(name: "Content-Range"),
@@ -227,7 +232,7 @@ public final class TransferEngine: Sendable {
                 saved.offset = file.offset
                 try await store.saveCheckpoint(id, saved, restarted: false, now: clock.now)
             }
-            return try Self.outcome(of: error)
+            return try Self.outcome(of: error, waitsForConnectivity: transfer.request.waitsForConnectivity)
         }
         try file.sync()
         saved.offset = file.offset
@@ -252,8 +257,10 @@ public final class TransferEngine: Sendable {
             }
         }
         // The operator's downloads never replace what is at their destination (an app's land
-        // under names bgd chose in its container).
+        // under names bgd chose in its container), and get the mode any file the user makes gets
+        // (0644 under a 022 umask); an app's stay 0600 in its container.
         do {
+            if transfer.record.app == nil { try SafeFiles.giveUsualMode(transfer.partialPath) }
             try SafeFiles.moveIntoPlace(transfer.partialPath, to: destination, replacing: transfer.record.app != nil)
         } catch {
             return .failed(
@@ -281,10 +288,10 @@ public final class TransferEngine: Sendable {
         request.body = .stream(FileChunks(path: transfer.partialPath), length: .known(size))
         let response: HTTPClientResponse
         do {
-            response = try await http.execute(request, timeout: .hours(24 * 7))
+            response = try await http(for: transfer.request).execute(request, timeout: .hours(24 * 7))
             try await drain(response.body)
         } catch {
-            return try Self.outcome(of: error)
+            return try Self.outcome(of: error, waitsForConnectivity: transfer.request.waitsForConnectivity)
         }
         let status = Int(response.status.code)
         switch status {
@@ -303,9 +310,13 @@ public final class TransferEngine: Sendable {
 
     // MARK: Helpers
 
-    /// A network-level failure: TLS and redirect loops are final, the rest is worth retrying.
-    static func outcome(of error: any Error) throws -> Outcome {
+    /// A network-level failure: TLS and redirect loops are final, and so is a host that cannot be
+    /// reached when the transfer does not wait for connectivity; the rest is worth retrying.
+    static func outcome(of error: any Error, waitsForConnectivity: Bool = true) throws -> Outcome {
         if error is CancellationError { throw error }
+        if !waitsForConnectivity, isConnectFailure(error) {
+            return .failed(TransferError(.cannotConnect, describeConnectFailure(error)), statusCode: nil)
+        }
         if let client = error as? HTTPClientError, client == .redirectLimitReached || client == .redirectCycleDetected {
             return .failed(TransferError(.tooManyRedirects, "more than 5 redirects"), statusCode: nil)
         }
@@ -320,6 +331,35 @@ public final class TransferEngine: Sendable {
             return .failed(TransferError(.tls, "\(error)"), statusCode: nil)
         }
         return .retry(reason: "\(error)", retryAfter: nil)
+    }
+
+    /// The request never reached the server: the name did not resolve, the connection was refused
+    /// or timed out, the host or network is unreachable.
+    static func isConnectFailure(_ error: any Error) -> Bool {
+        if error is NIOConnectionError || error is SocketAddressError || error is SocketAddressError.UnknownHost {
+            return true
+        }
+        if let client = error as? HTTPClientError, client == .connectTimeout { return true }
+        if case ChannelError.connectTimeout = error { return true }
+        if let io = error as? IOError {
+            return [ECONNREFUSED, EHOSTUNREACH, ENETUNREACH, EADDRNOTAVAIL, ETIMEDOUT].contains(io.errnoCode)
+        }
+        return false
+    }
+
+    /// "connection refused", "host not found: example.invalid" — not NIO's type dumps.
+    static func describeConnectFailure(_ error: any Error) -> String {
+        if let io = error as? IOError { return String(cString: strerror(io.errnoCode)).lowercased() }
+        if let connection = error as? NIOConnectionError {
+            if let io = connection.connectionErrors.lazy.compactMap({ $0.error as? IOError }).first {
+                return String(cString: strerror(io.errnoCode)).lowercased()
+            }
+            if connection.dnsAError != nil || connection.dnsAAAAError != nil { return "host not found: \(connection.host)" }
+        }
+        if case SocketAddressError.unknown(let host, _) = error { return "host not found: \(host)" }
+        if let unknown = error as? SocketAddressError.UnknownHost { return "host not found: \(unknown.host)" }
+        if let client = error as? HTTPClientError, client == .connectTimeout { return "connection timed out" }
+        return "\(error)"
     }
 
     static func sha256(ofFile path: String) throws -> String {

@@ -15,6 +15,10 @@ extension BGCtl {
                 Without --app the file is the operator's: it goes to --to (default: the URL's file name in the
                 current directory). With --app it belongs to the app, which is launched to receive it.
                 Ctrl-C stops watching, not the download: `bgctl transfers cancel ID` stops that.
+                A host that does not resolve, refuses or cannot be reached fails the download at once
+                (as curl does); --retry-forever (or --no-wait) leaves it to bgd, which retries with
+                backoff until the host answers. Once bytes flow, an interrupted download is resumed
+                either way.
                 """)
         @OptionGroup var options: DaemonOptions
         @Argument(help: "An http or https URL.") var url: String
@@ -23,7 +27,10 @@ extension BGCtl {
         @Option(help: "Where to put the file (operator downloads).") var to: String?
         @Option(help: "Expected SHA-256 (hex): a mismatch fails the download.") var sha256: String?
         @Option(help: "The session identifier, for --app downloads.") var session: String = "bgctl"
-        @Flag(help: "Return once bgd has the download; do not watch it.") var noWait = false
+        @Flag(help: "Return once bgd has the download; do not watch it (bgd retries until the host answers).")
+        var noWait = false
+        @Flag(help: "If the host cannot be reached, let bgd retry with backoff instead of failing now.")
+        var retryForever = false
 
         func validate() throws {
             guard let parsed = URL(string: url), ["http", "https"].contains(parsed.scheme?.lowercased() ?? ""),
@@ -47,7 +54,8 @@ extension BGCtl {
                 destination = URL(fileURLWithPath: path).standardizedFileURL.path
             }
             let request = TransferRequest(
-                session: session, url: source, sha256: sha256?.lowercased(), destination: destination)
+                session: session, url: source, sha256: sha256?.lowercased(), destination: destination,
+                waitsForConnectivity: retryForever || noWait)
             let query = app.map { "?app=\($0)" } ?? ""
             let record = try await options.call {
                 try await $0.send(.post, "/v1/transfers\(query)", body: request, as: TransferRecord.self)
@@ -73,9 +81,12 @@ extension BGCtl {
                     "Transfer \(ended.id) done: \(Self.bytes(size)) in \(Duration.seconds(took.rounded(.up)).humanDescription), \(Self.bytes(Int64(Double(size) / took)))/s average → \(ended.destination ?? "handed to \(ended.app.map(\.rawValue) ?? "the app")")"
                 )
             default:
+                let hint =
+                    ended.error?.code == .cannotConnect
+                    ? " (bgd keeps nothing; --retry-forever lets it retry until the host answers)" : ""
                 options.fail(
                     "transfer\(ended.state.rawValue.prefix(1).uppercased())\(ended.state.rawValue.dropFirst())",
-                    "transfer \(ended.id) \(ended.state.rawValue): \(ended.error?.description ?? "")",
+                    "transfer \(ended.id) \(ended.state.rawValue): \(ended.error?.description ?? "")\(hint)",
                     exit: BGCtlExit.transferFailed)
             }
         }
@@ -152,7 +163,7 @@ extension BGCtl {
     struct Transfers: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "List background transfers: state, progress, attempts, next retry and why.",
-            subcommands: [List.self, Cancel.self, Pause.self, Resume.self], defaultSubcommand: List.self)
+            subcommands: [List.self, Cancel.self, Pause.self, Resume.self, Retry.self], defaultSubcommand: List.self)
 
         struct List: AsyncParsableCommand {
             static let configuration = CommandConfiguration(abstract: "List transfers, newest first.")
@@ -213,6 +224,30 @@ extension BGCtl {
                 }
                 if options.json { return try options.printJSON(record) }
                 print("Transfer \(record.id): \(record.state.rawValue), from \(Download.bytes(record.bytesTransferred)).")
+            }
+        }
+
+        struct Retry: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Try a transfer again now.",
+                discussion: """
+                    A waiting or paused transfer goes at once, its retry time forgotten. A download of
+                    yours (not an app's) that failed or was cancelled starts again as a new transfer of
+                    the same URL and destination; its new id is printed.
+                    """)
+            @OptionGroup var options: DaemonOptions
+            @Argument(help: "The transfer's id (bgctl transfers).") var id: Int64
+
+            func run() async throws {
+                let record = try await options.call {
+                    try await $0.send(.post, "/v1/transfers/\(id)/retry", as: TransferRecord.self)
+                }
+                if options.json { return try options.printJSON(record) }
+                if record.id.rawValue == id {
+                    print("Transfer \(id): retrying now.")
+                } else {
+                    print("Transfer \(id) started again as transfer \(record.id). Watch it with: bgctl transfers")
+                }
             }
         }
 

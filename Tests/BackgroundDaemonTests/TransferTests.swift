@@ -518,6 +518,9 @@ struct TransferCommandTests {
             #expect(
                 FaultyOrigin.sha256Digest(of: try Data(contentsOf: URL(fileURLWithPath: path)))
                     == FaultyOrigin.sha256(seed: 41, size: 300_000))
+            // The operator's file gets the mode the user's files get (0644 under a 022 umask), not 0600.
+            let mode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
+            #expect(mode == 0o666 & ~Self.umask(), "mode \(String(mode ?? 0, radix: 8))")
 
             let handed = try await bgctl(
                 ["download", "http://127.0.0.1:9/never", "--to", daemon.directory + "/never", "--no-wait", "--json"],
@@ -539,11 +542,67 @@ struct TransferCommandTests {
 
             for arguments in [
                 ["download", "ftp://example.com/x"], ["download", "not a url"], ["transfers", "cancel", "999"],
-                ["transfers", "pause", "999"], ["transfers", "resume", "999"],
+                ["transfers", "pause", "999"], ["transfers", "resume", "999"], ["transfers", "retry", "999"],
+                ["transfers", "retry", "x"],
             ] {
                 let refused = try await bgctl(arguments, daemon)
                 #expect(refused.status != 0 && !refused.standardError.isEmpty, "\(arguments)")
             }
+            let completedAgain = try await bgctl(["transfers", "retry", "1"], daemon)
+            #expect(completedAgain.status == 4 && completedAgain.standardError.contains("completed"), "\(completedAgain)")
         }
+    }
+
+    /// At a terminal, a host that refuses fails the download at once (as curl does) and bgd keeps
+    /// nothing waiting; `--retry-forever` leaves it to bgd; `transfers retry` makes a waiting one
+    /// go now and starts a failed one again as a new transfer.
+    @Test func interactiveDownloadsFailFastAndRetryStartsAgain() async throws {
+        // A short connect timeout for the durable attempts, which retry the refused port until it.
+        try await TestDaemon.with(transfers: .init(engine: .init(connectTimeout: .seconds(1)))) { daemon in
+            let refused = try await bgctl(["download", "http://127.0.0.1:9/nothing", "--to", daemon.directory + "/a"], daemon)
+            #expect(refused.status == 5, "\(refused)")
+            #expect(refused.standardError.contains("cannotConnect: connection refused") && refused.standardError.contains("--retry-forever"))
+            let failed = try await records(daemon)
+            #expect(failed.count == 1 && failed[0].state == .failed && failed[0].attempts == 1, "\(failed)")
+
+            // Started again: a new transfer of the same URL and destination (which fails fast again).
+            let again = try await bgctl(["transfers", "retry", failed[0].id.description], daemon)
+            #expect(again.status == 0 && again.standardOutput.contains("as transfer 2"), "\(again)")
+            let both = try await records(daemon)
+            #expect(both.first { $0.id.rawValue == 2 }?.url == failed[0].url)
+            #expect(both.first { $0.id.rawValue == 2 }?.destination == failed[0].destination)
+
+            // Durable: bgd keeps retrying with backoff; retry makes it go now.
+            var activities = daemon.activity.subscribe().makeAsyncIterator()
+            let durable = try await bgctl(
+                ["download", "http://127.0.0.1:9/later", "--to", daemon.directory + "/b", "--retry-forever", "--no-wait", "--json"],
+                daemon)
+            let id = try WireCoding.makeDecoder().decode(TransferRecord.self, from: Data(durable.standardOutput.utf8)).id
+            var retriesScheduled = 0
+            while retriesScheduled < 1, let activity = await activities.next() {
+                if case .transferRetryScheduled(id, _, _) = activity { retriesScheduled += 1 }
+            }
+            let waiting = try await daemon.admin.send(.get, "/v1/transfers/\(id)", as: TransferRecord.self)
+            #expect(waiting.state == .waiting && (waiting.nextAttemptAt ?? .distantPast) > daemon.clock.now, "\(waiting)")
+            let now = try await bgctl(["transfers", "retry", id.description], daemon)
+            #expect(now.status == 0 && now.standardOutput.contains("retrying now"), "\(now)")
+            // The clock has not moved: only the retry asked for can make the second attempt.
+            while retriesScheduled < 2, let activity = await activities.next() {
+                if case .transferRetryScheduled(id, _, _) = activity { retriesScheduled += 1 }
+            }
+            let retried = try await daemon.admin.send(.get, "/v1/transfers/\(id)", as: TransferRecord.self)
+            #expect(retried.state == .waiting && retried.attempts == 2, "still durable: \(retried)")
+        }
+    }
+
+    private func records(_ daemon: TestDaemon) async throws -> [TransferRecord] {
+        let listed = try await bgctl(["transfers", "--json"], daemon)
+        return try WireCoding.makeDecoder().decode([TransferRecord].self, from: Data(listed.standardOutput.utf8))
+    }
+
+    static func umask() -> Int {
+        let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+        let line = status.split(separator: "\n").first { $0.hasPrefix("Umask:") } ?? "Umask: 022"
+        return Int(line.dropFirst(6).trimmingCharacters(in: .whitespaces), radix: 8) ?? 0o022
     }
 }

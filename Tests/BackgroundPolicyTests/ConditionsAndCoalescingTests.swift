@@ -78,6 +78,36 @@ struct ConditionsPolicyTests {
         #expect(onBattery.dueAt == plugged.dueAt)
         #expect(!onBattery.reasons.contains { $0.code == .onBattery || $0.code == .meteredNetwork })
     }
+
+    /// `bgctl simulate fetch` is a debugging aid (issue 18): runs the operator asked for spend none
+    /// of the wakes the app's use earns, so the same runs that exhaust the budget when scheduled
+    /// leave the wake before the likely open in place when they were manual.
+    @Test func manualRunsSpendNoneOfTheDailyWakeBudget() throws {
+        var learner = UsageLearner()
+        for day in 0..<14 { learner.recordOpen(of: "com.example.a", at: minutes(Double(day) * 1440 + 720)) }
+        let now = minutes(14 * 1440 + 600)
+        learner.advance(to: now)
+        let outlook = UsageOutlook(learner: learner, planner: AdaptiveWakePlanner(), threshold: 0.3)
+        let cap = try #require(outlook.dailyWakeBudget(for: AppID(rawValue: "com.example.a")!, now: now))
+        #expect(cap > 0)
+        func decision(manual: Bool) -> WakeDecision {
+            // `cap` runs between 23 and 20 hours ago: the content is stale either way.
+            let runs = (0..<cap).map { index in
+                FetchCandidate.FinishedRun(
+                    startedAt: now.addingTimeInterval(-20 * 3600 - Double(index) * 600), outcome: .newData,
+                    manual: manual)
+            }
+            let candidate = FetchCandidate(
+                app: AppID(rawValue: "com.example.a")!, interval: .minimum, registeredAt: minutes(-1000),
+                recentRuns: runs)
+            return policy.plan(for: [candidate], runningCount: 0, usage: outlook, now: now).decisions[0]
+        }
+        let scheduled = decision(manual: false)
+        #expect(scheduled.reasons.contains { $0.code == .dailyBudgetSpent }, "\(scheduled.reasons)")
+        let manual = decision(manual: true)
+        #expect(!manual.reasons.contains { $0.code == .dailyBudgetSpent }, "\(manual.reasons)")
+        #expect(manual.reasons.contains { $0.code == .predictedOpen }, "\(manual.reasons)")
+    }
 }
 
 struct CoalescingTests {

@@ -27,6 +27,21 @@ struct TransferPolicyTests {
         #expect(decision.lookAgainAt == at(3601))
     }
 
+    /// With no network, a transfer that waits for connectivity is held; one that does not (a
+    /// download someone watches at a terminal) fails at once, as curl would.
+    @Test(arguments: [true, false])
+    func noNetworkHoldsOrFailsAsTheRequestAsks(waits: Bool) {
+        let request = TransferRequest(
+            session: "s", url: URL(string: "http://127.0.0.1/f")!, waitsForConnectivity: waits)
+        let offline = DeviceConditions(power: .mains, network: .none)
+        let decision = policy.decide(snapshot(request), conditions: offline, attemptsRunning: 0, now: at(1))
+        switch decision.action {
+        case .hold(let reason): #expect(waits && reason.code == .noNetwork)
+        case .fail(let error): #expect(!waits && error.code == .cannotConnect)
+        default: Issue.record("\(decision)")
+        }
+    }
+
     @Test func pastItsResourceTimeoutItFails() {
         let request = TransferRequest(
             session: "s", url: URL(string: "http://127.0.0.1/f")!, timeoutForResource: .seconds(60))

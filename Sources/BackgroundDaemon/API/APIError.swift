@@ -118,6 +118,8 @@ extension APIError {
             self.init(.conflict, .transferNotActive, "transfer \(id) has ended or is already paused")
         case .transferNotPaused(let id):
             self.init(.conflict, .transferNotPaused, "transfer \(id) is not paused")
+        case .transferNotRetryable(let id, let why):
+            self.init(.conflict, .transferNotRetryable, "transfer \(id) cannot be retried: \(why)")
         case .taskNotRunning(let app, let identifier):
             self.init(
                 .notFound, .taskNotRunning, "\(app) is not running task '\(identifier)'; `bgctl tasks` shows what runs")

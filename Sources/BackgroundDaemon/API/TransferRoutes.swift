@@ -68,6 +68,9 @@ struct TransferRoutes {
         admin.post(":transfer/resume") { _, context in
             try JSONResponse.make(try await transfers.resume(try context.parameters.transferID(), by: .operator))
         }
+        admin.post(":transfer/retry") { _, context in
+            try JSONResponse.make(try await transfers.retry(try context.parameters.transferID(), by: .operator))
+        }
     }
 }
 

@@ -10,6 +10,7 @@ enum ServiceError: Error, Equatable {
     case unknownTransfer(TransferID)
     case transferNotActive(TransferID)
     case transferNotPaused(TransferID)
+    case transferNotRetryable(TransferID, String)
     case taskNotRunning(AppID, identifier: String)
     case unknownBackgroundTask(Int)
     case backgroundTimeExpired(String)

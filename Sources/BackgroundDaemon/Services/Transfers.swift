@@ -101,6 +101,22 @@ struct Transfers: Sendable {
         return record
     }
 
+    /// `bgctl transfers retry`: a waiting or paused transfer goes now; the operator's download
+    /// that failed or was cancelled starts again as a new transfer of the same request (an app
+    /// has already heard how its transfer ended, so submitting again is the app's to do).
+    func retry(_ id: TransferID, by caller: Caller) async throws -> TransferRecord {
+        try await own(id, by: caller)
+        if let record = try await service.retryNow(id) { return record }
+        guard let stored = try await store.transfer(id) else { throw ServiceError.unknownTransfer(id) }
+        guard stored.record.state.isFinal, stored.record.state != .completed else {
+            throw ServiceError.transferNotRetryable(id, stored.record.state == .completed ? "it has completed" : "it is running")
+        }
+        guard stored.record.app == nil, caller == .operator else {
+            throw ServiceError.transferNotRetryable(id, "an app's transfer that ended is the app's to submit again")
+        }
+        return try await submit(stored.request, from: .operator)
+    }
+
     /// Another app's transfer is "unknown", not "forbidden", so that ids reveal nothing.
     private func own(_ id: TransferID, by caller: Caller) async throws {
         guard case .app(let app) = caller else { return }

@@ -174,6 +174,14 @@ public actor TransferService: Service {
         return resumed?.record
     }
 
+    /// Makes a waiting or paused transfer go now; nil if it is running or has ended.
+    func retryNow(_ id: TransferID) async throws -> TransferRecord? {
+        guard attempts[id] == nil, let retried = try await store.retryTransferNow(id) else { return nil }
+        unrecordedRetries[id] = nil
+        replan()
+        return retried.record
+    }
+
     // MARK: Planning
 
     /// Retries the store could not record, and when each may go.

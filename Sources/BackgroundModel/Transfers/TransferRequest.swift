@@ -27,14 +27,19 @@ public struct TransferRequest: Hashable, Codable, Sendable {
     /// Operator downloads only: where to put the file (absolute). App downloads land in the
     /// app's container and are offered to it in `didFinishDownloadingTo`.
     public var destination: String?
+    /// Wait for a host that cannot be reached now (bgd's durable mode, as a background
+    /// `URLSession`'s always do), or fail at once with `cannotConnect` — what someone watching a
+    /// download at a terminal expects (`URLSessionConfiguration.waitsForConnectivity`).
+    public var waitsForConnectivity: Bool
 
     public init(
         session: String, kind: TransferKind = .download, url: URL, taskDescription: String? = nil,
         uploadFile: String? = nil,
         httpMethod: String? = nil, isDiscretionary: Bool = false, allowsExpensiveNetworkAccess: Bool = true,
         timeoutForResource: Duration = .seconds(7 * 86400), earliestBegin: Date? = nil, sha256: String? = nil,
-        sessionSendsLaunchEvents: Bool = true, destination: String? = nil
+        sessionSendsLaunchEvents: Bool = true, destination: String? = nil, waitsForConnectivity: Bool = true
     ) {
+        self.waitsForConnectivity = waitsForConnectivity
         self.sessionSendsLaunchEvents = sessionSendsLaunchEvents
         self.session = session
         self.kind = kind
@@ -52,7 +57,7 @@ public struct TransferRequest: Hashable, Codable, Sendable {
 
     private enum CodingKeys: String, CodingKey {
         case session, kind, url, taskDescription, uploadFile, httpMethod, isDiscretionary, allowsExpensiveNetworkAccess
-        case timeoutForResource, earliestBegin, sha256, sessionSendsLaunchEvents, destination
+        case timeoutForResource, earliestBegin, sha256, sessionSendsLaunchEvents, destination, waitsForConnectivity
     }
 
     /// Optional fields take their defaults; `timeoutForResource` is in seconds on the wire.
@@ -71,6 +76,7 @@ public struct TransferRequest: Hashable, Codable, Sendable {
         sha256 = try c.decodeIfPresent(String.self, forKey: .sha256)
         sessionSendsLaunchEvents = try c.decodeIfPresent(Bool.self, forKey: .sessionSendsLaunchEvents) ?? true
         destination = try c.decodeIfPresent(String.self, forKey: .destination)
+        waitsForConnectivity = try c.decodeIfPresent(Bool.self, forKey: .waitsForConnectivity) ?? true
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -88,6 +94,7 @@ public struct TransferRequest: Hashable, Codable, Sendable {
         try c.encodeIfPresent(sha256, forKey: .sha256)
         try c.encode(sessionSendsLaunchEvents, forKey: .sessionSendsLaunchEvents)
         try c.encodeIfPresent(destination, forKey: .destination)
+        try c.encode(waitsForConnectivity, forKey: .waitsForConnectivity)
     }
 
     /// Why bgd cannot take this request, or nil. Checked before anything is stored.

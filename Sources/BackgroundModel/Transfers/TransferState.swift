@@ -39,6 +39,9 @@ public struct TransferError: Hashable, Codable, Sendable, Error, CustomStringCon
         case fileError
         /// The URL cannot be fetched (bad scheme, no host).
         case badURL
+        /// The host did not resolve, refused or could not be reached, and the transfer does not
+        /// wait for connectivity (`waitsForConnectivity: false`, as `bgctl download` asks).
+        case cannotConnect
     }
 
     public var code: Code

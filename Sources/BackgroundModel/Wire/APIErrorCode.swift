@@ -43,6 +43,7 @@ public enum APIErrorCode: String, Codable, Sendable, CaseIterable {
     case taskNotRunning
     case transferNotActive
     case transferNotPaused
+    case transferNotRetryable
     /// `beginBackgroundTask` once the app's background time is over.
     case backgroundTimeExpired
     // BGTaskScheduler's own errors (`BGTaskScheduler.Error.Code`)

@@ -93,6 +93,9 @@ public struct TransferPolicy: Hashable, Sendable {
             return Decision(action: .waitForRetry, lookAgainAt: lookAgainAt)
         }
         if let hold = gate.hold(Self.needs(of: request), under: conditions) {
+            if hold == .noNetwork && !request.waitsForConnectivity {
+                return Decision(action: .fail(TransferError(.cannotConnect, "there is no network")), lookAgainAt: nil)
+            }
             return Decision(action: .hold(DecisionReason(hold.code, Self.describe(hold))), lookAgainAt: lookAgainAt)
         }
         guard attemptsRunning < maximumConcurrent else {
