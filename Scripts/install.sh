@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs bgd, bgctl and bgd-confine (release, Swift's standard library linked in where the
-# toolchain can) under PREFIX (default ~/.local), with the README and docs, and bgctl's shell
-# completions. Every file it adds is listed in PREFIX/share/swift-background/installed-files,
+# toolchain can) under PREFIX (default ~/.local), with the README and docs, man pages (`man bgctl`)
+# and bgctl's shell completions. Every file it adds is listed in PREFIX/share/swift-background/installed-files,
 # which --uninstall removes; the user's state (apps, history) stays unless --purge is given.
 #
 #   Scripts/install.sh                    # build and install to ~/.local
@@ -74,6 +74,7 @@ strip_option=()
 command -v strip >/dev/null && strip_option=(-s)
 for product in bgd bgctl bgd-confine; do put 755 "$from/$product" "$prefix/bin/$product" "${strip_option[@]}"; done
 put 644 README.md "$prefix/share/doc/swift-background/README.md"
+for page in bgctl bgd; do put 644 "docs/man/$page.1" "$prefix/share/man/man1/$page.1"; done
 for doc in docs/*.md; do put 644 "$doc" "$prefix/share/doc/swift-background/$doc"; done
 completions=$(mktemp -d)
 trap 'rm -rf "$completions"' EXIT

@@ -39,6 +39,10 @@ struct InstallTests {
         let completion = try String(
             contentsOfFile: prefix + "/share/bash-completion/completions/bgctl", encoding: .utf8)
         #expect(completion.contains("bgctl") && completion.contains("complete"), "a bash completion script")
+        for page in ["bgctl", "bgd"] {
+            let manual = try String(contentsOfFile: prefix + "/share/man/man1/\(page).1", encoding: .utf8)
+            #expect(manual.contains(".Nm \(page)"), "the \(page)(1) man page")
+        }
 
         // The installed bgd runs, with its helper beside it.
         let bgd = try Spawned(
@@ -64,7 +68,9 @@ struct InstallTests {
         let removed = try await script("--uninstall")
         #expect(removed.status == 0 && removed.standardOutput.contains("kept bgd's state"), "\(removed.standardError)")
         let left = FileManager.default.enumerator(atPath: prefix)?.allObjects.compactMap { $0 as? String } ?? []
-        #expect(left.allSatisfy { !$0.contains("bgd") && !$0.contains("bgctl") && !$0.contains("README") }, "\(left)")
+        #expect(
+            left.allSatisfy { !$0.contains("bgd") && !$0.contains("bgctl") && !$0.contains("README") && !$0.hasSuffix(".1") },
+            "\(left)")
         #expect(!FileManager.default.fileExists(atPath: root + "/config/systemd/user/bgd.service"))
         #expect(FileManager.default.fileExists(atPath: state))
 
@@ -79,5 +85,30 @@ struct InstallTests {
         #expect(try await script("--uninstall", "--purge").status == 0)
         #expect(!FileManager.default.fileExists(atPath: state))
         #expect(try await script("--uninstall").status != 0, "nothing left to uninstall says so")
+    }
+
+    /// The man pages in docs/man (made by swift-argument-parser's generate-manual plugin,
+    /// Scripts/generate-manual.sh) describe the commands as built: every subcommand and option the
+    /// binary knows (its --experimental-dump-help) is in its page. Fails when a flag is added
+    /// without regenerating them.
+    @Test(arguments: ["bgctl", "bgd"])
+    func theManPagesAreCurrent(_ product: String) async throws {
+        let dump = try await Command.run(try BuiltProducts.path(of: product), ["--experimental-dump-help"])
+        let manual = try String(contentsOfFile: Self.checkout + "/docs/man/\(product).1", encoding: .utf8)
+        let tool = try #require(JSONSerialization.jsonObject(with: Data(dump.standardOutput.utf8)) as? [String: Any])
+        var missing: [String] = []
+        func visit(_ command: [String: Any]) {
+            if let name = command["commandName"] as? String, !manual.contains(name) { missing.append(name) }
+            for argument in command["arguments"] as? [[String: Any]] ?? [] {
+                let shouldDisplay = argument["shouldDisplay"] as? Bool ?? true
+                guard shouldDisplay, let names = argument["names"] as? [[String: Any]] else { continue }
+                for name in names where name["kind"] as? String == "long" {
+                    if let long = name["name"] as? String, !manual.contains("Fl -\(long)") { missing.append("--" + long) }
+                }
+            }
+            for subcommand in command["subcommands"] as? [[String: Any]] ?? [] { visit(subcommand) }
+        }
+        visit(try #require(tool["command"] as? [String: Any]))
+        #expect(missing.isEmpty, "docs/man/\(product).1 lacks \(Set(missing).sorted()); run Scripts/generate-manual.sh")
     }
 }
