@@ -41,11 +41,28 @@ public struct Timeline: Sendable {
     public var from: Date
     public var until: Date
     public var marks: [Mark]
+    /// Where the "now" line goes (nil: none).
+    public var now: Date?
 
-    public init(from: Date, until: Date, marks: [Mark]) {
+    public init(from: Date, until: Date, marks: [Mark], now: Date? = nil) {
         self.from = from
         self.until = until
+        self.now = now
         self.marks = marks.filter { ($0.until ?? $0.at) >= from && $0.at <= until }
+    }
+
+    /// What each colour and shape means: the key under every timeline.
+    public static func legend() -> String {
+        let entries: [(String, String)] = [
+            ("open", "opened by the user"), ("run newData", "wake: new data"), ("run noData", "wake: no data"),
+            ("run failed", "failed or crashed"), ("run expired", "expired"), ("run interrupted", "interrupted"),
+            ("planned", "planned wake"), ("push", "push delivered"), ("push held", "push held or queued"),
+            ("transfer", "transfer"), ("lifecycle", "lifecycle or task"),
+        ]
+        return "<ul class=\"legend\" aria-label=\"legend\">"
+            + entries.map { classes, text in
+                "<li><svg viewBox=\"0 0 12 12\" width=\"12\" height=\"12\" aria-hidden=\"true\"><circle class=\"mark \(classes)\" cx=\"6\" cy=\"6\" r=\"5\"/></svg>\(HTML.escape(text))</li>"
+            }.joined() + "<li><span class=\"now-key\" aria-hidden=\"true\"></span>now</li></ul>"
     }
 
     /// The SVG, 1000 units wide, scaled to the page.
@@ -59,7 +76,8 @@ public struct Timeline: Sendable {
         var svg =
             ##"<svg class="timeline" viewBox="0 0 \##(Int(width)) \##(Int(height))" role="img" aria-label="\##(HTML.escape(label))" xmlns="http://www.w3.org/2000/svg">"##
         // Hour or day ticks.
-        let tick: TimeInterval = span > 3 * 86400 ? 86400 : span > 12 * 3600 ? 3 * 3600 : 3600
+        let tick: TimeInterval =
+            span > 3 * 86400 ? 86400 : span > 12 * 3600 ? 3 * 3600 : span > 3 * 3600 ? 3600 : 600
         var t = (from.timeIntervalSince1970 / tick).rounded(.up) * tick
         let formatter = DateFormatter()
         formatter.timeZone = TimeZone(secondsFromGMT: Int(utcOffset))
@@ -68,16 +86,16 @@ public struct Timeline: Sendable {
             let date = Date(timeIntervalSince1970: t)
             let px = x(date)
             svg +=
-                ##"<line x1="\##(f(px))" y1="\##(f(top - 4))" x2="\##(f(px))" y2="\##(f(height - 20))" stroke="#eee"/>"##
+                ##"<line class="grid" x1="\##(f(px))" y1="\##(f(top - 4))" x2="\##(f(px))" y2="\##(f(height - 20))"/>"##
             svg +=
-                ##"<text x="\##(f(px))" y="\##(f(height - 6))" font-size="11" text-anchor="middle" fill="#888">\##(formatter.string(from: date))</text>"##
+                ##"<text class="axis" x="\##(f(px))" y="\##(f(height - 6))" font-size="11" text-anchor="middle">\##(formatter.string(from: date))</text>"##
             t += tick
         }
         for (index, row) in Row.allCases.enumerated() {
             let y = top + rowHeight * Double(index) + rowHeight / 2
-            svg += ##"<text x="4" y="\##(f(y + 4))" font-size="12" fill="#555">\##(row.title)</text>"##
+            svg += ##"<text class="row" x="4" y="\##(f(y + 4))" font-size="12">\##(row.title)</text>"##
             svg +=
-                ##"<line x1="\##(f(left))" y1="\##(f(y))" x2="\##(f(width - right))" y2="\##(f(y))" stroke="#ddd"/>"##
+                ##"<line class="lane" x1="\##(f(left))" y1="\##(f(y))" x2="\##(f(width - right))" y2="\##(f(y))"/>"##
             for mark in marks where mark.row == row {
                 let title = "<title>\(HTML.escape(mark.title))</title>"
                 let classes = HTML.escape("mark " + mark.classes)
@@ -94,8 +112,13 @@ public struct Timeline: Sendable {
                 }
             }
         }
+        if let now, now >= from, now <= until {
+            svg +=
+                ##"<line class="now" x1="\##(f(x(now)))" y1="\##(f(top - 10))" x2="\##(f(x(now)))" y2="\##(f(height - 20))"><title>now</title></line>"##
+            svg += ##"<text class="now" x="\##(f(x(now)))" y="\##(f(top - 10))" font-size="10" text-anchor="middle">now</text>"##
+        }
         svg += "</svg>"
-        return svg
+        return "<div class=\"timeline-scroll\">" + svg + "</div>"
     }
 
     private func f(_ value: Double) -> String { String(format: "%.1f", value) }

@@ -330,7 +330,7 @@ public final class TransferEngine: Sendable {
         if error is NIOSSLError || error is BoringSSLError || error is NIOSSLExtraError {
             return .failed(TransferError(.tls, "\(error)"), statusCode: nil)
         }
-        return .retry(reason: "\(error)", retryAfter: nil)
+        return .retry(reason: isConnectFailure(error) ? describeConnectFailure(error) : "\(error)", retryAfter: nil)
     }
 
     /// The request never reached the server: the name did not resolve, the connection was refused

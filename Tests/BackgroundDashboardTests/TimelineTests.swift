@@ -23,7 +23,7 @@ struct TimelineTests {
         #expect(svg.contains(#"class="mark run expired""#) && svg.contains(#"class="mark open""#))
         #expect(svg.contains("<rect class=\"mark transfer completed\""))
         #expect(!svg.contains("too old"))
-        #expect(svg.hasPrefix("<svg") && svg.hasSuffix("</svg>"))
+        #expect(svg.hasPrefix("<div class=\"timeline-scroll\"><svg") && svg.hasSuffix("</svg></div>"))
     }
 
     /// Whatever an app or a provider put in a name is text, never markup.

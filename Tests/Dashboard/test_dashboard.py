@@ -6,8 +6,11 @@ console errors, show the apps and a timeline with one mark per seeded event, upd
 reload when something happens; unauthenticated requests get 401; the listener refuses a
 non-loopback address; /metrics parses and its counters move. Screenshots: $ARTIFACTS.
 """
+import functools
+import http.server
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -68,6 +71,30 @@ def severe(logs):
     return [entry for entry in logs if entry.get("level") == "SEVERE"]
 
 
+def rgb(css):
+    """'rgb(215, 0, 21)' or 'rgba(…)' -> (215, 0, 21)."""
+    return tuple(int(part) for part in re.findall(r"\d+", css)[:3])
+
+
+def reddish(css):
+    r, g, b = rgb(css)
+    return r > 180 and g < 110 and b < 110
+
+
+def style(browser, element, prop):
+    return browser.execute_script("return getComputedStyle(arguments[0]).getPropertyValue(arguments[1])", element, prop)
+
+
+def serve_files(directory):
+    """A real HTTP origin for the dashboard's transfers: Python's own file server on loopback."""
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=directory)
+    http.server.SimpleHTTPRequestHandler.log_message = lambda *_: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    import threading
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
 work = tempfile.mkdtemp(prefix="bgd-dash-")
 SOCKET = f"{work}/bgd.sock"
 PORT = free_port()
@@ -116,7 +143,7 @@ try:
     # The browser.
     options = webdriver.ChromeOptions()
     options.binary_location = "/usr/bin/chromium"
-    for argument in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1200,1400"]:
+    for argument in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1400"]:
         options.add_argument(argument)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     browser = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
@@ -127,7 +154,7 @@ try:
         check(APP in browser.page_source, "the overview lists the app")
         check(len(browser.find_elements(By.CSS_SELECTOR, "tr.app")) == 1, "one app row")
         check(len(browser.find_elements(By.CSS_SELECTOR, "svg.timeline")) == 1, "the system timeline is drawn")
-        browser.save_screenshot(f"{ARTIFACTS}/overview.png")
+        browser.save_screenshot(f"{ARTIFACTS}/overview-1280-first.png")
         check(not severe(browser.get_log("browser")), "no console errors on the overview")
 
         browser.get(f"http://127.0.0.1:{PORT}/apps/{APP}")
@@ -150,12 +177,111 @@ try:
         browser.save_screenshot(f"{ARTIFACTS}/app-live.png")
         check(not severe(browser.get_log("browser")), "no console errors after the live update")
 
-        # Readable on a phone: the page fits a narrow window without horizontal scrolling of the body.
+        # Trouble first. A second app whose fetch fails; three downloads of the operator's: one that
+        # completes from a real HTTP origin, one that fails (a refused port, at once), one that waits
+        # for its retry (the same port, in bgd's durable mode).
+        BROKEN = "com.example.broken"
+        bgctl("register", BROKEN, "--interval", "minimum", "--", f"{BIN}/bgd-fixture-app", "failed")
+        bgctl("simulate", "fetch", BROKEN)
+        files = tempfile.mkdtemp(prefix="bgd-dash-origin-")
+        with open(f"{files}/big.bin", "wb") as big:
+            big.write(os.urandom(3 << 20))
+        origin = serve_files(files)
+        bgctl("download", f"http://127.0.0.1:{origin.server_address[1]}/big.bin", "--to", f"{work}/big.bin")
+        failed = subprocess.run([f"{BIN}/bgctl", "download", "http://127.0.0.1:9/gone.bin", "--to", f"{work}/gone.bin"],
+                                capture_output=True, text=True, env=dict(os.environ, BGD_SOCKET=SOCKET))
+        check(failed.returncode == 5, f"a download from a refused port fails at once (exit {failed.returncode})")
+        bgctl("download", "http://127.0.0.1:9/later.bin", "--to", f"{work}/later.bin", "--retry-forever", "--no-wait")
+        WebDriverWait(browser, 30).until(lambda _: "retrying" in bgctl("transfers"))
+
+        browser.get(f"http://127.0.0.1:{PORT}/")
+        rows = browser.find_elements(By.CSS_SELECTOR, "tr.app")
+        check([row.get_attribute("data-app") for row in rows] == [BROKEN, APP], f"the app in trouble is listed first ({[r.get_attribute('data-app') for r in rows]})")
+        result = rows[0].find_element(By.CSS_SELECTOR, "td.result")
+        check("outcome-failed" in result.get_attribute("class"), "its last-result cell says failed")
+        pill = style(browser, result.find_element(By.CSS_SELECTOR, ".pill"), "background-color")
+        check(reddish(pill), f"and is red ({pill})")
+        ok_pill = style(browser, rows[1].find_element(By.CSS_SELECTOR, "td.result .pill"), "background-color")
+        check(not reddish(ok_pill), f"the healthy app's is not ({ok_pill})")
+
+        tiles = {tile.get_attribute("id"): tile.text for tile in browser.find_elements(By.CSS_SELECTOR, "#tiles .tile")}
+        check(set(tiles) == {"tile-apps", "tile-running", "tile-failures", "tile-transfers", "tile-outbox", "tile-bgd"}, f"the six tiles ({sorted(tiles)})")
+        check(tiles.get("tile-apps", "").startswith("2") and "1 in trouble" in tiles.get("tile-apps", ""), f"apps tile: {tiles.get('tile-apps')!r}")
+        check(tiles.get("tile-failures", "").startswith("1"), f"failures in 24 h: {tiles.get('tile-failures')!r}")
+        check(tiles.get("tile-transfers", "").startswith("1"), f"one transfer active (the waiting one): {tiles.get('tile-transfers')!r}")
+        check(f"{work}/state" in tiles.get("tile-bgd", "") and "up " in tiles.get("tile-bgd", ""), f"which bgd: {tiles.get('tile-bgd')!r}")
+        check("Read-only" in browser.find_element(By.ID, "readonly").text, "the page says it is read-only")
+
+        check(len(browser.find_elements(By.CSS_SELECTOR, "ul.legend li")) >= 10, "the timeline has a legend")
+        check(len(browser.find_elements(By.CSS_SELECTOR, "svg.timeline line.now")) == 1, "and a now line")
+        check(len(browser.find_elements(By.CSS_SELECTOR, "svg.timeline .mark.planned")) >= 1, "and the planned next wakes")
+        ranges = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "nav.range a")]
+        check(ranges == ["1 h", "6 h", "day", "week"], f"1 h / 6 h / day / week ranges ({ranges})")
+        browser.find_element(By.LINK_TEXT, "1 h").click()
+        check("last hour" in browser.page_source and "range=1h" in browser.current_url, "the 1 h range shows the last hour")
+        check(browser.find_element(By.CSS_SELECTOR, "nav.range a[aria-current]").text == "1 h", "and marks it as the current range")
+
+        transfers = {row.get_attribute("data-transfer"): row for row in browser.find_elements(By.CSS_SELECTOR, "tr.transfer")}
+        check(len(transfers) == 3, f"three transfers listed ({len(transfers)})")
+        by_state = {row.find_element(By.CSS_SELECTOR, "td[data-label=state]").text: row for row in transfers.values()}
+        done = by_state.get("completed")
+        check(done is not None and "3.0 MiB" in done.text and "/s" in done.find_element(By.CSS_SELECTOR, "td[data-label=speed]").text,
+              f"the completed one shows its size and speed ({done.text if done else None!r})")
+        check(done is not None and f"{work}/big.bin" in done.text, "and where it went")
+        gone = by_state.get("failed")
+        if gone is not None:
+            fill = style(browser, gone.find_element(By.CSS_SELECTOR, ".bar > div"), "background-color")
+            check(reddish(fill) or gone.find_element(By.CSS_SELECTOR, ".bar").get_attribute("aria-valuenow") == "0",
+                  f"a failed transfer's bar is red, not a full blue bar ({fill})")
+            check("cannotConnect" in gone.text, f"and says why ({gone.text!r})")
+        else:
+            check(False, "the failed transfer is listed")
+        waiting = by_state.get("waiting")
+        check(waiting is not None and "retries in" in waiting.text, f"the waiting one says when it retries ({waiting.text if waiting else None!r})")
+        done_fill = style(browser, done.find_element(By.CSS_SELECTOR, ".bar > div"), "background-color") if done else ""
+        check(done is not None and not reddish(done_fill) and rgb(done_fill) != (10, 132, 255), f"the completed bar is green ({done_fill})")
+        browser.save_screenshot(f"{ARTIFACTS}/overview-1280.png")
+        browser.get(f"http://127.0.0.1:{PORT}/apps/{BROKEN}")
+        check(len(browser.find_elements(By.CSS_SELECTOR, "#runs td.outcome-failed")) == 1, "the app page colours the failed run")
+        browser.save_screenshot(f"{ARTIFACTS}/app-1280.png")
+        check(not severe(browser.get_log("browser")), "no console errors on the trouble pages")
+
+        # Readable on a phone: the page fits a narrow window without horizontal scrolling of the
+        # body; the apps table becomes cards; the timeline keeps its scale and scrolls instead.
         browser.set_window_size(390, 844)
         browser.get(f"http://127.0.0.1:{PORT}/")
         overflow = browser.execute_script("return document.documentElement.scrollWidth - document.documentElement.clientWidth")
         check(overflow <= 1, f"the overview fits a phone's width (overflow {overflow}px)")
-        browser.save_screenshot(f"{ARTIFACTS}/overview-phone.png")
+        card = browser.find_element(By.CSS_SELECTOR, "tr.app")
+        check(style(browser, card, "display") == "block", "at 390 px each app is a card")
+        check(style(browser, browser.find_element(By.CSS_SELECTOR, "#apps thead"), "display") == "none", "with no table header")
+        label = browser.execute_script("return getComputedStyle(arguments[0], '::before').content", card.find_element(By.CSS_SELECTOR, "td.result"))
+        check("last result" in label, f"each field labelled ({label})")
+        scroller = browser.find_element(By.CSS_SELECTOR, ".timeline-scroll")
+        widths = browser.execute_script("return [arguments[0].scrollWidth, arguments[0].clientWidth, arguments[0].querySelector('svg').getBoundingClientRect().width]", scroller)
+        check(widths[0] > widths[1] and widths[2] >= 999, f"the timeline keeps its scale and scrolls ({widths})")
+        at = browser.execute_script("return arguments[0].scrollLeft + arguments[0].clientWidth - arguments[0].scrollWidth", scroller)
+        check(abs(at) <= 2, f"scrolled to now at first ({at}px from the end)")
+        browser.save_screenshot(f"{ARTIFACTS}/overview-390.png")
+        browser.get(f"http://127.0.0.1:{PORT}/apps/{APP}")
+        overflow = browser.execute_script("return document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        check(overflow <= 1, f"the app page fits a phone's width (overflow {overflow}px)")
+        browser.save_screenshot(f"{ARTIFACTS}/app-390.png")
+
+        # Dark mode follows the system's preference.
+        browser.set_window_size(1280, 1400)
+        browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "dark"}]})
+        browser.get(f"http://127.0.0.1:{PORT}/")
+        background = rgb(style(browser, browser.find_element(By.TAG_NAME, "body"), "background-color"))
+        check(sum(background) < 120, f"dark mode darkens the page ({background})")
+        text = rgb(style(browser, browser.find_element(By.TAG_NAME, "body"), "color"))
+        check(sum(text) > 600, f"with light text ({text})")
+        browser.save_screenshot(f"{ARTIFACTS}/overview-dark-1280.png")
+        browser.set_window_size(390, 844)
+        browser.get(f"http://127.0.0.1:{PORT}/")
+        browser.save_screenshot(f"{ARTIFACTS}/overview-dark-390.png")
+        check(not severe(browser.get_log("browser")), "no console errors in dark mode or on a phone")
+        origin.shutdown()
     finally:
         browser.quit()
 finally:

@@ -76,7 +76,8 @@ struct DaemonAPI: Sendable {
     func dashboardViews() -> DashboardViews {
         DashboardViews(
             apps: apps, runs: runs, pushes: pushes, transfers: transfers, activity: engines.activity,
-            clock: engines.clock, recent: RecentActivity(activity: engines.activity, clock: engines.clock))
+            clock: engines.clock, recent: RecentActivity(activity: engines.activity, clock: engines.clock), info: info,
+            store: engines.store)
     }
 
     mutating func serveDashboard(_ access: DashboardAccess?) { dashboard = access }

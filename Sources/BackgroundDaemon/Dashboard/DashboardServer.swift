@@ -90,12 +90,13 @@ public struct DashboardServer: Service {
         pages.get("/") { request, _ in
             try await Self.page(
                 request, title: "bgd",
-                main: await views.overview(range: request.uri.queryParameters["range"].map(String.init) ?? "day"))
+                main: await views.overview(
+                    range: DashboardRange(query: request.uri.queryParameters["range"].map(String.init))))
         }
         pages.get("apps/:id") { request, context in
             guard let raw = context.parameters.get("id"), let id = AppID(rawValue: raw),
                 let main = try await views.app(
-                    id, range: request.uri.queryParameters["range"].map(String.init) ?? "day")
+                    id, range: DashboardRange(query: request.uri.queryParameters["range"].map(String.init)))
             else {
                 return Self.html("<h1>No such app</h1>", status: .notFound)
             }
@@ -169,6 +170,8 @@ final class RecentActivity: Service, Sendable {
         var title: String
     }
     private let moments = Mutex<[Moment]>([])
+    /// The last two checkpoints of each running transfer (when, bytes), for its speed.
+    private let checkpoints = Mutex<[TransferID: [(at: Date, bytes: Int64)]]>([:])
     let activity: ActivityFeed
     let clock: any WallClock
 
@@ -196,12 +199,26 @@ final class RecentActivity: Service, Sendable {
                         app: app, at: now, classes: "lifecycle task-ended", title: "background task \(id) ended")
                 case .backgroundTimeExpiring(let app, _):
                     moment = Moment(app: app, at: now, classes: "lifecycle expiring", title: "background time expiring")
+                case .transferCheckpointed(let id, let bytes):
+                    self.checkpoints.withLock { $0[id] = Array((($0[id] ?? []) + [(now, bytes)]).suffix(2)) }
+                case .transferAttemptStarted(let id), .transferRetryScheduled(let id, _, _):
+                    // A new attempt measures afresh: the last one's bytes say nothing of this one's pace.
+                    self.checkpoints.withLock { $0[id] = nil }
+                case .transferEnded(let record):
+                    self.checkpoints.withLock { $0[record.id] = nil }
                 default:
                     break
                 }
                 if let moment { self.moments.withLock { $0 = Array(($0 + [moment]).suffix(2000)) } }
             }
         }
+    }
+
+    /// Bytes a second between the transfer's last two checkpoints in this attempt, if it had two.
+    func rate(of id: TransferID) -> Double? {
+        guard let samples = checkpoints.withLock({ $0[id] }), samples.count == 2 else { return nil }
+        let seconds = samples[1].at.timeIntervalSince(samples[0].at)
+        return seconds > 0 ? Double(samples[1].bytes - samples[0].bytes) / seconds : nil
     }
 
     func moments(of app: AppID?) -> [Moment] {

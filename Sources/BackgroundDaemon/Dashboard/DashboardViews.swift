@@ -18,45 +18,73 @@ struct DashboardViews: Sendable {
     let activity: ActivityFeed
     let clock: any WallClock
     let recent: RecentActivity
+    let info: DaemonInfo
+    let store: BackgroundStore
 
-    func overview(range: String = "day") async throws -> String {
+    func overview(range: DashboardRange = .day) async throws -> String {
         let now = clock.now
-        let span: TimeInterval = range == "week" ? 7 * 86400 : 86400
+        let dayAgo = now.addingTimeInterval(-86400)
         var rows: [AppOverview] = []
         var marks: [Timeline.Mark] = []
+        var failures = 0
         let summaries = try await apps.summaries()
         let budgets = await runs.dailyWakeBudgets(of: summaries.map(\.id))
         for summary in summaries {
             let history = try await runs.history(of: summary.id, limit: 500)
+            let lastDay = history.filter { $0.startedAt > dayAgo }
+            failures += lastDay.filter { $0.outcome.map(AppOverview.isTrouble) ?? false }.count
             rows.append(
                 AppOverview(
                     summary: summary, usageTier: try await usageTier(of: summary.id, now: now),
-                    wakesToday: history.filter { $0.startedAt > now.addingTimeInterval(-86400) }.count,
-                    wakeBudget: budgets[summary.id]))
+                    wakesToday: lastDay.count, wakeBudget: budgets[summary.id]))
             marks += try await self.marks(
-                of: summary.id, runs: history, since: now.addingTimeInterval(-span), labelled: true)
+                of: summary.id, runs: history, since: now.addingTimeInterval(-range.span), labelled: true)
+            if let next = summary.nextWake {
+                let why = summary.nextWakeReasons.last.map { ": \($0.code.rawValue)" } ?? ""
+                marks.append(
+                    Timeline.Mark(row: .wakes, at: next, classes: "planned", title: "\(summary.id): next wake\(why)"))
+            }
         }
-        let timeline = Timeline(from: now.addingTimeInterval(-span), until: now.addingTimeInterval(3600), marks: marks)
+        let timeline = Timeline(
+            from: now.addingTimeInterval(-range.span), until: now.addingTimeInterval(range.ahead), marks: marks, now: now)
+        let gauges = try await store.gauges()
+        let tiles = DashboardTiles(
+            status: try await info.status(), appsInTrouble: rows.filter(\.inTrouble).count,
+            failuresInLastDay: failures, activeTransfers: gauges.activeTransfers, outboxDepth: gauges.openEvents)
+        let lines = try await transfers.list(for: .operator, limit: 50).map { record in
+            DashboardPages.TransferLine(record: record, bytesPerSecond: speed(of: record))
+        }
         return DashboardPages.overview(
-            apps: rows, transfers: try await transfers.list(for: .operator, limit: 50), timeline: timeline,
-            range: range, now: now
-        )
+            apps: rows, tiles: tiles, transfers: lines, timeline: timeline, range: range, now: now)
     }
 
-    func app(_ id: AppID, range: String) async throws -> String? {
+    /// While it runs, the rate between its last two checkpoints this bgd saw; once completed,
+    /// its average from hand-over to the end.
+    private func speed(of record: TransferRecord) -> Double? {
+        switch record.state {
+        case .running: return recent.rate(of: record.id)
+        case .completed:
+            guard let end = record.finishedAt else { return nil }
+            let took = end.timeIntervalSince(record.createdAt)
+            return took > 0 ? Double(record.bytesTransferred) / took : nil
+        default: return nil
+        }
+    }
+
+    func app(_ id: AppID, range: DashboardRange) async throws -> String? {
         guard try await apps.exists(id) else { return nil }
         let now = clock.now
-        let span: TimeInterval = range == "week" ? 7 * 86400 : 86400
         let summary = try await apps.summary(of: id)
         let history = try await runs.history(of: id, limit: 2000)
         let forecast = try await runs.forecast(id, hours: 24)
-        var marks = try await self.marks(of: id, runs: history, since: now.addingTimeInterval(-span), labelled: false)
+        var marks = try await self.marks(
+            of: id, runs: history, since: now.addingTimeInterval(-range.span), labelled: false)
         marks += forecast.wakes.map {
             Timeline.Mark(row: .wakes, at: $0.at, classes: "planned", title: "planned: \($0.reason.code.rawValue)")
         }
         let timeline = Timeline(
-            from: now.addingTimeInterval(-span), until: now.addingTimeInterval(span == 86400 ? 6 * 3600 : 86400),
-            marks: marks)
+            from: now.addingTimeInterval(-range.span), until: now.addingTimeInterval(range.ahead), marks: marks,
+            now: now)
         return DashboardPages.app(
             summary: summary, why: try await runs.why(id), forecast: forecast, timeline: timeline, range: range,
             usageTier: try await usageTier(of: id, now: now), now: now)
