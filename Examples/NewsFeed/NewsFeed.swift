@@ -21,7 +21,8 @@ struct NewsFeed {
     static let usage = """
         usage: NewsFeed [--watch] [--app ID]
           Launched by bgd: performs a background fetch.
-          By hand: shows the news list (needs BGD_APP_TOKEN, printed by `bgctl register`).
+          By hand: shows the news list and reports the open; --watch stays connected (Ctrl-C to
+          quit). Its token comes from BGD_APP_TOKEN, else from its container (bgctl token APP).
         """
 
     static func run(arguments: [String]) async throws {
@@ -49,10 +50,11 @@ struct NewsFeed {
             default: throw UsageError(usage)
             }
         }
-        guard let token = environment[LaunchEnvironment.token] else {
-            throw UsageError("set BGD_APP_TOKEN to the token `bgctl register` printed\n" + usage)
-        }
-        let application = BackgroundApplication(appID: appID, token: token)
+        // The token `bgctl register` printed, or, with none given, the one bgd keeps in the app's
+        // container for it (no copy-paste).
+        let application =
+            try environment[LaunchEnvironment.token].map { BackgroundApplication(appID: appID, token: $0) }
+            ?? BackgroundApplication(appID: appID)
         let container = try await application.summary().containerPath
         let delegate = AppDelegate(store: try newsStore(in: container), newDataProbability: probability) { items in
             print("\u{1B}[2J\u{1B}[H", terminator: "")  // reloadData: clear and redraw
