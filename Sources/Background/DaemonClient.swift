@@ -60,21 +60,36 @@ public struct DaemonClient: Sendable {
     private func exchange(
         _ method: Method, _ path: String, body: (some Encodable)?, timeout: Duration
     ) async throws -> Data {
-        var request = try makeRequest(method, path)
-        if let body {
-            request.body = .bytes(ByteBuffer(bytes: try WireCoding.makeEncoder().encode(body)))
-            request.headers.add(name: "Content-Type", value: "application/json")
+        let encoded = try body.map { try WireCoding.makeEncoder().encode($0) }
+        // Socket activation: this very request may be what starts bgd (bgd.socket), and bgd
+        // writes the operator token as it starts — after this client looked for it. Once the
+        // token is there, the request goes again with it.
+        let couldAskAgain = token == nil && Self.operatorToken(socketPath: socketPath) == nil
+        var attempt = 0
+        while true {
+            attempt += 1
+            var request = try makeRequest(method, path)
+            if let encoded {
+                request.body = .bytes(ByteBuffer(bytes: encoded))
+                request.headers.add(name: "Content-Type", value: "application/json")
+            }
+            let response: HTTPClientResponse
+            do {
+                response = try await http.execute(request, timeout: .milliseconds(Int64(timeout.seconds * 1000)))
+            } catch {
+                throw BackgroundError.daemonUnreachable(socketPath, "\(error)")
+            }
+            let buffer = try await response.body.collect(upTo: 16 * 1024 * 1024)
+            let data = Data(buffer.readableBytesView)
+            if (200..<300).contains(Int(response.status.code)) { return data }
+            let error = Self.apiError(response.status, data)
+            if couldAskAgain, attempt == 1, error.apiCode == APIErrorCode.operatorCredentialRequired.rawValue,
+                Self.operatorToken(socketPath: socketPath) != nil
+            {
+                continue
+            }
+            throw error
         }
-        let response: HTTPClientResponse
-        do {
-            response = try await http.execute(request, timeout: .milliseconds(Int64(timeout.seconds * 1000)))
-        } catch {
-            throw BackgroundError.daemonUnreachable(socketPath, "\(error)")
-        }
-        let buffer = try await response.body.collect(upTo: 16 * 1024 * 1024)
-        let data = Data(buffer.readableBytesView)
-        guard (200..<300).contains(Int(response.status.code)) else { throw Self.apiError(response.status, data) }
-        return data
     }
 
     /// Opens a newline-delimited JSON stream (the app's events).

@@ -45,6 +45,9 @@ public struct Daemon: Service {
         public var appCgroups: Bool
         /// What finished work is kept, and how often the rest is pruned.
         public var retention: HistoryPruner.Configuration
+        /// The listening socket systemd passed (socket activation): served instead of binding
+        /// `socketPath`, which is then its path.
+        public var activatedSocket: ActivatedSocket?
 
         public init(
             stateDirectory: String, socketPath: String, durability: BackgroundStore.Durability = .full,
@@ -53,8 +56,10 @@ public struct Daemon: Service {
             conditions: ConditionsMonitor.Configuration = .init(), transfers: TransferService.Configuration = .init(),
             push: PushGateway.Configuration? = nil, backgroundTime: BackgroundTimePolicy = BackgroundTimePolicy(),
             processing: ProcessingTaskPolicy = ProcessingTaskPolicy(), dashboard: DashboardServer.Configuration? = nil,
-            confineApps: Bool = true, appCgroups: Bool = true, retention: HistoryPruner.Configuration = .init()
+            confineApps: Bool = true, appCgroups: Bool = true, retention: HistoryPruner.Configuration = .init(),
+            activatedSocket: ActivatedSocket? = nil
         ) {
+            self.activatedSocket = activatedSocket
             self.retention = retention
             self.appCgroups = appCgroups
             self.confineApps = confineApps
@@ -66,7 +71,7 @@ public struct Daemon: Service {
             self.usage = usage
             self.conditions = conditions
             self.stateDirectory = stateDirectory
-            self.socketPath = socketPath
+            self.socketPath = activatedSocket?.path ?? socketPath
             self.durability = durability
             self.budget = budget
             self.lingerGrace = lingerGrace
@@ -128,7 +133,7 @@ public struct Daemon: Service {
         self.clock = clock
         self.logger = logger
         stateDirectory = try StateDirectory(path: configuration.stateDirectory)
-        socketClaim = try SocketClaim(configuration.socketPath)
+        socketClaim = try SocketClaim(configuration.socketPath, activated: configuration.activatedSocket != nil)
         let helper: String?
         (confinement, helper) = Self.confinement(configuration, logger: logger)
         operatorCredential = try OperatorCredential(socketPath: configuration.socketPath)
@@ -266,19 +271,23 @@ public struct Daemon: Service {
                 + (SystemdWatchdog.interval().map {
                     [SystemdWatchdog(interval: $0, store: store, logger: Self.logger("bg.daemon", like: logger))]
                 } ?? []),
-            onServerRunning: { _ in
-                chmod(socketPath, 0o600)
+            onServerRunning: { [activated = configuration.activatedSocket] _ in
+                // systemd's socket has the mode its unit gives (SocketMode=0600).
+                if activated == nil { chmod(socketPath, 0o600) }
                 // Ready means every listener is up: a gateway or dashboard port in use is said
                 // (naming its flag) before "ready", and bgd then stops with that error.
                 for port in listeners {
                     do { _ = try await port.listening() } catch { return }
                 }
-                logger.notice("bgd is ready", metadata: ["socket": "\(socketPath)"])
+                logger.notice(
+                    "bgd is ready",
+                    metadata: ["socket": "\(socketPath)"].merging(
+                        activated == nil ? [:] : ["activation": "systemd socket"], uniquingKeysWith: { a, _ in a }))
                 let apps = (try? await store.appListing().count).map { "\($0) apps; " } ?? ""
                 SystemdNotify.send("READY=1\nSTATUS=\(apps)serving on \(socketPath)")
                 await onReady()
             },
-            logger: Self.logger("bg.api", like: logger))
+            logger: Self.logger("bg.api", like: logger), activated: configuration.activatedSocket)
         // systemd shows "deactivating" at once, not when the grace periods have run out.
         try await withGracefulShutdownHandler {
             try await application.run()

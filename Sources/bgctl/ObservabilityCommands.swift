@@ -55,10 +55,16 @@ extension BGCtl {
             }
             try FileManager.default.createDirectory(
                 atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-            try Self.unit(executable: executable, arguments: arguments, documentation: Self.readme(near: executable))
+            let documentation = Self.readme(near: executable)
+            try Self.unit(executable: executable, arguments: arguments, documentation: documentation)
                 .write(toFile: path, atomically: true, encoding: .utf8)
-            print("Wrote \(path). Enable and start it with:")
+            let socketPath = Self.socketUnitPath()
+            try Self.socketUnit(listening: Self.socketArgument(in: arguments), documentation: documentation)
+                .write(toFile: socketPath, atomically: true, encoding: .utf8)
+            print("Wrote \(path) and \(socketPath). Either keep bgd running:")
             print("  systemctl --user daemon-reload && systemctl --user enable --now bgd")
+            print("or let bgctl and apps start it when they first connect (socket activation):")
+            print("  systemctl --user daemon-reload && systemctl --user enable --now bgd.socket")
             print(
                 "Its logs: journalctl --user -u bgd -f    To keep it running when you log out: loginctl enable-linger $USER"
             )
@@ -71,7 +77,9 @@ extension BGCtl {
             """
             [Unit]
             Description=swift-background daemon (bgd): background fetch, transfers, push and tasks for your apps
-            \(documentation.map { "Documentation=file://\($0) man:systemd.service(5)" } ?? "Documentation=man:systemd.service(5)")
+            \(documentation.map { "Documentation=file://\($0) man:bgd(1)" } ?? "Documentation=man:bgd(1)")
+            # Started by bgd.socket too, when it is enabled: bgd then serves the socket systemd passes.
+            After=bgd.socket
 
             [Service]
             Type=notify
@@ -94,6 +102,40 @@ extension BGCtl {
             WantedBy=default.target
 
             """
+        }
+
+        /// bgd.socket: systemd listens on bgd's socket and starts bgd at the first connection
+        /// (`bgctl`, an app); connections made while it starts wait in the backlog, and bgd
+        /// serves that socket (LISTEN_FDS) instead of binding its own.
+        static func socketUnit(listening path: String?, documentation: String?) -> String {
+            """
+            [Unit]
+            Description=swift-background daemon's socket: bgctl and apps start bgd on demand
+            \(documentation.map { "Documentation=file://\($0) man:bgd(1)" } ?? "Documentation=man:bgd(1)")
+
+            [Socket]
+            ListenStream=\(path ?? "%t/bgd/bgd.sock")
+            SocketMode=0600
+            DirectoryMode=0700
+
+            [Install]
+            WantedBy=sockets.target
+
+            """
+        }
+
+        /// The `--socket` among bgd's arguments, if any: the socket unit listens there instead.
+        static func socketArgument(in arguments: String) -> String? {
+            let words = arguments.split(separator: " ").map(String.init)
+            for (index, word) in words.enumerated() {
+                if word.hasPrefix("--socket=") { return String(word.dropFirst("--socket=".count)) }
+                if word == "--socket", index + 1 < words.count { return words[index + 1] }
+            }
+            return nil
+        }
+
+        static func socketUnitPath(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+            (unitPath(environment: environment) as NSString).deletingLastPathComponent + "/bgd.socket"
         }
 
         static func unitPath(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
@@ -130,16 +172,18 @@ extension BGCtl {
 
     struct UninstallService: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            commandName: "uninstall-service", abstract: "Remove the systemd user unit for bgd.")
+            commandName: "uninstall-service", abstract: "Remove the systemd user units for bgd (service and socket).")
 
         func run() async throws {
-            let path = InstallService.unitPath()
-            guard FileManager.default.fileExists(atPath: path) else {
-                return print("No unit at \(path); nothing to do.")
+            let paths = [InstallService.unitPath(), InstallService.socketUnitPath()].filter {
+                FileManager.default.fileExists(atPath: $0)
             }
-            print("First: systemctl --user disable --now bgd")
-            try FileManager.default.removeItem(atPath: path)
-            print("Removed \(path). Then: systemctl --user daemon-reload")
+            guard !paths.isEmpty else {
+                return print("No unit at \(InstallService.unitPath()); nothing to do.")
+            }
+            print("First: systemctl --user disable --now bgd.socket bgd")
+            for path in paths { try FileManager.default.removeItem(atPath: path) }
+            print("Removed \(paths.joined(separator: " and ")). Then: systemctl --user daemon-reload")
         }
     }
 }

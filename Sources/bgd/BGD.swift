@@ -289,6 +289,19 @@ struct BGD: AsyncParsableCommand {
         let logger = Logger(label: "bg.daemon")
         let stateDirectory = stateDir ?? DaemonLocation.defaultStateDirectory()
         let socketPath = socket ?? DaemonLocation.defaultSocketPath(stateDirectory: stateDirectory)
+        // Started by bgd.socket: serve the socket systemd listens on (sd_listen_fds).
+        let activated: ActivatedSocket?
+        do {
+            activated = try ActivatedSocket.take()
+        } catch {
+            FileHandle.standardError.write(Data("bgd: \(error)\n".utf8))
+            throw ExitCode(78)  // EX_CONFIG
+        }
+        if let activated, activated.path != socketPath {
+            logger.notice(
+                "Serving the socket systemd passed, not the configured one",
+                metadata: ["socket": "\(activated.path)", "configured": "\(socketPath)"])
+        }
         let configuration = Daemon.Configuration(
             stateDirectory: stateDirectory, socketPath: socketPath,
             durability: BackgroundStore.Durability(rawValue: durability) ?? .full,
@@ -311,7 +324,8 @@ struct BGD: AsyncParsableCommand {
             dashboard: http.flatMap { Self.dashboard($0, allowRemote: httpAllowRemote) },
             confineApps: confineApps == "on",
             appCgroups: appCgroups == "on",
-            retention: .init(retention: .init(history: keepHistory, opens: max(keepHistory, .seconds(90 * 86400)))))
+            retention: .init(retention: .init(history: keepHistory, opens: max(keepHistory, .seconds(90 * 86400)))),
+            activatedSocket: activated)
         let daemon: Daemon
         do {
             daemon = try await Daemon(

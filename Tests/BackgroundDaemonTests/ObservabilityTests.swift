@@ -175,11 +175,93 @@ struct ObservabilityTests {
             unit.contains("Delegate=yes") && unit.contains("KillMode=process"),
             "apps get cgroups of their own under bgd's: \(unit)")
         #expect(unit.contains("ExecStart=\(try BuiltProducts.path(of: "bgd")) --http 127.0.0.1:8765"), "\(unit)")
+        // The socket unit: systemd listens where bgd would, and starts bgd at the first connection.
+        #expect(unit.contains("After=bgd.socket"))
+        let socket = try String(contentsOfFile: directory + "/config/systemd/user/bgd.socket", encoding: .utf8)
+        #expect(
+            socket.contains("ListenStream=%t/bgd/bgd.sock") && socket.contains("SocketMode=0600")
+                && socket.contains("WantedBy=sockets.target"), "\(socket)")
+        #expect(installed.standardOutput.contains("enable --now bgd.socket"))
         let again = try await Command.run(bgctl, ["install-service"], environment: environment)
         #expect(again.status != 0 && again.standardError.contains("--force"))
+        let elsewhere = try await Command.run(
+            bgctl, ["install-service", "--force", "--arguments=--socket /tmp/x/bgd.sock"], environment: environment)
+        #expect(elsewhere.status == 0)
+        #expect(
+            try String(contentsOfFile: directory + "/config/systemd/user/bgd.socket", encoding: .utf8)
+                .contains("ListenStream=/tmp/x/bgd.sock"))
         let removed = try await Command.run(bgctl, ["uninstall-service"], environment: environment)
         #expect(
             removed.status == 0
-                && !FileManager.default.fileExists(atPath: directory + "/config/systemd/user/bgd.service"))
+                && !FileManager.default.fileExists(atPath: directory + "/config/systemd/user/bgd.service")
+                && !FileManager.default.fileExists(atPath: directory + "/config/systemd/user/bgd.socket"))
+    }
+}
+
+/// Socket activation as systemd does it, by systemd's own `systemd-socket-activate` (the
+/// LISTEN_FDS protocol of sd_listen_fds(3)): it listens on bgd's socket and starts bgd at the
+/// first connection, passing it the listening socket.
+@Suite(.timeLimit(.minutes(3)))
+struct SocketActivationTests {
+    static let activate = "/usr/bin/systemd-socket-activate"
+
+    @Test func theFirstConnectionStartsBgdWhichServesTheSocketItWasGiven() async throws {
+        try #require(
+            FileManager.default.isExecutableFile(atPath: Self.activate),
+            "systemd-socket-activate is missing: apt-get install systemd (.ci/run does)")
+        let directory = TemporaryDirectory.make()
+        let socket = directory + "/run/bgd.sock"
+        try FileManager.default.createDirectory(atPath: directory + "/run", withIntermediateDirectories: true)
+        let listener = try Spawned(
+            Self.activate,
+            [
+                "-l", socket, try BuiltProducts.path(of: "bgd"), "--state-dir", directory + "/state",
+                "--push-port", "off", "--conditions", "unconstrained",
+            ], mergeErrors: true)
+        defer { listener.signal(SIGKILL) }
+        let output = OutputWatcher(listener.output)
+        #expect(await output.wait(for: "Listening on"))
+        // Nothing runs bgd yet: systemd's socket is there, no bgd behind it.
+        #expect(!FileManager.default.fileExists(atPath: directory + "/state"))
+
+        // bgctl's first request starts it, and is answered (with the operator token bgd writes as it
+        // starts, which bgctl looked for too early).
+        let bgctl = try BuiltProducts.path(of: "bgctl")
+        let status = try await Command.run(bgctl, ["status", "--json", "--socket", socket])
+        #expect(status.status == 0, "\(status.standardError)")
+        let started = try WireCoding.makeDecoder().decode(DaemonStatus.self, from: Data(status.standardOutput.utf8))
+        #expect(started.socketPath == socket)
+        #expect(await output.wait(for: "activation=systemd socket"), "\(output.text)")
+        let registered = try await Command.run(bgctl, ["register", "com.example.activated", "--socket", socket, "--", "/bin/true"])
+        #expect(registered.status == 0, "\(registered.standardError)")
+
+        // Stopped, bgd leaves systemd's socket in place for its next start.
+        // (systemd-socket-activate execs bgd: they are one process.)
+        listener.signal(SIGTERM)
+        #expect(await listener.waitForExit() == 0)
+        var info = stat()
+        #expect(lstat(socket, &info) == 0 && (info.st_mode & S_IFMT) == S_IFSOCK, "the socket file stays")
+    }
+
+    /// Two sockets (or any that is not one listening Unix socket) is a unit written wrong: bgd
+    /// says so and exits with EX_CONFIG rather than serving something else.
+    @Test func moreThanOneSocketIsRefused() async throws {
+        try #require(FileManager.default.isExecutableFile(atPath: Self.activate))
+        let directory = TemporaryDirectory.make()
+        let listener = try Spawned(
+            Self.activate,
+            [
+                "-l", directory + "/a.sock", "-l", directory + "/b.sock", try BuiltProducts.path(of: "bgd"),
+                "--state-dir", directory + "/state", "--push-port", "off",
+            ], mergeErrors: true)
+        defer { listener.signal(SIGKILL) }
+        let output = OutputWatcher(listener.output)
+        #expect(await output.wait(for: "Listening on"))
+        let probe = try await Command.run(
+            try BuiltProducts.path(of: "bgctl"), ["status", "--socket", directory + "/a.sock"])
+        #expect(probe.status != 0)
+        #expect(await output.wait(for: "systemd passed 2 sockets"), "\(output.text)")
+        #expect(await listener.waitForExit() == 78)
+        #expect(!FileManager.default.fileExists(atPath: directory + "/state/bgd.sqlite"), "nothing was started")
     }
 }

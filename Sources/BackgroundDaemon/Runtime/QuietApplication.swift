@@ -22,14 +22,14 @@ where Responder.Context: InitializableFromSource<ApplicationRequestContextSource
     var services: [any Service] = []
     var onServerRunning: @Sendable (any Channel) async -> Void = { _ in }
     let logger: Logger
+    /// Serve on this already-listening socket (systemd's) instead of binding the configured address.
+    var activated: ActivatedSocket? = nil
 
     func run() async throws {
         let responder = self.responder
         let logger = self.logger
         let serverName = configuration.serverName
-        let server = try self.server.buildServer(
-            configuration: configuration, eventLoopGroup: MultiThreadedEventLoopGroup.singleton, logger: logger
-        ) { request, responseWriter, channel in
+        let respond: HTTPChannelHandler.Responder = { request, responseWriter, channel in
             let context = Responder.Context(source: .init(channel: channel, logger: logger))
             var response: Response
             do {
@@ -43,9 +43,16 @@ where Responder.Context: InitializableFromSource<ApplicationRequestContextSource
             response.headers[.date] = HTTPDateHeader.shared.value(now: SystemClock().now)
             if let serverName { response.headers[.server] = serverName }
             try await responseWriter.write(response: response.head, body: response.body)
-        } onServerRunning: { channel in
-            await onServerRunning(channel)
         }
+        let onServerRunning = self.onServerRunning
+        let server: any Service =
+            if let activated {
+                ActivatedServer(socket: activated, responder: respond, onServerRunning: onServerRunning, logger: logger)
+            } else {
+                try self.server.buildServer(
+                    configuration: configuration, eventLoopGroup: MultiThreadedEventLoopGroup.singleton, logger: logger,
+                    responder: respond, onServerRunning: onServerRunning)
+            }
         try await ServiceGroup(configuration: .init(services: services + [server], logger: logger)).run()
     }
 }

@@ -83,9 +83,12 @@ final class SocketClaim: Sendable {
     let socketPath: String
     private let lock: PidLock
 
+    /// The socket file is systemd's (socket activation): never removed, at start or stop.
+    let isActivated: Bool
+
     /// Makes the socket's directory (0700), takes the lock, and clears a stale socket file
-    /// (one no live bgd holds).
-    init(_ socketPath: String) throws {
+    /// (one no live bgd holds) — unless systemd made the socket and passed it (`activated`).
+    init(_ socketPath: String, activated: Bool = false) throws {
         guard socketPath.utf8.count < 104 else {
             throw StateDirectory.Unusable(
                 path: socketPath, reason: "a Unix socket path must be shorter than 104 bytes; pass a shorter --socket")
@@ -100,12 +103,14 @@ final class SocketClaim: Sendable {
         case .unusable(let reason): throw StateDirectory.Unusable(path: socketPath + ".lock", reason: reason)
         }
         self.socketPath = socketPath
-        unlink(socketPath)  // left by a bgd that died: nobody holds its lock
+        isActivated = activated
+        if !activated { unlink(socketPath) }  // left by a bgd that died: nobody holds its lock
     }
 
-    /// Removes the socket (ours: the lock is held) and lets the path go.
+    /// Removes the socket (ours: the lock is held; systemd's stays, for its next start) and lets
+    /// the path go.
     func release() {
-        unlink(socketPath)
+        if !isActivated { unlink(socketPath) }
         lock.release()
     }
 }
