@@ -172,7 +172,7 @@ extension BGCtl {
         static let configuration = CommandConfiguration(
             abstract: "Show an app's token, or give it a new one (--rotate: the old one is refused at once).")
         @OptionGroup var options: DaemonOptions
-        @Argument(transform: parseAppID) var app: AppID
+        @Argument(help: "The app's id (bgctl apps lists them).", transform: parseAppID) var app: AppID
         @Flag(help: "Make a new token; connections made with the old one are closed.") var rotate = false
 
         func run() async throws {
@@ -187,7 +187,7 @@ extension BGCtl {
     struct Unregister: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Remove an app, its history and its directory.")
         @OptionGroup var options: DaemonOptions
-        @Argument(transform: parseAppID) var app: AppID
+        @Argument(help: "The app's id (bgctl apps lists them).", transform: parseAppID) var app: AppID
 
         func run() async throws {
             try await options.call { try await $0.send(.delete, "/v1/apps/\(app)") }
@@ -199,8 +199,8 @@ extension BGCtl {
         static let configuration = CommandConfiguration(
             commandName: "set-interval", abstract: "Change an app's minimum fetch interval (never, minimum, 30m, …).")
         @OptionGroup var options: DaemonOptions
-        @Argument(transform: parseAppID) var app: AppID
-        @Argument(transform: parseInterval) var interval: FetchInterval
+        @Argument(help: "The app's id (bgctl apps lists them).", transform: parseAppID) var app: AppID
+        @Argument(help: "never, minimum, or a duration from 1s to 30d such as 15m or 2h.", transform: parseInterval) var interval: FetchInterval
 
         func run() async throws {
             let summary = try await options.call {
@@ -216,7 +216,7 @@ extension BGCtl {
     struct Usage: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "What bgd has learnt about when an app is opened.")
         @OptionGroup var options: DaemonOptions
-        @Argument(transform: parseAppID) var app: AppID
+        @Argument(help: "The app's id (bgctl apps lists them).", transform: parseAppID) var app: AppID
         @Flag(help: "Forget every recorded open of the app.") var reset = false
 
         func run() async throws {
@@ -260,7 +260,7 @@ extension BGCtl {
         static let configuration = CommandConfiguration(
             abstract: "Record that the user opened an app (as the SDK does).")
         @OptionGroup var options: DaemonOptions
-        @Argument(transform: parseAppID) var app: AppID
+        @Argument(help: "The app's id (bgctl apps lists them).", transform: parseAppID) var app: AppID
 
         func run() async throws {
             try await options.call { try await $0.send(.post, "/v1/apps/\(app)/opens") }

@@ -14,7 +14,7 @@ extension BGCtl {
             static let configuration = CommandConfiguration(
                 abstract: "The pushes an app was sent, and what became of each (delivered, held, replaced, dropped).")
             @OptionGroup var options: DaemonOptions
-            @Argument(transform: parseAppID) var app: AppID
+            @Argument(help: "The app's id (bgctl apps lists them).", transform: parseAppID) var app: AppID
             @Option(help: "At most this many, newest first.") var limit: Int = 20
 
             func run() async throws {
@@ -42,7 +42,7 @@ extension BGCtl {
             static let configuration = CommandConfiguration(
                 abstract: "Print an app's device token, for a provider under test.")
             @OptionGroup var options: DaemonOptions
-            @Argument(transform: parseAppID) var app: AppID
+            @Argument(help: "The app's id (bgctl apps lists them).", transform: parseAppID) var app: AppID
             @Flag(help: "Make one if the app has none yet (as registerForRemoteNotifications does).") var create = false
 
             func run() async throws {
@@ -120,7 +120,7 @@ extension BGCtl {
                 static let configuration = CommandConfiguration(
                     abstract: "Forget a provider key: its tokens are refused from now on.")
                 @OptionGroup var options: DaemonOptions
-                @Argument var keyID: String
+                @Argument(help: "The key's id (bgctl push keys lists them).") var keyID: String
 
                 func run() async throws {
                     try await options.call { try await $0.send(.delete, "/v1/push/keys/\(keyID)") }

@@ -14,7 +14,7 @@ extension BGCtl.Push {
                   bgctl push send com.example.newsfeed payload.json --key AuthKey_ABC123DEFG.p8 --key-id ABC123DEFG --team-id TEAM123456
                 """)
         @OptionGroup var options: DaemonOptions
-        @Argument(transform: parseAppID) var app: AppID
+        @Argument(help: "The app's id (bgctl apps lists them).", transform: parseAppID) var app: AppID
         @Argument(help: "The JSON payload file, e.g. {\"aps\":{\"content-available\":1}}.") var payload: String
         @Option(help: "The provider's .p8 private key.") var key: String
         @Option(help: "Its 10-character Key ID.") var keyID: String

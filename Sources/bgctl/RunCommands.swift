@@ -8,7 +8,7 @@ extension BGCtl {
         static let configuration = CommandConfiguration(
             abstract: "An app's background runs: result, duration, what it cost, reason.")
         @OptionGroup var options: DaemonOptions
-        @Argument(transform: parseAppID) var app: AppID
+        @Argument(help: "The app's id (bgctl apps lists them).", transform: parseAppID) var app: AppID
         @Option(help: "How many runs, newest first.") var limit = 20
 
         func run() async throws {
@@ -38,7 +38,7 @@ extension BGCtl {
         static let configuration = CommandConfiguration(
             abstract: "When bgd will next wake an app, and every reason why.")
         @OptionGroup var options: DaemonOptions
-        @Argument(transform: parseAppID) var app: AppID
+        @Argument(help: "The app's id (bgctl apps lists them).", transform: parseAppID) var app: AppID
 
         func run() async throws {
             let why = try await options.call {
@@ -83,7 +83,7 @@ extension BGCtl {
             abstract:
                 "The wakes bgd plans for an app over the hours ahead, if nothing new happens, and what binds each one.")
         @OptionGroup var options: DaemonOptions
-        @Argument(transform: parseAppID) var app: AppID
+        @Argument(help: "The app's id (bgctl apps lists them).", transform: parseAppID) var app: AppID
         @Option(help: "How many hours ahead (1 to 168).") var hours: Int = 24
 
         func validate() throws {
@@ -124,7 +124,7 @@ extension BGCtl {
             static let configuration = CommandConfiguration(
                 abstract: "Wake an app for a background fetch now (Xcode's Simulate Background Fetch).")
             @OptionGroup var options: DaemonOptions
-            @Argument(transform: parseAppID) var app: AppID
+            @Argument(help: "The app's id (bgctl apps lists them).", transform: parseAppID) var app: AppID
             @Flag(help: "Return once the run has started, without waiting for its result.") var noWait = false
 
             func run() async throws {

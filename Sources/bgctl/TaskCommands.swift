@@ -67,7 +67,7 @@ extension BGCtl {
             static let configuration = CommandConfiguration(
                 abstract: "Start an app's pending task now (Apple's _simulateLaunchForTaskWithIdentifier).")
             @OptionGroup var options: DaemonOptions
-            @Argument(transform: parseAppID) var app: AppID
+            @Argument(help: "The app's id (bgctl apps lists them).", transform: parseAppID) var app: AppID
             @Argument(help: "The task identifier.") var identifier: String
 
             func run() async throws {
@@ -86,7 +86,7 @@ extension BGCtl {
                     "Expire a running task now: its expiration handler runs (Apple's _simulateExpirationForTaskWithIdentifier)."
             )
             @OptionGroup var options: DaemonOptions
-            @Argument(transform: parseAppID) var app: AppID
+            @Argument(help: "The app's id (bgctl apps lists them).", transform: parseAppID) var app: AppID
             @Argument(help: "The task identifier.") var identifier: String
 
             func run() async throws {

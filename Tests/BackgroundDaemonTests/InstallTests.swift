@@ -90,17 +90,24 @@ struct InstallTests {
     /// The man pages in docs/man (made by swift-argument-parser's generate-manual plugin,
     /// Scripts/generate-manual.sh) describe the commands as built: every subcommand and option the
     /// binary knows (its --experimental-dump-help) is in its page. Fails when a flag is added
-    /// without regenerating them.
+    /// without regenerating them — and when an argument has no help.
     @Test(arguments: ["bgctl", "bgd"])
     func theManPagesAreCurrent(_ product: String) async throws {
         let dump = try await Command.run(try BuiltProducts.path(of: product), ["--experimental-dump-help"])
         let manual = try String(contentsOfFile: Self.checkout + "/docs/man/\(product).1", encoding: .utf8)
         let tool = try #require(JSONSerialization.jsonObject(with: Data(dump.standardOutput.utf8)) as? [String: Any])
         var missing: [String] = []
+        var unexplained: [String] = []
         func visit(_ command: [String: Any]) {
             if let name = command["commandName"] as? String, !manual.contains(name) { missing.append(name) }
             for argument in command["arguments"] as? [[String: Any]] ?? [] {
                 let shouldDisplay = argument["shouldDisplay"] as? Bool ?? true
+                // Every argument has help (issue 18): `bgctl X --help` and the page explain it.
+                if shouldDisplay, command["commandName"] as? String != "help",
+                    (argument["abstract"] as? String ?? "").isEmpty
+                {
+                    unexplained.append("\(command["commandName"] ?? "?") \(argument["valueName"] ?? "?")")
+                }
                 guard shouldDisplay, let names = argument["names"] as? [[String: Any]] else { continue }
                 for name in names where name["kind"] as? String == "long" {
                     if let long = name["name"] as? String, !manual.contains("Fl -\(long)") { missing.append("--" + long) }
@@ -110,5 +117,6 @@ struct InstallTests {
         }
         visit(try #require(tool["command"] as? [String: Any]))
         #expect(missing.isEmpty, "docs/man/\(product).1 lacks \(Set(missing).sorted()); run Scripts/generate-manual.sh")
+        #expect(unexplained.isEmpty, "arguments without help: \(unexplained)")
     }
 }
