@@ -4,6 +4,10 @@
 # wakeups (context switches, all threads) per minute, and bgd's voluntary switches per thread.
 # Two bgds side by side: one with only its socket, one with the push gateway and the dashboard
 # listening too. Bar (issue 17): <= 1 wakeup a minute (cron's), <= 20 MB.
+# A third bgd runs with BGD_KEEP_CODE_PAGES=1 — without giving its code pages back once quiet
+# (Sources/BackgroundDaemon/Runtime/IdleCodePages.swift) — for the RSS that costs; the memory
+# columns split RSS into what the process alone holds (anonymous and dirty pages) and its
+# proportional share of everything (PSS).
 # The Swift anchor is the floor of any Swift Concurrency process on Linux that lets libdispatch
 # run its tasks: libdispatch's worker-pool monitor (a 1 s timer on its manager thread, started
 # with the first worker thread) wakes it every second. bgd avoids it (Sources/bgd/main.swift);
@@ -17,7 +21,7 @@ swift build -c release --product bgd >/dev/null
 swift build -c release --product bgctl >/dev/null
 bin=$(swift build -c release --show-bin-path)
 work=$(mktemp -d /tmp/bgd-bench-XXXX)
-trap 'kill $bgd $listening $cronpid $probe 2>/dev/null || true; rm -rf "$work"' EXIT
+trap 'kill $bgd $listening $keeping $cronpid $probe 2>/dev/null || true; rm -rf "$work"' EXIT
 cat > "$work/probe.swift" <<'SWIFT'
 @main struct Probe { static func main() async throws { try await Task.sleep(for: .seconds(86400)) } }
 SWIFT
@@ -30,17 +34,20 @@ bgd=$!
 "$bin/bgd" --state-dir "$work/state2" --socket "$work/bgd2.sock" --push-port 0 --http 127.0.0.1:0 \
     2>"$work/bgd2.log" &
 listening=$!
-until grep -q "bgd is ready" "$work/bgd.log" 2>/dev/null && grep -q "bgd is ready" "$work/bgd2.log" 2>/dev/null; do
+BGD_KEEP_CODE_PAGES=1 "$bin/bgd" --state-dir "$work/state3" --socket "$work/bgd3.sock" --push-port off 2>"$work/bgd3.log" &
+keeping=$!
+until grep -q "bgd is ready" "$work/bgd.log" 2>/dev/null && grep -q "bgd is ready" "$work/bgd2.log" 2>/dev/null \
+    && grep -q "bgd is ready" "$work/bgd3.log" 2>/dev/null; do
     sleep 0.1
 done
 for i in $(seq 1 50); do
-    for sock in "$work/bgd.sock" "$work/bgd2.sock"; do
+    for sock in "$work/bgd.sock" "$work/bgd2.sock" "$work/bgd3.sock"; do
         "$bin/bgctl" register "com.example.app$i" --interval 1h --quiet --socket "$sock" -- /bin/true >/dev/null
     done
 done
 cron -f -L 0 &
 cronpid=$!
-sleep 5  # let both settle after start-up
+sleep 35  # let them settle after start-up (and give their code pages back: 30 s after the last registration)
 
 rss() { awk '/^VmRSS/ {print $2}' /proc/"$1"/status; }
 # "tid name voluntary-switches" for each thread, sorted by tid (for join).
@@ -81,11 +88,17 @@ else
     bw=$(( $(switches $bgd) - b0 )); lw=$(( $(switches $listening) - l0 )); cw=$(( $(switches $cronpid) - c0 )); pw=$(( $(switches $probe) - p0 ))
     how="voluntary switches of live threads"
 fi
-printf '%-28s %10s %18s\n' "daemon (idle ${window}s)" "RSS (MB)" "wakeups / min"
-printf '%-28s %10.1f %18s\n' "bgd, 50 apps" "$(echo "$(rss $bgd) / 1024" | bc -l)" "$(per_minute $bw)"
-printf '%-28s %10.1f %18s\n' "bgd + gateway + dashboard" "$(echo "$(rss $listening) / 1024" | bc -l)" "$(per_minute $lw)"
-printf '%-28s %10.1f %18s\n' "cron (anchor, same run)" "$(echo "$(rss $cronpid) / 1024" | bc -l)" "$(per_minute $cw)"
-printf '%-28s %10.1f %18s\n' "Swift, one Task.sleep (floor)" "$(echo "$(rss $probe) / 1024" | bc -l)" "$(per_minute $pw)"
+mb() { awk -v f="$2" '$1 == f":" {printf "%.1f", $2 / 1024}' /proc/"$1"/smaps_rollup; }
+row() {  # row LABEL PID WAKEUPS
+    printf '%-30s %8.1f %8s %8s %8s %14s\n' "$1" "$(echo "$(rss $2) / 1024" | bc -l)" "$(mb $2 Pss)" \
+        "$(mb $2 Anonymous)" "$(mb $2 Private_Dirty)" "$3"
+}
+printf '%-30s %8s %8s %8s %8s %14s\n' "daemon (idle ${window}s)" "RSS MB" "PSS MB" "anon MB" "dirty MB" "wakeups / min"
+row "bgd, 50 apps" $bgd "$(per_minute $bw)"
+row "bgd + gateway + dashboard" $listening "$(per_minute $lw)"
+row "bgd keeping its code pages" $keeping "-"
+row "cron (anchor, same run)" $cronpid "$(per_minute $cw)"
+row "Swift, one Task.sleep (floor)" $probe "$(per_minute $pw)"
 echo "the first bgd's threads (name: voluntary switches per minute; threads that came or went are left out):"
 join <(echo "$threads_before") <(echo "$threads_after") \
     | awk -v w="$window" '{ d = $5 - $3; if (d > 0) printf "  %-7s %-22s %6.1f\n", $1, $2, d * 60 / w }' | sort -k3 -rn

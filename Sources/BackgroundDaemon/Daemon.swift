@@ -48,6 +48,9 @@ public struct Daemon: Service {
         /// The listening socket systemd passed (socket activation): served instead of binding
         /// `socketPath`, which is then its path.
         public var activatedSocket: ActivatedSocket?
+        /// Unmap the code pages a burst of work touched once bgd has been quiet (`IdleCodePages`):
+        /// bgd's own process does; tests, in the test runner's, do not.
+        public var releasesIdleCodePages: Bool
 
         public init(
             stateDirectory: String, socketPath: String, durability: BackgroundStore.Durability = .full,
@@ -57,8 +60,9 @@ public struct Daemon: Service {
             push: PushGateway.Configuration? = nil, backgroundTime: BackgroundTimePolicy = BackgroundTimePolicy(),
             processing: ProcessingTaskPolicy = ProcessingTaskPolicy(), dashboard: DashboardServer.Configuration? = nil,
             confineApps: Bool = true, appCgroups: Bool = true, retention: HistoryPruner.Configuration = .init(),
-            activatedSocket: ActivatedSocket? = nil
+            activatedSocket: ActivatedSocket? = nil, releasesIdleCodePages: Bool = false
         ) {
+            self.releasesIdleCodePages = releasesIdleCodePages
             self.activatedSocket = activatedSocket
             self.retention = retention
             self.appCgroups = appCgroups
@@ -265,7 +269,7 @@ public struct Daemon: Service {
             services: [
                 supervisor, coordinator, scheduler, keepAlive, transfers, lifecycle, taskDispatcher, pruner,
                 MetricsRecorder(metrics: metrics, activity: activity),
-            ] + (conditionsPoller.map { [$0] } ?? [])
+            ] + (configuration.releasesIdleCodePages ? [IdleCodePages(activity: activity, clock: clock)] : []) + (conditionsPoller.map { [$0] } ?? [])
                 + (pushGateway.map { [$0] } ?? []) + (pushDispatcher.map { [$0] } ?? [])
                 + (dashboard.map { [$0] } ?? [])
                 + (SystemdWatchdog.interval().map {

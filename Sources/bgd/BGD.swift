@@ -325,7 +325,7 @@ struct BGD: AsyncParsableCommand {
             confineApps: confineApps == "on",
             appCgroups: appCgroups == "on",
             retention: .init(retention: .init(history: keepHistory, opens: max(keepHistory, .seconds(90 * 86400)))),
-            activatedSocket: activated)
+            activatedSocket: activated, releasesIdleCodePages: IdleCodePages.isEnabled)
         let daemon: Daemon
         do {
             daemon = try await Daemon(

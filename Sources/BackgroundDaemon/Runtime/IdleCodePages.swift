@@ -1,0 +1,148 @@
+import BackgroundModel
+import Foundation
+import ServiceLifecycle
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Gives the kernel back the code pages a burst of work touched, once bgd has been quiet for a
+/// while: one wake after each burst, none while bgd stays idle.
+///
+/// A Swift binary is large (bgd's code is some 33 MB, its Swift and Foundation libraries as much
+/// again) and starting, or serving a request, runs code scattered across all of it; the kernel
+/// maps 64 KB around every page fault in a file ("fault-around"), so an idle bgd showed 30–40 MB
+/// of code resident although it runs almost none of it while idle. Those pages are clean copies
+/// of files in the page cache, never written, so `MADV_DONTNEED` on the read-execute mappings
+/// only unmaps them: whatever runs again is faulted back from the page cache (a minor fault).
+/// The writable and RELRO mappings, which hold relocated data, are never touched: dropping them
+/// would lose the relocations. `BGD_KEEP_CODE_PAGES=1` turns this off, to compare.
+public final class IdleCodePages: Service, Sendable {
+    let activity: ActivityFeed
+    let clock: any WallClock
+    /// How long bgd must be quiet (no activity on its feed) before the pages go.
+    let quietPeriod: Duration
+
+    /// What giving the pages back does (`releaseCodePages`; tests count the calls instead).
+    let release: @Sendable () -> Void
+    /// When something last happened (starting counts), and whether a release has answered it.
+    private let lastActivity: Mutex<(at: Date, released: Bool)>
+
+    init(
+        activity: ActivityFeed, clock: any WallClock, quietPeriod: Duration = .seconds(30),
+        release: @escaping @Sendable () -> Void = { IdleCodePages.releaseCodePages() }
+    ) {
+        self.activity = activity
+        self.clock = clock
+        self.quietPeriod = quietPeriod
+        self.release = release
+        lastActivity = Mutex((clock.now, false))
+    }
+
+    /// When the last activity was seen.
+    var lastActivityAt: Date { lastActivity.withLock { $0.at } }
+
+    public static var isEnabled: Bool { ProcessInfo.processInfo.environment["BGD_KEEP_CODE_PAGES"] == nil }
+
+    public func run() async throws {
+        let feed = activity.subscribe()
+        let (kicks, kick) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        kick.yield()
+        let clock = self.clock
+        let quiet = quietPeriod
+        let release = self.release
+        await cancelWhenGracefulShutdown {
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    for await _ in feed {
+                        self.lastActivity.withLock { $0 = (clock.now, false) }
+                        kick.yield()
+                    }
+                    kick.finish()
+                }
+                group.addTask {
+                    for await _ in kicks {
+                        while !Task.isCancelled {
+                            let last = self.lastActivity.withLock { $0 }
+                            if last.released { break }
+                            let deadline = last.at.adding(quiet)
+                            if clock.now >= deadline {
+                                release()
+                                self.lastActivity.withLock { if $0.at == last.at { $0.released = true } }
+                                break
+                            }
+                            do { try await clock.sleep(until: deadline) } catch { return }
+                        }
+                    }
+                }
+                await group.next()
+                group.cancelAll()
+            }
+        }
+    }
+
+    /// Unmaps every file-backed read-execute mapping of this process that holds no page of its
+    /// own (a text relocation, a debugger's breakpoint: `Private_Dirty` or `Anonymous` above zero
+    /// — dropping those would lose the writes); returns the bytes they span (not all resident).
+    /// The mappings are listed first and unmapped after, in a loop that calls nothing but
+    /// `madvise`: parsing between the calls would run — and so fault back — the Swift and
+    /// Foundation code just unmapped.
+    @discardableResult
+    static func releaseCodePages() -> Int {
+        guard let smaps = readWhole("/proc/self/smaps") else { return 0 }
+        var ranges: [(start: UInt, length: Int)] = []
+        var current: (start: UInt, length: Int)?
+        var clean = true
+        func close() {
+            if let range = current, clean { ranges.append(range) }
+            current = nil
+        }
+        for line in smaps.split(separator: "\n") {
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            guard let first = fields.first else { continue }
+            if !first.hasSuffix(":") {
+                // A mapping's header: address perms offset device inode [path]
+                close()
+                clean = true
+                guard fields.count >= 6, fields[1] == "r-xp", fields[5].hasPrefix("/") else { continue }
+                let bounds = first.split(separator: "-")
+                if bounds.count == 2, let start = UInt(bounds[0], radix: 16), let end = UInt(bounds[1], radix: 16),
+                    end > start
+                {
+                    current = (start, Int(end - start))
+                }
+            } else if current != nil, first == "Private_Dirty:" || first == "Anonymous:", fields.count >= 2,
+                fields[1] != "0"
+            {
+                clean = false
+            }
+        }
+        close()
+        var released = 0
+        ranges.withUnsafeBufferPointer { ranges in
+            for index in 0..<ranges.count {
+                if madvise(UnsafeMutableRawPointer(bitPattern: ranges[index].start), ranges[index].length, MADV_DONTNEED) == 0 {
+                    released &+= ranges[index].length
+                }
+            }
+        }
+        return released
+    }
+
+    /// A /proc file, whole: it has no size to read up to, and one read returns at most a page.
+    static func readWhole(_ path: String) -> String? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { break }
+            bytes.append(contentsOf: chunk[..<count])
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}
