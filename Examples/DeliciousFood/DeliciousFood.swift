@@ -43,12 +43,11 @@ struct DeliciousFood {
             return
         }
 
-        guard let token = environment[LaunchEnvironment.token] else {
-            throw UsageError(
-                "set BGD_APP_TOKEN to the token `bgctl register com.example.deliciousfood … -- DeliciousFood` printed")
-        }
+        // The token `bgctl register` printed, or the one bgd keeps in the app's container.
         let appID = AppID(rawValue: environment[LaunchEnvironment.appID] ?? "com.example.deliciousfood")!
-        let application = BackgroundApplication(appID: appID, token: token)
+        let application =
+            try environment[LaunchEnvironment.token].map { BackgroundApplication(appID: appID, token: $0) }
+            ?? BackgroundApplication(appID: appID)
         guard let container = try await application.summary().containerPath else {
             throw UsageError("bgd did not say where the app's container is")
         }

@@ -8,7 +8,7 @@ import Foundation
 ///
 ///     bgctl register com.example.imagefetch --interval minimum -- $BIN/ImageFetch --url http://…/cat.jpg
 ///     bgctl simulate fetch com.example.imagefetch
-///     BGD_APP_TOKEN=… $BIN/ImageFetch            # shows the image and the badge, then clears it
+///     $BIN/ImageFetch                            # shows the image and the badge, then clears it
 @main
 struct ImageFetch {
     static func main() async {
@@ -44,10 +44,11 @@ struct ImageFetch {
             return
         }
         // Opened by the user: show what the background fetches brought.
-        guard let token = environment[LaunchEnvironment.token] else {
-            throw ExampleError("set BGD_APP_TOKEN (printed by bgctl register)")
-        }
-        let application = BackgroundApplication(appID: AppID(rawValue: "com.example.imagefetch")!, token: token)
+        // The token `bgctl register` printed, or the one bgd keeps in the app's container.
+        let appID = AppID(rawValue: "com.example.imagefetch")!
+        let application =
+            try environment[LaunchEnvironment.token].map { BackgroundApplication(appID: appID, token: $0) }
+            ?? BackgroundApplication(appID: appID)
         try await application.applicationDidBecomeActive()
         try await application.setMinimumBackgroundFetchInterval(.minimum)  // setMinimumBackgroundFetchInterval:Minimum
         guard let container = try await application.summary().containerPath else {

@@ -6,7 +6,7 @@ import Foundation
 /// the app fetch that item and answer `.newData` — so the item is there when the user looks.
 ///
 ///     bgctl register com.example.pushnews --interval never -- $BIN/PushNews --url 'https://news.example/items/{id}'
-///     BGD_APP_TOKEN=… $BIN/PushNews            # registers for pushes, prints the token, lists items
+///     $BIN/PushNews                            # registers for pushes, prints the token, lists items
 ///     bgctl push send com.example.pushnews payload.json --key … --key-id … --team-id …
 ///     # payload.json: {"aps":{"content-available":1},"content-id":42}
 @main
@@ -31,11 +31,11 @@ struct PushNews {
             try await application.run()
             return
         }
-        guard let token = environment[LaunchEnvironment.token] else {
-            throw PushNewsError("set BGD_APP_TOKEN (printed by bgctl register)")
-        }
-        let application = BackgroundApplication(
-            appID: AppID(rawValue: argument("--app") ?? "com.example.pushnews")!, token: token)
+        // The token `bgctl register` printed, or the one bgd keeps in the app's container.
+        let appID = AppID(rawValue: argument("--app") ?? "com.example.pushnews")!
+        let application =
+            try environment[LaunchEnvironment.token].map { BackgroundApplication(appID: appID, token: $0) }
+            ?? BackgroundApplication(appID: appID)
         let deviceToken = try await application.registerForRemoteNotifications()
         try await application.applicationDidBecomeActive()
         print("Device token: \(deviceToken)")
