@@ -304,9 +304,10 @@ def check(run_dir: str | Path) -> dict:
     r["fetch_runs_started"] = sum(1 for f in fetches if f.get("run") is not None)
     r["fetch_errors"] = dict(Counter(re.sub(r"\d+", "N", (f.get("error") or "")[:90]) for f in fetches if f.get("run") is None).most_common(6))
     r["fetch_runs_seen"] = sum(len(c) for c in fetch_lines.values())
-    # `fetch ?`: the fixture logs the run it was launched for (BGD_RUN); a process bgd launched for
-    # url-session events has none, and a fetch bgd then gives that process (rather than launching
-    # a second one) is logged with `?` — distinct runs, not a run seen twice. Counted apart.
+    # `fetch ?`: the fixture logs the run it was launched for (BGD_RUN) at its first fetch; a fetch
+    # bgd gives a process already running (one launched for url-session events, which has no run,
+    # or one still lingering after its own run) is logged with `?` — distinct runs, not a run seen
+    # twice. Counted apart.
     r["fetch_runs_in_event_launches"] = sum(fetch_lines[app]["?"] for app in apps)
 
     # BGTaskScheduler requests, as the apps submitted them. A request carries no id of its own
@@ -509,7 +510,7 @@ def render(r: dict) -> str:
     row("transfer events lost (app never told)", r["transfer_events_lost"], "transfer_events_lost")
     row("fetch runs started / seen by the apps", f"{r['fetch_runs_started']}/{r['fetch_runs_seen']}")
     row("fetch runs seen twice", r["fetch_runs_duplicated"], "fetch_runs_duplicated")
-    row("fetch runs given to a process launched for transfer events", r["fetch_runs_in_event_launches"], indent=1)
+    row("fetch runs given to a process already running", r["fetch_runs_in_event_launches"], indent=1)
     row("task requests sent / accepted", f"{r['task_requests_sent']}/{r['task_requests_accepted']}")
     row("task runs / answered / handlers seen by the apps", f"{r['task_runs']}/{r['task_runs_answered']}/{r['task_handler_runs_seen']}", indent=1)
     row("task requests still pending at the end", r["task_requests_pending_at_end"], indent=1)

@@ -46,8 +46,15 @@ struct FixtureApp {
                 log: log, container: application.containerPath ?? ".", crashOnce: behaviour == "crash-on-download"),
             application: application)
         _ = session
+        // The run this process was launched for (BGD_RUN) is its first fetch; a later fetch is
+        // another run bgd gave the process while it was still running (it lingers after a run
+        // before exiting), logged `?` — the handler is not told which run it serves.
+        let launchedFor = Mutex(ProcessInfo.processInfo.environment[LaunchEnvironment.run])
         application.onBackgroundFetch {
-            let run = ProcessInfo.processInfo.environment[LaunchEnvironment.run] ?? "?"
+            let run = launchedFor.withLock { run in
+                defer { run = nil }
+                return run ?? "?"
+            }
             log.append("fetch \(run) pid \(getpid())")
             switch behaviour {
             case "noData": return .noData
