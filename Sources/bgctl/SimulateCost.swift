@@ -23,11 +23,13 @@ struct PlanningCost: Encodable {
         for user in trace.users {
             let events = trace.events(of: user)
             guard let first = events.first, let last = events.last else { continue }
+            let now = last.at.timeIntervalSince1970 + 1800
             var usage = LearnedUsage(configuration: configuration)
             let rebuild = clock.measure {
-                for event in events { usage.recordOpen(of: event.app, at: event.at.timeIntervalSince1970) }
+                usage = LearnedUsage.rebuilt(
+                    configuration: configuration,
+                    opens: events.lazy.map { (app: $0.app, at: $0.at.timeIntervalSince1970) }, now: now)
             }
-            let now = last.at.timeIntervalSince1970 + 1800
             usage.adjust(at: now)
             let apps = usage.history.opens.keys.sorted()
             let planning = clock.measure {

