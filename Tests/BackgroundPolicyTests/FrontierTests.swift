@@ -34,23 +34,62 @@ struct WakeBudgetTests {
 
     /// The threshold is fitted to the last week's candidates: about the budget's worth of them
     /// clear it, the best first.
+    /// Two users alike but for what they spent last week: the one who left budget unspent gets
+    /// a lower threshold, so this week spends it.
+    @Test func aWeekLeftUnspentLowersTheThreshold() {
+        func live(spendingEvery spendStride: Int) -> WakeBudget {
+            var budget = WakeBudget(wakesPerOpen: 1, initialThreshold: 0.5)
+            for hour in 0..<(9 * 24) {
+                let t = Double(hour) * 3600
+                if hour % 2 == 0 { budget.recordOpen(at: t) }  // 12 opens a day
+                for app in 0..<4 {
+                    let score = Double((hour * 7 + app * 13) % 97 + 1) / 100
+                    budget.consider("app\(app)", score: score, at: t + 1, lastOpen: t - 7200)
+                }
+                if hour % spendStride == 0 { budget.spend(at: t + 1) }
+            }
+            budget.adjust(at: 9 * day)
+            return budget
+        }
+        let spentAll = live(spendingEvery: 2)
+        let spentHalf = live(spendingEvery: 4)
+        #expect(spentHalf.threshold < spentAll.threshold, "\(spentHalf.threshold) vs \(spentAll.threshold)")
+    }
+
     @Test func theThresholdIsFittedToTheBudget() {
         var budget = WakeBudget(wakesPerOpen: 1.1, initialThreshold: 0.5)
         // Every ten minutes ten apps are candidates, app k scoring k / 10; each may be woken once
         // an hour. An open an hour earns 26.4 wakes a day: the best app's 24 hourly wakes.
+        var lastWake: [Int: Double] = [:]
+        var spent = 0
         func live(days: ClosedRange<Int>, opensEvery: Int) {
             for step in (days.lowerBound * 144)..<(days.upperBound * 144) {
                 let t = Double(step) * 600
                 if step % opensEvery == 0 { budget.recordOpen(at: t) }
                 for k in 1...10 { budget.consider("app\(k)", score: Double(k) / 10, at: t, lastOpen: -1e9) }
                 budget.adjust(at: t)
+                // The planner wakes what the threshold lets through (what was spent is read back).
+                for k in 1...10 where budget.allows(Double(k) / 10, at: t) && t - (lastWake[k] ?? -1e9) >= 3600 {
+                    budget.spend(at: t)
+                    lastWake[k] = t
+                    spent += 1
+                }
             }
         }
         live(days: 0...3, opensEvery: 6)
         #expect(budget.threshold == 1, "threshold \(budget.threshold)")
-        // An open every 20 minutes from now on: the best three apps' hourly wakes.
-        live(days: 3...11, opensEvery: 2)
-        #expect(budget.threshold == 0.8, "threshold \(budget.threshold)")
+        // An open every 20 minutes from now on: 79.2 wakes a day, between the best three apps'
+        // hourly wakes (72) and the best four's (96). The fit alone would settle at 0.8 and
+        // leave 7 a day unspent; making up the shortfall moves it between 0.8 and 0.7, and the
+        // balance holds the spending to the budget.
+        live(days: 3...9, opensEvery: 2)
+        spent = 0
+        live(days: 9...11, opensEvery: 2)
+        #expect([0.7, 0.8].contains(budget.threshold), "threshold \(budget.threshold)")
+        // The last two days: more than the best three apps' wakes, within what they earned
+        // (and the half day a morning may borrow).
+        #expect(Double(spent) > 2 * 72, "\(spent)")
+        #expect(Double(spent) <= 2 * 79.2 + 0.5 * 79.2 + 1, "\(spent)")
     }
 }
 
@@ -396,7 +435,7 @@ struct FrontierTests {
     }
 
     /// On the dev trace (virtual time, strict scoring): the learned planner above both baselines
-    /// at every budget, within it, and no lower than measured (0.606 / 0.729 / 0.836 at 1× /
+    /// at every budget, within it, and no lower than measured (0.614 / 0.730 / 0.839 at 1× /
     /// 2× / 4×, with the daily refit; 0.593 / 0.695 / 0.818 before it). The issue's bars
     /// (0.62 / 0.74 / 0.85) are not reached yet: known issues, with the figures.
     @Test func theDevTraceFrontier() async throws {
