@@ -137,7 +137,8 @@ struct LearnedUsageTests {
     let day = 86400.0
 
     @Test func learnsFromOpensAloneAndPlansBeforeTheHabit() throws {
-        var usage = LearnedUsage(configuration: .init(wakesPerOpen: 2))
+        // One wake per open: the budget has none to spare for a wake two hours early.
+        var usage = LearnedUsage(configuration: .init(wakesPerOpen: 1))
         for d in 0..<21 {
             usage.recordOpen(of: "news", at: Double(d) * day + 9 * 3600)  // every day at 09:00
             usage.recordOpen(of: "chat", at: Double(d) * day + 20 * 3600 + Double(d * 677 % 7200))
@@ -314,6 +315,14 @@ struct OpenPredictorRefitTests {
         #expect(chance(refitted, at: 15) < 0.05)
         #expect(chance(refitted, at: 8.5) >= chance(online, at: 8.5))
         #expect(chance(refitted, at: 15) <= chance(online, at: 15))
+
+        // The explanation accounts for every input (squares and the product included): the
+        // log-odds less the features' pulls is the same constant (the bias) at any moment.
+        let moments = [8.5, 11, 15, 23].map { hour in
+            refitted.estimate(OpenPredictor.features(of: "news", at: t + hour * 3600, in: history, horizon: 3600))
+        }
+        let biases = moments.map { log($0.probability / (1 - $0.probability)) - $0.contributions.reduce(0, +) }
+        for bias in biases { #expect(abs(bias - biases[0]) < 1e-6, "\(biases)") }
     }
 }
 
@@ -435,11 +444,12 @@ struct FrontierTests {
     }
 
     /// On the dev trace (virtual time, strict scoring): the learned planner above both baselines
-    /// at every budget, within it, and no lower than measured (0.614 / 0.730 / 0.839 at 1× /
-    /// 2× / 4×, with the daily refit; 0.593 / 0.695 / 0.818 before it). The issue's bars
-    /// (0.62 / 0.74 / 0.85) are not reached yet: known issues, with the figures.
+    /// at every budget, within it, and no lower than measured (0.624 / 0.730 / 0.845 at 1× /
+    /// 2× / 4×; 0.593 / 0.695 / 0.818 before session 11's daily refit). Issue 16's bar at 1×
+    /// (0.62) is met and held; those at 2× and 4× (0.74, 0.85) are not reached yet: known
+    /// issues, with the figures.
     @Test func theDevTraceFrontier() async throws {
-        let points = [(1.0, 0.60, 0.62), (2.0, 0.72, 0.74), (4.0, 0.83, 0.85)]
+        let points = [(1.0, 0.62, 0.62), (2.0, 0.72, 0.74), (4.0, 0.835, 0.85)]
         let (oracle, scores) = try await DevTrace.replaying { trace in
             let replay = FrontierReplay(history: .init(utcOffset: .seconds(-4 * 3600)))
             let oracle = FreshnessScore(trace: trace, wakes: TraceReplay().wakes(for: trace, policy: .oracle))
@@ -457,6 +467,7 @@ struct FrontierTests {
             #expect(learned.freshWithin60Minutes >= floor, "at \(k)×")
             #expect(learned.freshWithin60Minutes > hourOfDay.freshWithin60Minutes, "at \(k)×")
             #expect(learned.freshWithin60Minutes > reopen.freshWithin60Minutes, "at \(k)×")
+            if floor >= bar { continue }  // the bar is the floor: met, and held above
             withKnownIssue("issue 16's bar at \(k)×: \(learned.freshWithin60Minutes) of \(bar)") {
                 #expect(learned.freshWithin60Minutes >= bar)
             }
