@@ -330,7 +330,7 @@ struct OpenPredictorRefitTests {
 struct LogisticFitTests {
     /// Examples drawn (with a fixed generator) from a known model are fitted back to it.
     @Test func recoversTheWeightsThatMadeTheExamples() {
-        var fit = LogisticFit(width: 3, ridge: 0)
+        var examples = ExampleRows(width: 3)
         var state: UInt64 = 42
         func uniform() -> Double {
             state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
@@ -340,12 +340,9 @@ struct LogisticFitTests {
         for _ in 0..<20000 {
             let (a, b) = (uniform() * 4 - 2, uniform() * 4 - 2)
             let p = 1 / (1 + exp(-(truth[0] + truth[1] * a + truth[2] * b)))
-            fit.append(label: uniform() < p ? 1 : 0, weight: 1) { row in
-                row[row.startIndex] = 1
-                row[row.startIndex + 1] = a
-                row[row.startIndex + 2] = b
-            }
+            examples.append([1, a, b], label: uniform() < p ? 1 : 0, weight: 1)
         }
+        let fit = LogisticFit(examples, ridge: 0)
         let start = [0.0, 0, 0]
         let solved = fit.solve(from: start)
         for (w, t) in zip(solved, truth) { #expect(abs(w - t) < 0.1, "\(solved)") }
@@ -355,14 +352,12 @@ struct LogisticFitTests {
     /// A feature that separates the labels perfectly: without the ridge the optimum is at
     /// infinity; with it the weights stay finite and the loss still falls.
     @Test func aSeparatingFeatureDoesNotRunAway() {
-        var fit = LogisticFit(width: 2, ridge: 1)
+        var examples = ExampleRows(width: 2)
         for i in 0..<200 {
             let x = Double(i % 2 == 0 ? 1 : -1)
-            fit.append(label: x > 0 ? 1 : 0, weight: i % 2 == 0 ? 1 : 10) { row in
-                row[row.startIndex] = 1
-                row[row.startIndex + 1] = x
-            }
+            examples.append([1, x], label: x > 0 ? 1 : 0, weight: i % 2 == 0 ? 1 : 10)
         }
+        let fit = LogisticFit(examples, ridge: 1)
         let solved = fit.solve(from: [0, 0])
         #expect(solved.allSatisfy { $0.isFinite })
         #expect(solved[1] > 1 && solved[1] < 50, "\(solved)")
@@ -370,8 +365,8 @@ struct LogisticFitTests {
     }
 
     @Test func aSingularSystemHasNoSolution() {
-        #expect(LogisticFit.solveLinear([1, 2, 2, 4], [1, 1], 2) == nil)
-        #expect(LogisticFit.solveLinear([2, 0, 0, 4], [2, 8], 2) == [1, 2])
+        #expect(solveLinearSystem([1, 2, 2, 4], [1, 1], 2) == nil)
+        #expect(solveLinearSystem([2, 0, 0, 4], [2, 8], 2) == [1, 2])
     }
 }
 

@@ -127,6 +127,7 @@ public struct OpenPredictor: Sendable {
         Feature.allCases.indices.map { Input.feature($0) } + (0..<9).map { Input.square($0) }
         + [.product(Feature.userActiveLastHour.index, Feature.hourOfDayRate.index)]
     static let inputs = inputDefinitions.count
+    static let featureCount = Feature.allCases.count
 
     public init(configuration: Configuration = .init()) {
         self.configuration = configuration
@@ -253,27 +254,13 @@ public struct OpenPredictor: Sendable {
         if drop > 0 {
             keptTimes.removeFirst(drop)
             keptLabels.removeFirst(drop)
-            keptFeatures.removeFirst(drop * Feature.allCases.count)
+            keptFeatures.removeFirst(drop * Self.featureCount)
         }
         guard keptLabels.contains(true), keptLabels.contains(false) else { return }
-        let width = Feature.allCases.count
-        let negativeWeight = Double(configuration.negativeSampling)
-        let positives = keptLabels.reduce(0) { $0 + ($1 ? 1 : 0) }
-        let totalWeight = Double(positives) + Double(keptLabels.count - positives) * negativeWeight
-        var fit = LogisticFit(width: Self.inputs + 1, ridge: configuration.ridge * totalWeight)
-        fit.reserve(keptTimes.count)
-        let scales = (0..<Self.inputs).map { standardisation($0) }
-        for i in keptTimes.indices {
-            let features = i * width
-            fit.append(label: keptLabels[i] ? 1 : 0, weight: keptLabels[i] ? 1 : negativeWeight) { row in
-                let base = row.startIndex
-                row[base] = 1
-                for (j, input) in Self.inputDefinitions.enumerated() {
-                    let value = input.value(keptFeatures, offset: features)
-                    row[base + 1 + j] = (value - scales[j].mean) * scales[j].inverse
-                }
-            }
-        }
+        let examples = KeptExamples(
+            features: keptFeatures, labels: keptLabels, negativeWeight: Double(configuration.negativeSampling),
+            scales: (0..<Self.inputs).map { standardisation($0) })
+        let fit = LogisticFit(examples, ridge: configuration.ridge * examples.totalWeight)
         let solved = fit.solve(from: [bias] + weights)
         bias = solved[0]
         weights = Array(solved.dropFirst())
@@ -301,5 +288,32 @@ public struct OpenPredictor: Sendable {
         }
         bias -= rate * error
         examplesLearned += 1
+    }
+}
+
+/// The kept examples as the refit reads them: each row made when it is read (standardised as
+/// the model standardises now), never all at once.
+private struct KeptExamples: LogisticExamples {
+    let features: [Float]
+    let labels: [Bool]
+    let negativeWeight: Double
+    let scales: [(mean: Double, inverse: Double)]
+
+    var count: Int { labels.count }
+    var width: Int { OpenPredictor.inputs + 1 }
+    var totalWeight: Double {
+        let positives = labels.reduce(0) { $0 + ($1 ? 1 : 0) }
+        return Double(positives) + Double(count - positives) * negativeWeight
+    }
+
+    func label(_ i: Int) -> Double { labels[i] ? 1 : 0 }
+    func weight(_ i: Int) -> Double { labels[i] ? 1 : negativeWeight }
+
+    func fill(_ i: Int, into row: UnsafeMutableBufferPointer<Double>) {
+        let offset = i * OpenPredictor.featureCount
+        row[0] = 1
+        for (j, input) in OpenPredictor.inputDefinitions.enumerated() {
+            row[j + 1] = (input.value(features, offset: offset) - scales[j].mean) * scales[j].inverse
+        }
     }
 }
