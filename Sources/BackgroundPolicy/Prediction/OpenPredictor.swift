@@ -34,9 +34,10 @@ public struct OpenPredictor: Sendable {
 
         /// The step is small: the model sees tens of thousands of moments a month, and a larger
         /// one chases the last day (0.02 lost 0.03 of fresh opens at every budget on the dev trace).
-        /// The refit's settings moved the dev trace's frontier by less than ±0.005 between a
-        /// refit every 6 or 24 h, 14 or 60 days of memory, one negative in 4 to 20, a ridge of
-        /// 0.3e-6 to 3e-5: they are round numbers, not fitted ones.
+        /// The refit's settings moved the dev trace's frontier by less than ±0.006 between a
+        /// refit every 6 or 24 h, 14, 28 or 60 days of memory, one negative in 4 to 20, a ridge
+        /// of 1e-5 to 1e-4 per unit of weight (or a fixed 0.1 to 10): they are round numbers,
+        /// not fitted ones.
         public init(
             horizon: Duration = .seconds(3600), learningRate: Double = 0.002, l2: Double = 1e-4,
             refitEvery: Duration = .seconds(86400), memory: Duration = .seconds(28 * 86400),
