@@ -59,8 +59,7 @@ public struct WakeBudget: Sendable {
     public mutating func recordOpen(at t: Double) {
         if firstOpen == nil { firstOpen = t }
         opens.append(t)
-        // Only the last week is read: drop older opens now and then, not on every open.
-        if opens.count > 4096, opens[2048] < t - Self.pace { opens.removeFirst(2048) }
+        opens.dropSomeBefore(t - Self.pace)
         balance = min(balance + wakesPerOpen, Self.savingDays * dailyAllowance(at: t))
     }
 
@@ -72,7 +71,7 @@ public struct WakeBudget: Sendable {
     public mutating func spend(at t: Double) {
         balance -= 1
         wakes.append(t)
-        if wakes.count > 4096, wakes[2048] < t - Self.pace { wakes.removeFirst(2048) }
+        wakes.dropSomeBefore(t - Self.pace)
     }
 
     /// Remembers a wake the planner considered at `t` (woken or not): what the threshold is
@@ -95,5 +94,13 @@ public struct WakeBudget: Sendable {
         if let fitted = fit.threshold(spending: budget, at: t, from: threshold) {
             threshold = min(Self.thresholdRange.upperBound, max(Self.thresholdRange.lowerBound, fitted))
         }
+    }
+}
+
+extension Array where Element == Double {
+    /// Drops times before `cutoff` now and then, in batches, not on every append: only the last
+    /// week is read.
+    mutating func dropSomeBefore(_ cutoff: Double) {
+        if count > 4096, self[2048] < cutoff { removeFirst(2048) }
     }
 }

@@ -95,7 +95,7 @@ public struct LearnedUsage: Sendable {
         configuration: Configuration, opens: some Sequence<(app: String, at: Double)>, now: Double
     ) -> LearnedUsage {
         var usage = LearnedUsage(configuration: configuration)
-        usage.predictor.deferRefits(until: now - 8 * 86400)
+        usage.predictor.deferRefits(until: now - WakeBudget.pace - 86400)
         for open in opens { usage.recordOpen(of: open.app, at: open.at) }
         return usage
     }

@@ -276,11 +276,9 @@ public struct OpenPredictor: Sendable {
             mean[i] += delta / seen
             m2[i] += delta * (x[i] - mean[i])
         }
+        examplesLearned += 1
         // After the first refit, the daily exact fits alone set the weights.
-        guard refits == 0 else {
-            examplesLearned += 1
-            return
-        }
+        guard refits == 0 else { return }
         let p = estimate(features).probability
         let error = p - label
         let rate = configuration.learningRate
@@ -288,7 +286,6 @@ public struct OpenPredictor: Sendable {
             weights[i] -= rate * (error * standardised(x[i], i) + configuration.l2 * weights[i])
         }
         bias -= rate * error
-        examplesLearned += 1
     }
 }
 
