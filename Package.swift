@@ -56,10 +56,32 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The HTTP edges bgd and bgrelay both serve: the APNs provider API (TLS/HTTP/2 listener,
+        // connection guard, intake) and the quiet listener plumbing under it.
+        .target(
+            name: "BackgroundGateway",
+            dependencies: [
+                "BackgroundModel", "BackgroundPolicy",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdHTTP2", package: "hummingbird"),
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "BackgroundDaemon",
             dependencies: [
-                "BackgroundModel", "BackgroundPolicy", "BackgroundStore", "BackgroundTransfers",
+                "BackgroundModel", "BackgroundPolicy", "BackgroundStore", "BackgroundTransfers", "BackgroundGateway",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdHTTP2", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
@@ -93,7 +115,7 @@ let package = Package(
             name: "BackgroundTesting",
             dependencies: [
                 "BackgroundModel", "BackgroundPolicy", "BackgroundStore", "BackgroundTransfers", "BackgroundDaemon",
-                "Background",
+                "BackgroundGateway", "Background",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -126,7 +148,7 @@ let package = Package(
             name: "bgd",
             dependencies: [
                 // Built with bgd (even by `swift run bgd`), since bgd launches apps through it.
-                "BackgroundDaemon", "BackgroundModel", "bgd-confine",
+                "BackgroundDaemon", "BackgroundGateway", "BackgroundModel", "bgd-confine",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -197,7 +219,8 @@ let package = Package(
         .testTarget(
             name: "BackgroundDaemonTests",
             dependencies: [
-                "BackgroundDaemon", "BackgroundTesting", "Background", "BackgroundModel", "BackgroundStore",
+                "BackgroundDaemon", "BackgroundGateway", "BackgroundTesting", "Background", "BackgroundModel",
+                "BackgroundStore",
                 "bgd", "bgd-confine", "bgctl", "NewsFeed", "ImageFetch", "DownloadManager", "PushNews",
                 "bgd-fixture-app",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

@@ -1,3 +1,4 @@
+import BackgroundGateway
 import BackgroundModel
 import BackgroundPolicy
 import BackgroundStore
@@ -32,7 +33,7 @@ public struct Daemon: Service {
         /// How background transfers are carried.
         public var transfers: TransferService.Configuration
         /// The APNs-compatible push gateway; nil: not started.
-        public var push: PushGateway.Configuration?
+        public var push: PushGatewayConfiguration?
         /// Background time after leaving the foreground (`beginBackgroundTask`), and suspension.
         public var backgroundTime: BackgroundTimePolicy
         /// How long `BGProcessingTaskRequest`s may run.
@@ -57,7 +58,7 @@ public struct Daemon: Service {
             budget: RunBudget = RunBudget(), lingerGrace: Duration = .seconds(5),
             fetchPolicy: FetchPolicy.Configuration = .init(), usage: UsageTracker.Configuration = .init(),
             conditions: ConditionsMonitor.Configuration = .init(), transfers: TransferService.Configuration = .init(),
-            push: PushGateway.Configuration? = nil, backgroundTime: BackgroundTimePolicy = BackgroundTimePolicy(),
+            push: PushGatewayConfiguration? = nil, backgroundTime: BackgroundTimePolicy = BackgroundTimePolicy(),
             processing: ProcessingTaskPolicy = ProcessingTaskPolicy(), dashboard: DashboardServer.Configuration? = nil,
             confineApps: Bool = true, appCgroups: Bool = true, retention: HistoryPruner.Configuration = .init(),
             activatedSocket: ActivatedSocket? = nil, releasesIdleCodePages: Bool = false
@@ -97,7 +98,7 @@ public struct Daemon: Service {
     private let conditionsPoller: ConditionsMonitor.Poller?
     private let transfers: TransferService
     /// The push gateway, when configured.
-    public let pushGateway: PushGateway?
+    public let pushGateway: PushGateway<StorePushDestinations>?
     private let pushDispatcher: PushDispatcher?
     /// Apps' lifecycles and finite-length background tasks.
     public let lifecycle: LifecycleSupervisor
@@ -206,7 +207,9 @@ public struct Daemon: Service {
             pushGateway = PushGateway(
                 configuration: push,
                 intake: PushIntake(
-                    store: store, clock: clock, queued: pushDoorbell, floodLimit: push.floodLimit, metrics: metrics),
+                    destinations: StorePushDestinations(store: store), clock: clock, floodLimit: push.floodLimit,
+                    committed: { [pushDoorbell] in pushDoorbell.ring() },
+                    answered: { [metrics] in metrics.recordPushRequest(status: $0) }),
                 certificateDirectory: stateDirectory.path, clock: clock, logger: Self.logger("bg.push", like: logger))
             pushDispatcher = PushDispatcher(
                 store: store, coordinator: coordinator, throttle: push.throttle, clock: clock, doorbell: pushDoorbell,

@@ -1,5 +1,6 @@
 import Background
 import BackgroundDaemon
+import BackgroundGateway
 import BackgroundModel
 import BackgroundPolicy
 import BackgroundStore

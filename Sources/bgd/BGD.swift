@@ -1,5 +1,6 @@
 import ArgumentParser
 import BackgroundDaemon
+import BackgroundGateway
 import BackgroundModel
 import BackgroundPolicy
 import BackgroundStore
@@ -246,14 +247,14 @@ struct BGD: AsyncParsableCommand {
         }
     }
 
-    var pushConfiguration: PushGateway.Configuration? {
+    var pushConfiguration: PushGatewayConfiguration? {
         guard pushPort != "off", let port = Int(pushPort) else { return nil }
-        let security: PushGateway.Configuration.Security =
+        let security: PushGatewayConfiguration.Security =
             pushPlaintext
             ? .plaintext
             : pushHttp1
                 ? .plaintextHTTP1 : pushCertificate.map { .files(certificate: $0, key: pushKey ?? "") } ?? .selfSigned
-        return PushGateway.Configuration(
+        return PushGatewayConfiguration(
             host: pushHost, port: port, security: security, throttle: PushThrottle(wakesPerHour: pushWakesPerHour),
             floodLimit: PushFloodLimit(perSecond: pushTokenRate, burst: pushTokenRate * 10),
             connections: ConnectionLimits(

@@ -1,4 +1,5 @@
 import BackgroundDaemon
+import BackgroundGateway
 import BackgroundModel
 import BackgroundTesting
 import Foundation

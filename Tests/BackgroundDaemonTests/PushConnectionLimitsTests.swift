@@ -1,3 +1,4 @@
+import BackgroundGateway
 import BackgroundTesting
 import Foundation
 import Testing

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Background
+import BackgroundGateway
 import BackgroundModel
 import BackgroundTesting
 import Crypto

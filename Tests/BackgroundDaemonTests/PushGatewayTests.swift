@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Background
 import BackgroundDaemon
+import BackgroundGateway
 import BackgroundModel
 import BackgroundPolicy
 import BackgroundTesting

@@ -1,4 +1,5 @@
 import BackgroundDaemon
+import BackgroundGateway
 import BackgroundTesting
 import Foundation
 import Testing

@@ -1,4 +1,5 @@
 import BackgroundDashboard
+import BackgroundGateway
 import BackgroundModel
 import BackgroundPolicy
 import BackgroundStore

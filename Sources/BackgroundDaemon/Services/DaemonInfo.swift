@@ -1,3 +1,4 @@
+import BackgroundGateway
 import BackgroundModel
 import BackgroundStore
 import Foundation

@@ -1,6 +1,5 @@
 import BackgroundModel
 import BackgroundPolicy
-import BackgroundStore
 import Crypto
 import Foundation
 
@@ -8,19 +7,20 @@ import Foundation
 /// the request, resolve the device token, check the topic, hold back a flood to one token, and
 /// queue the push durably — in the order APNs does, answering with APNs' reasons.
 ///
-/// Provider keys and device-token owners are read from the store once and kept, until the
-/// store's `pushCredentials` generation moves (a key added or removed, a token revoked): a
-/// revocation answers 410 from the next request on, and a push costs no read of the store.
-actor PushIntake {
-    struct Answer: Sendable {
-        var status: Int
-        var reason: APNsReason?
+/// Provider keys and device-token owners are read from the destinations once and kept, until
+/// their `credentialsGeneration` moves (a key added or removed, a token revoked): a revocation
+/// answers 410 from the next request on, and a push costs no read of the store.
+public actor PushIntake<Destinations: PushDestinations> {
+    public struct Answer: Sendable {
+        public var status: Int
+        public var reason: APNsReason?
         /// For 410: when the token stopped being valid (milliseconds since 1970).
-        var timestamp: Int64?
-        var apnsID: String
+        public var timestamp: Int64?
+        public var apnsID: String
     }
+    public typealias Owner = Destinations.Owner
 
-    private let store: BackgroundStore
+    private let destinations: Destinations
     private let clock: any WallClock
     private var tokenClock = ProviderTokenClock()
     /// Signatures already verified, so a provider reusing its token (as it should) costs one
@@ -29,38 +29,34 @@ actor PushIntake {
     /// Authorization headers already parsed (parsing is pure; its answer never changes).
     private var parsedTokens: [String: ProviderToken] = [:]
 
-    private let queued: Doorbell
-    private let writer: PushQueueWriter
+    /// Told after each push is committed (bgd rings its dispatcher), and of every answer's status.
+    private let committed: @Sendable () -> Void
+    private let answered: @Sendable (Int) -> Void
+    private let writer: PushQueueWriter<Destinations>
     private let floodLimit: PushFloodLimit
     /// Each device token's allowance under `floodLimit`; full ones are forgotten now and then.
     private var floodAllowances: [String: PushThrottle.Allowance] = [:]
 
-    private struct TokenOwner {
-        var app: AppID
-        var revokedAt: Date?
-    }
     private var keys: [String: ProviderKeyRegistration] = [:]
-    private var owners: [String: TokenOwner] = [:]
-    /// The store's `pushCredentials` generation the two caches above were read at.
+    private var owners: [String: Owner] = [:]
+    /// The destinations' `credentialsGeneration` the two caches above were read at.
     private var cachedGeneration = -1
 
-    private let metrics: DaemonMetrics?
-
-    init(
-        store: BackgroundStore, clock: any WallClock, queued: Doorbell, floodLimit: PushFloodLimit = PushFloodLimit(),
-        metrics: DaemonMetrics? = nil
+    public init(
+        destinations: Destinations, clock: any WallClock, floodLimit: PushFloodLimit = PushFloodLimit(),
+        committed: @escaping @Sendable () -> Void = {}, answered: @escaping @Sendable (Int) -> Void = { _ in }
     ) {
-        self.metrics = metrics
-        self.store = store
+        self.destinations = destinations
         self.clock = clock
-        self.queued = queued
+        self.committed = committed
+        self.answered = answered
         self.floodLimit = floodLimit
-        writer = PushQueueWriter(store: store, clock: clock)
+        writer = PushQueueWriter(destinations: destinations, clock: clock)
     }
 
-    /// Drops the cached keys and owners if the store's have changed since they were read.
+    /// Drops the cached keys and owners if the destinations' have changed since they were read.
     private func revalidateCaches() {
-        let generation = store.pushCredentials.current
+        let generation = destinations.credentialsGeneration
         guard generation != cachedGeneration else { return }
         keys.removeAll()
         owners.removeAll()
@@ -72,19 +68,18 @@ actor PushIntake {
         revalidateCaches()
         if let key = keys[keyID] { return key }
         let generation = cachedGeneration
-        let found = try await store.providerKey(keyID)
+        let found = try await destinations.providerKey(keyID)
         // Unknown keys are not remembered: one added later must count at once.
-        if let found, generation == store.pushCredentials.current, keys.count < 10_000 { keys[keyID] = found }
+        if let found, generation == destinations.credentialsGeneration, keys.count < 10_000 { keys[keyID] = found }
         return found
     }
 
-    private func owner(of deviceToken: String) async throws -> TokenOwner? {
+    private func owner(of deviceToken: String) async throws -> Owner? {
         revalidateCaches()
         if let owner = owners[deviceToken] { return owner }
         let generation = cachedGeneration
-        guard let found = try await store.deviceTokenOwner(deviceToken) else { return nil }
-        let owner = TokenOwner(app: found.app, revokedAt: found.revokedAt)
-        if generation == store.pushCredentials.current, owners.count < 100_000 { owners[deviceToken] = owner }
+        guard let owner = try await destinations.owner(ofDeviceToken: deviceToken) else { return nil }
+        if generation == destinations.credentialsGeneration, owners.count < 100_000 { owners[deviceToken] = owner }
         return owner
     }
 
@@ -98,11 +93,11 @@ actor PushIntake {
         return answer.admitted
     }
 
-    func handle(
+    public func handle(
         method: String, path: String, headers: [(name: String, value: String)], body: Data, bodySize: Int
     ) async -> Answer {
         let answer = await answer(method: method, path: path, headers: headers, body: body, bodySize: bodySize)
-        metrics?.recordPushRequest(status: answer.status)
+        answered(answer.status)
         return answer
     }
 
@@ -154,20 +149,20 @@ actor PushIntake {
         guard key.topics.contains(push.topic) else { return refuse(.topicDisallowed) }
         do {
             guard let owner = try await owner(of: push.deviceToken) else { return refuse(.badDeviceToken) }
-            guard owner.app.rawValue == push.topic else { return refuse(.deviceTokenNotForTopic) }
+            guard owner.topic == push.topic else { return refuse(.deviceTokenNotForTopic) }
             if let revoked = owner.revokedAt {
                 return refuse(.unregistered, timestamp: Int64(revoked.timeIntervalSince1970 * 1000))
             }
             guard admitToFloodLimit(push.deviceToken, now: now) else { return refuse(.tooManyRequests) }
             try await writer.enqueue(
-                NewPush(
-                    app: owner.app, apnsID: push.apnsID ?? apnsID, pushType: push.pushType.rawValue,
-                    priority: push.priority,
+                AcceptedPush(
+                    owner: owner, deviceToken: push.deviceToken, apnsID: push.apnsID ?? apnsID,
+                    pushType: push.pushType.rawValue, priority: push.priority,
                     collapseID: push.collapseID, expiration: push.expiration, payload: push.payload))
         } catch {
             return refuse(.serviceUnavailable)
         }
-        queued.ring()
+        committed()
         Failpoint.pushAfterCommitBeforeAnswer.hit()
         return Answer(status: 200, reason: nil, timestamp: nil, apnsID: push.apnsID ?? apnsID)
     }

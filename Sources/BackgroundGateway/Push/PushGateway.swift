@@ -1,6 +1,5 @@
 import BackgroundModel
 import BackgroundPolicy
-import BackgroundStore
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -13,71 +12,39 @@ import NIOSSL
 import ServiceLifecycle
 import Synchronization
 
-/// bgd's APNs-compatible listener: `POST /3/device/<token>` over HTTP/2 with TLS (ALPN h2, or
-/// no ALPN at all, as APNs accepts) on port 2197 by default, so APNs client libraries work
-/// against it with the host, port and certificate changed. Plaintext (HTTP/2 with prior
-/// knowledge) is for development and only on loopback.
-public struct PushGateway: Service {
-    public struct Configuration: Sendable {
-        public enum Security: Sendable {
-            /// A self-signed pair kept in the state directory, made on first start.
-            case selfSigned
-            /// The operator's certificate chain and key (PEM files).
-            case files(certificate: String, key: String)
-            /// No TLS: HTTP/2 with prior knowledge; refused unless the host is a loopback address.
-            case plaintext
-            /// No TLS, HTTP/1.1 (curl without flags); refused unless the host is a loopback address.
-            case plaintextHTTP1
-        }
-
-        public var host: String
-        /// 0: any free port (tests); `boundPort` says which.
-        public var port: Int
-        public var security: Security
-        /// How many background pushes may wake an app, and how bursts are coalesced.
-        public var throttle: PushThrottle
-        /// How many pushes one device token accepts before answering 429 TooManyRequests.
-        public var floodLimit: PushFloodLimit
-        /// Connections per peer and in all, handshake and idle timeouts, the shutdown's grace.
-        public var connections: ConnectionLimits
-
-        public init(
-            host: String = "127.0.0.1", port: Int = 2197, security: Security = .selfSigned,
-            throttle: PushThrottle = PushThrottle(),
-            floodLimit: PushFloodLimit = PushFloodLimit(), connections: ConnectionLimits = ConnectionLimits()
-        ) {
-            self.connections = connections
-            self.throttle = throttle
-            self.floodLimit = floodLimit
-            self.host = host
-            self.port = port
-            self.security = security
-        }
-
-        public var isLoopback: Bool { Loopback.contains(host) }
-    }
-
-    public enum Failure: Error, CustomStringConvertible {
-        case plaintextOffLoopback(String)
-        public var description: String {
-            switch self {
-            case .plaintextOffLoopback(let host):
-                "the push gateway serves plaintext only on loopback, not on \(host); give it a certificate"
-            }
-        }
-    }
+/// An APNs-compatible listener — bgd's gateway, and bgrelay's provider side: `POST
+/// /3/device/<token>` over HTTP/2 with TLS (ALPN h2, or no ALPN at all, as APNs accepts) on port
+/// 2197 by default, so APNs client libraries work against it with the host, port and
+/// certificate changed. Plaintext (HTTP/2 with prior knowledge) is for development and only on
+/// loopback.
+public struct PushGateway<Destinations: PushDestinations>: Service {
+    public typealias Configuration = PushGatewayConfiguration
+    public typealias Failure = PushGatewayFailure
 
     let configuration: Configuration
-    let intake: PushIntake
+    let intake: PushIntake<Destinations>
     let certificateDirectory: String
     let clock: any WallClock
     let logger: Logger
+    let serverName: String
+
+    public init(
+        configuration: Configuration, intake: PushIntake<Destinations>, certificateDirectory: String,
+        clock: any WallClock, logger: Logger, serverName: String = "bgd-push"
+    ) {
+        self.configuration = configuration
+        self.intake = intake
+        self.certificateDirectory = certificateDirectory
+        self.clock = clock
+        self.logger = logger
+        self.serverName = serverName
+    }
     /// The port it listens on, once it does.
     public let boundPort = BoundPort()
 
     /// What a provider on this machine puts before the port: the scheme for the gateway's
     /// security, and `localhost` for a loopback host (the self-signed certificate's name).
-    var baseURL: String {
+    public var baseURL: String {
         let scheme: String
         switch configuration.security {
         case .selfSigned, .files: scheme = "https"
@@ -143,7 +110,7 @@ public struct PushGateway: Service {
         let application = QuietApplication(
             responder: responder, server: server,
             configuration: .init(
-                address: .hostname(configuration.host, port: configuration.port), serverName: "bgd-push"),
+                address: .hostname(configuration.host, port: configuration.port), serverName: serverName),
             onServerRunning: { channel in
                 boundPort.set(channel.localAddress?.port ?? 0)
                 logger.notice("Push gateway is listening", metadata: ["port": "\(channel.localAddress?.port ?? 0)"])
@@ -179,7 +146,7 @@ public struct PushGateway: Service {
 
     /// Reads at most 4097 bytes of the body — a larger one is refused without being buffered —
     /// and answers as APNs does: empty body and `apns-id` on success, `{"reason"}` otherwise.
-    static func respond(to request: Request, intake: PushIntake) async throws -> Response {
+    static func respond(to request: Request, intake: PushIntake<Destinations>) async throws -> Response {
         var body = Data()
         var size = 0
         for try await buffer in request.body {
@@ -205,4 +172,54 @@ public struct PushGateway: Service {
 enum PushRequestLimit {
     /// One byte over the payload limit: enough to know it is too large.
     static let maximumRead = 4097
+}
+
+/// Where a push listener listens, how it secures itself, and what it allows.
+public struct PushGatewayConfiguration: Sendable {
+    public enum Security: Sendable {
+        /// A self-signed pair kept in the state directory, made on first start.
+        case selfSigned
+        /// The operator's certificate chain and key (PEM files).
+        case files(certificate: String, key: String)
+        /// No TLS: HTTP/2 with prior knowledge; refused unless the host is a loopback address.
+        case plaintext
+        /// No TLS, HTTP/1.1 (curl without flags); refused unless the host is a loopback address.
+        case plaintextHTTP1
+    }
+
+    public var host: String
+    /// 0: any free port (tests); `boundPort` says which.
+    public var port: Int
+    public var security: Security
+    /// How many background pushes may wake an app, and how bursts are coalesced.
+    public var throttle: PushThrottle
+    /// How many pushes one device token accepts before answering 429 TooManyRequests.
+    public var floodLimit: PushFloodLimit
+    /// Connections per peer and in all, handshake and idle timeouts, the shutdown's grace.
+    public var connections: ConnectionLimits
+
+    public init(
+        host: String = "127.0.0.1", port: Int = 2197, security: Security = .selfSigned,
+        throttle: PushThrottle = PushThrottle(),
+        floodLimit: PushFloodLimit = PushFloodLimit(), connections: ConnectionLimits = ConnectionLimits()
+    ) {
+        self.connections = connections
+        self.throttle = throttle
+        self.floodLimit = floodLimit
+        self.host = host
+        self.port = port
+        self.security = security
+    }
+
+    public var isLoopback: Bool { Loopback.contains(host) }
+}
+
+public enum PushGatewayFailure: Error, CustomStringConvertible {
+    case plaintextOffLoopback(String)
+    public var description: String {
+        switch self {
+        case .plaintextOffLoopback(let host):
+            "the push gateway serves plaintext only on loopback, not on \(host); give it a certificate"
+        }
+    }
 }

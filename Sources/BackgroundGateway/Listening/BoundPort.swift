@@ -27,13 +27,15 @@ public final class BoundPort: Sendable {
         return try outcome.get()
     }
 
-    func set(_ port: Int) { settle(.success(port)) }
+    public init() {}
 
-    func fail(_ failure: ListenerFailed) { settle(.failure(failure)) }
+    package func set(_ port: Int) { settle(.success(port)) }
+
+    package func fail(_ failure: ListenerFailed) { settle(.failure(failure)) }
 
     /// Runs a listener; an error before it bound is why it could not listen, said with `flag`
     /// (and told to whoever waits for the port).
-    func serve(flag: String, address: String, _ listener: () async throws -> Void) async throws {
+    package func serve(flag: String, address: String, _ listener: () async throws -> Void) async throws {
         do {
             try await listener()
         } catch  where port == nil {

@@ -14,7 +14,7 @@ import Synchronization
 /// wakes every second to reformat the `Date` header, which in an idle bgd (three listeners)
 /// was most of its wakeups. The header here is formatted when a response needs it, at most once
 /// a second — an idle bgd does not wake for it at all.
-struct QuietApplication<Responder: HTTPResponder>: Service
+package struct QuietApplication<Responder: HTTPResponder>: Service
 where Responder.Context: InitializableFromSource<ApplicationRequestContextSource> {
     let responder: Responder
     var server: HTTPServerBuilder = .http1()
@@ -25,7 +25,21 @@ where Responder.Context: InitializableFromSource<ApplicationRequestContextSource
     /// Serve on this already-listening socket (systemd's) instead of binding the configured address.
     var activated: ActivatedSocket? = nil
 
-    func run() async throws {
+    package init(
+        responder: Responder, server: HTTPServerBuilder = .http1(), configuration: ServerConfiguration,
+        services: [any Service] = [], onServerRunning: @escaping @Sendable (any Channel) async -> Void = { _ in },
+        logger: Logger, activated: ActivatedSocket? = nil
+    ) {
+        self.responder = responder
+        self.server = server
+        self.configuration = configuration
+        self.services = services
+        self.onServerRunning = onServerRunning
+        self.logger = logger
+        self.activated = activated
+    }
+
+    package func run() async throws {
         let responder = self.responder
         let logger = self.logger
         let serverName = configuration.serverName

@@ -1,0 +1,35 @@
+import BackgroundModel
+import Foundation
+
+/// What the APNs provider API asks of whoever keeps the pushes — bgd's store on one machine,
+/// bgrelay's for devices it cannot reach — so both answer providers with the same code.
+public protocol PushDestinations: Sendable {
+    associatedtype Owner: PushTokenOwner
+
+    /// Moves whenever a provider key or a device token changes: the intake's caches of both are
+    /// dropped when it does, so a revocation answers 410 from the next request on.
+    var credentialsGeneration: Int { get }
+    func providerKey(_ keyID: String) async throws -> ProviderKeyRegistration?
+    /// Who a device token belongs to; nil for a token never registered.
+    func owner(ofDeviceToken token: String) async throws -> Owner?
+    /// Commits accepted pushes durably, all or none: each provider's 200 waits for it.
+    func commit(_ pushes: [AcceptedPush<Owner>], now: Date) async throws
+}
+
+/// The registration behind a device token: the topic (app) it is for, and whether it was revoked.
+public protocol PushTokenOwner: Sendable {
+    var topic: String { get }
+    var revokedAt: Date? { get }
+}
+
+/// A push that passed every check, for `owner`.
+public struct AcceptedPush<Owner: PushTokenOwner>: Sendable {
+    public var owner: Owner
+    public var deviceToken: String
+    public var apnsID: String
+    public var pushType: String
+    public var priority: Int
+    public var collapseID: String?
+    public var expiration: Date?
+    public var payload: Data
+}
