@@ -14,6 +14,7 @@ let package = Package(
         .executable(name: "bgd", targets: ["bgd"]),
         .executable(name: "bgd-confine", targets: ["bgd-confine"]),
         .executable(name: "bgctl", targets: ["bgctl"]),
+        .executable(name: "bgrelay", targets: ["bgrelay"]),
         .executable(name: "NewsFeed", targets: ["NewsFeed"]),
         .executable(name: "ImageFetch", targets: ["ImageFetch"]),
         .executable(name: "DownloadManager", targets: ["DownloadManager"]),
@@ -39,6 +40,11 @@ let package = Package(
         .target(name: "BackgroundModel", swiftSettings: swiftSettings),
         .target(name: "BackgroundPolicy", dependencies: ["BackgroundModel"], swiftSettings: swiftSettings),
         .target(name: "BackgroundDashboard", dependencies: ["BackgroundModel"], swiftSettings: swiftSettings),
+        // Reads an APNs key file into a registration (its public half): bgctl and bgrelay both do.
+        .target(
+            name: "BackgroundProviderKeys",
+            dependencies: ["BackgroundModel", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: swiftSettings),
         .target(
             name: "BackgroundStore",
             dependencies: ["BackgroundModel", "BackgroundPolicy", .product(name: "GRDB", package: "GRDB.swift")],
@@ -82,6 +88,7 @@ let package = Package(
             name: "BackgroundDaemon",
             dependencies: [
                 "BackgroundModel", "BackgroundPolicy", "BackgroundStore", "BackgroundTransfers", "BackgroundGateway",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdHTTP2", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
@@ -97,6 +104,20 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The push relay: providers' APNs API in, devices' uplinks out, store-and-forward between.
+        .target(
+            name: "BackgroundRelay",
+            dependencies: [
+                "BackgroundModel", "BackgroundPolicy", "BackgroundGateway",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
@@ -158,9 +179,19 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .executableTarget(
+            name: "bgrelay",
+            dependencies: [
+                "BackgroundRelay", "BackgroundGateway", "BackgroundModel", "BackgroundProviderKeys",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
             name: "bgctl",
             dependencies: [
-                "Background", "BackgroundModel", "BackgroundPolicy",
+                "Background", "BackgroundModel", "BackgroundPolicy", "BackgroundProviderKeys",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -217,10 +248,13 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "BackgroundRelayTests", dependencies: ["BackgroundRelay", "BackgroundGateway", "BackgroundModel"],
+            swiftSettings: swiftSettings),
+        .testTarget(
             name: "BackgroundDaemonTests",
             dependencies: [
-                "BackgroundDaemon", "BackgroundGateway", "BackgroundTesting", "Background", "BackgroundModel",
-                "BackgroundStore",
+                "BackgroundDaemon", "BackgroundGateway", "BackgroundRelay", "BackgroundTesting", "Background",
+                "BackgroundModel", "BackgroundStore", "bgrelay",
                 "bgd", "bgd-confine", "bgctl", "NewsFeed", "ImageFetch", "DownloadManager", "PushNews",
                 "bgd-fixture-app",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

@@ -34,6 +34,9 @@ public struct Daemon: Service {
         public var transfers: TransferService.Configuration
         /// The APNs-compatible push gateway; nil: not started.
         public var push: PushGatewayConfiguration?
+        /// The push relay bgd connects out to (`--push-relay`), for providers that cannot reach
+        /// this machine; bgd also connects to one enrolled with `bgctl push relay enroll`.
+        public var pushRelay: PushUplink.Configuration
         /// Background time after leaving the foreground (`beginBackgroundTask`), and suspension.
         public var backgroundTime: BackgroundTimePolicy
         /// How long `BGProcessingTaskRequest`s may run.
@@ -61,8 +64,10 @@ public struct Daemon: Service {
             push: PushGatewayConfiguration? = nil, backgroundTime: BackgroundTimePolicy = BackgroundTimePolicy(),
             processing: ProcessingTaskPolicy = ProcessingTaskPolicy(), dashboard: DashboardServer.Configuration? = nil,
             confineApps: Bool = true, appCgroups: Bool = true, retention: HistoryPruner.Configuration = .init(),
-            activatedSocket: ActivatedSocket? = nil, releasesIdleCodePages: Bool = false
+            activatedSocket: ActivatedSocket? = nil, releasesIdleCodePages: Bool = false,
+            pushRelay: PushUplink.Configuration = .init()
         ) {
+            self.pushRelay = pushRelay
             self.releasesIdleCodePages = releasesIdleCodePages
             self.activatedSocket = activatedSocket
             self.retention = retention
@@ -99,7 +104,9 @@ public struct Daemon: Service {
     private let transfers: TransferService
     /// The push gateway, when configured.
     public let pushGateway: PushGateway<StorePushDestinations>?
-    private let pushDispatcher: PushDispatcher?
+    private let pushDispatcher: PushDispatcher
+    /// The uplink to a push relay: idle until one is enrolled.
+    public let pushUplink: PushUplink
     /// Apps' lifecycles and finite-length background tasks.
     public let lifecycle: LifecycleSupervisor
     /// The counters behind `/metrics`.
@@ -211,13 +218,17 @@ public struct Daemon: Service {
                     committed: { [pushDoorbell] in pushDoorbell.ring() },
                     answered: { [metrics] in metrics.recordPushRequest(status: $0) }),
                 certificateDirectory: stateDirectory.path, clock: clock, logger: Self.logger("bg.push", like: logger))
-            pushDispatcher = PushDispatcher(
-                store: store, coordinator: coordinator, throttle: push.throttle, clock: clock, doorbell: pushDoorbell,
-                activity: activity, logger: Self.logger("bg.push", like: logger))
         } else {
             pushGateway = nil
-            pushDispatcher = nil
         }
+        // Pushes come from the gateway, the relay's uplink, or both.
+        pushDispatcher = PushDispatcher(
+            store: store, coordinator: coordinator, throttle: configuration.push?.throttle ?? PushThrottle(),
+            clock: clock, doorbell: pushDoorbell,
+            activity: activity, logger: Self.logger("bg.push", like: logger))
+        pushUplink = PushUplink(
+            configuration: configuration.pushRelay, store: store, stateDirectory: stateDirectory.path, clock: clock,
+            pushes: pushDoorbell, logger: Self.logger("bg.push", like: logger))
         transfers = TransferService(
             store: store, stateDirectory: stateDirectory, coordinator: coordinator, broker: broker,
             conditions: conditions,
@@ -230,7 +241,7 @@ public struct Daemon: Service {
                 coordinator: coordinator, supervisor: supervisor, usage: usage, conditions: conditions,
                 fetchPolicy: fetchPolicy, transfers: transfers, taskDispatcher: taskDispatcher, metrics: metrics,
                 activity: activity, clock: clock, operatorCredential: operatorCredential,
-                schedulerDoorbell: doorbell, taskDoorbell: taskDoorbell, logger: logger),
+                schedulerDoorbell: doorbell, taskDoorbell: taskDoorbell, pushUplink: pushUplink, logger: logger),
             status: (
                 configuration.socketPath, "\(confinement)", "\(processMode)",
                 pushGateway.map { gateway in (gateway.baseURL, gateway.boundPort) }
@@ -273,7 +284,7 @@ public struct Daemon: Service {
                 supervisor, coordinator, scheduler, keepAlive, transfers, lifecycle, taskDispatcher, pruner,
                 MetricsRecorder(metrics: metrics, activity: activity),
             ] + (configuration.releasesIdleCodePages ? [IdleCodePages(activity: activity, clock: clock)] : []) + (conditionsPoller.map { [$0] } ?? [])
-                + (pushGateway.map { [$0] } ?? []) + (pushDispatcher.map { [$0] } ?? [])
+                + (pushGateway.map { [$0] } ?? []) + [pushDispatcher, pushUplink]
                 + (dashboard.map { [$0] } ?? [])
                 + (SystemdWatchdog.interval().map {
                     [SystemdWatchdog(interval: $0, store: store, logger: Self.logger("bg.daemon", like: logger))]

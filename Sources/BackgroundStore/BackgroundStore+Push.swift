@@ -8,19 +8,30 @@ extension BackgroundStore {
     public func deviceToken(
         for app: AppID, makingWith make: @escaping @Sendable () -> String, now: Date
     ) async throws -> DeviceTokenInfo {
-        try await writer.write { db in
+        let (info, made) = try await writer.write { db -> (DeviceTokenInfo, Bool) in
             guard try AppRow.fetchOne(db, key: app.rawValue) != nil else { throw StoreError.appNotFound(app) }
             if let row = try Row.fetchOne(
                 db, sql: "SELECT token, createdAt FROM deviceToken WHERE appId = ? AND revokedAt IS NULL",
                 arguments: [app.rawValue])
             {
-                return DeviceTokenInfo(app: app, token: row["token"], createdAt: row["createdAt"])
+                return (DeviceTokenInfo(app: app, token: row["token"], createdAt: row["createdAt"]), false)
             }
             let token = make()
             try db.execute(
                 sql: "INSERT INTO deviceToken(token, appId, createdAt) VALUES (?, ?, ?)",
                 arguments: [token, app.rawValue, now])
-            return DeviceTokenInfo(app: app, token: token, createdAt: now)
+            return (DeviceTokenInfo(app: app, token: token, createdAt: now), true)
+        }
+        if made { pushCredentials.advance() }  // a new token: the relay uplink registers it
+        return info
+    }
+
+    /// Every device token ever issued, with its app and when it was revoked (nil: active).
+    public func deviceTokens() async throws -> [(token: String, app: AppID, revokedAt: Date?)] {
+        try await writer.read { db in
+            try Row.fetchAll(db, sql: "SELECT token, appId, revokedAt FROM deviceToken ORDER BY createdAt").compactMap {
+                row in AppID(rawValue: row["appId"]).map { (row["token"], $0, row["revokedAt"]) }
+            }
         }
     }
 

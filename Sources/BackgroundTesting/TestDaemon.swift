@@ -36,7 +36,7 @@ public struct TestDaemon: Sendable {
         backgroundTime: BackgroundTimePolicy = BackgroundTimePolicy(),
         processing: ProcessingTaskPolicy = ProcessingTaskPolicy(),
         dashboard: DashboardServer.Configuration? = nil, appCgroups: Bool = true,
-        retention: HistoryPruner.Configuration = .init(),
+        retention: HistoryPruner.Configuration = .init(), pushRelay: PushUplink.Configuration = .init(),
         _ body: @Sendable (TestDaemon) async throws -> T
     ) async throws -> T {
         let directory = directory ?? TemporaryDirectory.make()
@@ -47,7 +47,7 @@ public struct TestDaemon: Sendable {
             transfers: transfers,
             push: push,
             backgroundTime: backgroundTime, processing: processing, dashboard: dashboard, appCgroups: appCgroups,
-            retention: retention)
+            retention: retention, pushRelay: pushRelay)
         var logger = Logger(label: "bg.daemon")
         // Quiet unless asked: BGD_TEST_LOG_LEVEL=debug swift test …
         logger.logLevel =

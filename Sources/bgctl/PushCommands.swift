@@ -1,14 +1,63 @@
 import ArgumentParser
 import Background
 import BackgroundModel
-import Crypto
+import BackgroundProviderKeys
 import Foundation
 
 extension BGCtl {
     struct Push: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Device tokens and provider keys for bgd's APNs-compatible push gateway.",
-            subcommands: [Token.self, Keys.self, Send.self, Jwt.self, Log.self])
+            subcommands: [Token.self, Keys.self, Send.self, Jwt.self, Log.self, Relay.self])
+
+        struct Relay: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "The push relay bgd connects out to, for providers that cannot reach this machine.",
+                subcommands: [Status.self, Enroll.self], defaultSubcommand: Status.self)
+
+            struct Status: AsyncParsableCommand {
+                static let configuration = CommandConfiguration(abstract: "Whether bgd's uplink to its relay is up.")
+                @OptionGroup var options: DaemonOptions
+
+                func run() async throws {
+                    let status = try await options.call {
+                        try await $0.send(.get, "/v1/push/relay", as: PushRelayStatus.self)
+                    }
+                    if options.json { return try options.printJSON(status) }
+                    guard status.state != .off, let url = status.url else {
+                        return print("No push relay. Enroll with one: bgctl push relay enroll https://RELAY:2198")
+                    }
+                    let now = SystemClock().now
+                    var line = "\(status.state.rawValue) to \(url)"
+                    if let device = status.device { line += " as device \(device)" }
+                    if let since = status.since { line += ", since \(TextFormat.when(since, now: now))" }
+                    print(line + "; \(status.received) pushes received since bgd started.")
+                    if let error = status.lastError { print("Last error: \(error)") }
+                    if let retry = status.retryAt { print("Next attempt: \(TextFormat.when(retry, now: now))") }
+                }
+            }
+
+            struct Enroll: AsyncParsableCommand {
+                static let configuration = CommandConfiguration(
+                    abstract:
+                        "Enroll bgd with a relay: it gets a device credential (kept 0600 in its state directory) and connects at once.")
+                @OptionGroup var options: DaemonOptions
+                @Argument(help: "The relay's uplink, e.g. https://relay.example.net:2198.") var url: String
+                @Option(help: "A CA certificate (PEM) to trust for the relay (a self-signed relay's push-gateway.crt).")
+                var certificate: String?
+
+                func run() async throws {
+                    let certificate = self.certificate.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
+                    let status = try await options.call {
+                        try await $0.send(
+                            .post, "/v1/push/relay", body: PushRelayEnrollRequest(url: url, certificate: certificate),
+                            as: PushRelayStatus.self)
+                    }
+                    if options.json { return try options.printJSON(status) }
+                    print("Enrolled with \(url) as device \(status.device ?? "?"); bgctl push relay status shows the uplink.")
+                }
+            }
+        }
 
         struct Log: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
@@ -90,22 +139,12 @@ extension BGCtl {
                 @Argument(help: "The key file (PKCS#8 PEM, as APNs issues .p8 files).") var file: String
 
                 func run() async throws {
-                    guard let pem = try? String(contentsOfFile: file, encoding: .utf8) else {
-                        throw ValidationError("cannot read \(file)")
+                    let registration: ProviderKeyRegistration
+                    do {
+                        registration = try .fromKeyFile(file, keyID: keyID, teamID: teamID, topics: topics)
+                    } catch {
+                        throw ValidationError(error.description)
                     }
-                    let publicKey: String
-                    if let privateKey = try? P256.Signing.PrivateKey(pemRepresentation: pem) {
-                        publicKey = privateKey.publicKey.pemRepresentation
-                    } else if let key = try? P256.Signing.PublicKey(pemRepresentation: pem) {
-                        publicKey = key.pemRepresentation
-                    } else {
-                        throw ValidationError("\(file) is not a P-256 key in PEM (an APNs .p8 file)")
-                    }
-                    let registration = ProviderKeyRegistration(
-                        keyID: keyID, teamID: teamID,
-                        topics: topics.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) },
-                        publicKeyPEM: publicKey)
-                    if let problem = registration.problem { throw ValidationError(problem) }
                     let stored = try await options.call {
                         try await $0.send(.post, "/v1/push/keys", body: registration, as: ProviderKeyRegistration.self)
                     }

@@ -108,6 +108,14 @@ struct BGD: AsyncParsableCommand {
     var pushWakesPerHour: Double = 3
 
     @Option(
+        help:
+            "A push relay's uplink (https://host:2198) to connect out to, for providers that cannot reach this machine; bgd enrolls with it on first start.")
+    var pushRelay: String?
+
+    @Option(help: "A CA certificate (PEM) to trust for --push-relay (a relay's self-signed push-gateway.crt).")
+    var pushRelayCa: String?
+
+    @Option(
         help: "Pushes per second one device token accepts (ten times as many back to back) before 429 TooManyRequests.")
     var pushTokenRate: Double = 20
 
@@ -179,6 +187,15 @@ struct BGD: AsyncParsableCommand {
     var logFormat: String = "auto"
 
     func validate() throws {
+        if let pushRelay {
+            guard let url = URL(string: pushRelay), ["https", "http"].contains(url.scheme ?? ""), url.host != nil else {
+                throw ValidationError("--push-relay is a relay's uplink URL, e.g. https://relay.example.net:2198")
+            }
+        }
+        if pushRelayCa != nil, pushRelay == nil { throw ValidationError("--push-relay-ca goes with --push-relay") }
+        if let pushRelayCa, !FileManager.default.isReadableFile(atPath: pushRelayCa) {
+            throw ValidationError("cannot read --push-relay-ca \(pushRelayCa)")
+        }
         guard keepHistory >= .seconds(86400) else {
             throw ValidationError("--keep-history must be at least 1d: the fetch policy reads the last day of runs")
         }
@@ -326,7 +343,8 @@ struct BGD: AsyncParsableCommand {
             confineApps: confineApps == "on",
             appCgroups: appCgroups == "on",
             retention: .init(retention: .init(history: keepHistory, opens: max(keepHistory, .seconds(90 * 86400)))),
-            activatedSocket: activated, releasesIdleCodePages: IdleCodePages.isEnabled)
+            activatedSocket: activated, releasesIdleCodePages: IdleCodePages.isEnabled,
+            pushRelay: .init(url: pushRelay, certificate: pushRelayCa))
         let daemon: Daemon
         do {
             daemon = try await Daemon(

@@ -91,7 +91,7 @@ struct InstallTests {
     /// Scripts/generate-manual.sh) describe the commands as built: every subcommand and option the
     /// binary knows (its --experimental-dump-help) is in its page. Fails when a flag is added
     /// without regenerating them — and when an argument has no help.
-    @Test(arguments: ["bgctl", "bgd"])
+    @Test(arguments: ["bgctl", "bgd", "bgrelay"])
     func theManPagesAreCurrent(_ product: String) async throws {
         let dump = try await Command.run(try BuiltProducts.path(of: product), ["--experimental-dump-help"])
         let manual = try String(contentsOfFile: Self.checkout + "/docs/man/\(product).1", encoding: .utf8)

@@ -52,6 +52,12 @@ struct RouterTests {
                     ),
                     (.get, "/v1/apps/com.example.a/push/token", .operator, nil, 404, "noDeviceToken"),
                     (.delete, "/v1/push/keys/NOKEY", .operator, nil, 404, "unknownProviderKey"),
+                    (.get, "/v1/push/relay", .app(token), nil, 403, "operatorOnly"),
+                    (
+                        .post, "/v1/push/relay", .app(token), PushRelayEnrollRequest(url: "https://localhost:1"), 403,
+                        "operatorOnly"
+                    ),
+                    (.post, "/v1/push/relay", .operator, PushRelayEnrollRequest(url: "ftp://relay"), 400, "invalidRelayURL"),
                     (
                         .post, "/v1/tasks/expire", .operator,
                         TaskTarget(app: AppID(rawValue: "com.example.a")!, identifier: "com.example.a.work"), 404,

@@ -30,6 +30,7 @@ struct DaemonAPI: Sendable {
         var operatorCredential: OperatorCredential
         var schedulerDoorbell: Doorbell
         var taskDoorbell: Doorbell
+        var pushUplink: PushUplink
         var logger: Logger
     }
 
@@ -58,7 +59,7 @@ struct DaemonAPI: Sendable {
         runs = Runs(
             store: e.store, apps: apps, coordinator: e.coordinator, usage: e.usage, conditions: e.conditions,
             fetchPolicy: e.fetchPolicy, waiter: waiter, clock: e.clock)
-        pushes = Pushes(store: e.store, apps: apps, clock: e.clock)
+        pushes = Pushes(store: e.store, apps: apps, clock: e.clock, uplink: e.pushUplink)
         transfers = Transfers(service: e.transfers, store: e.store, apps: apps, waiter: waiter)
         events = AppEvents(
             store: e.store, apps: apps, broker: e.broker, coordinator: e.coordinator, lifecycle: e.lifecycle,

@@ -39,6 +39,24 @@ struct PushRoutes {
             return try JSONResponse.make(
                 try await pushes.addProviderKey(key, publicKey: publicKey), status: .created)
         }
+        router.get("v1/push/relay") { _, _ in try JSONResponse.make(await pushes.uplink.currentStatus()) }
+        router.post("v1/push/relay") { request, _ in
+            var request = request
+            let enroll = try await request.decodeJSON(PushRelayEnrollRequest.self)
+            if let certificate = enroll.certificate, !FileManager.default.isReadableFile(atPath: certificate) {
+                throw APIError(.badRequest, .invalidRelayURL, "bgd cannot read the certificate \(certificate)")
+            }
+            do {
+                return try JSONResponse.make(
+                    try await pushes.uplink.enroll(url: enroll.url, certificate: enroll.certificate), status: .created)
+            } catch PushUplink.Failure.badURL(let url) {
+                throw APIError(.badRequest, .invalidRelayURL, "'\(url)' is not a relay's uplink URL (https://host:2198)")
+            } catch let error as PushUplink.Failure {
+                throw APIError(.badGateway, .relayUnreachable, "the relay refused to enroll bgd: \(error)")
+            } catch {
+                throw APIError(.badGateway, .relayUnreachable, "cannot reach the relay at \(enroll.url): \(error)")
+            }
+        }
         router.delete("v1/push/keys/:kid") { _, context in
             try await pushes.removeProviderKey(context.parameters.get("kid") ?? "")
             return Response(status: .noContent)

@@ -9,6 +9,7 @@ struct Pushes: Sendable {
     let store: BackgroundStore
     let apps: Apps
     let clock: any WallClock
+    let uplink: PushUplink
 
     /// The app's device token, made on first asking (`registerForRemoteNotifications`).
     func deviceToken(for app: AppID) async throws -> DeviceTokenInfo {

@@ -36,7 +36,7 @@ public struct ConnectionLimits: Sendable {
 
 /// Counts the open connections by peer and closes the ones over `ConnectionLimits`, and keeps
 /// every open one so a shutdown can cut those that outlive the grace period.
-final class ConnectionGate: Sendable {
+package final class ConnectionGate: Sendable {
     let limits: ConnectionLimits
     private struct State {
         var byPeer: [String: Int] = [:]
@@ -73,11 +73,11 @@ final class ConnectionGate: Sendable {
         }
     }
 
-    var openCount: Int { state.withLock { $0.open.count } }
+    package var openCount: Int { state.withLock { $0.open.count } }
     var refusedCount: Int { state.withLock { $0.refused } }
 
     /// Closes every connection still open (the end of a shutdown's grace period).
-    func closeAll() {
+    package func closeAll() {
         for channel in state.withLock({ Array($0.open.values) }) { channel.close(mode: .all, promise: nil) }
     }
 }

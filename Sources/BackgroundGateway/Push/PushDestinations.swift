@@ -32,4 +32,18 @@ public struct AcceptedPush<Owner: PushTokenOwner>: Sendable {
     public var collapseID: String?
     public var expiration: Date?
     public var payload: Data
+
+    public init(
+        owner: Owner, deviceToken: String, apnsID: String, pushType: String, priority: Int, collapseID: String?,
+        expiration: Date?, payload: Data
+    ) {
+        self.owner = owner
+        self.deviceToken = deviceToken
+        self.apnsID = apnsID
+        self.pushType = pushType
+        self.priority = priority
+        self.collapseID = collapseID
+        self.expiration = expiration
+        self.payload = payload
+    }
 }

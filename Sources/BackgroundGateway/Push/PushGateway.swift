@@ -30,8 +30,9 @@ public struct PushGateway<Destinations: PushDestinations>: Service {
 
     public init(
         configuration: Configuration, intake: PushIntake<Destinations>, certificateDirectory: String,
-        clock: any WallClock, logger: Logger, serverName: String = "bgd-push"
+        clock: any WallClock, logger: Logger, serverName: String = "bgd-push", boundPort: BoundPort = BoundPort()
     ) {
+        self.boundPort = boundPort
         self.configuration = configuration
         self.intake = intake
         self.certificateDirectory = certificateDirectory
@@ -40,7 +41,7 @@ public struct PushGateway<Destinations: PushDestinations>: Service {
         self.serverName = serverName
     }
     /// The port it listens on, once it does.
-    public let boundPort = BoundPort()
+    public let boundPort: BoundPort
 
     /// What a provider on this machine puts before the port: the scheme for the gateway's
     /// security, and `localhost` for a loopback host (the self-signed certificate's name).
@@ -58,49 +59,8 @@ public struct PushGateway<Destinations: PushDestinations>: Service {
     public var certificatePath: String { certificateDirectory + "/push-gateway.crt" }
 
     public func run() async throws {
-        let server: HTTPServerBuilder
-        let gate = ConnectionGate(limits: configuration.connections)
-        let http2 = Self.http2(idleTimeout: configuration.connections.idleTimeout)
-        switch configuration.security {
-        case .plaintext:
-            guard configuration.isLoopback else { throw Failure.plaintextOffLoopback(configuration.host) }
-            server = HTTPServerBuilder { responder in
-                GuardedChannel(base: HTTP2Channel(responder: responder, configuration: http2), gate: gate)
-            }
-        case .plaintextHTTP1:
-            guard configuration.isLoopback else { throw Failure.plaintextOffLoopback(configuration.host) }
-            // No handshake to time: HTTP/1's own idle timeout closes a silent connection.
-            let idle = TimeAmount.seconds(configuration.connections.idleTimeout.components.seconds)
-            server = HTTPServerBuilder { responder in
-                GuardedChannel(
-                    base: HTTP1Channel(responder: responder, configuration: .init(idleTimeout: idle)), gate: gate,
-                    watchesHandshake: false)
-            }
-        case .selfSigned, .files:
-            let paths: (certificate: String, key: String)
-            if case .files(let certificate, let key) = configuration.security {
-                paths = (certificate, key)
-            } else {
-                paths = try GatewayCertificate.loadOrCreate(in: certificateDirectory, now: clock.now)
-            }
-            let chain = try NIOSSLCertificate.fromPEMFile(paths.certificate).map {
-                NIOSSLCertificateSource.certificate($0)
-            }
-            let key = try NIOSSLPrivateKey(file: paths.key, format: .pem)
-            var tls = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key))
-            tls.minimumTLSVersion = .tlsv12
-            tls.applicationProtocols = ["h2"]
-            // HTTP/2 whether or not the client names it in ALPN: APNs speaks nothing else over
-            // TLS, and client libraries (aioapns, for one) start HTTP/2 without offering ALPN.
-            let tlsConfiguration = tls
-            // Built once when the server starts, so a bad certificate or key fails bgd's start.
-            server = HTTPServerBuilder { responder in
-                GuardedChannel(
-                    base: try TLSChannel(
-                        HTTP2Channel(responder: responder, configuration: http2), tlsConfiguration: tlsConfiguration),
-                    gate: gate)
-            }
-        }
+        let (server, gate) = try Self.serverBuilder(
+            configuration, certificateDirectory: certificateDirectory, now: clock.now)
         let intake = self.intake
         let responder = CallbackResponder<BasicRequestContext> { request, _ in
             try await Self.respond(to: request, intake: intake)
@@ -136,9 +96,61 @@ public struct PushGateway<Destinations: PushDestinations>: Service {
         }
     }
 
+    /// The server for `configuration`'s security — TLS with HTTP/2 (ALPN h2 or none), or
+    /// plaintext on loopback — each connection through a gate that enforces its limits. bgrelay's
+    /// uplink listener is built the same way.
+    package static func serverBuilder(
+        _ configuration: PushGatewayConfiguration, certificateDirectory: String, now: Date
+    ) throws -> (HTTPServerBuilder, ConnectionGate) {
+        let server: HTTPServerBuilder
+        let gate = ConnectionGate(limits: configuration.connections)
+        let http2 = Self.http2(idleTimeout: configuration.connections.idleTimeout)
+        switch configuration.security {
+        case .plaintext:
+            guard configuration.isLoopback else { throw PushGatewayFailure.plaintextOffLoopback(configuration.host) }
+            server = HTTPServerBuilder { responder in
+                GuardedChannel(base: HTTP2Channel(responder: responder, configuration: http2), gate: gate)
+            }
+        case .plaintextHTTP1:
+            guard configuration.isLoopback else { throw PushGatewayFailure.plaintextOffLoopback(configuration.host) }
+            // No handshake to time: HTTP/1's own idle timeout closes a silent connection.
+            let idle = TimeAmount.seconds(configuration.connections.idleTimeout.components.seconds)
+            server = HTTPServerBuilder { responder in
+                GuardedChannel(
+                    base: HTTP1Channel(responder: responder, configuration: .init(idleTimeout: idle)), gate: gate,
+                    watchesHandshake: false)
+            }
+        case .selfSigned, .files:
+            let paths: (certificate: String, key: String)
+            if case .files(let certificate, let key) = configuration.security {
+                paths = (certificate, key)
+            } else {
+                paths = try GatewayCertificate.loadOrCreate(in: certificateDirectory, now: now)
+            }
+            let chain = try NIOSSLCertificate.fromPEMFile(paths.certificate).map {
+                NIOSSLCertificateSource.certificate($0)
+            }
+            let key = try NIOSSLPrivateKey(file: paths.key, format: .pem)
+            var tls = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key))
+            tls.minimumTLSVersion = .tlsv12
+            tls.applicationProtocols = ["h2"]
+            // HTTP/2 whether or not the client names it in ALPN: APNs speaks nothing else over
+            // TLS, and client libraries (aioapns, for one) start HTTP/2 without offering ALPN.
+            let tlsConfiguration = tls
+            // Built once when the server starts, so a bad certificate or key fails bgd's start.
+            server = HTTPServerBuilder { responder in
+                GuardedChannel(
+                    base: try TLSChannel(
+                        HTTP2Channel(responder: responder, configuration: http2), tlsConfiguration: tlsConfiguration),
+                    gate: gate)
+            }
+        }
+        return (server, gate)
+    }
+
     /// Every stream ends on its last frame, as APNs' do (see `EndStreamCoalescer`); a connection
     /// with no stream open for `idleTimeout` is closed.
-    static func http2(idleTimeout: Duration) -> HTTP2Channel.Configuration {
+    package static func http2(idleTimeout: Duration) -> HTTP2Channel.Configuration {
         HTTP2Channel.Configuration(
             idleTimeout: idleTimeout, gracefulCloseTimeout: .seconds(5),
             streamConfiguration: .init(additionalChannelHandlers: [EndStreamCoalescer.Installer()]))

@@ -24,6 +24,7 @@ public enum APIErrorCode: String, Codable, Sendable, CaseIterable {
     case launchCommandNotFound
     case destinationRequired
     case destinationNotAllowed
+    case invalidRelayURL
     // What it names does not exist
     case notFound
     case methodNotAllowed
@@ -63,6 +64,8 @@ public enum APIErrorCode: String, Codable, Sendable, CaseIterable {
     case uploadFileProtected
     case uploadFileUnreadable
     case fileError
+    // A push relay refused or could not be reached
+    case relayUnreachable
     // bgd's own trouble
     case storageFull
     case storageUnavailable

@@ -1,0 +1,318 @@
+import AsyncHTTPClient
+import BackgroundModel
+import BackgroundStore
+import Foundation
+import Logging
+import NIOCore
+import NIOSSL
+import ServiceLifecycle
+
+/// bgd's connection out to a push relay, for a machine no provider can reach (behind NAT): one
+/// long-lived HTTP/2 stream (`POST /v1/uplink`, newline-delimited JSON both ways, see
+/// `UplinkFrame`), opened by bgd, over the AsyncHTTPClient and TLS stack bgd already runs for
+/// transfers — no second protocol stack.
+///
+/// On connecting it names every device token its apps were given (and those revoked), and again
+/// whenever one is made or revoked. Each push that comes down is committed to bgd's own queue
+/// before it is acknowledged; the relay marks it delivered only on that acknowledgement, and
+/// sends it again on the next connection otherwise — the store drops the repeat by its apns-id,
+/// so a push reaches its app once.
+///
+/// Idle, it costs two wakeups every `keepAlive`: an empty line up, and a look, `answerWithin`
+/// later, that something came back (the relay echoes it) — a connection a NAT dropped silently
+/// is found within minutes, not at TCP's retransmission timeout. It reconnects after a failure
+/// with jittered, doubling backoff (1 s to 5 min).
+public actor PushUplink: Service {
+    public struct Configuration: Sendable {
+        /// The relay to enroll with at start if bgd has no credential for it (`--push-relay`).
+        public var url: String?
+        /// A CA certificate (PEM file) to trust for it (`--push-relay-ca`).
+        public var certificate: String?
+        public var keepAlive: Duration
+        public var answerWithin: Duration
+        public var maximumBackoff: Duration
+
+        public init(
+            url: String? = nil, certificate: String? = nil, keepAlive: Duration = .seconds(270),
+            answerWithin: Duration = .seconds(30), maximumBackoff: Duration = .seconds(300)
+        ) {
+            self.url = url
+            self.certificate = certificate
+            self.keepAlive = keepAlive
+            self.answerWithin = answerWithin
+            self.maximumBackoff = maximumBackoff
+        }
+    }
+
+    public enum Failure: Error, CustomStringConvertible {
+        case refused(status: Int, body: String)
+        case closed
+        case silent(Duration)
+        case badURL(String)
+
+        public var description: String {
+            switch self {
+            case .refused(let status, let body): "the relay answered \(status): \(body)"
+            case .closed: "the relay closed the uplink"
+            case .silent(let wait): "no answer from the relay within \(wait) of a keep-alive"
+            case .badURL(let url): "'\(url)' is not a relay URL (https://host:port)"
+            }
+        }
+    }
+
+    private let configuration: Configuration
+    private let store: BackgroundStore
+    private let credentialPath: String
+    private let clock: any WallClock
+    private let pushes: Doorbell
+    /// Rung when a device token is made or revoked, or a new credential is saved.
+    private let changed = Doorbell()
+    private let logger: Logger
+    private var status = PushRelayStatus(state: .off)
+    private var lastReceived = Date.distantPast
+
+    init(
+        configuration: Configuration, store: BackgroundStore, stateDirectory: String, clock: any WallClock,
+        pushes: Doorbell, logger: Logger
+    ) {
+        self.configuration = configuration
+        self.store = store
+        credentialPath = stateDirectory + "/push-relay.json"
+        self.clock = clock
+        self.pushes = pushes
+        self.logger = logger
+        store.pushCredentials.observe { [changed] in changed.ring() }
+    }
+
+    public func currentStatus() -> PushRelayStatus { status }
+
+    /// Enrolls with the relay at `url` (its uplink, `https://host:2198`) and keeps the credential
+    /// 0600 in the state directory; the uplink connects with it at once.
+    public func enroll(url: String, certificate: String?) async throws -> PushRelayStatus {
+        guard let base = URL(string: url), ["https", "http"].contains(base.scheme ?? ""), base.host != nil else {
+            throw Failure.badURL(url)
+        }
+        let client = Self.client(trusting: certificate)
+        defer { _ = client.shutdown() }
+        var request = HTTPClientRequest(url: Self.trimmed(url) + "/v1/devices")
+        request.method = .POST
+        let response = try await client.execute(request, timeout: .seconds(30))
+        let body = try await response.body.collect(upTo: 64 * 1024)
+        guard response.status == .ok, var enrollment = try? JSONDecoder().decode(RelayEnrollment.self, from: body)
+        else {
+            throw Failure.refused(status: Int(response.status.code), body: String(buffer: body))
+        }
+        enrollment.url = Self.trimmed(url)
+        enrollment.certificate = certificate
+        try save(enrollment)
+        logger.notice("Enrolled with a push relay", metadata: ["relay": "\(url)", "device": "\(enrollment.device)"])
+        status = PushRelayStatus(state: .connecting, url: enrollment.url, device: enrollment.device, since: clock.now)
+        changed.ring()
+        return status
+    }
+
+    public func run() async throws {
+        try? await cancelWhenGracefulShutdown { try await self.serve() }
+    }
+
+    private func serve() async throws {
+        if let url = configuration.url, load()?.url != Self.trimmed(url) {
+            var backoff = Duration.seconds(1)
+            while !Task.isCancelled {
+                do {
+                    _ = try await enroll(url: url, certificate: configuration.certificate)
+                    break
+                } catch {
+                    logger.error("Cannot enroll with the push relay", metadata: ["relay": "\(url)", "error": "\(error)"])
+                    status = PushRelayStatus(state: .waiting, url: url, lastError: "\(error)", retryAt: clock.now.adding(backoff))
+                    try await changed.wait(until: clock.now.adding(backoff), on: clock)
+                    backoff = min(backoff * 2, configuration.maximumBackoff)
+                }
+            }
+        }
+        var backoff = Duration.seconds(1)
+        while !Task.isCancelled {
+            guard let credential = load() else {
+                try await changed.wait(until: nil, on: clock)
+                continue
+            }
+            let started = clock.now
+            status = PushRelayStatus(
+                state: .connecting, url: credential.url, device: credential.device, since: started,
+                received: status.received)
+            do {
+                try await connect(credential)
+            } catch is CancellationError {
+                return
+            } catch {
+                if clock.now.timeIntervalSince(started) > 60 { backoff = .seconds(1) }
+                // Jitter: a relay node that restarts is not met by all its devices at once.
+                let wait = backoff * Double.random(in: 0.5...1)
+                logger.warning(
+                    "Push relay uplink lost; reconnecting",
+                    metadata: ["relay": "\(credential.url)", "error": "\(error)", "retry.in": "\(wait)"])
+                status.state = .waiting
+                status.lastError = "\(error)"
+                status.retryAt = clock.now.adding(wait)
+                try await changed.wait(until: clock.now.adding(wait), on: clock)
+                backoff = min(backoff * 2, configuration.maximumBackoff)
+            }
+        }
+    }
+
+    /// One uplink, until it fails.
+    private func connect(_ credential: RelayEnrollment) async throws {
+        let client = Self.client(trusting: credential.certificate)
+        defer { _ = client.shutdown() }
+        let (up, sink) = AsyncStream<ByteBuffer>.makeStream()
+        defer { sink.finish() }
+        var request = HTTPClientRequest(url: credential.url + "/v1/uplink")
+        request.method = .POST
+        request.headers.add(name: "authorization", value: credential.bearer)
+        request.headers.add(name: "content-type", value: "application/x-ndjson")
+        request.body = .stream(up, length: .unknown)
+        sink.yield(try await registrations())
+        let response = try await client.execute(request, deadline: .distantFuture)
+        guard response.status == .ok else {
+            let body = try? await response.body.collect(upTo: 4096)
+            throw Failure.refused(status: Int(response.status.code), body: body.map { String(buffer: $0) } ?? "")
+        }
+        lastReceived = clock.now
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await self.read(response.body, answering: sink) }
+            group.addTask {
+                while true {
+                    try await self.changed.wait(until: nil, on: self.clock)
+                    sink.yield(try await self.registrations())
+                }
+            }
+            group.addTask { try await self.keepAlive(sink) }
+            try await group.next()
+            group.cancelAll()
+        }
+    }
+
+    private func read(_ body: HTTPClientResponse.Body, answering sink: AsyncStream<ByteBuffer>.Continuation) async throws {
+        var partial: [UInt8] = []
+        for try await buffer in body {
+            lastReceived = clock.now
+            for byte in buffer.readableBytesView {
+                guard byte == UInt8(ascii: "\n") else {
+                    partial.append(byte)
+                    guard partial.count <= UplinkFrame.maximumLine else { throw Failure.closed }
+                    continue
+                }
+                defer { partial.removeAll(keepingCapacity: true) }
+                guard !partial.isEmpty else { continue }  // the echo of a keep-alive
+                guard let frame = UplinkFrame.decode(partial) else {
+                    logger.warning("Unreadable line from the push relay", metadata: ["line": "\(String(decoding: partial.prefix(80), as: UTF8.self))"])
+                    continue
+                }
+                try await handle(frame, answering: sink)
+            }
+        }
+        throw Failure.closed
+    }
+
+    private func handle(_ frame: UplinkFrame, answering sink: AsyncStream<ByteBuffer>.Continuation) async throws {
+        switch frame {
+        case .ready(let device):
+            status.state = .connected
+            status.since = clock.now
+            status.lastError = nil
+            status.retryAt = nil
+            logger.notice("Push relay uplink is up", metadata: ["relay": "\(status.url ?? "")", "device": "\(device)"])
+        case .push(let push):
+            try await accept(push)
+            status.received += 1
+            sink.yield(Self.line(.ack(seq: push.seq)))
+        case .refused(let code, let reason):
+            logger.warning("The push relay refused a frame", metadata: ["code": "\(code)", "reason": "\(reason)"])
+        case .register, .revoke, .ack:
+            logger.warning("The push relay sent a device's frame; ignored")
+        }
+    }
+
+    /// Commits a relayed push to bgd's queue (a repeat is dropped there by its apns-id); one for
+    /// a token bgd no longer honours is acknowledged and dropped, as the gateway would refuse it.
+    private func accept(_ push: RelayedPush) async throws {
+        guard let owner = try await store.deviceTokenOwner(push.token), owner.revokedAt == nil,
+            owner.app.rawValue == push.topic
+        else {
+            logger.notice("Dropped a relayed push for a token no app holds", metadata: ["apns-id": "\(push.apnsID)"])
+            return
+        }
+        try await store.enqueuePushes(
+            [
+                NewPush(
+                    app: owner.app, apnsID: push.apnsID, pushType: push.pushType, priority: push.priority,
+                    collapseID: push.collapseID,
+                    expiration: push.expirationMilliseconds.map { Date(timeIntervalSince1970: Double($0) / 1000) },
+                    payload: push.payload)
+            ], now: clock.now)
+        pushes.ring()
+    }
+
+    private func keepAlive(_ sink: AsyncStream<ByteBuffer>.Continuation) async throws {
+        while true {
+            try await clock.sleep(until: clock.now.adding(configuration.keepAlive))
+            let sent = clock.now
+            sink.yield(ByteBuffer(string: "\n"))
+            try await clock.sleep(until: sent.adding(configuration.answerWithin))
+            if lastReceived < sent { throw Failure.silent(configuration.answerWithin) }
+        }
+    }
+
+    /// Every token's frame: registered if active, revoked (with when) if not.
+    private func registrations() async throws -> ByteBuffer {
+        var buffer = ByteBuffer()
+        for token in try await store.deviceTokens() {
+            let frame: UplinkFrame =
+                if let revoked = token.revokedAt {
+                    .revoke(token: token.token, atMilliseconds: Int64(revoked.timeIntervalSince1970 * 1000))
+                } else {
+                    .register(token: token.token, topic: token.app.rawValue)
+                }
+            buffer.writeImmutableBuffer(Self.line(frame))
+        }
+        return buffer
+    }
+
+    private static func line(_ frame: UplinkFrame) -> ByteBuffer {
+        var buffer = ByteBuffer(bytes: frame.encoded())
+        buffer.writeInteger(UInt8(ascii: "\n"))
+        return buffer
+    }
+
+    private func load() -> RelayEnrollment? {
+        guard let data = FileManager.default.contents(atPath: credentialPath) else { return nil }
+        return try? JSONDecoder().decode(RelayEnrollment.self, from: data)
+    }
+
+    private func save(_ enrollment: RelayEnrollment) throws {
+        let data = try JSONEncoder().encode(enrollment)
+        let temporary = credentialPath + ".new"
+        guard FileManager.default.createFile(atPath: temporary, contents: data, attributes: [.posixPermissions: 0o600])
+        else { throw CocoaError(.fileWriteUnknown) }
+        // Whole or not at all: a crash leaves the old credential or the new one.
+        guard rename(temporary, credentialPath) == 0 else { throw CocoaError(.fileWriteUnknown) }
+    }
+
+    private static func trimmed(_ url: String) -> String {
+        url.hasSuffix("/") ? String(url.dropLast()) : url
+    }
+
+    private static func client(trusting certificate: String?) -> HTTPClient {
+        var configuration = HTTPClient.Configuration()
+        configuration.httpVersion = .automatic
+        // A refused connection fails now: the uplink has its own backoff, and the pool's retries
+        // would hold each attempt (and `bgctl push relay enroll`) for the connect timeout.
+        configuration.connectionPool.retryConnectionEstablishment = false
+        if let certificate {
+            var tls = TLSConfiguration.makeClientConfiguration()
+            tls.additionalTrustRoots = [.file(certificate)]
+            configuration.tlsConfiguration = tls
+        }
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }
+}

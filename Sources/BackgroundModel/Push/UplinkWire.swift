@@ -1,0 +1,183 @@
+import Foundation
+
+/// One line of the uplink: the long-lived HTTP/2 stream a bgd keeps open to a push relay
+/// (`POST /v1/uplink`, newline-delimited JSON both ways). bgd sends its apps' device tokens and
+/// acknowledges each push once it is committed to its own queue; the relay sends the pushes
+/// providers gave it for this device, oldest first, until each is acknowledged.
+public enum UplinkFrame: Codable, Sendable, Equatable {
+    // bgd → relay
+    /// An app's device token, to be bound to this device (the first device to name it owns it).
+    case register(token: String, topic: String)
+    /// A token the app gave up: pushes to it answer 410 Unregistered with this time.
+    case revoke(token: String, atMilliseconds: Int64)
+    /// The push with this sequence number is committed on the device.
+    case ack(seq: Int64)
+    // relay → bgd
+    /// The relay knows the device; pushes follow.
+    case ready(device: String)
+    case push(RelayedPush)
+    /// A frame the relay refused, and why; nothing changed.
+    case refused(code: String, reason: String)
+
+    private enum Key: String, CodingKey { case type, token, topic, at, seq, device, push, code, reason }
+
+    /// `{"type": "...", ...}`: one flat object per line, easy to write by hand with curl.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: Key.self)
+        switch try c.decode(String.self, forKey: .type) {
+        case "register": self = .register(token: try c.decode(String.self, forKey: .token), topic: try c.decode(String.self, forKey: .topic))
+        case "revoke": self = .revoke(token: try c.decode(String.self, forKey: .token), atMilliseconds: try c.decode(Int64.self, forKey: .at))
+        case "ack": self = .ack(seq: try c.decode(Int64.self, forKey: .seq))
+        case "ready": self = .ready(device: try c.decode(String.self, forKey: .device))
+        case "push": self = .push(try c.decode(RelayedPush.self, forKey: .push))
+        case "refused": self = .refused(code: try c.decode(String.self, forKey: .code), reason: try c.decode(String.self, forKey: .reason))
+        case let type:
+            throw DecodingError.dataCorruptedError(forKey: .type, in: c, debugDescription: "unknown frame type \(type)")
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: Key.self)
+        switch self {
+        case .register(let token, let topic):
+            try c.encode("register", forKey: .type)
+            try c.encode(token, forKey: .token)
+            try c.encode(topic, forKey: .topic)
+        case .revoke(let token, let at):
+            try c.encode("revoke", forKey: .type)
+            try c.encode(token, forKey: .token)
+            try c.encode(at, forKey: .at)
+        case .ack(let seq):
+            try c.encode("ack", forKey: .type)
+            try c.encode(seq, forKey: .seq)
+        case .ready(let device):
+            try c.encode("ready", forKey: .type)
+            try c.encode(device, forKey: .device)
+        case .push(let push):
+            try c.encode("push", forKey: .type)
+            try c.encode(push, forKey: .push)
+        case .refused(let code, let reason):
+            try c.encode("refused", forKey: .type)
+            try c.encode(code, forKey: .code)
+            try c.encode(reason, forKey: .reason)
+        }
+    }
+
+    /// The frame as one line (without the newline).
+    public func encoded() -> Data {
+        (try? UplinkFrame.encoder.encode(self)) ?? Data()
+    }
+
+    /// A line read from the uplink; nil for one that is not a frame.
+    public static func decode(_ line: some DataProtocol) -> UplinkFrame? {
+        try? decoder.decode(UplinkFrame.self, from: Data(line))
+    }
+
+    private static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }()
+    private static let decoder = JSONDecoder()
+
+    /// The longest line either side reads; a longer one ends the uplink (a push's payload is at
+    /// most 4 KB, base64 under 6 KB).
+    public static let maximumLine = 16 * 1024
+}
+
+/// A push as the relay forwards it to the device that owns its token.
+public struct RelayedPush: Codable, Sendable, Equatable {
+    /// The relay's number for it, increasing per device: what the device acknowledges.
+    public var seq: Int64
+    public var token: String
+    public var topic: String
+    public var apnsID: String
+    public var pushType: String
+    public var priority: Int
+    public var collapseID: String?
+    /// `apns-expiration` in milliseconds since 1970; nil: none given.
+    public var expirationMilliseconds: Int64?
+    public var payload: Data
+
+    public init(
+        seq: Int64, token: String, topic: String, apnsID: String, pushType: String, priority: Int,
+        collapseID: String?, expirationMilliseconds: Int64?, payload: Data
+    ) {
+        self.seq = seq
+        self.token = token
+        self.topic = topic
+        self.apnsID = apnsID
+        self.pushType = pushType
+        self.priority = priority
+        self.collapseID = collapseID
+        self.expirationMilliseconds = expirationMilliseconds
+        self.payload = payload
+    }
+}
+
+/// What a relay gives a device that enrolls (`POST /v1/devices`): its id and the secret it
+/// authenticates the uplink with (`Authorization: Bearer <device>.<secret>`). bgd keeps it
+/// 0600 in its state directory; the relay keeps only the secret's hash.
+public struct RelayEnrollment: Codable, Sendable, Equatable {
+    /// The relay's uplink (`https://host:2198`); the relay leaves it empty, bgd fills it in.
+    public var url: String
+    public var device: String
+    public var secret: String
+    /// A CA certificate (PEM file) bgd trusts for this relay, beside the system's.
+    public var certificate: String?
+
+    public init(url: String, device: String, secret: String, certificate: String? = nil) {
+        self.url = url
+        self.device = device
+        self.secret = secret
+        self.certificate = certificate
+    }
+
+    public var bearer: String { "Bearer \(device).\(secret)" }
+}
+
+/// Where bgd's uplink to a push relay stands (`bgctl push relay status`, `GET /v1/push/relay`).
+public struct PushRelayStatus: Codable, Sendable, Equatable {
+    public enum State: String, Codable, Sendable {
+        /// No relay enrolled.
+        case off
+        case connecting
+        case connected
+        /// The last attempt failed; the next one is at `retryAt`.
+        case waiting
+    }
+
+    public var state: State
+    public var url: String?
+    public var device: String?
+    public var since: Date?
+    public var lastError: String?
+    public var retryAt: Date?
+    /// Pushes taken from the relay since bgd started.
+    public var received: Int
+
+    public init(
+        state: State, url: String? = nil, device: String? = nil, since: Date? = nil, lastError: String? = nil,
+        retryAt: Date? = nil, received: Int = 0
+    ) {
+        self.state = state
+        self.url = url
+        self.device = device
+        self.since = since
+        self.lastError = lastError
+        self.retryAt = retryAt
+        self.received = received
+    }
+}
+
+/// `POST /v1/push/relay`: enroll bgd with the relay whose uplink is at `url`.
+public struct PushRelayEnrollRequest: Codable, Sendable, Equatable {
+    public var url: String
+    /// A CA certificate (PEM file) to trust for the relay, beside the system's.
+    public var certificate: String?
+
+    public init(url: String, certificate: String? = nil) {
+        self.url = url
+        self.certificate = certificate
+    }
+}

@@ -1,0 +1,74 @@
+import BackgroundGateway
+import BackgroundModel
+import BackgroundPolicy
+import Foundation
+import Logging
+import ServiceLifecycle
+
+/// A relay node: the APNs provider API for providers (`provider`, port 2197 by default) and the
+/// uplink devices connect out to (`uplink`, 2198), over one store.
+public struct Relay: Sendable {
+    public struct Configuration: Sendable {
+        public var provider: PushGatewayConfiguration
+        public var uplink: PushGatewayConfiguration
+        /// Where the database and the self-signed certificate live.
+        public var stateDirectory: String
+
+        public init(
+            provider: PushGatewayConfiguration = .init(port: 2197),
+            uplink: PushGatewayConfiguration = .init(port: 2198), stateDirectory: String
+        ) {
+            self.provider = provider
+            self.uplink = uplink
+            self.stateDirectory = stateDirectory
+        }
+    }
+
+    public let configuration: Configuration
+    public let store: RelayStore
+    public let metrics = RelayMetrics()
+    let hub = DeviceHub()
+    let clock: any WallClock
+    let logger: Logger
+    public let providerPort = BoundPort()
+    public let uplinkPort = BoundPort()
+
+    public init(configuration: Configuration, store: RelayStore, clock: any WallClock, logger: Logger) {
+        self.configuration = configuration
+        self.store = store
+        self.clock = clock
+        self.logger = logger
+    }
+
+    /// Opens (creating) the node's database in its state directory.
+    public static func openStore(in directory: String) throws -> RelayStore {
+        try FileManager.default.createDirectory(
+            atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        return try RelayStore.open(atPath: directory + "/relay.sqlite")
+    }
+
+    /// Where the self-signed certificate is (for devices and providers to trust).
+    public var certificatePath: String { configuration.stateDirectory + "/push-gateway.crt" }
+
+    /// The two listeners, to run in a `ServiceGroup`. The self-signed pair both serve is made
+    /// here, once: two listeners making it at the same time each wrote their own.
+    public func makeServices() throws -> [any Service] {
+        if case .selfSigned = configuration.provider.security {
+            _ = try GatewayCertificate.loadOrCreate(in: configuration.stateDirectory, now: clock.now)
+        }
+        let metrics = self.metrics
+        let destinations = RelayDestinations(store: store, hub: hub, clock: clock)
+        let intake = PushIntake(
+            destinations: destinations, clock: clock, floodLimit: configuration.provider.floodLimit,
+            answered: { metrics.answered(status: $0) })
+        return [
+            PushGateway(
+                configuration: configuration.provider, intake: intake,
+                certificateDirectory: configuration.stateDirectory, clock: clock, logger: logger, serverName: "bgrelay",
+                boundPort: providerPort),
+            UplinkServer(
+                configuration: configuration.uplink, store: store, hub: hub, metrics: metrics,
+                certificateDirectory: configuration.stateDirectory, clock: clock, logger: logger, boundPort: uplinkPort),
+        ]
+    }
+}

@@ -1,0 +1,74 @@
+import Foundation
+import Synchronization
+
+/// What `GET /metrics` shows of a relay node: connected devices, pushes by outcome and status,
+/// the queue's depth, and how long pushes took from the provider's 200 to the device's ack.
+public final class RelayMetrics: Sendable {
+    /// Upper bounds of the delivery-latency buckets, in seconds.
+    static let latencyBuckets: [Double] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60]
+
+    private struct State {
+        var enrolled = 0
+        var connects = 0
+        var answers: [Int: Int] = [:]
+        var latencyCounts = Array(repeating: 0, count: RelayMetrics.latencyBuckets.count)
+        var latencySum = 0.0
+        var latencyCount = 0
+    }
+    private let state = Mutex(State())
+
+    public init() {}
+
+    func enrolled() { state.withLock { $0.enrolled += 1 } }
+    func connected(_ device: String) { state.withLock { $0.connects += 1 } }
+    func disconnected(_ device: String) {}
+    func answered(status: Int) { state.withLock { $0.answers[status, default: 0] += 1 } }
+
+    func delivered(latency seconds: Double) {
+        state.withLock { state in
+            for (i, bound) in Self.latencyBuckets.enumerated() where seconds <= bound { state.latencyCounts[i] += 1 }
+            state.latencySum += seconds
+            state.latencyCount += 1
+        }
+    }
+
+    /// The Prometheus text exposition.
+    func exposition(store: RelayStore, hub: DeviceHub) async -> String {
+        let counts = (try? await store.pushCounts()) ?? [:]
+        let snapshot = state.withLock { $0 }
+        var text = """
+            # HELP bgrelay_connected_devices Devices with an uplink open to this node.
+            # TYPE bgrelay_connected_devices gauge
+            bgrelay_connected_devices \(hub.connectedCount)
+            # HELP bgrelay_uplink_connections_total Uplinks opened to this node.
+            # TYPE bgrelay_uplink_connections_total counter
+            bgrelay_uplink_connections_total \(snapshot.connects)
+            # HELP bgrelay_enrollments_total Devices enrolled through this node.
+            # TYPE bgrelay_enrollments_total counter
+            bgrelay_enrollments_total \(snapshot.enrolled)
+            # HELP bgrelay_queue_depth Pushes accepted and not yet acknowledged or ended.
+            # TYPE bgrelay_queue_depth gauge
+            bgrelay_queue_depth \(counts[.pending] ?? 0)
+            # HELP bgrelay_pushes Pushes in the store by outcome.
+            # TYPE bgrelay_pushes gauge
+
+            """
+        for state in RelayPushState.allCases {
+            text += "bgrelay_pushes{outcome=\"\(state.rawValue)\"} \(counts[state] ?? 0)\n"
+        }
+        text += "# HELP bgrelay_provider_requests_total Provider requests by HTTP status.\n"
+        text += "# TYPE bgrelay_provider_requests_total counter\n"
+        for (status, count) in snapshot.answers.sorted(by: { $0.key < $1.key }) {
+            text += "bgrelay_provider_requests_total{status=\"\(status)\"} \(count)\n"
+        }
+        text += "# HELP bgrelay_delivery_seconds From the provider's 200 to the device's acknowledgement.\n"
+        text += "# TYPE bgrelay_delivery_seconds histogram\n"
+        for (bound, count) in zip(Self.latencyBuckets, snapshot.latencyCounts) {
+            text += "bgrelay_delivery_seconds_bucket{le=\"\(bound)\"} \(count)\n"
+        }
+        text += "bgrelay_delivery_seconds_bucket{le=\"+Inf\"} \(snapshot.latencyCount)\n"
+        text += "bgrelay_delivery_seconds_sum \(snapshot.latencySum)\n"
+        text += "bgrelay_delivery_seconds_count \(snapshot.latencyCount)\n"
+        return text
+    }
+}

@@ -1,0 +1,125 @@
+import BackgroundGateway
+import BackgroundModel
+import Foundation
+import GRDB
+
+/// How a push the relay accepted ended, or that it has not yet.
+public enum RelayPushState: String, Sendable, CaseIterable {
+    /// Waiting for its device, or sent and not yet acknowledged.
+    case pending
+    /// The device committed it to its own queue.
+    case delivered
+    /// Its `apns-expiration` passed before the device took it.
+    case expired
+    /// A newer push to the same device, topic and collapse id took its place.
+    case replaced
+    /// Its token was revoked before the device took it.
+    case revoked
+}
+
+extension RelayStore {
+    /// Commits accepted pushes in one transaction. A push with a collapse id replaces the pending
+    /// one with the same device, topic and collapse id; `apns-expiration: 0` ("now or never")
+    /// to a device not connected ends at once as expired. Returns the devices with new pushes.
+    public func commit(
+        _ pushes: [AcceptedPush<RelayTokenOwner>], now: Date, connected: @Sendable (String) -> Bool
+    ) async throws -> Set<String> {
+        try await database.write { db in
+            var devices: Set<String> = []
+            for push in pushes {
+                let device = push.owner.device
+                if let collapseID = push.collapseID {
+                    try db.execute(
+                        sql: """
+                            UPDATE push SET state = 'replaced', endedAt = ?
+                            WHERE deviceId = ? AND topic = ? AND collapseId = ? AND state = 'pending'
+                            """, arguments: [now, device, push.owner.topic, collapseID])
+                }
+                var expiration = push.expiration
+                var state = RelayPushState.pending
+                if let given = expiration, given.timeIntervalSince1970 == 0 {
+                    // Now or never: a device that is connected has a minute to take it.
+                    if connected(device) {
+                        expiration = now.addingTimeInterval(60)
+                    } else {
+                        state = .expired
+                    }
+                }
+                try db.execute(
+                    sql: """
+                        INSERT INTO push(deviceId, token, topic, apnsId, pushType, priority, collapseId, expiration,
+                            payload, acceptedAt, state, endedAt)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        """,
+                    arguments: [
+                        device, push.deviceToken, push.owner.topic, push.apnsID, push.pushType, push.priority,
+                        push.collapseID, expiration, push.payload, now, state.rawValue, state == .pending ? nil : now,
+                    ])
+                if state == .pending { devices.insert(device) }
+            }
+            return devices
+        }
+    }
+
+    /// The device's pending pushes after `seq`, oldest first; those whose expiration passed end
+    /// as expired now instead.
+    public func pendingPushes(of device: String, after seq: Int64, now: Date, limit: Int = 256) async throws
+        -> [RelayedPush]
+    {
+        try await database.write { db in
+            try db.execute(
+                sql: """
+                    UPDATE push SET state = 'expired', endedAt = ?
+                    WHERE deviceId = ? AND state = 'pending' AND expiration IS NOT NULL AND expiration < ?
+                    """, arguments: [now, device, now])
+            return try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT * FROM push WHERE deviceId = ? AND state = 'pending' AND id > ? ORDER BY id LIMIT ?
+                    """, arguments: [device, seq, limit]
+            ).map { row in
+                let expiration: Date? = row["expiration"]
+                return RelayedPush(
+                    seq: row["id"], token: row["token"], topic: row["topic"], apnsID: row["apnsId"],
+                    pushType: row["pushType"], priority: row["priority"], collapseID: row["collapseId"],
+                    expirationMilliseconds: expiration.map { Int64($0.timeIntervalSince1970 * 1000) },
+                    payload: row["payload"])
+            }
+        }
+    }
+
+    /// The device committed push `seq`: it is delivered. Returns when it was accepted, or nil
+    /// if it was not the device's or not pending (an acknowledgement repeated after a reconnect).
+    public func deliver(_ seq: Int64, device: String, now: Date) async throws -> Date? {
+        try await database.write { db in
+            guard
+                let acceptedAt = try Date.fetchOne(
+                    db, sql: "SELECT acceptedAt FROM push WHERE id = ? AND deviceId = ? AND state = 'pending'",
+                    arguments: [seq, device])
+            else { return nil }
+            try db.execute(
+                sql: "UPDATE push SET state = 'delivered', endedAt = ? WHERE id = ?", arguments: [now, seq])
+            return acceptedAt
+        }
+    }
+
+    /// How many pushes stand in each state.
+    public func pushCounts() async throws -> [RelayPushState: Int] {
+        try await database.read { db in
+            var counts: [RelayPushState: Int] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT state, COUNT(*) AS n FROM push GROUP BY state") {
+                if let state = RelayPushState(rawValue: row["state"]) { counts[state] = row["n"] }
+            }
+            return counts
+        }
+    }
+
+    /// Every push the relay accepted, oldest first, with its state (for checkers and `bgrelay`).
+    public func pushLog() async throws -> [(seq: Int64, device: String, apnsID: String, state: RelayPushState)] {
+        try await database.read { db in
+            try Row.fetchAll(db, sql: "SELECT id, deviceId, apnsId, state FROM push ORDER BY id").map {
+                ($0["id"], $0["deviceId"], $0["apnsId"], RelayPushState(rawValue: $0["state"]) ?? .pending)
+            }
+        }
+    }
+}

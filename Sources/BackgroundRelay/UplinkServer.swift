@@ -1,0 +1,97 @@
+import BackgroundGateway
+import BackgroundModel
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+import ServiceLifecycle
+
+/// The relay's device side: `POST /v1/devices` enrolls a device, `POST /v1/uplink` is a device's
+/// long-lived stream (see `UplinkFrame`), `GET /metrics` is for Prometheus. Served over TLS with
+/// HTTP/2, as the provider side is, on its own port.
+struct UplinkServer: Service {
+    let configuration: PushGatewayConfiguration
+    let store: RelayStore
+    let hub: DeviceHub
+    let metrics: RelayMetrics
+    let certificateDirectory: String
+    let clock: any WallClock
+    let logger: Logger
+    let boundPort: BoundPort
+
+    func run() async throws {
+        let (server, gate) = try PushGateway<RelayDestinations>.serverBuilder(
+            configuration, certificateDirectory: certificateDirectory, now: clock.now)
+        let router = Router()
+        let (store, hub, clock, metrics, logger) = (self.store, self.hub, self.clock, self.metrics, self.logger)
+        router.post("v1/devices") { _, _ in
+            let (device, secret) = try await store.enroll(now: clock.now)
+            metrics.enrolled()
+            logger.info("Device enrolled", metadata: ["device": "\(device)"])
+            return Self.json(RelayEnrollment(url: "", device: device, secret: secret))
+        }
+        router.post("v1/uplink") { request, _ in
+            guard let (device, secret) = Self.bearer(request.headers[.authorization]) else {
+                return Self.error(.unauthorized, "unauthorized", "send Authorization: Bearer <device>.<secret> (bgctl push relay enroll)")
+            }
+            guard try await store.authenticate(device: device, secret: secret) else {
+                return Self.error(.unauthorized, "unauthorized", "unknown device or wrong secret; enroll again")
+            }
+            let session = UplinkSession(device: device, store: store, hub: hub, metrics: metrics, clock: clock, logger: logger)
+            var headers = HTTPFields()
+            headers[.contentType] = "application/x-ndjson"
+            return Response(status: .ok, headers: headers, body: ResponseBody { writer in
+                try await session.run(reading: request.body, writer: &writer)
+            })
+        }
+        router.get("metrics") { _, _ in
+            var headers = HTTPFields()
+            headers[.contentType] = "text/plain; version=0.0.4"
+            return Response(
+                status: .ok, headers: headers,
+                body: .init(byteBuffer: ByteBuffer(string: await metrics.exposition(store: store, hub: hub))))
+        }
+        let boundPort = self.boundPort
+        let application = QuietApplication(
+            responder: router.buildResponder(), server: server,
+            configuration: .init(
+                address: .hostname(configuration.host, port: configuration.port), serverName: "bgrelay"),
+            onServerRunning: { channel in
+                boundPort.set(channel.localAddress?.port ?? 0)
+                logger.notice("Uplink is listening", metadata: ["port": "\(channel.localAddress?.port ?? 0)"])
+            }, logger: logger)
+        let grace = configuration.connections.shutdownGrace
+        try await withGracefulShutdownHandler {
+            try await boundPort.serve(
+                flag: "--uplink-port", address: "\(configuration.host):\(configuration.port)"
+            ) { try await application.run() }
+        } onGracefulShutdown: {
+            // Sessions never end by themselves: end them, then cut what outlives the grace.
+            hub.disconnectAll()
+            Task {
+                try? await clock.sleep(until: clock.now.addingTimeInterval(Double(grace.components.seconds)))
+                gate.closeAll()
+            }
+        }
+    }
+
+    /// "Bearer <device>.<secret>", split.
+    static func bearer(_ header: String?) -> (String, String)? {
+        guard let header, header.hasPrefix("Bearer ") else { return nil }
+        let parts = header.dropFirst(7).split(separator: ".", maxSplits: 1)
+        guard parts.count == 2, parts[0].count <= 64, parts[1].count <= 128 else { return nil }
+        return (String(parts[0]), String(parts[1]))
+    }
+
+    static func json(_ value: some Encodable, status: HTTPResponse.Status = .ok) -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json"
+        let data = (try? JSONEncoder().encode(value)) ?? Data()
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    static func error(_ status: HTTPResponse.Status, _ code: String, _ reason: String) -> Response {
+        json(["error": code, "reason": reason], status: status)
+    }
+}

@@ -1,0 +1,143 @@
+import BackgroundModel
+import Foundation
+import Hummingbird
+import Logging
+import NIOCore
+
+/// One device's uplink on this node: sends what is pending for it, oldest first, whenever its
+/// bell rings (at start, and after each commit of a push for it); takes its registrations,
+/// revocations and acknowledgements. A push stays pending until acknowledged, so whatever was
+/// sent and not acknowledged when the connection ends is sent again on the next one — the
+/// device drops a repeat by its apns-id.
+struct UplinkSession: Sendable {
+    let device: String
+    let store: RelayStore
+    let hub: DeviceHub
+    let metrics: RelayMetrics
+    let clock: any WallClock
+    let logger: Logger
+
+    private enum Event: Sendable {
+        case bell
+        case frame(UplinkFrame)
+        case malformed(String)
+        /// An empty line: a device checking that the connection is alive; echoed.
+        case keepAlive
+        case ended
+    }
+
+    func run(reading body: RequestBody, writer: inout any ResponseBodyWriter) async throws {
+        let (session, bell) = hub.connect(device)
+        defer { hub.disconnect(device, session: session) }
+        let (events, sink) = AsyncStream<Event>.makeStream()
+        let reader = Task {
+            do {
+                var lines = LineSplitter(limit: UplinkFrame.maximumLine)
+                for try await buffer in body {
+                    for line in try lines.append(buffer) {
+                        if line.isEmpty {
+                            sink.yield(.keepAlive)
+                        } else if let frame = UplinkFrame.decode(line) {
+                            sink.yield(.frame(frame))
+                        } else {
+                            sink.yield(.malformed(String(decoding: line.prefix(80), as: UTF8.self)))
+                        }
+                    }
+                }
+            } catch {
+                sink.yield(.malformed("a line longer than \(UplinkFrame.maximumLine) bytes"))
+            }
+            sink.yield(.ended)
+        }
+        let bells = Task {
+            for await _ in bell { sink.yield(.bell) }
+            sink.yield(.ended)  // another connection of this device took over, or the node stops
+        }
+        defer {
+            reader.cancel()
+            bells.cancel()
+        }
+        metrics.connected(device)
+        defer { metrics.disconnected(device) }
+        try await writer.write(line(.ready(device: device)))
+        var lastSent: Int64 = 0
+        for await event in events {
+            switch event {
+            case .ended:
+                try await writer.finish(nil)
+                return
+            case .bell:
+                let pushes = try await store.pendingPushes(of: device, after: lastSent, now: clock.now)
+                for push in pushes {
+                    try await writer.write(line(.push(push)))
+                    lastSent = push.seq
+                }
+                if pushes.count == 256 { hub.ring([device]) }  // more wait
+            case .frame(let frame):
+                if let refusal = await handle(frame) {
+                    try await writer.write(line(.refused(code: refusal.code, reason: refusal.reason)))
+                }
+            case .keepAlive:
+                try await writer.write(ByteBuffer(string: "\n"))
+            case .malformed(let text):
+                try await writer.write(
+                    line(.refused(code: "badFrame", reason: "not an uplink frame: \(text)")))
+            }
+        }
+    }
+
+    /// Carries out a frame from the device; what was refused, if it was.
+    private func handle(_ frame: UplinkFrame) async -> (code: String, reason: String)? {
+        do {
+            switch frame {
+            case .register(let token, let topic):
+                try await store.register(token: token, topic: topic, device: device, now: clock.now)
+            case .revoke(let token, let milliseconds):
+                try await store.revoke(
+                    token: token, device: device, at: Date(timeIntervalSince1970: Double(milliseconds) / 1000))
+            case .ack(let seq):
+                let now = clock.now
+                if let acceptedAt = try await store.deliver(seq, device: device, now: now) {
+                    metrics.delivered(latency: now.timeIntervalSince(acceptedAt))
+                }
+            case .ready, .push, .refused:
+                return ("badFrame", "a device sends register, revoke and ack frames only")
+            }
+            return nil
+        } catch let refusal as RelayRefusal {
+            return (refusal.code, refusal.description)
+        } catch {
+            logger.error("Uplink frame failed", metadata: ["device": "\(device)", "error": "\(error)"])
+            return ("unavailable", "the relay could not store that; send it again")
+        }
+    }
+
+    private func line(_ frame: UplinkFrame) -> ByteBuffer {
+        var buffer = ByteBuffer(bytes: frame.encoded())
+        buffer.writeInteger(UInt8(ascii: "\n"))
+        return buffer
+    }
+}
+
+/// Splits a byte stream into lines, refusing one longer than `limit`.
+struct LineSplitter {
+    struct TooLong: Error {}
+    let limit: Int
+    private var partial: [UInt8] = []
+
+    init(limit: Int) { self.limit = limit }
+
+    mutating func append(_ buffer: ByteBuffer) throws -> [[UInt8]] {
+        var lines: [[UInt8]] = []
+        for byte in buffer.readableBytesView {
+            if byte == UInt8(ascii: "\n") {
+                lines.append(partial)
+                partial.removeAll(keepingCapacity: true)
+            } else {
+                partial.append(byte)
+                if partial.count > limit { throw TooLong() }
+            }
+        }
+        return lines
+    }
+}

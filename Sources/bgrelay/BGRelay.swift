@@ -1,0 +1,159 @@
+import ArgumentParser
+import BackgroundGateway
+import BackgroundModel
+import BackgroundProviderKeys
+import BackgroundRelay
+import Foundation
+import Logging
+import ServiceLifecycle
+
+/// The push relay: providers send it pushes with the APNs provider API; devices (bgd) connect
+/// out to it and receive theirs — for devices behind NAT, which no provider can reach.
+@main
+struct BGRelay: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bgrelay",
+        abstract: "The swift-background push relay: the APNs provider API for providers, an uplink for devices.",
+        discussion: """
+            Providers POST /3/device/<token> to --port exactly as they would to APNs (HTTP/2, TLS, \
+            ES256 provider tokens). Each bgd started with --push-relay keeps one connection to \
+            --uplink-port, registers its apps' device tokens, and receives their pushes; a push waits \
+            here, committed, until its device acknowledges it or it expires.
+            """,
+        version: "0.1.0",
+        subcommands: [Serve.self, Keys.self], defaultSubcommand: Serve.self)
+}
+
+struct RelayOptions: ParsableArguments {
+    @Option(help: "Where the relay keeps its database and certificate (default: $XDG_STATE_HOME/bgrelay, else ~/.local/state/bgrelay).")
+    var stateDir: String?
+
+    var stateDirectory: String {
+        if let stateDir { return stateDir }
+        let environment = ProcessInfo.processInfo.environment
+        let base = environment["XDG_STATE_HOME"] ?? (NSHomeDirectory() + "/.local/state")
+        return base + "/bgrelay"
+    }
+
+    func openStore() throws -> RelayStore {
+        do {
+            return try Relay.openStore(in: stateDirectory)
+        } catch {
+            throw ValidationError("cannot open the relay's database in \(stateDirectory): \(error)")
+        }
+    }
+}
+
+extension BGRelay {
+    struct Serve: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Run a relay node (the default).")
+        @OptionGroup var options: RelayOptions
+
+        @Option(help: "The address providers connect to.") var host = "127.0.0.1"
+        @Option(help: "The providers' port (APNs provider API).") var port = 2197
+        @Option(help: "The address devices connect to (default: --host).") var uplinkHost: String?
+        @Option(help: "The devices' port (the uplink).") var uplinkPort = 2198
+        @Option(help: "TLS certificate chain (PEM) for both ports; default: a self-signed pair made in --state-dir.")
+        var certificate: String?
+        @Option(help: "The certificate's private key (PEM).") var key: String?
+        @Option(help: "trace, debug, info, notice, warning, error or critical.") var logLevel = "notice"
+
+        func validate() throws {
+            if (certificate == nil) != (key == nil) { throw ValidationError("give --certificate and --key together") }
+            guard (0...65535).contains(port), (0...65535).contains(uplinkPort) else {
+                throw ValidationError("ports are 0 to 65535")
+            }
+            guard Logger.Level(rawValue: logLevel) != nil else {
+                throw ValidationError("--log-level is one of trace, debug, info, notice, warning, error, critical")
+            }
+        }
+
+        func run() async throws {
+            let level = Logger.Level(rawValue: logLevel) ?? .notice
+            LoggingSystem.bootstrap { label in
+                var handler = StreamLogHandler.standardError(label: label)
+                handler.logLevel = level
+                return handler
+            }
+            let logger = Logger(label: "bgrelay")
+            let security: PushGatewayConfiguration.Security =
+                if let certificate, let key { .files(certificate: certificate, key: key) } else { .selfSigned }
+            let store = try options.openStore()
+            let relay = Relay(
+                configuration: .init(
+                    provider: .init(host: host, port: port, security: security),
+                    uplink: .init(host: uplinkHost ?? host, port: uplinkPort, security: security),
+                    stateDirectory: options.stateDirectory),
+                store: store, clock: SystemClock(), logger: logger)
+            let group = ServiceGroup(
+                configuration: .init(
+                    services: try relay.makeServices(), gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+            Task {
+                let providers = try await relay.providerPort.listening()
+                let devices = try await relay.uplinkPort.listening()
+                // One line on standard output once both listen: scripts and tests wait for it.
+                FileHandle.standardOutput.write(
+                    Data("bgrelay: providers on \(host):\(providers), devices on \(uplinkHost ?? host):\(devices)\n".utf8))
+            }
+            do {
+                try await group.run()
+            } catch let error as ListenerFailed {
+                FileHandle.standardError.write(Data("bgrelay: \(error)\n".utf8))
+                throw ExitCode(69)  // EX_UNAVAILABLE
+            }
+        }
+    }
+
+    struct Keys: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Provider keys (ES256, .p8) whose tokens the relay accepts.",
+            subcommands: [List.self, Add.self, Remove.self], defaultSubcommand: List.self)
+
+        struct List: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "List the registered keys.")
+            @OptionGroup var options: RelayOptions
+
+            func run() async throws {
+                let keys = try await options.openStore().providerKeys()
+                guard !keys.isEmpty else {
+                    return print("No provider keys. Add one with: bgrelay keys add --key-id … --team-id … --topics APP KEY.p8")
+                }
+                for key in keys { print("\(key.keyID)  team \(key.teamID)  \(key.topics.joined(separator: ","))") }
+            }
+        }
+
+        struct Add: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Register a provider key: only its public half is kept; a running relay sees it within a second.")
+            @OptionGroup var options: RelayOptions
+            @Option(help: "The 10-character Key ID (the JWT's kid).") var keyID: String
+            @Option(help: "The 10-character Team ID (the JWT's iss).") var teamID: String
+            @Option(help: "App ids the key may push to, comma-separated.") var topics: String
+            @Argument(help: "The key file (PKCS#8 PEM, as APNs issues .p8 files, or its public key).") var file: String
+
+            func run() async throws {
+                let registration: ProviderKeyRegistration
+                do {
+                    registration = try .fromKeyFile(file, keyID: keyID, teamID: teamID, topics: topics)
+                } catch {
+                    throw ValidationError(error.description)
+                }
+                try await options.openStore().addProviderKey(registration, now: SystemClock().now)
+                print("Provider key \(keyID) (team \(teamID)) may push to \(registration.topics.joined(separator: ", ")).")
+            }
+        }
+
+        struct Remove: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Forget a provider key.")
+            @OptionGroup var options: RelayOptions
+            @Argument(help: "The key's id.") var keyID: String
+
+            func run() async throws {
+                guard try await options.openStore().removeProviderKey(keyID) else {
+                    throw ValidationError("no provider key \(keyID); bgrelay keys lists them")
+                }
+                print("Removed provider key \(keyID).")
+            }
+        }
+    }
+}

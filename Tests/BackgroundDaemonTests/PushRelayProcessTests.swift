@@ -1,0 +1,99 @@
+import Background
+import BackgroundModel
+import BackgroundRelay
+import BackgroundTesting
+import Crypto
+import Foundation
+import Testing
+
+/// The real binaries: a `bgrelay` process, a `bgd` process that connects out to it, and a
+/// provider written with aioapns (PyPI) that only knows the relay — the same script that talks
+/// to bgd's own gateway in `PushInteropTests`, with the same answers.
+@Suite(.timeLimit(.minutes(2)))
+struct PushRelayProcessTests {
+    static let app = PushGatewayTests.app
+
+    @Test(
+        .enabled(
+            if: FileManager.default.isExecutableFile(atPath: PushInteropTests.python),
+            "needs the aioapns venv: run Tests/Interop/setup.sh (CI does)"))
+    func anAPNsClientReachesAnAppThroughTheRelayProcess() async throws {
+        let directory = TemporaryDirectory.make()
+        let relay = try await RelayProcess(stateDirectory: directory + "/relay")
+        let key = P256.Signing.PrivateKey()
+        let keyFile = directory + "/AuthKey.p8"
+        try key.pemRepresentation.write(toFile: keyFile, atomically: true, encoding: .utf8)
+        let added = try await Command.run(
+            try BuiltProducts.path(of: "bgrelay"),
+            [
+                "keys", "add", "--state-dir", relay.stateDirectory, "--key-id", PushGatewayTests.keyID, "--team-id",
+                PushGatewayTests.teamID, "--topics", Self.app, keyFile,
+            ])
+        #expect(added.status == 0, "\(added.standardError)")
+
+        let daemon = try await DaemonProcess(
+            stateDirectory: directory + "/bgd", socketPath: directory + "/bgd.sock",
+            arguments: ["--push-relay", relay.uplinkURL, "--push-relay-ca", relay.certificatePath])
+        let client = DaemonClient(socketPath: daemon.socketPath)
+        _ = try await client.send(
+            .post, "/v1/apps",
+            body: RegisterAppRequest(
+                id: AppID(rawValue: Self.app)!, launchCommand: LaunchCommand(try PushGatewayTests().fixture())!,
+                fetchInterval: .never, taskIdentifiers: nil),
+            as: RegisteredApp.self)
+        let token = try await client.send(.post, "/v1/apps/\(Self.app)/push/token", as: DeviceTokenInfo.self).token
+        let store = try RelayStore.open(atPath: relay.stateDirectory + "/relay.sqlite")
+        #expect(await eventuallyAsync { (try? await store.tokenOwner(token)) != nil }, "bgd did not register its token")
+
+        let output = try await Command.run(
+            PushInteropTests.python,
+            [
+                PushInteropTests.root + "/Tests/Interop/aioapns_provider.py", "localhost", String(relay.providerPort),
+                relay.certificatePath, keyFile, PushGatewayTests.keyID, PushGatewayTests.teamID, Self.app, token, "9",
+            ])
+        let lines = output.standardOutput.split(separator: "\n").map(String.init)
+        #expect(lines == ["background ok", "priority10 BadPriority", "unknownToken BadDeviceToken"], "\(output.standardError)")
+        // Delivered once: acknowledged at the relay, one push in bgd, one run of the app.
+        #expect(await eventuallyAsync { (try? await store.pushLog().map(\.state)) == [.delivered] })
+        #expect(
+            await eventuallyAsync {
+                let runs = try? await client.send(.get, "/v1/apps/\(Self.app)/history", as: [RunRecord].self)
+                return runs?.contains { $0.trigger == .remoteNotification && $0.outcome == .newData } == true
+            })
+        let pushes = try await client.send(.get, "/v1/apps/\(Self.app)/pushes", as: [PushRecord].self)
+        #expect(pushes.count == 1, "\(pushes)")
+        let status = try await Command.run(
+            try BuiltProducts.path(of: "bgctl"), ["push", "relay", "status", "--socket", daemon.socketPath])
+        #expect(status.standardOutput.contains("connected to \(relay.uplinkURL)"), "\(status)")
+        daemon.signal(SIGTERM)
+        _ = await daemon.waitForExit()
+        relay.process.signal(SIGTERM)
+        #expect(await relay.process.waitForExit() == 0)
+    }
+
+    @Test func bgrelayExplainsItselfAndRefusesBadArguments() async throws {
+        let bgrelay = try BuiltProducts.path(of: "bgrelay")
+        let help = try await Command.run(bgrelay, ["--help"])
+        #expect(help.status == 0 && help.standardOutput.contains("APNs provider API"))
+        let directory = TemporaryDirectory.make()
+        for arguments in [
+            ["--port", "70000"], ["--certificate", "/x.pem"], ["--log-level", "loud"],
+            ["keys", "add", "--state-dir", directory, "--key-id", "short", "--team-id", "TEAM123456", "--topics", Self.app, "/etc/hostname"],
+            ["keys", "remove", "--state-dir", directory, "NOSUCHKEY1"],
+        ] {
+            let refused = try await Command.run(bgrelay, arguments)
+            #expect(refused.status != 0 && !refused.standardError.isEmpty, "\(arguments): \(refused)")
+        }
+        let listed = try await Command.run(bgrelay, ["keys", "list", "--state-dir", directory])
+        #expect(listed.standardOutput.contains("No provider keys"))
+    }
+}
+
+/// Waits, yielding, for what another process does; false if it never happens.
+func eventuallyAsync(_ condition: () async -> Bool) async -> Bool {
+    for _ in 0..<200_000 {
+        if await condition() { return true }
+        await Task.yield()
+    }
+    return await condition()
+}

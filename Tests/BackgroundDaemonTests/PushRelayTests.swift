@@ -1,0 +1,227 @@
+import AsyncHTTPClient
+import BackgroundDaemon
+import BackgroundGateway
+import BackgroundModel
+import BackgroundRelay
+import BackgroundTesting
+import Crypto
+import Foundation
+import Testing
+
+/// The push relay (issue 19): a provider talks the APNs provider API to bgrelay, and a device —
+/// a real bgd, or a hand-driven uplink — connects out to it and receives its pushes, each once.
+@Suite(.timeLimit(.minutes(2)))
+struct PushRelayTests {
+    static let app = PushGatewayTests.app
+
+    /// A provider for the relay's provider port, signing with `key`.
+    func provider(_ node: RelayNode, client: HTTPClient, key: P256.Signing.PrivateKey) -> PushGatewayTests.Provider {
+        PushGatewayTests.Provider(client: client, base: node.providerURL, key: key, now: SystemClock().now)
+    }
+
+    /// A relay node, a provider with a key for the app, and a device enrolled by hand (its token
+    /// registered if `token` is given).
+    struct Device: @unchecked Sendable {  // the provider's key is only read
+        let node: RelayNode
+        let client: HTTPClient
+        let provider: PushGatewayTests.Provider
+        let enrollment: RelayEnrollment
+
+        func connect() async throws -> RawUplink { try await RawUplink.connect(node, client: client, enrollment: enrollment) }
+    }
+
+    func withDevice(registering token: String? = nil, _ body: @Sendable (Device) async throws -> Void) async throws {
+        try await RelayNode.with { node in
+            let client = node.client()
+            defer { _ = client.shutdown() }
+            let key = P256.Signing.PrivateKey()
+            try await node.addProviderKey(key, topics: [Self.app])
+            let enrollment = try await RawUplink.enroll(node, client: client)
+            if let token {
+                try await node.store.register(token: token, topic: Self.app, device: enrollment.device, now: SystemClock().now)
+            }
+            try await body(
+                Device(node: node, client: client, provider: provider(node, client: client, key: key), enrollment: enrollment))
+        }
+    }
+
+    @Test func aPushThroughTheRelayWakesTheAppOnce() async throws {
+        try await RelayNode.with { node in
+            let client = node.client()
+            defer { _ = client.shutdown() }
+            nonisolated(unsafe) let key = P256.Signing.PrivateKey()
+            try await node.addProviderKey(key, topics: [Self.app])
+            try await TestDaemon.with(
+                clock: ManualClock(now: SystemClock().now),
+                pushRelay: .init(url: node.uplinkURL, certificate: node.certificatePath)
+            ) { daemon in
+                _ = try await daemon.register(
+                    Self.app, command: try PushGatewayTests().fixture(), interval: .never)
+                let token = try await daemon.admin.send(
+                    .post, "/v1/apps/\(Self.app)/push/token", as: DeviceTokenInfo.self
+                ).token
+                // bgd enrolled itself, connected out, and named the token.
+                #expect(try await node.eventually { try await node.store.tokenOwner(token) != nil })
+                let status = try await daemon.admin.send(.get, "/v1/push/relay", as: PushRelayStatus.self)
+                #expect(status.url == node.uplinkURL && status.device != nil, "\(status)")
+                let credential = daemon.directory + "/state/push-relay.json"
+                let mode = try FileManager.default.attributesOfItem(atPath: credential)[.posixPermissions] as? Int
+                #expect(mode == 0o600)
+
+                let id = "0a3c9e52-7e4b-4d1a-9a55-1f2b3c4d5e6f"
+                let run = try await daemon.waitForRunEnd(of: Self.app) {
+                    let answer = try await provider(node, client: client, key: key).send(
+                        token: token, headers: [("apns-id", id)])
+                    #expect(answer.status == 200 && answer.apnsID == id, "\(answer)")
+                }
+                #expect(run.trigger == .remoteNotification && run.outcome == .newData, "\(run)")
+                #expect(try await node.eventually { try await node.store.pushLog().map(\.state) == [.delivered] })
+                let pushes = try await daemon.store.pushes(of: AppID(rawValue: Self.app)!)
+                #expect(pushes.map(\.apnsID) == [id])
+                let received = try await daemon.admin.send(.get, "/v1/push/relay", as: PushRelayStatus.self)
+                #expect(received.state == .connected && received.received == 1, "\(received)")
+            }
+        }
+    }
+
+    @Test func anOfflineDeviceGetsItsPushesInOrderCoalescedAndUnexpired() async throws {
+        let token = String(repeating: "ab", count: 32)
+        try await withDevice(registering: token) { device in
+            let (node, provider, enrollment) = (device.node, device.provider, device.enrollment)
+            let past = Int(SystemClock().now.timeIntervalSince1970) - 10
+            let sent: [(String, [(String, String)])] = [
+                ("first", []),
+                ("news-1", [("apns-collapse-id", "news")]),
+                ("expired", [("apns-expiration", "\(past)")]),
+                ("now-or-never", [("apns-expiration", "0")]),
+                ("news-2", [("apns-collapse-id", "news")]),
+                ("last", []),
+            ]
+            for (name, headers) in sent {
+                let answer = try await provider.send(
+                    token: token, headers: headers, body: #"{"aps":{"content-available":1},"n":"\#(name)"}"#)
+                #expect(answer.status == 200, "\(name): \(answer)")
+            }
+            let uplink = try await device.connect()
+            #expect(await uplink.next() == .ready(device: enrollment.device))
+            var names: [String] = []
+            for _ in 0..<3 {
+                guard case .push(let push) = await uplink.next() else { break }
+                let payload = try JSONSerialization.jsonObject(with: push.payload) as? [String: Any]
+                names.append(payload?["n"] as? String ?? "?")
+                uplink.send(.ack(seq: push.seq))
+            }
+            #expect(names == ["first", "news-2", "last"])
+            #expect(
+                try await node.eventually {
+                    try await node.store.pushLog().map(\.state)
+                        == [.delivered, .replaced, .expired, .expired, .delivered, .delivered]
+                })
+            uplink.close()
+        }
+    }
+
+    @Test func anUnacknowledgedPushIsSentAgainOnTheNextConnection() async throws {
+        let token = String(repeating: "cd", count: 32)
+        try await withDevice(registering: token) { device in
+            let (node, enrollment) = (device.node, device.enrollment)
+            let first = try await device.connect()
+            #expect(await first.next() == .ready(device: enrollment.device))
+            #expect(try await device.provider.send(token: token).status == 200)
+            guard case .push(let push) = await first.next() else { Issue.record("no push"); return }
+            first.close()  // gone before acknowledging
+            let second = try await device.connect()
+            #expect(await second.next() == .ready(device: enrollment.device))
+            #expect(await second.next() == .push(push))
+            second.send(.ack(seq: push.seq))
+            second.send(.ack(seq: push.seq))  // repeated: no harm
+            #expect(try await node.eventually { try await node.store.pushLog().map(\.state) == [.delivered] })
+            second.close()
+        }
+    }
+
+    @Test func aRevokedTokenAnswers410WithItsTime() async throws {
+        try await withDevice { device in
+            let (node, enrollment) = (device.node, device.enrollment)
+            let token = String(repeating: "ef", count: 32)
+            let uplink = try await device.connect()
+            #expect(await uplink.next() == .ready(device: enrollment.device))
+            uplink.send(.register(token: token, topic: Self.app))
+            #expect(try await node.eventually { try await node.store.tokenOwner(token) != nil })
+            uplink.send(.revoke(token: token, atMilliseconds: 1_767_603_600_000))
+            #expect(try await node.eventually { try await node.store.tokenOwner(token)?.revokedAt != nil })
+            // The node that stored the revocation knows at once (another reads it within a second).
+            let answer = try await device.provider.send(token: token)
+            #expect(answer.status == 410 && answer.reason == "Unregistered", "\(answer)")
+            #expect(answer.json["timestamp"] as? Int == 1_767_603_600_000, "\(answer.json)")
+            uplink.close()
+        }
+    }
+
+    @Test func badUplinkInputIsRefusedAndChangesNothing() async throws {
+        try await RelayNode.with { node in
+            let client = node.client()
+            defer { _ = client.shutdown() }
+            let a = try await RawUplink.enroll(node, client: client)
+            let b = try await RawUplink.enroll(node, client: client)
+            // No credential, a wrong secret, a malformed header: 401 before any stream.
+            for authorization in ["", "Bearer \(a.device).\(b.secret)", "Bearer nonsense", "Basic abc"] {
+                let refused = try await RawUplink.connect(node, client: client, enrollment: a, authorization: authorization)
+                #expect(refused.status == 401, "\(authorization)")
+                #expect(await refused.nextLine()?.contains("unauthorized") == true)
+            }
+            let uplinkA = try await RawUplink.connect(node, client: client, enrollment: a)
+            #expect(await uplinkA.next() == .ready(device: a.device))
+            let token = String(repeating: "12", count: 32)
+            uplinkA.send(.register(token: token, topic: Self.app))
+            uplinkA.sendLine("not json")
+            #expect(await uplinkA.next().map(Self.code) == "badFrame")
+            uplinkA.sendLine(#"{"type":"push","push":{}}"#)
+            #expect(await uplinkA.next().map(Self.code) == "badFrame")
+            uplinkA.send(.register(token: "short", topic: Self.app))
+            #expect(await uplinkA.next().map(Self.code) == "malformedToken")
+            uplinkA.send(.register(token: String(repeating: "34", count: 32), topic: "not a topic"))
+            #expect(await uplinkA.next().map(Self.code) == "malformedTopic")
+            uplinkA.send(.ack(seq: 999))  // never sent: nothing to acknowledge, nothing changes
+
+            // B may not take A's token, nor revoke it, nor acknowledge A's pushes.
+            let uplinkB = try await RawUplink.connect(node, client: client, enrollment: b)
+            #expect(await uplinkB.next() == .ready(device: b.device))
+            uplinkB.send(.register(token: token, topic: Self.app))
+            #expect(await uplinkB.next().map(Self.code) == "tokenTaken")
+            uplinkB.send(.revoke(token: token, atMilliseconds: 1))
+            #expect(await uplinkB.next().map(Self.code) == "unknownToken")
+            let owner = try await node.store.tokenOwner(token)
+            #expect(owner?.device == a.device && owner?.revokedAt == nil)
+            #expect(try await node.store.tokenOwner(String(repeating: "34", count: 32)) == nil)
+            uplinkA.close()
+            uplinkB.close()
+        }
+    }
+
+    @Test func bgctlEnrollmentRefusesWhatItCannotUse() async throws {
+        try await TestDaemon.with { daemon in
+            let status = try await daemon.admin.send(.get, "/v1/push/relay", as: PushRelayStatus.self)
+            #expect(status.state == .off)
+            for (body, code) in [
+                (PushRelayEnrollRequest(url: "ftp://relay"), "invalidRelayURL"),
+                (PushRelayEnrollRequest(url: "https://localhost:1", certificate: "/nonexistent.pem"), "invalidRelayURL"),
+                (PushRelayEnrollRequest(url: "https://localhost:1"), "relayUnreachable"),
+            ] {
+                let answer = try await RawHTTP.request(
+                    daemon.socketPath, .POST, "/v1/push/relay", body: try JSONEncoder().encode(body))
+                #expect(answer.errorCode == code, "\(body): \(answer)")
+            }
+            #expect(!FileManager.default.fileExists(atPath: daemon.directory + "/state/push-relay.json"))
+            let shown = try await PushRegistrationTests().bgctl(["push", "relay", "status"], daemon)
+            #expect(shown.status == 0 && shown.standardOutput.contains("No push relay"), "\(shown)")
+            let refused = try await PushRegistrationTests().bgctl(["push", "relay", "enroll", "not a url"], daemon)
+            #expect(refused.status != 0 && refused.standardError.contains("invalidRelayURL") || refused.standardError.contains("not a relay"), "\(refused)")
+        }
+    }
+
+    static func code(_ frame: UplinkFrame) -> String? {
+        if case .refused(let code, _) = frame { return code }
+        return nil
+    }
+}

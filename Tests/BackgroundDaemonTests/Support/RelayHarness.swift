@@ -1,0 +1,153 @@
+import AsyncHTTPClient
+import BackgroundGateway
+import BackgroundModel
+import BackgroundRelay
+import BackgroundTesting
+import Crypto
+import Foundation
+import Logging
+import NIOCore
+import NIOSSL
+import ServiceLifecycle
+
+/// A relay node in this process — its real listeners on loopback (TLS, HTTP/2, ports chosen by
+/// the kernel), its real SQLite file — for a test's duration.
+struct RelayNode: Sendable {
+    let relay: Relay
+    let directory: String
+    let providerPort: Int
+    let uplinkPort: Int
+
+    var uplinkURL: String { "https://localhost:\(uplinkPort)" }
+    var providerURL: String { "https://localhost:\(providerPort)" }
+    var certificatePath: String { relay.certificatePath }
+    var store: RelayStore { relay.store }
+
+    static func with<T: Sendable>(
+        directory: String? = nil, _ body: @Sendable (RelayNode) async throws -> T
+    ) async throws -> T {
+        let directory = directory ?? TemporaryDirectory.make()
+        var logger = Logger(label: "bgrelay")
+        logger.logLevel =
+            ProcessInfo.processInfo.environment["BGD_TEST_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
+        let relay = Relay(
+            configuration: .init(provider: .init(port: 0), uplink: .init(port: 0), stateDirectory: directory),
+            store: try Relay.openStore(in: directory), clock: SystemClock(), logger: logger)
+        let group = ServiceGroup(
+            configuration: .init(services: try relay.makeServices(), gracefulShutdownSignals: [], logger: logger))
+        let running = Task { try await group.run() }
+        defer { running.cancel() }
+        let node = RelayNode(
+            relay: relay, directory: directory, providerPort: try await relay.providerPort.listening(),
+            uplinkPort: try await relay.uplinkPort.listening())
+        do {
+            let value = try await body(node)
+            await group.triggerGracefulShutdown()
+            _ = await running.result
+            return value
+        } catch {
+            await group.triggerGracefulShutdown()
+            _ = await running.result
+            throw error
+        }
+    }
+
+    /// A client that trusts the node's self-signed certificate.
+    func client() -> HTTPClient {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.additionalTrustRoots = [.file(certificatePath)]
+        var configuration = HTTPClient.Configuration(tlsConfiguration: tls)
+        configuration.httpVersion = .automatic
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }
+
+    /// Registers a provider key for `topics`.
+    func addProviderKey(_ key: P256.Signing.PrivateKey, topics: [String]) async throws {
+        try await store.addProviderKey(
+            ProviderKeyRegistration(
+                keyID: PushGatewayTests.keyID, teamID: PushGatewayTests.teamID, topics: topics,
+                publicKeyPEM: key.publicKey.pemRepresentation), now: SystemClock().now)
+    }
+
+    /// Waits (yielding, never sleeping) until `condition` holds; false if it never does.
+    func eventually(_ condition: () async throws -> Bool) async rethrows -> Bool {
+        for _ in 0..<20_000 {
+            if try await condition() { return true }
+            await Task.yield()
+        }
+        return try await condition()
+    }
+}
+
+/// A device as the relay sees it, speaking the uplink by hand: enroll, then one HTTP/2 stream
+/// of newline-delimited frames each way.
+final class RawUplink: Sendable {
+    let enrollment: RelayEnrollment
+    private let sink: AsyncStream<ByteBuffer>.Continuation
+    private let lines: AsyncStream<String>
+    let status: Int
+
+    private init(
+        enrollment: RelayEnrollment, sink: AsyncStream<ByteBuffer>.Continuation, lines: AsyncStream<String>,
+        status: Int
+    ) {
+        self.enrollment = enrollment
+        self.sink = sink
+        self.lines = lines
+        self.status = status
+    }
+
+    static func enroll(_ node: RelayNode, client: HTTPClient) async throws -> RelayEnrollment {
+        var request = HTTPClientRequest(url: node.uplinkURL + "/v1/devices")
+        request.method = .POST
+        let response = try await client.execute(request, timeout: .seconds(10))
+        let body = try await response.body.collect(upTo: 4096)
+        return try JSONDecoder().decode(RelayEnrollment.self, from: body)
+    }
+
+    /// Opens the uplink with `authorization` (the enrollment's own by default).
+    static func connect(
+        _ node: RelayNode, client: HTTPClient, enrollment: RelayEnrollment, authorization: String? = nil
+    ) async throws -> RawUplink {
+        let (up, sink) = AsyncStream<ByteBuffer>.makeStream()
+        var request = HTTPClientRequest(url: node.uplinkURL + "/v1/uplink")
+        request.method = .POST
+        request.headers.add(name: "authorization", value: authorization ?? enrollment.bearer)
+        request.body = .stream(up, length: .unknown)
+        let response = try await client.execute(request, deadline: .distantFuture)
+        let (lines, linesSink) = AsyncStream<String>.makeStream()
+        Task {
+            var partial = ""
+            do {
+                for try await buffer in response.body {
+                    partial += String(buffer: buffer)
+                    while let end = partial.firstIndex(of: "\n") {
+                        linesSink.yield(String(partial[..<end]))
+                        partial = String(partial[partial.index(after: end)...])
+                    }
+                }
+            } catch {}
+            if !partial.isEmpty { linesSink.yield(partial) }  // an answer that is no stream: its body
+            linesSink.finish()
+        }
+        return RawUplink(enrollment: enrollment, sink: sink, lines: lines, status: Int(response.status.code))
+    }
+
+    func send(_ frame: UplinkFrame) { sendLine(String(decoding: frame.encoded(), as: UTF8.self)) }
+
+    func sendLine(_ line: String) { sink.yield(ByteBuffer(string: line + "\n")) }
+
+    /// The next line the relay sent (nil once it ended the stream).
+    func nextLine() async -> String? {
+        var iterator = lines.makeAsyncIterator()
+        return await iterator.next()
+    }
+
+    /// The next frame (nil once the stream ended or for a line that is none).
+    func next() async -> UplinkFrame? {
+        guard let line = await nextLine() else { return nil }
+        return UplinkFrame.decode(Data(line.utf8))
+    }
+
+    func close() { sink.finish() }
+}

@@ -1,0 +1,37 @@
+import BackgroundTesting
+import Foundation
+
+/// A `bgrelay` process on loopback (ports chosen by the kernel), for tests of the real binaries.
+final class RelayProcess: Sendable {
+    let process: Spawned
+    let output: OutputWatcher
+    let stateDirectory: String
+    let providerPort: Int
+    let uplinkPort: Int
+
+    var uplinkURL: String { "https://localhost:\(uplinkPort)" }
+    var certificatePath: String { stateDirectory + "/push-gateway.crt" }
+
+    enum Failure: Error { case didNotStart(String) }
+
+    init(stateDirectory: String, arguments: [String] = []) async throws {
+        self.stateDirectory = stateDirectory
+        process = try Spawned(
+            try BuiltProducts.path(of: "bgrelay"),
+            ["--state-dir", stateDirectory, "--port", "0", "--uplink-port", "0"] + arguments, mergeErrors: true)
+        output = OutputWatcher(process.output)
+        guard await output.wait(for: "bgrelay: providers on"),
+            let line = output.text.split(separator: "\n").first(where: { $0.hasPrefix("bgrelay: providers on") })
+        else {
+            process.signal(SIGKILL)
+            throw Failure.didNotStart(output.text)
+        }
+        // "bgrelay: providers on 127.0.0.1:P, devices on 127.0.0.1:U"
+        let ports = line.split(separator: ",").compactMap { $0.split(separator: ":").last.flatMap { Int($0) } }
+        guard ports.count == 2 else { throw Failure.didNotStart(String(line)) }
+        providerPort = ports[0]
+        uplinkPort = ports[1]
+    }
+
+    deinit { process.signal(SIGKILL) }
+}

@@ -1,0 +1,118 @@
+import BackgroundGateway
+import BackgroundModel
+import Foundation
+import Testing
+
+@testable import BackgroundRelay
+
+/// The relay's store on a real SQLite file: devices and their tokens, and a push's life from
+/// commit to its end — each end with its reason.
+struct RelayStoreTests {
+    let now = Date(timeIntervalSince1970: 1_767_603_600)
+    let topic = "com.example.news"
+
+    func store() throws -> RelayStore {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("relay-\(UUID().uuidString)").path
+        return try Relay.openStore(in: directory)
+    }
+
+    func push(
+        _ owner: RelayTokenOwner, token: String, id: String, collapse: String? = nil, expiration: Date? = nil
+    ) -> AcceptedPush<RelayTokenOwner> {
+        AcceptedPush(
+            owner: owner, deviceToken: token, apnsID: id, pushType: "background", priority: 5, collapseID: collapse,
+            expiration: expiration, payload: Data(#"{"aps":{"content-available":1}}"#.utf8))
+    }
+
+    @Test func aDeviceAuthenticatesWithItsSecretOnly() async throws {
+        let store = try store()
+        let (device, secret) = try await store.enroll(now: now)
+        let (other, otherSecret) = try await store.enroll(now: now)
+        #expect(device != other && secret != otherSecret && device.count == 32 && secret.count == 64)
+        #expect(try await store.authenticate(device: device, secret: secret))
+        #expect(try await !store.authenticate(device: device, secret: otherSecret))
+        #expect(try await !store.authenticate(device: "nobody", secret: secret))
+        #expect(try await !store.authenticate(device: device, secret: ""))
+    }
+
+    @Test func aTokenIsBoundToTheFirstDeviceAndItsTopic() async throws {
+        let store = try store()
+        let (a, _) = try await store.enroll(now: now)
+        let (b, _) = try await store.enroll(now: now)
+        let token = String(repeating: "ab", count: 32)
+        try await store.register(token: token.uppercased(), topic: topic, device: a, now: now)
+        try await store.register(token: token, topic: topic, device: a, now: now)  // again: no-op
+        await #expect(throws: RelayRefusal.tokenTaken(token)) {
+            try await store.register(token: token, topic: topic, device: b, now: now)
+        }
+        await #expect(throws: RelayRefusal.topicMismatch(token)) {
+            try await store.register(token: token, topic: "com.example.other", device: a, now: now)
+        }
+        await #expect(throws: RelayRefusal.unknownToken(token)) {
+            try await store.revoke(token: token, device: b, at: now)
+        }
+        let owner = try #require(try await store.tokenOwner(token))
+        #expect(owner.device == a && owner.topic == topic && owner.revokedAt == nil)
+    }
+
+    @Test func pushesEndDeliveredReplacedExpiredOrRevoked() async throws {
+        let store = try store()
+        let (device, _) = try await store.enroll(now: now)
+        let token = String(repeating: "cd", count: 32)
+        try await store.register(token: token, topic: topic, device: device, now: now)
+        let owner = try #require(try await store.tokenOwner(token))
+        let touched = try await store.commit(
+            [
+                push(owner, token: token, id: "a", collapse: "c"),
+                push(owner, token: token, id: "b", collapse: "c"),
+                push(owner, token: token, id: "c", expiration: now.addingTimeInterval(10)),
+                push(owner, token: token, id: "d", expiration: Date(timeIntervalSince1970: 0)),
+                push(owner, token: token, id: "e"),
+            ], now: now, connected: { _ in false })
+        #expect(touched == [device])
+        // Later than c's expiration: it ends expired on the next read.
+        let pending = try await store.pendingPushes(of: device, after: 0, now: now.addingTimeInterval(60))
+        #expect(pending.map(\.apnsID) == ["b", "e"])
+        #expect(try await store.deliver(pending[0].seq, device: device, now: now) == now)
+        #expect(try await store.deliver(pending[0].seq, device: device, now: now) == nil)  // repeated
+        #expect(try await store.deliver(pending[1].seq, device: "another", now: now) == nil)  // not its push
+        try await store.revoke(token: token, device: device, at: now)
+        #expect(try await store.pushLog().map(\.state) == [.replaced, .delivered, .expired, .expired, .revoked])
+        #expect(try await store.pendingPushes(of: device, after: 0, now: now).isEmpty)
+        #expect(try await store.pushCounts()[.pending] == nil)
+    }
+
+    @Test func nowOrNeverReachesAConnectedDevice() async throws {
+        let store = try store()
+        let (device, _) = try await store.enroll(now: now)
+        let token = String(repeating: "ef", count: 32)
+        try await store.register(token: token, topic: topic, device: device, now: now)
+        let owner = try #require(try await store.tokenOwner(token))
+        _ = try await store.commit(
+            [push(owner, token: token, id: "z", expiration: Date(timeIntervalSince1970: 0))], now: now,
+            connected: { $0 == device })
+        #expect(try await store.pendingPushes(of: device, after: 0, now: now).map(\.apnsID) == ["z"])
+    }
+
+    @Test func linesAreSplitAndALongOneIsRefused() throws {
+        var splitter = LineSplitter(limit: 8)
+        #expect(try splitter.append(.init(string: "ab\ncd")) == [Array("ab".utf8)])
+        #expect(try splitter.append(.init(string: "e\n\n")) == [Array("cde".utf8), []])
+        #expect(throws: LineSplitter.TooLong.self) { try splitter.append(.init(string: "123456789")) }
+    }
+
+    @Test func framesRoundTripAndStrangersAreNone() {
+        let frames: [UplinkFrame] = [
+            .register(token: "t", topic: topic), .revoke(token: "t", atMilliseconds: 5), .ack(seq: 9),
+            .ready(device: "d"), .refused(code: "c", reason: "r"),
+            .push(
+                RelayedPush(
+                    seq: 1, token: "t", topic: topic, apnsID: "i", pushType: "background", priority: 5,
+                    collapseID: nil, expirationMilliseconds: 7, payload: Data("{}".utf8))),
+        ]
+        for frame in frames { #expect(UplinkFrame.decode(frame.encoded()) == frame) }
+        for line in ["", "{}", #"{"type":"explode"}"#, #"{"type":"ack"}"#, #"{"type":"ack","seq":"x"}"#, "[1]"] {
+            #expect(UplinkFrame.decode(Data(line.utf8)) == nil, "\(line)")
+        }
+    }
+}
