@@ -13,11 +13,15 @@ public struct Relay: Sendable {
         public var uplink: PushGatewayConfiguration
         /// Where the database and the self-signed certificate live.
         public var stateDirectory: String
+        /// This node's name in claims (several nodes share one database).
+        public var node: String
 
         public init(
             provider: PushGatewayConfiguration = .init(port: 2197),
-            uplink: PushGatewayConfiguration = .init(port: 2198), stateDirectory: String
+            uplink: PushGatewayConfiguration = .init(port: 2198), stateDirectory: String,
+            node: String = ProcessInfo.processInfo.hostName + ":" + String(ProcessInfo.processInfo.processIdentifier)
         ) {
+            self.node = node
             self.provider = provider
             self.uplink = uplink
             self.stateDirectory = stateDirectory
@@ -25,7 +29,7 @@ public struct Relay: Sendable {
     }
 
     public let configuration: Configuration
-    public let store: RelayStore
+    public let store: any RelayStore
     public let metrics = RelayMetrics()
     let hub = DeviceHub()
     let clock: any WallClock
@@ -33,7 +37,7 @@ public struct Relay: Sendable {
     public let providerPort = BoundPort()
     public let uplinkPort = BoundPort()
 
-    public init(configuration: Configuration, store: RelayStore, clock: any WallClock, logger: Logger) {
+    public init(configuration: Configuration, store: any RelayStore, clock: any WallClock, logger: Logger) {
         self.configuration = configuration
         self.store = store
         self.clock = clock
@@ -41,10 +45,10 @@ public struct Relay: Sendable {
     }
 
     /// Opens (creating) the node's database in its state directory.
-    public static func openStore(in directory: String) throws -> RelayStore {
+    public static func openStore(in directory: String) throws -> SQLiteRelayStore {
         try FileManager.default.createDirectory(
             atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        return try RelayStore.open(atPath: directory + "/relay.sqlite")
+        return try SQLiteRelayStore.open(atPath: directory + "/relay.sqlite")
     }
 
     /// Where the self-signed certificate is (for devices and providers to trust).
@@ -68,7 +72,8 @@ public struct Relay: Sendable {
                 boundPort: providerPort),
             UplinkServer(
                 configuration: configuration.uplink, store: store, hub: hub, metrics: metrics,
-                certificateDirectory: configuration.stateDirectory, clock: clock, logger: logger, boundPort: uplinkPort),
+                certificateDirectory: configuration.stateDirectory, clock: clock, logger: logger, boundPort: uplinkPort,
+                node: configuration.node),
         ]
     }
 }

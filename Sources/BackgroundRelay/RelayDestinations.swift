@@ -5,7 +5,7 @@ import Foundation
 /// The relay's side of the APNs provider API: keys and tokens from its store, and a commit that
 /// rings the bells of the devices the pushes are for.
 struct RelayDestinations: PushDestinations {
-    let store: RelayStore
+    let store: any RelayStore
     let hub: DeviceHub
     let clock: any WallClock
 

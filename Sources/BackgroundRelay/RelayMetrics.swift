@@ -33,7 +33,7 @@ public final class RelayMetrics: Sendable {
     }
 
     /// The Prometheus text exposition.
-    func exposition(store: RelayStore, hub: DeviceHub) async -> String {
+    func exposition(store: any RelayStore, hub: DeviceHub) async -> String {
         let counts = (try? await store.pushCounts()) ?? [:]
         let snapshot = state.withLock { $0 }
         var text = """

@@ -12,19 +12,20 @@ import ServiceLifecycle
 /// HTTP/2, as the provider side is, on its own port.
 struct UplinkServer: Service {
     let configuration: PushGatewayConfiguration
-    let store: RelayStore
+    let store: any RelayStore
     let hub: DeviceHub
     let metrics: RelayMetrics
     let certificateDirectory: String
     let clock: any WallClock
     let logger: Logger
     let boundPort: BoundPort
+    let node: String
 
     func run() async throws {
         let (server, gate) = try PushGateway<RelayDestinations>.serverBuilder(
             configuration, certificateDirectory: certificateDirectory, now: clock.now)
         let router = Router()
-        let (store, hub, clock, metrics, logger) = (self.store, self.hub, self.clock, self.metrics, self.logger)
+        let (store, hub, clock, metrics, logger, node) = (self.store, self.hub, self.clock, self.metrics, self.logger, self.node)
         router.post("v1/devices") { _, _ in
             let (device, secret) = try await store.enroll(now: clock.now)
             metrics.enrolled()
@@ -38,7 +39,7 @@ struct UplinkServer: Service {
             guard try await store.authenticate(device: device, secret: secret) else {
                 return Self.error(.unauthorized, "unauthorized", "unknown device or wrong secret; enroll again")
             }
-            let session = UplinkSession(device: device, store: store, hub: hub, metrics: metrics, clock: clock, logger: logger)
+            let session = UplinkSession(device: device, node: node, store: store, hub: hub, metrics: metrics, clock: clock, logger: logger)
             var headers = HTTPFields()
             headers[.contentType] = "application/x-ndjson"
             return Response(status: .ok, headers: headers, body: ResponseBody { writer in

@@ -11,7 +11,9 @@ import NIOCore
 /// device drops a repeat by its apns-id.
 struct UplinkSession: Sendable {
     let device: String
-    let store: RelayStore
+    /// This node's name, for the claim.
+    let node: String
+    let store: any RelayStore
     let hub: DeviceHub
     let metrics: RelayMetrics
     let clock: any WallClock
@@ -57,6 +59,7 @@ struct UplinkSession: Sendable {
             reader.cancel()
             bells.cancel()
         }
+        let fencing = try await store.claim(device: device, node: node, now: clock.now)
         metrics.connected(device)
         defer { metrics.disconnected(device) }
         try await writer.write(line(.ready(device: device)))
@@ -67,14 +70,20 @@ struct UplinkSession: Sendable {
                 try await writer.finish(nil)
                 return
             case .bell:
-                let pushes = try await store.pendingPushes(of: device, after: lastSent, now: clock.now)
+                let pushes: [RelayedPush]
+                do {
+                    pushes = try await store.pendingPushes(of: device, after: lastSent, fencing: fencing, now: clock.now)
+                } catch RelayRefusal.superseded {
+                    try await writer.finish(nil)  // the device is connected elsewhere now
+                    return
+                }
                 for push in pushes {
                     try await writer.write(line(.push(push)))
                     lastSent = push.seq
                 }
-                if pushes.count == 256 { hub.ring([device]) }  // more wait
+                if pushes.count == pendingBatch { hub.ring([device]) }  // more wait
             case .frame(let frame):
-                if let refusal = await handle(frame) {
+                if let refusal = await handle(frame, fencing: fencing) {
                     try await writer.write(line(.refused(code: refusal.code, reason: refusal.reason)))
                 }
             case .keepAlive:
@@ -87,7 +96,7 @@ struct UplinkSession: Sendable {
     }
 
     /// Carries out a frame from the device; what was refused, if it was.
-    private func handle(_ frame: UplinkFrame) async -> (code: String, reason: String)? {
+    private func handle(_ frame: UplinkFrame, fencing: Int64) async -> (code: String, reason: String)? {
         do {
             switch frame {
             case .register(let token, let topic):
@@ -97,7 +106,7 @@ struct UplinkSession: Sendable {
                     token: token, device: device, at: Date(timeIntervalSince1970: Double(milliseconds) / 1000))
             case .ack(let seq):
                 let now = clock.now
-                if let acceptedAt = try await store.deliver(seq, device: device, now: now) {
+                if let acceptedAt = try await store.deliver(seq, device: device, fencing: fencing, now: now) {
                     metrics.delivered(latency: now.timeIntervalSince(acceptedAt))
                 }
             case .ready, .push, .refused:

@@ -42,7 +42,7 @@ struct PushRelayProcessTests {
                 fetchInterval: .never, taskIdentifiers: nil),
             as: RegisteredApp.self)
         let token = try await client.send(.post, "/v1/apps/\(Self.app)/push/token", as: DeviceTokenInfo.self).token
-        let store = try RelayStore.open(atPath: relay.stateDirectory + "/relay.sqlite")
+        let store = try SQLiteRelayStore.open(atPath: relay.stateDirectory + "/relay.sqlite")
         #expect(await eventuallyAsync { (try? await store.tokenOwner(token)) != nil }, "bgd did not register its token")
 
         let output = try await Command.run(

@@ -11,7 +11,7 @@ struct RelayStoreTests {
     let now = Date(timeIntervalSince1970: 1_767_603_600)
     let topic = "com.example.news"
 
-    func store() throws -> RelayStore {
+    func store() throws -> SQLiteRelayStore {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("relay-\(UUID().uuidString)").path
         return try Relay.openStore(in: directory)
     }
@@ -70,15 +70,24 @@ struct RelayStoreTests {
                 push(owner, token: token, id: "e"),
             ], now: now, connected: { _ in false })
         #expect(touched == [device])
+        let fencing = try await store.claim(device: device, node: "a", now: now)
         // Later than c's expiration: it ends expired on the next read.
-        let pending = try await store.pendingPushes(of: device, after: 0, now: now.addingTimeInterval(60))
+        let pending = try await store.pendingPushes(of: device, after: 0, fencing: fencing, now: now.addingTimeInterval(60))
         #expect(pending.map(\.apnsID) == ["b", "e"])
-        #expect(try await store.deliver(pending[0].seq, device: device, now: now) == now)
-        #expect(try await store.deliver(pending[0].seq, device: device, now: now) == nil)  // repeated
-        #expect(try await store.deliver(pending[1].seq, device: "another", now: now) == nil)  // not its push
+        #expect(try await store.deliver(pending[0].seq, device: device, fencing: fencing, now: now) == now)
+        #expect(try await store.deliver(pending[0].seq, device: device, fencing: fencing, now: now) == nil)  // repeated
+        // A newer claim (the device reconnected, here or on another node) fences the old one off.
+        let newer = try await store.claim(device: device, node: "b", now: now)
+        #expect(newer > fencing)
+        await #expect(throws: RelayRefusal.superseded) {
+            try await store.deliver(pending[1].seq, device: device, fencing: fencing, now: now)
+        }
+        await #expect(throws: RelayRefusal.superseded) {
+            try await store.pendingPushes(of: device, after: 0, fencing: fencing, now: now)
+        }
         try await store.revoke(token: token, device: device, at: now)
         #expect(try await store.pushLog().map(\.state) == [.replaced, .delivered, .expired, .expired, .revoked])
-        #expect(try await store.pendingPushes(of: device, after: 0, now: now).isEmpty)
+        #expect(try await store.pendingPushes(of: device, after: 0, fencing: newer, now: now).isEmpty)
         #expect(try await store.pushCounts()[.pending] == nil)
     }
 
@@ -91,7 +100,8 @@ struct RelayStoreTests {
         _ = try await store.commit(
             [push(owner, token: token, id: "z", expiration: Date(timeIntervalSince1970: 0))], now: now,
             connected: { $0 == device })
-        #expect(try await store.pendingPushes(of: device, after: 0, now: now).map(\.apnsID) == ["z"])
+        let fencing = try await store.claim(device: device, node: "a", now: now)
+        #expect(try await store.pendingPushes(of: device, after: 0, fencing: fencing, now: now).map(\.apnsID) == ["z"])
     }
 
     @Test func linesAreSplitAndALongOneIsRefused() throws {

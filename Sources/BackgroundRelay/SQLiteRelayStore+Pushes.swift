@@ -17,7 +17,7 @@ public enum RelayPushState: String, Sendable, CaseIterable {
     case revoked
 }
 
-extension RelayStore {
+extension SQLiteRelayStore {
     /// Commits accepted pushes in one transaction. A push with a collapse id replaces the pending
     /// one with the same device, topic and collapse id; `apns-expiration: 0` ("now or never")
     /// to a device not connected ends at once as expired. Returns the devices with new pushes.
@@ -61,12 +61,27 @@ extension RelayStore {
         }
     }
 
+    public func claim(device: String, node: String, now: Date) async throws -> Int64 {
+        try await database.write { db in
+            try db.execute(
+                sql: "UPDATE device SET fencing = fencing + 1, claimedBy = ? WHERE id = ?", arguments: [node, device])
+            return try Int64.fetchOne(db, sql: "SELECT fencing FROM device WHERE id = ?", arguments: [device]) ?? 0
+        }
+    }
+
+    /// Throws `superseded` unless `fencing` is the device's newest claim.
+    private static func checkClaim(_ db: Database, device: String, fencing: Int64) throws {
+        let current = try Int64.fetchOne(db, sql: "SELECT fencing FROM device WHERE id = ?", arguments: [device])
+        guard current == fencing else { throw RelayRefusal.superseded }
+    }
+
     /// The device's pending pushes after `seq`, oldest first; those whose expiration passed end
     /// as expired now instead.
-    public func pendingPushes(of device: String, after seq: Int64, now: Date, limit: Int = 256) async throws
+    public func pendingPushes(of device: String, after seq: Int64, fencing: Int64, now: Date) async throws
         -> [RelayedPush]
     {
         try await database.write { db in
+            try Self.checkClaim(db, device: device, fencing: fencing)
             try db.execute(
                 sql: """
                     UPDATE push SET state = 'expired', endedAt = ?
@@ -76,7 +91,7 @@ extension RelayStore {
                 db,
                 sql: """
                     SELECT * FROM push WHERE deviceId = ? AND state = 'pending' AND id > ? ORDER BY id LIMIT ?
-                    """, arguments: [device, seq, limit]
+                    """, arguments: [device, seq, pendingBatch]
             ).map { row in
                 let expiration: Date? = row["expiration"]
                 return RelayedPush(
@@ -90,8 +105,9 @@ extension RelayStore {
 
     /// The device committed push `seq`: it is delivered. Returns when it was accepted, or nil
     /// if it was not the device's or not pending (an acknowledgement repeated after a reconnect).
-    public func deliver(_ seq: Int64, device: String, now: Date) async throws -> Date? {
+    public func deliver(_ seq: Int64, device: String, fencing: Int64, now: Date) async throws -> Date? {
         try await database.write { db in
+            try Self.checkClaim(db, device: device, fencing: fencing)
             guard
                 let acceptedAt = try Date.fetchOne(
                     db, sql: "SELECT acceptedAt FROM push WHERE id = ? AND deviceId = ? AND state = 'pending'",

@@ -2,7 +2,7 @@ import BackgroundModel
 import Foundation
 import GRDB
 
-extension RelayStore {
+extension SQLiteRelayStore {
     /// Adds or replaces a provider key (checked by the caller: `ProviderKeyRegistration.problem`
     /// and a PEM that parses).
     public func addProviderKey(_ key: ProviderKeyRegistration, now: Date) async throws {

@@ -15,6 +15,8 @@ public enum RelayRefusal: Error, Equatable, CustomStringConvertible {
     case malformedTopic(String)
     /// This device never registered the token.
     case unknownToken(String)
+    /// The device connected again (to this node or another) since this uplink's claim.
+    case superseded
 
     public var code: String {
         switch self {
@@ -23,6 +25,7 @@ public enum RelayRefusal: Error, Equatable, CustomStringConvertible {
         case .malformedToken: "malformedToken"
         case .malformedTopic: "malformedTopic"
         case .unknownToken: "unknownToken"
+        case .superseded: "superseded"
         }
     }
 
@@ -33,6 +36,7 @@ public enum RelayRefusal: Error, Equatable, CustomStringConvertible {
         case .malformedToken: "a device token is 64 hexadecimal digits"
         case .malformedTopic(let topic): "'\(topic)' is not a topic (an app id, reverse-DNS)"
         case .unknownToken(let token): "this device never registered the token \(token.prefix(8))…"
+        case .superseded: "the device has a newer uplink; this one ends"
         }
     }
 }
@@ -44,7 +48,7 @@ public struct RelayTokenOwner: PushTokenOwner {
     public var revokedAt: Date?
 }
 
-extension RelayStore {
+extension SQLiteRelayStore {
     /// Enrolls a new device: its id and secret (only the secret's hash is kept).
     public func enroll(now: Date) async throws -> (device: String, secret: String) {
         let device = Self.randomHex(16)
