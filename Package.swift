@@ -138,7 +138,8 @@ let package = Package(
             name: "BackgroundTesting",
             dependencies: [
                 "BackgroundModel", "BackgroundPolicy", "BackgroundStore", "BackgroundTransfers", "BackgroundDaemon",
-                "BackgroundGateway", "Background",
+                "BackgroundGateway", "BackgroundRelay", "Background",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -250,7 +251,8 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
-            name: "BackgroundRelayTests", dependencies: ["BackgroundRelay", "BackgroundGateway", "BackgroundModel"],
+            name: "BackgroundRelayTests",
+            dependencies: ["BackgroundRelay", "BackgroundGateway", "BackgroundModel", "BackgroundTesting"],
             swiftSettings: swiftSettings),
         .testTarget(
             name: "BackgroundDaemonTests",

@@ -45,6 +45,12 @@ final class DeviceHub: Sendable {
         for bell in bells { bell.yield() }
     }
 
+    /// Rings every session (after a gap in what this node heard).
+    func ringAll() {
+        let bells = state.withLock { $0.sessions.values.map(\.bell) }
+        for bell in bells { bell.yield() }
+    }
+
     func isConnected(_ device: String) -> Bool { state.withLock { $0.sessions[device] != nil } }
 
     var connectedCount: Int { state.withLock { $0.sessions.count } }

@@ -16,10 +16,15 @@ public struct Relay: Sendable {
         /// This node's name in claims (several nodes share one database).
         public var node: String
 
+        /// host:pid.
+        public static var defaultNode: String {
+            ProcessInfo.processInfo.hostName + ":" + String(ProcessInfo.processInfo.processIdentifier)
+        }
+
         public init(
             provider: PushGatewayConfiguration = .init(port: 2197),
             uplink: PushGatewayConfiguration = .init(port: 2198), stateDirectory: String,
-            node: String = ProcessInfo.processInfo.hostName + ":" + String(ProcessInfo.processInfo.processIdentifier)
+            node: String = defaultNode
         ) {
             self.node = node
             self.provider = provider
@@ -65,7 +70,11 @@ public struct Relay: Sendable {
         let intake = PushIntake(
             destinations: destinations, clock: clock, floodLimit: configuration.provider.floodLimit,
             answered: { metrics.answered(status: $0) })
-        return [
+        var services: [any Service] = []
+        if let shared = store as? PostgresRelayStore {
+            services.append(Follower(store: shared, hub: hub, clock: clock, logger: logger))
+        }
+        return services + [
             PushGateway(
                 configuration: configuration.provider, intake: intake,
                 certificateDirectory: configuration.stateDirectory, clock: clock, logger: logger, serverName: "bgrelay",
@@ -75,5 +84,34 @@ public struct Relay: Sendable {
                 certificateDirectory: configuration.stateDirectory, clock: clock, logger: logger, boundPort: uplinkPort,
                 node: configuration.node),
         ]
+    }
+}
+
+/// Hears what the other nodes commit (PostgreSQL's LISTEN): rings this node's sessions of the
+/// devices with new pushes, and moves the credentials version the provider side checks. Listens
+/// again after a lost connection.
+struct Follower: Service {
+    let store: PostgresRelayStore
+    let hub: DeviceHub
+    let clock: any WallClock
+    let logger: Logger
+
+    func run() async throws {
+        try? await cancelWhenGracefulShutdown {
+            var pause = Duration.milliseconds(100)
+            while !Task.isCancelled {
+                do {
+                    try await store.follow { [hub] device in hub.ring([device]) }
+                } catch is CancellationError {
+                    return
+                } catch {
+                    logger.warning("Lost PostgreSQL notifications; listening again", metadata: ["error": "\(error)"])
+                }
+                // Pushes committed while not listening: every session looks once more.
+                hub.ringAll()
+                try await clock.sleep(until: clock.now.adding(pause))
+                pause = min(pause * 2, .seconds(5))
+            }
+        }
     }
 }

@@ -66,8 +66,12 @@ extension SQLiteRelayStore {
         guard let stored = try await database.read({ db in
             try String.fetchOne(db, sql: "SELECT secretHash FROM device WHERE id = ?", arguments: [device])
         }) else { return false }
-        let given = Array(Self.hash(secret).utf8)
-        let expected = Array(stored.utf8)
+        return Self.sameHash(Self.hash(secret), stored)
+    }
+
+    /// Compares two hashes in constant time.
+    static func sameHash(_ given: String, _ expected: String) -> Bool {
+        let (given, expected) = (Array(given.utf8), Array(expected.utf8))
         guard given.count == expected.count else { return false }
         return zip(given, expected).reduce(0) { $0 | ($1.0 ^ $1.1) } == 0
     }

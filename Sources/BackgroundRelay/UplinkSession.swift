@@ -25,8 +25,14 @@ struct UplinkSession: Sendable {
         case malformed(String)
         /// An empty line: a device checking that the connection is alive; echoed.
         case keepAlive
+        /// The device closed its side.
         case ended
+        /// Another uplink of the device took over, or the node stops.
+        case takenAway
     }
+
+    /// How long a device has to close its side once told the uplink ends.
+    static let closingGrace = 10.0
 
     func run(reading body: RequestBody, writer: inout any ResponseBodyWriter) async throws {
         let (session, bell) = hub.connect(device)
@@ -53,7 +59,7 @@ struct UplinkSession: Sendable {
         }
         let bells = Task {
             for await _ in bell { sink.yield(.bell) }
-            sink.yield(.ended)  // another connection of this device took over, or the node stops
+            sink.yield(.takenAway)
         }
         defer {
             reader.cancel()
@@ -64,18 +70,28 @@ struct UplinkSession: Sendable {
         defer { metrics.disconnected(device) }
         try await writer.write(line(.ready(device: device)))
         var lastSent: Int64 = 0
+        var closing = false
         for await event in events {
             switch event {
             case .ended:
                 try await writer.finish(nil)
                 return
+            case .takenAway where !closing:
+                closing = true
+                let code = hub.isConnected(device) ? "superseded" : "stopping"
+                try await close(code: code, writer: &writer, sink: sink)
+            case .takenAway:
+                break
+            case .bell where closing:
+                break
             case .bell:
                 let pushes: [RelayedPush]
                 do {
                     pushes = try await store.pendingPushes(of: device, after: lastSent, fencing: fencing, now: clock.now)
                 } catch RelayRefusal.superseded {
-                    try await writer.finish(nil)  // the device is connected elsewhere now
-                    return
+                    closing = true  // the device is connected elsewhere now
+                    try await close(code: "superseded", writer: &writer, sink: sink)
+                    continue
                 }
                 for push in pushes {
                     try await writer.write(line(.push(push)))
@@ -95,6 +111,20 @@ struct UplinkSession: Sendable {
         }
     }
 
+    /// Tells the device the uplink ends, and gives it `closingGrace` to close its side (the
+    /// response ends then, or when it has).
+    private func close(
+        code: String, writer: inout any ResponseBodyWriter, sink: AsyncStream<Event>.Continuation
+    ) async throws {
+        let reason = code == "superseded" ? "the device has a newer uplink" : "this relay node is stopping; connect again"
+        try await writer.write(line(.closing(code: code, reason: reason)))
+        let clock = self.clock
+        Task {
+            try? await clock.sleep(until: clock.now.addingTimeInterval(Self.closingGrace))
+            sink.yield(.ended)
+        }
+    }
+
     /// Carries out a frame from the device; what was refused, if it was.
     private func handle(_ frame: UplinkFrame, fencing: Int64) async -> (code: String, reason: String)? {
         do {
@@ -109,7 +139,7 @@ struct UplinkSession: Sendable {
                 if let acceptedAt = try await store.deliver(seq, device: device, fencing: fencing, now: now) {
                     metrics.delivered(latency: now.timeIntervalSince(acceptedAt))
                 }
-            case .ready, .push, .refused:
+            case .ready, .push, .refused, .closing:
                 return ("badFrame", "a device sends register, revoke and ack frames only")
             }
             return nil

@@ -28,6 +28,12 @@ struct RelayOptions: ParsableArguments {
     @Option(help: "Where the relay keeps its database and certificate (default: $XDG_STATE_HOME/bgrelay, else ~/.local/state/bgrelay).")
     var stateDir: String?
 
+    @Option(
+        help:
+            "Keep the relay's state in PostgreSQL (postgres://user:password@host:port/database), shared by every node given the same URL; default: SQLite in --state-dir, for one node."
+    )
+    var database: String?
+
     var stateDirectory: String {
         if let stateDir { return stateDir }
         let environment = ProcessInfo.processInfo.environment
@@ -35,12 +41,37 @@ struct RelayOptions: ParsableArguments {
         return base + "/bgrelay"
     }
 
-    func openStore() throws -> RelayStore {
-        do {
-            return try Relay.openStore(in: stateDirectory)
-        } catch {
-            throw ValidationError("cannot open the relay's database in \(stateDirectory): \(error)")
+    /// The store, prepared, and a task that runs what it needs while it is used (PostgreSQL's
+    /// connection pool; nothing for SQLite): cancel it when done.
+    func openStore(logger: Logger = Logger(label: "bgrelay")) async throws -> (any RelayStore, Task<Void, Never>) {
+        guard let database else {
+            do {
+                return (try Relay.openStore(in: stateDirectory), Task {})
+            } catch {
+                throw ValidationError("cannot open the relay's database in \(stateDirectory): \(error)")
+            }
         }
+        let store: PostgresRelayStore
+        do {
+            store = try PostgresRelayStore(url: database, logger: logger)
+        } catch {
+            throw ValidationError("--database: \(error)")
+        }
+        let pool = Task { await store.runPool() }
+        do {
+            try await store.prepare()
+        } catch {
+            pool.cancel()
+            throw ValidationError("cannot use the PostgreSQL database at --database: \(String(reflecting: error))")
+        }
+        return (store, pool)
+    }
+
+    /// Runs `body` with the store open.
+    func withStore<T>(_ body: (any RelayStore) async throws -> T) async throws -> T {
+        let (store, pool) = try await openStore()
+        defer { pool.cancel() }
+        return try await body(store)
     }
 }
 
@@ -57,6 +88,7 @@ extension BGRelay {
         var certificate: String?
         @Option(help: "The certificate's private key (PEM).") var key: String?
         @Option(help: "trace, debug, info, notice, warning, error or critical.") var logLevel = "notice"
+        @Option(help: "This node's name among several (default: host:pid).") var node: String?
 
         func validate() throws {
             if (certificate == nil) != (key == nil) { throw ValidationError("give --certificate and --key together") }
@@ -78,12 +110,13 @@ extension BGRelay {
             let logger = Logger(label: "bgrelay")
             let security: PushGatewayConfiguration.Security =
                 if let certificate, let key { .files(certificate: certificate, key: key) } else { .selfSigned }
-            let store = try options.openStore()
+            let (store, pool) = try await options.openStore(logger: logger)
+            defer { pool.cancel() }
             let relay = Relay(
                 configuration: .init(
                     provider: .init(host: host, port: port, security: security),
                     uplink: .init(host: uplinkHost ?? host, port: uplinkPort, security: security),
-                    stateDirectory: options.stateDirectory),
+                    stateDirectory: options.stateDirectory, node: node ?? Relay.Configuration.defaultNode),
                 store: store, clock: SystemClock(), logger: logger)
             let group = ServiceGroup(
                 configuration: .init(
@@ -114,7 +147,7 @@ extension BGRelay {
             @OptionGroup var options: RelayOptions
 
             func run() async throws {
-                let keys = try await options.openStore().providerKeys()
+                let keys = try await options.withStore { try await $0.providerKeys() }
                 guard !keys.isEmpty else {
                     return print("No provider keys. Add one with: bgrelay keys add --key-id … --team-id … --topics APP KEY.p8")
                 }
@@ -138,7 +171,7 @@ extension BGRelay {
                 } catch {
                     throw ValidationError(error.description)
                 }
-                try await options.openStore().addProviderKey(registration, now: SystemClock().now)
+                try await options.withStore { try await $0.addProviderKey(registration, now: SystemClock().now) }
                 print("Provider key \(keyID) (team \(teamID)) may push to \(registration.topics.joined(separator: ", ")).")
             }
         }
@@ -149,7 +182,7 @@ extension BGRelay {
             @Argument(help: "The key's id.") var keyID: String
 
             func run() async throws {
-                guard try await options.openStore().removeProviderKey(keyID) else {
+                guard try await options.withStore({ try await $0.removeProviderKey(keyID) }) else {
                     throw ValidationError("no provider key \(keyID); bgrelay keys lists them")
                 }
                 print("Removed provider key \(keyID).")

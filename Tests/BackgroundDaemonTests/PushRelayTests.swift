@@ -225,3 +225,57 @@ struct PushRelayTests {
         return nil
     }
 }
+
+/// Several relay nodes on one PostgreSQL: any node takes any provider's push and any device's
+/// uplink; the node holding the device is told (LISTEN/NOTIFY) and sends it; a device that
+/// reconnects to another node fences the old session off.
+@Suite(.timeLimit(.minutes(2)), .enabled(if: TestPostgres.isAvailable, "needs PostgreSQL: eval \"$(Tests/Postgres/start.sh)\" (CI does)"))
+struct PushRelayNodesTests {
+    static let app = PushGatewayTests.app
+
+    @Test func aPushToAnyNodeReachesTheDeviceOnAnother() async throws {
+        try await RelayNode.withNodes(3) { nodes in
+            let clients = nodes.map { $0.client() }
+            defer { for client in clients { _ = client.shutdown() } }
+            nonisolated(unsafe) let key = P256.Signing.PrivateKey()
+            try await nodes[0].addProviderKey(key, topics: [Self.app])
+            let providers = (0..<3).map {
+                PushGatewayTests.Provider(client: clients[$0], base: nodes[$0].providerURL, key: key, now: SystemClock().now)
+            }
+            let enrollment = try await RawUplink.enroll(nodes[1], client: clients[1])
+            let onNode2 = try await RawUplink.connect(nodes[2], client: clients[2], enrollment: enrollment)
+            #expect(await onNode2.next() == .ready(device: enrollment.device))
+            let token = String(repeating: "5e", count: 32)
+            onNode2.send(.register(token: token, topic: Self.app))
+            #expect(try await nodes[0].eventually { try await nodes[0].store.tokenOwner(token) != nil })
+            // The relay's other nodes learn of the token from PostgreSQL, not from a cache.
+            for (index, provider) in providers.enumerated() {
+                let answer = try await provider.send(token: token, headers: [("apns-id", "00000000-0000-0000-0000-00000000000\(index)")])
+                #expect(answer.status == 200, "node \(index): \(answer)")
+            }
+            var received: [String] = []
+            for _ in 0..<3 {
+                guard case .push(let push) = await onNode2.next() else { break }
+                received.append(push.apnsID)
+                onNode2.send(.ack(seq: push.seq))
+            }
+            #expect(received == (0..<3).map { "00000000-0000-0000-0000-00000000000\($0)" })
+            #expect(try await nodes[0].eventually { try await nodes[0].store.pushLog().allSatisfy { $0.state == .delivered } })
+
+            // The device comes back through node 0 while node 2 still holds its old uplink: the
+            // next push goes to the new uplink, and node 2's session ends without sending it.
+            let onNode0 = try await RawUplink.connect(nodes[0], client: clients[0], enrollment: enrollment)
+            #expect(await onNode0.next() == .ready(device: enrollment.device))
+            #expect(try await providers[1].send(token: token, headers: [("apns-id", "00000000-0000-0000-0000-000000000009")]).status == 200)
+            guard case .push(let push) = await onNode0.next() else { Issue.record("no push on the new uplink"); return }
+            #expect(push.apnsID == "00000000-0000-0000-0000-000000000009")
+            guard case .closing(let code, _) = await onNode2.next() else { Issue.record("node 2 did not end"); return }
+            #expect(code == "superseded")
+            onNode2.close()
+            #expect(await onNode2.next() == nil, "the superseded uplink ends once the device closed its side")
+            onNode0.send(.ack(seq: push.seq))
+            #expect(try await nodes[0].eventually { try await nodes[0].store.pushLog().map(\.state).allSatisfy { $0 == .delivered } })
+            onNode0.close()
+        }
+    }
+}

@@ -1,19 +1,46 @@
 import BackgroundGateway
 import BackgroundModel
+import BackgroundTesting
 import Foundation
+import Logging
 import Testing
 
 @testable import BackgroundRelay
 
-/// The relay's store on a real SQLite file: devices and their tokens, and a push's life from
-/// commit to its end — each end with its reason.
+/// The relay's store, on a real SQLite file and on a real PostgreSQL (each test its own
+/// database): devices and their tokens, claims, and a push's life from commit to its end — each
+/// end with its reason. Both stores answer every case the same.
 struct RelayStoreTests {
     let now = Date(timeIntervalSince1970: 1_767_603_600)
     let topic = "com.example.news"
 
-    func store() throws -> SQLiteRelayStore {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("relay-\(UUID().uuidString)").path
-        return try Relay.openStore(in: directory)
+    enum Backend: String, CaseIterable, Sendable, CustomTestStringConvertible {
+        case sqlite, postgres
+        var testDescription: String { rawValue }
+        /// PostgreSQL where a server is configured (`postgresIsThere` says why not otherwise).
+        static var available: [Backend] { TestPostgres.isAvailable ? allCases : [.sqlite] }
+    }
+
+    func withStore(_ backend: Backend, _ body: (any RelayStore) async throws -> Void) async throws {
+        switch backend {
+        case .sqlite:
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("relay-\(UUID().uuidString)").path
+            try await body(try Relay.openStore(in: directory))
+        case .postgres:
+            let store = try PostgresRelayStore(url: try await TestPostgres.makeDatabase(), logger: Logger(label: "test"))
+            let pool = Task { await store.runPool() }
+            defer { pool.cancel() }
+            try await store.prepare()
+            try await body(store)
+        }
+    }
+
+    @Test(.enabled(if: TestPostgres.isAvailable, "needs PostgreSQL: eval \"$(Tests/Postgres/start.sh)\" (CI does)"))
+    func postgresIsThere() async throws {
+        try await withStore(.postgres) { store in
+            let version = try await store.credentialsVersion()
+            #expect(version == 0)
+        }
     }
 
     func push(
@@ -24,8 +51,9 @@ struct RelayStoreTests {
             expiration: expiration, payload: Data(#"{"aps":{"content-available":1}}"#.utf8))
     }
 
-    @Test func aDeviceAuthenticatesWithItsSecretOnly() async throws {
-        let store = try store()
+    @Test(arguments: Backend.available)
+    func aDeviceAuthenticatesWithItsSecretOnly(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
         let (device, secret) = try await store.enroll(now: now)
         let (other, otherSecret) = try await store.enroll(now: now)
         #expect(device != other && secret != otherSecret && device.count == 32 && secret.count == 64)
@@ -33,10 +61,12 @@ struct RelayStoreTests {
         #expect(try await !store.authenticate(device: device, secret: otherSecret))
         #expect(try await !store.authenticate(device: "nobody", secret: secret))
         #expect(try await !store.authenticate(device: device, secret: ""))
+        }
     }
 
-    @Test func aTokenIsBoundToTheFirstDeviceAndItsTopic() async throws {
-        let store = try store()
+    @Test(arguments: Backend.available)
+    func aTokenIsBoundToTheFirstDeviceAndItsTopic(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
         let (a, _) = try await store.enroll(now: now)
         let (b, _) = try await store.enroll(now: now)
         let token = String(repeating: "ab", count: 32)
@@ -53,10 +83,14 @@ struct RelayStoreTests {
         }
         let owner = try #require(try await store.tokenOwner(token))
         #expect(owner.device == a && owner.topic == topic && owner.revokedAt == nil)
+        let version = try await store.credentialsVersion()
+        #expect(version > 0 && store.credentials.current(now: 0, refresh: { nil }) == version)
+        }
     }
 
-    @Test func pushesEndDeliveredReplacedExpiredOrRevoked() async throws {
-        let store = try store()
+    @Test(arguments: Backend.available)
+    func pushesEndDeliveredReplacedExpiredOrRevoked(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
         let (device, _) = try await store.enroll(now: now)
         let token = String(repeating: "cd", count: 32)
         try await store.register(token: token, topic: topic, device: device, now: now)
@@ -89,10 +123,12 @@ struct RelayStoreTests {
         #expect(try await store.pushLog().map(\.state) == [.replaced, .delivered, .expired, .expired, .revoked])
         #expect(try await store.pendingPushes(of: device, after: 0, fencing: newer, now: now).isEmpty)
         #expect(try await store.pushCounts()[.pending] == nil)
+        }
     }
 
-    @Test func nowOrNeverReachesAConnectedDevice() async throws {
-        let store = try store()
+    @Test(arguments: Backend.available)
+    func nowOrNeverReachesAConnectedDevice(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
         let (device, _) = try await store.enroll(now: now)
         let token = String(repeating: "ef", count: 32)
         try await store.register(token: token, topic: topic, device: device, now: now)
@@ -102,6 +138,7 @@ struct RelayStoreTests {
             connected: { $0 == device })
         let fencing = try await store.claim(device: device, node: "a", now: now)
         #expect(try await store.pendingPushes(of: device, after: 0, fencing: fencing, now: now).map(\.apnsID) == ["z"])
+        }
     }
 
     @Test func linesAreSplitAndALongOneIsRefused() throws {
@@ -114,7 +151,7 @@ struct RelayStoreTests {
     @Test func framesRoundTripAndStrangersAreNone() {
         let frames: [UplinkFrame] = [
             .register(token: "t", topic: topic), .revoke(token: "t", atMilliseconds: 5), .ack(seq: 9),
-            .ready(device: "d"), .refused(code: "c", reason: "r"),
+            .ready(device: "d"), .refused(code: "c", reason: "r"), .closing(code: "superseded", reason: "r"),
             .push(
                 RelayedPush(
                     seq: 1, token: "t", topic: topic, apnsID: "i", pushType: "background", priority: 5,

@@ -49,6 +49,7 @@ public actor PushUplink: Service {
         case closed
         case silent(Duration)
         case badURL(String)
+        case closedByRelay(code: String, reason: String)
 
         public var description: String {
             switch self {
@@ -56,6 +57,7 @@ public actor PushUplink: Service {
             case .closed: "the relay closed the uplink"
             case .silent(let wait): "no answer from the relay within \(wait) of a keep-alive"
             case .badURL(let url): "'\(url)' is not a relay URL (https://host:port)"
+            case .closedByRelay(let code, let reason): "the relay ended the uplink (\(code)): \(reason)"
             }
         }
     }
@@ -228,6 +230,8 @@ public actor PushUplink: Service {
             sink.yield(Self.line(.ack(seq: push.seq)))
         case .refused(let code, let reason):
             logger.warning("The push relay refused a frame", metadata: ["code": "\(code)", "reason": "\(reason)"])
+        case .closing(let code, let reason):
+            throw Failure.closedByRelay(code: code, reason: reason)
         case .register, .revoke, .ack:
             logger.warning("The push relay sent a device's frame; ignored")
         }

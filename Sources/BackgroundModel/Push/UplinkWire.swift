@@ -18,6 +18,11 @@ public enum UplinkFrame: Codable, Sendable, Equatable {
     case push(RelayedPush)
     /// A frame the relay refused, and why; nothing changed.
     case refused(code: String, reason: String)
+    /// The relay ends this uplink (`superseded`: the device connected again; `stopping`: the
+    /// node is going away): the device closes its side, and connects again unless superseded.
+    /// The relay ends its side once the device has (HTTP/2 clients must not see the response end
+    /// while they still send).
+    case closing(code: String, reason: String)
 
     private enum Key: String, CodingKey { case type, token, topic, at, seq, device, push, code, reason }
 
@@ -31,6 +36,7 @@ public enum UplinkFrame: Codable, Sendable, Equatable {
         case "ready": self = .ready(device: try c.decode(String.self, forKey: .device))
         case "push": self = .push(try c.decode(RelayedPush.self, forKey: .push))
         case "refused": self = .refused(code: try c.decode(String.self, forKey: .code), reason: try c.decode(String.self, forKey: .reason))
+        case "closing": self = .closing(code: try c.decode(String.self, forKey: .code), reason: try c.decode(String.self, forKey: .reason))
         case let type:
             throw DecodingError.dataCorruptedError(forKey: .type, in: c, debugDescription: "unknown frame type \(type)")
         }
@@ -58,6 +64,10 @@ public enum UplinkFrame: Codable, Sendable, Equatable {
             try c.encode(push, forKey: .push)
         case .refused(let code, let reason):
             try c.encode("refused", forKey: .type)
+            try c.encode(code, forKey: .code)
+            try c.encode(reason, forKey: .reason)
+        case .closing(let code, let reason):
+            try c.encode("closing", forKey: .type)
             try c.encode(code, forKey: .code)
             try c.encode(reason, forKey: .reason)
         }

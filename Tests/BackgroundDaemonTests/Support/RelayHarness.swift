@@ -21,18 +21,46 @@ struct RelayNode: Sendable {
     var uplinkURL: String { "https://localhost:\(uplinkPort)" }
     var providerURL: String { "https://localhost:\(providerPort)" }
     var certificatePath: String { relay.certificatePath }
-    var store: RelayStore { relay.store }
+    var store: any RelayStore { relay.store }
 
-    static func with<T: Sendable>(
-        directory: String? = nil, _ body: @Sendable (RelayNode) async throws -> T
+    /// Several nodes on one PostgreSQL database of their own (a connection pool each, as
+    /// processes would have), sharing one certificate.
+    static func withNodes<T: Sendable>(
+        _ count: Int, _ body: @Sendable ([RelayNode]) async throws -> T
     ) async throws -> T {
-        let directory = directory ?? TemporaryDirectory.make()
+        let url = try await TestPostgres.makeDatabase()
+        let directory = TemporaryDirectory.make()
+        _ = try GatewayCertificate.loadOrCreate(in: directory, now: SystemClock().now)
+        @Sendable func start(_ index: Int, _ started: [RelayNode]) async throws -> T {
+            guard index < count else { return try await body(started) }
+            let store = try PostgresRelayStore(url: url, logger: logger)
+            let pool = Task { await store.runPool() }
+            defer { pool.cancel() }
+            try await store.prepare()
+            return try await with(directory: directory, store: store, node: "node\(index)") { node in
+                try await start(index + 1, started + [node])
+            }
+        }
+        return try await start(0, [])
+    }
+
+    static var logger: Logger {
         var logger = Logger(label: "bgrelay")
         logger.logLevel =
             ProcessInfo.processInfo.environment["BGD_TEST_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
+        return logger
+    }
+
+    static func with<T: Sendable>(
+        directory: String? = nil, store: (any RelayStore)? = nil, node: String = "node",
+        _ body: @Sendable (RelayNode) async throws -> T
+    ) async throws -> T {
+        let directory = directory ?? TemporaryDirectory.make()
+        let logger = Self.logger
         let relay = Relay(
-            configuration: .init(provider: .init(port: 0), uplink: .init(port: 0), stateDirectory: directory),
-            store: try Relay.openStore(in: directory), clock: SystemClock(), logger: logger)
+            configuration: .init(
+                provider: .init(port: 0), uplink: .init(port: 0), stateDirectory: directory, node: node),
+            store: try store ?? Relay.openStore(in: directory), clock: SystemClock(), logger: logger)
         let group = ServiceGroup(
             configuration: .init(services: try relay.makeServices(), gracefulShutdownSignals: [], logger: logger))
         let running = Task { try await group.run() }

@@ -1,0 +1,396 @@
+import BackgroundGateway
+import BackgroundModel
+import Foundation
+import Logging
+import PostgresNIO
+import ServiceLifecycle
+
+/// The relay's state in PostgreSQL, shared by several nodes: any node takes any provider's push
+/// and any device's uplink. A commit notifies every node (`NOTIFY bgrelay, 'push:<device>'`, sent
+/// when the transaction commits); the node holding the device's uplink sends it. Pending pushes
+/// are read `FOR UPDATE SKIP LOCKED` under the device's claim, so two nodes that both think they
+/// hold a device (one paused while it reconnected elsewhere) never both send a push, and the
+/// older one's fencing token is refused when it wakes. No node keeps state another needs.
+public final class PostgresRelayStore: RelayStore {
+    let client: PostgresClient
+    let logger: Logger
+    public let credentials = CredentialsVersion()
+
+    /// `postgres://user:password@host:port/database` (TLS is not used: loopback or a private net).
+    public init(url: String, logger: Logger) throws {
+        guard let components = URLComponents(string: url), ["postgres", "postgresql"].contains(components.scheme),
+            let host = components.host, let user = components.user
+        else {
+            throw PostgresURLProblem(description: "'\(url)' is not postgres://user:password@host:port/database")
+        }
+        let database = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
+        var configuration = PostgresClient.Configuration(
+            host: host, port: components.port ?? 5432, username: user, password: components.password,
+            database: database.isEmpty ? nil : database, tls: .disable)
+        configuration.options.maximumConnections = 20
+        // Its own warnings at error level: it warns once, harmlessly, when the first query waits
+        // for `run()` to begin, which `runPool` then `prepare` always races.
+        var background = logger
+        background.logLevel = max(logger.logLevel, .error)
+        client = PostgresClient(configuration: configuration, backgroundLogger: background)
+        self.logger = logger
+    }
+
+    /// Runs the connection pool until cancelled: it must run while the store is used (start it,
+    /// then `prepare`, then serve).
+    public func runPool() async { await client.run() }
+
+    /// Runs `body` in a transaction; a refusal thrown inside comes out as itself, not wrapped.
+    private func transaction<T: Sendable>(_ body: (PostgresConnection) async throws -> sending T) async throws -> T {
+        do {
+            return try await client.withTransaction(logger: logger, body)
+        } catch let error as PostgresTransactionError {
+            if let refusal = error.closureError as? RelayRefusal { throw refusal }
+            throw error
+        }
+    }
+
+    /// Creates the tables if they are not there (one node at a time, under an advisory lock).
+    public func prepare() async throws {
+        try await transaction { connection in
+            try await connection.query("SELECT pg_advisory_xact_lock(71946219)", logger: logger)
+            for statement: PostgresQuery in [
+                """
+                CREATE TABLE IF NOT EXISTS relay_device (
+                    id text PRIMARY KEY, secret_hash text NOT NULL, enrolled_at timestamptz NOT NULL,
+                    fencing bigint NOT NULL DEFAULT 0, claimed_by text)
+                """,
+                """
+                CREATE TABLE IF NOT EXISTS relay_device_token (
+                    token text PRIMARY KEY, device_id text NOT NULL REFERENCES relay_device(id), topic text NOT NULL,
+                    registered_at timestamptz NOT NULL, revoked_at timestamptz)
+                """,
+                """
+                CREATE TABLE IF NOT EXISTS relay_provider_key (
+                    key_id text PRIMARY KEY, team_id text NOT NULL, topics text NOT NULL, public_key text NOT NULL,
+                    added_at timestamptz NOT NULL)
+                """,
+                """
+                CREATE TABLE IF NOT EXISTS relay_push (
+                    id bigserial PRIMARY KEY, device_id text NOT NULL REFERENCES relay_device(id), token text NOT NULL,
+                    topic text NOT NULL, apns_id text NOT NULL, push_type text NOT NULL, priority int NOT NULL,
+                    collapse_id text, expiration timestamptz, payload bytea NOT NULL, accepted_at timestamptz NOT NULL,
+                    state text NOT NULL, ended_at timestamptz)
+                """,
+                "CREATE INDEX IF NOT EXISTS relay_push_pending ON relay_push (device_id, state, id)",
+                "CREATE TABLE IF NOT EXISTS relay_credentials (version bigint NOT NULL)",
+                "INSERT INTO relay_credentials (version) SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM relay_credentials)",
+            ] {
+                try await connection.query(statement, logger: logger)
+            }
+        }
+    }
+
+    /// Follows what other nodes commit until cancelled: `onPush` hears each device with new
+    /// pushes; a change of keys or tokens moves `credentials`.
+    public func follow(onPush: @escaping @Sendable (String) -> Void) async throws {
+        try await client.withConnection { connection in
+            try await connection.listen(on: "bgrelay") { notifications in
+                for try await notification in notifications {
+                    let payload = notification.payload
+                    if payload.hasPrefix("push:") {
+                        onPush(String(payload.dropFirst(5)))
+                    } else if payload.hasPrefix("credentials:"), let version = Int(payload.dropFirst(12)) {
+                        credentials.advance(to: version)
+                    }
+                }
+            }
+        }
+    }
+
+    // MARK: Devices and tokens
+
+    public func enroll(now: Date) async throws -> (device: String, secret: String) {
+        let device = SQLiteRelayStore.randomHex(16)
+        let secret = SQLiteRelayStore.randomHex(32)
+        let hash = SQLiteRelayStore.hash(secret)
+        try await client.query(
+            "INSERT INTO relay_device (id, secret_hash, enrolled_at) VALUES (\(device), \(hash), \(now))", logger: logger)
+        return (device, secret)
+    }
+
+    public func authenticate(device: String, secret: String) async throws -> Bool {
+        let rows = try await client.query("SELECT secret_hash FROM relay_device WHERE id = \(device)", logger: logger)
+        for try await stored in rows.decode(String.self) {
+            return SQLiteRelayStore.sameHash(SQLiteRelayStore.hash(secret), stored)
+        }
+        return false
+    }
+
+    public func register(token: String, topic: String, device: String, now: Date) async throws {
+        let token = token.lowercased()
+        guard SQLiteRelayStore.isToken(token) else { throw RelayRefusal.malformedToken(token) }
+        guard AppID(rawValue: topic) != nil else { throw RelayRefusal.malformedTopic(topic) }
+        let logger = self.logger
+        let version: Int? = try await transaction { connection in
+            let inserted = try await connection.query(
+                """
+                INSERT INTO relay_device_token (token, device_id, topic, registered_at)
+                VALUES (\(token), \(device), \(topic), \(now)) ON CONFLICT (token) DO NOTHING RETURNING token
+                """, logger: logger
+            ).collect()
+            guard inserted.isEmpty else { return try await Self.bumpCredentials(connection, logger: logger) }
+            for try await (owner, registered) in try await connection.query(
+                "SELECT device_id, topic FROM relay_device_token WHERE token = \(token)", logger: logger
+            ).decode((String, String).self) {
+                guard owner == device else { throw RelayRefusal.tokenTaken(token) }
+                guard registered == topic else { throw RelayRefusal.topicMismatch(token) }
+            }
+            return nil
+        }
+        if let version { credentials.advance(to: version) }
+    }
+
+    public func revoke(token: String, device: String, at: Date) async throws {
+        let token = token.lowercased()
+        let logger = self.logger
+        let version = try await transaction { connection in
+            var owner: String?
+            for try await found in try await connection.query(
+                "SELECT device_id FROM relay_device_token WHERE token = \(token) FOR UPDATE", logger: logger
+            ).decode(String.self) { owner = found }
+            guard owner == device else { throw RelayRefusal.unknownToken(token) }
+            try await connection.query(
+                "UPDATE relay_device_token SET revoked_at = \(at) WHERE token = \(token) AND revoked_at IS NULL",
+                logger: logger)
+            try await connection.query(
+                "UPDATE relay_push SET state = 'revoked', ended_at = \(at) WHERE token = \(token) AND state = 'pending'",
+                logger: logger)
+            return try await Self.bumpCredentials(connection, logger: logger)
+        }
+        credentials.advance(to: version)
+    }
+
+    public func tokenOwner(_ token: String) async throws -> RelayTokenOwner? {
+        let token = token.lowercased()
+        for try await (device, topic, revokedAt) in try await client.query(
+            "SELECT device_id, topic, revoked_at FROM relay_device_token WHERE token = \(token)", logger: logger
+        ).decode((String, String, Date?).self) {
+            return RelayTokenOwner(device: device, topic: topic, revokedAt: revokedAt)
+        }
+        return nil
+    }
+
+    // MARK: Provider keys
+
+    public func addProviderKey(_ key: ProviderKeyRegistration, now: Date) async throws {
+        let topics = String(decoding: try JSONEncoder().encode(key.topics), as: UTF8.self)
+        let logger = self.logger
+        let version = try await transaction { connection in
+            try await connection.query(
+                """
+                INSERT INTO relay_provider_key (key_id, team_id, topics, public_key, added_at)
+                VALUES (\(key.keyID), \(key.teamID), \(topics), \(key.publicKeyPEM), \(now))
+                ON CONFLICT (key_id) DO UPDATE SET team_id = excluded.team_id, topics = excluded.topics,
+                    public_key = excluded.public_key, added_at = excluded.added_at
+                """, logger: logger)
+            return try await Self.bumpCredentials(connection, logger: logger)
+        }
+        credentials.advance(to: version)
+    }
+
+    public func removeProviderKey(_ keyID: String) async throws -> Bool {
+        let logger = self.logger
+        let (removed, version) = try await transaction { connection in
+            let rows = try await connection.query(
+                "DELETE FROM relay_provider_key WHERE key_id = \(keyID) RETURNING key_id", logger: logger
+            ).collect()
+            return (!rows.isEmpty, try await Self.bumpCredentials(connection, logger: logger))
+        }
+        credentials.advance(to: version)
+        return removed
+    }
+
+    public func providerKey(_ keyID: String) async throws -> ProviderKeyRegistration? {
+        try await keys(where: keyID).first
+    }
+
+    public func providerKeys() async throws -> [ProviderKeyRegistration] { try await keys(where: nil) }
+
+    private func keys(where keyID: String?) async throws -> [ProviderKeyRegistration] {
+        let rows = try await client.query(
+            """
+            SELECT key_id, team_id, topics, public_key, added_at FROM relay_provider_key
+            WHERE \(keyID)::text IS NULL OR key_id = \(keyID) ORDER BY key_id
+            """, logger: logger)
+        var keys: [ProviderKeyRegistration] = []
+        for try await (id, team, topics, publicKey, added) in rows.decode((String, String, String, String, Date).self) {
+            let list = (try? JSONDecoder().decode([String].self, from: Data(topics.utf8))) ?? []
+            keys.append(ProviderKeyRegistration(keyID: id, teamID: team, topics: list, publicKeyPEM: publicKey, addedAt: added))
+        }
+        return keys
+    }
+
+    public func credentialsVersion() async throws -> Int {
+        for try await version in try await client.query("SELECT version FROM relay_credentials", logger: logger)
+            .decode(Int.self)
+        {
+            return version
+        }
+        return 0
+    }
+
+    /// Bumps the version in the transaction that changed keys or tokens, and tells every node.
+    private static func bumpCredentials(_ connection: PostgresConnection, logger: Logger) async throws -> Int {
+        var version = 0
+        for try await value in try await connection.query(
+            "UPDATE relay_credentials SET version = version + 1 RETURNING version", logger: logger
+        ).decode(Int.self) { version = value }
+        try await connection.query("SELECT pg_notify('bgrelay', \("credentials:\(version)"))", logger: logger)
+        return version
+    }
+
+    // MARK: Pushes
+
+    public func commit(
+        _ pushes: [AcceptedPush<RelayTokenOwner>], now: Date, connected: @Sendable (String) -> Bool
+    ) async throws -> Set<String> {
+        let logger = self.logger
+        return try await transaction { connection in
+            var devices: Set<String> = []
+            for push in pushes {
+                let device = push.owner.device
+                if let collapseID = push.collapseID {
+                    try await connection.query(
+                        """
+                        UPDATE relay_push SET state = 'replaced', ended_at = \(now)
+                        WHERE device_id = \(device) AND topic = \(push.owner.topic) AND collapse_id = \(collapseID)
+                            AND state = 'pending'
+                        """, logger: logger)
+                }
+                var expiration = push.expiration
+                var state = RelayPushState.pending
+                if let given = expiration, given.timeIntervalSince1970 == 0 {
+                    // Now or never. Another node may hold the device: "connected" is this
+                    // node's view, so a device held elsewhere gets a minute too.
+                    expiration = now.addingTimeInterval(60)
+                    if !connected(device), try await !Self.isClaimed(device, connection: connection, logger: logger) {
+                        state = .expired
+                    }
+                }
+                let endedAt: Date? = state == .pending ? nil : now
+                try await connection.query(
+                    """
+                    INSERT INTO relay_push (device_id, token, topic, apns_id, push_type, priority, collapse_id,
+                        expiration, payload, accepted_at, state, ended_at)
+                    VALUES (\(device), \(push.deviceToken), \(push.owner.topic), \(push.apnsID), \(push.pushType),
+                        \(push.priority), \(push.collapseID), \(expiration), \(push.payload), \(now), \(state.rawValue),
+                        \(endedAt))
+                    """, logger: logger)
+                if state == .pending { devices.insert(device) }
+            }
+            for device in devices {
+                try await connection.query("SELECT pg_notify('bgrelay', \("push:" + device))", logger: logger)
+            }
+            return devices
+        }
+    }
+
+    private static func isClaimed(_ device: String, connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        for try await claimedBy in try await connection.query(
+            "SELECT claimed_by FROM relay_device WHERE id = \(device)", logger: logger
+        ).decode(String?.self) {
+            return claimedBy != nil
+        }
+        return false
+    }
+
+    public func claim(device: String, node: String, now: Date) async throws -> Int64 {
+        for try await fencing in try await client.query(
+            "UPDATE relay_device SET fencing = fencing + 1, claimed_by = \(node) WHERE id = \(device) RETURNING fencing",
+            logger: logger
+        ).decode(Int64.self) {
+            return fencing
+        }
+        return 0
+    }
+
+    /// Locks the device's row and throws `superseded` unless `fencing` is its newest claim.
+    private static func checkClaim(
+        _ device: String, fencing: Int64, connection: PostgresConnection, logger: Logger
+    ) async throws {
+        var current: Int64?
+        for try await value in try await connection.query(
+            "SELECT fencing FROM relay_device WHERE id = \(device) FOR SHARE", logger: logger
+        ).decode(Int64.self) { current = value }
+        guard current == fencing else { throw RelayRefusal.superseded }
+    }
+
+    public func pendingPushes(of device: String, after seq: Int64, fencing: Int64, now: Date) async throws
+        -> [RelayedPush]
+    {
+        let logger = self.logger
+        return try await transaction { connection in
+            try await Self.checkClaim(device, fencing: fencing, connection: connection, logger: logger)
+            try await connection.query(
+                """
+                UPDATE relay_push SET state = 'expired', ended_at = \(now)
+                WHERE device_id = \(device) AND state = 'pending' AND expiration IS NOT NULL AND expiration < \(now)
+                """, logger: logger)
+            let rows = try await connection.query(
+                """
+                SELECT id, token, topic, apns_id, push_type, priority, collapse_id, expiration, payload FROM relay_push
+                WHERE device_id = \(device) AND state = 'pending' AND id > \(seq)
+                ORDER BY id LIMIT \(pendingBatch) FOR UPDATE SKIP LOCKED
+                """, logger: logger)
+            var pushes: [RelayedPush] = []
+            for try await (id, token, topic, apnsID, type, priority, collapse, expiration, payload) in rows.decode(
+                (Int64, String, String, String, String, Int, String?, Date?, Data).self)
+            {
+                pushes.append(
+                    RelayedPush(
+                        seq: id, token: token, topic: topic, apnsID: apnsID, pushType: type, priority: priority,
+                        collapseID: collapse,
+                        expirationMilliseconds: expiration.map { Int64($0.timeIntervalSince1970 * 1000) },
+                        payload: payload))
+            }
+            return pushes
+        }
+    }
+
+    public func deliver(_ seq: Int64, device: String, fencing: Int64, now: Date) async throws -> Date? {
+        let logger = self.logger
+        return try await transaction { connection in
+            try await Self.checkClaim(device, fencing: fencing, connection: connection, logger: logger)
+            for try await acceptedAt in try await connection.query(
+                """
+                UPDATE relay_push SET state = 'delivered', ended_at = \(now)
+                WHERE id = \(seq) AND device_id = \(device) AND state = 'pending' RETURNING accepted_at
+                """, logger: logger
+            ).decode(Date.self) {
+                return acceptedAt
+            }
+            return nil
+        }
+    }
+
+    public func pushCounts() async throws -> [RelayPushState: Int] {
+        var counts: [RelayPushState: Int] = [:]
+        for try await (state, count) in try await client.query(
+            "SELECT state, COUNT(*) FROM relay_push GROUP BY state", logger: logger
+        ).decode((String, Int).self) {
+            if let state = RelayPushState(rawValue: state) { counts[state] = count }
+        }
+        return counts
+    }
+
+    public func pushLog() async throws -> [(seq: Int64, device: String, apnsID: String, state: RelayPushState)] {
+        var log: [(seq: Int64, device: String, apnsID: String, state: RelayPushState)] = []
+        for try await (id, device, apnsID, state) in try await client.query(
+            "SELECT id, device_id, apns_id, state FROM relay_push ORDER BY id", logger: logger
+        ).decode((Int64, String, String, String).self) {
+            log.append((id, device, apnsID, RelayPushState(rawValue: state) ?? .pending))
+        }
+        return log
+    }
+}
+
+/// A `--database` URL that is not one.
+public struct PostgresURLProblem: Error, CustomStringConvertible {
+    public let description: String
+}
