@@ -369,6 +369,16 @@ public final class PostgresRelayStore: RelayStore {
         }
     }
 
+    /// The node whose uplink holds the device's newest claim (for operators and checkers).
+    public func claimHolder(of device: String) async throws -> String? {
+        for try await holder in try await client.query(
+            "SELECT claimed_by FROM relay_device WHERE id = \(device)", logger: logger
+        ).decode(String?.self) {
+            return holder
+        }
+        return nil
+    }
+
     public func pushCounts() async throws -> [RelayPushState: Int] {
         var counts: [RelayPushState: Int] = [:]
         for try await (state, count) in try await client.query(

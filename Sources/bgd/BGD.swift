@@ -109,8 +109,14 @@ struct BGD: AsyncParsableCommand {
 
     @Option(
         help:
-            "A push relay's uplink (https://host:2198) to connect out to, for providers that cannot reach this machine; bgd enrolls with it on first start.")
+            "A push relay's uplink (https://host:2198; several nodes of one relay comma-separated, tried in turn) to connect out to, for providers that cannot reach this machine; bgd enrolls with it on first start.")
     var pushRelay: String?
+
+    @Option(
+        help:
+            "How often the relay uplink checks, when idle, that the connection still answers (an empty line, echoed; a silent one is replaced).",
+        transform: parseDuration)
+    var pushRelayKeepAlive: Duration = .seconds(270)
 
     @Option(help: "A CA certificate (PEM) to trust for --push-relay (a relay's self-signed push-gateway.crt).")
     var pushRelayCa: String?
@@ -187,11 +193,13 @@ struct BGD: AsyncParsableCommand {
     var logFormat: String = "auto"
 
     func validate() throws {
-        if let pushRelay {
-            guard let url = URL(string: pushRelay), ["https", "http"].contains(url.scheme ?? ""), url.host != nil else {
+        for node in (pushRelay ?? "").split(separator: ",") {
+            let node = node.trimmingCharacters(in: .whitespaces)
+            guard let url = URL(string: node), ["https", "http"].contains(url.scheme ?? ""), url.host != nil else {
                 throw ValidationError("--push-relay is a relay's uplink URL, e.g. https://relay.example.net:2198")
             }
         }
+        guard pushRelayKeepAlive >= .seconds(1) else { throw ValidationError("--push-relay-keep-alive is at least 1s") }
         if pushRelayCa != nil, pushRelay == nil { throw ValidationError("--push-relay-ca goes with --push-relay") }
         if let pushRelayCa, !FileManager.default.isReadableFile(atPath: pushRelayCa) {
             throw ValidationError("cannot read --push-relay-ca \(pushRelayCa)")
@@ -344,7 +352,9 @@ struct BGD: AsyncParsableCommand {
             appCgroups: appCgroups == "on",
             retention: .init(retention: .init(history: keepHistory, opens: max(keepHistory, .seconds(90 * 86400)))),
             activatedSocket: activated, releasesIdleCodePages: IdleCodePages.isEnabled,
-            pushRelay: .init(url: pushRelay, certificate: pushRelayCa))
+            pushRelay: .init(
+                url: pushRelay, certificate: pushRelayCa, keepAlive: pushRelayKeepAlive,
+                answerWithin: min(.seconds(30), pushRelayKeepAlive)))
         let daemon: Daemon
         do {
             daemon = try await Daemon(

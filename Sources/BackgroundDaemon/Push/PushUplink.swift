@@ -88,27 +88,43 @@ public actor PushUplink: Service {
 
     public func currentStatus() -> PushRelayStatus { status }
 
-    /// Enrolls with the relay at `url` (its uplink, `https://host:2198`) and keeps the credential
-    /// 0600 in the state directory; the uplink connects with it at once.
+    /// Enrolls with the relay at `url` (its uplink, `https://host:2198`; several nodes of one
+    /// relay comma-separated, tried in turn) and keeps the credential 0600 in the state
+    /// directory; the uplink connects with it at once.
     public func enroll(url: String, certificate: String?) async throws -> PushRelayStatus {
-        guard let base = URL(string: url), ["https", "http"].contains(base.scheme ?? ""), base.host != nil else {
-            throw Failure.badURL(url)
+        let nodes = Self.nodes(url)
+        guard !nodes.isEmpty else { throw Failure.badURL(url) }
+        for node in nodes {
+            guard let base = URL(string: node), ["https", "http"].contains(base.scheme ?? ""), base.host != nil else {
+                throw Failure.badURL(node)
+            }
         }
         let client = Self.client(trusting: certificate)
         defer { _ = client.shutdown() }
-        var request = HTTPClientRequest(url: Self.trimmed(url) + "/v1/devices")
-        request.method = .POST
-        let response = try await client.execute(request, timeout: .seconds(30))
-        let body = try await response.body.collect(upTo: 64 * 1024)
-        guard response.status == .ok, var enrollment = try? JSONDecoder().decode(RelayEnrollment.self, from: body)
-        else {
-            throw Failure.refused(status: Int(response.status.code), body: String(buffer: body))
+        var enrolled: RelayEnrollment?
+        var lastError: (any Error)?
+        for node in nodes where enrolled == nil {
+            do {
+                var request = HTTPClientRequest(url: node + "/v1/devices")
+                request.method = .POST
+                let response = try await client.execute(request, timeout: .seconds(30))
+                let body = try await response.body.collect(upTo: 64 * 1024)
+                guard response.status == .ok,
+                    let enrollment = try? JSONDecoder().decode(RelayEnrollment.self, from: body)
+                else {
+                    throw Failure.refused(status: Int(response.status.code), body: String(buffer: body))
+                }
+                enrolled = enrollment
+            } catch {
+                lastError = error
+            }
         }
-        enrollment.url = Self.trimmed(url)
+        guard var enrollment = enrolled else { throw lastError ?? Failure.badURL(url) }
+        enrollment.url = nodes.joined(separator: ",")
         enrollment.certificate = certificate
         try save(enrollment)
         logger.notice("Enrolled with a push relay", metadata: ["relay": "\(url)", "device": "\(enrollment.device)"])
-        status = PushRelayStatus(state: .connecting, url: enrollment.url, device: enrollment.device, since: clock.now)
+        status = PushRelayStatus(state: .connecting, url: nodes[0], device: enrollment.device, since: clock.now)
         changed.ring()
         return status
     }
@@ -118,7 +134,7 @@ public actor PushUplink: Service {
     }
 
     private func serve() async throws {
-        if let url = configuration.url, load()?.url != Self.trimmed(url) {
+        if let url = configuration.url, load()?.url != Self.nodes(url).joined(separator: ",") {
             var backoff = Duration.seconds(1)
             while !Task.isCancelled {
                 do {
@@ -133,17 +149,22 @@ public actor PushUplink: Service {
             }
         }
         var backoff = Duration.seconds(1)
+        var attempt = 0
         while !Task.isCancelled {
             guard let credential = load() else {
                 try await changed.wait(until: nil, on: clock)
                 continue
             }
+            // Several nodes of one relay: the next one after each failure.
+            let nodes = Self.nodes(credential.url)
+            let node = nodes[attempt % max(1, nodes.count)]
+            attempt += 1
             let started = clock.now
             status = PushRelayStatus(
-                state: .connecting, url: credential.url, device: credential.device, since: started,
+                state: .connecting, url: node, device: credential.device, since: started,
                 received: status.received)
             do {
-                try await connect(credential)
+                try await connect(credential, to: node)
             } catch is CancellationError {
                 return
             } catch {
@@ -152,7 +173,7 @@ public actor PushUplink: Service {
                 let wait = backoff * Double.random(in: 0.5...1)
                 logger.warning(
                     "Push relay uplink lost; reconnecting",
-                    metadata: ["relay": "\(credential.url)", "error": "\(error)", "retry.in": "\(wait)"])
+                    metadata: ["relay": "\(node)", "error": "\(error)", "retry.in": "\(wait)"])
                 status.state = .waiting
                 status.lastError = "\(error)"
                 status.retryAt = clock.now.adding(wait)
@@ -163,12 +184,12 @@ public actor PushUplink: Service {
     }
 
     /// One uplink, until it fails.
-    private func connect(_ credential: RelayEnrollment) async throws {
+    private func connect(_ credential: RelayEnrollment, to node: String) async throws {
         let client = Self.client(trusting: credential.certificate)
         defer { _ = client.shutdown() }
         let (up, sink) = AsyncStream<ByteBuffer>.makeStream()
         defer { sink.finish() }
-        var request = HTTPClientRequest(url: credential.url + "/v1/uplink")
+        var request = HTTPClientRequest(url: node + "/v1/uplink")
         request.method = .POST
         request.headers.add(name: "authorization", value: credential.bearer)
         request.headers.add(name: "content-type", value: "application/x-ndjson")
@@ -302,8 +323,12 @@ public actor PushUplink: Service {
         guard rename(temporary, credentialPath) == 0 else { throw CocoaError(.fileWriteUnknown) }
     }
 
-    private static func trimmed(_ url: String) -> String {
-        url.hasSuffix("/") ? String(url.dropLast()) : url
+    /// The nodes in a relay URL: comma-separated, each without a trailing slash.
+    static func nodes(_ url: String) -> [String] {
+        url.split(separator: ",").map { part in
+            let node = part.trimmingCharacters(in: .whitespaces)
+            return node.hasSuffix("/") ? String(node.dropLast()) : node
+        }.filter { !$0.isEmpty }
     }
 
     private static func client(trusting certificate: String?) -> HTTPClient {
