@@ -166,6 +166,15 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
             path: "Benchmarks/bgbench-push", swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "bgbench-relay",
+            dependencies: [
+                "BackgroundModel",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOFoundationCompat", package: "swift-nio"),
+            ],
+            path: "Benchmarks/bgbench-relay", swiftSettings: swiftSettings),
         // Enters Landlock and execs an app bgd launches (C: it runs before every launch).
         .executableTarget(name: "bgd-confine", path: "Sources/bgd-confine"),
         .executableTarget(
@@ -184,7 +193,7 @@ let package = Package(
         .executableTarget(
             name: "bgrelay",
             dependencies: [
-                "BackgroundRelay", "BackgroundGateway", "BackgroundModel", "BackgroundProviderKeys",
+                "BackgroundRelay", "BackgroundGateway", "BackgroundModel", "BackgroundPolicy", "BackgroundProviderKeys",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

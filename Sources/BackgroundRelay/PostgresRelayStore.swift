@@ -353,19 +353,19 @@ public final class PostgresRelayStore: RelayStore {
         }
     }
 
-    public func deliver(_ seq: Int64, device: String, fencing: Int64, now: Date) async throws -> Date? {
-        let logger = self.logger
-        return try await transaction { connection in
+    public func deliver(_ seqs: [Int64], device: String, fencing: Int64, now: Date) async throws -> [Date] {
+        try await transaction { connection in
             try await Self.checkClaim(device, fencing: fencing, connection: connection, logger: logger)
+            var accepted: [Date] = []
             for try await acceptedAt in try await connection.query(
                 """
                 UPDATE relay_push SET state = 'delivered', ended_at = \(now)
-                WHERE id = \(seq) AND device_id = \(device) AND state = 'pending' RETURNING accepted_at
+                WHERE id = ANY(\(seqs)) AND device_id = \(device) AND state = 'pending' RETURNING accepted_at
                 """, logger: logger
             ).decode(Date.self) {
-                return acceptedAt
+                accepted.append(acceptedAt)
             }
-            return nil
+            return accepted
         }
     }
 

@@ -39,12 +39,19 @@ public protocol RelayStore: Sendable {
     func claim(device: String, node: String, now: Date) async throws -> Int64
     /// The device's pending pushes after `seq`, oldest first, under the claim `fencing`.
     func pendingPushes(of device: String, after seq: Int64, fencing: Int64, now: Date) async throws -> [RelayedPush]
-    /// Push `seq` is delivered (under the claim `fencing`); returns when it was accepted, or nil
-    /// if it was not pending or not the device's.
-    func deliver(_ seq: Int64, device: String, fencing: Int64, now: Date) async throws -> Date?
+    /// Pushes `seqs` are delivered (under the claim `fencing`), in one transaction; returns when
+    /// each newly delivered one was accepted (one not pending, or not the device's, is skipped).
+    func deliver(_ seqs: [Int64], device: String, fencing: Int64, now: Date) async throws -> [Date]
     func pushCounts() async throws -> [RelayPushState: Int]
     func pushLog() async throws -> [(seq: Int64, device: String, apnsID: String, state: RelayPushState)]
 }
 
 /// The most pending pushes one read hands a session.
 let pendingBatch = 256
+
+extension RelayStore {
+    /// Push `seq` is delivered; when it was accepted, or nil if it was not pending or not the device's.
+    public func deliver(_ seq: Int64, device: String, fencing: Int64, now: Date) async throws -> Date? {
+        try await deliver([seq], device: device, fencing: fencing, now: now).first
+    }
+}

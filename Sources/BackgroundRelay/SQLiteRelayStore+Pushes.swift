@@ -103,19 +103,21 @@ extension SQLiteRelayStore {
         }
     }
 
-    /// The device committed push `seq`: it is delivered. Returns when it was accepted, or nil
-    /// if it was not the device's or not pending (an acknowledgement repeated after a reconnect).
-    public func deliver(_ seq: Int64, device: String, fencing: Int64, now: Date) async throws -> Date? {
+    public func deliver(_ seqs: [Int64], device: String, fencing: Int64, now: Date) async throws -> [Date] {
         try await database.write { db in
             try Self.checkClaim(db, device: device, fencing: fencing)
-            guard
-                let acceptedAt = try Date.fetchOne(
-                    db, sql: "SELECT acceptedAt FROM push WHERE id = ? AND deviceId = ? AND state = 'pending'",
-                    arguments: [seq, device])
-            else { return nil }
-            try db.execute(
-                sql: "UPDATE push SET state = 'delivered', endedAt = ? WHERE id = ?", arguments: [now, seq])
-            return acceptedAt
+            var accepted: [Date] = []
+            for seq in seqs {
+                guard
+                    let acceptedAt = try Date.fetchOne(
+                        db, sql: "SELECT acceptedAt FROM push WHERE id = ? AND deviceId = ? AND state = 'pending'",
+                        arguments: [seq, device])
+                else { continue }
+                try db.execute(
+                    sql: "UPDATE push SET state = 'delivered', endedAt = ? WHERE id = ?", arguments: [now, seq])
+                accepted.append(acceptedAt)
+            }
+            return accepted
         }
     }
 

@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import Logging
 import NIOCore
+import Synchronization
 
 /// One device's uplink on this node: sends what is pending for it, oldest first, whenever its
 /// bell rings (at start, and after each commit of a push for it); takes its registrations,
@@ -19,8 +20,7 @@ struct UplinkSession: Sendable {
     let clock: any WallClock
     let logger: Logger
 
-    private enum Event: Sendable {
-        case bell
+    enum Event: Sendable {
         case frame(UplinkFrame)
         case malformed(String)
         /// An empty line: a device checking that the connection is alive; echoed.
@@ -37,29 +37,29 @@ struct UplinkSession: Sendable {
     func run(reading body: RequestBody, writer: inout any ResponseBodyWriter) async throws {
         let (session, bell) = hub.connect(device)
         defer { hub.disconnect(device, session: session) }
-        let (events, sink) = AsyncStream<Event>.makeStream()
+        let inbox = SessionInbox()
         let reader = Task {
             do {
                 var lines = LineSplitter(limit: UplinkFrame.maximumLine)
                 for try await buffer in body {
                     for line in try lines.append(buffer) {
                         if line.isEmpty {
-                            sink.yield(.keepAlive)
+                            inbox.post(.keepAlive)
                         } else if let frame = UplinkFrame.decode(line) {
-                            sink.yield(.frame(frame))
+                            if case .ack(let seq) = frame { inbox.acknowledge(seq) } else { inbox.post(.frame(frame)) }
                         } else {
-                            sink.yield(.malformed(String(decoding: line.prefix(80), as: UTF8.self)))
+                            inbox.post(.malformed(String(decoding: line.prefix(80), as: UTF8.self)))
                         }
                     }
                 }
             } catch {
-                sink.yield(.malformed("a line longer than \(UplinkFrame.maximumLine) bytes"))
+                inbox.post(.malformed("a line longer than \(UplinkFrame.maximumLine) bytes"))
             }
-            sink.yield(.ended)
+            inbox.post(.ended)
         }
         let bells = Task {
-            for await _ in bell { sink.yield(.bell) }
-            sink.yield(.takenAway)
+            for await _ in bell { inbox.ring() }
+            inbox.post(.takenAway)
         }
         defer {
             reader.cancel()
@@ -71,57 +71,79 @@ struct UplinkSession: Sendable {
         try await writer.write(line(.ready(device: device)))
         var lastSent: Int64 = 0
         var closing = false
-        for await event in events {
-            switch event {
-            case .ended:
-                try await writer.finish(nil)
-                return
-            case .takenAway where !closing:
-                closing = true
-                let code = hub.isConnected(device) ? "superseded" : "stopping"
-                try await close(code: code, writer: &writer, sink: sink)
-            case .takenAway:
-                break
-            case .bell where closing:
-                break
-            case .bell:
-                let pushes: [RelayedPush]
-                do {
-                    pushes = try await store.pendingPushes(of: device, after: lastSent, fencing: fencing, now: clock.now)
-                } catch RelayRefusal.superseded {
-                    closing = true  // the device is connected elsewhere now
-                    try await close(code: "superseded", writer: &writer, sink: sink)
-                    continue
-                }
-                for push in pushes {
-                    try await writer.write(line(.push(push)))
-                    lastSent = push.seq
-                }
-                if pushes.count == pendingBatch { hub.ring([device]) }  // more wait
-            case .frame(let frame):
-                if let refusal = await handle(frame, fencing: fencing) {
-                    try await writer.write(line(.refused(code: refusal.code, reason: refusal.reason)))
-                }
-            case .keepAlive:
-                try await writer.write(ByteBuffer(string: "\n"))
-            case .malformed(let text):
-                try await writer.write(
-                    line(.refused(code: "badFrame", reason: "not an uplink frame: \(text)")))
+        // Under load what arrived while the last round ran is taken together: every
+        // acknowledgement in one transaction, and one read of what is pending however many
+        // pushes rang the bell.
+        for await _ in inbox.signal {
+            let (acks, events, rung) = inbox.take()
+            if !acks.isEmpty, let refusal = await acknowledge(acks, fencing: fencing) {
+                try await writer.write(line(.refused(code: refusal.code, reason: refusal.reason)))
             }
+            for event in events {
+                switch event {
+                case .ended:
+                    try await writer.finish(nil)
+                    return
+                case .takenAway where !closing:
+                    closing = true
+                    let code = hub.isConnected(device) ? "superseded" : "stopping"
+                    try await close(code: code, writer: &writer, inbox: inbox)
+                case .takenAway:
+                    break
+                case .frame(let frame):
+                    if let refusal = await handle(frame, fencing: fencing) {
+                        try await writer.write(line(.refused(code: refusal.code, reason: refusal.reason)))
+                    }
+                case .keepAlive:
+                    try await writer.write(ByteBuffer(string: "\n"))
+                case .malformed(let text):
+                    try await writer.write(line(.refused(code: "badFrame", reason: "not an uplink frame: \(text)")))
+                }
+            }
+            guard rung, !closing else { continue }
+            let pushes: [RelayedPush]
+            do {
+                pushes = try await store.pendingPushes(of: device, after: lastSent, fencing: fencing, now: clock.now)
+            } catch RelayRefusal.superseded {
+                closing = true  // the device is connected elsewhere now
+                try await close(code: "superseded", writer: &writer, inbox: inbox)
+                continue
+            }
+            var batch = ByteBuffer()
+            for push in pushes {
+                batch.writeImmutableBuffer(line(.push(push)))
+                lastSent = push.seq
+            }
+            if !pushes.isEmpty { try await writer.write(batch) }
+            if pushes.count == pendingBatch { inbox.ring() }  // more wait
         }
     }
 
     /// Tells the device the uplink ends, and gives it `closingGrace` to close its side (the
     /// response ends then, or when it has).
-    private func close(
-        code: String, writer: inout any ResponseBodyWriter, sink: AsyncStream<Event>.Continuation
-    ) async throws {
+    private func close(code: String, writer: inout any ResponseBodyWriter, inbox: SessionInbox) async throws {
         let reason = code == "superseded" ? "the device has a newer uplink" : "this relay node is stopping; connect again"
         try await writer.write(line(.closing(code: code, reason: reason)))
         let clock = self.clock
         Task {
             try? await clock.sleep(until: clock.now.addingTimeInterval(Self.closingGrace))
-            sink.yield(.ended)
+            inbox.post(.ended)
+        }
+    }
+
+    /// Marks pushes delivered; what was refused, if it was.
+    private func acknowledge(_ seqs: [Int64], fencing: Int64) async -> (code: String, reason: String)? {
+        do {
+            let now = clock.now
+            for acceptedAt in try await store.deliver(seqs, device: device, fencing: fencing, now: now) {
+                metrics.delivered(latency: now.timeIntervalSince(acceptedAt))
+            }
+            return nil
+        } catch let refusal as RelayRefusal {
+            return (refusal.code, refusal.description)
+        } catch {
+            logger.error("Acknowledgements failed", metadata: ["device": "\(device)", "error": "\(error)"])
+            return ("unavailable", "the relay could not store that; send it again")
         }
     }
 
@@ -135,10 +157,7 @@ struct UplinkSession: Sendable {
                 try await store.revoke(
                     token: token, device: device, at: Date(timeIntervalSince1970: Double(milliseconds) / 1000))
             case .ack(let seq):
-                let now = clock.now
-                if let acceptedAt = try await store.deliver(seq, device: device, fencing: fencing, now: now) {
-                    metrics.delivered(latency: now.timeIntervalSince(acceptedAt))
-                }
+                return await acknowledge([seq], fencing: fencing)
             case .ready, .push, .refused, .closing:
                 return ("badFrame", "a device sends register, revoke and ack frames only")
             }
@@ -155,6 +174,44 @@ struct UplinkSession: Sendable {
         var buffer = ByteBuffer(bytes: frame.encoded())
         buffer.writeInteger(UInt8(ascii: "\n"))
         return buffer
+    }
+}
+
+/// What an uplink session has to do, gathered while it was busy: the device's frames in order,
+/// its acknowledgements, and whether the bell rang — one signal however much arrived.
+final class SessionInbox: Sendable {
+    private struct State {
+        var events: [UplinkSession.Event] = []
+        var acks: [Int64] = []
+        var rung = false
+    }
+    private let state = Mutex(State())
+    let signal: AsyncStream<Void>
+    private let wake: AsyncStream<Void>.Continuation
+
+    init() { (signal, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1)) }
+
+    func post(_ event: UplinkSession.Event) {
+        state.withLock { $0.events.append(event) }
+        wake.yield()
+    }
+
+    func acknowledge(_ seq: Int64) {
+        state.withLock { $0.acks.append(seq) }
+        wake.yield()
+    }
+
+    func ring() {
+        state.withLock { $0.rung = true }
+        wake.yield()
+    }
+
+    /// Everything gathered since the last take.
+    func take() -> (acks: [Int64], events: [UplinkSession.Event], rung: Bool) {
+        state.withLock { state in
+            defer { state = State() }
+            return (state.acks, state.events, state.rung)
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import BackgroundGateway
 import BackgroundModel
+import BackgroundPolicy
 import BackgroundProviderKeys
 import BackgroundRelay
 import Foundation
@@ -89,11 +90,20 @@ extension BGRelay {
         @Option(help: "The certificate's private key (PEM).") var key: String?
         @Option(help: "trace, debug, info, notice, warning, error or critical.") var logLevel = "notice"
         @Option(help: "This node's name among several (default: host:pid).") var node: String?
+        @Option(help: "Pushes a second one device token accepts (bursts of 10× that) before 429 TooManyRequests.")
+        var tokenRate: Double = 20
+        @Option(help: "Device uplinks this node holds at most.") var maxDevices = 10_000
+        @Option(help: "Device uplinks from one address (devices behind one NAT share it).")
+        var maxDevicesPerAddress = 1_000
 
         func validate() throws {
             if (certificate == nil) != (key == nil) { throw ValidationError("give --certificate and --key together") }
             guard (0...65535).contains(port), (0...65535).contains(uplinkPort) else {
                 throw ValidationError("ports are 0 to 65535")
+            }
+            guard tokenRate > 0 else { throw ValidationError("--token-rate must be positive") }
+            guard maxDevices > 0, maxDevicesPerAddress > 0 else {
+                throw ValidationError("--max-devices and --max-devices-per-address are at least 1")
             }
             guard Logger.Level(rawValue: logLevel) != nil else {
                 throw ValidationError("--log-level is one of trace, debug, info, notice, warning, error, critical")
@@ -114,8 +124,12 @@ extension BGRelay {
             defer { pool.cancel() }
             let relay = Relay(
                 configuration: .init(
-                    provider: .init(host: host, port: port, security: security),
-                    uplink: .init(host: uplinkHost ?? host, port: uplinkPort, security: security),
+                    provider: .init(
+                        host: host, port: port, security: security,
+                        floodLimit: PushFloodLimit(perSecond: tokenRate, burst: tokenRate * 10)),
+                    uplink: .init(
+                        host: uplinkHost ?? host, port: uplinkPort, security: security,
+                        connections: ConnectionLimits(perPeer: maxDevicesPerAddress, total: maxDevices)),
                     stateDirectory: options.stateDirectory, node: node ?? Relay.Configuration.defaultNode),
                 store: store, clock: SystemClock(), logger: logger)
             let group = ServiceGroup(

@@ -1,0 +1,108 @@
+import AsyncHTTPClient
+import BackgroundModel
+import Foundation
+import NIOCore
+import NIOFoundationCompat
+import NIOSSL
+
+// A light device simulator for bgrelay's benchmarks (Benchmarks/relay.sh), speaking the uplink:
+//   bgbench-relay idle URL CA N        enroll N devices, hold N uplinks open (each its own TCP+TLS
+//                                      connection, as N machines would), print "ready N", wait for stdin to close
+//   bgbench-relay device URL CA TOKEN  enroll one device, register TOKEN, print "ready", then
+//                                      acknowledge every push until stdin closes; prints the count
+
+let arguments = CommandLine.arguments
+guard arguments.count >= 5, ["idle", "device"].contains(arguments[1]) else {
+    FileHandle.standardError.write(Data("usage: bgbench-relay idle URL CA N | device URL CA TOKEN\n".utf8))
+    exit(64)
+}
+let (mode, url, ca) = (arguments[1], arguments[2], arguments[3])
+
+func makeClient() -> HTTPClient {
+    var tls = TLSConfiguration.makeClientConfiguration()
+    tls.additionalTrustRoots = [.file(ca)]
+    var configuration = HTTPClient.Configuration(tlsConfiguration: tls)
+    configuration.httpVersion = .automatic
+    return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+}
+
+func enroll(_ client: HTTPClient) async throws -> RelayEnrollment {
+    var request = HTTPClientRequest(url: url + "/v1/devices")
+    request.method = .POST
+    let response = try await client.execute(request, timeout: .seconds(30))
+    let body = try await response.body.collect(upTo: 4096)
+    return try JSONDecoder().decode(RelayEnrollment.self, from: Data(buffer: body))
+}
+
+/// Opens an uplink; returns the response and the writer of its request body.
+func connect(_ client: HTTPClient, _ enrollment: RelayEnrollment, first: [UplinkFrame]) async throws
+    -> (HTTPClientResponse, AsyncStream<ByteBuffer>.Continuation)
+{
+    let (body, sink) = AsyncStream<ByteBuffer>.makeStream()
+    var request = HTTPClientRequest(url: url + "/v1/uplink")
+    request.method = .POST
+    request.headers.add(name: "authorization", value: enrollment.bearer)
+    request.body = .stream(body, length: .unknown)
+    for frame in first { sink.yield(ByteBuffer(bytes: frame.encoded() + Data("\n".utf8))) }
+    return (try await client.execute(request, deadline: .distantFuture), sink)
+}
+
+/// Waits until standard input closes (the script's signal to stop).
+func stdinClosed() async {
+    await withCheckedContinuation { continuation in
+        Thread {
+            while !FileHandle.standardInput.availableData.isEmpty {}
+            continuation.resume()
+        }.start()
+    }
+}
+
+switch mode {
+case "idle":
+    let count = Int(arguments[4]) ?? 1000
+    var held: [(HTTPClient, HTTPClientResponse, AsyncStream<ByteBuffer>.Continuation)] = []
+    for _ in 0..<count {
+        let client = makeClient()
+        let enrollment = try await enroll(client)
+        let (response, sink) = try await connect(client, enrollment, first: [])
+        held.append((client, response, sink))
+    }
+    print("ready \(held.count)")
+    fflush(nil)
+    await stdinClosed()
+    for (client, _, sink) in held {
+        sink.finish()
+        try? await client.shutdown()
+    }
+default:
+    let token = arguments[4]
+    let client = makeClient()
+    let enrollment = try await enroll(client)
+    let (response, sink) = try await connect(client, enrollment, first: [.register(token: token, topic: "com.example.bench")])
+    let acked = Task {
+        var count = 0
+        var partial: [UInt8] = []
+        for try await buffer in response.body {
+            for byte in buffer.readableBytesView {
+                guard byte == UInt8(ascii: "\n") else {
+                    partial.append(byte)
+                    continue
+                }
+                if case .push(let push) = UplinkFrame.decode(partial) {
+                    sink.yield(ByteBuffer(bytes: UplinkFrame.ack(seq: push.seq).encoded() + Data("\n".utf8)))
+                    count += 1
+                } else if case .ready = UplinkFrame.decode(partial) {
+                    print("ready")
+                    fflush(nil)
+                }
+                partial.removeAll(keepingCapacity: true)
+            }
+        }
+        return count
+    }
+    await stdinClosed()
+    sink.finish()
+    acked.cancel()
+    print("acknowledged \((try? await acked.value) ?? -1)")
+    try? await client.shutdown()
+}

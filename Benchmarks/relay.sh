@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# Issue 19's figures, side by side in one run (release builds, h2load over HTTP/2 + TLS):
+#   1. valid pushes/s accepted by bgd's own gateway (the single-node anchor), by one bgrelay node
+#      on SQLite, one node on PostgreSQL, and three nodes sharing that PostgreSQL — each with a
+#      device connected that acknowledges every push;
+#   2. provider POST → device acknowledgement through the relay at a constant 1,000/s (the push
+#      accepted by one node, the device on another): p50 / p99 / p99.9 from the relay's own
+#      accepted/ended timestamps;
+#   3. the relay's memory per idle device uplink (each its own TCP + TLS connection), from its
+#      RSS before and after 1,000 (bgbench-relay, a light device simulator).
+# Usage: Benchmarks/relay.sh [REQUESTS] [IDLE]   (default 20000 and 1000; installs nghttp2-client,
+# starts PostgreSQL with Tests/Postgres/start.sh)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ulimit -n "$(ulimit -Hn)"  # a thousand TLS connections each side
+requests=${1:-20000}
+idle=${2:-1000}
+command -v h2load >/dev/null || { apt-get update -qq && apt-get install -y -qq nghttp2-client >/dev/null; }
+eval "$(bash Tests/Postgres/start.sh)"
+for product in bgd bgctl bgrelay bgbench-relay; do swift build -c release --product $product >/dev/null; done
+bin=$(swift build -c release --show-bin-path)
+work=$(mktemp -d /tmp/bgrelay-bench-XXXX)
+pids=()
+devices=()
+cleanup() {
+    for fd in "${devices[@]}"; do exec {fd}>&- 2>/dev/null || true; done
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+app=com.example.bench
+openssl ecparam -genkey -name prime256v1 2>/dev/null | openssl pkcs8 -topk8 -nocrypt -out "$work/key.p8"
+jwt=$(XDG_CACHE_HOME="$work/cache" "$bin/bgctl" push jwt --key "$work/key.p8" --key-id BENCH12345 --team-id TEAM123456)
+printf '{"aps":{"content-available":1},"content-id":1}' > "$work/payload.json"
+h2() { h2load "$@" -H "authorization: bearer $jwt" -H "apns-topic: $app" -H "apns-push-type: background" \
+    -H "apns-priority: 5" -d "$work/payload.json" 2>&1; }
+rate() { awk '/^finished in/ {for (i = 1; i <= NF; i++) if ($i ~ /req\/s/) print $(i-1)}'; }
+codes() { awk '/^status codes:/ {sub(/status codes: /, ""); print}'; }
+makedb() {
+    local name="bench_$1_$$"
+    PGPASSWORD=bgrelay psql -h 127.0.0.1 -p 55432 -U bgrelay -d postgres -qc "CREATE DATABASE $name" >/dev/null
+    echo "${BGRELAY_TEST_POSTGRES%/*}/$name"
+}
+
+# Starts a relay node: relay NAME [bgrelay options]; sets provider_port and uplink_port.
+relay() {
+    local name=$1; shift
+    mkdir -p "$work/$name"
+    [ -f "$work/cert/push-gateway.crt" ] && cp "$work/cert/"push-gateway.* "$work/$name/"
+    "$bin/bgrelay" --state-dir "$work/$name" --port 0 --uplink-port 0 --token-rate 1000000 --node "$name" "$@" \
+        > "$work/$name.out" 2>&1 &
+    pids+=($!)
+    until grep -q "^bgrelay: providers on" "$work/$name.out" 2>/dev/null; do sleep 0.05; done
+    provider_port=$(sed -n 's/^bgrelay: providers on [^:]*:\([0-9]*\),.*/\1/p' "$work/$name.out")
+    uplink_port=$(sed -n 's/.*devices on [^:]*:\([0-9]*\)$/\1/p' "$work/$name.out")
+    if [ ! -f "$work/cert/push-gateway.crt" ]; then mkdir -p "$work/cert"; cp "$work/$name/"push-gateway.* "$work/cert/"; fi
+}
+# Connects a device that acknowledges every push, for token $2, to the uplink at port $1.
+device() {
+    local fifo="$work/device.$1.in"
+    mkfifo "$fifo"
+    "$bin/bgbench-relay" device "https://localhost:$1" "$work/cert/push-gateway.crt" "$2" < "$fifo" > "$work/device.$1.out" 2>&1 &
+    pids+=($!)
+    exec {fd}> "$fifo"
+    devices+=($fd)
+    until grep -q ready "$work/device.$1.out" 2>/dev/null; do sleep 0.05; done
+}
+token=$(printf 'be%.0s' $(seq 32))
+common=(-n "$requests" -c 16 -m 32 -t 2)
+
+echo "swift-background push relay — $(nproc) cores, $(uname -r), $(h2load --version 2>&1 | head -1), PostgreSQL $(psql --version | awk '{print $3}')"
+
+# 1. Throughput.
+"$bin/bgd" --state-dir "$work/bgd" --socket "$work/bgd.sock" --push-port 0 --durability normal --conditions unconstrained \
+    --push-wakes-per-hour 1 --push-token-rate 1000000 2> "$work/bgd.log" &
+pids+=($!)
+until grep -q "Push gateway is listening" "$work/bgd.log" 2>/dev/null; do sleep 0.05; done
+bgd_port=$(sed -n 's/.*port=\([0-9]*\).*Push gateway is listening.*/\1/p' "$work/bgd.log" | head -1)
+ctl() { "$bin/bgctl" "$@" --socket "$work/bgd.sock"; }
+"$bin/bgctl" register $app --interval never --socket "$work/bgd.sock" -- /bin/true >/dev/null
+ctl push keys add --key-id BENCH12345 --team-id TEAM123456 --topics $app "$work/key.p8" >/dev/null
+bgd_token=$(ctl push token $app --create)
+gateway=$(h2 "${common[@]}" "https://localhost:$bgd_port/3/device/$bgd_token")
+echo "bgd's own gateway (anchor):        $(echo "$gateway" | rate) pushes/s ($(echo "$gateway" | codes))"
+
+relay sqlite
+"$bin/bgrelay" keys add --state-dir "$work/sqlite" --key-id BENCH12345 --team-id TEAM123456 --topics $app "$work/key.p8" >/dev/null
+device "$uplink_port" "$token"
+one=$(h2 "${common[@]}" "https://localhost:$provider_port/3/device/$token")
+sqlite_uplink=$uplink_port
+echo "bgrelay, 1 node, SQLite:           $(echo "$one" | rate) pushes/s ($(echo "$one" | codes))"
+
+db1=$(makedb one)
+relay pg1 --database "$db1"
+"$bin/bgrelay" keys add --database "$db1" --key-id BENCH12345 --team-id TEAM123456 --topics $app "$work/key.p8" >/dev/null
+device "$uplink_port" "$token"
+pg=$(h2 "${common[@]}" "https://localhost:$provider_port/3/device/$token")
+echo "bgrelay, 1 node, PostgreSQL:       $(echo "$pg" | rate) pushes/s ($(echo "$pg" | codes))"
+
+db3=$(makedb three)
+ports=()
+for n in a b c; do relay "pg3$n" --database "$db3"; ports+=("$provider_port"); done
+"$bin/bgrelay" keys add --database "$db3" --key-id BENCH12345 --team-id TEAM123456 --topics $app "$work/key.p8" >/dev/null
+device "$uplink_port" "$token"
+start=$(date +%s.%N)
+for port in "${ports[@]}"; do
+    h2 -n $((requests / 3)) -c 6 -m 32 -t 1 "https://localhost:$port/3/device/$token" > "$work/h2.$port" &
+done
+wait_h2() { for port in "${ports[@]}"; do while ! grep -q "^finished in" "$work/h2.$port" 2>/dev/null; do sleep 0.05; done; done; }
+wait_h2
+elapsed=$(echo "$(date +%s.%N) - $start" | bc)
+ok=$(cat "$work"/h2.* | awk '/^status codes:/ {sum += $3} END {print sum}')
+echo "bgrelay, 3 nodes, one PostgreSQL:  $(echo "scale=0; $ok / $elapsed" | bc) pushes/s ($ok × 2xx in ${elapsed%???????} s, 3 h2load at once)"
+
+# 2. Latency at 1,000/s, POST to one node → acknowledgement by the device: on the SQLite node,
+#    and through PostgreSQL (accepted by node a, the device on node c, LISTEN/NOTIFY between).
+cat > "$work/latency.py" <<'PY'
+import sys, statistics
+d = sorted(float(x) for x in sys.stdin.read().split())
+q = lambda p: d[min(len(d) - 1, int(p * len(d)))]
+print(f"p50 {q(0.5):.2f}, p99 {q(0.99):.2f}, p99.9 {q(0.999):.2f} ms ({len(d)} pushes delivered)" if d else "no delivery")
+PY
+paced() {  # paced PORT: 10,000 pushes at 1,000/s
+    h2load -n 10000 -c 10 --rps 100 -m 1 -t 1 -H "authorization: bearer $jwt" -H "apns-topic: $app" \
+        -H "apns-push-type: background" -H "apns-priority: 5" -d "$work/payload.json" \
+        "https://localhost:$1/3/device/$token" > "$work/latency.h2" 2>&1
+}
+pg3() { PGPASSWORD=bgrelay psql -h 127.0.0.1 -p 55432 -U bgrelay -d "${db3##*/}" -tAc "$1"; }
+sqlite_db="$work/sqlite/relay.sqlite"
+sqlite3 -cmd ".timeout 10000" "$sqlite_db" "DELETE FROM push"
+paced "$(sed -n 's/^bgrelay: providers on [^:]*:\([0-9]*\),.*/\1/p' "$work/sqlite.out")"
+for _ in $(seq 100); do [ "$(sqlite3 -cmd ".timeout 10000" "$sqlite_db" "SELECT count(*) FROM push WHERE state = 'pending'")" = 0 ] && break; sleep 0.1; done
+echo "POST → device ack at 1,000/s, 1 node, SQLite (ms):      $(sqlite3 -cmd ".timeout 10000" "$sqlite_db" \
+    "SELECT (julianday(endedAt) - julianday(acceptedAt)) * 86400000 FROM push WHERE state = 'delivered'" | python3 "$work/latency.py")"
+pg3 "TRUNCATE relay_push" >/dev/null
+paced "${ports[0]}"
+for _ in $(seq 300); do [ "$(pg3 "SELECT count(*) FROM relay_push WHERE state = 'pending'")" = 0 ] && break; sleep 0.1; done
+echo "POST → device ack at 1,000/s, 2 of 3 nodes, PostgreSQL (ms): $(pg3 \
+    "SELECT extract(epoch FROM ended_at - accepted_at) * 1000 FROM relay_push WHERE state = 'delivered'" | python3 "$work/latency.py")"
+
+# 3. Idle uplinks: the relay's memory per device connection.
+relay idle
+rss() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
+idle_pid=${pids[-1]}
+sleep 1
+before=$(rss "$idle_pid")
+mkfifo "$work/idle.in"
+"$bin/bgbench-relay" idle "https://localhost:$uplink_port" "$work/cert/push-gateway.crt" "$idle" < "$work/idle.in" > "$work/idle.out" 2>&1 &
+pids+=($!)
+exec {idle_fd}> "$work/idle.in"
+until grep -q "^ready" "$work/idle.out" 2>/dev/null; do sleep 0.2; grep -q -i error "$work/idle.out" && { cat "$work/idle.out"; exit 1; }; done
+sleep 2
+after=$(rss "$idle_pid")
+connected=$(curl -s --cacert "$work/cert/push-gateway.crt" "https://localhost:$uplink_port/metrics" | awk '/^bgrelay_connected_devices/ {print $2}')
+echo "idle uplinks: $connected devices connected to one node; relay RSS ${before} KB → ${after} KB: $(( (after - before) * 1024 / idle )) bytes per idle connection (aim ≤ 20 KB)"
+exec {idle_fd}>&-
