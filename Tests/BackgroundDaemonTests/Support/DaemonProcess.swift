@@ -15,15 +15,19 @@ final class DaemonProcess: @unchecked Sendable {
     let startupLog: String
 
     /// Starts bgd and returns once it says it is ready (it prints "bgd is ready" on stderr).
+    /// `launcher` runs it (e.g. `ip netns exec NAME`, for a bgd in a network namespace).
     init(
-        stateDirectory: String, socketPath: String, arguments: [String] = [], environment: [String: String] = [:]
+        stateDirectory: String, socketPath: String, arguments: [String] = [], environment: [String: String] = [:],
+        launcher: [String] = []
     ) async throws {
         self.socketPath = socketPath
         self.stateDirectory = stateDirectory
         // Any free port for the push gateway: tests run several daemons at once.
+        let command =
+            launcher + [try BuiltProducts.path(of: "bgd")]
+            + ["--state-dir", stateDirectory, "--socket", socketPath, "--push-port", "0"] + arguments
         process = try Spawned(
-            try BuiltProducts.path(of: "bgd"),
-            ["--state-dir", stateDirectory, "--socket", socketPath, "--push-port", "0"] + arguments,
+            command[0], Array(command.dropFirst()),
             environment: ProcessInfo.processInfo.environment.merging(environment) { $1 }, mergeErrors: true)
         guard let log = await Self.readUntil("bgd is ready", from: process.output) else {
             process.signal(SIGKILL)

@@ -81,9 +81,12 @@ struct RelayNode: Sendable {
     }
 
     /// A client that trusts the node's self-signed certificate.
-    func client() -> HTTPClient {
+    func client() -> HTTPClient { Self.client(trusting: certificatePath) }
+
+    /// A client that trusts `certificate` (a PEM file).
+    static func client(trusting certificate: String) -> HTTPClient {
         var tls = TLSConfiguration.makeClientConfiguration()
-        tls.additionalTrustRoots = [.file(certificatePath)]
+        tls.additionalTrustRoots = [.file(certificate)]
         var configuration = HTTPClient.Configuration(tlsConfiguration: tls)
         configuration.httpVersion = .automatic
         return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
