@@ -40,10 +40,7 @@ struct PushRelayFaultTests {
         let pool = Task { await store.runPool() }
         defer { pool.cancel() }
         let key = P256.Signing.PrivateKey()
-        try await store.addProviderKey(
-            ProviderKeyRegistration(
-                keyID: PushGatewayTests.keyID, teamID: PushGatewayTests.teamID, topics: [Self.app],
-                publicKeyPEM: key.publicKey.pemRepresentation), now: SystemClock().now)
+        try await store.addTestProviderKey(key, topics: [Self.app])
 
         let daemon = try await DaemonProcess(
             stateDirectory: directory + "/bgd", socketPath: directory + "/bgd.sock",
@@ -52,13 +49,7 @@ struct PushRelayFaultTests {
                 nodes[0].certificatePath, "--push-relay-keep-alive", "2s",
             ])
         let api = DaemonClient(socketPath: daemon.socketPath)
-        _ = try await api.send(
-            .post, "/v1/apps",
-            body: RegisterAppRequest(
-                id: AppID(rawValue: Self.app)!, launchCommand: LaunchCommand(["/bin/true"])!, fetchInterval: .never,
-                taskIdentifiers: nil),
-            as: RegisteredApp.self)
-        let token = try await api.send(.post, "/v1/apps/\(Self.app)/push/token", as: DeviceTokenInfo.self).token
+        let token = try await daemon.registerForPushes(Self.app, command: ["/bin/true"])
         #expect(await eventuallyAsync { (try? await store.tokenOwner(token)) != nil })
         let device = try #require(try await store.tokenOwner(token)?.device)
 

@@ -62,10 +62,7 @@ struct PushRelayNetworkTests {
             arguments: ["--host", relayAddress, "--certificate", certificate, "--key", key])
         let providerKey = P256.Signing.PrivateKey()
         let store = try SQLiteRelayStore.open(atPath: relay.stateDirectory + "/relay.sqlite")
-        try await store.addProviderKey(
-            ProviderKeyRegistration(
-                keyID: PushGatewayTests.keyID, teamID: PushGatewayTests.teamID, topics: [Self.app],
-                publicKeyPEM: providerKey.publicKey.pemRepresentation), now: SystemClock().now)
+        try await store.addTestProviderKey(providerKey, topics: [Self.app])
 
         // bgd inside the namespace: it reaches out; nothing reaches in.
         let daemon = try await DaemonProcess(
@@ -76,13 +73,7 @@ struct PushRelayNetworkTests {
             ],
             launcher: ["/usr/sbin/ip", "netns", "exec", namespace])
         let api = DaemonClient(socketPath: daemon.socketPath)
-        _ = try await api.send(
-            .post, "/v1/apps",
-            body: RegisterAppRequest(
-                id: AppID(rawValue: Self.app)!, launchCommand: LaunchCommand(["/bin/true"])!, fetchInterval: .never,
-                taskIdentifiers: nil),
-            as: RegisteredApp.self)
-        let token = try await api.send(.post, "/v1/apps/\(Self.app)/push/token", as: DeviceTokenInfo.self).token
+        let token = try await daemon.registerForPushes(Self.app, command: ["/bin/true"])
         #expect(await eventuallyAsync { (try? await store.tokenOwner(token)) != nil }, "bgd's token never reached the relay")
 
         let relayClient = RelayNode.client(trusting: certificate)

@@ -35,13 +35,7 @@ struct PushRelayProcessTests {
             stateDirectory: directory + "/bgd", socketPath: directory + "/bgd.sock",
             arguments: ["--push-relay", relay.uplinkURL, "--push-relay-ca", relay.certificatePath])
         let client = DaemonClient(socketPath: daemon.socketPath)
-        _ = try await client.send(
-            .post, "/v1/apps",
-            body: RegisterAppRequest(
-                id: AppID(rawValue: Self.app)!, launchCommand: LaunchCommand(try PushGatewayTests().fixture())!,
-                fetchInterval: .never, taskIdentifiers: nil),
-            as: RegisteredApp.self)
-        let token = try await client.send(.post, "/v1/apps/\(Self.app)/push/token", as: DeviceTokenInfo.self).token
+        let token = try await daemon.registerForPushes(Self.app, command: try PushGatewayTests().fixture())
         let store = try SQLiteRelayStore.open(atPath: relay.stateDirectory + "/relay.sqlite")
         #expect(await eventuallyAsync { (try? await store.tokenOwner(token)) != nil }, "bgd did not register its token")
 

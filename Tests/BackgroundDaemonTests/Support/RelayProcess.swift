@@ -1,4 +1,8 @@
+import Background
+import BackgroundModel
+import BackgroundRelay
 import BackgroundTesting
+import Crypto
 import Foundation
 
 /// A `bgrelay` process on loopback (ports chosen by the kernel), for tests of the real binaries.
@@ -34,4 +38,29 @@ final class RelayProcess: Sendable {
     }
 
     deinit { process.signal(SIGKILL) }
+}
+
+extension DaemonProcess {
+    /// Registers `app` (launched with `command`) with this bgd and asks for its device token, as
+    /// `registerForRemoteNotifications` would.
+    func registerForPushes(_ app: String, command: [String] = ["/bin/true"]) async throws -> String {
+        let api = DaemonClient(socketPath: socketPath)
+        _ = try await api.send(
+            .post, "/v1/apps",
+            body: RegisterAppRequest(
+                id: AppID(rawValue: app)!, launchCommand: LaunchCommand(command)!, fetchInterval: .never,
+                taskIdentifiers: nil),
+            as: RegisteredApp.self)
+        return try await api.send(.post, "/v1/apps/\(app)/push/token", as: DeviceTokenInfo.self).token
+    }
+}
+
+extension RelayStore {
+    /// Registers a provider key for `topics` under the tests' key and team ids.
+    func addTestProviderKey(_ key: P256.Signing.PrivateKey, topics: [String]) async throws {
+        try await addProviderKey(
+            ProviderKeyRegistration(
+                keyID: PushGatewayTests.keyID, teamID: PushGatewayTests.teamID, topics: topics,
+                publicKeyPEM: key.publicKey.pemRepresentation), now: SystemClock().now)
+    }
 }
