@@ -15,6 +15,8 @@ public struct Relay: Sendable {
         public var stateDirectory: String
         /// This node's name in claims (several nodes share one database).
         public var node: String
+        /// How many pushes one provider key may send to this node (429 TooManyRequests beyond).
+        public var providerLimit: PushFloodLimit
 
         /// host:pid.
         public static var defaultNode: String {
@@ -24,9 +26,10 @@ public struct Relay: Sendable {
         public init(
             provider: PushGatewayConfiguration = .init(port: 2197),
             uplink: PushGatewayConfiguration = .init(port: 2198), stateDirectory: String,
-            node: String = defaultNode
+            node: String = defaultNode, providerLimit: PushFloodLimit = PushFloodLimit(perSecond: 5_000, burst: 50_000)
         ) {
             self.node = node
+            self.providerLimit = providerLimit
             self.provider = provider
             self.uplink = uplink
             self.stateDirectory = stateDirectory
@@ -69,6 +72,7 @@ public struct Relay: Sendable {
         let destinations = RelayDestinations(store: store, hub: hub, clock: clock)
         let intake = PushIntake(
             destinations: destinations, clock: clock, floodLimit: configuration.provider.floodLimit,
+            providerLimit: configuration.providerLimit,
             answered: { metrics.answered(status: $0) })
         var services: [any Service] = []
         if let shared = store as? PostgresRelayStore {

@@ -92,6 +92,8 @@ extension BGRelay {
         @Option(help: "This node's name among several (default: host:pid).") var node: String?
         @Option(help: "Pushes a second one device token accepts (bursts of 10× that) before 429 TooManyRequests.")
         var tokenRate: Double = 20
+        @Option(help: "Pushes a second one provider key may send to this node (bursts of 10× that) before 429.")
+        var providerRate: Double = 5_000
         @Option(help: "Device uplinks this node holds at most.") var maxDevices = 10_000
         @Option(help: "Device uplinks from one address (devices behind one NAT share it).")
         var maxDevicesPerAddress = 1_000
@@ -101,7 +103,9 @@ extension BGRelay {
             guard (0...65535).contains(port), (0...65535).contains(uplinkPort) else {
                 throw ValidationError("ports are 0 to 65535")
             }
-            guard tokenRate > 0 else { throw ValidationError("--token-rate must be positive") }
+            guard tokenRate > 0, providerRate > 0 else {
+                throw ValidationError("--token-rate and --provider-rate must be positive")
+            }
             guard maxDevices > 0, maxDevicesPerAddress > 0 else {
                 throw ValidationError("--max-devices and --max-devices-per-address are at least 1")
             }
@@ -130,7 +134,8 @@ extension BGRelay {
                     uplink: .init(
                         host: uplinkHost ?? host, port: uplinkPort, security: security,
                         connections: ConnectionLimits(perPeer: maxDevicesPerAddress, total: maxDevices)),
-                    stateDirectory: options.stateDirectory, node: node ?? Relay.Configuration.defaultNode),
+                    stateDirectory: options.stateDirectory, node: node ?? Relay.Configuration.defaultNode,
+                    providerLimit: PushFloodLimit(perSecond: providerRate, burst: providerRate * 10)),
                 store: store, clock: SystemClock(), logger: logger)
             let group = ServiceGroup(
                 configuration: .init(

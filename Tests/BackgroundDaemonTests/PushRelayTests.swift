@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import BackgroundDaemon
 import BackgroundGateway
 import BackgroundModel
+import BackgroundPolicy
 import BackgroundRelay
 import BackgroundTesting
 import Crypto
@@ -155,6 +156,31 @@ struct PushRelayTests {
             #expect(answer.status == 410 && answer.reason == "Unregistered", "\(answer)")
             #expect(answer.json["timestamp"] as? Int == 1_767_603_600_000, "\(answer.json)")
             uplink.close()
+        }
+    }
+
+    @Test func aProviderThatFloodsTheRelayIsToldToBackOffAndOthersAreNot() async throws {
+        try await RelayNode.with(providerLimit: PushFloodLimit(perSecond: 0.001, burst: 3)) { node in
+            let client = node.client()
+            defer { _ = client.shutdown() }
+            let enrollment = try await RawUplink.enroll(node, client: client)
+            let token = String(repeating: "7f", count: 32)
+            try await node.store.register(token: token, topic: Self.app, device: enrollment.device, now: SystemClock().now)
+            let flooding = P256.Signing.PrivateKey()
+            let other = P256.Signing.PrivateKey()
+            try await node.addProviderKey(flooding, topics: [Self.app])
+            try await node.store.addProviderKey(
+                ProviderKeyRegistration(
+                    keyID: "OTHER12345", teamID: PushGatewayTests.teamID, topics: [Self.app],
+                    publicKeyPEM: other.publicKey.pemRepresentation), now: SystemClock().now)
+            let first = provider(node, client: client, key: flooding)
+            var statuses: [Int] = []
+            for _ in 0..<5 { statuses.append(try await first.send(token: token).status) }
+            #expect(statuses == [200, 200, 200, 429, 429])
+            let second = provider(node, client: client, key: other)
+            let answer = try await second.send(token: token, authorization: "bearer " + second.jwt(kid: "OTHER12345"))
+            #expect(answer.status == 200, "another provider's limit is its own: \(answer)")
+            #expect(try await node.store.pushLog().count == 4, "a refused push is not stored")
         }
     }
 

@@ -36,6 +36,9 @@ public actor PushIntake<Destinations: PushDestinations> {
     private let floodLimit: PushFloodLimit
     /// Each device token's allowance under `floodLimit`; full ones are forgotten now and then.
     private var floodAllowances: [String: PushThrottle.Allowance] = [:]
+    /// How many pushes one provider key may send (bgrelay's; nil: no limit but the tokens').
+    private let providerLimit: PushFloodLimit?
+    private var providerAllowances: [String: PushThrottle.Allowance] = [:]
 
     private var keys: [String: ProviderKeyRegistration] = [:]
     private var owners: [String: Owner] = [:]
@@ -44,6 +47,7 @@ public actor PushIntake<Destinations: PushDestinations> {
 
     public init(
         destinations: Destinations, clock: any WallClock, floodLimit: PushFloodLimit = PushFloodLimit(),
+        providerLimit: PushFloodLimit? = nil,
         committed: @escaping @Sendable () -> Void = {}, answered: @escaping @Sendable (Int) -> Void = { _ in }
     ) {
         self.destinations = destinations
@@ -51,6 +55,7 @@ public actor PushIntake<Destinations: PushDestinations> {
         self.committed = committed
         self.answered = answered
         self.floodLimit = floodLimit
+        self.providerLimit = providerLimit
         writer = PushQueueWriter(destinations: destinations, clock: clock)
     }
 
@@ -81,6 +86,14 @@ public actor PushIntake<Destinations: PushDestinations> {
         guard let owner = try await destinations.owner(ofDeviceToken: deviceToken) else { return nil }
         if generation == destinations.credentialsGeneration, owners.count < 100_000 { owners[deviceToken] = owner }
         return owner
+    }
+
+    /// Whether one more push from the provider key fits `providerLimit` now.
+    private func admitToProviderLimit(_ keyID: String, now: Date) -> Bool {
+        guard let providerLimit else { return true }
+        let answer = providerLimit.admit(providerAllowances[keyID], now: now)
+        providerAllowances[keyID] = answer.allowance
+        return answer.admitted
     }
 
     /// Whether one more push to the token fits `floodLimit` now.
@@ -153,7 +166,9 @@ public actor PushIntake<Destinations: PushDestinations> {
             if let revoked = owner.revokedAt {
                 return refuse(.unregistered, timestamp: Int64(revoked.timeIntervalSince1970 * 1000))
             }
-            guard admitToFloodLimit(push.deviceToken, now: now) else { return refuse(.tooManyRequests) }
+            guard admitToFloodLimit(push.deviceToken, now: now), admitToProviderLimit(key.keyID, now: now) else {
+                return refuse(.tooManyRequests)
+            }
             try await writer.enqueue(
                 AcceptedPush(
                     owner: owner, deviceToken: push.deviceToken, apnsID: push.apnsID ?? apnsID,
