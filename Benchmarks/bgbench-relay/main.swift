@@ -8,11 +8,13 @@ import NIOSSL
 // A light device simulator for bgrelay's benchmarks (Benchmarks/relay.sh), speaking the uplink:
 //   bgbench-relay idle URL CA N        enroll N devices, hold N uplinks open (each its own TCP+TLS
 //                                      connection, as N machines would), print "ready N", wait for stdin to close
+//   bgbench-relay bare URL CA N        N connections that enrolled and sit idle, no uplink (the
+//                                      connection's own cost, for comparison)
 //   bgbench-relay device URL CA TOKEN  enroll one device, register TOKEN, print "ready", then
 //                                      acknowledge every push until stdin closes; prints the count
 
 let arguments = CommandLine.arguments
-guard arguments.count >= 5, ["idle", "device"].contains(arguments[1]) else {
+guard arguments.count >= 5, ["idle", "bare", "device"].contains(arguments[1]) else {
     FileHandle.standardError.write(Data("usage: bgbench-relay idle URL CA N | device URL CA TOKEN\n".utf8))
     exit(64)
 }
@@ -58,6 +60,25 @@ func stdinClosed() async {
 }
 
 switch mode {
+case "bare":  // N connections that enrolled and then sit idle: the connection's cost without an uplink
+    let count = Int(arguments[4]) ?? 1000
+    var held: [HTTPClient] = []
+    for _ in 0..<count {
+        var configuration = HTTPClient.Configuration(tlsConfiguration: {
+            var tls = TLSConfiguration.makeClientConfiguration()
+            tls.additionalTrustRoots = [.file(ca)]
+            return tls
+        }())
+        configuration.httpVersion = .automatic
+        configuration.connectionPool = .init(idleTimeout: .seconds(3600))
+        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        _ = try await enroll(client)
+        held.append(client)
+    }
+    print("ready \(held.count)")
+    fflush(nil)
+    await stdinClosed()
+    for client in held { try? await client.shutdown() }
 case "idle":
     let count = Int(arguments[4]) ?? 1000
     var held: [(HTTPClient, HTTPClientResponse, AsyncStream<ByteBuffer>.Continuation)] = []

@@ -253,6 +253,10 @@ public final class PostgresRelayStore: RelayStore {
         let logger = self.logger
         return try await transaction { connection in
             var devices: Set<String> = []
+            var rows: [(push: AcceptedPush<RelayTokenOwner>, expiration: Date?, state: RelayPushState)] = []
+            /// The row of this group that is pending for each device, topic and collapse id: a
+            /// later one in the same group replaces it, as it would a committed one.
+            var collapsing: [String: Int] = [:]
             for push in pushes {
                 let device = push.owner.device
                 if let collapseID = push.collapseID {
@@ -273,16 +277,38 @@ public final class PostgresRelayStore: RelayStore {
                         state = .expired
                     }
                 }
-                let endedAt: Date? = state == .pending ? nil : now
-                try await connection.query(
-                    """
-                    INSERT INTO relay_push (device_id, token, topic, apns_id, push_type, priority, collapse_id,
-                        expiration, payload, accepted_at, state, ended_at)
-                    VALUES (\(device), \(push.deviceToken), \(push.owner.topic), \(push.apnsID), \(push.pushType),
-                        \(push.priority), \(push.collapseID), \(expiration), \(push.payload), \(now), \(state.rawValue),
-                        \(endedAt))
-                    """, logger: logger)
+                if let collapseID = push.collapseID {
+                    let key = device + "\u{0}" + push.owner.topic + "\u{0}" + collapseID
+                    if let earlier = collapsing[key], rows[earlier].state == .pending { rows[earlier].state = .replaced }
+                    if state == .pending { collapsing[key] = rows.count }
+                }
+                rows.append((push, expiration, state))
                 if state == .pending { devices.insert(device) }
+            }
+            // One statement for the group (a round trip per push held a node to ~2k/s).
+            for chunk in stride(from: 0, to: rows.count, by: 400) {
+                var sql = """
+                    INSERT INTO relay_push (device_id, token, topic, apns_id, push_type, priority, collapse_id,
+                        expiration, payload, accepted_at, state, ended_at) VALUES
+                    """
+                var binds = PostgresBindings(capacity: 12 * 400)
+                for (index, row) in rows[chunk..<min(chunk + 400, rows.count)].enumerated() {
+                    let first = index * 12
+                    sql += (index == 0 ? " " : ", ") + "(" + (1...12).map { "$\(first + $0)" }.joined(separator: ", ") + ")"
+                    try binds.append(row.push.owner.device)
+                    try binds.append(row.push.deviceToken)
+                    try binds.append(row.push.owner.topic)
+                    try binds.append(row.push.apnsID)
+                    try binds.append(row.push.pushType)
+                    try binds.append(row.push.priority)
+                    try binds.append(row.push.collapseID)
+                    try binds.append(row.expiration)
+                    try binds.append(row.push.payload)
+                    try binds.append(now)
+                    try binds.append(row.state.rawValue)
+                    try binds.append(row.state == .pending ? nil : now)
+                }
+                try await connection.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger)
             }
             for device in devices {
                 try await connection.query("SELECT pg_notify('bgrelay', \("push:" + device))", logger: logger)
