@@ -44,7 +44,10 @@ let package = Package(
         // Reads an APNs key file into a registration (its public half): bgctl and bgrelay both do.
         .target(
             name: "BackgroundProviderKeys",
-            dependencies: ["BackgroundModel", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: [
+                "BackgroundModel", .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
             swiftSettings: swiftSettings),
         .target(
             name: "BackgroundStore",

@@ -102,21 +102,18 @@ default:
     let (response, sink) = try await connect(client, enrollment, first: [.register(token: token, topic: "com.example.bench")])
     let acked = Task {
         var count = 0
-        var partial: [UInt8] = []
+        var lines = UplinkLines()
         for try await buffer in response.body {
-            for byte in buffer.readableBytesView {
-                guard byte == UInt8(ascii: "\n") else {
-                    partial.append(byte)
-                    continue
-                }
-                if case .push(let push) = UplinkFrame.decode(partial) {
+            for line in try lines.append(buffer.readableBytesView) {
+                switch UplinkFrame.decode(line) {
+                case .push(let push)?:
                     sink.yield(ByteBuffer(bytes: UplinkFrame.ack(seq: push.seq).encoded() + Data("\n".utf8)))
                     count += 1
-                } else if case .ready = UplinkFrame.decode(partial) {
+                case .ready?:
                     print("ready")
                     fflush(nil)
+                default: break
                 }
-                partial.removeAll(keepingCapacity: true)
             }
         }
         return count

@@ -40,9 +40,9 @@ struct UplinkSession: Sendable {
         let inbox = SessionInbox()
         let reader = Task {
             do {
-                var lines = LineSplitter(limit: UplinkFrame.maximumLine)
+                var lines = UplinkLines()
                 for try await buffer in body {
-                    for line in try lines.append(buffer) {
+                    for line in try lines.append(buffer.readableBytesView) {
                         if line.isEmpty {
                             inbox.post(.keepAlive)
                         } else if let frame = UplinkFrame.decode(line) {
@@ -212,28 +212,5 @@ final class SessionInbox: Sendable {
             defer { state = State() }
             return (state.acks, state.events, state.rung)
         }
-    }
-}
-
-/// Splits a byte stream into lines, refusing one longer than `limit`.
-struct LineSplitter {
-    struct TooLong: Error {}
-    let limit: Int
-    private var partial: [UInt8] = []
-
-    init(limit: Int) { self.limit = limit }
-
-    mutating func append(_ buffer: ByteBuffer) throws -> [[UInt8]] {
-        var lines: [[UInt8]] = []
-        for byte in buffer.readableBytesView {
-            if byte == UInt8(ascii: "\n") {
-                lines.append(partial)
-                partial.removeAll(keepingCapacity: true)
-            } else {
-                partial.append(byte)
-                if partial.count > limit { throw TooLong() }
-            }
-        }
-        return lines
     }
 }

@@ -133,18 +133,10 @@ extension BGCtl {
                 static let configuration = CommandConfiguration(
                     abstract: "Register a provider key: only its public half is sent to bgd; the .p8 stays here.")
                 @OptionGroup var options: DaemonOptions
-                @Option(help: "The 10-character Key ID (the JWT's kid).") var keyID: String
-                @Option(help: "The 10-character Team ID (the JWT's iss).") var teamID: String
-                @Option(help: "App ids the key may push to, comma-separated.") var topics: String
-                @Argument(help: "The key file (PKCS#8 PEM, as APNs issues .p8 files).") var file: String
+                @OptionGroup var key: ProviderKeyArguments
 
                 func run() async throws {
-                    let registration: ProviderKeyRegistration
-                    do {
-                        registration = try .fromKeyFile(file, keyID: keyID, teamID: teamID, topics: topics)
-                    } catch {
-                        throw ValidationError(error.description)
-                    }
+                    let registration = try key.registration()
                     let stored = try await options.call {
                         try await $0.send(.post, "/v1/push/keys", body: registration, as: ProviderKeyRegistration.self)
                     }

@@ -178,20 +178,12 @@ extension BGRelay {
             static let configuration = CommandConfiguration(
                 abstract: "Register a provider key: only its public half is kept; a running relay sees it within a second.")
             @OptionGroup var options: RelayOptions
-            @Option(help: "The 10-character Key ID (the JWT's kid).") var keyID: String
-            @Option(help: "The 10-character Team ID (the JWT's iss).") var teamID: String
-            @Option(help: "App ids the key may push to, comma-separated.") var topics: String
-            @Argument(help: "The key file (PKCS#8 PEM, as APNs issues .p8 files, or its public key).") var file: String
+            @OptionGroup var key: ProviderKeyArguments
 
             func run() async throws {
-                let registration: ProviderKeyRegistration
-                do {
-                    registration = try .fromKeyFile(file, keyID: keyID, teamID: teamID, topics: topics)
-                } catch {
-                    throw ValidationError(error.description)
-                }
+                let registration = try key.registration()
                 try await options.withStore { try await $0.addProviderKey(registration, now: SystemClock().now) }
-                print("Provider key \(keyID) (team \(teamID)) may push to \(registration.topics.joined(separator: ", ")).")
+                print("Provider key \(registration.keyID) (team \(registration.teamID)) may push to \(registration.topics.joined(separator: ", ")).")
             }
         }
 

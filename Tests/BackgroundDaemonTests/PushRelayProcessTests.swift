@@ -82,12 +82,3 @@ struct PushRelayProcessTests {
         #expect(listed.standardOutput.contains("No provider keys"))
     }
 }
-
-/// Waits, yielding, for what another process does; false if it never happens.
-func eventuallyAsync(_ condition: () async -> Bool) async -> Bool {
-    for _ in 0..<200_000 {
-        if await condition() { return true }
-        await Task.yield()
-    }
-    return await condition()
-}

@@ -142,10 +142,11 @@ struct RelayStoreTests {
     }
 
     @Test func linesAreSplitAndALongOneIsRefused() throws {
-        var splitter = LineSplitter(limit: 8)
-        #expect(try splitter.append(.init(string: "ab\ncd")) == [Array("ab".utf8)])
-        #expect(try splitter.append(.init(string: "e\n\n")) == [Array("cde".utf8), []])
-        #expect(throws: LineSplitter.TooLong.self) { try splitter.append(.init(string: "123456789")) }
+        var splitter = UplinkLines(limit: 8)
+        #expect(try splitter.append("ab\ncd".utf8) == [Array("ab".utf8)])
+        #expect(splitter.remainder == Array("cd".utf8))
+        #expect(try splitter.append("e\n\n".utf8) == [Array("cde".utf8), []])
+        #expect(throws: UplinkLines.TooLong.self) { try splitter.append("123456789".utf8) }
     }
 
     @Test func framesRoundTripAndStrangersAreNone() {

@@ -216,19 +216,16 @@ public actor PushUplink: Service {
     }
 
     private func read(_ body: HTTPClientResponse.Body, answering sink: AsyncStream<ByteBuffer>.Continuation) async throws {
-        var partial: [UInt8] = []
+        var lines = UplinkLines()
         for try await buffer in body {
             lastReceived = clock.now
-            for byte in buffer.readableBytesView {
-                guard byte == UInt8(ascii: "\n") else {
-                    partial.append(byte)
-                    guard partial.count <= UplinkFrame.maximumLine else { throw Failure.closed }
-                    continue
-                }
-                defer { partial.removeAll(keepingCapacity: true) }
-                guard !partial.isEmpty else { continue }  // the echo of a keep-alive
-                guard let frame = UplinkFrame.decode(partial) else {
-                    logger.warning("Unreadable line from the push relay", metadata: ["line": "\(String(decoding: partial.prefix(80), as: UTF8.self))"])
+            let read: [[UInt8]]
+            do { read = try lines.append(buffer.readableBytesView) } catch { throw Failure.closed }
+            for line in read where !line.isEmpty {  // an empty one is the echo of a keep-alive
+                guard let frame = UplinkFrame.decode(line) else {
+                    logger.warning(
+                        "Unreadable line from the push relay",
+                        metadata: ["line": "\(String(decoding: line.prefix(80), as: UTF8.self))"])
                     continue
                 }
                 try await handle(frame, answering: sink)

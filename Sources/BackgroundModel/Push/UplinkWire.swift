@@ -95,6 +95,35 @@ public enum UplinkFrame: Codable, Sendable, Equatable {
     public static let maximumLine = 16 * 1024
 }
 
+/// The uplink's bytes as lines (each side reads the other's this way), refusing a line longer
+/// than `limit` (`UplinkFrame.maximumLine`): a peer that never sends a newline cannot make the
+/// reader hold an unbounded buffer.
+public struct UplinkLines: Sendable {
+    public struct TooLong: Error {}
+    public let limit: Int
+    private var partial: [UInt8] = []
+
+    public init(limit: Int = UplinkFrame.maximumLine) { self.limit = limit }
+
+    /// The lines `bytes` completes, without their newlines (an empty one is a keep-alive).
+    public mutating func append(_ bytes: some Sequence<UInt8>) throws(TooLong) -> [[UInt8]] {
+        var lines: [[UInt8]] = []
+        for byte in bytes {
+            if byte == UInt8(ascii: "\n") {
+                lines.append(partial)
+                partial.removeAll(keepingCapacity: true)
+            } else {
+                partial.append(byte)
+                if partial.count > limit { throw TooLong() }
+            }
+        }
+        return lines
+    }
+
+    /// What came after the last newline (a closing answer that is no stream).
+    public var remainder: [UInt8] { partial }
+}
+
 /// A push as the relay forwards it to the device that owns its token.
 public struct RelayedPush: Codable, Sendable, Equatable {
     /// The relay's number for it, increasing per device: what the device acknowledges.

@@ -7,3 +7,12 @@ func eventually(_ condition: () -> Bool) async -> Bool {
     }
     return condition()
 }
+
+/// The same for a condition that must be awaited (another process's database, bgd's API).
+func eventuallyAsync(_ condition: () async throws -> Bool) async rethrows -> Bool {
+    for _ in 0..<200_000 {
+        if try await condition() { return true }
+        await Task.yield()
+    }
+    return try await condition()
+}

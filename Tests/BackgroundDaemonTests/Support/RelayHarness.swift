@@ -105,11 +105,7 @@ struct RelayNode: Sendable {
 
     /// Waits (yielding, never sleeping) until `condition` holds; false if it never does.
     func eventually(_ condition: () async throws -> Bool) async rethrows -> Bool {
-        for _ in 0..<20_000 {
-            if try await condition() { return true }
-            await Task.yield()
-        }
-        return try await condition()
+        try await eventuallyAsync(condition)
     }
 }
 
