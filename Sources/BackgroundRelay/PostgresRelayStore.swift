@@ -13,6 +13,9 @@ import ServiceLifecycle
 /// older one's fencing token is refused when it wakes. No node keeps state another needs.
 public final class PostgresRelayStore: RelayStore {
     let client: PostgresClient
+    /// For the LISTEN connection, which is not the pool's (see `follow`).
+    let listenerConfiguration: PostgresConnection.Configuration
+    let backgroundLogger: Logger
     let logger: Logger
     public let credentials = CredentialsVersion()
 
@@ -28,11 +31,19 @@ public final class PostgresRelayStore: RelayStore {
             host: host, port: components.port ?? 5432, username: user, password: components.password,
             database: database.isEmpty ? nil : database, tls: .disable)
         configuration.options.maximumConnections = 20
+        // The pool (postgres-nio 1.33) replaces a closed connection only below this minimum: at 0,
+        // requests waiting for a connection when PostgreSQL restarted waited for ever (nothing
+        // was made for them), and a provider's request with them.
+        configuration.options.minimumConnections = 2
+        listenerConfiguration = PostgresConnection.Configuration(
+            host: host, port: components.port ?? 5432, username: user, password: components.password,
+            database: database.isEmpty ? nil : database, tls: .disable)
         // Its own warnings at error level: it warns once, harmlessly, when the first query waits
         // for `run()` to begin, which `runPool` then `prepare` always races.
         var background = logger
         background.logLevel = max(logger.logLevel, .error)
         client = PostgresClient(configuration: configuration, backgroundLogger: background)
+        backgroundLogger = background
         self.logger = logger
     }
 
@@ -86,10 +97,16 @@ public final class PostgresRelayStore: RelayStore {
         }
     }
 
-    /// Follows what other nodes commit until cancelled: `onPush` hears each device with new
-    /// pushes; a change of keys or tokens moves `credentials`.
+    /// Follows what other nodes commit until cancelled or the connection is lost: `onPush` hears
+    /// each device with new pushes; a change of keys or tokens moves `credentials`.
+    ///
+    /// On a connection of its own rather than one leased from the pool: a listener holds its
+    /// connection for good, and after PostgreSQL restarts the pool (postgres-nio 1.33) made one
+    /// connection again and gave it to the listener, leaving every provider's request waiting.
     public func follow(onPush: @escaping @Sendable (String) -> Void) async throws {
-        try await client.withConnection { connection in
+        let connection = try await PostgresConnection.connect(
+            configuration: listenerConfiguration, id: 0, logger: backgroundLogger)
+        do {
             try await connection.listen(on: "bgrelay") { notifications in
                 for try await notification in notifications {
                     let payload = notification.payload
@@ -100,7 +117,11 @@ public final class PostgresRelayStore: RelayStore {
                     }
                 }
             }
+        } catch {
+            try? await connection.close()
+            throw error
         }
+        try? await connection.close()
     }
 
     // MARK: Devices and tokens

@@ -31,6 +31,9 @@ struct UplinkSession: Sendable {
         case takenAway
     }
 
+    /// The code of a refusal or a closing when the store failed (not the device's fault).
+    static let unavailable = "unavailable"
+
     /// How long a device has to close its side once told the uplink ends.
     static let closingGrace = 10.0
 
@@ -76,9 +79,8 @@ struct UplinkSession: Sendable {
         // pushes rang the bell.
         for await _ in inbox.signal {
             let (acks, events, rung) = inbox.take()
-            if !acks.isEmpty, let refusal = await acknowledge(acks, fencing: fencing) {
-                try await writer.write(line(.refused(code: refusal.code, reason: refusal.reason)))
-            }
+            var refusals: [(code: String, reason: String)] = []
+            if !acks.isEmpty, let refusal = await acknowledge(acks, fencing: fencing) { refusals.append(refusal) }
             for event in events {
                 switch event {
                 case .ended:
@@ -91,13 +93,22 @@ struct UplinkSession: Sendable {
                 case .takenAway:
                     break
                 case .frame(let frame):
-                    if let refusal = await handle(frame, fencing: fencing) {
-                        try await writer.write(line(.refused(code: refusal.code, reason: refusal.reason)))
-                    }
+                    if let refusal = await handle(frame, fencing: fencing) { refusals.append(refusal) }
                 case .keepAlive:
                     try await writer.write(ByteBuffer(string: "\n"))
                 case .malformed(let text):
                     try await writer.write(line(.refused(code: "badFrame", reason: "not an uplink frame: \(text)")))
+                }
+            }
+            for refusal in refusals where !closing {
+                if refusal.code == Self.unavailable {
+                    // What the store could not take (a registration, an acknowledgement) is
+                    // not lost on the device: it connects again and sends it all again, and is
+                    // sent every push still pending.
+                    closing = true
+                    try await close(code: Self.unavailable, writer: &writer, inbox: inbox)
+                } else {
+                    try await writer.write(line(.refused(code: refusal.code, reason: refusal.reason)))
                 }
             }
             guard rung, !closing else { continue }
@@ -107,6 +118,11 @@ struct UplinkSession: Sendable {
             } catch RelayRefusal.superseded {
                 closing = true  // the device is connected elsewhere now
                 try await close(code: "superseded", writer: &writer, inbox: inbox)
+                continue
+            } catch {
+                logger.error("Reading pending pushes failed", metadata: ["device": "\(device)", "error": "\(error)"])
+                closing = true
+                try await close(code: Self.unavailable, writer: &writer, inbox: inbox)
                 continue
             }
             var batch = ByteBuffer()
@@ -122,7 +138,12 @@ struct UplinkSession: Sendable {
     /// Tells the device the uplink ends, and gives it `closingGrace` to close its side (the
     /// response ends then, or when it has).
     private func close(code: String, writer: inout any ResponseBodyWriter, inbox: SessionInbox) async throws {
-        let reason = code == "superseded" ? "the device has a newer uplink" : "this relay node is stopping; connect again"
+        let reason =
+            switch code {
+            case "superseded": "the device has a newer uplink"
+            case Self.unavailable: "this relay node cannot reach its database; connect again"
+            default: "this relay node is stopping; connect again"
+            }
         try await writer.write(line(.closing(code: code, reason: reason)))
         let clock = self.clock
         Task {
@@ -143,7 +164,7 @@ struct UplinkSession: Sendable {
             return (refusal.code, refusal.description)
         } catch {
             logger.error("Acknowledgements failed", metadata: ["device": "\(device)", "error": "\(error)"])
-            return ("unavailable", "the relay could not store that; send it again")
+            return (Self.unavailable, "the relay could not store that; send it again")
         }
     }
 
@@ -166,7 +187,7 @@ struct UplinkSession: Sendable {
             return (refusal.code, refusal.description)
         } catch {
             logger.error("Uplink frame failed", metadata: ["device": "\(device)", "error": "\(error)"])
-            return ("unavailable", "the relay could not store that; send it again")
+            return (Self.unavailable, "the relay could not store that; send it again")
         }
     }
 

@@ -7,6 +7,7 @@ import Crypto
 import Foundation
 import Logging
 import NIOSSL
+import Synchronization
 import Testing
 
 /// Faults against the real binaries: three `bgrelay` processes on one PostgreSQL, a `bgd`
@@ -22,43 +23,13 @@ struct PushRelayFaultTests {
     static let app = PushGatewayTests.app
 
     @Test func noPushIsLostOrDuplicatedWhenNodesDieOrStall() async throws {
-        let directory = TemporaryDirectory.make()
-        let database = try await TestPostgres.makeDatabase()
-        var nodes: [RelayProcess] = []
-        for index in 0..<3 {
-            let state = directory + "/relay\(index)"
-            if index > 0 {  // one certificate for the relay, whichever node answers
-                try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
-                for file in ["push-gateway.crt", "push-gateway.key"] {
-                    try FileManager.default.copyItem(atPath: nodes[0].stateDirectory + "/" + file, toPath: state + "/" + file)
-                }
-            }
-            nodes.append(
-                try await RelayProcess(stateDirectory: state, arguments: ["--database", database, "--node", "node\(index)"]))
-        }
-        let store = try PostgresRelayStore(url: database, logger: Logger(label: "checker"))
-        let pool = Task { await store.runPool() }
-        defer { pool.cancel() }
         let key = P256.Signing.PrivateKey()
-        try await store.addTestProviderKey(key, topics: [Self.app])
-
-        let daemon = try await DaemonProcess(
-            stateDirectory: directory + "/bgd", socketPath: directory + "/bgd.sock",
-            arguments: [
-                "--push-relay", nodes.map(\.uplinkURL).joined(separator: ","), "--push-relay-ca",
-                nodes[0].certificatePath, "--push-relay-keep-alive", "2s",
-            ])
-        let api = DaemonClient(socketPath: daemon.socketPath)
-        let token = try await daemon.registerForPushes(Self.app, command: ["/bin/true"])
-        #expect(await eventuallyAsync { (try? await store.tokenOwner(token)) != nil })
+        let fleet = try await Fleet.start(nodes: 3, database: try await TestPostgres.makeDatabase(), key: key)
+        defer { fleet.stop() }
+        let (nodes, store, daemon, api, token, client) = (
+            fleet.nodes, fleet.store, fleet.daemon, fleet.api, fleet.token, fleet.client
+        )
         let device = try #require(try await store.tokenOwner(token)?.device)
-
-        var tls = TLSConfiguration.makeClientConfiguration()
-        tls.additionalTrustRoots = [.file(nodes[0].certificatePath)]
-        var configuration = HTTPClient.Configuration(tlsConfiguration: tls)
-        configuration.connectionPool.retryConnectionEstablishment = false
-        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
-        defer { _ = client.shutdown() }
         var accepted: [String] = []
         var sent = 0
         let issuedAt = SystemClock().now  // one provider token throughout, as APNs wants
@@ -109,20 +80,159 @@ struct PushRelayFaultTests {
         #expect(await allDelivered(), "after SIGCONT of node \(moved)")
 
         // The checker.
-        let relayLog = try await store.pushLog()
-        let reached = try await api.send(.get, "/v1/apps/\(Self.app)/pushes?limit=1000", as: [PushRecord].self)
-            .map(\.apnsID)
-        let counts = Dictionary(reached.map { ($0, 1) }, uniquingKeysWith: +)
-        let lost = accepted.filter { counts[$0] == nil }
-        let duplicated = counts.filter { $0.value > 1 }.map(\.key)
-        let ended = relayLog.filter { $0.state != .delivered }
-        let report =
-            "accepted \(accepted.count) of \(sent), delivered once \(accepted.count - lost.count), ended with a reason \(ended.count), lost \(lost.count), duplicated \(duplicated.count)"
-        #expect(lost.isEmpty && duplicated.isEmpty, "\(report): lost \(lost), duplicated \(duplicated)")
-        #expect(Set(relayLog.map(\.apnsID)) == Set(accepted), "the relay stored exactly what it answered 200 to")
+        let report = try await FaultReport.check(accepted: accepted, sent: sent, relay: store, bgd: api, app: Self.app)
+        #expect(report.lost.isEmpty && report.duplicated.isEmpty, "\(report)")
+        #expect(report.storedEveryAccepted, "the relay lost a push it answered 200 to: \(report)")
         #expect(accepted.count >= sent - 3, "\(report)")  // only pushes to the killed node may fail
         print("PushRelayFaultTests: \(report)")
         daemon.signal(SIGTERM)
         _ = await daemon.waitForExit()
     }
+
+    @Test func noPushIsLostOrDuplicatedWhenPostgreSQLRestarts() async throws {
+        let postgres = try await PrivatePostgres.start()
+        do {
+            try await pushesAcross(postgres)
+        } catch {
+            await postgres.stop()
+            throw error
+        }
+        await postgres.stop()
+    }
+
+    /// Two nodes on `postgres`, a provider posting to both without pause; the server is crashed
+    /// (an immediate stop, no checkpoint) and is down for three seconds. Pushes it could not
+    /// store are answered 503 — a provider sends them again — and every one answered 200
+    /// reaches bgd once: the nodes' pools connect again, they listen again and look for what
+    /// they did not hear, and the device's uplink (dropped where a query failed) comes back.
+    private func pushesAcross(_ postgres: PrivatePostgres) async throws {
+        let key = P256.Signing.PrivateKey()
+        let fleet = try await Fleet.start(nodes: 2, database: postgres.url, key: key)
+        defer { fleet.stop() }
+        let (store, daemon, api, token, client) = (fleet.store, fleet.daemon, fleet.api, fleet.token, fleet.client)
+        let issuedAt = SystemClock().now
+        let ports = fleet.nodes.map(\.providerPort)
+        /// Posts one push after another, alternating nodes, until `stop` is set; what was sent and
+        /// what was answered 200, and how many were answered 503.
+        let stop = Mutex(false)
+        let sender = Task { () -> (sent: Int, accepted: [String], unavailable: Int) in
+            var (sent, accepted, unavailable) = (0, [String](), 0)
+            while !stop.withLock({ $0 }) {
+                sent += 1
+                let id = String(format: "00000000-0000-4000-9000-%012d", sent)
+                let provider = PushGatewayTests.Provider(
+                    client: client, base: "https://localhost:\(ports[sent % 2])", key: key, now: issuedAt)
+                switch try? await provider.send(token: token, headers: [("apns-id", id)]).status {
+                case 200?: accepted.append(id)
+                case 503?: unavailable += 1
+                default: break
+                }
+            }
+            return (sent, accepted, unavailable)
+        }
+        // Pushes flow, then the crash in their midst, then they flow on for a while.
+        let flowing = try await eventuallyAsync { (try await store.pushCounts()[.delivered] ?? 0) >= 10 }
+        #expect(flowing, "no push reached bgd before the restart")
+        try await postgres.restart(down: 3)
+        let before = (try? await store.pushCounts())?[.delivered] ?? 0
+        let recovered = await eventuallyAsync { ((try? await store.pushCounts())?[.delivered] ?? 0) >= before + 20 }
+        stop.withLock { $0 = true }
+        let (sent, accepted, unavailable) = await sender.value
+        #expect(recovered, "pushes did not flow again after the restart")
+        #expect(
+            await eventuallyAsync { (try? await store.pushCounts()[.pending]) == nil }, "pushes were left pending")
+        let report = try await FaultReport.check(accepted: accepted, sent: sent, relay: store, bgd: api, app: Self.app)
+        #expect(report.lost.isEmpty && report.duplicated.isEmpty, "\(report)")
+        #expect(report.storedEveryAccepted, "\(report)")
+        print("PushRelayFaultTests (PostgreSQL restarted): \(report), answered 503 while it was down \(unavailable)")
+        daemon.signal(SIGTERM)
+        _ = await daemon.waitForExit()
+    }
 }
+
+/// Relay processes on one database (one certificate, whichever node answers), the checker's own
+/// store holding the provider's key, a bgd that knows every node with an app registered for
+/// pushes, and the provider's HTTP client.
+struct Fleet {
+    let nodes: [RelayProcess]
+    let store: PostgresRelayStore
+    let pool: Task<Void, Never>
+    let daemon: DaemonProcess
+    let api: DaemonClient
+    let token: String
+    let client: HTTPClient
+
+    /// `key` signs the provider's tokens.
+    static func start(nodes count: Int, database: String, key: P256.Signing.PrivateKey) async throws -> Fleet {
+        let directory = TemporaryDirectory.make()
+        var nodes: [RelayProcess] = []
+        for index in 0..<count {
+            let state = directory + "/relay\(index)"
+            if index > 0 {
+                try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
+                for file in ["push-gateway.crt", "push-gateway.key"] {
+                    try FileManager.default.copyItem(atPath: nodes[0].stateDirectory + "/" + file, toPath: state + "/" + file)
+                }
+            }
+            nodes.append(
+                try await RelayProcess(stateDirectory: state, arguments: ["--database", database, "--node", "node\(index)"]))
+        }
+        let store = try PostgresRelayStore(url: database, logger: Logger(label: "checker"))
+        let pool = Task { await store.runPool() }
+        let daemon = try await DaemonProcess(
+            stateDirectory: directory + "/bgd", socketPath: directory + "/bgd.sock",
+            arguments: [
+                "--push-relay", nodes.map(\.uplinkURL).joined(separator: ","), "--push-relay-ca",
+                nodes[0].certificatePath, "--push-relay-keep-alive", "2s",
+            ])
+        let token = try await daemon.registerForPushes(PushRelayFaultTests.app, command: ["/bin/true"])
+        #expect(await eventuallyAsync { (try? await store.tokenOwner(token)) != nil }, "bgd's token never reached the relay")
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.additionalTrustRoots = [.file(nodes[0].certificatePath)]
+        var configuration = HTTPClient.Configuration(tlsConfiguration: tls)
+        configuration.connectionPool.retryConnectionEstablishment = false
+        let fleet = Fleet(
+            nodes: nodes, store: store, pool: pool, daemon: daemon, api: DaemonClient(socketPath: daemon.socketPath),
+            token: token, client: HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration))
+        try await store.addTestProviderKey(key, topics: [PushRelayFaultTests.app])
+        return fleet
+    }
+
+    func stop() {
+        pool.cancel()
+        _ = client.shutdown()
+    }
+}
+
+/// What became of the pushes a fault test sent: the provider's 200s against the relay's record
+/// and what reached bgd.
+struct FaultReport: CustomStringConvertible {
+    var sent: Int
+    var accepted: [String]
+    var lost: [String]
+    var duplicated: [String]
+    var endedWithReason: Int
+    /// The relay's record holds every push answered 200 (and may hold one whose answer was lost
+    /// with a node or a database connection: a provider may not count on a 5xx push not arriving).
+    var storedEveryAccepted: Bool
+    var storedUnanswered: Int
+
+    static func check(
+        accepted: [String], sent: Int, relay store: PostgresRelayStore, bgd api: DaemonClient, app: String
+    ) async throws -> FaultReport {
+        let relayLog = try await store.pushLog()
+        let reached = try await api.send(.get, "/v1/apps/\(app)/pushes?limit=1000", as: [PushRecord].self).map(\.apnsID)
+        let counts = Dictionary(reached.map { ($0, 1) }, uniquingKeysWith: +)
+        return FaultReport(
+            sent: sent, accepted: accepted, lost: accepted.filter { counts[$0] == nil },
+            duplicated: counts.filter { $0.value > 1 }.map(\.key),
+            endedWithReason: relayLog.filter { $0.state != .delivered }.count,
+            storedEveryAccepted: Set(accepted).isSubset(of: relayLog.map(\.apnsID)),
+            storedUnanswered: Set(relayLog.map(\.apnsID)).subtracting(accepted).count)
+    }
+
+    var description: String {
+        "accepted \(accepted.count) of \(sent), delivered once \(accepted.count - lost.count), ended with a reason \(endedWithReason), stored though not answered 200 \(storedUnanswered), lost \(lost.count) \(lost.prefix(5)), duplicated \(duplicated.count) \(duplicated.prefix(5))"
+    }
+}
+
