@@ -46,6 +46,8 @@ public struct RelayTokenOwner: PushTokenOwner {
     public var device: String
     public var topic: String
     public var revokedAt: Date?
+    /// Floods are held back per device, whichever of its tokens they are sent to.
+    public var floodScope: String? { "device:" + device }
 }
 
 extension SQLiteRelayStore {

@@ -90,8 +90,8 @@ extension BGRelay {
         @Option(help: "The certificate's private key (PEM).") var key: String?
         @Option(help: "trace, debug, info, notice, warning, error or critical.") var logLevel = "notice"
         @Option(help: "This node's name among several (default: host:pid).") var node: String?
-        @Option(help: "Pushes a second one device token accepts (bursts of 10× that) before 429 TooManyRequests.")
-        var tokenRate: Double = 20
+        @Option(help: "Pushes a second one device accepts, over all its tokens (bursts of 10× that), before 429 TooManyRequests.")
+        var deviceRate: Double = 20
         @Option(help: "Pushes a second one provider key may send to this node (bursts of 10× that) before 429.")
         var providerRate: Double = 5_000
         @Option(help: "Device uplinks this node holds at most.") var maxDevices = 10_000
@@ -103,8 +103,8 @@ extension BGRelay {
             guard (0...65535).contains(port), (0...65535).contains(uplinkPort) else {
                 throw ValidationError("ports are 0 to 65535")
             }
-            guard tokenRate > 0, providerRate > 0 else {
-                throw ValidationError("--token-rate and --provider-rate must be positive")
+            guard deviceRate > 0, providerRate > 0 else {
+                throw ValidationError("--device-rate and --provider-rate must be positive")
             }
             guard maxDevices > 0, maxDevicesPerAddress > 0 else {
                 throw ValidationError("--max-devices and --max-devices-per-address are at least 1")
@@ -130,7 +130,7 @@ extension BGRelay {
                 configuration: .init(
                     provider: .init(
                         host: host, port: port, security: security,
-                        floodLimit: PushFloodLimit(perSecond: tokenRate, burst: tokenRate * 10)),
+                        floodLimit: PushFloodLimit(perSecond: deviceRate, burst: deviceRate * 10)),
                     uplink: .init(
                         host: uplinkHost ?? host, port: uplinkPort, security: security,
                         connections: ConnectionLimits(perPeer: maxDevicesPerAddress, total: maxDevices)),

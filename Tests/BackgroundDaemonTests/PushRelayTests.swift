@@ -184,6 +184,31 @@ struct PushRelayTests {
         }
     }
 
+    @Test func aDeviceFloodedOverAllItsTokensIsHeldBackAndAnotherDeviceIsNot() async throws {
+        try await RelayNode.with(deviceLimit: PushFloodLimit(perSecond: 0.001, burst: 3)) { node in
+            let client = node.client()
+            defer { _ = client.shutdown() }
+            let key = P256.Signing.PrivateKey()
+            try await node.addProviderKey(key, topics: [Self.app, PushGatewayTests.other])
+            let (flooded, other) = (try await RawUplink.enroll(node, client: client), try await RawUplink.enroll(node, client: client))
+            let (first, second, third) = (String(repeating: "a1", count: 32), String(repeating: "a2", count: 32), String(repeating: "b1", count: 32))
+            let now = SystemClock().now
+            try await node.store.register(token: first, topic: Self.app, device: flooded.device, now: now)
+            try await node.store.register(token: second, topic: PushGatewayTests.other, device: flooded.device, now: now)
+            try await node.store.register(token: third, topic: Self.app, device: other.device, now: now)
+            let provider = provider(node, client: client, key: key)
+            var statuses: [Int] = []
+            for (token, topic) in [(first, Self.app), (second, PushGatewayTests.other), (first, Self.app), (second, PushGatewayTests.other)] {
+                statuses.append(try await provider.send(token: token, headers: [("apns-topic", topic)]).status)
+            }
+            // Three for the device, whichever of its tokens; the fourth is held back.
+            #expect(statuses == [200, 200, 200, 429])
+            let answer = try await provider.send(token: third)
+            #expect(answer.status == 200, "another device's allowance is its own: \(answer)")
+            #expect(try await node.store.pushLog().count == 4, "a refused push is not stored")
+        }
+    }
+
     @Test func badUplinkInputIsRefusedAndChangesNothing() async throws {
         try await RelayNode.with { node in
             let client = node.client()

@@ -20,6 +20,14 @@ public protocol PushDestinations: Sendable {
 public protocol PushTokenOwner: Sendable {
     var topic: String { get }
     var revokedAt: Date? { get }
+    /// What the flood limit counts pushes by when not the device token: at the relay, the device
+    /// (one machine's apps share its allowance, so a provider cannot flood a device by spreading
+    /// its pushes over the device's tokens).
+    var floodScope: String? { get }
+}
+
+extension PushTokenOwner {
+    public var floodScope: String? { nil }
 }
 
 /// A push that passed every check, for `owner`.

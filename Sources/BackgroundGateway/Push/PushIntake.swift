@@ -166,7 +166,9 @@ public actor PushIntake<Destinations: PushDestinations> {
             if let revoked = owner.revokedAt {
                 return refuse(.unregistered, timestamp: Int64(revoked.timeIntervalSince1970 * 1000))
             }
-            guard admitToFloodLimit(push.deviceToken, now: now), admitToProviderLimit(key.keyID, now: now) else {
+            guard admitToFloodLimit(owner.floodScope ?? push.deviceToken, now: now),
+                admitToProviderLimit(key.keyID, now: now)
+            else {
                 return refuse(.tooManyRequests)
             }
             try await writer.enqueue(

@@ -55,13 +55,15 @@ struct RelayNode: Sendable {
     static func with<T: Sendable>(
         directory: String? = nil, store: (any RelayStore)? = nil, node: String = "node",
         providerLimit: PushFloodLimit = PushFloodLimit(perSecond: 5_000, burst: 50_000),
+        deviceLimit: PushFloodLimit = PushFloodLimit(),
         _ body: @Sendable (RelayNode) async throws -> T
     ) async throws -> T {
         let directory = directory ?? TemporaryDirectory.make()
         let logger = Self.logger
         let relay = Relay(
             configuration: .init(
-                provider: .init(port: 0), uplink: .init(port: 0), stateDirectory: directory, node: node,
+                provider: .init(port: 0, floodLimit: deviceLimit), uplink: .init(port: 0), stateDirectory: directory,
+                node: node,
                 providerLimit: providerLimit),
             store: try store ?? Relay.openStore(in: directory), clock: SystemClock(), logger: logger)
         let group = ServiceGroup(
