@@ -234,11 +234,15 @@ public struct NewPush: Sendable {
     public var collapseID: String?
     public var expiration: Date?
     public var payload: Data
+    /// Set for a push that arrives already undeliverable (through the relay, for a token the app
+    /// no longer holds): kept as `dropped` with this reason, so it ends recorded, never silently.
+    public var dropped: DecisionReason?
 
     public init(
         app: AppID, apnsID: String, pushType: String, priority: Int, collapseID: String?, expiration: Date?,
-        payload: Data
+        payload: Data, dropped: DecisionReason? = nil
     ) {
+        self.dropped = dropped
         self.app = app
         self.apnsID = apnsID
         self.pushType = pushType
@@ -258,15 +262,17 @@ extension BackgroundStore {
         try await writer.write { db in
             let statement = try db.makeStatement(
                 sql: """
-                    INSERT INTO push(appId, apnsId, pushType, priority, collapseId, expiration, payload, receivedAt, state)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    INSERT INTO push(appId, apnsId, pushType, priority, collapseId, expiration, payload, receivedAt, state,
+                        reasonCode, reason)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     ON CONFLICT(appId, apnsId) DO NOTHING
                     """)
             for push in pushes {
                 try statement.execute(arguments: [
                     push.app.rawValue, push.apnsID, push.pushType, push.priority, push.collapseID, push.expiration,
                     push.payload, now,
-                    (push.pushType == "background" ? PushState.queued : .recorded).rawValue,
+                    (push.dropped != nil ? PushState.dropped : push.pushType == "background" ? .queued : .recorded).rawValue,
+                    push.dropped?.code.rawValue, push.dropped?.detail,
                 ])
             }
         }

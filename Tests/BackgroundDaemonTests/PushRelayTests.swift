@@ -85,6 +85,49 @@ struct PushRelayTests {
         }
     }
 
+    /// A push the relay took just before the device's revocation reached it (another node, say)
+    /// still reaches bgd, which no longer honours the token: it ends there as dropped, with why.
+    @Test func aRelayedPushForATokenRevokedOnTheWayEndsRecordedAsDropped() async throws {
+        try await RelayNode.with { node in
+            let client = node.client()
+            defer { _ = client.shutdown() }
+            nonisolated(unsafe) let key = P256.Signing.PrivateKey()
+            try await node.addProviderKey(key, topics: [Self.app, PushGatewayTests.other])
+            try await TestDaemon.with(
+                clock: ManualClock(now: SystemClock().now),
+                pushRelay: .init(url: node.uplinkURL, certificate: node.certificatePath)
+            ) { daemon in
+                var tokens: [String] = []
+                for app in [Self.app, PushGatewayTests.other] {
+                    _ = try await daemon.register(app, command: ["/bin/true"], interval: .never)
+                    tokens.append(
+                        try await daemon.admin.send(.post, "/v1/apps/\(app)/push/token", as: DeviceTokenInfo.self).token)
+                }
+                #expect(try await node.eventually { try await node.store.tokenOwner(tokens[1]) != nil })
+                let owner = try #require(try await node.store.tokenOwner(tokens[0]))
+                try await daemon.store.revokeDeviceTokens(of: AppID(rawValue: Self.app)!, now: daemon.clock.now)
+                #expect(try await node.eventually { try await node.store.tokenOwner(tokens[0])?.revokedAt != nil })
+                // Taken as if before the revocation: committed straight to the relay's store.
+                let late = "5b1c2d3e-4f50-4a61-8b72-93a4b5c6d7e8"
+                _ = try await node.store.commit(
+                    [
+                        AcceptedPush(
+                            owner: owner,  // as it was before the revocation
+                            deviceToken: tokens[0], apnsID: late, pushType: "background", priority: 5, collapseID: nil,
+                            expiration: nil, payload: Data(#"{"aps":{"content-available":1}}"#.utf8))
+                    ], now: SystemClock().now, connected: { _ in true })
+                // A push to the other app rings the device, which is then sent both.
+                let answer = try await provider(node, client: client, key: key).send(
+                    token: tokens[1], headers: [("apns-topic", PushGatewayTests.other)])
+                #expect(answer.status == 200, "\(answer)")
+                #expect(try await node.eventually { try await node.store.pushCounts()[.delivered] == 2 })
+                let recorded = try await daemon.store.pushes(of: AppID(rawValue: Self.app)!)
+                #expect(recorded.map(\.apnsID) == [late])
+                #expect(recorded.first?.state == .dropped && recorded.first?.reasonCode == .pushTokenRevoked, "\(recorded)")
+            }
+        }
+    }
+
     @Test func anOfflineDeviceGetsItsPushesInOrderCoalescedAndUnexpired() async throws {
         let token = String(repeating: "ab", count: 32)
         try await withDevice(registering: token) { device in

@@ -255,14 +255,19 @@ public actor PushUplink: Service {
         }
     }
 
-    /// Commits a relayed push to bgd's queue (a repeat is dropped there by its apns-id); one for
-    /// a token bgd no longer honours is acknowledged and dropped, as the gateway would refuse it.
+    /// Commits a relayed push to bgd's queue (a repeat is dropped there by its apns-id). One for
+    /// a token its app no longer holds (revoked while the push was on its way) is committed as
+    /// dropped, with why, as the gateway would have refused it; one for a token bgd never issued
+    /// (or for another topic) has no app to be recorded under, and is only logged.
     private func accept(_ push: RelayedPush) async throws {
-        guard let owner = try await store.deviceTokenOwner(push.token), owner.revokedAt == nil,
-            owner.app.rawValue == push.topic
-        else {
-            logger.notice("Dropped a relayed push for a token no app holds", metadata: ["apns-id": "\(push.apnsID)"])
+        guard let owner = try await store.deviceTokenOwner(push.token), owner.app.rawValue == push.topic else {
+            logger.warning("Dropped a relayed push for a token bgd did not issue", metadata: ["apns-id": "\(push.apnsID)"])
             return
+        }
+        let dropped = owner.revokedAt.map { revoked in
+            DecisionReason(
+                .pushTokenRevoked,
+                "the device token was revoked at \(revoked.formatted(.iso8601)), before the push arrived through the relay")
         }
         try await store.enqueuePushes(
             [
@@ -270,9 +275,9 @@ public actor PushUplink: Service {
                     app: owner.app, apnsID: push.apnsID, pushType: push.pushType, priority: push.priority,
                     collapseID: push.collapseID,
                     expiration: push.expirationMilliseconds.map { Date(timeIntervalSince1970: Double($0) / 1000) },
-                    payload: push.payload)
+                    payload: push.payload, dropped: dropped)
             ], now: clock.now)
-        pushes.ring()
+        if dropped == nil { pushes.ring() }
     }
 
     private func keepAlive(_ sink: AsyncStream<ByteBuffer>.Continuation) async throws {

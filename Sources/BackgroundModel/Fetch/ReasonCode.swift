@@ -71,6 +71,9 @@ public enum ReasonCode: String, Codable, Sendable, CaseIterable {
     /// The push's runs ended without an answer too often, or its handler overran its budget:
     /// dropped, so one broken push does not wake the app for ever.
     case pushUndeliverable
+    /// The push came through the push relay for a device token the app no longer holds (revoked
+    /// after the relay accepted it): dropped, and recorded so.
+    case pushTokenRevoked
     /// In the background holding no finite-length task and handling no event: stopped (SIGSTOP)
     /// until bgd has an event for it.
     case suspendedInBackground
