@@ -1,15 +1,15 @@
 import Foundation
 import Synchronization
 
-/// The devices connected to this relay node, each with a bell its uplink session waits on: a
-/// committed push rings its device's bell, and the session sends what is pending.
+/// The devices connected to this relay node, each with the inbox of its uplink session: a
+/// committed push rings the device's session, which sends what is pending.
 ///
 /// A device that connects again (its old connection not yet seen to be gone) takes over: the
-/// old session's bell stream ends, and with it that session.
+/// old session is told it was taken away, and ends.
 final class DeviceHub: Sendable {
     private struct Session {
         var id: Int
-        var bell: AsyncStream<Void>.Continuation
+        var inbox: SessionInbox
     }
     private struct State {
         var sessions: [String: Session] = [:]
@@ -17,38 +17,34 @@ final class DeviceHub: Sendable {
     }
     private let state = Mutex(State())
 
-    /// Registers a session for `device`: its id and the bell it waits on (rung once at start).
-    func connect(_ device: String) -> (id: Int, bell: AsyncStream<Void>) {
-        let (bell, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        continuation.yield()
-        let previous = state.withLock { state -> Session? in
+    /// Registers the session for `device` whose inbox is `inbox`, and rings it once; its id.
+    func connect(_ device: String, inbox: SessionInbox) -> Int {
+        let (id, previous) = state.withLock { state -> (Int, Session?) in
             state.nextID += 1
-            defer { state.sessions[device] = Session(id: state.nextID, bell: continuation) }
-            return state.sessions[device]
+            defer { state.sessions[device] = Session(id: state.nextID, inbox: inbox) }
+            return (state.nextID, state.sessions[device])
         }
-        previous?.bell.finish()
-        return (state.withLock { $0.nextID }, bell)
+        previous?.inbox.post(.takenAway)
+        inbox.ring()
+        return id
     }
 
     /// The session ended; forgets it unless a newer one took over.
     func disconnect(_ device: String, session id: Int) {
-        let ended = state.withLock { state -> Session? in
-            guard let session = state.sessions[device], session.id == id else { return nil }
-            state.sessions[device] = nil
-            return session
+        state.withLock { state in
+            if state.sessions[device]?.id == id { state.sessions[device] = nil }
         }
-        ended?.bell.finish()
     }
 
     func ring(_ devices: some Sequence<String>) {
-        let bells = state.withLock { state in devices.compactMap { state.sessions[$0]?.bell } }
-        for bell in bells { bell.yield() }
+        let inboxes = state.withLock { state in devices.compactMap { state.sessions[$0]?.inbox } }
+        for inbox in inboxes { inbox.ring() }
     }
 
     /// Rings every session (after a gap in what this node heard).
     func ringAll() {
-        let bells = state.withLock { $0.sessions.values.map(\.bell) }
-        for bell in bells { bell.yield() }
+        let inboxes = state.withLock { $0.sessions.values.map(\.inbox) }
+        for inbox in inboxes { inbox.ring() }
     }
 
     func isConnected(_ device: String) -> Bool { state.withLock { $0.sessions[device] != nil } }
@@ -57,10 +53,10 @@ final class DeviceHub: Sendable {
 
     /// Ends every session (the node is stopping).
     func disconnectAll() {
-        let bells = state.withLock { state in
+        let inboxes = state.withLock { state in
             defer { state.sessions = [:] }
-            return state.sessions.values.map(\.bell)
+            return state.sessions.values.map(\.inbox)
         }
-        for bell in bells { bell.finish() }
+        for inbox in inboxes { inbox.post(.takenAway) }
     }
 }

@@ -97,17 +97,19 @@ public final class PostgresRelayStore: RelayStore {
         }
     }
 
-    /// Follows what other nodes commit until cancelled or the connection is lost: `onPush` hears
+    /// Follows what other nodes commit until cancelled or the connection is lost: `onListening`
+    /// is called once LISTEN holds (anything committed before it was not heard), `onPush` hears
     /// each device with new pushes; a change of keys or tokens moves `credentials`.
     ///
     /// On a connection of its own rather than one leased from the pool: a listener holds its
     /// connection for good, and after PostgreSQL restarts the pool (postgres-nio 1.33) made one
     /// connection again and gave it to the listener, leaving every provider's request waiting.
-    public func follow(onPush: @escaping @Sendable (String) -> Void) async throws {
+    public func follow(onListening: @Sendable () -> Void, onPush: @escaping @Sendable (String) -> Void) async throws {
         let connection = try await PostgresConnection.connect(
             configuration: listenerConfiguration, id: 0, logger: backgroundLogger)
         do {
             try await connection.listen(on: "bgrelay") { notifications in
+                onListening()
                 for try await notification in notifications {
                     let payload = notification.payload
                     if payload.hasPrefix("push:") {

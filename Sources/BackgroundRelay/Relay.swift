@@ -93,7 +93,8 @@ public struct Relay: Sendable {
 
 /// Hears what the other nodes commit (PostgreSQL's LISTEN): rings this node's sessions of the
 /// devices with new pushes, and moves the credentials version the provider side checks. Listens
-/// again after a lost connection.
+/// again after a lost connection, and once listening again rings every session: what was
+/// committed while it was not listening was never heard.
 struct Follower: Service {
     let store: PostgresRelayStore
     let hub: DeviceHub
@@ -105,14 +106,12 @@ struct Follower: Service {
             var pause = Duration.milliseconds(100)
             while !Task.isCancelled {
                 do {
-                    try await store.follow { [hub] device in hub.ring([device]) }
+                    try await store.follow(onListening: { [hub] in hub.ringAll() }) { [hub] device in hub.ring([device]) }
                 } catch is CancellationError {
                     return
                 } catch {
                     logger.warning("Lost PostgreSQL notifications; listening again", metadata: ["error": "\(error)"])
                 }
-                // Pushes committed while not listening: every session looks once more.
-                hub.ringAll()
                 try await clock.sleep(until: clock.now.adding(pause))
                 pause = min(pause * 2, .seconds(5))
             }

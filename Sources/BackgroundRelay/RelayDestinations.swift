@@ -3,7 +3,7 @@ import BackgroundModel
 import Foundation
 
 /// The relay's side of the APNs provider API: keys and tokens from its store, and a commit that
-/// rings the bells of the devices the pushes are for.
+/// rings the sessions of the devices the pushes are for.
 struct RelayDestinations: PushDestinations {
     let store: any RelayStore
     let hub: DeviceHub

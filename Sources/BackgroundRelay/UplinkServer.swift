@@ -22,8 +22,10 @@ struct UplinkServer: Service {
     let node: String
 
     func run() async throws {
+        // Thousands of devices idle here: their connections' buffers cost only what is written.
         let (server, gate) = try PushGateway<RelayDestinations>.serverBuilder(
-            configuration, certificateDirectory: certificateDirectory, now: clock.now)
+            configuration, certificateDirectory: certificateDirectory, now: clock.now,
+            allocator: PageBackedBuffers.allocator)
         let router = Router()
         let (store, hub, clock, metrics, logger, node) = (self.store, self.hub, self.clock, self.metrics, self.logger, self.node)
         router.post("v1/devices") { _, _ in

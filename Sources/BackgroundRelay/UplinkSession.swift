@@ -5,8 +5,8 @@ import Logging
 import NIOCore
 import Synchronization
 
-/// One device's uplink on this node: sends what is pending for it, oldest first, whenever its
-/// bell rings (at start, and after each commit of a push for it); takes its registrations,
+/// One device's uplink on this node: sends what is pending for it, oldest first, whenever it is
+/// rung (at start, and after each commit of a push for it); takes its registrations,
 /// revocations and acknowledgements. A push stays pending until acknowledged, so whatever was
 /// sent and not acknowledged when the connection ends is sent again on the next one — the
 /// device drops a repeat by its apns-id.
@@ -38,9 +38,9 @@ struct UplinkSession: Sendable {
     static let closingGrace = 10.0
 
     func run(reading body: RequestBody, writer: inout any ResponseBodyWriter) async throws {
-        let (session, bell) = hub.connect(device)
-        defer { hub.disconnect(device, session: session) }
         let inbox = SessionInbox()
+        let session = hub.connect(device, inbox: inbox)
+        defer { hub.disconnect(device, session: session) }
         let reader = Task {
             do {
                 var lines = UplinkLines()
@@ -60,14 +60,7 @@ struct UplinkSession: Sendable {
             }
             inbox.post(.ended)
         }
-        let bells = Task {
-            for await _ in bell { inbox.ring() }
-            inbox.post(.takenAway)
-        }
-        defer {
-            reader.cancel()
-            bells.cancel()
-        }
+        defer { reader.cancel() }
         let fencing = try await store.claim(device: device, node: node, now: clock.now)
         metrics.connected(device)
         defer { metrics.disconnected(device) }
@@ -76,7 +69,7 @@ struct UplinkSession: Sendable {
         var closing = false
         // Under load what arrived while the last round ran is taken together: every
         // acknowledgement in one transaction, and one read of what is pending however many
-        // pushes rang the bell.
+        // pushes rang.
         for await _ in inbox.signal {
             let (acks, events, rung) = inbox.take()
             var refusals: [(code: String, reason: String)] = []
@@ -199,7 +192,7 @@ struct UplinkSession: Sendable {
 }
 
 /// What an uplink session has to do, gathered while it was busy: the device's frames in order,
-/// its acknowledgements, and whether the bell rang — one signal however much arrived.
+/// its acknowledgements, and whether it was rung — one signal however much arrived.
 final class SessionInbox: Sendable {
     private struct State {
         var events: [UplinkSession.Event] = []

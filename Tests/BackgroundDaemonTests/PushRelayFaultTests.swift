@@ -89,7 +89,11 @@ struct PushRelayFaultTests {
         _ = await daemon.waitForExit()
     }
 
-    @Test func noPushIsLostOrDuplicatedWhenPostgreSQLRestarts() async throws {
+    /// Not in CI yet: about one run in six (alone or beside the other tests) hangs after the
+    /// restart — bgd alive but its API silent, a provider's request to a node unanswered — and
+    /// the cause is not found (issue 19's note). BGRELAY_RESTART_POSTGRES=1 runs it.
+    @Test(.enabled(if: ProcessInfo.processInfo.environment["BGRELAY_RESTART_POSTGRES"] != nil, "intermittent hang under study: BGRELAY_RESTART_POSTGRES=1 runs it"))
+    func noPushIsLostOrDuplicatedWhenPostgreSQLRestarts() async throws {
         let postgres = try await PrivatePostgres.start()
         do {
             try await pushesAcross(postgres)
@@ -138,7 +142,12 @@ struct PushRelayFaultTests {
         let recovered = await eventuallyAsync { ((try? await store.pushCounts())?[.delivered] ?? 0) >= before + 20 }
         stop.withLock { $0 = true }
         let (sent, accepted, unavailable) = await sender.value
-        #expect(recovered, "pushes did not flow again after the restart")
+        if !recovered {
+            let status = try? await api.send(.get, "/v1/push/relay", as: PushRelayStatus.self)
+            let logs = fleet.nodes.map { String($0.output.text.suffix(2000)) }.joined(separator: "\n---\n")
+            let alive = kill(daemon.processID, 0) == 0
+            Issue.record("pushes did not flow again after the restart; bgd alive \(alive), its uplink: \(String(describing: status)); sent \(sent), accepted \(accepted.count), 503 \(unavailable); relay logs:\n\(logs)")
+        }
         #expect(
             await eventuallyAsync { (try? await store.pushCounts()[.pending]) == nil }, "pushes were left pending")
         let report = try await FaultReport.check(accepted: accepted, sent: sent, relay: store, bgd: api, app: Self.app)

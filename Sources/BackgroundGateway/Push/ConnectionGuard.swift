@@ -91,6 +91,8 @@ struct GuardedChannel<Base: ServerChildChannel>: ServerChildChannel {
     /// Whether to close a connection that has not finished its handshake in time (HTTP/1 has
     /// no handshake and its own idle timeout).
     var watchesHandshake = true
+    /// The connection's buffers, when not the heap's (see `PageBackedBuffers`).
+    var allocator: ByteBufferAllocator?
 
     struct Refused: Error {}
 
@@ -102,6 +104,12 @@ struct GuardedChannel<Base: ServerChildChannel>: ServerChildChannel {
             // A failed setup alone leaves the socket open: close it.
             channel.close(mode: .all, promise: nil)
             return channel.eventLoop.makeFailedFuture(Refused())
+        }
+        if let allocator {
+            // Before any handler: NIOSSL sizes its buffers from the channel's allocator when added.
+            do { try channel.syncOptions?.setOption(ChannelOptions.allocator, value: allocator) } catch {
+                return channel.eventLoop.makeFailedFuture(error)
+            }
         }
         guard watchesHandshake else { return base.setup(channel: channel, logger: logger) }
         let deadline = HandshakeDeadline(timeout: gate.limits.handshakeTimeout)

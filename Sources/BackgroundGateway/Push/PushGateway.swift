@@ -98,9 +98,10 @@ public struct PushGateway<Destinations: PushDestinations>: Service {
 
     /// The server for `configuration`'s security — TLS with HTTP/2 (ALPN h2 or none), or
     /// plaintext on loopback — each connection through a gate that enforces its limits. bgrelay's
-    /// uplink listener is built the same way.
+    /// uplink listener is built the same way, its connections' buffers from `allocator`.
     package static func serverBuilder(
-        _ configuration: PushGatewayConfiguration, certificateDirectory: String, now: Date
+        _ configuration: PushGatewayConfiguration, certificateDirectory: String, now: Date,
+        allocator: ByteBufferAllocator? = nil
     ) throws -> (HTTPServerBuilder, ConnectionGate) {
         let server: HTTPServerBuilder
         let gate = ConnectionGate(limits: configuration.connections)
@@ -109,7 +110,8 @@ public struct PushGateway<Destinations: PushDestinations>: Service {
         case .plaintext:
             guard configuration.isLoopback else { throw PushGatewayFailure.plaintextOffLoopback(configuration.host) }
             server = HTTPServerBuilder { responder in
-                GuardedChannel(base: HTTP2Channel(responder: responder, configuration: http2), gate: gate)
+                GuardedChannel(
+                    base: HTTP2Channel(responder: responder, configuration: http2), gate: gate, allocator: allocator)
             }
         case .plaintextHTTP1:
             guard configuration.isLoopback else { throw PushGatewayFailure.plaintextOffLoopback(configuration.host) }
@@ -118,7 +120,7 @@ public struct PushGateway<Destinations: PushDestinations>: Service {
             server = HTTPServerBuilder { responder in
                 GuardedChannel(
                     base: HTTP1Channel(responder: responder, configuration: .init(idleTimeout: idle)), gate: gate,
-                    watchesHandshake: false)
+                    watchesHandshake: false, allocator: allocator)
             }
         case .selfSigned, .files:
             let paths: (certificate: String, key: String)
@@ -142,7 +144,7 @@ public struct PushGateway<Destinations: PushDestinations>: Service {
                 GuardedChannel(
                     base: try TLSChannel(
                         HTTP2Channel(responder: responder, configuration: http2), tlsConfiguration: tlsConfiguration),
-                    gate: gate)
+                    gate: gate, allocator: allocator)
             }
         }
         return (server, gate)
