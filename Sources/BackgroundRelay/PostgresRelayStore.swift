@@ -26,18 +26,17 @@ public final class PostgresRelayStore: RelayStore {
         else {
             throw PostgresURLProblem(description: "'\(url)' is not postgres://user:password@host:port/database")
         }
-        let database = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
+        let path = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
+        let (port, password, database) = (components.port ?? 5432, components.password, path.isEmpty ? nil : path)
         var configuration = PostgresClient.Configuration(
-            host: host, port: components.port ?? 5432, username: user, password: components.password,
-            database: database.isEmpty ? nil : database, tls: .disable)
+            host: host, port: port, username: user, password: password, database: database, tls: .disable)
         configuration.options.maximumConnections = 20
         // The pool (postgres-nio 1.33) replaces a closed connection only below this minimum: at 0,
         // requests waiting for a connection when PostgreSQL restarted waited for ever (nothing
         // was made for them), and a provider's request with them.
         configuration.options.minimumConnections = 2
         listenerConfiguration = PostgresConnection.Configuration(
-            host: host, port: components.port ?? 5432, username: user, password: components.password,
-            database: database.isEmpty ? nil : database, tls: .disable)
+            host: host, port: port, username: user, password: password, database: database, tls: .disable)
         // Its own warnings at error level: it warns once, harmlessly, when the first query waits
         // for `run()` to begin, which `runPool` then `prepare` always races.
         var background = logger

@@ -6,7 +6,6 @@ import BackgroundTesting
 import Crypto
 import Foundation
 import Logging
-import NIOSSL
 import Synchronization
 import Testing
 
@@ -196,13 +195,9 @@ struct Fleet {
             ])
         let token = try await daemon.registerForPushes(PushRelayFaultTests.app, command: ["/bin/true"])
         #expect(await eventuallyAsync { (try? await store.tokenOwner(token)) != nil }, "bgd's token never reached the relay")
-        var tls = TLSConfiguration.makeClientConfiguration()
-        tls.additionalTrustRoots = [.file(nodes[0].certificatePath)]
-        var configuration = HTTPClient.Configuration(tlsConfiguration: tls)
-        configuration.connectionPool.retryConnectionEstablishment = false
         let fleet = Fleet(
             nodes: nodes, store: store, pool: pool, daemon: daemon, api: DaemonClient(socketPath: daemon.socketPath),
-            token: token, client: HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration))
+            token: token, client: RelayNode.client(trusting: nodes[0].certificatePath, retryingConnections: false))
         try await store.addTestProviderKey(key, topics: [PushRelayFaultTests.app])
         return fleet
     }

@@ -88,12 +88,14 @@ struct RelayNode: Sendable {
     /// A client that trusts the node's self-signed certificate.
     func client() -> HTTPClient { Self.client(trusting: certificatePath) }
 
-    /// A client that trusts `certificate` (a PEM file).
-    static func client(trusting certificate: String) -> HTTPClient {
+    /// A client that trusts `certificate` (a PEM file); one that does not retry a refused
+    /// connection fails at once against a node that is down (fault tests).
+    static func client(trusting certificate: String, retryingConnections: Bool = true) -> HTTPClient {
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.additionalTrustRoots = [.file(certificate)]
         var configuration = HTTPClient.Configuration(tlsConfiguration: tls)
         configuration.httpVersion = .automatic
+        configuration.connectionPool.retryConnectionEstablishment = retryingConnections
         return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }
 
