@@ -417,6 +417,40 @@ public final class PostgresRelayStore: RelayStore {
         }
     }
 
+    public func prune(now: Date, holdFor: TimeInterval, keepEnded: TimeInterval) async throws -> RelayPruneReport {
+        var report = RelayPruneReport()
+        let (graceEnd, heldSince, endedBefore) = (
+            now.addingTimeInterval(-expirationGrace), now.addingTimeInterval(-holdFor),
+            now.addingTimeInterval(-keepEnded)
+        )
+        // SKIP LOCKED: a push a session is reading or acknowledging is its business this moment.
+        for try await _ in try await client.query(
+            """
+            UPDATE relay_push SET state = 'expired', ended_at = \(now) WHERE id IN (
+                SELECT id FROM relay_push WHERE state = 'pending'
+                    AND (expiration < \(graceEnd) OR (expiration IS NULL AND accepted_at < \(heldSince)))
+                FOR UPDATE SKIP LOCKED)
+            RETURNING id
+            """, logger: logger
+        ).decode(Int64.self) {
+            report.expired += 1
+        }
+        while true {
+            var deleted = 0
+            for try await _ in try await client.query(
+                """
+                DELETE FROM relay_push WHERE id IN (
+                    SELECT id FROM relay_push WHERE state <> 'pending' AND ended_at < \(endedBefore) LIMIT \(pruneBatch))
+                RETURNING id
+                """, logger: logger
+            ).decode(Int64.self) {
+                deleted += 1
+            }
+            report.deleted += deleted
+            if deleted < pruneBatch { return report }
+        }
+    }
+
     /// The node whose uplink holds the device's newest claim (for operators and checkers).
     public func claimHolder(of device: String) async throws -> String? {
         for try await holder in try await client.query(

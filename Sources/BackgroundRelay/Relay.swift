@@ -17,6 +17,7 @@ public struct Relay: Sendable {
         public var node: String
         /// How many pushes one provider key may send to this node (429 TooManyRequests beyond).
         public var providerLimit: PushFloodLimit
+        public var retention: Retention
 
         /// host:pid.
         public static var defaultNode: String {
@@ -26,13 +27,35 @@ public struct Relay: Sendable {
         public init(
             provider: PushGatewayConfiguration = .init(port: 2197),
             uplink: PushGatewayConfiguration = .init(port: 2198), stateDirectory: String,
-            node: String = defaultNode, providerLimit: PushFloodLimit = PushFloodLimit(perSecond: 5_000, burst: 50_000)
+            node: String = defaultNode, providerLimit: PushFloodLimit = PushFloodLimit(perSecond: 5_000, burst: 50_000),
+            retention: Retention = Retention()
         ) {
             self.node = node
+            self.retention = retention
             self.providerLimit = providerLimit
             self.provider = provider
             self.uplink = uplink
             self.stateDirectory = stateDirectory
+        }
+    }
+
+    /// How long the store keeps pushes (`RelayPruner`).
+    public struct Retention: Sendable {
+        /// A push without `apns-expiration` waits this long for its device at most, then ends
+        /// as expired (APNs, too, keeps a push for an offline device only "for a limited period").
+        public var holdPending: Duration
+        /// How long an ended push stays in the store (for operators, `/metrics` and checkers).
+        public var keepEnded: Duration
+        /// Between passes.
+        public var interval: Duration
+
+        public init(
+            holdPending: Duration = .seconds(30 * 86400), keepEnded: Duration = .seconds(7 * 86400),
+            interval: Duration = .seconds(3600)
+        ) {
+            self.holdPending = holdPending
+            self.keepEnded = keepEnded
+            self.interval = max(interval, .seconds(1))
         }
     }
 
@@ -69,7 +92,7 @@ public struct Relay: Sendable {
             _ = try GatewayCertificate.loadOrCreate(in: configuration.stateDirectory, now: clock.now)
         }
         let metrics = self.metrics
-        let destinations = RelayDestinations(store: store, hub: hub, clock: clock)
+        let destinations = RelayDestinations(store: store, hub: hub, clock: clock, logger: logger)
         let intake = PushIntake(
             destinations: destinations, clock: clock, floodLimit: configuration.provider.floodLimit,
             providerLimit: configuration.providerLimit,
@@ -78,6 +101,8 @@ public struct Relay: Sendable {
         if let shared = store as? PostgresRelayStore {
             services.append(Follower(store: shared, hub: hub, clock: clock, logger: logger))
         }
+        services.append(
+            RelayPruner(store: store, retention: configuration.retention, metrics: metrics, clock: clock, logger: logger))
         return services + [
             PushGateway(
                 configuration: configuration.provider, intake: intake,

@@ -14,6 +14,7 @@ public final class RelayMetrics: Sendable {
         var latencyCounts = Array(repeating: 0, count: RelayMetrics.latencyBuckets.count)
         var latencySum = 0.0
         var latencyCount = 0
+        var pruned = RelayPruneReport()
     }
     private let state = Mutex(State())
 
@@ -22,6 +23,12 @@ public final class RelayMetrics: Sendable {
     func enrolled() { state.withLock { $0.enrolled += 1 } }
     func connected(_ device: String) { state.withLock { $0.connects += 1 } }
     func disconnected(_ device: String) {}
+    func pruned(_ report: RelayPruneReport) {
+        state.withLock {
+            $0.pruned.expired += report.expired
+            $0.pruned.deleted += report.deleted
+        }
+    }
     func answered(status: Int) { state.withLock { $0.answers[status, default: 0] += 1 } }
 
     func delivered(latency seconds: Double) {
@@ -49,7 +56,11 @@ public final class RelayMetrics: Sendable {
             # HELP bgrelay_queue_depth Pushes accepted and not yet acknowledged or ended.
             # TYPE bgrelay_queue_depth gauge
             bgrelay_queue_depth \(counts[.pending] ?? 0)
-            # HELP bgrelay_pushes Pushes in the store by outcome.
+            # HELP bgrelay_pruned_pushes_total Pushes this node's pruner ended as expired (pending past their expiration or the hold) or deleted (ended past the retention).
+            # TYPE bgrelay_pruned_pushes_total counter
+            bgrelay_pruned_pushes_total{action="expired"} \(snapshot.pruned.expired)
+            bgrelay_pruned_pushes_total{action="deleted"} \(snapshot.pruned.deleted)
+            # HELP bgrelay_pushes Pushes in the store by outcome (ended ones until the pruner deletes them).
             # TYPE bgrelay_pushes gauge
 
             """

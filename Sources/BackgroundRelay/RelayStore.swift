@@ -42,9 +42,39 @@ public protocol RelayStore: Sendable {
     /// Pushes `seqs` are delivered (under the claim `fencing`), in one transaction; returns when
     /// each newly delivered one was accepted (one not pending, or not the device's, is skipped).
     func deliver(_ seqs: [Int64], device: String, fencing: Int64, now: Date) async throws -> [Date]
+    /// Ends, as expired, pending pushes that can no longer be delivered — `apns-expiration` over
+    /// a minute past (a push sent that moment may still be acknowledged), or held `holdFor`
+    /// without one — and deletes pushes that ended before `now - keepEnded`. A pending push is
+    /// never deleted: it waits for its device or its end.
+    func prune(now: Date, holdFor: TimeInterval, keepEnded: TimeInterval) async throws -> RelayPruneReport
     func pushCounts() async throws -> [RelayPushState: Int]
     func pushLog() async throws -> [(seq: Int64, device: String, apnsID: String, state: RelayPushState)]
 }
+
+/// What one pass of `RelayStore.prune` did.
+public struct RelayPruneReport: Sendable, Equatable {
+    /// Pending pushes it ended as expired.
+    public var expired = 0
+    /// Ended pushes it deleted.
+    public var deleted = 0
+
+    public init(expired: Int = 0, deleted: Int = 0) {
+        self.expired = expired
+        self.deleted = deleted
+    }
+}
+
+/// How long past its `apns-expiration` a pending push waits for the pruner: one sent to its
+/// device just before may still be acknowledged (the session's own read expires them exactly).
+let expirationGrace: TimeInterval = 60
+
+/// Ended pushes one prune transaction deletes at most (the writer is never held long).
+let pruneBatch = 1_000
+
+/// How long a node waits for one store call before it answers as if the store had failed (503
+/// to a provider, `unavailable` to a device): long past any healthy commit, short of a
+/// provider's own timeout.
+let storeCallLimit: Duration = .seconds(10)
 
 /// The most pending pushes one read hands a session.
 let pendingBatch = 256

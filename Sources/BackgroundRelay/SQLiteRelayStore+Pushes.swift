@@ -121,6 +121,33 @@ extension SQLiteRelayStore {
         }
     }
 
+    public func prune(now: Date, holdFor: TimeInterval, keepEnded: TimeInterval) async throws -> RelayPruneReport {
+        var report = RelayPruneReport()
+        report.expired = try await database.write { db in
+            try db.execute(
+                sql: """
+                    UPDATE push SET state = 'expired', endedAt = ?
+                    WHERE state = 'pending' AND (expiration < ? OR (expiration IS NULL AND acceptedAt < ?))
+                    """,
+                arguments: [
+                    now, now.addingTimeInterval(-expirationGrace), now.addingTimeInterval(-holdFor),
+                ])
+            return db.changesCount
+        }
+        while true {
+            let deleted = try await database.write { db in
+                try db.execute(
+                    sql: """
+                        DELETE FROM push WHERE id IN (
+                            SELECT id FROM push WHERE state != 'pending' AND endedAt < ? LIMIT ?)
+                        """, arguments: [now.addingTimeInterval(-keepEnded), pruneBatch])
+                return db.changesCount
+            }
+            report.deleted += deleted
+            if deleted < pruneBatch { return report }
+        }
+    }
+
     /// How many pushes stand in each state.
     public func pushCounts() async throws -> [RelayPushState: Int] {
         try await database.read { db in

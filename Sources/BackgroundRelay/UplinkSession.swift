@@ -61,7 +61,9 @@ struct UplinkSession: Sendable {
             inbox.post(.ended)
         }
         defer { reader.cancel() }
-        let fencing = try await store.claim(device: device, node: node, now: clock.now)
+        let fencing = try await bounded { [device, node, clock] in
+            try await $0.claim(device: device, node: node, now: clock.now)
+        }
         metrics.connected(device)
         defer { metrics.disconnected(device) }
         try await writer.write(line(.ready(device: device)))
@@ -107,7 +109,9 @@ struct UplinkSession: Sendable {
             guard rung, !closing else { continue }
             let pushes: [RelayedPush]
             do {
-                pushes = try await store.pendingPushes(of: device, after: lastSent, fencing: fencing, now: clock.now)
+                pushes = try await bounded { [device, lastSent, clock] in
+                    try await $0.pendingPushes(of: device, after: lastSent, fencing: fencing, now: clock.now)
+                }
             } catch RelayRefusal.superseded {
                 closing = true  // the device is connected elsewhere now
                 try await close(code: "superseded", writer: &writer, inbox: inbox)
@@ -149,7 +153,9 @@ struct UplinkSession: Sendable {
     private func acknowledge(_ seqs: [Int64], fencing: Int64) async -> (code: String, reason: String)? {
         do {
             let now = clock.now
-            for acceptedAt in try await store.deliver(seqs, device: device, fencing: fencing, now: now) {
+            for acceptedAt in try await bounded({ [device] in
+                try await $0.deliver(seqs, device: device, fencing: fencing, now: now)
+            }) {
                 metrics.delivered(latency: now.timeIntervalSince(acceptedAt))
             }
             return nil
@@ -166,10 +172,14 @@ struct UplinkSession: Sendable {
         do {
             switch frame {
             case .register(let token, let topic):
-                try await store.register(token: token, topic: topic, device: device, now: clock.now)
+                try await bounded { [device, clock] in
+                    try await $0.register(token: token, topic: topic, device: device, now: clock.now)
+                }
             case .revoke(let token, let milliseconds):
-                try await store.revoke(
-                    token: token, device: device, at: Date(timeIntervalSince1970: Double(milliseconds) / 1000))
+                try await bounded { [device] in
+                    try await $0.revoke(
+                        token: token, device: device, at: Date(timeIntervalSince1970: Double(milliseconds) / 1000))
+                }
             case .ack(let seq):
                 return await acknowledge([seq], fencing: fencing)
             case .ready, .push, .refused, .closing:
@@ -182,6 +192,14 @@ struct UplinkSession: Sendable {
             logger.error("Uplink frame failed", metadata: ["device": "\(device)", "error": "\(error)"])
             return (Self.unavailable, "the relay could not store that; send it again")
         }
+    }
+
+    /// A store call, bounded as the provider side's are (`storeCallLimit`): one
+    /// that never ends fails as any store failure does, and the session closes with
+    /// `unavailable` — the device connects again — instead of hanging with it.
+    private func bounded<T: Sendable>(_ call: @escaping @Sendable (any RelayStore) async throws -> T) async throws -> T {
+        let store = self.store
+        return try await clock.within(storeCallLimit) { try await call(store) }
     }
 
     private func line(_ frame: UplinkFrame) -> ByteBuffer {

@@ -97,6 +97,14 @@ extension BGRelay {
         @Option(help: "Device uplinks this node holds at most.") var maxDevices = 10_000
         @Option(help: "Device uplinks from one address (devices behind one NAT share it).")
         var maxDevicesPerAddress = 1_000
+        @Option(
+            help: "A push without apns-expiration waits this long for its device, then ends as expired (default 30d).",
+            transform: parseDuration)
+        var holdPushes: Duration = .seconds(30 * 86400)
+        @Option(
+            help: "Ended pushes (delivered, expired, replaced, revoked) are deleted this long after they ended (default 7d); checked hourly.",
+            transform: parseDuration)
+        var keepHistory: Duration = .seconds(7 * 86400)
 
         func validate() throws {
             if (certificate == nil) != (key == nil) { throw ValidationError("give --certificate and --key together") }
@@ -108,6 +116,9 @@ extension BGRelay {
             }
             guard maxDevices > 0, maxDevicesPerAddress > 0 else {
                 throw ValidationError("--max-devices and --max-devices-per-address are at least 1")
+            }
+            guard holdPushes >= .seconds(60), keepHistory >= .seconds(60) else {
+                throw ValidationError("--hold-pushes and --keep-history are at least 1m")
             }
             guard Logger.Level(rawValue: logLevel) != nil else {
                 throw ValidationError("--log-level is one of trace, debug, info, notice, warning, error, critical")
@@ -135,7 +146,8 @@ extension BGRelay {
                         host: uplinkHost ?? host, port: uplinkPort, security: security,
                         connections: ConnectionLimits(perPeer: maxDevicesPerAddress, total: maxDevices)),
                     stateDirectory: options.stateDirectory, node: node ?? Relay.Configuration.defaultNode,
-                    providerLimit: PushFloodLimit(perSecond: providerRate, burst: providerRate * 10)),
+                    providerLimit: PushFloodLimit(perSecond: providerRate, burst: providerRate * 10),
+                    retention: Relay.Retention(holdPending: holdPushes, keepEnded: keepHistory)),
                 store: store, clock: SystemClock(), logger: logger)
             let group = ServiceGroup(
                 configuration: .init(
@@ -200,4 +212,12 @@ extension BGRelay {
             }
         }
     }
+}
+
+/// "30s", "15m", "2h", "7d": a duration.
+func parseDuration(_ text: String) throws -> Duration {
+    guard let duration = Duration(parsingHuman: text) else {
+        throw ValidationError("'\(text)' is not a duration; write it like 30s, 15m, 2h or 7d")
+    }
+    return duration
 }

@@ -72,6 +72,7 @@ struct PushRelayProcessTests {
         let directory = TemporaryDirectory.make()
         for arguments in [
             ["--port", "70000"], ["--certificate", "/x.pem"], ["--log-level", "loud"],
+            ["--hold-pushes", "5x"], ["--keep-history", "1s"], ["--device-rate", "0"], ["--max-devices", "0"],
             ["keys", "add", "--state-dir", directory, "--key-id", "short", "--team-id", "TEAM123456", "--topics", Self.app, "/etc/hostname"],
             ["keys", "remove", "--state-dir", directory, "NOSUCHKEY1"],
         ] {

@@ -184,6 +184,76 @@ struct PushRelayTests {
         }
     }
 
+    /// `/metrics` on the uplink port: connected devices, provider answers, pushes by outcome,
+    /// the queue's depth, delivery latency — and what the pruner ended, on a clock the test moves.
+    @Test func theMetricsShowDevicesOutcomesQueueLatencyAndWhatThePrunerEnded() async throws {
+        let clock = ManualClock()
+        let token = String(repeating: "5e", count: 32)
+        let hour = Duration.seconds(3600)
+        try await RelayNode.with(
+            clock: clock, retention: .init(holdPending: hour * 48, keepEnded: hour * 24, interval: hour)
+        ) { node in
+            let client = node.client()
+            defer { _ = client.shutdown() }
+            let key = P256.Signing.PrivateKey()
+            try await node.addProviderKey(key, topics: [Self.app])
+            let provider = PushGatewayTests.Provider(client: client, base: node.providerURL, key: key, now: clock.now)
+            let enrollment = try await RawUplink.enroll(node, client: client)
+            try await node.store.register(token: token, topic: Self.app, device: enrollment.device, now: clock.now)
+            func metrics() async throws -> [String: Double] {
+                let response = try await client.execute(
+                    HTTPClientRequest(url: node.uplinkURL + "/metrics"), timeout: .seconds(10))
+                let text = String(buffer: try await response.body.collect(upTo: 1 << 20))
+                return Dictionary(
+                    text.split(separator: "\n").filter { !$0.hasPrefix("#") }.compactMap { line in
+                        let parts = line.split(separator: " ")
+                        return parts.count == 2 ? (String(parts[0]), Double(parts[1]) ?? .nan) : nil
+                    }, uniquingKeysWith: { $1 })
+            }
+
+            // A push delivered while the device is connected.
+            let uplink = try await RawUplink.connect(node, client: client, enrollment: enrollment)
+            #expect(await uplink.next() == .ready(device: enrollment.device))
+            #expect(try await metrics()["bgrelay_connected_devices"] == 1)
+            #expect(try await provider.send(token: token).status == 200)
+            guard case .push(let push) = await uplink.next() else { Issue.record("no push"); return }
+            uplink.send(.ack(seq: push.seq))
+            #expect(try await node.eventually { try await metrics()["bgrelay_delivery_seconds_count"] == 1 })
+            uplink.close()
+            #expect(try await node.eventually { try await metrics()["bgrelay_connected_devices"] == 0 })
+
+            // Two waiting for it: one expires in an hour, one has no expiration.
+            let inAnHour = String(Int(clock.now.timeIntervalSince1970) + 3600)
+            #expect(try await provider.send(token: token, headers: [("apns-expiration", inAnHour)]).status == 200)
+            #expect(try await provider.send(token: token).status == 200)
+            #expect(try await provider.send(token: "00").status == 400)
+            var shown = try await metrics()
+            #expect(shown["bgrelay_queue_depth"] == 2)
+            #expect(shown["bgrelay_pushes{outcome=\"delivered\"}"] == 1)
+            #expect(shown["bgrelay_pushes{outcome=\"pending\"}"] == 2)
+            #expect(shown["bgrelay_provider_requests_total{status=\"200\"}"] == 3)
+            #expect(shown["bgrelay_provider_requests_total{status=\"400\"}"] == 1)
+            #expect(shown["bgrelay_delivery_seconds_bucket{le=\"+Inf\"}"] == 1)
+            #expect(shown["bgrelay_pruned_pushes_total{action=\"expired\"}"] == 0)
+
+            // Two hours on, the pruner's next pass ends the first as expired; the other waits.
+            clock.advance(by: hour * 2)
+            #expect(try await node.eventually {
+                try await metrics()["bgrelay_pruned_pushes_total{action=\"expired\"}"] == 1
+            })
+            shown = try await metrics()
+            #expect(shown["bgrelay_queue_depth"] == 1)
+            #expect(shown["bgrelay_pushes{outcome=\"expired\"}"] == 1)
+            #expect(shown["bgrelay_pruned_pushes_total{action=\"deleted\"}"] == 0)
+            // A day on, the delivered one is forgotten.
+            clock.advance(by: hour * 24)
+            #expect(try await node.eventually {
+                try await metrics()["bgrelay_pruned_pushes_total{action=\"deleted\"}"] == 1
+            })
+            #expect(try await metrics()["bgrelay_pushes{outcome=\"delivered\"}"] == 0)
+        }
+    }
+
     @Test func aRevokedTokenAnswers410WithItsTime() async throws {
         try await withDevice { device in
             let (node, enrollment) = (device.node, device.enrollment)

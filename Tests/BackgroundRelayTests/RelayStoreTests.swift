@@ -43,6 +43,13 @@ struct RelayStoreTests {
         }
     }
 
+    /// A newly enrolled device with `token` registered for `topic`: the token's owner.
+    func registeredOwner(_ store: any RelayStore, token: String) async throws -> RelayTokenOwner {
+        let (device, _) = try await store.enroll(now: now)
+        try await store.register(token: token, topic: topic, device: device, now: now)
+        return try #require(try await store.tokenOwner(token))
+    }
+
     func push(
         _ owner: RelayTokenOwner, token: String, id: String, collapse: String? = nil, expiration: Date? = nil
     ) -> AcceptedPush<RelayTokenOwner> {
@@ -91,10 +98,9 @@ struct RelayStoreTests {
     @Test(arguments: Backend.available)
     func pushesEndDeliveredReplacedExpiredOrRevoked(_ backend: Backend) async throws {
         try await withStore(backend) { store in
-        let (device, _) = try await store.enroll(now: now)
         let token = String(repeating: "cd", count: 32)
-        try await store.register(token: token, topic: topic, device: device, now: now)
-        let owner = try #require(try await store.tokenOwner(token))
+        let owner = try await registeredOwner(store, token: token)
+        let device = owner.device
         let touched = try await store.commit(
             [
                 push(owner, token: token, id: "a", collapse: "c"),
@@ -129,15 +135,63 @@ struct RelayStoreTests {
     @Test(arguments: Backend.available)
     func nowOrNeverReachesAConnectedDevice(_ backend: Backend) async throws {
         try await withStore(backend) { store in
-        let (device, _) = try await store.enroll(now: now)
         let token = String(repeating: "ef", count: 32)
-        try await store.register(token: token, topic: topic, device: device, now: now)
-        let owner = try #require(try await store.tokenOwner(token))
+        let owner = try await registeredOwner(store, token: token)
+        let device = owner.device
         _ = try await store.commit(
             [push(owner, token: token, id: "z", expiration: Date(timeIntervalSince1970: 0))], now: now,
             connected: { $0 == device })
         let fencing = try await store.claim(device: device, node: "a", now: now)
         #expect(try await store.pendingPushes(of: device, after: 0, fencing: fencing, now: now).map(\.apnsID) == ["z"])
+        }
+    }
+
+    /// A device that never comes back leaves nothing pending for ever, and what ended is kept
+    /// for `keepEnded` and then forgotten; what still waits for its device is never deleted.
+    @Test(arguments: Backend.available)
+    func thePrunerEndsWhatCanNoLongerBeDeliveredAndForgetsWhatEndedLongAgo(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let token = String(repeating: "a1", count: 32)
+            let owner = try await registeredOwner(store, token: token)
+            let device = owner.device
+            let hour: TimeInterval = 3600
+            _ = try await store.commit(
+                [
+                    push(owner, token: token, id: "delivered"),
+                    push(owner, token: token, id: "expires-in-an-hour", expiration: now.addingTimeInterval(hour)),
+                    push(owner, token: token, id: "held-without-expiration"),
+                    push(owner, token: token, id: "expires-in-a-week", expiration: now.addingTimeInterval(7 * 24 * hour)),
+                ], now: now, connected: { _ in false })
+            let fencing = try await store.claim(device: device, node: "a", now: now)
+            let first = try #require(try await store.pendingPushes(of: device, after: 0, fencing: fencing, now: now).first)
+            _ = try await store.deliver(first.seq, device: device, fencing: fencing, now: now)
+            let (holdFor, keepEnded) = (48 * hour, 24 * hour)
+            func states() async throws -> [String: RelayPushState] {
+                Dictionary(uniqueKeysWithValues: try await store.pushLog().map { ($0.apnsID, $0.state) })
+            }
+
+            // Within the grace after its expiration a push is left alone (it may be in flight).
+            #expect(try await store.prune(now: now.addingTimeInterval(hour + 30), holdFor: holdFor, keepEnded: keepEnded)
+                == RelayPruneReport())
+            // Two hours on: the first expired; the delivered one is kept for a day.
+            #expect(try await store.prune(now: now.addingTimeInterval(2 * hour), holdFor: holdFor, keepEnded: keepEnded)
+                == RelayPruneReport(expired: 1, deleted: 0))
+            #expect(try await states() == [
+                "delivered": .delivered, "expires-in-an-hour": .expired, "held-without-expiration": .pending,
+                "expires-in-a-week": .pending,
+            ])
+            // A day and a bit: the delivered one is forgotten; the expired one (ended later) stays.
+            #expect(try await store.prune(now: now.addingTimeInterval(25 * hour), holdFor: holdFor, keepEnded: keepEnded)
+                == RelayPruneReport(expired: 0, deleted: 1))
+            // Past the hold: the one without an expiration ends; a week's expiration still waits.
+            #expect(try await store.prune(now: now.addingTimeInterval(49 * hour), holdFor: holdFor, keepEnded: keepEnded)
+                == RelayPruneReport(expired: 1, deleted: 1))
+            #expect(try await states() == ["held-without-expiration": .expired, "expires-in-a-week": .pending])
+            #expect(try await store.pushCounts() == [.expired: 1, .pending: 1])
+            // The pending one is still the device's to take.
+            let newer = try await store.claim(device: device, node: "a", now: now)
+            #expect(try await store.pendingPushes(of: device, after: 0, fencing: newer, now: now.addingTimeInterval(49 * hour))
+                .map(\.apnsID) == ["expires-in-a-week"])
         }
     }
 

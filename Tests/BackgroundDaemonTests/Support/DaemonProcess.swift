@@ -13,6 +13,8 @@ final class DaemonProcess: @unchecked Sendable {
     let stateDirectory: String
     /// What bgd wrote on stderr up to "bgd is ready".
     let startupLog: String
+    /// Everything bgd writes on stdout and stderr, kept for a failing test to show.
+    let output: OutputWatcher
 
     /// Starts bgd and returns once it says it is ready (it prints "bgd is ready" on stderr).
     /// `launcher` runs it (e.g. `ip netns exec NAME`, for a bgd in a network namespace).
@@ -29,11 +31,14 @@ final class DaemonProcess: @unchecked Sendable {
         process = try Spawned(
             command[0], Array(command.dropFirst()),
             environment: ProcessInfo.processInfo.environment.merging(environment) { $1 }, mergeErrors: true)
-        guard let log = await Self.readUntil("bgd is ready", from: process.output) else {
+        output = OutputWatcher(process.output)
+        guard await output.wait(for: "bgd is ready") else {
             process.signal(SIGKILL)
-            throw Failure.didNotStart(stateDirectory)
+            throw Failure.didNotStart(stateDirectory + ": " + output.text)
         }
-        startupLog = log
+        let text = output.text
+        let marker = text.range(of: "bgd is ready")!
+        startupLog = String(text[..<(text[marker.upperBound...].firstIndex(of: "\n") ?? text.endIndex)])
     }
 
     enum Failure: Error { case didNotStart(String) }

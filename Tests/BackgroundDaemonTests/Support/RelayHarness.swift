@@ -55,7 +55,8 @@ struct RelayNode: Sendable {
     static func with<T: Sendable>(
         directory: String? = nil, store: (any RelayStore)? = nil, node: String = "node",
         providerLimit: PushFloodLimit = PushFloodLimit(perSecond: 5_000, burst: 50_000),
-        deviceLimit: PushFloodLimit = PushFloodLimit(),
+        deviceLimit: PushFloodLimit = PushFloodLimit(), clock: any WallClock = SystemClock(),
+        retention: Relay.Retention = Relay.Retention(),
         _ body: @Sendable (RelayNode) async throws -> T
     ) async throws -> T {
         let directory = directory ?? TemporaryDirectory.make()
@@ -64,8 +65,8 @@ struct RelayNode: Sendable {
             configuration: .init(
                 provider: .init(port: 0, floodLimit: deviceLimit), uplink: .init(port: 0), stateDirectory: directory,
                 node: node,
-                providerLimit: providerLimit),
-            store: try store ?? Relay.openStore(in: directory), clock: SystemClock(), logger: logger)
+                providerLimit: providerLimit, retention: retention),
+            store: try store ?? Relay.openStore(in: directory), clock: clock, logger: logger)
         let group = ServiceGroup(
             configuration: .init(services: try relay.makeServices(), gracefulShutdownSignals: [], logger: logger))
         let running = Task { try await group.run() }

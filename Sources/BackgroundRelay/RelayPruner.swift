@@ -1,0 +1,39 @@
+import BackgroundModel
+import Foundation
+import Logging
+import ServiceLifecycle
+
+/// Keeps a relay's store bounded for months: once at start and then every `retention.interval`, pending
+/// pushes that can no longer be delivered end as expired (a device that never comes back leaves
+/// nothing pending for ever), and pushes that ended longer than `keepEnded` ago are deleted.
+/// Every node of a fleet runs one; passes on several nodes at once are harmless (each row is
+/// ended or deleted once).
+struct RelayPruner: Service {
+    let store: any RelayStore
+    let retention: Relay.Retention
+    let metrics: RelayMetrics
+    let clock: any WallClock
+    let logger: Logger
+
+    func run() async throws {
+        try? await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                do {
+                    let report = try await store.prune(
+                        now: clock.now, holdFor: retention.holdPending.seconds, keepEnded: retention.keepEnded.seconds)
+                    metrics.pruned(report)
+                    if report != RelayPruneReport() {
+                        logger.info(
+                            "Pruned pushes", metadata: ["expired": "\(report.expired)", "deleted": "\(report.deleted)"])
+                    }
+                } catch is CancellationError {
+                    return
+                } catch {
+                    // The next pass tries again; nothing is lost by waiting.
+                    logger.warning("Could not prune pushes", metadata: ["error": "\(error)"])
+                }
+                try await clock.sleep(until: clock.now.adding(retention.interval))
+            }
+        }
+    }
+}

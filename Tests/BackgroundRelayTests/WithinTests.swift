@@ -1,0 +1,37 @@
+import BackgroundModel
+import BackgroundTesting
+import Testing
+
+/// `WallClock.within`, on a clock the test moves: what the relay's store calls are bounded by.
+struct WithinTests {
+    @Test func anAnswerInTimeIsTheAnswerAndAnErrorIsTheError() async throws {
+        let clock = ManualClock()
+        #expect(try await clock.within(.seconds(10)) { 42 } == 42)
+        await #expect(throws: CancellationError.self) {
+            try await clock.within(.seconds(10)) { () async throws -> Int in throw CancellationError() }
+        }
+        #expect(clock.sleeperCount == 0)  // the timer of a finished call is gone
+    }
+
+    /// Work that never ends and ignores cancellation (a call on a connection that will never
+    /// answer) does not hold its caller past the limit.
+    @Test func workThatNeverEndsIsLeftBehindAtTheLimit() async throws {
+        let clock = ManualClock()
+        let caller = Task {
+            try await clock.within(.seconds(10)) { () async throws -> Int in
+                await withUnsafeContinuation { _ in }  // never resumed, cancelled or not
+            }
+        }
+        #expect(await eventuallyYielding { clock.sleeperCount == 1 })
+        clock.advance(by: .seconds(9))
+        #expect(clock.sleeperCount == 1)
+        clock.advance(by: .seconds(1))
+        await #expect(throws: DeadlineExceeded.self) { try await caller.value }
+    }
+
+    /// Waits for another task's step without sleeping.
+    func eventuallyYielding(_ condition: () -> Bool) async -> Bool {
+        for _ in 0..<100_000 where !condition() { await Task.yield() }
+        return condition()
+    }
+}
