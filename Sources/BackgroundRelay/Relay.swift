@@ -18,6 +18,7 @@ public struct Relay: Sendable {
         /// How many pushes one provider key may send to this node (429 TooManyRequests beyond).
         public var providerLimit: PushFloodLimit
         public var retention: Retention
+        public var enrollment: EnrollmentPolicy
 
         /// host:pid.
         public static var defaultNode: String {
@@ -28,8 +29,9 @@ public struct Relay: Sendable {
             provider: PushGatewayConfiguration = .init(port: 2197),
             uplink: PushGatewayConfiguration = .init(port: 2198), stateDirectory: String,
             node: String = defaultNode, providerLimit: PushFloodLimit = PushFloodLimit(perSecond: 5_000, burst: 50_000),
-            retention: Retention = Retention()
+            retention: Retention = Retention(), enrollment: EnrollmentPolicy = EnrollmentPolicy()
         ) {
+            self.enrollment = enrollment
             self.node = node
             self.retention = retention
             self.providerLimit = providerLimit
@@ -111,7 +113,7 @@ public struct Relay: Sendable {
             UplinkServer(
                 configuration: configuration.uplink, store: store, hub: hub, metrics: metrics,
                 certificateDirectory: configuration.stateDirectory, clock: clock, logger: logger, boundPort: uplinkPort,
-                node: configuration.node),
+                node: configuration.node, enrollment: EnrollmentGate(configuration.enrollment)),
         ]
     }
 }

@@ -15,12 +15,14 @@ public final class RelayMetrics: Sendable {
         var latencySum = 0.0
         var latencyCount = 0
         var pruned = RelayPruneReport()
+        var enrollmentsRefused: [String: Int] = [:]
     }
     private let state = Mutex(State())
 
     public init() {}
 
     func enrolled() { state.withLock { $0.enrolled += 1 } }
+    func enrollmentRefused(_ code: String) { state.withLock { $0.enrollmentsRefused[code, default: 0] += 1 } }
     func connected(_ device: String) { state.withLock { $0.connects += 1 } }
     func disconnected(_ device: String) {}
     func pruned(_ report: RelayPruneReport) {
@@ -53,6 +55,10 @@ public final class RelayMetrics: Sendable {
             # HELP bgrelay_enrollments_total Devices enrolled through this node.
             # TYPE bgrelay_enrollments_total counter
             bgrelay_enrollments_total \(snapshot.enrolled)
+            # HELP bgrelay_enrollments_refused_total Enrollments this node refused, by why.
+            # TYPE bgrelay_enrollments_refused_total counter
+            bgrelay_enrollments_refused_total{reason="enrollmentTokenRequired"} \(snapshot.enrollmentsRefused["enrollmentTokenRequired"] ?? 0)
+            bgrelay_enrollments_refused_total{reason="tooManyEnrollments"} \(snapshot.enrollmentsRefused["tooManyEnrollments"] ?? 0)
             # HELP bgrelay_queue_depth Pushes accepted and not yet acknowledged or ended.
             # TYPE bgrelay_queue_depth gauge
             bgrelay_queue_depth \(counts[.pending] ?? 0)

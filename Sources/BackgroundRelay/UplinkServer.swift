@@ -20,6 +20,7 @@ struct UplinkServer: Service {
     let logger: Logger
     let boundPort: BoundPort
     let node: String
+    let enrollment: EnrollmentGate
 
     func run() async throws {
         // Thousands of devices idle here: their connections' buffers cost only what is written.
@@ -27,8 +28,14 @@ struct UplinkServer: Service {
             configuration, certificateDirectory: certificateDirectory, now: clock.now,
             allocator: PageBackedBuffers.allocator)
         let router = Router()
-        let (store, hub, clock, metrics, logger, node) = (self.store, self.hub, self.clock, self.metrics, self.logger, self.node)
-        router.post("v1/devices") { _, _ in
+        let (store, hub, clock, metrics, logger, node, enrollment) = (
+            self.store, self.hub, self.clock, self.metrics, self.logger, self.node, self.enrollment
+        )
+        router.post("v1/devices") { request, _ in
+            if let refusal = enrollment.check(authorization: request.headers[.authorization], now: clock.now) {
+                metrics.enrollmentRefused(refusal.code)
+                return Self.error(refusal.status, refusal.code, refusal.reason)
+            }
             let (device, secret) = try await store.enroll(now: clock.now)
             metrics.enrolled()
             logger.info("Device enrolled", metadata: ["device": "\(device)"])

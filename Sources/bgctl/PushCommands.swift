@@ -45,12 +45,15 @@ extension BGCtl {
                 @Argument(help: "The relay's uplink, e.g. https://relay.example.net:2198.") var url: String
                 @Option(help: "A CA certificate (PEM) to trust for the relay (a self-signed relay's push-gateway.crt).")
                 var certificate: String?
+                @Option(help: "The token the relay asks of a device to enroll, if it was started with --enrollment-token.")
+                var enrollmentToken: String?
 
                 func run() async throws {
                     let certificate = self.certificate.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
                     let status = try await options.call {
                         try await $0.send(
-                            .post, "/v1/push/relay", body: PushRelayEnrollRequest(url: url, certificate: certificate),
+                            .post, "/v1/push/relay",
+                            body: PushRelayEnrollRequest(url: url, certificate: certificate, enrollmentToken: enrollmentToken),
                             as: PushRelayStatus.self)
                     }
                     if options.json { return try options.printJSON(status) }

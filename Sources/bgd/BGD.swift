@@ -122,6 +122,11 @@ struct BGD: AsyncParsableCommand {
     var pushRelayCa: String?
 
     @Option(
+        help:
+            "The token a relay started with --enrollment-token asks of a device to enroll (used once, at the first start with --push-relay; the device's own credential after that).")
+    var pushRelayEnrollmentToken: String?
+
+    @Option(
         help: "Pushes per second one device token accepts (ten times as many back to back) before 429 TooManyRequests.")
     var pushTokenRate: Double = 20
 
@@ -201,6 +206,9 @@ struct BGD: AsyncParsableCommand {
         }
         guard pushRelayKeepAlive >= .seconds(1) else { throw ValidationError("--push-relay-keep-alive is at least 1s") }
         if pushRelayCa != nil, pushRelay == nil { throw ValidationError("--push-relay-ca goes with --push-relay") }
+        if pushRelayEnrollmentToken != nil, pushRelay == nil {
+            throw ValidationError("--push-relay-enrollment-token goes with --push-relay")
+        }
         if let pushRelayCa, !FileManager.default.isReadableFile(atPath: pushRelayCa) {
             throw ValidationError("cannot read --push-relay-ca \(pushRelayCa)")
         }
@@ -353,7 +361,8 @@ struct BGD: AsyncParsableCommand {
             retention: .init(retention: .init(history: keepHistory, opens: max(keepHistory, .seconds(90 * 86400)))),
             activatedSocket: activated, releasesIdleCodePages: IdleCodePages.isEnabled,
             pushRelay: .init(
-                url: pushRelay, certificate: pushRelayCa, keepAlive: pushRelayKeepAlive,
+                url: pushRelay, certificate: pushRelayCa, enrollmentToken: pushRelayEnrollmentToken,
+                keepAlive: pushRelayKeepAlive,
                 answerWithin: min(.seconds(30), pushRelayKeepAlive)))
         let daemon: Daemon
         do {

@@ -98,6 +98,13 @@ extension BGRelay {
         @Option(help: "Device uplinks from one address (devices behind one NAT share it).")
         var maxDevicesPerAddress = 1_000
         @Option(
+            help:
+                "Enroll only devices that present this token (bgctl push relay enroll URL --enrollment-token TOKEN); default: anyone who reaches --uplink-port may enroll. At least 16 characters."
+        )
+        var enrollmentToken: String?
+        @Option(help: "Device enrollments a second this node takes (bursts of 10× that) before 429.")
+        var enrollmentRate: Double = 10
+        @Option(
             help: "A push without apns-expiration waits this long for its device, then ends as expired (default 30d).",
             transform: parseDuration)
         var holdPushes: Duration = .seconds(30 * 86400)
@@ -116,6 +123,10 @@ extension BGRelay {
             }
             guard maxDevices > 0, maxDevicesPerAddress > 0 else {
                 throw ValidationError("--max-devices and --max-devices-per-address are at least 1")
+            }
+            guard enrollmentRate > 0 else { throw ValidationError("--enrollment-rate must be positive") }
+            if let enrollmentToken, enrollmentToken.count < 16 || enrollmentToken.contains(where: \.isWhitespace) {
+                throw ValidationError("--enrollment-token is at least 16 characters, no spaces (e.g. openssl rand -hex 16)")
             }
             guard holdPushes >= .seconds(60), keepHistory >= .seconds(60) else {
                 throw ValidationError("--hold-pushes and --keep-history are at least 1m")
@@ -147,7 +158,9 @@ extension BGRelay {
                         connections: ConnectionLimits(perPeer: maxDevicesPerAddress, total: maxDevices)),
                     stateDirectory: options.stateDirectory, node: node ?? Relay.Configuration.defaultNode,
                     providerLimit: PushFloodLimit(perSecond: providerRate, burst: providerRate * 10),
-                    retention: Relay.Retention(holdPending: holdPushes, keepEnded: keepHistory)),
+                    retention: Relay.Retention(holdPending: holdPushes, keepEnded: keepHistory),
+                    enrollment: EnrollmentPolicy(
+                        token: enrollmentToken, limit: PushFloodLimit(perSecond: enrollmentRate, burst: enrollmentRate * 10))),
                 store: store, clock: SystemClock(), logger: logger)
             let group = ServiceGroup(
                 configuration: .init(

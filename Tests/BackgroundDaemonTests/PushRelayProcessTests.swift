@@ -19,7 +19,10 @@ struct PushRelayProcessTests {
             "needs the aioapns venv: run Tests/Interop/setup.sh (CI does)"))
     func anAPNsClientReachesAnAppThroughTheRelayProcess() async throws {
         let directory = TemporaryDirectory.make()
-        let relay = try await RelayProcess(stateDirectory: directory + "/relay")
+        // Enrollment as on the internet: only with the relay's token (bgd presents it once).
+        let enrollmentToken = "process-test-0123456789"
+        let relay = try await RelayProcess(
+            stateDirectory: directory + "/relay", arguments: ["--enrollment-token", enrollmentToken])
         let key = P256.Signing.PrivateKey()
         let keyFile = directory + "/AuthKey.p8"
         try key.pemRepresentation.write(toFile: keyFile, atomically: true, encoding: .utf8)
@@ -33,7 +36,10 @@ struct PushRelayProcessTests {
 
         let daemon = try await DaemonProcess(
             stateDirectory: directory + "/bgd", socketPath: directory + "/bgd.sock",
-            arguments: ["--push-relay", relay.uplinkURL, "--push-relay-ca", relay.certificatePath])
+            arguments: [
+                "--push-relay", relay.uplinkURL, "--push-relay-ca", relay.certificatePath,
+                "--push-relay-enrollment-token", enrollmentToken,
+            ])
         let client = DaemonClient(socketPath: daemon.socketPath)
         let token = try await daemon.registerForPushes(Self.app, command: try PushGatewayTests().fixture())
         let store = try SQLiteRelayStore.open(atPath: relay.stateDirectory + "/relay.sqlite")
@@ -73,6 +79,7 @@ struct PushRelayProcessTests {
         for arguments in [
             ["--port", "70000"], ["--certificate", "/x.pem"], ["--log-level", "loud"],
             ["--hold-pushes", "5x"], ["--keep-history", "1s"], ["--device-rate", "0"], ["--max-devices", "0"],
+            ["--enrollment-token", "short"], ["--enrollment-rate", "0"],
             ["keys", "add", "--state-dir", directory, "--key-id", "short", "--team-id", "TEAM123456", "--topics", Self.app, "/etc/hostname"],
             ["keys", "remove", "--state-dir", directory, "NOSUCHKEY1"],
         ] {
@@ -81,5 +88,22 @@ struct PushRelayProcessTests {
         }
         let listed = try await Command.run(bgrelay, ["keys", "list", "--state-dir", directory])
         #expect(listed.standardOutput.contains("No provider keys"))
+    }
+
+    /// bgd's relay options, refused with the reason before anything starts.
+    @Test func bgdRefusesRelayOptionsItCannotUse() async throws {
+        let bgd = try BuiltProducts.path(of: "bgd")
+        let directory = TemporaryDirectory.make()
+        for (arguments, reason) in [
+            (["--push-relay-enrollment-token", "0123456789abcdef"], "goes with --push-relay"),
+            (["--push-relay-ca", "/etc/hostname"], "goes with --push-relay"),
+            (["--push-relay", "ftp://relay.example.net"], "uplink URL"),
+            (["--push-relay", "https://localhost:2198", "--push-relay-ca", "/nonexistent.pem"], "cannot read"),
+        ] {
+            let refused = try await Command.run(
+                bgd, ["--state-dir", directory + "/state", "--socket", directory + "/bgd.sock"] + arguments)
+            #expect(refused.status != 0 && refused.standardError.contains(reason), "\(arguments): \(refused)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: directory + "/bgd.sock"))
     }
 }

@@ -200,16 +200,7 @@ struct PushRelayTests {
             let provider = PushGatewayTests.Provider(client: client, base: node.providerURL, key: key, now: clock.now)
             let enrollment = try await RawUplink.enroll(node, client: client)
             try await node.store.register(token: token, topic: Self.app, device: enrollment.device, now: clock.now)
-            func metrics() async throws -> [String: Double] {
-                let response = try await client.execute(
-                    HTTPClientRequest(url: node.uplinkURL + "/metrics"), timeout: .seconds(10))
-                let text = String(buffer: try await response.body.collect(upTo: 1 << 20))
-                return Dictionary(
-                    text.split(separator: "\n").filter { !$0.hasPrefix("#") }.compactMap { line in
-                        let parts = line.split(separator: " ")
-                        return parts.count == 2 ? (String(parts[0]), Double(parts[1]) ?? .nan) : nil
-                    }, uniquingKeysWith: { $1 })
-            }
+            func metrics() async throws -> [String: Double] { try await node.metrics(client: client) }
 
             // A push delivered while the device is connected.
             let uplink = try await RawUplink.connect(node, client: client, enrollment: enrollment)
@@ -360,6 +351,55 @@ struct PushRelayTests {
             #expect(try await node.store.tokenOwner(String(repeating: "34", count: 32)) == nil)
             uplinkA.close()
             uplinkB.close()
+        }
+    }
+
+    /// A relay started with an enrollment token enrolls only devices that present it — raw
+    /// clients, bgd at its first start, `bgctl push relay enroll` — and every node counts its
+    /// enrollments against a rate (refusals cost nothing).
+    @Test func enrollmentAsksForTheRelaysTokenAndIsRateLimited() async throws {
+        let secret = "enroll-0123456789abcdef"
+        try await RelayNode.with(
+            enrollment: EnrollmentPolicy(token: secret, limit: PushFloodLimit(perSecond: 0.001, burst: 3))
+        ) { node in
+            let client = node.client()
+            defer { _ = client.shutdown() }
+            func enroll(_ authorization: String?) async throws -> (status: Int, body: String) {
+                var request = HTTPClientRequest(url: node.uplinkURL + "/v1/devices")
+                request.method = .POST
+                if let authorization { request.headers.add(name: "authorization", value: authorization) }
+                let response = try await client.execute(request, timeout: .seconds(10))
+                return (Int(response.status.code), String(buffer: try await response.body.collect(upTo: 4096)))
+            }
+            for authorization in [nil, "Bearer wrong-token-0123456789", "Basic \(secret)", "Bearer \(secret)x"] {
+                let refused = try await enroll(authorization)
+                #expect(refused.status == 401 && refused.body.contains("enrollmentTokenRequired"), "\(refused)")
+            }
+            #expect(try await enroll("Bearer \(secret)").status == 200)
+
+            // bgd: refused with a wrong token (nothing kept), enrolled with the right one.
+            try await TestDaemon.with { daemon in
+                let wrong = try await RawHTTP.request(
+                    daemon.socketPath, .POST, "/v1/push/relay",
+                    body: try JSONEncoder().encode(
+                        PushRelayEnrollRequest(
+                            url: node.uplinkURL, certificate: node.certificatePath, enrollmentToken: "nope-0123456789abc")))
+                #expect(wrong.errorCode == "relayUnreachable" && String(decoding: wrong.body, as: UTF8.self).contains("enrollmentTokenRequired"), "\(wrong)")
+                #expect(!FileManager.default.fileExists(atPath: daemon.directory + "/state/push-relay.json"))
+                let enrolled = try await PushRegistrationTests().bgctl(
+                    [
+                        "push", "relay", "enroll", node.uplinkURL, "--certificate", node.certificatePath,
+                        "--enrollment-token", secret,
+                    ], daemon)
+                #expect(enrolled.status == 0 && enrolled.standardOutput.contains("Enrolled with"), "\(enrolled)")
+            }
+            #expect(try await enroll("Bearer \(secret)").status == 200)
+            let flooded = try await enroll("Bearer \(secret)")
+            #expect(flooded.status == 429 && flooded.body.contains("tooManyEnrollments"), "\(flooded)")
+            let shown = try await node.metrics(client: client)
+            #expect(shown["bgrelay_enrollments_total"] == 3)
+            #expect(shown["bgrelay_enrollments_refused_total{reason=\"enrollmentTokenRequired\"}"] == 5)
+            #expect(shown["bgrelay_enrollments_refused_total{reason=\"tooManyEnrollments\"}"] == 1)
         }
     }
 

@@ -48,7 +48,9 @@ struct PushRoutes {
             }
             do {
                 return try JSONResponse.make(
-                    try await pushes.uplink.enroll(url: enroll.url, certificate: enroll.certificate), status: .created)
+                    try await pushes.uplink.enroll(
+                        url: enroll.url, certificate: enroll.certificate, enrollmentToken: enroll.enrollmentToken),
+                    status: .created)
             } catch PushUplink.Failure.badURL(let url) {
                 throw APIError(.badRequest, .invalidRelayURL, "'\(url)' is not a relay's uplink URL (https://host:2198)")
             } catch let error as PushUplink.Failure {

@@ -28,15 +28,19 @@ public actor PushUplink: Service {
         public var url: String?
         /// A CA certificate (PEM file) to trust for it (`--push-relay-ca`).
         public var certificate: String?
+        /// What the relay asks of a device to enroll, if it asks (`--push-relay-enrollment-token`).
+        public var enrollmentToken: String?
         public var keepAlive: Duration
         public var answerWithin: Duration
         public var maximumBackoff: Duration
 
         public init(
-            url: String? = nil, certificate: String? = nil, keepAlive: Duration = .seconds(270),
-            answerWithin: Duration = .seconds(30), maximumBackoff: Duration = .seconds(300)
+            url: String? = nil, certificate: String? = nil, enrollmentToken: String? = nil,
+            keepAlive: Duration = .seconds(270), answerWithin: Duration = .seconds(30),
+            maximumBackoff: Duration = .seconds(300)
         ) {
             self.url = url
+            self.enrollmentToken = enrollmentToken
             self.certificate = certificate
             self.keepAlive = keepAlive
             self.answerWithin = answerWithin
@@ -90,8 +94,9 @@ public actor PushUplink: Service {
 
     /// Enrolls with the relay at `url` (its uplink, `https://host:2198`; several nodes of one
     /// relay comma-separated, tried in turn) and keeps the credential 0600 in the state
-    /// directory; the uplink connects with it at once.
-    public func enroll(url: String, certificate: String?) async throws -> PushRelayStatus {
+    /// directory; the uplink connects with it at once. `enrollmentToken` is for a relay that
+    /// enrolls only devices that present one; it is not kept.
+    public func enroll(url: String, certificate: String?, enrollmentToken: String? = nil) async throws -> PushRelayStatus {
         let nodes = Self.nodes(url)
         guard !nodes.isEmpty else { throw Failure.badURL(url) }
         for node in nodes {
@@ -107,6 +112,7 @@ public actor PushUplink: Service {
             do {
                 var request = HTTPClientRequest(url: node + "/v1/devices")
                 request.method = .POST
+                if let enrollmentToken { request.headers.add(name: "authorization", value: "Bearer \(enrollmentToken)") }
                 let response = try await client.execute(request, timeout: .seconds(30))
                 let body = try await response.body.collect(upTo: 64 * 1024)
                 guard response.status == .ok,
@@ -138,7 +144,8 @@ public actor PushUplink: Service {
             var backoff = Duration.seconds(1)
             while !Task.isCancelled {
                 do {
-                    _ = try await enroll(url: url, certificate: configuration.certificate)
+                    _ = try await enroll(
+                        url: url, certificate: configuration.certificate, enrollmentToken: configuration.enrollmentToken)
                     break
                 } catch {
                     logger.error("Cannot enroll with the push relay", metadata: ["relay": "\(url)", "error": "\(error)"])

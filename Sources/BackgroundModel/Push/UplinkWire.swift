@@ -214,9 +214,12 @@ public struct PushRelayEnrollRequest: Codable, Sendable, Equatable {
     public var url: String
     /// A CA certificate (PEM file) to trust for the relay, beside the system's.
     public var certificate: String?
+    /// What the relay asks of a device to enroll, if it asks (bgrelay `--enrollment-token`).
+    public var enrollmentToken: String?
 
-    public init(url: String, certificate: String? = nil) {
+    public init(url: String, certificate: String? = nil, enrollmentToken: String? = nil) {
         self.url = url
         self.certificate = certificate
+        self.enrollmentToken = enrollmentToken
     }
 }

@@ -56,7 +56,7 @@ struct RelayNode: Sendable {
         directory: String? = nil, store: (any RelayStore)? = nil, node: String = "node",
         providerLimit: PushFloodLimit = PushFloodLimit(perSecond: 5_000, burst: 50_000),
         deviceLimit: PushFloodLimit = PushFloodLimit(), clock: any WallClock = SystemClock(),
-        retention: Relay.Retention = Relay.Retention(),
+        retention: Relay.Retention = Relay.Retention(), enrollment: EnrollmentPolicy = EnrollmentPolicy(),
         _ body: @Sendable (RelayNode) async throws -> T
     ) async throws -> T {
         let directory = directory ?? TemporaryDirectory.make()
@@ -65,7 +65,7 @@ struct RelayNode: Sendable {
             configuration: .init(
                 provider: .init(port: 0, floodLimit: deviceLimit), uplink: .init(port: 0), stateDirectory: directory,
                 node: node,
-                providerLimit: providerLimit, retention: retention),
+                providerLimit: providerLimit, retention: retention, enrollment: enrollment),
             store: try store ?? Relay.openStore(in: directory), clock: clock, logger: logger)
         let group = ServiceGroup(
             configuration: .init(services: try relay.makeServices(), gracefulShutdownSignals: [], logger: logger))
@@ -98,6 +98,17 @@ struct RelayNode: Sendable {
         configuration.httpVersion = .automatic
         configuration.connectionPool.retryConnectionEstablishment = retryingConnections
         return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }
+
+    /// `GET /metrics`, each sample by its name and labels.
+    func metrics(client: HTTPClient) async throws -> [String: Double] {
+        let response = try await client.execute(HTTPClientRequest(url: uplinkURL + "/metrics"), timeout: .seconds(10))
+        let text = String(buffer: try await response.body.collect(upTo: 1 << 20))
+        return Dictionary(
+            text.split(separator: "\n").filter { !$0.hasPrefix("#") }.compactMap { line in
+                let parts = line.split(separator: " ")
+                return parts.count == 2 ? (String(parts[0]), Double(parts[1]) ?? .nan) : nil
+            }, uniquingKeysWith: { $1 })
     }
 
     /// Registers a provider key for `topics`.
