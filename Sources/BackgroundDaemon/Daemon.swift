@@ -169,11 +169,13 @@ public struct Daemon: Service {
         let tokens = TokenIssuer()
         let doorbell = Doorbell()
         let transferDoorbell = Doorbell()
+        // The network came back or changed: the relay uplink checks itself or reconnects now.
+        let networkDoorbell = Doorbell()
         let pushDoorbell = Doorbell()
         let taskDoorbell = Doorbell()
         let conditions = try await ConditionsMonitor(
             configuration: configuration.conditions, store: store,
-            doorbells: [doorbell, transferDoorbell, taskDoorbell],
+            doorbells: [doorbell, transferDoorbell, taskDoorbell], networkDoorbells: [networkDoorbell],
             logger: Self.logger("bg.conditions", like: logger))
         if case .sysfs = configuration.conditions.sensing {
             conditionsPoller = ConditionsMonitor.Poller(
@@ -228,7 +230,7 @@ public struct Daemon: Service {
             activity: activity, logger: Self.logger("bg.push", like: logger))
         pushUplink = PushUplink(
             configuration: configuration.pushRelay, store: store, stateDirectory: stateDirectory.path, clock: clock,
-            pushes: pushDoorbell, logger: Self.logger("bg.push", like: logger))
+            pushes: pushDoorbell, network: networkDoorbell, logger: Self.logger("bg.push", like: logger))
         transfers = TransferService(
             store: store, stateDirectory: stateDirectory, coordinator: coordinator, broker: broker,
             conditions: conditions,

@@ -9,16 +9,18 @@ import Testing
 
 /// A device behind a one-way network, as a laptop behind NAT is: bgd in a network namespace of
 /// its own, joined to the host by a veth pair, reachable from nowhere, reaching the relay on the
-/// host side. The link then goes down for a while with pushes arriving at the relay, and comes
-/// back: every push accepted reaches bgd, once.
+/// host side. The link then goes down for a few seconds with pushes arriving at the relay, and
+/// comes back; then for minutes: every push accepted reaches bgd, once, and promptly.
 @Suite(
-    .timeLimit(.minutes(2)),
+    .timeLimit(.minutes(5)),
     .enabled(
         if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/sbin/ip")
             && FileManager.default.isExecutableFile(atPath: "/usr/sbin/iptables"),
         "needs root, ip(8) and iptables(8) for network namespaces (CI installs them)"))
 struct PushRelayNetworkTests {
     static let app = PushGatewayTests.app
+    /// Long enough for bgd's doubling backoff to pass a minute (1 + 2 + … + 64 s).
+    static let longOutage: TimeInterval = 150
 
     @discardableResult
     func ip(_ arguments: String...) async throws -> Command.Output {
@@ -111,6 +113,28 @@ struct PushRelayNetworkTests {
         #expect(Set(reached) == Set(accepted) && reached.count == accepted.count, "accepted \(accepted), in bgd \(reached)")
         let status = try await api.send(.get, "/v1/push/relay", as: PushRelayStatus.self)
         #expect(status.state == .connected, "\(status)")
+
+        // An outage of minutes: bgd's retries back off to a minute and more meanwhile. When the
+        // link comes back the kernel says so, and bgd connects at once rather than at its next
+        // retry, which could be two minutes away.
+        try await ip("link", "set", hostSide, "down")
+        let down = SystemClock().now
+        try await send(4)
+        try await SystemClock().sleep(until: down.addingTimeInterval(Self.longOutage))  // the outage lasts
+        let during = try await api.send(.get, "/v1/push/relay", as: PushRelayStatus.self)
+        #expect(during.state != .connected, "bgd did not notice the outage: \(during)")
+        #expect(try await store.pushCounts()[.pending] == 4)
+        try await ip("link", "set", hostSide, "up")
+        let up = SystemClock().now
+        let arrived = await eventuallyAsync { (try? await store.pushCounts()[.pending]) == nil }
+        let took = SystemClock().now.timeIntervalSince(up)
+        let retryWasDue = during.retryAt.map { String(format: "%.0f s", $0.timeIntervalSince(up)) } ?? "?"
+        #expect(arrived && took < 20, "after the link came back the pushes took \(took) s (bgd's next retry was due in \(retryWasDue))")
+        print(
+            "PushRelayNetworkTests: \(Int(Self.longOutage)) s outage; pushes in bgd \(String(format: "%.1f", took)) s after the link came back (bgd's next retry was due in \(retryWasDue))"
+        )
+        let afterLong = await reachedBGD()
+        #expect(Set(afterLong) == Set(accepted) && afterLong.count == accepted.count, "accepted \(accepted), in bgd \(afterLong)")
         daemon.signal(SIGTERM)
         _ = await daemon.waitForExit()
     }

@@ -46,15 +46,21 @@ public actor ConditionsMonitor {
     private let store: BackgroundStore
     /// Rung when the effective conditions change: the scheduler's and the transfers'.
     private let doorbells: [Doorbell]
+    /// Rung when the network comes, goes or changes kind: the push relay's uplink.
+    private let networkDoorbells: [Doorbell]
     private let logger: Logger
     private var sensed: DeviceConditions
     private var sources: [String]
     private var overrides: ConditionOverrides
 
-    init(configuration: Configuration, store: BackgroundStore, doorbells: [Doorbell], logger: Logger) async throws {
+    init(
+        configuration: Configuration, store: BackgroundStore, doorbells: [Doorbell], networkDoorbells: [Doorbell] = [],
+        logger: Logger
+    ) async throws {
         self.configuration = configuration
         self.store = store
         self.doorbells = doorbells
+        self.networkDoorbells = networkDoorbells
         self.logger = logger
         (sensed, sources) = Self.sense(configuration)
         overrides = try await store.conditionOverrides()
@@ -85,6 +91,9 @@ public actor ConditionsMonitor {
         guard effective != before else { return }
         logger.notice("Conditions changed", metadata: ["from": "\(before)", "to": "\(effective)"])
         for doorbell in doorbells { doorbell.ring() }
+        if effective.network != before.network {
+            for doorbell in networkDoorbells { doorbell.ring() }
+        }
     }
 
     /// sysfs for power and the network's state; NetworkManager, where it is there, for whether

@@ -21,7 +21,10 @@ import ServiceLifecycle
 /// Idle, it costs two wakeups every `keepAlive`: an empty line up, and a look, `answerWithin`
 /// later, that something came back (the relay echoes it) — a connection a NAT dropped silently
 /// is found within minutes, not at TCP's retransmission timeout. It reconnects after a failure
-/// with jittered, doubling backoff (1 s to 5 min).
+/// with jittered, doubling backoff (1 s to 5 min) — and at once when the network comes back or
+/// changes, as a phone's push connection does: an outage of minutes would otherwise leave the
+/// device deaf for up to the backoff after it ends. A change while connected sends a keep-alive
+/// at once (the path the connection took may be gone).
 public actor PushUplink: Service {
     public struct Configuration: Sendable {
         /// The relay to enroll with at start if bgd has no credential for it (`--push-relay`).
@@ -73,15 +76,22 @@ public actor PushUplink: Service {
     private let pushes: Doorbell
     /// Rung when a device token is made or revoked, or a new credential is saved.
     private let changed = Doorbell()
+    /// Rung by the conditions monitor when the network comes, goes or changes kind.
+    private let network: Doorbell
+    /// Makes the keep-alive go now (the network changed under a connected uplink).
+    private let probe = Doorbell()
+    /// The network changed while the uplink was down: the next attempt starts the backoff over.
+    private var networkChangedWhileDown = false
     private let logger: Logger
     private var status = PushRelayStatus(state: .off)
     private var lastReceived = Date.distantPast
 
     init(
         configuration: Configuration, store: BackgroundStore, stateDirectory: String, clock: any WallClock,
-        pushes: Doorbell, logger: Logger
+        pushes: Doorbell, network: Doorbell = Doorbell(), logger: Logger
     ) {
         self.configuration = configuration
+        self.network = network
         self.store = store
         credentialPath = stateDirectory + "/push-relay.json"
         self.clock = clock
@@ -136,7 +146,29 @@ public actor PushUplink: Service {
     }
 
     public func run() async throws {
-        try? await cancelWhenGracefulShutdown { try await self.serve() }
+        try? await cancelWhenGracefulShutdown {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await self.serve() }
+                group.addTask { try await self.followNetwork() }
+                try await group.next()
+                group.cancelAll()
+            }
+        }
+    }
+
+    private func followNetwork() async throws {
+        while true {
+            try await network.wait(until: nil, on: clock)
+            guard load() != nil else { continue }
+            if status.state == .connected {
+                logger.info("The network changed; checking the push relay uplink now")
+                probe.ring()
+            } else {
+                logger.info("The network changed; connecting to the push relay now")
+                networkChangedWhileDown = true
+                changed.ring()
+            }
+        }
     }
 
     private func serve() async throws {
@@ -151,7 +183,8 @@ public actor PushUplink: Service {
                     logger.error("Cannot enroll with the push relay", metadata: ["relay": "\(url)", "error": "\(error)"])
                     status = PushRelayStatus(state: .waiting, url: url, lastError: "\(error)", retryAt: clock.now.adding(backoff))
                     try await changed.wait(until: clock.now.adding(backoff), on: clock)
-                    backoff = min(backoff * 2, configuration.maximumBackoff)
+                    backoff = networkChangedWhileDown ? .seconds(1) : min(backoff * 2, configuration.maximumBackoff)
+                    networkChangedWhileDown = false
                 }
             }
         }
@@ -185,7 +218,8 @@ public actor PushUplink: Service {
                 status.lastError = "\(error)"
                 status.retryAt = clock.now.adding(wait)
                 try await changed.wait(until: clock.now.adding(wait), on: clock)
-                backoff = min(backoff * 2, configuration.maximumBackoff)
+                backoff = networkChangedWhileDown ? .seconds(1) : min(backoff * 2, configuration.maximumBackoff)
+                networkChangedWhileDown = false
             }
         }
     }
@@ -289,7 +323,7 @@ public actor PushUplink: Service {
 
     private func keepAlive(_ sink: AsyncStream<ByteBuffer>.Continuation) async throws {
         while true {
-            try await clock.sleep(until: clock.now.adding(configuration.keepAlive))
+            try await probe.wait(until: clock.now.adding(configuration.keepAlive), on: clock)
             let sent = clock.now
             sink.yield(ByteBuffer(string: "\n"))
             try await clock.sleep(until: sent.adding(configuration.answerWithin))
