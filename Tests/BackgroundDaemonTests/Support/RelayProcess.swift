@@ -18,11 +18,14 @@ final class RelayProcess: Sendable {
 
     enum Failure: Error { case didNotStart(String) }
 
-    init(stateDirectory: String, arguments: [String] = []) async throws {
+    /// `ports` (provider, uplink): a node restarted where its providers and devices know it;
+    /// by default any free ones.
+    init(stateDirectory: String, arguments: [String] = [], ports: (Int, Int) = (0, 0)) async throws {
         self.stateDirectory = stateDirectory
         process = try Spawned(
             try BuiltProducts.path(of: "bgrelay"),
-            ["--state-dir", stateDirectory, "--port", "0", "--uplink-port", "0"] + arguments, mergeErrors: true)
+            ["--state-dir", stateDirectory, "--port", String(ports.0), "--uplink-port", String(ports.1)] + arguments,
+            mergeErrors: true)
         output = OutputWatcher(process.output)
         guard await output.wait(for: "bgrelay: providers on"),
             let line = output.text.split(separator: "\n").first(where: { $0.hasPrefix("bgrelay: providers on") })
