@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs bgd, bgctl and bgd-confine (release, Swift's standard library linked in where the
+# Installs bgd, bgctl, bgd-confine and bgrelay (release, Swift's standard library linked in where the
 # toolchain can) under PREFIX (default ~/.local), with the README and docs, man pages (`man bgctl`)
 # and bgctl's shell completions. Every file it adds is listed in PREFIX/share/swift-background/installed-files,
 # which --uninstall removes; the user's state (apps, history) stays unless --purge is given.
@@ -54,13 +54,13 @@ if [ -z "$from" ]; then
     static=()
     # --static-swift-stdlib: the binaries run without the toolchain's libraries installed.
     if swift build --help 2>/dev/null | grep -q -- --static-swift-stdlib; then static=(--static-swift-stdlib); fi
-    echo "building release bgd, bgctl and bgd-confine ${static[*]} (a first build takes several minutes)…" >&2
-    for product in bgd bgctl bgd-confine; do
+    echo "building release bgd, bgctl, bgd-confine and bgrelay ${static[*]} (a first build takes several minutes)…" >&2
+    for product in bgd bgctl bgd-confine bgrelay; do
         swift build -c release "${static[@]}" --scratch-path .build-install --product "$product" >&2
     done
     from=$(swift build -c release "${static[@]}" --scratch-path .build-install --show-bin-path)
 fi
-for product in bgd bgctl bgd-confine; do
+for product in bgd bgctl bgd-confine bgrelay; do
     [ -x "$from/$product" ] || { echo "install.sh: no $product in $from" >&2; exit 1; }
 done
 
@@ -72,9 +72,9 @@ put() {  # put MODE SOURCE DESTINATION [install's options]
 # Stripped where strip(1) is there: the symbols are most of a Swift binary's size.
 strip_option=()
 command -v strip >/dev/null && strip_option=(-s)
-for product in bgd bgctl bgd-confine; do put 755 "$from/$product" "$prefix/bin/$product" "${strip_option[@]}"; done
+for product in bgd bgctl bgd-confine bgrelay; do put 755 "$from/$product" "$prefix/bin/$product" "${strip_option[@]}"; done
 put 644 README.md "$prefix/share/doc/swift-background/README.md"
-for page in bgctl bgd; do put 644 "docs/man/$page.1" "$prefix/share/man/man1/$page.1"; done
+for page in bgctl bgd bgrelay; do put 644 "docs/man/$page.1" "$prefix/share/man/man1/$page.1"; done
 for doc in docs/*.md; do put 644 "$doc" "$prefix/share/doc/swift-background/$doc"; done
 completions=$(mktemp -d)
 trap 'rm -rf "$completions"' EXIT
@@ -87,7 +87,8 @@ put 644 "$completions/bgctl.fish" "$prefix/share/fish/vendor_completions.d/bgctl
 mkdir -p "$(dirname "$manifest")"
 printf '%s\n' "${installed[@]}" > "$manifest"
 
-echo "installed bgd, bgctl and bgd-confine in $prefix/bin (docs in $prefix/share/doc/swift-background)"
+echo "installed bgd, bgctl, bgd-confine and bgrelay in $prefix/bin (docs in $prefix/share/doc/swift-background)"
 case ":$PATH:" in *":$prefix/bin:"*) ;; *) echo "add $prefix/bin to your PATH" ;; esac
 echo "run it as a systemd user service: $prefix/bin/bgctl install-service && systemctl --user daemon-reload && systemctl --user enable --now bgd"
+echo "a push relay for your devices, as a system service: $prefix/bin/bgrelay systemd-unit -- --host 0.0.0.0 | sudo tee /etc/systemd/system/bgrelay.service"
 echo "remove it: Scripts/install.sh --uninstall (PREFIX=$prefix)"

@@ -22,7 +22,7 @@ struct BGRelay: AsyncParsableCommand {
             here, committed, until its device acknowledges it or it expires.
             """,
         version: "0.1.0",
-        subcommands: [Serve.self, Keys.self], defaultSubcommand: Serve.self)
+        subcommands: [Serve.self, Keys.self, SystemdUnit.self], defaultSubcommand: Serve.self)
 }
 
 struct RelayOptions: ParsableArguments {
@@ -102,6 +102,11 @@ extension BGRelay {
                 "Enroll only devices that present this token (bgctl push relay enroll URL --enrollment-token TOKEN); default: anyone who reaches --uplink-port may enroll. At least 16 characters."
         )
         var enrollmentToken: String?
+        @Option(
+            help:
+                "Read the enrollment token from this file's first line instead (kept out of ps and unit files; systemd's LoadCredential= puts one in $CREDENTIALS_DIRECTORY)."
+        )
+        var enrollmentTokenFile: String?
         @Option(help: "Device enrollments a second this node takes (bursts of 10× that) before 429.")
         var enrollmentRate: Double = 10
         @Option(
@@ -125,8 +130,11 @@ extension BGRelay {
                 throw ValidationError("--max-devices and --max-devices-per-address are at least 1")
             }
             guard enrollmentRate > 0 else { throw ValidationError("--enrollment-rate must be positive") }
-            if let enrollmentToken, enrollmentToken.count < 16 || enrollmentToken.contains(where: \.isWhitespace) {
-                throw ValidationError("--enrollment-token is at least 16 characters, no spaces (e.g. openssl rand -hex 16)")
+            if enrollmentToken != nil, enrollmentTokenFile != nil {
+                throw ValidationError("give --enrollment-token or --enrollment-token-file, not both")
+            }
+            if let token = try enrollmentTokenGiven(), token.count < 16 || token.contains(where: \.isWhitespace) {
+                throw ValidationError("the enrollment token is at least 16 characters, no spaces (e.g. openssl rand -hex 16)")
             }
             guard holdPushes >= .seconds(60), keepHistory >= .seconds(60) else {
                 throw ValidationError("--hold-pushes and --keep-history are at least 1m")
@@ -134,6 +142,16 @@ extension BGRelay {
             guard Logger.Level(rawValue: logLevel) != nil else {
                 throw ValidationError("--log-level is one of trace, debug, info, notice, warning, error, critical")
             }
+        }
+
+        /// --enrollment-token, or the first line of --enrollment-token-file.
+        func enrollmentTokenGiven() throws -> String? {
+            guard let enrollmentTokenFile else { return enrollmentToken }
+            guard let text = try? String(contentsOfFile: enrollmentTokenFile, encoding: .utf8) else {
+                throw ValidationError("cannot read --enrollment-token-file \(enrollmentTokenFile)")
+            }
+            return String(text.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")
+                .trimmingCharacters(in: .whitespaces)
         }
 
         func run() async throws {
@@ -160,7 +178,7 @@ extension BGRelay {
                     providerLimit: PushFloodLimit(perSecond: providerRate, burst: providerRate * 10),
                     retention: Relay.Retention(holdPending: holdPushes, keepEnded: keepHistory),
                     enrollment: EnrollmentPolicy(
-                        token: enrollmentToken, limit: PushFloodLimit(perSecond: enrollmentRate, burst: enrollmentRate * 10))),
+                        token: try enrollmentTokenGiven(), limit: PushFloodLimit(perSecond: enrollmentRate, burst: enrollmentRate * 10))),
                 store: store, clock: SystemClock(), logger: logger)
             let group = ServiceGroup(
                 configuration: .init(
@@ -178,6 +196,90 @@ extension BGRelay {
                 FileHandle.standardError.write(Data("bgrelay: \(error)\n".utf8))
                 throw ExitCode(69)  // EX_UNAVAILABLE
             }
+        }
+    }
+
+    struct SystemdUnit: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "systemd-unit",
+            abstract: "Print a systemd system unit that runs this bgrelay as a service.",
+            discussion: """
+                bgrelay systemd-unit -- --host 0.0.0.0 | sudo tee /etc/systemd/system/bgrelay.service
+                sudo systemctl daemon-reload && sudo systemctl enable --now bgrelay
+                Everything after -- is passed to bgrelay serve (checked here first). The service runs \
+                as a user systemd makes for it, its state in /var/lib/bgrelay.
+                """)
+        @Option(
+            help:
+                "A file holding the enrollment token (root's to read): systemd hands it to the service (LoadCredential=), so it is in neither the unit nor ps.")
+        var enrollmentTokenFile: String?
+        @Argument(parsing: .postTerminator, help: "bgrelay serve's options for the service.")
+        var serveArguments: [String] = []
+
+        func validate() throws {
+            if serveArguments.contains(where: { $0.hasPrefix("--enrollment-token") }) {
+                throw ValidationError(
+                    "give the token as a file before --: bgrelay systemd-unit --enrollment-token-file PATH -- …")
+            }
+            if let enrollmentTokenFile, !enrollmentTokenFile.hasPrefix("/") {
+                throw ValidationError("--enrollment-token-file is an absolute path (systemd reads it, from anywhere)")
+            }
+            do {
+                _ = try Serve.parse(serveArguments)
+            } catch {
+                throw ValidationError("bgrelay serve would refuse these options: \(Serve.message(for: error))")
+            }
+            if serveArguments.contains(where: { $0 == "--state-dir" || $0.hasPrefix("--state-dir=") }) {
+                throw ValidationError("the service keeps its state in /var/lib/bgrelay (systemd's StateDirectory=); leave out --state-dir")
+            }
+        }
+
+        func run() throws {
+            let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().path
+            var arguments = (["serve", "--state-dir", "/var/lib/bgrelay"] + serveArguments).map(Self.quoted)
+            var credential = ""
+            if let enrollmentTokenFile {
+                credential = "LoadCredential=enrollment-token:\(enrollmentTokenFile)\n"
+                // Not quoted: systemd puts the credential's directory here.
+                arguments += ["--enrollment-token-file", "${CREDENTIALS_DIRECTORY}/enrollment-token"]
+            }
+            print(
+                """
+                [Unit]
+                Description=swift-background push relay (bgrelay): the APNs provider API for providers, an uplink for devices
+                Documentation=man:bgrelay(1)
+                After=network-online.target
+                Wants=network-online.target
+
+                [Service]
+                ExecStart=\(Self.quoted(executable)) \(arguments.joined(separator: " "))
+                \(credential)DynamicUser=yes
+                StateDirectory=bgrelay
+                StateDirectoryMode=0700
+                Restart=on-failure
+                RestartSec=2
+                # bgrelay stops cleanly on SIGTERM: it tells its devices to reconnect elsewhere.
+                TimeoutStopSec=20
+                # One descriptor per connected device.
+                LimitNOFILE=65536
+                NoNewPrivileges=yes
+                ProtectSystem=strict
+                ProtectHome=yes
+                PrivateTmp=yes
+                PrivateDevices=yes
+                RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX
+
+                [Install]
+                WantedBy=multi-user.target
+                """)
+        }
+
+        /// One word of ExecStart=: quoted when it has anything systemd would split or expand.
+        static func quoted(_ word: String) -> String {
+            guard word.isEmpty || word.contains(where: { " \t\"'\\$%;".contains($0) }) else { return word }
+            let escaped = word.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+                .replacingOccurrences(of: "$", with: "$$").replacingOccurrences(of: "%", with: "%%")
+            return "\"" + escaped + "\""
         }
     }
 

@@ -31,7 +31,7 @@ struct InstallTests {
 
         let installed = try await script("--from", BuiltProducts.directory)
         #expect(installed.status == 0, "\(installed.standardError)")
-        for product in ["bgd", "bgctl", "bgd-confine"] {
+        for product in ["bgd", "bgctl", "bgd-confine", "bgrelay"] {
             #expect(FileManager.default.isExecutableFile(atPath: prefix + "/bin/" + product), "\(product)")
         }
         let readme = prefix + "/share/doc/swift-background/README.md"
@@ -39,7 +39,7 @@ struct InstallTests {
         let completion = try String(
             contentsOfFile: prefix + "/share/bash-completion/completions/bgctl", encoding: .utf8)
         #expect(completion.contains("bgctl") && completion.contains("complete"), "a bash completion script")
-        for page in ["bgctl", "bgd"] {
+        for page in ["bgctl", "bgd", "bgrelay"] {
             let manual = try String(contentsOfFile: prefix + "/share/man/man1/\(page).1", encoding: .utf8)
             #expect(manual.contains(".Nm \(page)"), "the \(page)(1) man page")
         }
@@ -62,6 +62,35 @@ struct InstallTests {
         #expect(unit.contains("ExecStart=\(prefix)/bin/bgd\n"), "\(unit)")
         #expect(unit.contains("Documentation=file://\(readme)"), "\(unit)")
 
+        // The installed relay prints a system unit that runs it (and refuses what serve would).
+        let relayUnit = try await Command.run(
+            prefix + "/bin/bgrelay",
+            ["systemd-unit", "--enrollment-token-file", "/etc/bgrelay/token", "--", "--host", "0.0.0.0", "--log-level", "info"],
+            environment: environment)
+        #expect(relayUnit.status == 0, "\(relayUnit.standardError)")
+        #expect(
+            relayUnit.standardOutput.contains(
+                "ExecStart=\(prefix)/bin/bgrelay serve --state-dir /var/lib/bgrelay --host 0.0.0.0 --log-level info --enrollment-token-file ${CREDENTIALS_DIRECTORY}/enrollment-token\n"
+            ), "\(relayUnit.standardOutput)")
+        for line in ["LoadCredential=enrollment-token:/etc/bgrelay/token", "DynamicUser=yes", "StateDirectory=bgrelay"] {
+            #expect(relayUnit.standardOutput.contains(line + "\n"), "\(line)")
+        }
+        if FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-analyze") {
+            // systemd's own reading: every key known, the executable there (it warns, on stderr).
+            let unitFile = root + "/bgrelay.service"
+            try relayUnit.standardOutput.write(toFile: unitFile, atomically: true, encoding: .utf8)
+            let verified = try await Command.run("/usr/bin/systemd-analyze", ["verify", "--man=no", unitFile])
+            #expect(verified.status == 0 && verified.standardError.isEmpty, "\(verified)")
+        }
+        for arguments in [
+            ["systemd-unit", "--", "--port", "70000"], ["systemd-unit", "--", "--state-dir", "/tmp"],
+            ["systemd-unit", "--", "--enrollment-token", "0123456789abcdef0"],
+            ["systemd-unit", "--enrollment-token-file", "relative", "--"],
+        ] {
+            let refused = try await Command.run(prefix + "/bin/bgrelay", arguments, environment: environment)
+            #expect(refused.status != 0 && refused.standardOutput.isEmpty && !refused.standardError.isEmpty, "\(arguments)")
+        }
+
         // Uninstall: every file it added and the unit go; bgd's state stays.
         let state = root + "/state/bgd"
         #expect(FileManager.default.fileExists(atPath: state), "bgd made its state directory")
@@ -69,7 +98,10 @@ struct InstallTests {
         #expect(removed.status == 0 && removed.standardOutput.contains("kept bgd's state"), "\(removed.standardError)")
         let left = FileManager.default.enumerator(atPath: prefix)?.allObjects.compactMap { $0 as? String } ?? []
         #expect(
-            left.allSatisfy { !$0.contains("bgd") && !$0.contains("bgctl") && !$0.contains("README") && !$0.hasSuffix(".1") },
+            left.allSatisfy {
+                !$0.contains("bgd") && !$0.contains("bgctl") && !$0.contains("bgrelay") && !$0.contains("README")
+                    && !$0.hasSuffix(".1")
+            },
             "\(left)")
         #expect(!FileManager.default.fileExists(atPath: root + "/config/systemd/user/bgd.service"))
         #expect(FileManager.default.fileExists(atPath: state))
@@ -78,7 +110,7 @@ struct InstallTests {
         // writes that every other test's fsyncs would wait behind), and --purge takes the state too.
         let standIns = root + "/stand-ins"
         try FileManager.default.createDirectory(atPath: standIns, withIntermediateDirectories: true)
-        for product in ["bgd", "bgctl", "bgd-confine"] {
+        for product in ["bgd", "bgctl", "bgd-confine", "bgrelay"] {
             try FileManager.default.copyItem(atPath: "/bin/true", toPath: standIns + "/" + product)
         }
         #expect(try await script("--from", standIns).status == 0)

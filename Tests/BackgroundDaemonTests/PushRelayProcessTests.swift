@@ -21,8 +21,9 @@ struct PushRelayProcessTests {
         let directory = TemporaryDirectory.make()
         // Enrollment as on the internet: only with the relay's token (bgd presents it once).
         let enrollmentToken = "process-test-0123456789"
+        try (enrollmentToken + "\n").write(toFile: directory + "/enrollment-token", atomically: true, encoding: .utf8)
         let relay = try await RelayProcess(
-            stateDirectory: directory + "/relay", arguments: ["--enrollment-token", enrollmentToken])
+            stateDirectory: directory + "/relay", arguments: ["--enrollment-token-file", directory + "/enrollment-token"])
         let key = P256.Signing.PrivateKey()
         let keyFile = directory + "/AuthKey.p8"
         try key.pemRepresentation.write(toFile: keyFile, atomically: true, encoding: .utf8)
@@ -79,7 +80,8 @@ struct PushRelayProcessTests {
         for arguments in [
             ["--port", "70000"], ["--certificate", "/x.pem"], ["--log-level", "loud"],
             ["--hold-pushes", "5x"], ["--keep-history", "1s"], ["--device-rate", "0"], ["--max-devices", "0"],
-            ["--enrollment-token", "short"], ["--enrollment-rate", "0"],
+            ["--enrollment-token", "short"], ["--enrollment-rate", "0"], ["--enrollment-token-file", "/nonexistent"],
+            ["--enrollment-token", "0123456789abcdef0", "--enrollment-token-file", "/etc/hostname"],
             ["keys", "add", "--state-dir", directory, "--key-id", "short", "--team-id", "TEAM123456", "--topics", Self.app, "/etc/hostname"],
             ["keys", "remove", "--state-dir", directory, "NOSUCHKEY1"],
         ] {
