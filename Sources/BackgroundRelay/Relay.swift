@@ -132,6 +132,7 @@ struct Follower: Service {
         try? await cancelWhenGracefulShutdown {
             var pause = Duration.milliseconds(100)
             while !Task.isCancelled {
+                let started = clock.elapsed
                 do {
                     try await store.follow(onListening: { [hub] in hub.ringAll() }) { [hub] device in hub.ring([device]) }
                 } catch is CancellationError {
@@ -139,6 +140,8 @@ struct Follower: Service {
                 } catch {
                     logger.warning("Lost PostgreSQL notifications; listening again", metadata: ["error": "\(error)"])
                 }
+                // A listener that held for a while lost it afresh: quick to retry again.
+                if clock.elapsed - started > .seconds(30) { pause = .milliseconds(100) }
                 try await clock.sleep(until: clock.now.adding(pause))
                 pause = min(pause * 2, .seconds(5))
             }
