@@ -48,7 +48,7 @@ relay() {
     local name=$1; shift
     mkdir -p "$work/$name"
     [ -f "$work/cert/push-gateway.crt" ] && cp "$work/cert/"push-gateway.* "$work/$name/"
-    "$bin/bgrelay" --state-dir "$work/$name" --port 0 --uplink-port 0 --device-rate 1000000 --provider-rate 1000000 --node "$name" "$@" \
+    "$bin/bgrelay" --state-dir "$work/$name" --port 0 --uplink-port 0 --device-rate 1000000 --provider-rate 1000000 --enrollment-rate 1000000 --node "$name" "$@" \
         > "$work/$name.out" 2>&1 &
     pids+=($!)
     until grep -q "^bgrelay: providers on" "$work/$name.out" 2>/dev/null; do sleep 0.05; done

@@ -90,5 +90,8 @@ printf '%s\n' "${installed[@]}" > "$manifest"
 echo "installed bgd, bgctl, bgd-confine and bgrelay in $prefix/bin (docs in $prefix/share/doc/swift-background)"
 case ":$PATH:" in *":$prefix/bin:"*) ;; *) echo "add $prefix/bin to your PATH" ;; esac
 echo "run it as a systemd user service: $prefix/bin/bgctl install-service && systemctl --user daemon-reload && systemctl --user enable --now bgd"
-echo "a push relay for your devices, as a system service: $prefix/bin/bgrelay systemd-unit -- --host 0.0.0.0 | sudo tee /etc/systemd/system/bgrelay.service"
+case "$prefix" in
+    "$HOME"/*|/home/*|/root/*) echo "a push relay for your devices as a system service wants bgrelay outside any home directory: sudo PREFIX=/usr/local Scripts/install.sh, then bgrelay systemd-unit --help" ;;
+    *) echo "a push relay for your devices, as a system service: $prefix/bin/bgrelay systemd-unit -- --host 0.0.0.0 | sudo tee /etc/systemd/system/bgrelay.service" ;;
+esac
 echo "remove it: Scripts/install.sh --uninstall (PREFIX=$prefix)"

@@ -33,8 +33,14 @@ func enroll(_ client: HTTPClient) async throws -> RelayEnrollment {
     request.method = .POST
     let response = try await client.execute(request, timeout: .seconds(30))
     let body = try await response.body.collect(upTo: 4096)
+    guard response.status == .ok else {
+        // A relay's enrollment limit, say: its answer says which (bgrelay --enrollment-rate).
+        throw EnrollmentRefused(description: "the relay refused to enroll a device: \(response.status.code) \(String(buffer: body))")
+    }
     return try JSONDecoder().decode(RelayEnrollment.self, from: Data(buffer: body))
 }
+
+struct EnrollmentRefused: Error, CustomStringConvertible { let description: String }
 
 /// Opens an uplink; returns the response and the writer of its request body.
 func connect(_ client: HTTPClient, _ enrollment: RelayEnrollment, first: [UplinkFrame]) async throws

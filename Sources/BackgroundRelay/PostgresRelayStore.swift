@@ -88,6 +88,10 @@ public final class PostgresRelayStore: RelayStore {
                     state text NOT NULL, ended_at timestamptz)
                 """,
                 "CREATE INDEX IF NOT EXISTS relay_push_pending ON relay_push (device_id, state, id)",
+                // The pruner's: ended pushes by when they ended, pending ones by age (partial,
+                // so each holds only the rows it is for).
+                "CREATE INDEX IF NOT EXISTS relay_push_ended ON relay_push (ended_at) WHERE state <> 'pending'",
+                "CREATE INDEX IF NOT EXISTS relay_push_waiting ON relay_push (accepted_at) WHERE state = 'pending'",
                 "CREATE TABLE IF NOT EXISTS relay_credentials (version bigint NOT NULL)",
                 "INSERT INTO relay_credentials (version) SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM relay_credentials)",
             ] {
@@ -428,7 +432,7 @@ public final class PostgresRelayStore: RelayStore {
             """
             UPDATE relay_push SET state = 'expired', ended_at = \(now) WHERE id IN (
                 SELECT id FROM relay_push WHERE state = 'pending'
-                    AND (expiration < \(graceEnd) OR (expiration IS NULL AND accepted_at < \(heldSince)))
+                    AND (expiration < \(graceEnd) OR accepted_at < \(heldSince))
                 FOR UPDATE SKIP LOCKED)
             RETURNING id
             """, logger: logger

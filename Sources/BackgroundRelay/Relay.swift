@@ -43,8 +43,9 @@ public struct Relay: Sendable {
 
     /// How long the store keeps pushes (`RelayPruner`).
     public struct Retention: Sendable {
-        /// A push without `apns-expiration` waits this long for its device at most, then ends
-        /// as expired (APNs, too, keeps a push for an offline device only "for a limited period").
+        /// A push waits this long for its device at most, whatever its `apns-expiration`, then
+        /// ends as expired (APNs, too, keeps a push for an offline device only "for a limited
+        /// period").
         public var holdPending: Duration
         /// How long an ended push stays in the store (for operators, `/metrics` and checkers).
         public var keepEnded: Duration

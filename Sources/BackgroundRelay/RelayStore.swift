@@ -44,8 +44,8 @@ public protocol RelayStore: Sendable {
     func deliver(_ seqs: [Int64], device: String, fencing: Int64, now: Date) async throws -> [Date]
     /// Ends, as expired, pending pushes that can no longer be delivered — `apns-expiration` over
     /// a minute past (a push sent that moment may still be acknowledged), or held `holdFor`
-    /// without one — and deletes pushes that ended before `now - keepEnded`. A pending push is
-    /// never deleted: it waits for its device or its end.
+    /// whatever its expiration — and deletes pushes that ended before `now - keepEnded`. A
+    /// pending push is never deleted: it waits for its device or its end.
     func prune(now: Date, holdFor: TimeInterval, keepEnded: TimeInterval) async throws -> RelayPruneReport
     func pushCounts() async throws -> [RelayPushState: Int]
     func pushLog() async throws -> [(seq: Int64, device: String, apnsID: String, state: RelayPushState)]

@@ -127,7 +127,7 @@ extension SQLiteRelayStore {
             try db.execute(
                 sql: """
                     UPDATE push SET state = 'expired', endedAt = ?
-                    WHERE state = 'pending' AND (expiration < ? OR (expiration IS NULL AND acceptedAt < ?))
+                    WHERE state = 'pending' AND (expiration < ? OR acceptedAt < ?)
                     """,
                 arguments: [
                     now, now.addingTimeInterval(-expirationGrace), now.addingTimeInterval(-holdFor),

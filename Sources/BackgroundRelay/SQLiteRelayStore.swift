@@ -85,6 +85,12 @@ public struct SQLiteRelayStore: RelayStore {
             try db.create(table: "credentials") { t in t.column("version", .integer).notNull() }
             try db.execute(sql: "INSERT INTO credentials(version) VALUES (0)")
         }
+        migrator.registerMigration("relay-pruning") { db in
+            // The pruner's: ended pushes by when they ended, pending ones by age (partial, so
+            // each holds only the rows it is for).
+            try db.execute(sql: "CREATE INDEX push_ended ON push(endedAt) WHERE state != 'pending'")
+            try db.execute(sql: "CREATE INDEX push_waiting ON push(acceptedAt) WHERE state = 'pending'")
+        }
         return migrator
     }
 

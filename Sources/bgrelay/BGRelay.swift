@@ -110,7 +110,7 @@ extension BGRelay {
         @Option(help: "Device enrollments a second this node takes (bursts of 10× that) before 429.")
         var enrollmentRate: Double = 10
         @Option(
-            help: "A push without apns-expiration waits this long for its device, then ends as expired (default 30d).",
+            help: "A push waits this long for its device at most, whatever its apns-expiration, then ends as expired (default 30d).",
             transform: parseDuration)
         var holdPushes: Duration = .seconds(30 * 86400)
         @Option(
@@ -150,7 +150,7 @@ extension BGRelay {
             guard let text = try? String(contentsOfFile: enrollmentTokenFile, encoding: .utf8) else {
                 throw ValidationError("cannot read --enrollment-token-file \(enrollmentTokenFile)")
             }
-            return String(text.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")
+            return String(text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).first ?? "")
                 .trimmingCharacters(in: .whitespaces)
         }
 
@@ -224,6 +224,17 @@ extension BGRelay {
             if let enrollmentTokenFile, !enrollmentTokenFile.hasPrefix("/") {
                 throw ValidationError("--enrollment-token-file is an absolute path (systemd reads it, from anywhere)")
             }
+            if serveArguments.contains(where: { $0.contains(where: \.isNewline) }) {
+                throw ValidationError("an option with a line break cannot go in a unit's ExecStart=")
+            }
+            // The service's user (one systemd makes) cannot reach into a home directory, and
+            // ProtectHome= hides them: a bgrelay installed under one would not start.
+            let executable = Self.executable
+            if ["/home/", "/root/", "/run/user/"].contains(where: executable.hasPrefix) {
+                throw ValidationError(
+                    "\(executable) is in a home directory, where a system service cannot run it; install it elsewhere first: sudo PREFIX=/usr/local Scripts/install.sh"
+                )
+            }
             do {
                 _ = try Serve.parse(serveArguments)
             } catch {
@@ -234,8 +245,14 @@ extension BGRelay {
             }
         }
 
+        /// This very binary, however it was started (argv[0] is only "bgrelay" when found on PATH).
+        static var executable: String {
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+                ?? URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().path
+        }
+
         func run() throws {
-            let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().path
+            let executable = Self.executable
             var arguments = (["serve", "--state-dir", "/var/lib/bgrelay"] + serveArguments).map(Self.quoted)
             var credential = ""
             if let enrollmentTokenFile {

@@ -62,11 +62,17 @@ struct InstallTests {
         #expect(unit.contains("ExecStart=\(prefix)/bin/bgd\n"), "\(unit)")
         #expect(unit.contains("Documentation=file://\(readme)"), "\(unit)")
 
-        // The installed relay prints a system unit that runs it (and refuses what serve would).
+        // The installed relay, found on PATH as an operator runs it, prints a system unit that
+        // runs that binary (and refuses what serve would).
+        var onPath = environment
+        onPath["PATH"] = prefix + "/bin:" + (environment["PATH"] ?? "/usr/bin:/bin")
         let relayUnit = try await Command.run(
-            prefix + "/bin/bgrelay",
-            ["systemd-unit", "--enrollment-token-file", "/etc/bgrelay/token", "--", "--host", "0.0.0.0", "--log-level", "info"],
-            environment: environment)
+            "/usr/bin/env",
+            [
+                "bgrelay", "systemd-unit", "--enrollment-token-file", "/etc/bgrelay/token", "--", "--host", "0.0.0.0",
+                "--log-level", "info",
+            ],
+            environment: onPath)
         #expect(relayUnit.status == 0, "\(relayUnit.standardError)")
         #expect(
             relayUnit.standardOutput.contains(
@@ -86,6 +92,7 @@ struct InstallTests {
             ["systemd-unit", "--", "--port", "70000"], ["systemd-unit", "--", "--state-dir", "/tmp"],
             ["systemd-unit", "--", "--enrollment-token", "0123456789abcdef0"],
             ["systemd-unit", "--enrollment-token-file", "relative", "--"],
+            ["systemd-unit", "--", "--node", "a\nExecStartPre=/bin/sh"],
         ] {
             let refused = try await Command.run(prefix + "/bin/bgrelay", arguments, environment: environment)
             #expect(refused.status != 0 && refused.standardOutput.isEmpty && !refused.standardError.isEmpty, "\(arguments)")

@@ -183,15 +183,31 @@ struct RelayStoreTests {
             // A day and a bit: the delivered one is forgotten; the expired one (ended later) stays.
             #expect(try await store.prune(now: now.addingTimeInterval(25 * hour), holdFor: holdFor, keepEnded: keepEnded)
                 == RelayPruneReport(expired: 0, deleted: 1))
-            // Past the hold: the one without an expiration ends; a week's expiration still waits.
+            // One more, a day later, waits its own hold.
+            _ = try await store.commit(
+                [push(owner, token: token, id: "a-day-later")], now: now.addingTimeInterval(24 * hour),
+                connected: { _ in false })
+            // Past the hold: the one without an expiration ends, and so does the one whose
+            // expiration is a week away (the hold bounds every push: a provider cannot make one
+            // wait for ever by naming a far expiration).
             #expect(try await store.prune(now: now.addingTimeInterval(49 * hour), holdFor: holdFor, keepEnded: keepEnded)
-                == RelayPruneReport(expired: 1, deleted: 1))
-            #expect(try await states() == ["held-without-expiration": .expired, "expires-in-a-week": .pending])
-            #expect(try await store.pushCounts() == [.expired: 1, .pending: 1])
+                == RelayPruneReport(expired: 2, deleted: 1))
+            #expect(try await states() == [
+                "held-without-expiration": .expired, "expires-in-a-week": .expired, "a-day-later": .pending,
+            ])
+            #expect(try await store.pushCounts() == [.expired: 2, .pending: 1])
             // The pending one is still the device's to take.
             let newer = try await store.claim(device: device, node: "a", now: now)
             #expect(try await store.pendingPushes(of: device, after: 0, fencing: newer, now: now.addingTimeInterval(49 * hour))
-                .map(\.apnsID) == ["expires-in-a-week"])
+                .map(\.apnsID) == ["a-day-later"])
+            // Many ended ones (each replaced by the next with its collapse id) go in batches, a
+            // thousand per transaction, until none is left.
+            _ = try await store.commit(
+                (0..<2_500).map { push(owner, token: token, id: "bulk-\($0)", collapse: "bulk") },
+                now: now.addingTimeInterval(49 * hour), connected: { _ in false })
+            #expect(try await store.prune(now: now.addingTimeInterval(80 * hour), holdFor: holdFor, keepEnded: keepEnded)
+                == RelayPruneReport(expired: 1, deleted: 2 + 2_499))
+            #expect(try await store.pushCounts() == [.expired: 1, .pending: 1])
         }
     }
 

@@ -10,7 +10,24 @@ struct WithinTests {
         await #expect(throws: CancellationError.self) {
             try await clock.within(.seconds(10)) { () async throws -> Int in throw CancellationError() }
         }
-        #expect(clock.sleeperCount == 0)  // the timer of a finished call is gone
+        // The timer of a finished call is gone (once its task has run at all).
+        #expect(await eventuallyYielding { clock.sleeperCount == 0 })
+        for _ in 0..<1_000 { await Task.yield() }
+        #expect(clock.sleeperCount == 0)
+    }
+
+    /// A caller cancelled while the work ignores it is not held until the limit.
+    @Test func aCancelledCallerReturnsAtOnce() async throws {
+        let clock = ManualClock()
+        let caller = Task {
+            try await clock.within(.seconds(10)) { () async throws -> Int in
+                await withUnsafeContinuation { _ in }
+            }
+        }
+        #expect(await eventuallyYielding { clock.sleeperCount == 1 })
+        caller.cancel()
+        await #expect(throws: CancellationError.self) { try await caller.value }
+        #expect(clock.now == ManualClock().now)  // no time had to pass
     }
 
     /// Work that never ends and ignores cancellation (a call on a connection that will never

@@ -159,7 +159,8 @@ public actor PushUplink: Service {
     private func followNetwork() async throws {
         while true {
             try await network.wait(until: nil, on: clock)
-            guard load() != nil else { continue }
+            // Nothing to reach without a relay (none named, none enrolled with).
+            guard configuration.url != nil || load() != nil else { continue }
             if status.state == .connected {
                 logger.info("The network changed; checking the push relay uplink now")
                 probe.ring()
@@ -278,6 +279,7 @@ public actor PushUplink: Service {
     private func handle(_ frame: UplinkFrame, answering sink: AsyncStream<ByteBuffer>.Continuation) async throws {
         switch frame {
         case .ready(let device):
+            networkChangedWhileDown = false  // this connection is what that change was for
             status.state = .connected
             status.since = clock.now
             status.lastError = nil

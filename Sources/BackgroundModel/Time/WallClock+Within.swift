@@ -10,7 +10,9 @@ extension WallClock {
     /// `body`'s result, or `DeadlineExceeded` once `limit` has passed first. `body` is then
     /// cancelled and left to end on its own: work that ignores cancellation (a database call
     /// stuck on a connection that will never answer) must not hold its caller, nor everyone
-    /// queued behind the caller.
+    /// queued behind the caller. A cancelled caller gets `CancellationError` at once, for the
+    /// same reason. (The limit is on the wall clock, as every sleep here is: a clock set back
+    /// while it runs lengthens it.)
     public func within<T: Sendable>(
         _ limit: Duration, _ body: @escaping @Sendable () async throws -> T
     ) async throws -> T {
@@ -48,7 +50,11 @@ private final class Race<T: Sendable>: Sendable {
     private let state = Mutex(State())
 
     func start(_ continuation: CheckedContinuation<T, any Error>) {
-        state.withLock { $0.continuation = continuation }
+        let cancelled = state.withLock { state in
+            if !state.cancelled { state.continuation = continuation }
+            return state.cancelled
+        }
+        if cancelled { continuation.resume(throwing: CancellationError()) }
     }
 
     var work: Task<Void, Never>? {
@@ -73,10 +79,12 @@ private final class Race<T: Sendable>: Sendable {
     }
 
     func cancel() {
-        let work = state.withLock { state in
+        let (continuation, work) = state.withLock { state in
             state.cancelled = true
-            return state.work
+            defer { state.continuation = nil }
+            return (state.continuation, state.work)
         }
+        continuation?.resume(throwing: CancellationError())
         work?.cancel()
     }
 }
