@@ -178,6 +178,18 @@ let package = Package(
                 .product(name: "NIOFoundationCompat", package: "swift-nio"),
             ],
             path: "Benchmarks/bgbench-relay", swiftSettings: swiftSettings),
+        // The floor under the relay's memory per idle uplink: TLS + HTTP/2 on SwiftNIO alone.
+        .executableTarget(
+            name: "bgbench-uplink-floor",
+            dependencies: [
+                "BackgroundGateway",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            path: "Benchmarks/bgbench-uplink-floor", swiftSettings: swiftSettings),
         // Enters Landlock and execs an app bgd launches (C: it runs before every launch).
         .executableTarget(name: "bgd-confine", path: "Sources/bgd-confine"),
         .executableTarget(

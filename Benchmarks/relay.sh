@@ -7,7 +7,8 @@
 #      accepted by one node, the device on another): p50 / p99 / p99.9 from the relay's own
 #      accepted/ended timestamps;
 #   3. the relay's memory per idle device uplink (each its own TCP + TLS connection), from its
-#      RSS before and after 1,000 (bgbench-relay, a light device simulator).
+#      RSS before and after 1,000 (bgbench-relay, a light device simulator);
+#   4. the floor under 3: the same 1,000 on TLS + HTTP/2 served by SwiftNIO alone.
 # Usage: Benchmarks/relay.sh [REQUESTS] [IDLE]   (default 20000 and 1000; installs nghttp2-client,
 # starts PostgreSQL with Tests/Postgres/start.sh)
 set -euo pipefail
@@ -17,7 +18,7 @@ requests=${1:-20000}
 idle=${2:-1000}
 command -v h2load >/dev/null || { apt-get update -qq && apt-get install -y -qq nghttp2-client >/dev/null; }
 eval "$(bash Tests/Postgres/start.sh)"
-for product in bgd bgctl bgrelay bgbench-relay; do swift build -c release --product $product >/dev/null; done
+for product in bgd bgctl bgrelay bgbench-relay bgbench-uplink-floor; do swift build -c release --product $product >/dev/null; done
 bin=$(swift build -c release --show-bin-path)
 work=$(mktemp -d /tmp/bgrelay-bench-XXXX)
 pids=()
@@ -140,18 +141,36 @@ echo "POST → device ack at 1,000/s, 2 of 3 nodes, PostgreSQL (ms): $(pg3 \
     "SELECT extract(epoch FROM ended_at - accepted_at) * 1000 FROM relay_push WHERE state = 'delivered'" | python3 "$work/latency.py")"
 
 # 3. Idle uplinks: the relay's memory per device connection.
-relay idle --max-devices-per-address 100000  # every simulated device is on loopback
 rss() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
-idle_pid=${pids[-1]}
-sleep 1
-before=$(rss "$idle_pid")
-mkfifo "$work/idle.in"
-"$bin/bgbench-relay" idle "https://localhost:$uplink_port" "$work/cert/push-gateway.crt" "$idle" < "$work/idle.in" > "$work/idle.out" 2>&1 &
-pids+=($!)
-exec {idle_fd}> "$work/idle.in"
-until grep -q "^ready" "$work/idle.out" 2>/dev/null; do sleep 0.2; grep -q -i error "$work/idle.out" && { cat "$work/idle.out"; exit 1; }; done
-sleep 2
-after=$(rss "$idle_pid")
+# Holds $idle simulated devices on the uplink at port $2 of server pid $1 (NAME $3); sets
+# before/after (KB) and keeps the devices until hold_fd is closed.
+hold_idle() {
+    sleep 1
+    before=$(rss "$1")
+    mkfifo "$work/$3.in"
+    "$bin/bgbench-relay" idle "https://localhost:$2" "$work/cert/push-gateway.crt" "$idle" < "$work/$3.in" > "$work/$3.idle" 2>&1 &
+    pids+=($!)
+    exec {hold_fd}> "$work/$3.in"
+    until grep -q "^ready" "$work/$3.idle" 2>/dev/null; do sleep 0.2; grep -q -i error "$work/$3.idle" && { cat "$work/$3.idle"; exit 1; }; done
+    sleep 2
+    after=$(rss "$1")
+}
+relay idle --max-devices-per-address 100000  # every simulated device is on loopback
+hold_idle "${pids[-1]}" "$uplink_port" idle
 connected=$( (curl -s --cacert "$work/cert/push-gateway.crt" "https://localhost:$uplink_port/metrics" || true) | awk '/^bgrelay_connected_devices/ {print $2}')
 echo "idle uplinks: $connected devices connected to one node; relay RSS ${before} KB → ${after} KB: $(( (after - before) * 1024 / idle )) bytes per idle connection (aim ≤ 20 KB)"
-exec {idle_fd}>&-
+exec {hold_fd}>&-
+
+# 4. The floor under that: the same devices on TLS + HTTP/2 served by SwiftNIO alone (no
+#    Hummingbird, no task per connection; bgbench-uplink-floor), with HPACK's table as usual and
+#    as small as the server may ask.
+for table in 4096 0; do
+    "$bin/bgbench-uplink-floor" "$work/cert/push-gateway.crt" "$work/cert/push-gateway.key" "$table" > "$work/floor.$table.out" 2>&1 &
+    floor_pid=$!
+    pids+=($floor_pid)
+    until grep -q "^port" "$work/floor.$table.out" 2>/dev/null; do sleep 0.05; done
+    hold_idle "$floor_pid" "$(awk '/^port/ {print $2}' "$work/floor.$table.out")" "floor.$table"
+    echo "floor (SwiftNIO TLS + HTTP/2 alone, header table $table): RSS ${before} KB → ${after} KB: $(( (after - before) * 1024 / idle )) bytes per idle connection"
+    exec {hold_fd}>&-
+    kill "$floor_pid" 2>/dev/null || true
+done

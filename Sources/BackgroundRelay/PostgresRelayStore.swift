@@ -35,6 +35,10 @@ public final class PostgresRelayStore: RelayStore {
         // requests waiting for a connection when PostgreSQL restarted waited for ever (nothing
         // was made for them), and a provider's request with them.
         configuration.options.minimumConnections = 2
+        // A connection left inside a transaction (a client that hung between two statements, as
+        // a node seemed to after a PostgreSQL restart) would hold its row locks for good, and
+        // every read `SKIP LOCKED` pass over those pushes: the server ends it instead.
+        configuration.options.additionalStartupParameters = [("idle_in_transaction_session_timeout", "30s")]
         listenerConfiguration = PostgresConnection.Configuration(
             host: host, port: port, username: user, password: password, database: database, tls: .disable)
         // Its own warnings at error level: it warns once, harmlessly, when the first query waits

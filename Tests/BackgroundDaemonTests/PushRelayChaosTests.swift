@@ -131,6 +131,11 @@ struct PushRelayChaosTests {
 
         let store = fleet.store
         let settled = await eventuallyAsync { (try? await store.pushCounts()[.pending]) == nil }
+        if !settled {
+            let device = try? await store.tokenOwner(fleet.token)?.device
+            print("PushRelayChaosTests stuck:\n" + (await Fleet.diagnosis(
+                store: store, daemon: daemon, api: fleet.api, nodes: nodes, device: device, stacks: true)))
+        }
         let (count, accepted, unavailable) = sent.totals
         let report = try await FaultReport.check(
             accepted: accepted, sent: count, relay: store, bgd: fleet.api, app: PushRelayFaultTests.app)

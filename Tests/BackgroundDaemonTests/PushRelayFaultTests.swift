@@ -142,19 +142,10 @@ struct PushRelayFaultTests {
         if !recovered {
             // Everything that says where it stuck: bgd's answer (or error), its log and stacks,
             // the nodes' logs and stacks.
-            let status: String
-            do {
-                status = String(describing: try await api.send(.get, "/v1/push/relay", as: PushRelayStatus.self))
-            } catch {
-                status = "no answer: \(error)"
-            }
-            var stacks = "bgd:\n" + (await stackDump(of: daemon.processID))
-            for (index, node) in fleet.nodes.enumerated() {
-                stacks += "\n--- node\(index):\n" + (await stackDump(of: node.process.processID))
-            }
-            let logs = fleet.nodes.map { String($0.output.text.suffix(3000)) }.joined(separator: "\n---\n")
             let alive = kill(daemon.processID, 0) == 0
-            stuck = "bgd alive \(alive), its uplink: \(status); bgd's log:\n\(daemon.output.text.suffix(4000))\nrelay logs:\n\(logs)\nstacks:\n\(stacks)"
+            stuck = "bgd alive \(alive)\n"
+                + (await Fleet.diagnosis(
+                    store: store, daemon: daemon, api: api, nodes: fleet.nodes, device: nil, stacks: true))
             print("PushRelayFaultTests (PostgreSQL restarted) stuck: \(stuck!)")
         }
         stop.withLock { $0 = true }
@@ -224,6 +215,35 @@ struct Fleet {
     func stop() {
         pool.cancel()
         _ = client.shutdown()
+    }
+
+    /// Everything that says where a push stuck: what the relay holds pending and who holds the
+    /// device, bgd's view of its uplink, the logs' tails, and (`stacks`) every thread's stack.
+    static func diagnosis(
+        store: PostgresRelayStore, daemon: DaemonProcess, api: DaemonClient, nodes: [RelayProcess], device: String?,
+        stacks: Bool = false
+    ) async -> String {
+        var text = ""
+        if let pending = try? await store.pushLog().filter({ $0.state == .pending }) {
+            text += "pending at the relay: \(pending.map { "\($0.seq) \($0.apnsID)" })\n"
+        }
+        if let device { text += "device \(device) held by \((try? await store.claimHolder(of: device)) ?? "?")\n" }
+        do {
+            text += "bgd's uplink: \(try await api.send(.get, "/v1/push/relay", as: PushRelayStatus.self))\n"
+        } catch {
+            text += "bgd's uplink: no answer: \(error)\n"
+        }
+        text += "bgd's log:\n\(daemon.output.text.suffix(4000))\n"
+        for (index, node) in nodes.enumerated() {
+            text += "--- node\(index)'s log:\n\(node.output.text.suffix(3000))\n"
+        }
+        if stacks {
+            text += "stacks of bgd:\n" + (await stackDump(of: daemon.processID))
+            for (index, node) in nodes.enumerated() {
+                text += "\n--- node\(index):\n" + (await stackDump(of: node.process.processID))
+            }
+        }
+        return text
     }
 }
 

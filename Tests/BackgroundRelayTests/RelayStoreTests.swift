@@ -211,6 +211,22 @@ struct RelayStoreTests {
         }
     }
 
+    /// A connection left inside a transaction (a client hung between two statements) would hold
+    /// the row locks of the pushes it read FOR UPDATE for good, and every read SKIP LOCKED pass
+    /// over them: the server is told to end such a session.
+    @Test(.enabled(if: TestPostgres.isAvailable, "needs PostgreSQL: eval \"$(Tests/Postgres/start.sh)\" (CI does)"))
+    func theServerEndsASessionLeftInATransaction() async throws {
+        let store = try PostgresRelayStore(url: try await TestPostgres.makeDatabase(), logger: Logger(label: "test"))
+        let pool = Task { await store.runPool() }
+        defer { pool.cancel() }
+        try await store.prepare()
+        var timeout = ""
+        for try await value in try await store.client.query(
+            "SHOW idle_in_transaction_session_timeout", logger: Logger(label: "test")
+        ).decode(String.self) { timeout = value }
+        #expect(timeout == "30s")
+    }
+
     @Test func linesAreSplitAndALongOneIsRefused() throws {
         var splitter = UplinkLines(limit: 8)
         #expect(try splitter.append("ab\ncd".utf8) == [Array("ab".utf8)])
