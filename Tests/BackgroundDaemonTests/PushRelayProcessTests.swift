@@ -72,6 +72,39 @@ struct PushRelayProcessTests {
         #expect(await relay.process.waitForExit() == 0)
     }
 
+    /// A relay node killed and started again, five times in a row, each time shortly after bgd
+    /// got back: bgd is connected again within seconds every time. Its backoff is for a relay it
+    /// cannot reach; an uplink that was up and broke starts it over (before, each break doubled
+    /// it, and the fifth wait was 8–16 s, the tenth minutes).
+    @Test func bgdComesBackPromptlyToARelayThatKeepsRestarting() async throws {
+        let directory = TemporaryDirectory.make()
+        var relay = try await RelayProcess(stateDirectory: directory + "/relay")
+        let daemon = try await DaemonProcess(
+            stateDirectory: directory + "/bgd", socketPath: directory + "/bgd.sock",
+            arguments: ["--push-relay", relay.uplinkURL, "--push-relay-ca", relay.certificatePath])
+        let api = DaemonClient(socketPath: daemon.socketPath)
+        let clock = SystemClock()
+        func connected(since: Date) async -> Bool {
+            guard let status = try? await api.send(.get, "/v1/push/relay", as: PushRelayStatus.self) else { return false }
+            return status.state == .connected && (status.since ?? .distantPast) >= since
+        }
+        #expect(await eventuallyAsync { await connected(since: .distantPast) })
+        var took: [Double] = []
+        for _ in 0..<5 {
+            relay.process.signal(SIGKILL)
+            _ = await relay.process.waitForExit()
+            relay = try await RelayProcess(
+                stateDirectory: relay.stateDirectory, ports: (relay.providerPort, relay.uplinkPort))
+            let restarted = clock.now
+            let back = await eventuallyAsync { await connected(since: restarted) }
+            took.append(back ? clock.now.timeIntervalSince(restarted) : .infinity)
+        }
+        print("PushRelayProcessTests: back after each restart in \(took.map { String(format: "%.1f s", $0) })")
+        #expect(took.allSatisfy { $0 < 4 }, "bgd took \(took) s to come back")
+        daemon.signal(SIGTERM)
+        _ = await daemon.waitForExit()
+    }
+
     @Test func bgrelayExplainsItselfAndRefusesBadArguments() async throws {
         let bgrelay = try BuiltProducts.path(of: "bgrelay")
         let help = try await Command.run(bgrelay, ["--help"])

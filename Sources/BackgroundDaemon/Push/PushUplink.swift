@@ -209,7 +209,19 @@ public actor PushUplink: Service {
             } catch is CancellationError {
                 return
             } catch {
-                if clock.now.timeIntervalSince(started) > 60 { backoff = .seconds(1) }
+                // The backoff is for a relay that cannot be reached or will not take the device.
+                // One that did (the uplink was up) and then lost it — a node stopped or killed,
+                // the connection gone silent — is tried again at once, on the next node: a minute
+                // of such flapping otherwise left the backoff at minutes, and the device deaf for
+                // that long after it ended (the relay chaos test); so is a node that says it is
+                // stopping. Not when the relay ended the uplink for another reason: a node that
+                // cannot reach its database (all its devices coming straight back would only
+                // hammer it), or another uplink of this device (two machines sharing one
+                // credential would take it from each other every second).
+                let refused = if case Failure.closedByRelay(let code, _) = error, code != "stopping" { true } else { false }
+                if clock.now.timeIntervalSince(started) > 60 || (status.state == .connected && !refused) {
+                    backoff = .seconds(1)
+                }
                 // Jitter: a relay node that restarts is not met by all its devices at once.
                 let wait = backoff * Double.random(in: 0.5...1)
                 logger.warning(
