@@ -72,8 +72,8 @@ struct PushRelayProcessTests {
         #expect(await relay.process.waitForExit() == 0)
     }
 
-    /// A relay node killed and started again, five times in a row, each time shortly after bgd
-    /// got back: bgd is connected again within seconds every time. Its backoff is for a relay it
+    /// A relay node killed and started again, five times in a row, each time as soon as bgd got
+    /// back: bgd is connected again within seconds of each kill. Its backoff is for a relay it
     /// cannot reach; an uplink that was up and broke starts it over (before, each break doubled
     /// it, and the fifth wait was 8–16 s, the tenth minutes).
     @Test func bgdComesBackPromptlyToARelayThatKeepsRestarting() async throws {
@@ -93,14 +93,17 @@ struct PushRelayProcessTests {
         for _ in 0..<5 {
             relay.process.signal(SIGKILL)
             _ = await relay.process.waitForExit()
+            // From the kill: bgd may be back before the new node's start is even noticed here.
+            let killed = clock.now
             relay = try await RelayProcess(
                 stateDirectory: relay.stateDirectory, ports: (relay.providerPort, relay.uplinkPort))
-            let restarted = clock.now
-            let back = await eventuallyAsync { await connected(since: restarted) }
-            took.append(back ? clock.now.timeIntervalSince(restarted) : .infinity)
+            let back = await eventuallyAsync { await connected(since: killed) }
+            took.append(back ? clock.now.timeIntervalSince(killed) : .infinity)
         }
-        print("PushRelayProcessTests: back after each restart in \(took.map { String(format: "%.1f s", $0) })")
-        #expect(took.allSatisfy { $0 < 4 }, "bgd took \(took) s to come back")
+        print("PushRelayProcessTests: back after each kill in \(took.map { String(format: "%.1f s", $0) })")
+        // Each wait after a break is at most a second, and a restart under load a few more; the
+        // doubling backoff this replaced waited 8 s or more by the third.
+        #expect(took.allSatisfy { $0 < 6 }, "bgd took \(took) s to come back")
         daemon.signal(SIGTERM)
         _ = await daemon.waitForExit()
     }
