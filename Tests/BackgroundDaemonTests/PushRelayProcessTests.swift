@@ -101,9 +101,10 @@ struct PushRelayProcessTests {
             took.append(back ? clock.now.timeIntervalSince(killed) : .infinity)
         }
         print("PushRelayProcessTests: back after each kill in \(took.map { String(format: "%.1f s", $0) })")
-        // Each wait after a break is at most a second, and a restart under load a few more; the
-        // doubling backoff this replaced waited 8 s or more by the third.
-        #expect(took.allSatisfy { $0 < 6 }, "bgd took \(took) s to come back")
+        // The first wait after a break is at most a second; attempts while the node is still
+        // starting double it again (1.1–3.8 s each under CI's load). The backoff this replaced
+        // kept doubling from one kill to the next: 8 s or more by the third, a minute by the fifth.
+        #expect(took.allSatisfy { $0 < 10 }, "bgd took \(took) s to come back")
         daemon.signal(SIGTERM)
         _ = await daemon.waitForExit()
     }
