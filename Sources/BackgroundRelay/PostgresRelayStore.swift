@@ -8,9 +8,10 @@ import ServiceLifecycle
 /// The relay's state in PostgreSQL, shared by several nodes: any node takes any provider's push
 /// and any device's uplink. A commit notifies every node (`NOTIFY bgrelay, 'push:<device>'`, sent
 /// when the transaction commits); the node holding the device's uplink sends it. Pending pushes
-/// are read `FOR UPDATE SKIP LOCKED` under the device's claim, so two nodes that both think they
-/// hold a device (one paused while it reconnected elsewhere) never both send a push, and the
-/// older one's fencing token is refused when it wakes. No node keeps state another needs.
+/// are read under the device's claim (its row locked `FOR SHARE`, its fencing token checked), so
+/// two nodes that both think they hold a device (one paused while it reconnected elsewhere)
+/// never both send a push: the older one's fencing token is refused when it wakes. No node keeps
+/// state another needs.
 public final class PostgresRelayStore: RelayStore {
     let client: PostgresClient
     /// For the LISTEN connection, which is not the pool's (see `follow`).
@@ -37,7 +38,7 @@ public final class PostgresRelayStore: RelayStore {
         configuration.options.minimumConnections = 2
         // A connection left inside a transaction (a client that hung between two statements, as
         // a node seemed to after a PostgreSQL restart) would hold its row locks for good, and
-        // every read `SKIP LOCKED` pass over those pushes: the server ends it instead.
+        // every read of those pushes would wait on them: the server ends it instead.
         configuration.options.additionalStartupParameters = [("idle_in_transaction_session_timeout", "30s")]
         listenerConfiguration = PostgresConnection.Configuration(
             host: host, port: port, username: user, password: password, database: database, tls: .disable)
@@ -377,8 +378,8 @@ public final class PostgresRelayStore: RelayStore {
         guard current == fencing else { throw RelayRefusal.superseded }
     }
 
-    public func pendingPushes(of device: String, after seq: Int64, fencing: Int64, now: Date) async throws
-        -> [RelayedPush]
+    public func pendingPushes(of device: String, excluding sent: Set<Int64>, fencing: Int64, now: Date)
+        async throws -> [RelayedPush]
     {
         let logger = self.logger
         return try await transaction { connection in
@@ -388,11 +389,15 @@ public final class PostgresRelayStore: RelayStore {
                 UPDATE relay_push SET state = 'expired', ended_at = \(now)
                 WHERE device_id = \(device) AND state = 'pending' AND expiration IS NOT NULL AND expiration < \(now)
                 """, logger: logger)
+            // FOR UPDATE, not SKIP LOCKED: a row another transaction holds is being replaced (a
+            // newer push with its collapse id) or expired (the pruner) — waiting for that to commit
+            // leaves it out; skipping it would leave it unsent if that transaction rolled back,
+            // with nothing to ring the session again.
             let rows = try await connection.query(
                 """
                 SELECT id, token, topic, apns_id, push_type, priority, collapse_id, expiration, payload FROM relay_push
-                WHERE device_id = \(device) AND state = 'pending' AND id > \(seq)
-                ORDER BY id LIMIT \(pendingBatch) FOR UPDATE SKIP LOCKED
+                WHERE device_id = \(device) AND state = 'pending' AND id <> ALL(\(Array(sent)))
+                ORDER BY id LIMIT \(pendingBatch) FOR UPDATE
                 """, logger: logger)
             var pushes: [RelayedPush] = []
             for try await (id, token, topic, apnsID, type, priority, collapse, expiration, payload) in rows.decode(

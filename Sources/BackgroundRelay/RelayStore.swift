@@ -37,8 +37,12 @@ public protocol RelayStore: Sendable {
     ) async throws -> Set<String>
     /// A new claim on `device` for `node`: its fencing token.
     func claim(device: String, node: String, now: Date) async throws -> Int64
-    /// The device's pending pushes after `seq`, oldest first, under the claim `fencing`.
-    func pendingPushes(of device: String, after seq: Int64, fencing: Int64, now: Date) async throws -> [RelayedPush]
+    /// The device's pending pushes but those in `sent` (what its session sent and awaits the
+    /// acknowledgement of), oldest first, under the claim `fencing`. Not "after the last one
+    /// sent": on PostgreSQL a push's id is taken when it is inserted and it is seen when its
+    /// transaction commits, so one with a lower id can appear after a higher one was read.
+    func pendingPushes(of device: String, excluding sent: Set<Int64>, fencing: Int64, now: Date) async throws
+        -> [RelayedPush]
     /// Pushes `seqs` are delivered (under the claim `fencing`), in one transaction; returns when
     /// each newly delivered one was accepted (one not pending, or not the device's, is skipped).
     func deliver(_ seqs: [Int64], device: String, fencing: Int64, now: Date) async throws -> [Date]
@@ -78,6 +82,11 @@ let storeCallLimit: Duration = .seconds(10)
 
 /// The most pending pushes one read hands a session.
 let pendingBatch = 256
+
+/// The most pushes a session sends ahead of the device's acknowledgements: a device that reads
+/// slowly (or never acknowledges) is not sent its whole backlog, and what the session excludes
+/// from each read stays small.
+let unacknowledgedLimit = 4 * pendingBatch
 
 extension RelayStore {
     /// Push `seq` is delivered; when it was accepted, or nil if it was not pending or not the device's.

@@ -77,8 +77,8 @@ extension SQLiteRelayStore {
 
     /// The device's pending pushes after `seq`, oldest first; those whose expiration passed end
     /// as expired now instead.
-    public func pendingPushes(of device: String, after seq: Int64, fencing: Int64, now: Date) async throws
-        -> [RelayedPush]
+    public func pendingPushes(of device: String, excluding sent: Set<Int64>, fencing: Int64, now: Date)
+        async throws -> [RelayedPush]
     {
         try await database.write { db in
             try Self.checkClaim(db, device: device, fencing: fencing)
@@ -87,11 +87,14 @@ extension SQLiteRelayStore {
                     UPDATE push SET state = 'expired', endedAt = ?
                     WHERE deviceId = ? AND state = 'pending' AND expiration IS NOT NULL AND expiration < ?
                     """, arguments: [now, device, now])
+            // json_each: one argument however many were sent (a `NOT IN` list would need one each).
+            let sentList = "[" + sent.map(String.init).joined(separator: ",") + "]"
             return try Row.fetchAll(
                 db,
                 sql: """
-                    SELECT * FROM push WHERE deviceId = ? AND state = 'pending' AND id > ? ORDER BY id LIMIT ?
-                    """, arguments: [device, seq, pendingBatch]
+                    SELECT * FROM push WHERE deviceId = ? AND state = 'pending'
+                        AND id NOT IN (SELECT value FROM json_each(?)) ORDER BY id LIMIT ?
+                    """, arguments: [device, sentList, pendingBatch]
             ).map { row in
                 let expiration: Date? = row["expiration"]
                 return RelayedPush(

@@ -10,6 +10,11 @@ import Synchronization
 /// revocations and acknowledgements. A push stays pending until acknowledged, so whatever was
 /// sent and not acknowledged when the connection ends is sent again on the next one — the
 /// device drops a repeat by its apns-id.
+///
+/// Each read is of what is pending and was not sent on this connection — never "after the last
+/// one sent": on PostgreSQL pushes committed by two nodes at once become visible out of the
+/// order of their ids, and such a cursor passed over the one that came late, which then waited
+/// for the device's next connection (the relay chaos test's push left pending).
 struct UplinkSession: Sendable {
     let device: String
     /// This node's name, for the claim.
@@ -67,7 +72,10 @@ struct UplinkSession: Sendable {
         metrics.connected(device)
         defer { metrics.disconnected(device) }
         try await writer.write(line(.ready(device: device)))
-        var lastSent: Int64 = 0
+        /// Sent on this connection and not yet acknowledged.
+        var unacknowledged: Set<Int64> = []
+        /// Rung while `unacknowledged` was full: read once acknowledgements make room.
+        var owed = false
         var closing = false
         // Under load what arrived while the last round ran is taken together: every
         // acknowledgement in one transaction, and one read of what is pending however many
@@ -76,6 +84,7 @@ struct UplinkSession: Sendable {
             let (acks, events, rung) = inbox.take()
             var refusals: [(code: String, reason: String)] = []
             if !acks.isEmpty, let refusal = await acknowledge(acks, fencing: fencing) { refusals.append(refusal) }
+            unacknowledged.subtract(acks)
             for event in events {
                 switch event {
                 case .ended:
@@ -106,11 +115,13 @@ struct UplinkSession: Sendable {
                     try await writer.write(line(.refused(code: refusal.code, reason: refusal.reason)))
                 }
             }
-            guard rung, !closing else { continue }
+            owed = owed || rung
+            guard owed, !closing, unacknowledged.count < unacknowledgedLimit else { continue }
+            owed = false
             let pushes: [RelayedPush]
             do {
-                pushes = try await bounded { [device, lastSent, clock] in
-                    try await $0.pendingPushes(of: device, after: lastSent, fencing: fencing, now: clock.now)
+                pushes = try await bounded { [device, unacknowledged, clock] in
+                    try await $0.pendingPushes(of: device, excluding: unacknowledged, fencing: fencing, now: clock.now)
                 }
             } catch RelayRefusal.superseded {
                 closing = true  // the device is connected elsewhere now
@@ -125,7 +136,7 @@ struct UplinkSession: Sendable {
             var batch = ByteBuffer()
             for push in pushes {
                 batch.writeImmutableBuffer(line(.push(push)))
-                lastSent = push.seq
+                unacknowledged.insert(push.seq)
             }
             if !pushes.isEmpty { try await writer.write(batch) }
             if pushes.count == pendingBatch { inbox.ring() }  // more wait

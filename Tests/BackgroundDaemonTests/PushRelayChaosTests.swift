@@ -16,17 +16,13 @@ import Testing
 /// `BGRELAY_CHAOS_FAULTS` (6) and `BGRELAY_CHAOS_SEED` (1) make a longer or another campaign;
 /// the schedule is printed, so a failing seed can be run again.
 ///
-/// Not in CI yet: run alone or beside the relay suites it passed every time (seeds 1–5, and 30
-/// faults of seed 7), but in two of four full CI runs it failed — once a push left pending
-/// through the whole settle wait, once over its five minutes — and the cause is not
-/// established (issue 19's note). `BGRELAY_CHAOS=1` (or `BGRELAY_CHAOS_FAULTS`) runs it.
+/// It failed in two of four full CI runs (session 14) — a push left pending through the settle
+/// wait, and a run over its time limit while the wait went on — until sessions stopped reading
+/// "after the last push sent" (`aPushThatCommitsAfterALaterOneIsStillSent`): under load, pushes
+/// committed by two nodes at once became visible out of the order of their ids.
 @Suite(
     .timeLimit(.minutes(5)),
-    .enabled(if: TestPostgres.isAvailable, "needs PostgreSQL: eval \"$(Tests/Postgres/start.sh)\" (CI does)"),
-    .enabled(
-        if: ProcessInfo.processInfo.environment["BGRELAY_CHAOS"] != nil
-            || ProcessInfo.processInfo.environment["BGRELAY_CHAOS_FAULTS"] != nil,
-        "intermittent under CI's load, under study: BGRELAY_CHAOS=1 runs it"))
+    .enabled(if: TestPostgres.isAvailable, "needs PostgreSQL: eval \"$(Tests/Postgres/start.sh)\" (CI does)"))
 struct PushRelayChaosTests {
     enum Fault: CustomStringConvertible {
         case killNode(Int, downFor: Double)
@@ -139,7 +135,13 @@ struct PushRelayChaosTests {
         for sender in senders { await sender.value }
 
         let store = fleet.store
-        let settled = await eventuallyAsync { (try? await store.pushCounts()[.pending]) == nil }
+        // Its own deadline, well inside the time limit, so what stuck is printed if it comes.
+        let deadline = clock.now.addingTimeInterval(90)
+        _ = await eventuallyAsync {
+            if clock.now > deadline { return true }
+            return (try? await store.pushCounts()[.pending]) == nil
+        }
+        let settled = (try? await store.pushCounts()[.pending]) == nil
         if !settled {
             let device = try? await store.tokenOwner(fleet.token)?.device
             print("PushRelayChaosTests stuck:\n" + (await Fleet.diagnosis(

@@ -1,11 +1,12 @@
 import AsyncHTTPClient
 import Background
 import BackgroundModel
-import BackgroundRelay
+@testable import BackgroundRelay
 import BackgroundTesting
 import Crypto
 import Foundation
 import Logging
+import PostgresNIO
 import Synchronization
 import Testing
 
@@ -86,6 +87,58 @@ struct PushRelayFaultTests {
         print("PushRelayFaultTests: \(report)")
         daemon.signal(SIGTERM)
         _ = await daemon.waitForExit()
+    }
+
+    /// Two nodes committing pushes for one device at once: each push's id is taken when it is
+    /// inserted and it is seen when its transaction commits, so the one with the lower id can
+    /// appear after the other was sent. The test holds such a push in a transaction of its own
+    /// while another is sent and acknowledged, then commits it as a node would (with its
+    /// notification): it must reach bgd on the same uplink. A session that read "after the last
+    /// push sent" passed over it, and it waited at the relay for bgd's next connection — for
+    /// ever, on a healthy one (the relay chaos test's push left pending).
+    @Test func aPushThatCommitsAfterALaterOneIsStillSent() async throws {
+        let key = P256.Signing.PrivateKey()
+        let fleet = try await Fleet.start(nodes: 1, database: try await TestPostgres.makeDatabase(), key: key)
+        defer { fleet.stop() }
+        let (store, token, api) = (fleet.store, fleet.token, fleet.api)
+        let device = try #require(try await store.tokenOwner(token)?.device)
+        let fencing = try await store.currentFencing(of: device)
+        let provider = PushGatewayTests.Provider(
+            client: fleet.client, base: "https://localhost:\(fleet.nodes[0].providerPort)", key: key,
+            now: SystemClock().now)
+
+        let logger = Logger(label: "late")
+        let late = try await PostgresConnection.connect(configuration: store.listenerConfiguration, id: 1, logger: logger)
+        try await late.query("BEGIN", logger: logger)
+        let lateID = "00000000-0000-4000-a000-00000000001a"
+        let payload = Data(#"{"aps":{"content-available":1}}"#.utf8)
+        try await late.query(
+            """
+            INSERT INTO relay_push (device_id, token, topic, apns_id, push_type, priority, payload, accepted_at, state)
+            VALUES (\(device), \(token), \(Self.app), \(lateID), 'background', 5, \(payload), now(), 'pending')
+            """, logger: logger)
+        let earlyID = "00000000-0000-4000-a000-00000000002b"
+        #expect(try await provider.send(token: token, headers: [("apns-id", earlyID)]).status == 200)
+        #expect(
+            await eventuallyAsync { (try? await store.pushCounts()[.delivered]) == 1 },
+            "the push sent after the open transaction never reached bgd")
+        try await late.query("COMMIT", logger: logger)
+        try await late.query("SELECT pg_notify('bgrelay', \("push:" + device))", logger: logger)
+        try await late.close()
+
+        let deadline = SystemClock().now.addingTimeInterval(30)
+        _ = await eventuallyAsync {
+            if SystemClock().now > deadline { return true }
+            return (try? await store.pushCounts()[.pending]) == nil
+        }
+        #expect(try await store.pushCounts()[.pending] == nil, "the push committed late was left pending")
+        #expect(try await store.currentFencing(of: device) == fencing, "bgd's uplink was not the same one throughout")
+        let report = try await FaultReport.check(accepted: [lateID, earlyID], sent: 2, relay: store, bgd: api, app: Self.app)
+        let relayLog = try await store.pushLog()
+        let inBGD = try await api.send(.get, "/v1/apps/\(Self.app)/pushes?limit=1000", as: [PushRecord].self)
+        #expect(report.lost.isEmpty && report.duplicated.isEmpty, "\(report)\n\(relayLog)\n\(inBGD)")
+        fleet.daemon.signal(SIGTERM)
+        _ = await fleet.daemon.waitForExit()
     }
 
     /// Before each store call was bounded (`storeCallLimit`), about one run in six hung: both
@@ -281,3 +334,14 @@ struct FaultReport: CustomStringConvertible {
     }
 }
 
+extension PostgresRelayStore {
+    /// The device's newest claim: another uplink of it, on any node, moves it.
+    func currentFencing(of device: String) async throws -> Int64? {
+        for try await fencing in try await client.query(
+            "SELECT fencing FROM relay_device WHERE id = \(device)", logger: logger
+        ).decode(Int64.self) {
+            return fencing
+        }
+        return nil
+    }
+}
