@@ -176,6 +176,7 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOFoundationCompat", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             path: "Benchmarks/bgbench-relay", swiftSettings: swiftSettings),
         // The floor under the relay's memory per idle uplink: TLS + HTTP/2 on SwiftNIO alone.
@@ -290,6 +291,9 @@ let package = Package(
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 // A transaction of the test's own beside the relay's (a push that commits late).
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                // A device speaking the uplink's lines on TLS by hand.
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
             swiftSettings: swiftSettings
         ),

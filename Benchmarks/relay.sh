@@ -8,7 +8,8 @@
 #      accepted/ended timestamps;
 #   3. the relay's memory per idle device uplink (each its own TCP + TLS connection), from its
 #      RSS before and after 1,000 (bgbench-relay, a light device simulator);
-#   4. the floor under 3: the same 1,000 on TLS + HTTP/2 served by SwiftNIO alone.
+#   4. the floor under 3: the same 1,000 on TLS + HTTP/2 served by SwiftNIO alone;
+#   5. under that: lines straight on TLS, and on plain TCP (what the socket and channel cost).
 # Usage: Benchmarks/relay.sh [REQUESTS] [IDLE]   (default 20000 and 1000; installs nghttp2-client,
 # starts PostgreSQL with Tests/Postgres/start.sh)
 set -euo pipefail
@@ -148,7 +149,7 @@ hold_idle() {
     sleep 1
     before=$(rss "$1")
     mkfifo "$work/$3.in"
-    "$bin/bgbench-relay" idle "https://localhost:$2" "$work/cert/push-gateway.crt" "$idle" < "$work/$3.in" > "$work/$3.idle" 2>&1 &
+    "$bin/bgbench-relay" "${4:-idle}" "https://localhost:$2" "$work/cert/push-gateway.crt" "$idle" < "$work/$3.in" > "$work/$3.idle" 2>&1 &
     pids+=($!)
     exec {hold_fd}> "$work/$3.in"
     until grep -q "^ready" "$work/$3.idle" 2>/dev/null; do sleep 0.2; grep -q -i error "$work/$3.idle" && { cat "$work/$3.idle"; exit 1; }; done
@@ -158,7 +159,13 @@ hold_idle() {
 relay idle --max-devices-per-address 100000  # every simulated device is on loopback
 hold_idle "${pids[-1]}" "$uplink_port" idle
 connected=$( (curl -s --cacert "$work/cert/push-gateway.crt" "https://localhost:$uplink_port/metrics" || true) | awk '/^bgrelay_connected_devices/ {print $2}')
-echo "idle uplinks: $connected devices connected to one node; relay RSS ${before} KB → ${after} KB: $(( (after - before) * 1024 / idle )) bytes per idle connection (aim ≤ 20 KB)"
+echo "idle uplinks, HTTP/2 streams: $connected devices connected to one node; relay RSS ${before} KB → ${after} KB: $(( (after - before) * 1024 / idle )) bytes per idle connection (aim ≤ 20 KB)"
+exec {hold_fd}>&-
+# The same relay, a fresh node, devices holding the uplink as bgd does: lines straight on TLS.
+relay idle-lines --max-devices-per-address 100000
+hold_idle "${pids[-1]}" "$uplink_port" idle-lines lines
+connected=$( (curl -s --cacert "$work/cert/push-gateway.crt" "https://localhost:$uplink_port/metrics" || true) | awk '/^bgrelay_connected_devices/ {print $2}')
+echo "idle uplinks, lines on TLS (bgd's): $connected devices connected to one node; relay RSS ${before} KB → ${after} KB: $(( (after - before) * 1024 / idle )) bytes per idle connection (aim ≤ 20 KB)"
 exec {hold_fd}>&-
 
 # 4. The floor under that: the same devices on TLS + HTTP/2 served by SwiftNIO alone (no
@@ -171,6 +178,30 @@ for table in 4096 0; do
     until grep -q "^port" "$work/floor.$table.out" 2>/dev/null; do sleep 0.05; done
     hold_idle "$floor_pid" "$(awk '/^port/ {print $2}' "$work/floor.$table.out")" "floor.$table"
     echo "floor (SwiftNIO TLS + HTTP/2 alone, header table $table): RSS ${before} KB → ${after} KB: $(( (after - before) * 1024 / idle )) bytes per idle connection"
+    exec {hold_fd}>&-
+    kill "$floor_pid" 2>/dev/null || true
+done
+
+# 5. What is under HTTP/2: the same number of connections speaking lines straight on TLS, and on
+#    plain TCP (Benchmarks/uplink_idle.py holds them) — the socket and channel, TLS, and what
+#    HTTP/2 adds are the differences.
+for mode in line tcp; do
+    "$bin/bgbench-uplink-floor" "$work/cert/push-gateway.crt" "$work/cert/push-gateway.key" "$mode" > "$work/floor.$mode.out" 2>&1 &
+    floor_pid=$!
+    pids+=($floor_pid)
+    until grep -q "^port" "$work/floor.$mode.out" 2>/dev/null; do sleep 0.05; done
+    sleep 1
+    before=$(rss "$floor_pid")
+    mkfifo "$work/floor.$mode.in"
+    ca=(); [ "$mode" = line ] && ca=("$work/cert/push-gateway.crt")
+    python3 "$(dirname "$0")/uplink_idle.py" "$(awk '/^port/ {print $2}' "$work/floor.$mode.out")" "$idle" "${ca[@]}" \
+        < "$work/floor.$mode.in" > "$work/floor.$mode.idle" 2>&1 &
+    pids+=($!)
+    exec {hold_fd}> "$work/floor.$mode.in"
+    until grep -q "^ready" "$work/floor.$mode.idle" 2>/dev/null; do sleep 0.2; grep -q -i error "$work/floor.$mode.idle" && { cat "$work/floor.$mode.idle"; exit 1; }; done
+    sleep 2
+    after=$(rss "$floor_pid")
+    echo "floor (SwiftNIO, lines on $([ "$mode" = line ] && echo TLS || echo plain TCP), no HTTP): RSS ${before} KB → ${after} KB: $(( (after - before) * 1024 / idle )) bytes per idle connection"
     exec {hold_fd}>&-
     kill "$floor_pid" 2>/dev/null || true
 done

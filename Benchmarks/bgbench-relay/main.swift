@@ -3,19 +3,22 @@ import BackgroundModel
 import Foundation
 import NIOCore
 import NIOFoundationCompat
+import NIOPosix
 import NIOSSL
 
 // A light device simulator for bgrelay's benchmarks (Benchmarks/relay.sh), speaking the uplink:
 //   bgbench-relay idle URL CA N        enroll N devices, hold N uplinks open (each its own TCP+TLS
 //                                      connection, as N machines would), print "ready N", wait for stdin to close
+//   bgbench-relay lines URL CA N       the same with the uplink as lines straight on TLS (ALPN
+//                                      bgrelay-uplink/1), as bgd holds it; enrolled over one connection
 //   bgbench-relay bare URL CA N        N connections that enrolled and sit idle, no uplink (the
 //                                      connection's own cost, for comparison)
 //   bgbench-relay device URL CA TOKEN  enroll one device, register TOKEN, print "ready", then
 //                                      acknowledge every push until stdin closes; prints the count
 
 let arguments = CommandLine.arguments
-guard arguments.count >= 5, ["idle", "bare", "device"].contains(arguments[1]) else {
-    FileHandle.standardError.write(Data("usage: bgbench-relay idle URL CA N | device URL CA TOKEN\n".utf8))
+guard arguments.count >= 5, ["idle", "lines", "bare", "device"].contains(arguments[1]) else {
+    FileHandle.standardError.write(Data("usage: bgbench-relay idle|lines|bare URL CA N | device URL CA TOKEN\n".utf8))
     exit(64)
 }
 let (mode, url, ca) = (arguments[1], arguments[2], arguments[3])
@@ -53,6 +56,59 @@ func connect(_ client: HTTPClient, _ enrollment: RelayEnrollment, first: [Uplink
     request.body = .stream(body, length: .unknown)
     for frame in first { sink.yield(ByteBuffer(bytes: frame.encoded() + Data("\n".utf8))) }
     return (try await client.execute(request, deadline: .distantFuture), sink)
+}
+
+/// Opens an uplink as lines on TLS and waits for its "ready" line; the channel.
+func connectLines(_ enrollment: RelayEnrollment) async throws -> any Channel {
+    guard let base = URL(string: url), let host = base.host, let port = base.port else { throw EnrollmentRefused(description: "bad URL \(url)") }
+    var tls = TLSConfiguration.makeClientConfiguration()
+    tls.additionalTrustRoots = [.file(ca)]
+    tls.applicationProtocols = [UplinkFrame.alpn]
+    let context = try NIOSSLContext(configuration: tls)
+    let ready = MultiThreadedEventLoopGroup.singleton.any().makePromise(of: Void.self)
+    let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        .channelInitializer { channel in
+            channel.eventLoop.makeCompletedFuture {
+                try channel.pipeline.syncOperations.addHandler(try NIOSSLClientHandler(context: context, serverHostname: host))
+                try channel.pipeline.syncOperations.addHandler(ReadyLine(ready: ready))
+            }
+        }
+        .connect(host: host, port: port).get()
+    try await channel.writeAndFlush(ByteBuffer(string: enrollment.bearer + "\n"))
+    try await ready.futureResult.get()
+    return channel
+}
+
+/// Succeeds `ready` when the relay's "ready" line comes; fails it if the connection ends first.
+final class ReadyLine: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = ByteBuffer
+    let ready: EventLoopPromise<Void>
+    private var lines = UplinkLines()
+    private var answered = false
+    init(ready: EventLoopPromise<Void>) { self.ready = ready }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let read = (try? lines.append(unwrapInboundIn(data).readableBytesView)) ?? []
+        for line in read where !answered {
+            switch UplinkFrame.decode(line) {
+            case .ready?:
+                answered = true
+                ready.succeed()
+            case .closing(let code, let reason)?:
+                answered = true
+                ready.fail(EnrollmentRefused(description: "the relay ended the uplink: \(code): \(reason)"))
+            default: break
+            }
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if !answered {
+            answered = true
+            ready.fail(EnrollmentRefused(description: "the relay closed the uplink"))
+        }
+        context.fireChannelInactive()
+    }
 }
 
 /// Waits until standard input closes (the script's signal to stop).
@@ -101,6 +157,19 @@ case "idle":
         sink.finish()
         try? await client.shutdown()
     }
+case "lines":
+    let count = Int(arguments[4]) ?? 1000
+    let enroller = makeClient()
+    var held: [any Channel] = []
+    for _ in 0..<count {
+        held.append(try await connectLines(try await enroll(enroller)))
+    }
+    // Only the uplinks stay open: the relay's memory is theirs.
+    try await enroller.shutdown()
+    print("ready \(held.count)")
+    fflush(nil)
+    await stdinClosed()
+    for channel in held { try? await channel.close() }
 default:
     let token = arguments[4]
     let client = makeClient()

@@ -12,16 +12,21 @@ import NIOSSL
 // uplink server speaking this protocol pays. Benchmarks/uplink-floor.sh holds 1,000 simulated
 // devices (bgbench-relay idle) on it and on bgrelay and prints both per uplink.
 //
-//   bgbench-uplink-floor CERT KEY [HEADER-TABLE-SIZE]
+//   bgbench-uplink-floor CERT KEY [HEADER-TABLE-SIZE | line | tcp]
 //       listens on 127.0.0.1 (a free port), prints "port N"; HPACK's table as the peer may use
-//       it (our SETTINGS_HEADER_TABLE_SIZE; 4096 by default, as every HTTP/2 server's)
+//       it (our SETTINGS_HEADER_TABLE_SIZE; 4096 by default, as every HTTP/2 server's). `line`:
+//       no HTTP at all — lines straight on TLS (the first one, a credential, answered "ready",
+//       then empty lines echoed); `tcp`: the same without TLS. Those two split the floor into
+//       what the socket and channel cost, what TLS adds, and what HTTP/2 adds on top
+//       (Benchmarks/uplink_idle.py holds their connections).
 
 let arguments = CommandLine.arguments
 guard arguments.count >= 3 else {
-    print("usage: bgbench-uplink-floor CERT KEY [HEADER-TABLE-SIZE]")
+    print("usage: bgbench-uplink-floor CERT KEY [HEADER-TABLE-SIZE | line | tcp]")
     exit(64)
 }
-let headerTable = arguments.count > 3 ? Int(arguments[3]) ?? 4096 : 4096
+let mode = arguments.count > 3 ? arguments[3] : "4096"
+let headerTable = Int(mode) ?? 4096
 
 /// One stream: POST /v1/devices answers an enrollment; POST /v1/uplink answers "ready" and then
 /// echoes each empty line (a keep-alive) for as long as the device keeps it open.
@@ -59,10 +64,30 @@ final class FloorStream: ChannelInboundHandler {
     }
 }
 
+/// A connection that speaks lines with no HTTP: the first line (a credential) is answered with
+/// "ready", each empty line after it echoed.
+final class FloorLines: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+    private var ready = false
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var lines = unwrapInboundIn(data).readableBytesView.filter { $0 == UInt8(ascii: "\n") }.count
+        guard lines > 0 else { return }
+        if !ready {
+            ready = true
+            lines -= 1
+            let line = #"{"type":"ready","device":"0123456789abcdef0123456789abcdef"}"# + "\n"
+            context.write(wrapOutboundOut(ByteBuffer(string: line)), promise: nil)
+        }
+        context.writeAndFlush(wrapOutboundOut(ByteBuffer(repeating: UInt8(ascii: "\n"), count: lines)), promise: nil)
+    }
+}
+
 let chain = try NIOSSLCertificate.fromPEMFile(arguments[1]).map { NIOSSLCertificateSource.certificate($0) }
 var tls = TLSConfiguration.makeServerConfiguration(
     certificateChain: chain, privateKey: .privateKey(try NIOSSLPrivateKey(file: arguments[2], format: .pem)))
-tls.applicationProtocols = ["h2"]
+tls.applicationProtocols = Int(mode) == nil ? [] : ["h2"]
 let context = try NIOSSLContext(configuration: tls)
 let settings = [
     HTTP2Setting(parameter: .maxConcurrentStreams, value: 100),
@@ -74,7 +99,13 @@ let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.single
     .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
     .childChannelOption(.allocator, value: PageBackedBuffers.allocator)
     .childChannelInitializer { channel in
-        channel.eventLoop.makeCompletedFuture {
+        if mode == "line" || mode == "tcp" {
+            return channel.eventLoop.makeCompletedFuture {
+                if mode == "line" { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context)) }
+                try channel.pipeline.syncOperations.addHandler(FloorLines())
+            }
+        }
+        return channel.eventLoop.makeCompletedFuture {
             try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context))
         }.flatMap {
             channel.configureHTTP2Pipeline(mode: .server, initialLocalSettings: settings) { stream in

@@ -19,6 +19,10 @@ public struct Relay: Sendable {
         public var providerLimit: PushFloodLimit
         public var retention: Retention
         public var enrollment: EnrollmentPolicy
+        /// Whether the device port offers the uplink as lines straight on TLS (ALPN
+        /// `bgrelay-uplink/1`) beside the HTTP/2 stream. Off, every device holds an HTTP/2 stream,
+        /// as with a relay from before the lines (what bgd's fallback is tested against).
+        public var offersLines = true
 
         /// host:pid.
         public static var defaultNode: String {
@@ -114,7 +118,8 @@ public struct Relay: Sendable {
             UplinkServer(
                 configuration: configuration.uplink, store: store, hub: hub, metrics: metrics,
                 certificateDirectory: configuration.stateDirectory, clock: clock, logger: logger, boundPort: uplinkPort,
-                node: configuration.node, enrollment: EnrollmentGate(configuration.enrollment)),
+                node: configuration.node, enrollment: EnrollmentGate(configuration.enrollment),
+                offersLines: configuration.offersLines),
         ]
     }
 }

@@ -9,7 +9,9 @@ import ServiceLifecycle
 
 /// The relay's device side: `POST /v1/devices` enrolls a device, `POST /v1/uplink` is a device's
 /// long-lived stream (see `UplinkFrame`), `GET /metrics` is for Prometheus. Served over TLS with
-/// HTTP/2, as the provider side is, on its own port.
+/// HTTP/2, as the provider side is, on its own port — where a device that names
+/// `bgrelay-uplink/1` in ALPN speaks the uplink's lines straight on TLS instead (`LineUplink`,
+/// what bgd does: a third of the memory per idle device).
 struct UplinkServer: Service {
     let configuration: PushGatewayConfiguration
     let store: any RelayStore
@@ -21,12 +23,20 @@ struct UplinkServer: Service {
     let boundPort: BoundPort
     let node: String
     let enrollment: EnrollmentGate
+    let offersLines: Bool
 
     func run() async throws {
         // Thousands of devices idle here: their connections' buffers cost only what is written.
+        let lines = LineUplink(
+            store: store, hub: hub, metrics: metrics, clock: clock, logger: logger, node: node,
+            credentialWithin: configuration.connections.handshakeTimeout)
         let (server, gate) = try PushGateway<RelayDestinations>.serverBuilder(
             configuration, certificateDirectory: certificateDirectory, now: clock.now,
-            allocator: PageBackedBuffers.allocator)
+            allocator: PageBackedBuffers.allocator,
+            alternative: offersLines
+                ? ALPNAlternative(name: UplinkFrame.alpn, prepare: lines.prepare) { connection, _ in
+                    await lines.serve(connection)
+                } : nil)
         let router = Router()
         let (store, hub, clock, metrics, logger, node, enrollment) = (
             self.store, self.hub, self.clock, self.metrics, self.logger, self.node, self.enrollment

@@ -30,6 +30,9 @@ extension BGCtl {
                     let now = SystemClock().now
                     var line = "\(status.state.rawValue) to \(url)"
                     if let device = status.device { line += " as device \(device)" }
+                    if status.state == .connected, let transport = status.transport {
+                        line += transport == "lines" ? " (lines on TLS)" : " (an HTTP/2 stream)"
+                    }
                     if let since = status.since { line += ", since \(TextFormat.when(since, now: now))" }
                     print(line + "; \(status.received) pushes received since bgd started.")
                     if let error = status.lastError { print("Last error: \(error)") }

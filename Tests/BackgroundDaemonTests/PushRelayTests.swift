@@ -47,41 +47,95 @@ struct PushRelayTests {
     }
 
     @Test func aPushThroughTheRelayWakesTheAppOnce() async throws {
+        try await withDaemonOnARelay { node, client, key, daemon in
+            _ = try await daemon.register(
+                Self.app, command: try PushGatewayTests().fixture(), interval: .never)
+            let token = try await daemon.admin.send(
+                .post, "/v1/apps/\(Self.app)/push/token", as: DeviceTokenInfo.self
+            ).token
+            // bgd enrolled itself, connected out, and named the token.
+            #expect(try await node.eventually { try await node.store.tokenOwner(token) != nil })
+            let status = try await daemon.admin.send(.get, "/v1/push/relay", as: PushRelayStatus.self)
+            #expect(status.url == node.uplinkURL && status.device != nil, "\(status)")
+            let credential = daemon.directory + "/state/push-relay.json"
+            let mode = try FileManager.default.attributesOfItem(atPath: credential)[.posixPermissions] as? Int
+            #expect(mode == 0o600)
+
+            let id = "0a3c9e52-7e4b-4d1a-9a55-1f2b3c4d5e6f"
+            let run = try await daemon.waitForRunEnd(of: Self.app) {
+                let answer = try await provider(node, client: client, key: key).send(
+                    token: token, headers: [("apns-id", id)])
+                #expect(answer.status == 200 && answer.apnsID == id, "\(answer)")
+            }
+            #expect(run.trigger == .remoteNotification && run.outcome == .newData, "\(run)")
+            #expect(try await node.eventually { try await node.store.pushLog().map(\.state) == [.delivered] })
+            let pushes = try await daemon.store.pushes(of: AppID(rawValue: Self.app)!)
+            #expect(pushes.map(\.apnsID) == [id])
+            let received = try await daemon.admin.send(.get, "/v1/push/relay", as: PushRelayStatus.self)
+            #expect(received.state == .connected && received.received == 1, "\(received)")
+            #expect(received.transport == "lines", "bgd holds the uplink as lines on TLS: \(received)")
+        }
+    }
+
+    /// A relay that offers no lines (one from before them): bgd holds an HTTP/2 stream instead,
+    /// and a push reaches the app the same way.
+    @Test func bgdHoldsAnHTTP2StreamWithARelayThatOffersNoLines() async throws {
+        try await withDaemonOnARelay(offersLines: false) { node, client, key, daemon in
+            _ = try await daemon.register(Self.app, command: try PushGatewayTests().fixture(), interval: .never)
+            let token = try await daemon.admin.send(
+                .post, "/v1/apps/\(Self.app)/push/token", as: DeviceTokenInfo.self
+            ).token
+            #expect(try await node.eventually { try await node.store.tokenOwner(token) != nil })
+            let run = try await daemon.waitForRunEnd(of: Self.app) {
+                let answer = try await provider(node, client: client, key: key).send(token: token)
+                #expect(answer.status == 200, "\(answer)")
+            }
+            #expect(run.trigger == .remoteNotification, "\(run)")
+            let status = try await daemon.admin.send(.get, "/v1/push/relay", as: PushRelayStatus.self)
+            #expect(status.state == .connected && status.transport == "http2" && status.received == 1, "\(status)")
+        }
+    }
+
+    /// The uplink as lines on TLS, by hand: the first line is the credential — anything else
+    /// ends the connection with `closing unauthorized`, a line longer than any credential
+    /// closes it unanswered — then the frames are those of the HTTP/2 stream, keep-alives
+    /// echoed, bad frames refused, pushes sent and acknowledged.
+    @Test func theLineUplinkTakesACredentialFirstAndThenTheStreamsFrames() async throws {
         try await RelayNode.with { node in
             let client = node.client()
             defer { _ = client.shutdown() }
             nonisolated(unsafe) let key = P256.Signing.PrivateKey()
             try await node.addProviderKey(key, topics: [Self.app])
-            try await TestDaemon.with(
-                clock: ManualClock(now: SystemClock().now),
-                pushRelay: .init(url: node.uplinkURL, certificate: node.certificatePath)
-            ) { daemon in
-                _ = try await daemon.register(
-                    Self.app, command: try PushGatewayTests().fixture(), interval: .never)
-                let token = try await daemon.admin.send(
-                    .post, "/v1/apps/\(Self.app)/push/token", as: DeviceTokenInfo.self
-                ).token
-                // bgd enrolled itself, connected out, and named the token.
-                #expect(try await node.eventually { try await node.store.tokenOwner(token) != nil })
-                let status = try await daemon.admin.send(.get, "/v1/push/relay", as: PushRelayStatus.self)
-                #expect(status.url == node.uplinkURL && status.device != nil, "\(status)")
-                let credential = daemon.directory + "/state/push-relay.json"
-                let mode = try FileManager.default.attributesOfItem(atPath: credential)[.posixPermissions] as? Int
-                #expect(mode == 0o600)
-
-                let id = "0a3c9e52-7e4b-4d1a-9a55-1f2b3c4d5e6f"
-                let run = try await daemon.waitForRunEnd(of: Self.app) {
-                    let answer = try await provider(node, client: client, key: key).send(
-                        token: token, headers: [("apns-id", id)])
-                    #expect(answer.status == 200 && answer.apnsID == id, "\(answer)")
-                }
-                #expect(run.trigger == .remoteNotification && run.outcome == .newData, "\(run)")
-                #expect(try await node.eventually { try await node.store.pushLog().map(\.state) == [.delivered] })
-                let pushes = try await daemon.store.pushes(of: AppID(rawValue: Self.app)!)
-                #expect(pushes.map(\.apnsID) == [id])
-                let received = try await daemon.admin.send(.get, "/v1/push/relay", as: PushRelayStatus.self)
-                #expect(received.state == .connected && received.received == 1, "\(received)")
+            let a = try await RawUplink.enroll(node, client: client)
+            let b = try await RawUplink.enroll(node, client: client)
+            for credential in ["", "Bearer \(a.device).\(b.secret)", "Bearer nonsense", "Basic abc"] {
+                let refused = try await RawLineUplink.connect(node, first: credential + "\n")
+                #expect(await refused.next().map(Self.code) == "unauthorized", "\(credential)")
+                #expect(await refused.nextLine() == nil, "closed after refusing \(credential)")
             }
+            let long = try await RawLineUplink.connect(node, first: String(repeating: "B", count: 600))
+            #expect(await long.nextLine() == nil, "a first line longer than a credential is not read to its end")
+            #expect(try await node.store.pushLog().isEmpty)
+
+            // A credential split over two writes is still one line.
+            let uplink = try await RawLineUplink.connect(node, first: String(a.bearer.prefix(10)))
+            uplink.sendLine(String(a.bearer.dropFirst(10)))
+            #expect(await uplink.next() == .ready(device: a.device))
+            uplink.sendLine("")
+            #expect(await uplink.nextLine() == "", "a keep-alive is echoed")
+            uplink.sendLine("not json")
+            #expect(await uplink.next().map(Self.code) == "badFrame")
+            let token = String(repeating: "56", count: 32)
+            uplink.send(.register(token: token, topic: Self.app))
+            #expect(try await node.eventually { try await node.store.tokenOwner(token)?.device == a.device })
+            #expect(try await provider(node, client: client, key: key).send(token: token).status == 200)
+            guard case .push(let push)? = await uplink.next() else {
+                Issue.record("no push came down the line uplink")
+                return
+            }
+            uplink.send(.ack(seq: push.seq))
+            #expect(try await node.eventually { try await node.store.pushLog().map(\.state) == [.delivered] })
+            uplink.close()
         }
     }
 
@@ -424,9 +478,30 @@ struct PushRelayTests {
         }
     }
 
+    /// A relay node in this process (`offersLines` or not) holding a provider key for the app, a
+    /// bgd that enrolls with it and connects out, and the provider's client.
+    private func withDaemonOnARelay(
+        offersLines: Bool = true,
+        _ body: @Sendable (RelayNode, HTTPClient, P256.Signing.PrivateKey, TestDaemon) async throws -> Void
+    ) async throws {
+        try await RelayNode.with(offersLines: offersLines) { node in
+            let client = node.client()
+            defer { _ = client.shutdown() }
+            nonisolated(unsafe) let key = P256.Signing.PrivateKey()
+            try await node.addProviderKey(key, topics: [Self.app])
+            try await TestDaemon.with(
+                clock: ManualClock(now: SystemClock().now),
+                pushRelay: .init(url: node.uplinkURL, certificate: node.certificatePath)
+            ) { daemon in try await body(node, client, key, daemon) }
+        }
+    }
+
+    /// The code of a refusal or of the relay's closing line.
     static func code(_ frame: UplinkFrame) -> String? {
-        if case .refused(let code, _) = frame { return code }
-        return nil
+        switch frame {
+        case .refused(let code, _), .closing(let code, _): code
+        default: nil
+        }
     }
 }
 

@@ -4,13 +4,16 @@ import BackgroundStore
 import Foundation
 import Logging
 import NIOCore
+import NIOPosix
 import NIOSSL
+import NIOTLS
 import ServiceLifecycle
 
 /// bgd's connection out to a push relay, for a machine no provider can reach (behind NAT): one
-/// long-lived HTTP/2 stream (`POST /v1/uplink`, newline-delimited JSON both ways, see
-/// `UplinkFrame`), opened by bgd, over the AsyncHTTPClient and TLS stack bgd already runs for
-/// transfers — no second protocol stack.
+/// long-lived connection, newline-delimited JSON both ways (see `UplinkFrame`), opened by bgd —
+/// the lines straight on TLS (ALPN `bgrelay-uplink/1`), where an idle device costs the relay a
+/// third of what an HTTP/2 stream does; or, with a relay that does not name that protocol back
+/// (or over `http://`), an HTTP/2 stream (`POST /v1/uplink`) through AsyncHTTPClient.
 ///
 /// On connecting it names every device token its apps were given (and those revoked), and again
 /// whenever one is made or revoked. Each push that comes down is committed to bgd's own queue
@@ -85,6 +88,8 @@ public actor PushUplink: Service {
     private let logger: Logger
     private var status = PushRelayStatus(state: .off)
     private var lastReceived = Date.distantPast
+    /// The connection's transport (`PushRelayStatus.transport`), shown once it is up.
+    private var transport: String?
 
     init(
         configuration: Configuration, store: BackgroundStore, stateDirectory: String, clock: any WallClock,
@@ -237,8 +242,68 @@ public actor PushUplink: Service {
         }
     }
 
-    /// One uplink, until it fails.
+    /// One uplink, until it fails: as lines on TLS if the relay speaks them, else over HTTP/2.
     private func connect(_ credential: RelayEnrollment, to node: String) async throws {
+        guard let connection = try await connectLines(credential, to: node) else {
+            transport = "http2"
+            return try await connectHTTP2(credential, to: node)
+        }
+        transport = "lines"
+        try await connection.executeThenClose { inbound, outbound in
+            let (up, sink) = AsyncStream<ByteBuffer>.makeStream()
+            defer { sink.finish() }
+            // The credential first, as the relay reads it; the registrations follow it.
+            try await outbound.write(ByteBuffer(string: credential.bearer + "\n"))
+            sink.yield(try await registrations())
+            try await converse(reading: inbound, answering: sink) {
+                for await buffer in up { try await outbound.write(buffer) }
+                throw Failure.closed
+            }
+        }
+    }
+
+    /// A TLS connection to `node` on which the relay agreed to speak the uplink's lines; nil if
+    /// it did not (it names no protocol back, or the URL is `http://`).
+    private func connectLines(_ credential: RelayEnrollment, to node: String) async throws
+        -> NIOAsyncChannel<ByteBuffer, ByteBuffer>?
+    {
+        guard let url = URL(string: node), url.scheme == "https", let host = url.host else { return nil }
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.applicationProtocols = [UplinkFrame.alpn]
+        if let certificate = credential.certificate { tls.additionalTrustRoots = [.file(certificate)] }
+        let context = try NIOSSLContext(configuration: tls)
+        let port = url.port ?? 443
+        // Connecting and the handshake are bounded: a relay that accepts and never answers is
+        // a failed attempt, not a hung uplink.
+        return try await clock.within(.seconds(30)) {
+            let negotiated = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .connectTimeout(.seconds(10))
+                .connect(host: host, port: port) { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        // An address is checked against the certificate's IP names; SNI takes names only.
+                        let isAddress = (try? SocketAddress(ipAddress: host, port: 0)) != nil
+                        try channel.pipeline.syncOperations.addHandler(
+                            try NIOSSLClientHandler(context: context, serverHostname: isAddress ? nil : host))
+                        let negotiation = NIOTypedApplicationProtocolNegotiationHandler<
+                            NIOAsyncChannel<ByteBuffer, ByteBuffer>?
+                        > { result, channel in
+                            guard case .negotiated(UplinkFrame.alpn) = result else {
+                                return channel.close().map { nil }
+                            }
+                            return channel.eventLoop.makeCompletedFuture {
+                                try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+                            }
+                        }
+                        try channel.pipeline.syncOperations.addHandler(negotiation)
+                        return negotiation.protocolNegotiationResult
+                    }
+                }
+            return try await negotiated.get()
+        }
+    }
+
+    /// One uplink as an HTTP/2 stream, until it fails.
+    private func connectHTTP2(_ credential: RelayEnrollment, to node: String) async throws {
         let client = Self.client(trusting: credential.certificate)
         defer { _ = client.shutdown() }
         let (up, sink) = AsyncStream<ByteBuffer>.makeStream()
@@ -254,9 +319,18 @@ public actor PushUplink: Service {
             let body = try? await response.body.collect(upTo: 4096)
             throw Failure.refused(status: Int(response.status.code), body: body.map { String(buffer: $0) } ?? "")
         }
+        try await converse(reading: response.body, answering: sink)
+    }
+
+    /// Reads the relay's lines and answers them, sends registrations as they change and keeps the
+    /// connection alive, until one of them (or `alongside`) fails.
+    private func converse<Body: AsyncSequence & Sendable>(
+        reading body: Body, answering sink: AsyncStream<ByteBuffer>.Continuation,
+        alongside: (@Sendable () async throws -> Void)? = nil
+    ) async throws where Body.Element == ByteBuffer {
         lastReceived = clock.now
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await self.read(response.body, answering: sink) }
+            group.addTask { try await self.read(body, answering: sink) }
             group.addTask {
                 while true {
                     try await self.changed.wait(until: nil, on: self.clock)
@@ -264,12 +338,15 @@ public actor PushUplink: Service {
                 }
             }
             group.addTask { try await self.keepAlive(sink) }
+            if let alongside { group.addTask { try await alongside() } }
             try await group.next()
             group.cancelAll()
         }
     }
 
-    private func read(_ body: HTTPClientResponse.Body, answering sink: AsyncStream<ByteBuffer>.Continuation) async throws {
+    private func read<Body: AsyncSequence & Sendable>(
+        _ body: Body, answering sink: AsyncStream<ByteBuffer>.Continuation
+    ) async throws where Body.Element == ByteBuffer {
         var lines = UplinkLines()
         for try await buffer in body {
             lastReceived = clock.now
@@ -293,6 +370,7 @@ public actor PushUplink: Service {
         case .ready(let device):
             networkChangedWhileDown = false  // this connection is what that change was for
             status.state = .connected
+            status.transport = transport
             status.since = clock.now
             status.lastError = nil
             status.retryAt = nil

@@ -98,10 +98,11 @@ public struct PushGateway<Destinations: PushDestinations>: Service {
 
     /// The server for `configuration`'s security — TLS with HTTP/2 (ALPN h2 or none), or
     /// plaintext on loopback — each connection through a gate that enforces its limits. bgrelay's
-    /// uplink listener is built the same way, its connections' buffers from `allocator`.
+    /// uplink listener is built the same way, its connections' buffers from `allocator`, and
+    /// under TLS offers `alternative` beside HTTP/2 to a client that names it in ALPN.
     package static func serverBuilder(
         _ configuration: PushGatewayConfiguration, certificateDirectory: String, now: Date,
-        allocator: ByteBufferAllocator? = nil
+        allocator: ByteBufferAllocator? = nil, alternative: ALPNAlternative? = nil
     ) throws -> (HTTPServerBuilder, ConnectionGate) {
         let server: HTTPServerBuilder
         let gate = ConnectionGate(limits: configuration.connections)
@@ -135,16 +136,27 @@ public struct PushGateway<Destinations: PushDestinations>: Service {
             let key = try NIOSSLPrivateKey(file: paths.key, format: .pem)
             var tls = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key))
             tls.minimumTLSVersion = .tlsv12
-            tls.applicationProtocols = ["h2"]
+            tls.applicationProtocols = ["h2"] + (alternative.map { [$0.name] } ?? [])
             // HTTP/2 whether or not the client names it in ALPN: APNs speaks nothing else over
             // TLS, and client libraries (aioapns, for one) start HTTP/2 without offering ALPN.
             let tlsConfiguration = tls
             // Built once when the server starts, so a bad certificate or key fails bgd's start.
-            server = HTTPServerBuilder { responder in
-                GuardedChannel(
-                    base: try TLSChannel(
-                        HTTP2Channel(responder: responder, configuration: http2), tlsConfiguration: tlsConfiguration),
-                    gate: gate, allocator: allocator)
+            if let alternative {
+                server = HTTPServerBuilder { responder in
+                    GuardedChannel(
+                        base: try TLSChannel(
+                            LinesOrHTTP2Channel(
+                                http2: HTTP2Channel(responder: responder, configuration: http2), alternative: alternative),
+                            tlsConfiguration: tlsConfiguration),
+                        gate: gate, allocator: allocator)
+                }
+            } else {
+                server = HTTPServerBuilder { responder in
+                    GuardedChannel(
+                        base: try TLSChannel(
+                            HTTP2Channel(responder: responder, configuration: http2), tlsConfiguration: tlsConfiguration),
+                        gate: gate, allocator: allocator)
+                }
             }
         }
         return (server, gate)

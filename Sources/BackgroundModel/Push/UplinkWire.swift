@@ -1,10 +1,15 @@
 import Foundation
 
-/// One line of the uplink: the long-lived HTTP/2 stream a bgd keeps open to a push relay
-/// (`POST /v1/uplink`, newline-delimited JSON both ways). bgd sends its apps' device tokens and
+/// One line of the uplink: the long-lived connection a bgd keeps open to a push relay,
+/// newline-delimited JSON both ways — straight on TLS (ALPN `bgrelay-uplink/1`, the device's
+/// first line its credential, `Bearer <device>.<secret>`), or as an HTTP/2 stream (`POST
+/// /v1/uplink`, the credential in Authorization). bgd sends its apps' device tokens and
 /// acknowledges each push once it is committed to its own queue; the relay sends the pushes
 /// providers gave it for this device, oldest first, until each is acknowledged.
 public enum UplinkFrame: Codable, Sendable, Equatable {
+    /// The ALPN name of the uplink as lines straight on TLS.
+    public static let alpn = "bgrelay-uplink/1"
+
     // bgd → relay
     /// An app's device token, to be bound to this device (the first device to name it owns it).
     case register(token: String, topic: String)
@@ -194,6 +199,9 @@ public struct PushRelayStatus: Codable, Sendable, Equatable {
     public var retryAt: Date?
     /// Pushes taken from the relay since bgd started.
     public var received: Int
+    /// How the uplink is carried while connected: `lines` (straight on TLS, ALPN
+    /// `bgrelay-uplink/1`) or `http2` (a stream, with a relay that does not offer lines).
+    public var transport: String?
 
     public init(
         state: State, url: String? = nil, device: String? = nil, since: Date? = nil, lastError: String? = nil,

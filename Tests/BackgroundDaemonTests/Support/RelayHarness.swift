@@ -8,8 +8,10 @@ import Crypto
 import Foundation
 import Logging
 import NIOCore
+import NIOPosix
 import NIOSSL
 import ServiceLifecycle
+import Synchronization
 
 /// A relay node in this process — its real listeners on loopback (TLS, HTTP/2, ports chosen by
 /// the kernel), its real SQLite file — for a test's duration.
@@ -57,16 +59,17 @@ struct RelayNode: Sendable {
         providerLimit: PushFloodLimit = PushFloodLimit(perSecond: 5_000, burst: 50_000),
         deviceLimit: PushFloodLimit = PushFloodLimit(), clock: any WallClock = SystemClock(),
         retention: Relay.Retention = Relay.Retention(), enrollment: EnrollmentPolicy = EnrollmentPolicy(),
-        _ body: @Sendable (RelayNode) async throws -> T
+        offersLines: Bool = true, _ body: @Sendable (RelayNode) async throws -> T
     ) async throws -> T {
         let directory = directory ?? TemporaryDirectory.make()
         let logger = Self.logger
+        var configuration = Relay.Configuration(
+            provider: .init(port: 0, floodLimit: deviceLimit), uplink: .init(port: 0), stateDirectory: directory,
+            node: node, providerLimit: providerLimit, retention: retention, enrollment: enrollment)
+        configuration.offersLines = offersLines
         let relay = Relay(
-            configuration: .init(
-                provider: .init(port: 0, floodLimit: deviceLimit), uplink: .init(port: 0), stateDirectory: directory,
-                node: node,
-                providerLimit: providerLimit, retention: retention, enrollment: enrollment),
-            store: try store ?? Relay.openStore(in: directory), clock: clock, logger: logger)
+            configuration: configuration, store: try store ?? Relay.openStore(in: directory), clock: clock,
+            logger: logger)
         let group = ServiceGroup(
             configuration: .init(services: try relay.makeServices(), gracefulShutdownSignals: [], logger: logger))
         let running = Task { try await group.run() }
@@ -127,10 +130,10 @@ struct RelayNode: Sendable {
 
 /// A device as the relay sees it, speaking the uplink by hand: enroll, then one HTTP/2 stream
 /// of newline-delimited frames each way.
-final class RawUplink: Sendable {
+final class RawUplink: RawDevice {
     let enrollment: RelayEnrollment
     private let sink: AsyncStream<ByteBuffer>.Continuation
-    private let lines: AsyncStream<String>
+    let lines: AsyncStream<String>
     let status: Int
 
     private init(
@@ -179,21 +182,90 @@ final class RawUplink: Sendable {
         return RawUplink(enrollment: enrollment, sink: sink, lines: lines, status: Int(response.status.code))
     }
 
-    func send(_ frame: UplinkFrame) { sendLine(String(decoding: frame.encoded(), as: UTF8.self)) }
-
     func sendLine(_ line: String) { sink.yield(ByteBuffer(string: line + "\n")) }
 
-    /// The next line the relay sent (nil once it ended the stream).
+    func close() { sink.finish() }
+}
+
+/// A device's side of an uplink by hand, whatever carries it: lines out, the relay's lines in.
+protocol RawDevice: Sendable {
+    /// The lines the relay sent, without their newlines; finished when it ended the uplink.
+    var lines: AsyncStream<String> { get }
+    func sendLine(_ line: String)
+}
+
+extension RawDevice {
+    func send(_ frame: UplinkFrame) { sendLine(String(decoding: frame.encoded(), as: UTF8.self)) }
+
+    /// The next line the relay sent (nil once it ended the uplink).
     func nextLine() async -> String? {
         var iterator = lines.makeAsyncIterator()
         return await iterator.next()
     }
 
-    /// The next frame (nil once the stream ended or for a line that is none).
+    /// The next frame (nil once the uplink ended or for a line that is none).
     func next() async -> UplinkFrame? {
         guard let line = await nextLine() else { return nil }
         return UplinkFrame.decode(Data(line.utf8))
     }
+}
 
-    func close() { sink.finish() }
+/// A device speaking the uplink as lines straight on TLS (ALPN `bgrelay-uplink/1`), as bgd does,
+/// by hand: `first` is sent as it is (a credential line, or whatever the test wants to try).
+final class RawLineUplink: RawDevice {
+    private let channel: any Channel
+    let lines: AsyncStream<String>
+
+    private init(channel: any Channel, lines: AsyncStream<String>) {
+        self.channel = channel
+        self.lines = lines
+    }
+
+    static func connect(_ node: RelayNode, first: String) async throws -> RawLineUplink {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.additionalTrustRoots = [.file(node.certificatePath)]
+        tls.applicationProtocols = [UplinkFrame.alpn]
+        let context = try NIOSSLContext(configuration: tls)
+        let (lines, sink) = AsyncStream<String>.makeStream()
+        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(
+                        try NIOSSLClientHandler(context: context, serverHostname: "localhost"))
+                    try channel.pipeline.syncOperations.addHandler(LineCollector(sink: sink))
+                }
+            }
+            .connect(host: "localhost", port: node.uplinkPort).get()
+        try await channel.writeAndFlush(ByteBuffer(string: first))
+        return RawLineUplink(channel: channel, lines: lines)
+    }
+
+    func sendLine(_ line: String) { channel.writeAndFlush(ByteBuffer(string: line + "\n"), promise: nil) }
+
+    func close() { channel.close(promise: nil) }
+}
+
+/// Hands each line a connection reads to `sink`, and finishes it when the connection closes.
+private final class LineCollector: ChannelInboundHandler, Sendable {
+    typealias InboundIn = ByteBuffer
+    private let sink: AsyncStream<String>.Continuation
+    private let partial = Mutex("")
+
+    init(sink: AsyncStream<String>.Continuation) { self.sink = sink }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let text = String(buffer: unwrapInboundIn(data))
+        partial.withLock { partial in
+            partial += text
+            while let end = partial.firstIndex(of: "\n") {
+                sink.yield(String(partial[..<end]))
+                partial = String(partial[partial.index(after: end)...])
+            }
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        sink.finish()
+        context.fireChannelInactive()
+    }
 }
