@@ -8,8 +8,9 @@ import NIOCore
 /// HTTP/2): the device's first line is its credential, `Bearer <device>.<secret>` as the HTTP/2
 /// uplink's Authorization header; then the same session, the same lines both ways. A refusal
 /// that HTTP/2 answers with 401 comes as a `closing` line (`unauthorized`) before the relay
-/// closes. An idle device costs the relay its TLS connection and one waiting session — no
-/// HTTP/2 connection, stream or stream task.
+/// closes. An idle device costs the relay its TLS connection and one waiting session: no HTTP/2
+/// connection or stream, and no task of its own reading — a channel handler (`UplinkLineReader`)
+/// reads the lines into the session's inbox.
 struct LineUplink: Sendable {
     let store: any RelayStore
     let hub: DeviceHub
@@ -20,36 +21,34 @@ struct LineUplink: Sendable {
     /// How long a connection may take to send its credential line.
     let credentialWithin: Duration
 
-    /// Puts the credential's reader in front of the session's.
+    /// Puts the reader of the device's lines on the connection.
     func prepare(_ channel: any Channel) throws {
         try channel.pipeline.syncOperations.addHandler(
-            CredentialLine(eventLoop: channel.eventLoop, within: .seconds(credentialWithin.components.seconds)))
+            UplinkLineReader(eventLoop: channel.eventLoop, within: .seconds(credentialWithin.components.seconds)))
     }
 
-    func serve(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>) async {
+    func serve(_ channel: any Channel) async {
         do {
-            let credential = try await connection.channel.pipeline.handler(type: CredentialLine.self).get().credential.get()
-            try await connection.executeThenClose { inbound, outbound in
-                var writer: any ResponseBodyWriter = LineWriter(outbound: outbound)
-                guard let (device, secret) = UplinkServer.bearer(credential) else {
-                    try await writer.write(
-                        Self.closing("unauthorized", "send Bearer <device>.<secret> as the first line (bgctl push relay enroll)"))
-                    return
-                }
+            let reader = try await channel.pipeline.handler(type: UplinkLineReader.self).get()
+            let credential = try await reader.credential.get()
+            var writer: any ResponseBodyWriter = ChannelWriter(channel: channel)
+            if let (device, secret) = UplinkServer.bearer(credential) {
                 let (store, clock) = (self.store, self.clock)
-                guard try await clock.within(storeCallLimit, { try await store.authenticate(device: device, secret: secret) })
-                else {
+                if try await clock.within(storeCallLimit, { try await store.authenticate(device: device, secret: secret) }) {
+                    let session = UplinkSession(
+                        device: device, node: node, store: store, hub: hub, metrics: metrics, clock: clock, logger: logger)
+                    try await session.serve(inbox: reader.inbox, writer: &writer)
+                } else {
                     try await writer.write(Self.closing("unauthorized", "unknown device or wrong secret; enroll again"))
-                    return
                 }
-                let session = UplinkSession(
-                    device: device, node: node, store: store, hub: hub, metrics: metrics, clock: clock, logger: logger)
-                try await session.run(reading: RequestBody(asyncSequence: inbound), writer: &writer)
+            } else {
+                try await writer.write(
+                    Self.closing("unauthorized", "send Bearer <device>.<secret> as the first line (bgctl push relay enroll)"))
             }
         } catch {
             logger.debug("Line uplink ended", metadata: ["error": "\(error)"])
-            try? await connection.channel.close()
         }
+        try? await channel.close()
     }
 
     static func closing(_ code: String, _ reason: String) -> ByteBuffer {
@@ -59,24 +58,28 @@ struct LineUplink: Sendable {
     }
 }
 
-/// First on a line uplink's pipeline: takes the connection's first line (the device's
-/// credential) and hands on everything after it. A connection that sends no line within
-/// `within`, or a first line longer than a credential, is closed.
-final class CredentialLine: ChannelInboundHandler, @unchecked Sendable {
+/// Reads a line uplink: the connection's first line is the device's credential (`credential`);
+/// every line after it goes to the session's `inbox`. A connection that sends no line within
+/// `within`, or a first line longer than a credential, is closed; a later line longer than a
+/// frame may be ends the session. It stops reading while the session has a backlog
+/// (`backlogLimit`), and goes on once the session has taken it.
+final class UplinkLineReader: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = ByteBuffer
-    typealias InboundOut = ByteBuffer
 
     struct NoCredential: Error {}
 
-    /// The first line, without its newline. (Immutable: read from any task.)
+    /// The first line, without its newline. (Immutable, as `inbox`: read from any task.)
     let credential: EventLoopFuture<String>
+    let inbox = SessionInbox()
     private let promise: EventLoopPromise<String>
     private let within: TimeAmount
-    private var partial = ByteBuffer()
-    private var taken = false
     private var timer: Scheduled<Void>?
+    private var lines = UplinkLines(limit: credentialLimit)
+    private var taken = false
+    private var ended = false
 
-    static let limit = 512
+    static let credentialLimit = 512
+    static let backlogLimit = 1_000
 
     init(eventLoop: any EventLoop, within: TimeAmount) {
         promise = eventLoop.makePromise()
@@ -90,25 +93,39 @@ final class CredentialLine: ChannelInboundHandler, @unchecked Sendable {
             guard !taken else { return }
             give(up: loopBound.value)
         }
+        let channel = context.channel
+        inbox.onDrained.withLock { $0 = { channel.setOption(ChannelOptions.autoRead, value: true).whenComplete { _ in } } }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard !taken else { return context.fireChannelRead(data) }
-        var incoming = unwrapInboundIn(data)
-        guard let newline = incoming.readableBytesView.firstIndex(of: UInt8(ascii: "\n")) else {
-            partial.writeBuffer(&incoming)
-            if partial.readableBytes > Self.limit { give(up: context) }
-            return
+        guard !ended else { return }
+        var buffer = unwrapInboundIn(data)
+        let read: [[UInt8]]
+        do {
+            if !taken {
+                let view = buffer.readableBytesView
+                guard let newline = view.firstIndex(of: UInt8(ascii: "\n")) else {
+                    _ = try lines.append(view)
+                    return
+                }
+                let first = try lines.append(view[...newline])
+                taken = true
+                timer?.cancel()
+                promise.succeed(String(decoding: first[0], as: UTF8.self))
+                // The frames after it may be as long as the uplink allows.
+                lines = UplinkLines()
+                buffer.moveReaderIndex(to: newline + 1)
+            }
+            read = try lines.append(buffer.readableBytesView)
+        } catch {
+            guard taken else { return give(up: context) }
+            inbox.post(.malformed("a line longer than \(UplinkFrame.maximumLine) bytes"))
+            return end()
         }
-        var line = incoming.readSlice(length: newline - incoming.readerIndex)!
-        incoming.moveReaderIndex(forwardBy: 1)
-        partial.writeBuffer(&line)
-        guard partial.readableBytes <= Self.limit else { return give(up: context) }
-        taken = true
-        timer?.cancel()
-        promise.succeed(String(buffer: partial))
-        partial = ByteBuffer()
-        if incoming.readableBytes > 0 { context.fireChannelRead(wrapInboundOut(incoming)) }
+        for line in read { inbox.post(line: line) }
+        if inbox.backlog > Self.backlogLimit {
+            context.channel.setOption(ChannelOptions.autoRead, value: false).whenComplete { _ in }
+        }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -117,22 +134,31 @@ final class CredentialLine: ChannelInboundHandler, @unchecked Sendable {
             timer?.cancel()
             promise.fail(NoCredential())
         }
+        end()
         context.fireChannelInactive()
+    }
+
+    private func end() {
+        guard !ended else { return }
+        ended = true
+        inbox.post(.ended)
     }
 
     private func give(up context: ChannelHandlerContext) {
         taken = true
+        ended = true
         promise.fail(NoCredential())
         context.close(promise: nil)
     }
 }
 
-/// The session's side of the connection: what it writes goes out as it is; finishing closes the
-/// relay's side.
-private struct LineWriter: ResponseBodyWriter {
-    let outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>
+/// The session's side of the connection: what it writes goes out as it is, each write awaited
+/// (a device that does not read holds the session up, not the relay's memory); finishing closes
+/// the connection.
+private struct ChannelWriter: ResponseBodyWriter {
+    let channel: any Channel
 
-    mutating func write(_ buffer: ByteBuffer) async throws { try await outbound.write(buffer) }
+    mutating func write(_ buffer: ByteBuffer) async throws { try await channel.writeAndFlush(buffer) }
 
-    consuming func finish(_ trailingHeaders: HTTPFields?) async throws { outbound.finish() }
+    consuming func finish(_ trailingHeaders: HTTPFields?) async throws { try await channel.close() }
 }

@@ -42,23 +42,14 @@ struct UplinkSession: Sendable {
     /// How long a device has to close its side once told the uplink ends.
     static let closingGrace = 10.0
 
+    /// The session over an HTTP/2 stream: a task reads the device's lines into the inbox.
     func run(reading body: RequestBody, writer: inout any ResponseBodyWriter) async throws {
         let inbox = SessionInbox()
-        let session = hub.connect(device, inbox: inbox)
-        defer { hub.disconnect(device, session: session) }
         let reader = Task {
             do {
                 var lines = UplinkLines()
                 for try await buffer in body {
-                    for line in try lines.append(buffer.readableBytesView) {
-                        if line.isEmpty {
-                            inbox.post(.keepAlive)
-                        } else if let frame = UplinkFrame.decode(line) {
-                            if case .ack(let seq) = frame { inbox.acknowledge(seq) } else { inbox.post(.frame(frame)) }
-                        } else {
-                            inbox.post(.malformed(String(decoding: line.prefix(80), as: UTF8.self)))
-                        }
-                    }
+                    for line in try lines.append(buffer.readableBytesView) { inbox.post(line: line) }
                 }
             } catch {
                 inbox.post(.malformed("a line longer than \(UplinkFrame.maximumLine) bytes"))
@@ -66,6 +57,14 @@ struct UplinkSession: Sendable {
             inbox.post(.ended)
         }
         defer { reader.cancel() }
+        try await serve(inbox: inbox, writer: &writer)
+    }
+
+    /// The session itself, `inbox` fed with the device's lines by whoever reads them (the
+    /// HTTP/2 stream's reader task, or the line uplink's channel handler), until it ends.
+    func serve(inbox: SessionInbox, writer: inout any ResponseBodyWriter) async throws {
+        let session = hub.connect(device, inbox: inbox)
+        defer { hub.disconnect(device, session: session) }
         let fencing = try await bounded { [device, node, clock] in
             try await $0.claim(device: device, node: node, now: clock.now)
         }
@@ -82,6 +81,7 @@ struct UplinkSession: Sendable {
         // pushes rang.
         for await _ in inbox.signal {
             let (acks, events, rung) = inbox.take()
+            inbox.drained()
             var refusals: [(code: String, reason: String)] = []
             if !acks.isEmpty, let refusal = await acknowledge(acks, fencing: fencing) { refusals.append(refusal) }
             unacknowledged.subtract(acks)
@@ -238,6 +238,28 @@ final class SessionInbox: Sendable {
         state.withLock { $0.events.append(event) }
         wake.yield()
     }
+
+    /// One line the device sent, without its newline: an empty one is a keep-alive.
+    func post(line: [UInt8]) {
+        if line.isEmpty {
+            post(.keepAlive)
+        } else if let frame = UplinkFrame.decode(line) {
+            if case .ack(let seq) = frame { acknowledge(seq) } else { post(.frame(frame)) }
+        } else {
+            post(.malformed(String(decoding: line.prefix(80), as: UTF8.self)))
+        }
+    }
+
+    /// How many events and acknowledgements wait for the session (a reader with no
+    /// backpressure of its own stops reading past a bound).
+    var backlog: Int { state.withLock { $0.events.count + $0.acks.count } }
+
+    /// Called by the session after each take: what waits on a drained inbox (a reader that
+    /// stopped at its bound) goes on.
+    func drained() { onDrained.withLock { $0 }?() }
+
+    /// Set by a reader that stops reading while the backlog is high.
+    let onDrained = Mutex<(@Sendable () -> Void)?>(nil)
 
     func acknowledge(_ seq: Int64) {
         state.withLock { $0.acks.append(seq) }

@@ -5,16 +5,16 @@ import NIOCore
 import NIOTLS
 
 /// A protocol other than HTTP/2 offered on a TLS listener by its ALPN name: a connection that
-/// asks for it by name gets the raw byte stream (under TLS) — after `prepare` added what
-/// handlers it wants in front — and `serve` runs it until it ends.
+/// asks for it by name is handed over as it is (TLS under it) — after `prepare` added the
+/// handlers that read it — and `serve` runs it until it ends.
 package struct ALPNAlternative: Sendable {
     package let name: String
     package let prepare: @Sendable (any Channel) throws -> Void
-    package let serve: @Sendable (NIOAsyncChannel<ByteBuffer, ByteBuffer>, Logger) async -> Void
+    package let serve: @Sendable (any Channel, Logger) async -> Void
 
     package init(
-        name: String, prepare: @escaping @Sendable (any Channel) throws -> Void = { _ in },
-        serve: @escaping @Sendable (NIOAsyncChannel<ByteBuffer, ByteBuffer>, Logger) async -> Void
+        name: String, prepare: @escaping @Sendable (any Channel) throws -> Void,
+        serve: @escaping @Sendable (any Channel, Logger) async -> Void
     ) {
         self.name = name
         self.prepare = prepare
@@ -29,7 +29,7 @@ package struct ALPNAlternative: Sendable {
 struct LinesOrHTTP2Channel: ServerChildChannel {
     enum Negotiated: Sendable {
         case http2(HTTP2Channel.Value)
-        case alternative(NIOAsyncChannel<ByteBuffer, ByteBuffer>)
+        case alternative(any Channel)
     }
     /// The connection, and what it will speak once TLS has negotiated it: set up returns at once
     /// (a child channel reads only once it is set up, and TLS needs to read to negotiate).
@@ -47,7 +47,7 @@ struct LinesOrHTTP2Channel: ServerChildChannel {
             if case .negotiated(alternative.name) = result {
                 return channel.eventLoop.makeCompletedFuture {
                     try alternative.prepare(channel)
-                    return .alternative(try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel))
+                    return .alternative(channel)
                 }
             }
             return http2.setup(channel: channel, logger: logger).map { .http2($0) }
@@ -62,7 +62,7 @@ struct LinesOrHTTP2Channel: ServerChildChannel {
         do {
             switch try await value.negotiated.get() {
             case .http2(let connection): await http2.handle(value: connection, logger: logger)
-            case .alternative(let stream): await alternative.serve(stream, logger)
+            case .alternative(let connection): await alternative.serve(connection, logger)
             }
         } catch {
             logger.debug("Connection ended before it was negotiated", metadata: ["error": "\(error)"])
