@@ -8,10 +8,10 @@ import ServiceLifecycle
 /// The relay's state in PostgreSQL, shared by several nodes: any node takes any provider's push
 /// and any device's uplink. A commit notifies every node (`NOTIFY bgrelay, 'push:<device>'`, sent
 /// when the transaction commits); the node holding the device's uplink sends it. Pending pushes
-/// are read under the device's claim (its row locked `FOR SHARE`, its fencing token checked), so
-/// two nodes that both think they hold a device (one paused while it reconnected elsewhere)
-/// never both send a push: the older one's fencing token is refused when it wakes. No node keeps
-/// state another needs.
+/// are read under the device's claim (its row locked `FOR SHARE`, its fencing token checked): a
+/// node that thinks it still holds a device (paused while it reconnected elsewhere) is refused
+/// from the next read or acknowledgement on — what it had read before may still reach the
+/// device, which drops the repeat by its apns-id. No node keeps state another needs.
 public final class PostgresRelayStore: RelayStore {
     let client: PostgresClient
     /// For the LISTEN connection, which is not the pool's (see `follow`).
@@ -389,15 +389,18 @@ public final class PostgresRelayStore: RelayStore {
                 UPDATE relay_push SET state = 'expired', ended_at = \(now)
                 WHERE device_id = \(device) AND state = 'pending' AND expiration IS NOT NULL AND expiration < \(now)
                 """, logger: logger)
-            // FOR UPDATE, not SKIP LOCKED: a row another transaction holds is being replaced (a
-            // newer push with its collapse id) or expired (the pruner) — waiting for that to commit
-            // leaves it out; skipping it would leave it unsent if that transaction rolled back,
-            // with nothing to ring the session again.
+            // No row locks: the device's row (FOR SHARE) and the fencing token keep sessions
+            // apart. SKIP LOCKED passed over a row another transaction held (a commit replacing
+            // it, the pruner) and stranded it if that transaction rolled back, with nothing to
+            // ring the session again; FOR UPDATE waited on such rows, and could deadlock with a
+            // commit that locks a device's rows in another order. A row being replaced as it is
+            // read may still be sent: the device gets it as well as its replacement, and the
+            // relay's record says replaced (its acknowledgement changes nothing).
             let rows = try await connection.query(
                 """
                 SELECT id, token, topic, apns_id, push_type, priority, collapse_id, expiration, payload FROM relay_push
                 WHERE device_id = \(device) AND state = 'pending' AND id <> ALL(\(Array(sent)))
-                ORDER BY id LIMIT \(pendingBatch) FOR UPDATE
+                ORDER BY id LIMIT \(pendingBatch)
                 """, logger: logger)
             var pushes: [RelayedPush] = []
             for try await (id, token, topic, apnsID, type, priority, collapse, expiration, payload) in rows.decode(

@@ -75,8 +75,8 @@ extension SQLiteRelayStore {
         guard current == fencing else { throw RelayRefusal.superseded }
     }
 
-    /// The device's pending pushes after `seq`, oldest first; those whose expiration passed end
-    /// as expired now instead.
+    /// The device's pending pushes but those in `sent`, oldest first; those whose expiration
+    /// passed end as expired now instead.
     public func pendingPushes(of device: String, excluding sent: Set<Int64>, fencing: Int64, now: Date)
         async throws -> [RelayedPush]
     {

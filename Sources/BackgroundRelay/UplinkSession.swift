@@ -133,13 +133,15 @@ struct UplinkSession: Sendable {
                 try await close(code: Self.unavailable, writer: &writer, inbox: inbox)
                 continue
             }
+            // Up to the cap; what is left stays pending, read again once acknowledgements come.
+            let sending = pushes.prefix(unacknowledgedLimit - unacknowledged.count)
             var batch = ByteBuffer()
-            for push in pushes {
+            for push in sending {
                 batch.writeImmutableBuffer(line(.push(push)))
                 unacknowledged.insert(push.seq)
             }
-            if !pushes.isEmpty { try await writer.write(batch) }
-            if pushes.count == pendingBatch { inbox.ring() }  // more wait
+            if !sending.isEmpty { try await writer.write(batch) }
+            if pushes.count == pendingBatch || sending.count < pushes.count { inbox.ring() }  // more wait
         }
     }
 

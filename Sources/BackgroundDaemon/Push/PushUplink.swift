@@ -263,42 +263,43 @@ public actor PushUplink: Service {
     }
 
     /// A TLS connection to `node` on which the relay agreed to speak the uplink's lines; nil if
-    /// it did not (it names no protocol back, or the URL is `http://`).
+    /// it did not (it named h2 or nothing back, or the URL is `http://`). h2 is offered too: a
+    /// TLS proxy in front of a relay may refuse a handshake that offers nothing it knows.
     private func connectLines(_ credential: RelayEnrollment, to node: String) async throws
         -> NIOAsyncChannel<ByteBuffer, ByteBuffer>?
     {
         guard let url = URL(string: node), url.scheme == "https", let host = url.host else { return nil }
         var tls = TLSConfiguration.makeClientConfiguration()
-        tls.applicationProtocols = [UplinkFrame.alpn]
+        tls.applicationProtocols = [UplinkFrame.alpn, "h2"]
         if let certificate = credential.certificate { tls.additionalTrustRoots = [.file(certificate)] }
         let context = try NIOSSLContext(configuration: tls)
-        let port = url.port ?? 443
-        // Connecting and the handshake are bounded: a relay that accepts and never answers is
-        // a failed attempt, not a hung uplink.
-        return try await clock.within(.seconds(30)) {
-            let negotiated = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-                .connectTimeout(.seconds(10))
-                .connect(host: host, port: port) { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        // An address is checked against the certificate's IP names; SNI takes names only.
-                        let isAddress = (try? SocketAddress(ipAddress: host, port: 0)) != nil
-                        try channel.pipeline.syncOperations.addHandler(
-                            try NIOSSLClientHandler(context: context, serverHostname: isAddress ? nil : host))
-                        let negotiation = NIOTypedApplicationProtocolNegotiationHandler<
-                            NIOAsyncChannel<ByteBuffer, ByteBuffer>?
-                        > { result, channel in
-                            guard case .negotiated(UplinkFrame.alpn) = result else {
-                                return channel.close().map { nil }
-                            }
-                            return channel.eventLoop.makeCompletedFuture {
-                                try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
-                            }
+        let (channel, negotiated) = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .connectTimeout(.seconds(10))
+            .connect(host: host, port: url.port ?? 443) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    // An address is checked against the certificate's IP names; SNI takes names only.
+                    let isAddress = (try? SocketAddress(ipAddress: host, port: 0)) != nil
+                    try channel.pipeline.syncOperations.addHandler(
+                        try NIOSSLClientHandler(context: context, serverHostname: isAddress ? nil : host))
+                    let negotiation = NIOTypedApplicationProtocolNegotiationHandler<
+                        NIOAsyncChannel<ByteBuffer, ByteBuffer>?
+                    > { result, channel in
+                        guard case .negotiated(UplinkFrame.alpn) = result else { return channel.close().map { nil } }
+                        return channel.eventLoop.makeCompletedFuture {
+                            try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
                         }
-                        try channel.pipeline.syncOperations.addHandler(negotiation)
-                        return negotiation.protocolNegotiationResult
                     }
+                    try channel.pipeline.syncOperations.addHandler(negotiation)
+                    return (channel, negotiation.protocolNegotiationResult)
                 }
-            return try await negotiated.get()
+            }
+        // The handshake is bounded: a relay that accepts and never answers (a stopped node) is a
+        // failed attempt, and its connection is closed, not left open behind a hung uplink.
+        do {
+            return try await clock.within(.seconds(30)) { try await negotiated.get() }
+        } catch {
+            channel.close(promise: nil)
+            throw error
         }
     }
 

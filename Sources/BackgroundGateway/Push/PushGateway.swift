@@ -136,7 +136,9 @@ public struct PushGateway<Destinations: PushDestinations>: Service {
             let key = try NIOSSLPrivateKey(file: paths.key, format: .pem)
             var tls = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key))
             tls.minimumTLSVersion = .tlsv12
-            tls.applicationProtocols = ["h2"] + (alternative.map { [$0.name] } ?? [])
+            // NIOSSL picks the first of ours the client offers: a client offering the alternative
+            // and h2 (bgd, which falls back to h2) gets the alternative.
+            tls.applicationProtocols = (alternative.map { [$0.name] } ?? []) + ["h2"]
             // HTTP/2 whether or not the client names it in ALPN: APNs speaks nothing else over
             // TLS, and client libraries (aioapns, for one) start HTTP/2 without offering ALPN.
             let tlsConfiguration = tls
