@@ -10,7 +10,7 @@ import ServiceLifecycle
 /// The relay's device side: `POST /v1/devices` enrolls a device, `POST /v1/uplink` is a device's
 /// long-lived stream (see `UplinkFrame`), `GET /metrics` is for Prometheus. Served over TLS with
 /// HTTP/2, as the provider side is, on its own port — where a device that names
-/// `bgrelay-uplink/1` in ALPN speaks the uplink's lines straight on TLS instead (`LineUplink`,
+/// `bgrelay-uplink/1` in ALPN speaks the uplink's lines straight on TLS instead (`serveLines`,
 /// what bgd does: a third of the memory per idle device).
 struct UplinkServer: Service {
     let configuration: PushGatewayConfiguration
@@ -27,19 +27,17 @@ struct UplinkServer: Service {
 
     func run() async throws {
         // Thousands of devices idle here: their connections' buffers cost only what is written.
-        let lines = LineUplink(
-            store: store, hub: hub, metrics: metrics, clock: clock, logger: logger, node: node,
-            credentialWithin: configuration.connections.handshakeTimeout)
+        let uplink = self
         let (server, gate) = try PushGateway<RelayDestinations>.serverBuilder(
             configuration, certificateDirectory: certificateDirectory, now: clock.now,
             allocator: PageBackedBuffers.allocator,
             alternative: offersLines
-                ? ALPNAlternative(name: UplinkFrame.alpn, prepare: lines.prepare) { connection, _ in
-                    await lines.serve(connection)
+                ? ALPNAlternative(name: UplinkFrame.alpn, prepare: uplink.prepareLines) { connection, _ in
+                    await uplink.serveLines(connection)
                 } : nil)
         let router = Router()
-        let (store, hub, clock, metrics, logger, node, enrollment) = (
-            self.store, self.hub, self.clock, self.metrics, self.logger, self.node, self.enrollment
+        let (store, hub, clock, metrics, logger, enrollment) = (
+            self.store, self.hub, self.clock, self.metrics, self.logger, self.enrollment
         )
         router.post("v1/devices") { request, _ in
             if let refusal = enrollment.check(authorization: request.headers[.authorization], now: clock.now) {
@@ -58,7 +56,7 @@ struct UplinkServer: Service {
             guard try await store.authenticate(device: device, secret: secret) else {
                 return Self.error(.unauthorized, "unauthorized", "unknown device or wrong secret; enroll again")
             }
-            let session = UplinkSession(device: device, node: node, store: store, hub: hub, metrics: metrics, clock: clock, logger: logger)
+            let session = uplink.session(of: device)
             var headers = HTTPFields()
             headers[.contentType] = "application/x-ndjson"
             return Response(status: .ok, headers: headers, body: ResponseBody { writer in
@@ -94,6 +92,11 @@ struct UplinkServer: Service {
                 gate.closeAll()
             }
         }
+    }
+
+    /// The uplink session of an authenticated device, whichever transport carries it.
+    func session(of device: String) -> UplinkSession {
+        UplinkSession(device: device, node: node, store: store, hub: hub, metrics: metrics, clock: clock, logger: logger)
     }
 
     /// "Bearer <device>.<secret>", split.

@@ -11,33 +11,23 @@ import NIOCore
 /// closes. An idle device costs the relay its TLS connection and one waiting session: no HTTP/2
 /// connection or stream, and no task of its own reading — a channel handler (`UplinkLineReader`)
 /// reads the lines into the session's inbox.
-struct LineUplink: Sendable {
-    let store: any RelayStore
-    let hub: DeviceHub
-    let metrics: RelayMetrics
-    let clock: any WallClock
-    let logger: Logger
-    let node: String
-    /// How long a connection may take to send its credential line.
-    let credentialWithin: Duration
-
-    /// Puts the reader of the device's lines on the connection.
-    func prepare(_ channel: any Channel) throws {
-        try channel.pipeline.syncOperations.addHandler(
-            UplinkLineReader(eventLoop: channel.eventLoop, within: .seconds(credentialWithin.components.seconds)))
+extension UplinkServer {
+    /// Puts the reader of the device's lines on the connection: its credential line is due
+    /// within the handshake timeout.
+    func prepareLines(_ channel: any Channel) throws {
+        let within = configuration.connections.handshakeTimeout.components.seconds
+        try channel.pipeline.syncOperations.addHandler(UplinkLineReader(eventLoop: channel.eventLoop, within: .seconds(within)))
     }
 
-    func serve(_ channel: any Channel) async {
+    func serveLines(_ channel: any Channel) async {
         do {
             let reader = try await channel.pipeline.handler(type: UplinkLineReader.self).get()
             let credential = try await reader.credential.get()
             var writer: any ResponseBodyWriter = ChannelWriter(channel: channel)
-            if let (device, secret) = UplinkServer.bearer(credential) {
-                let (store, clock) = (self.store, self.clock)
+            if let (device, secret) = Self.bearer(credential) {
+                let store = self.store
                 if try await clock.within(storeCallLimit, { try await store.authenticate(device: device, secret: secret) }) {
-                    let session = UplinkSession(
-                        device: device, node: node, store: store, hub: hub, metrics: metrics, clock: clock, logger: logger)
-                    try await session.serve(inbox: reader.inbox, writer: &writer)
+                    try await session(of: device).serve(inbox: reader.inbox, writer: &writer)
                 } else {
                     try await writer.write(Self.closing("unauthorized", "unknown device or wrong secret; enroll again"))
                 }
