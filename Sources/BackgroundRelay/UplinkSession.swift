@@ -61,93 +61,54 @@ struct UplinkSession: Sendable {
     }
 
     /// The session itself, `inbox` fed with the device's lines by whoever reads them (the
-    /// HTTP/2 stream's reader task, or the line uplink's channel handler), until it ends.
+    /// HTTP/2 stream's reader task), in this task until it ends.
     func serve(inbox: SessionInbox, writer: inout any ResponseBodyWriter) async throws {
-        let session = hub.connect(device, inbox: inbox)
-        defer { hub.disconnect(device, session: session) }
-        let fencing = try await bounded { [device, node, clock] in
-            try await $0.claim(device: device, node: node, now: clock.now)
+        let (signal, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        inbox.listen { wake.yield() }
+        let rounds = try await begin(inbox: inbox, writer: writer)
+        defer { rounds.end() }
+        for await _ in signal {
+            if try await rounds.round() == .ended { return }
         }
-        metrics.connected(device)
-        defer { metrics.disconnected(device) }
-        try await writer.write(line(.ready(device: device)))
-        /// Sent on this connection and not yet acknowledged.
-        var unacknowledged: Set<Int64> = []
-        /// Rung while `unacknowledged` was full: read once acknowledgements make room.
-        var owed = false
-        var closing = false
-        // Under load what arrived while the last round ran is taken together: every
-        // acknowledgement in one transaction, and one read of what is pending however many
-        // pushes rang.
-        for await _ in inbox.signal {
-            let (acks, events, rung) = inbox.take()
-            inbox.drained()
-            var refusals: [(code: String, reason: String)] = []
-            if !acks.isEmpty, let refusal = await acknowledge(acks, fencing: fencing) { refusals.append(refusal) }
-            unacknowledged.subtract(acks)
-            for event in events {
-                switch event {
-                case .ended:
-                    try await writer.finish(nil)
-                    return
-                case .takenAway where !closing:
-                    closing = true
-                    let code = hub.isConnected(device) ? "superseded" : "stopping"
-                    try await close(code: code, writer: &writer, inbox: inbox)
-                case .takenAway:
-                    break
-                case .frame(let frame):
-                    if let refusal = await handle(frame, fencing: fencing) { refusals.append(refusal) }
-                case .keepAlive:
-                    try await writer.write(ByteBuffer(string: "\n"))
-                case .malformed(let text):
-                    try await writer.write(line(.refused(code: "badFrame", reason: "not an uplink frame: \(text)")))
-                }
+    }
+
+    /// The session with no task of its own while it waits (the line uplink's: an idle device
+    /// then costs its connection and this session's state, not a suspended task's stack): each
+    /// time the inbox is signalled, a short task runs rounds until nothing is left, and
+    /// `ended` is called once the session has ended.
+    func start(
+        inbox: SessionInbox, writer: any ResponseBodyWriter, ended: @escaping @Sendable () -> Void
+    ) async throws {
+        let rounds = try await begin(inbox: inbox, writer: writer)
+        inbox.listen { rounds.schedule(then: ended) }
+    }
+
+    /// Takes the device's connection on this node: registered with the hub (which rings the
+    /// inbox once), the device claimed, `ready` sent.
+    private func begin(inbox: SessionInbox, writer: any ResponseBodyWriter) async throws -> SessionRounds {
+        let id = hub.connect(device, inbox: inbox)
+        do {
+            let fencing = try await bounded { [device, node, clock] in
+                try await $0.claim(device: device, node: node, now: clock.now)
             }
-            for refusal in refusals where !closing {
-                if refusal.code == Self.unavailable {
-                    // What the store could not take (a registration, an acknowledgement) is
-                    // not lost on the device: it connects again and sends it all again, and is
-                    // sent every push still pending.
-                    closing = true
-                    try await close(code: Self.unavailable, writer: &writer, inbox: inbox)
-                } else {
-                    try await writer.write(line(.refused(code: refusal.code, reason: refusal.reason)))
-                }
-            }
-            owed = owed || rung
-            guard owed, !closing, unacknowledged.count < unacknowledgedLimit else { continue }
-            owed = false
-            let pushes: [RelayedPush]
+            metrics.connected(device)
+            let rounds = SessionRounds(session: self, hubID: id, inbox: inbox, writer: writer, fencing: fencing)
             do {
-                pushes = try await bounded { [device, unacknowledged, clock] in
-                    try await $0.pendingPushes(of: device, excluding: unacknowledged, fencing: fencing, now: clock.now)
-                }
-            } catch RelayRefusal.superseded {
-                closing = true  // the device is connected elsewhere now
-                try await close(code: "superseded", writer: &writer, inbox: inbox)
-                continue
+                try await rounds.writer.write(line(.ready(device: device)))
             } catch {
-                logger.error("Reading pending pushes failed", metadata: ["device": "\(device)", "error": "\(error)"])
-                closing = true
-                try await close(code: Self.unavailable, writer: &writer, inbox: inbox)
-                continue
+                rounds.end()
+                throw error
             }
-            // Up to the cap; what is left stays pending, read again once acknowledgements come.
-            let sending = pushes.prefix(unacknowledgedLimit - unacknowledged.count)
-            var batch = ByteBuffer()
-            for push in sending {
-                batch.writeImmutableBuffer(line(.push(push)))
-                unacknowledged.insert(push.seq)
-            }
-            if !sending.isEmpty { try await writer.write(batch) }
-            if pushes.count == pendingBatch || sending.count < pushes.count { inbox.ring() }  // more wait
+            return rounds
+        } catch {
+            hub.disconnect(device, session: id)
+            throw error
         }
     }
 
     /// Tells the device the uplink ends, and gives it `closingGrace` to close its side (the
     /// response ends then, or when it has).
-    private func close(code: String, writer: inout any ResponseBodyWriter, inbox: SessionInbox) async throws {
+    func close(code: String, writer: inout any ResponseBodyWriter, inbox: SessionInbox) async throws {
         let reason =
             switch code {
             case "superseded": "the device has a newer uplink"
@@ -163,7 +124,7 @@ struct UplinkSession: Sendable {
     }
 
     /// Marks pushes delivered; what was refused, if it was.
-    private func acknowledge(_ seqs: [Int64], fencing: Int64) async -> (code: String, reason: String)? {
+    func acknowledge(_ seqs: [Int64], fencing: Int64) async -> (code: String, reason: String)? {
         do {
             let now = clock.now
             for acceptedAt in try await bounded({ [device] in
@@ -181,7 +142,7 @@ struct UplinkSession: Sendable {
     }
 
     /// Carries out a frame from the device; what was refused, if it was.
-    private func handle(_ frame: UplinkFrame, fencing: Int64) async -> (code: String, reason: String)? {
+    func handle(_ frame: UplinkFrame, fencing: Int64) async -> (code: String, reason: String)? {
         do {
             switch frame {
             case .register(let token, let topic):
@@ -210,12 +171,12 @@ struct UplinkSession: Sendable {
     /// A store call, bounded as the provider side's are (`storeCallLimit`): one
     /// that never ends fails as any store failure does, and the session closes with
     /// `unavailable` — the device connects again — instead of hanging with it.
-    private func bounded<T: Sendable>(_ call: @escaping @Sendable (any RelayStore) async throws -> T) async throws -> T {
+    func bounded<T: Sendable>(_ call: @escaping @Sendable (any RelayStore) async throws -> T) async throws -> T {
         let store = self.store
         return try await clock.within(storeCallLimit) { try await call(store) }
     }
 
-    private func line(_ frame: UplinkFrame) -> ByteBuffer {
+    func line(_ frame: UplinkFrame) -> ByteBuffer {
         var buffer = ByteBuffer(bytes: frame.encoded())
         buffer.writeInteger(UInt8(ascii: "\n"))
         return buffer
@@ -223,7 +184,8 @@ struct UplinkSession: Sendable {
 }
 
 /// What an uplink session has to do, gathered while it was busy: the device's frames in order,
-/// its acknowledgements, and whether it was rung — one signal however much arrived.
+/// its acknowledgements, and whether it was rung — its listener told each time; the session
+/// takes it all at once.
 final class SessionInbox: Sendable {
     private struct State {
         var events: [UplinkSession.Event] = []
@@ -231,14 +193,26 @@ final class SessionInbox: Sendable {
         var rung = false
     }
     private let state = Mutex(State())
-    let signal: AsyncStream<Void>
-    private let wake: AsyncStream<Void>.Continuation
+    /// Told whenever something arrives (set once by the session; anything that arrived before
+    /// is told at once).
+    private let listener = Mutex<(@Sendable () -> Void)?>(nil)
 
-    init() { (signal, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1)) }
+    init() {}
+
+    /// Calls `body` whenever something arrives, from now on and once now.
+    func listen(_ body: @escaping @Sendable () -> Void) {
+        listener.withLock { $0 = body }
+        body()
+    }
+
+    /// Forgets the listener (the session ended: no more rounds, and no cycle through it).
+    func stopListening() { listener.withLock { $0 = nil } }
+
+    private func wake() { listener.withLock { $0 }?() }
 
     func post(_ event: UplinkSession.Event) {
         state.withLock { $0.events.append(event) }
-        wake.yield()
+        wake()
     }
 
     /// One line the device sent, without its newline: an empty one is a keep-alive.
@@ -265,12 +239,12 @@ final class SessionInbox: Sendable {
 
     func acknowledge(_ seq: Int64) {
         state.withLock { $0.acks.append(seq) }
-        wake.yield()
+        wake()
     }
 
     func ring() {
         state.withLock { $0.rung = true }
-        wake.yield()
+        wake()
     }
 
     /// Everything gathered since the last take.

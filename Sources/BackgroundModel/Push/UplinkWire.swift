@@ -116,7 +116,7 @@ public struct UplinkLines: Sendable {
         for byte in bytes {
             if byte == UInt8(ascii: "\n") {
                 lines.append(partial)
-                partial.removeAll(keepingCapacity: true)
+                partial = []  // the line keeps its buffer; an idle reader holds none
             } else {
                 partial.append(byte)
                 if partial.count > limit { throw TooLong() }
