@@ -57,7 +57,13 @@ final class SessionRounds: @unchecked Sendable {
         Task {
             while true {
                 let outcome: Outcome
-                do { outcome = try await round() } catch { outcome = .ended }
+                do {
+                    outcome = try await round()
+                } catch {
+                    session.logger.debug(
+                        "Line uplink ended", metadata: ["device": "\(session.device)", "error": "\(error)"])
+                    outcome = .ended
+                }
                 if outcome == .ended {
                     end()
                     ended()

@@ -80,18 +80,35 @@ struct UplinkServer: Service {
                 logger.notice("Uplink is listening", metadata: ["port": "\(channel.localAddress?.port ?? 0)"])
             }, logger: logger)
         let grace = configuration.connections.shutdownGrace
-        try await withGracefulShutdownHandler {
-            try await boundPort.serve(
-                flag: "--uplink-port", address: "\(configuration.host):\(configuration.port)"
-            ) { try await application.run() }
-        } onGracefulShutdown: {
-            // Sessions never end by themselves: end them, then cut what outlives the grace.
-            hub.disconnectAll()
-            Task {
-                try? await clock.sleep(until: clock.now.addingTimeInterval(Double(grace.components.seconds)))
-                gate.closeAll()
+        do {
+            try await withGracefulShutdownHandler {
+                try await boundPort.serve(
+                    flag: "--uplink-port", address: "\(configuration.host):\(configuration.port)"
+                ) { try await application.run() }
+            } onGracefulShutdown: {
+                // Sessions never end by themselves: end them, then cut what outlives the grace.
+                hub.disconnectAll()
+                Task {
+                    try? await clock.sleep(until: clock.now.addingTimeInterval(Double(grace.components.seconds)))
+                    gate.closeAll()
+                }
             }
+        } catch {
+            await Self.endLineSessions(hub: hub, gate: gate, grace: grace, clock: clock)
+            throw error
         }
+        await Self.endLineSessions(hub: hub, gate: gate, grace: grace, clock: clock)
+    }
+
+    /// The server waited for its connections' tasks, but a line session has none (it runs in
+    /// short tasks of its own): told the node stops, its device gets the grace to close (none
+    /// when the server was cancelled), then what is left is cut — and this returns once every
+    /// connection is closed, so no session outlives the node.
+    private static func endLineSessions(hub: DeviceHub, gate: ConnectionGate, grace: Duration, clock: any WallClock) async {
+        hub.disconnectAll()
+        if !Task.isCancelled { _ = try? await clock.within(grace) { await gate.drained() } }
+        gate.closeAll()
+        await gate.drained()
     }
 
     /// The uplink session of an authenticated device, whichever transport carries it.

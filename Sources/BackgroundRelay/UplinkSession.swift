@@ -87,23 +87,24 @@ struct UplinkSession: Sendable {
     /// inbox once), the device claimed, `ready` sent.
     private func begin(inbox: SessionInbox, writer: any ResponseBodyWriter) async throws -> SessionRounds {
         let id = hub.connect(device, inbox: inbox)
+        let fencing: Int64
         do {
-            let fencing = try await bounded { [device, node, clock] in
+            fencing = try await bounded { [device, node, clock] in
                 try await $0.claim(device: device, node: node, now: clock.now)
             }
-            metrics.connected(device)
-            let rounds = SessionRounds(session: self, hubID: id, inbox: inbox, writer: writer, fencing: fencing)
-            do {
-                try await rounds.writer.write(line(.ready(device: device)))
-            } catch {
-                rounds.end()
-                throw error
-            }
-            return rounds
         } catch {
             hub.disconnect(device, session: id)
             throw error
         }
+        metrics.connected(device)
+        let rounds = SessionRounds(session: self, hubID: id, inbox: inbox, writer: writer, fencing: fencing)
+        do {
+            try await rounds.writer.write(line(.ready(device: device)))
+        } catch {
+            rounds.end()
+            throw error
+        }
+        return rounds
     }
 
     /// Tells the device the uplink ends, and gives it `closingGrace` to close its side (the
@@ -207,6 +208,9 @@ final class SessionInbox: Sendable {
 
     /// Forgets the listener (the session ended: no more rounds, and no cycle through it).
     func stopListening() { listener.withLock { $0 = nil } }
+
+    /// Whether a session listens (none before it starts or once it ended).
+    var isListened: Bool { listener.withLock { $0 != nil } }
 
     private func wake() { listener.withLock { $0 }?() }
 

@@ -109,6 +109,45 @@ struct PushRelayProcessTests {
         _ = await daemon.waitForExit()
     }
 
+    /// bgrelay stopping (SIGTERM) tells each line device so and waits for it to hang up before
+    /// it exits: the line sessions run in no task the server waits for, so the relay ends them
+    /// itself (before, it could exit before the `closing` line went out).
+    @Test func aStoppingRelayTellsItsLineDevicesBeforeItExits() async throws {
+        let directory = TemporaryDirectory.make()
+        let relay = try await RelayProcess(stateDirectory: directory + "/relay")
+        let store = try SQLiteRelayStore.open(atPath: relay.stateDirectory + "/relay.sqlite")
+        let (device, secret) = try await store.enroll(now: SystemClock().now)
+        var uplinks: [RawLineUplink] = []
+        for _ in 0..<3 {
+            let uplink = try await RawLineUplink.connect(
+                port: relay.uplinkPort, certificatePath: relay.certificatePath, first: "Bearer \(device).\(secret)\n")
+            // Each takes over from the one before (told `superseded`, and hung up); the last
+            // is the device's.
+            #expect(await uplink.next() == .ready(device: device))
+            if let previous = uplinks.last {
+                guard case .closing("superseded", _)? = await previous.next() else {
+                    Issue.record("the uplink taken over was not told so")
+                    return
+                }
+                previous.close()
+            }
+            uplinks.append(uplink)
+        }
+        relay.process.signal(SIGTERM)
+        let uplink = uplinks[2]
+        guard case .closing(let code, _)? = await uplink.next() else {
+            Issue.record("the relay ended the uplink without saying why")
+            return
+        }
+        #expect(code == "stopping")
+        // It waits for the device (up to its 5 s grace): not gone two seconds later, gone once
+        // the device hangs up.
+        let exitedEarly = try? await SystemClock().within(.seconds(2)) { await relay.process.waitForExit() }
+        #expect(exitedEarly == nil, "bgrelay exited before its line device hung up")
+        uplink.close()
+        #expect(await relay.process.waitForExit() == 0)
+    }
+
     @Test func bgrelayExplainsItselfAndRefusesBadArguments() async throws {
         let bgrelay = try BuiltProducts.path(of: "bgrelay")
         let help = try await Command.run(bgrelay, ["--help"])

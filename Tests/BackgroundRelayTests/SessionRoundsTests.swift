@@ -18,7 +18,7 @@ struct SessionRoundsTests {
     let token = String(repeating: "ef", count: 32)
 
     /// What the session wrote, line by line; each write yields many times (another round, were
-    /// one to start meanwhile, would be seen writing too); `failing` refuses every write.
+    /// one to start meanwhile, would be seen writing too); writes past `failAfter` fail.
     final class RecordingWriter: ResponseBodyWriter, @unchecked Sendable {
         struct State {
             var lines: [String] = []
@@ -27,14 +27,17 @@ struct SessionRoundsTests {
             var finished = 0
         }
         let state = Mutex(State())
-        let failing: Bool
+        /// Writes that succeed before every later one fails (nil: none fails).
+        let failAfter: Int?
 
-        init(failing: Bool = false) { self.failing = failing }
+        init(failAfter: Int? = nil) { self.failAfter = failAfter }
 
         struct Refused: Error {}
 
         func write(_ buffer: ByteBuffer) async throws {
-            if failing { throw Refused() }
+            try state.withLock {
+                if let failAfter, $0.lines.count >= failAfter { throw Refused() }
+            }
             state.withLock {
                 $0.writing += 1
                 if $0.writing > 1 { $0.overlapped = true }
@@ -73,19 +76,27 @@ struct SessionRoundsTests {
             expiration: nil, payload: Data(#"{"aps":{"content-available":1}}"#.utf8))
     }
 
-    /// Waits for what a round does in its own task, yielding instead of sleeping.
+    /// Waits for what a round does in its own task (a store call, a write), yielding instead of
+    /// sleeping, for up to 30 s of real time.
     func eventually(_ condition: () async throws -> Bool) async throws -> Bool {
-        for _ in 0..<200_000 {
+        let deadline = ContinuousClock.now.advanced(by: .seconds(30))
+        while ContinuousClock.now < deadline {
             if try await condition() { return true }
             await Task.yield()
         }
         return try await condition()
     }
 
-    @Test func aStartedSessionSendsWhatIsPendingTakesAcknowledgementsAndEndsOnce() async throws {
-        let clock = ManualClock()
+    /// A SQLite store in a directory of its own, removed after `body`.
+    func withStore(_ body: (any RelayStore) async throws -> Void) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("rounds-\(UUID().uuidString)").path
-        let store = try Relay.openStore(in: directory)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try await body(try Relay.openStore(in: directory))
+    }
+
+    @Test func aStartedSessionSendsWhatIsPendingTakesAcknowledgementsAndEndsOnce() async throws {
+        try await withStore { store in
+        let clock = ManualClock()
         let (device, _) = try await store.enroll(now: clock.now)
         try await store.register(token: token, topic: topic, device: device, now: clock.now)
         let owner = try #require(try await store.tokenOwner(token))
@@ -114,39 +125,57 @@ struct SessionRoundsTests {
         #expect(try await eventually { writer.pushIDs == ["a", "b", "c"] })
         #expect(try await eventually { writer.lines.filter(\.isEmpty).count == 20 })
         #expect(!writer.overlapped)
+        // Sent is not delivered: only the device's acknowledgements are.
+        #expect(try await store.pushCounts()[.delivered] == nil)
         // The device acknowledges them: delivered in the store.
         let sent = try await store.pushLog()
         for entry in sent { inbox.acknowledge(entry.seq) }
         #expect(try await eventually { try await store.pushCounts()[.delivered] == 3 })
-        // The device hangs up: the session ends once, off the hub, and nobody takes what
-        // arrives after (no round runs again).
+        // The device hangs up: the session ends once, off the hub, and nobody listens to the
+        // inbox any more (no round can run again).
+        #expect(inbox.isListened)
         inbox.post(.ended)
         #expect(try await eventually { ends.value == 1 })
         #expect(writer.finished == 1)
-        #expect(!hub.isConnected(device))
-        inbox.post(.ended)
-        inbox.ring()
-        #expect(inbox.backlog == 1 && ends.value == 1)
+        #expect(!hub.isConnected(device) && !inbox.isListened)
+        }
+    }
+
+    @Test func aWriteThatFailsEndsTheSessionOnce() async throws {
+        try await withStore { store in
+        let clock = ManualClock()
+        let (device, _) = try await store.enroll(now: clock.now)
+        let hub = DeviceHub()
+        let session = UplinkSession(
+            device: device, node: "n1", store: store, hub: hub, metrics: RelayMetrics(), clock: clock,
+            logger: Logger(label: "test"))
+        let writer = RecordingWriter(failAfter: 1)  // `ready` goes out; the connection breaks after
+        let inbox = SessionInbox()
+        let ends = Count()
+        try await session.start(inbox: inbox, writer: writer) { ends.add() }
+        #expect(hub.isConnected(device))
+        inbox.post(line: [])  // a keep-alive: its echo fails
+        #expect(try await eventually { ends.value == 1 })
+        #expect(!hub.isConnected(device) && !inbox.isListened)
+        inbox.post(line: [])
+        #expect(ends.value == 1)
+        }
     }
 
     @Test func aSessionThatCannotSayReadyDoesNotStart() async throws {
+        try await withStore { store in
         let clock = ManualClock()
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("rounds-\(UUID().uuidString)").path
-        let store = try Relay.openStore(in: directory)
         let hub = DeviceHub()
         let (device, _) = try await store.enroll(now: clock.now)
-        let metrics = RelayMetrics()
         let session = UplinkSession(
-            device: device, node: "n1", store: store, hub: hub, metrics: metrics, clock: clock,
+            device: device, node: "n1", store: store, hub: hub, metrics: RelayMetrics(), clock: clock,
             logger: Logger(label: "test"))
         let inbox = SessionInbox()
         await #expect(throws: RecordingWriter.Refused.self) {
-            try await session.start(inbox: inbox, writer: RecordingWriter(failing: true)) {}
+            try await session.start(inbox: inbox, writer: RecordingWriter(failAfter: 0)) {}
         }
-        // Off the hub; what arrives is left untaken, no round runs.
-        #expect(!hub.isConnected(device))
-        inbox.ring()
-        inbox.post(line: [])
-        #expect(inbox.backlog == 1)
+        // Off the hub, and nobody listens: what arrives is left untaken.
+        #expect(!hub.isConnected(device) && !inbox.isListened)
+        }
     }
 }

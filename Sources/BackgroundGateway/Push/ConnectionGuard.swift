@@ -42,6 +42,8 @@ package final class ConnectionGate: Sendable {
         var byPeer: [String: Int] = [:]
         var open: [ObjectIdentifier: any Channel] = [:]
         var refused = 0
+        /// Waiting for the last connection to close (`drained`).
+        var drainWaiters: [CheckedContinuation<Void, Never>] = []
     }
     private let state = Mutex(State())
 
@@ -66,10 +68,26 @@ package final class ConnectionGate: Sendable {
     }
 
     private func release(_ channel: any Channel, peer: String) {
-        state.withLock { state in
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
             state.open[ObjectIdentifier(channel)] = nil
             let left = state.byPeer[peer, default: 1] - 1
             state.byPeer[peer] = left > 0 ? left : nil
+            guard state.open.isEmpty else { return [] }
+            defer { state.drainWaiters = [] }
+            return state.drainWaiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Returns once no connection is open (at once if none is).
+    package func drained() async {
+        await withCheckedContinuation { waiter in
+            let empty = state.withLock { state -> Bool in
+                if state.open.isEmpty { return true }
+                state.drainWaiters.append(waiter)
+                return false
+            }
+            if empty { waiter.resume() }
         }
     }
 

@@ -222,8 +222,12 @@ final class RawLineUplink: RawDevice {
     }
 
     static func connect(_ node: RelayNode, first: String) async throws -> RawLineUplink {
+        try await connect(port: node.uplinkPort, certificatePath: node.certificatePath, first: first)
+    }
+
+    static func connect(port: Int, certificatePath: String, first: String) async throws -> RawLineUplink {
         var tls = TLSConfiguration.makeClientConfiguration()
-        tls.additionalTrustRoots = [.file(node.certificatePath)]
+        tls.additionalTrustRoots = [.file(certificatePath)]
         tls.applicationProtocols = [UplinkFrame.alpn]
         let context = try NIOSSLContext(configuration: tls)
         let (lines, sink) = AsyncStream<String>.makeStream()
@@ -235,7 +239,7 @@ final class RawLineUplink: RawDevice {
                     try channel.pipeline.syncOperations.addHandler(LineCollector(sink: sink))
                 }
             }
-            .connect(host: "localhost", port: node.uplinkPort).get()
+            .connect(host: "localhost", port: port).get()
         try await channel.writeAndFlush(ByteBuffer(string: first))
         return RawLineUplink(channel: channel, lines: lines)
     }
