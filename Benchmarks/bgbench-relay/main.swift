@@ -15,10 +15,11 @@ import NIOSSL
 //                                      connection's own cost, for comparison)
 //   bgbench-relay device URL CA TOKEN  enroll one device, register TOKEN, print "ready", then
 //                                      acknowledge every push until stdin closes; prints the count
+//   bgbench-relay line-device URL CA TOKEN  the same on the line uplink (as bgd holds it)
 
 let arguments = CommandLine.arguments
-guard arguments.count >= 5, ["idle", "lines", "bare", "device"].contains(arguments[1]) else {
-    FileHandle.standardError.write(Data("usage: bgbench-relay idle|lines|bare URL CA N | device URL CA TOKEN\n".utf8))
+guard arguments.count >= 5, ["idle", "lines", "bare", "device", "line-device"].contains(arguments[1]) else {
+    FileHandle.standardError.write(Data("usage: bgbench-relay idle|lines|bare URL CA N | device|line-device URL CA TOKEN\n".utf8))
     exit(64)
 }
 let (mode, url, ca) = (arguments[1], arguments[2], arguments[3])
@@ -59,7 +60,7 @@ func connect(_ client: HTTPClient, _ enrollment: RelayEnrollment, first: [Uplink
 }
 
 /// Opens an uplink as lines on TLS and waits for its "ready" line; the channel.
-func connectLines(_ enrollment: RelayEnrollment) async throws -> any Channel {
+func connectLines(_ enrollment: RelayEnrollment, acknowledging: Bool = false) async throws -> any Channel {
     guard let base = URL(string: url), let host = base.host, let port = base.port else { throw EnrollmentRefused(description: "bad URL \(url)") }
     var tls = TLSConfiguration.makeClientConfiguration()
     tls.additionalTrustRoots = [.file(ca)]
@@ -70,7 +71,7 @@ func connectLines(_ enrollment: RelayEnrollment) async throws -> any Channel {
         .channelInitializer { channel in
             channel.eventLoop.makeCompletedFuture {
                 try channel.pipeline.syncOperations.addHandler(try NIOSSLClientHandler(context: context, serverHostname: host))
-                try channel.pipeline.syncOperations.addHandler(ReadyLine(ready: ready))
+                try channel.pipeline.syncOperations.addHandler(ReadyLine(ready: ready, acknowledging: acknowledging))
             }
         }
         .connect(host: host, port: port).get()
@@ -80,15 +81,29 @@ func connectLines(_ enrollment: RelayEnrollment) async throws -> any Channel {
 }
 
 /// Succeeds `ready` when the relay's "ready" line comes; fails it if the connection ends first.
+/// `acknowledging`: then acknowledges every push.
 final class ReadyLine: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = ByteBuffer
     let ready: EventLoopPromise<Void>
+    let acknowledging: Bool
     private var lines = UplinkLines()
     private var answered = false
-    init(ready: EventLoopPromise<Void>) { self.ready = ready }
+    init(ready: EventLoopPromise<Void>, acknowledging: Bool) {
+        self.ready = ready
+        self.acknowledging = acknowledging
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let read = (try? lines.append(unwrapInboundIn(data).readableBytesView)) ?? []
+        if acknowledging {
+            var acks = ByteBuffer()
+            for line in read {
+                if case .push(let push)? = UplinkFrame.decode(line) {
+                    acks.writeBytes(UplinkFrame.ack(seq: push.seq).encoded() + Data("\n".utf8))
+                }
+            }
+            if acks.readableBytes > 0 { context.writeAndFlush(NIOAny(acks), promise: nil) }
+        }
         for line in read where !answered {
             switch UplinkFrame.decode(line) {
             case .ready?:
@@ -170,6 +185,17 @@ case "lines":
     fflush(nil)
     await stdinClosed()
     for channel in held { try? await channel.close() }
+case "line-device":
+    let token = arguments[4]
+    let client = makeClient()
+    let channel = try await connectLines(try await enroll(client), acknowledging: true)
+    try await channel.writeAndFlush(
+        ByteBuffer(bytes: UplinkFrame.register(token: token, topic: "com.example.bench").encoded() + Data("\n".utf8)))
+    print("ready")
+    fflush(nil)
+    await stdinClosed()
+    try? await channel.close()
+    try? await client.shutdown()
 default:
     let token = arguments[4]
     let client = makeClient()

@@ -61,26 +61,13 @@ struct UplinkSession: Sendable {
     }
 
     /// The session itself, `inbox` fed with the device's lines by whoever reads them (the
-    /// HTTP/2 stream's reader task), in this task until it ends.
+    /// HTTP/2 stream's reader task, or the line uplink's channel handler), until it ends.
     func serve(inbox: SessionInbox, writer: inout any ResponseBodyWriter) async throws {
-        let (signal, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        inbox.listen { wake.yield() }
         let rounds = try await begin(inbox: inbox, writer: writer)
         defer { rounds.end() }
-        for await _ in signal {
+        for await _ in inbox.signal {
             if try await rounds.round() == .ended { return }
         }
-    }
-
-    /// The session with no task of its own while it waits (the line uplink's: an idle device
-    /// then costs its connection and this session's state, not a suspended task's stack): each
-    /// time the inbox is signalled, a short task runs rounds until nothing is left, and
-    /// `ended` is called once the session has ended.
-    func start(
-        inbox: SessionInbox, writer: any ResponseBodyWriter, ended: @escaping @Sendable () -> Void
-    ) async throws {
-        let rounds = try await begin(inbox: inbox, writer: writer)
-        inbox.listen { rounds.schedule(then: ended) }
     }
 
     /// Takes the device's connection on this node: registered with the hub (which rings the
@@ -185,8 +172,7 @@ struct UplinkSession: Sendable {
 }
 
 /// What an uplink session has to do, gathered while it was busy: the device's frames in order,
-/// its acknowledgements, and whether it was rung — its listener told each time; the session
-/// takes it all at once.
+/// its acknowledgements, and whether it was rung — one signal however much arrived.
 final class SessionInbox: Sendable {
     private struct State {
         var events: [UplinkSession.Event] = []
@@ -196,23 +182,12 @@ final class SessionInbox: Sendable {
     private let state = Mutex(State())
     /// Told whenever something arrives (set once by the session; anything that arrived before
     /// is told at once).
-    private let listener = Mutex<(@Sendable () -> Void)?>(nil)
+    let signal: AsyncStream<Void>
+    private let signalled: AsyncStream<Void>.Continuation
 
-    init() {}
+    init() { (signal, signalled) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1)) }
 
-    /// Calls `body` whenever something arrives, from now on and once now.
-    func listen(_ body: @escaping @Sendable () -> Void) {
-        listener.withLock { $0 = body }
-        body()
-    }
-
-    /// Forgets the listener (the session ended: no more rounds, and no cycle through it).
-    func stopListening() { listener.withLock { $0 = nil } }
-
-    /// Whether a session listens (none before it starts or once it ended).
-    var isListened: Bool { listener.withLock { $0 != nil } }
-
-    private func wake() { listener.withLock { $0 }?() }
+    private func wake() { signalled.yield() }
 
     func post(_ event: UplinkSession.Event) {
         state.withLock { $0.events.append(event) }
