@@ -77,9 +77,11 @@ struct SessionRoundsTests {
     }
 
     /// Waits for what a round does in its own task (a store call, a write), yielding instead of
-    /// sleeping, for up to 30 s of real time.
+    /// sleeping, for up to 2 minutes of real time: in the first minute of a full `swift test`,
+    /// with every suite starting its daemons at once on two cores, 30 s once passed before the
+    /// session had written its first line.
     func eventually(_ condition: () async throws -> Bool) async throws -> Bool {
-        let deadline = ContinuousClock.now.advanced(by: .seconds(30))
+        let deadline = ContinuousClock.now.advanced(by: .seconds(120))
         while ContinuousClock.now < deadline {
             if try await condition() { return true }
             await Task.yield()
