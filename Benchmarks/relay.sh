@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Issue 19's figures, side by side in one run (release builds, h2load over HTTP/2 + TLS):
 #   1. valid pushes/s accepted by bgd's own gateway (the single-node anchor), by one bgrelay node
-#      on SQLite, one node on PostgreSQL, and three nodes sharing that PostgreSQL — each with a
-#      device connected that acknowledges every push;
-#   2. provider POST → device acknowledgement through the relay at a constant 1,000/s (the push
-#      accepted by one node, the device on another): p50 / p99 / p99.9 from the relay's own
+#      on SQLite (a device on HTTP/2, then one on lines as bgd holds it), one node on PostgreSQL,
+#      and three nodes sharing that PostgreSQL — each with a device connected that acknowledges
+#      every push;
+#   2. provider POST → device acknowledgement through the relay at a constant 1,000/s (on one
+#      SQLite node, with the device on HTTP/2 and on lines; and the push accepted by one
+#      PostgreSQL node, the device on another): p50 / p99 / p99.9 from the relay's own
 #      accepted/ended timestamps;
 #   3. the relay's memory per idle device uplink (each its own TCP + TLS connection), from its
 #      RSS before and after 1,000 (bgbench-relay, a light device simulator);
@@ -58,11 +60,12 @@ relay() {
     uplink_port=$(sed -n 's/.*devices on [^:]*:\([0-9]*\)$/\1/p' "$work/$name.out")
     if [ ! -f "$work/cert/push-gateway.crt" ]; then mkdir -p "$work/cert"; cp "$work/$name/"push-gateway.* "$work/cert/"; fi
 }
-# Connects a device that acknowledges every push, for token $2, to the uplink at port $1.
+# Connects a device that acknowledges every push, for token $2, to the uplink at port $1; as an
+# HTTP/2 stream, or with $3 = line-device as lines straight on TLS (bgd's uplink).
 device() {
     local fifo="$work/device.$1.in"
     mkfifo "$fifo"
-    "$bin/bgbench-relay" device "https://localhost:$1" "$work/cert/push-gateway.crt" "$2" < "$fifo" > "$work/device.$1.out" 2>&1 &
+    "$bin/bgbench-relay" "${3:-device}" "https://localhost:$1" "$work/cert/push-gateway.crt" "$2" < "$fifo" > "$work/device.$1.out" 2>&1 &
     pids+=($!)
     exec {fd}> "$fifo"
     devices+=($fd)
@@ -92,6 +95,13 @@ device "$uplink_port" "$token"
 one=$(h2 "${common[@]}" "https://localhost:$provider_port/3/device/$token")
 sqlite_uplink=$uplink_port
 echo "bgrelay, 1 node, SQLite:           $(echo "$one" | rate) pushes/s ($(echo "$one" | codes))"
+# The same with the device on lines (what bgd holds): its session has no task of its own between
+# bursts, so this row is where a costlier round would show.
+relay sqlite-lines
+"$bin/bgrelay" keys add --state-dir "$work/sqlite-lines" --key-id BENCH12345 --team-id TEAM123456 --topics $app "$work/key.p8" >/dev/null
+device "$uplink_port" "$token" line-device
+lines=$(h2 "${common[@]}" "https://localhost:$provider_port/3/device/$token")
+echo "bgrelay, 1 node, SQLite, lines:    $(echo "$lines" | rate) pushes/s ($(echo "$lines" | codes))"
 
 db1=$(makedb one)
 relay pg1 --database "$db1"
@@ -129,12 +139,14 @@ paced() {  # paced PORT: 10,000 pushes at 1,000/s
         "https://localhost:$1/3/device/$token" > "$work/latency.h2" 2>&1
 }
 pg3() { PGPASSWORD=bgrelay psql -h 127.0.0.1 -p 55432 -U bgrelay -d "${db3##*/}" -tAc "$1"; }
-sqlite_db="$work/sqlite/relay.sqlite"
-sqlite3 -cmd ".timeout 10000" "$sqlite_db" "DELETE FROM push"
-paced "$(sed -n 's/^bgrelay: providers on [^:]*:\([0-9]*\),.*/\1/p' "$work/sqlite.out")"
-for _ in $(seq 100); do [ "$(sqlite3 -cmd ".timeout 10000" "$sqlite_db" "SELECT count(*) FROM push WHERE state = 'pending'")" = 0 ] && break; sleep 0.1; done
-echo "POST → device ack at 1,000/s, 1 node, SQLite (ms):      $(sqlite3 -cmd ".timeout 10000" "$sqlite_db" \
-    "SELECT (julianday(endedAt) - julianday(acceptedAt)) * 86400000 FROM push WHERE state = 'delivered'" | python3 "$work/latency.py")"
+for node in sqlite sqlite-lines; do
+    sqlite_db="$work/$node/relay.sqlite"
+    sqlite3 -cmd ".timeout 10000" "$sqlite_db" "DELETE FROM push"
+    paced "$(sed -n 's/^bgrelay: providers on [^:]*:\([0-9]*\),.*/\1/p' "$work/$node.out")"
+    for _ in $(seq 100); do [ "$(sqlite3 -cmd ".timeout 10000" "$sqlite_db" "SELECT count(*) FROM push WHERE state = 'pending'")" = 0 ] && break; sleep 0.1; done
+    echo "POST → device ack at 1,000/s, 1 node, SQLite$([ $node = sqlite-lines ] && echo ", lines" || echo "       ") (ms): $(sqlite3 -cmd ".timeout 10000" "$sqlite_db" \
+        "SELECT (julianday(endedAt) - julianday(acceptedAt)) * 86400000 FROM push WHERE state = 'delivered'" | python3 "$work/latency.py")"
+done
 pg3 "TRUNCATE relay_push" >/dev/null
 paced "${ports[0]}"
 for _ in $(seq 300); do [ "$(pg3 "SELECT count(*) FROM relay_push WHERE state = 'pending'")" = 0 ] && break; sleep 0.1; done

@@ -1,15 +1,16 @@
 import BackgroundModel
 import Hummingbird
 import NIOCore
+import Synchronization
 
 /// An uplink session's state between rounds, and one round: everything the inbox gathered since
 /// the last — acknowledgements in one transaction, the device's frames in order, then one read
 /// of what is pending (up to the cap of unacknowledged pushes) however many pushes rang.
 ///
-/// Rounds run one after another in the session's task (`UplinkSession.serve`), so the state
-/// needs no lock of its own. (Running them instead in short tasks started when the inbox was
-/// told of something, with no task waiting in between, took 12 KB off each idle line uplink —
-/// 41 → 29 KB — but cost three times the CPU per push under a burst: see docs/push.md.)
+/// Rounds never overlap: the HTTP/2 uplink runs them one after another in its task; the line
+/// uplink (`schedule`) starts a short task when the inbox is told of something and none is
+/// running, which runs rounds until nothing new came meanwhile. That is why the state needs no
+/// lock of its own.
 final class SessionRounds: @unchecked Sendable {
     enum Outcome { case goOn, ended }
 
@@ -25,6 +26,14 @@ final class SessionRounds: @unchecked Sendable {
     private var closing = false
     private var finished = false
 
+    /// Whether a task runs rounds, and whether the inbox was told of something since it began
+    /// its last one.
+    private struct Driver {
+        var running = false
+        var again = false
+    }
+    private let driver = Mutex(Driver())
+
     init(session: UplinkSession, hubID: Int, inbox: SessionInbox, writer: any ResponseBodyWriter, fencing: Int64) {
         self.session = session
         self.hubID = hubID
@@ -33,10 +42,51 @@ final class SessionRounds: @unchecked Sendable {
         self.fencing = fencing
     }
 
-    /// The session is over: off the hub and the metrics.
+    /// Runs rounds in a task of their own unless one is running (which then runs another);
+    /// `ended` once the session has ended.
+    func schedule(then ended: @escaping @Sendable () -> Void) {
+        let start = driver.withLock { driver -> Bool in
+            if driver.running {
+                driver.again = true
+                return false
+            }
+            driver.running = true
+            return true
+        }
+        guard start else { return }
+        Task {
+            while true {
+                let outcome: Outcome
+                do {
+                    outcome = try await round()
+                } catch {
+                    session.logger.debug(
+                        "Line uplink ended", metadata: ["device": "\(session.device)", "error": "\(error)"])
+                    outcome = .ended
+                }
+                if outcome == .ended {
+                    end()
+                    ended()
+                    return  // `running` stays set: no round after the end
+                }
+                let done = driver.withLock { driver -> Bool in
+                    if driver.again {
+                        driver.again = false
+                        return false
+                    }
+                    driver.running = false
+                    return true
+                }
+                if done { return }
+            }
+        }
+    }
+
+    /// The session is over: off the hub and the metrics, its inbox told nobody.
     func end() {
         guard !finished else { return }
         finished = true
+        inbox.stopListening()
         session.hub.disconnect(session.device, session: hubID)
         session.metrics.disconnected(session.device)
     }

@@ -8,9 +8,10 @@ import NIOCore
 /// HTTP/2): the device's first line is its credential, `Bearer <device>.<secret>` as the HTTP/2
 /// uplink's Authorization header; then the same session, the same lines both ways. A refusal
 /// that HTTP/2 answers with 401 comes as a `closing` line (`unauthorized`) before the relay
-/// closes. An idle device costs the relay its TLS connection and one waiting session: no HTTP/2
-/// connection or stream, and no task of its own reading — a channel handler (`UplinkLineReader`)
-/// reads the lines into the session's inbox.
+/// closes. An idle device costs the relay its TLS connection and its session's state: no HTTP/2
+/// connection or stream, and no task — a channel handler (`UplinkLineReader`) reads the lines
+/// into the session's inbox, and a short task runs the session's rounds when something arrives
+/// (`SessionRounds`).
 extension UplinkServer {
     /// Puts the reader of the device's lines on the connection: its credential line is due
     /// within the handshake timeout.
@@ -27,7 +28,11 @@ extension UplinkServer {
             if let (device, secret) = Self.bearer(credential) {
                 let store = self.store
                 if try await clock.within(storeCallLimit, { try await store.authenticate(device: device, secret: secret) }) {
-                    try await session(of: device).serve(inbox: reader.inbox, writer: &writer)
+                    // The session goes on without this task; the connection closes when it ends.
+                    try await session(of: device).start(inbox: reader.inbox, writer: writer) {
+                        channel.close(promise: nil)
+                    }
+                    return
                 } else {
                     try await writer.write(Self.closing("unauthorized", "unknown device or wrong secret; enroll again"))
                 }
@@ -84,7 +89,7 @@ final class UplinkLineReader: ChannelInboundHandler, @unchecked Sendable {
             give(up: loopBound.value)
         }
         let channel = context.channel
-        inbox.onDrained.withLock { $0 = { channel.setOption(ChannelOptions.autoRead, value: true).whenComplete { _ in } } }
+        inbox.onDrained { channel.setOption(ChannelOptions.autoRead, value: true).whenComplete { _ in } }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {

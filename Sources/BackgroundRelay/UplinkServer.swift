@@ -100,9 +100,10 @@ struct UplinkServer: Service {
         await Self.endLineSessions(hub: hub, gate: gate, grace: grace, clock: clock)
     }
 
-    /// After the server: every session told the node stops, its device given the grace to close
-    /// (none when the server was cancelled), what is left cut — and this returns once every
-    /// connection is closed, so no session outlives the node whatever the server waited for.
+    /// The server waited for its connections' tasks, but a line session has none (it runs in
+    /// short tasks of its own): told the node stops, its device gets the grace to close (none
+    /// when the server was cancelled), then what is left is cut — and this returns once every
+    /// connection is closed, so no session outlives the node.
     private static func endLineSessions(hub: DeviceHub, gate: ConnectionGate, grace: Duration, clock: any WallClock) async {
         hub.disconnectAll()
         if !Task.isCancelled { _ = try? await clock.within(grace) { await gate.drained() } }

@@ -10,9 +10,9 @@ import Testing
 
 @testable import BackgroundRelay
 
-/// An uplink session's rounds (`SessionRounds`, run by `UplinkSession.serve`), on a real SQLite
-/// store: it sends what is pending once started and again whenever rung, takes the device's
-/// acknowledgements, never runs two rounds at once, and ends once.
+/// The line uplink's session without a task of its own while it waits (`SessionRounds`), on a
+/// real SQLite store: it sends what is pending once started and again whenever rung, takes the
+/// device's acknowledgements, never runs two rounds at once, and ends once.
 struct SessionRoundsTests {
     let topic = "com.example.news"
     let token = String(repeating: "ef", count: 32)
@@ -110,11 +110,7 @@ struct SessionRoundsTests {
         let writer = RecordingWriter()
         let inbox = SessionInbox()
         let ends = Count()
-        let serving = Task {
-            defer { ends.add() }
-            var body: any ResponseBodyWriter = writer
-            try await session.serve(inbox: inbox, writer: &body)
-        }
+        try await session.start(inbox: inbox, writer: writer) { ends.add() }
 
         #expect(try await eventually { writer.pushIDs == ["a", "b"] })
         let first = try #require(writer.lines.first)
@@ -137,11 +133,13 @@ struct SessionRoundsTests {
         let sent = try await store.pushLog()
         for entry in sent { inbox.acknowledge(entry.seq) }
         #expect(try await eventually { try await store.pushCounts()[.delivered] == 3 })
-        // The device hangs up: the session ends once, off the hub.
+        // The device hangs up: the session ends once, off the hub, and nobody listens to the
+        // inbox any more (no round can run again).
+        #expect(inbox.isListened)
         inbox.post(.ended)
-        try await serving.value
-        #expect(ends.value == 1 && writer.finished == 1)
-        #expect(!hub.isConnected(device))
+        #expect(try await eventually { ends.value == 1 })
+        #expect(writer.finished == 1)
+        #expect(!hub.isConnected(device) && !inbox.isListened)
         }
     }
 
@@ -156,15 +154,13 @@ struct SessionRoundsTests {
         let writer = RecordingWriter(failAfter: 1)  // `ready` goes out; the connection breaks after
         let inbox = SessionInbox()
         let ends = Count()
-        let serving = Task {
-            defer { ends.add() }
-            var body: any ResponseBodyWriter = writer
-            try await session.serve(inbox: inbox, writer: &body)
-        }
-        #expect(try await eventually { hub.isConnected(device) })
+        try await session.start(inbox: inbox, writer: writer) { ends.add() }
+        #expect(hub.isConnected(device))
         inbox.post(line: [])  // a keep-alive: its echo fails
-        await #expect(throws: RecordingWriter.Refused.self) { try await serving.value }
-        #expect(ends.value == 1 && !hub.isConnected(device))
+        #expect(try await eventually { ends.value == 1 })
+        #expect(!hub.isConnected(device) && !inbox.isListened)
+        inbox.post(line: [])
+        #expect(ends.value == 1)
         }
     }
 
@@ -178,10 +174,10 @@ struct SessionRoundsTests {
             logger: Logger(label: "test"))
         let inbox = SessionInbox()
         await #expect(throws: RecordingWriter.Refused.self) {
-            var body: any ResponseBodyWriter = RecordingWriter(failAfter: 0)
-            try await session.serve(inbox: inbox, writer: &body)
+            try await session.start(inbox: inbox, writer: RecordingWriter(failAfter: 0)) {}
         }
-        #expect(!hub.isConnected(device))
+        // Off the hub, and nobody listens: what arrives is left untaken.
+        #expect(!hub.isConnected(device) && !inbox.isListened)
         }
     }
 }
