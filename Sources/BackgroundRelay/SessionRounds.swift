@@ -31,6 +31,27 @@ final class SessionRounds: @unchecked Sendable {
     private struct Driver {
         var running = false
         var again = false
+
+        /// Whether the caller is to start a task running rounds (none runs); otherwise the
+        /// running one is told to run another.
+        mutating func startRounds() -> Bool {
+            if running {
+                again = true
+                return false
+            }
+            running = true
+            return true
+        }
+
+        /// Whether the running task may stop after its round (nothing came meanwhile).
+        mutating func stopRounds() -> Bool {
+            if again {
+                again = false
+                return false
+            }
+            running = false
+            return true
+        }
     }
     private let driver = Mutex(Driver())
 
@@ -45,15 +66,7 @@ final class SessionRounds: @unchecked Sendable {
     /// Runs rounds in a task of their own unless one is running (which then runs another);
     /// `ended` once the session has ended.
     func schedule(then ended: @escaping @Sendable () -> Void) {
-        let start = driver.withLock { driver -> Bool in
-            if driver.running {
-                driver.again = true
-                return false
-            }
-            driver.running = true
-            return true
-        }
-        guard start else { return }
+        guard driver.withLock({ $0.startRounds() }) else { return }
         Task {
             while true {
                 let outcome: Outcome
@@ -69,15 +82,7 @@ final class SessionRounds: @unchecked Sendable {
                     ended()
                     return  // `running` stays set: no round after the end
                 }
-                let done = driver.withLock { driver -> Bool in
-                    if driver.again {
-                        driver.again = false
-                        return false
-                    }
-                    driver.running = false
-                    return true
-                }
-                if done { return }
+                if driver.withLock({ $0.stopRounds() }) { return }
             }
         }
     }

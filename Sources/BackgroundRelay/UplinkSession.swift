@@ -196,35 +196,23 @@ final class SessionInbox: Sendable {
     private let state = Mutex(State())
     /// Told whenever something arrives (set once by the session; anything that arrived before
     /// is told at once).
-    private let listener = Mutex<Listener?>(nil)
-
-    /// A listener, boxed in a class: kept in the `Mutex` as a bare closure and read back with
-    /// `withLock { $0 }` on every wake, it came back inside a chain of reabstraction thunks
-    /// that grew as the session went on (over 127 frames deep under perf) — a quarter of the
-    /// node's CPU in a burst of pushes, acknowledgements 170 ms to 1.5 s late, and the reason
-    /// sessions with no task of their own first cost three times the CPU per push. The
-    /// reference is read back as it was stored.
-    private final class Listener: Sendable {
-        let body: @Sendable () -> Void
-        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
-    }
+    private let listener = ListenerSlot()
 
     init() {}
 
     /// Calls `body` whenever something arrives, from now on and once now.
     func listen(_ body: @escaping @Sendable () -> Void) {
-        let boxed = Listener(body)
-        listener.withLock { $0 = boxed }
+        listener.set(body)
         body()
     }
 
     /// Forgets the listener (the session ended: no more rounds, and no cycle through it).
-    func stopListening() { listener.withLock { $0 = nil } }
+    func stopListening() { listener.clear() }
 
     /// Whether a session listens (none before it starts or once it ended).
-    var isListened: Bool { listener.withLock { $0 != nil } }
+    var isListened: Bool { listener.isSet }
 
-    private func wake() { listener.withLock { $0 }?.body() }
+    private func wake() { listener.call() }
 
     func post(_ event: UplinkSession.Event) {
         state.withLock { $0.events.append(event) }
@@ -248,14 +236,11 @@ final class SessionInbox: Sendable {
 
     /// Called by the session after each take: what waits on a drained inbox (a reader that
     /// stopped at its bound) goes on.
-    func drained() { drainedListener.withLock { $0 }?.body() }
+    func drained() { drainedListener.call() }
 
     /// Set by a reader that stops reading while the backlog is high.
-    func onDrained(_ body: @escaping @Sendable () -> Void) {
-        let boxed = Listener(body)
-        drainedListener.withLock { $0 = boxed }
-    }
-    private let drainedListener = Mutex<Listener?>(nil)
+    func onDrained(_ body: @escaping @Sendable () -> Void) { drainedListener.set(body) }
+    private let drainedListener = ListenerSlot()
 
     func acknowledge(_ seq: Int64) {
         state.withLock { $0.acks.append(seq) }
