@@ -31,7 +31,7 @@ struct PlanningCost: Encodable {
                     opens: events.lazy.map { (app: $0.app, at: $0.at.timeIntervalSince1970) }, now: now)
             }
             usage.adjust(at: now)
-            let apps = usage.history.opens.keys.sorted()
+            let apps = usage.history.appsByName
             let planning = clock.measure {
                 for _ in 0..<passes {
                     for app in apps {

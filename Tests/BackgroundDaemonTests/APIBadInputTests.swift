@@ -8,7 +8,7 @@ import NIOHTTP1
 import Testing
 
 /// Every entry point answers hostile or malformed input with a clear error — and changes nothing.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.timeLimit(.minutes(5)))
 struct APIBadInputTests {
     /// What a bad request must leave untouched.
     struct Snapshot: Equatable {

@@ -6,7 +6,7 @@ import NIOHTTP1
 import Testing
 
 /// The whole daemon under a virtual clock for days: the seed's promise on a live bgd.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.timeLimit(.minutes(5)))
 struct AdaptiveSchedulingTests {
     /// Monday 2026-01-05 00:00 UTC.
     static let monday = Date(timeIntervalSince1970: 1_767_571_200)

@@ -14,7 +14,7 @@ import Testing
 /// under a real interactive bash, freezing that no shell sees, ending that no fork escapes, and
 /// what a run cost. Each test that needs cgroups says so and is skipped where bgd may not make
 /// them (not root, no unified hierarchy).
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(5)))
 struct AppCgroupTests {
     final class Output: Sendable {
         private let text = Mutex("")

@@ -6,7 +6,7 @@ import Testing
 /// `bgctl register --manifest FILE`: an app declares itself in a file, as Info.plist does on
 /// iOS; registering from it is idempotent, a changed file is an update that keeps the app's
 /// history, and a bad file is refused naming the field, changing nothing (issue 18).
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.timeLimit(.minutes(5)))
 struct AppManifestTests {
     static let app = "com.example.manifest"
 

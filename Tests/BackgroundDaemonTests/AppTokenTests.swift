@@ -7,7 +7,7 @@ import Testing
 /// An app's token can be shown again and rotated, a foreground app connects with the token file
 /// bgd keeps in its container, and a registration can be replaced keeping the app's history
 /// (issue 18).
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.timeLimit(.minutes(5)))
 struct AppTokenTests {
     static let app = "com.example.tokens"
 

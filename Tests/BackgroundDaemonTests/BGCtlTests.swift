@@ -4,7 +4,7 @@ import Foundation
 import Testing
 
 /// bgctl against a live daemon: the commands of the tour, their JSON, and their errors.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.timeLimit(.minutes(5)))
 struct BGCtlTests {
     func bgctl(_ daemon: TestDaemon, _ arguments: String...) async throws -> Command.Output {
         // Options go before any `--`, after the subcommand's name.

@@ -6,7 +6,7 @@ import Foundation
 import Testing
 
 /// The SDK's async face of background sessions, from a foreground app connected to a live daemon.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(5)))
 struct BackgroundURLSessionTests {
     static let app = "com.example.sessions"
 

@@ -12,7 +12,7 @@ import Testing
 
 /// Apps that overrun, crash, exit, or cannot start: each gets a recorded outcome, and the
 /// scheduler wakes them less often with a stated reason. Time moves only by the virtual clock.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(5)))
 struct BudgetEnforcementTests {
     let budget = RunBudget(budget: .seconds(30), expirationLead: .seconds(5), killGrace: .seconds(5))
 

@@ -5,7 +5,7 @@ import Foundation
 import Testing
 
 /// Two apps due three minutes apart are woken in one wake-up of the live daemon.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(5)))
 struct CoalescingEndToEndTests {
     static let start = Date(timeIntervalSince1970: 1_767_603_600)
 

@@ -95,7 +95,7 @@ struct SysfsConditionsTests {
 }
 
 /// Conditions on a live daemon: sensed from a sysfs tree, overridden with `bgctl env`.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(5)))
 struct DaemonConditionsTests {
     static let app = "com.example.conditions"
     static let start = Date(timeIntervalSince1970: 1_767_603_600)

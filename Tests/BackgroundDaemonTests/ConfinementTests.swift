@@ -8,7 +8,7 @@ import Testing
 /// A process bgd launches reads what any program may (the system, its own binary) and writes
 /// only its container; bgd's state — the database, every other app's container — and the
 /// operator token are out of its reach, where the kernel has Landlock (D4).
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(5)))
 struct ConfinementTests {
     @Test func aLaunchedAppIsConfinedToItsContainer() async throws {
         try await TestDaemon.with { daemon in

@@ -11,7 +11,7 @@ import Testing
 
 /// bgd as a real process: one per state directory, a clean stop on SIGTERM, and nothing lost or
 /// doubled when it is killed with SIGKILL in the middle of a fetch.
-@Suite(.timeLimit(.minutes(2)), .serialized)
+@Suite(.timeLimit(.minutes(5)), .serialized)
 struct DaemonProcessTests {
     @Test func aSecondBgdOnTheSameStateRefusesToStart() async throws {
         let directory = TemporaryDirectory.make()

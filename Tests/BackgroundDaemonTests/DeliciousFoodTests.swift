@@ -11,7 +11,7 @@ import Testing
 /// Seed 002's sample: pull-to-refresh inserts dishes; leaving the foreground saves the list
 /// inside a finite-length task; a background fetch while away adds dishes; coming back reloads
 /// the list with them highlighted.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(5)))
 struct DeliciousFoodTests {
     static let app = "com.example.deliciousfood"
 

@@ -8,7 +8,7 @@ import Testing
 
 /// The durable outbox as an app sees it: every open event again after a reconnect, in order,
 /// with the same sequence number, until it is acknowledged or its run ends.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.timeLimit(.minutes(5)))
 struct EventOutboxTests {
     /// Opens the app's stream, reads up to the first event, then closes the stream.
     func firstEvent(_ client: DaemonClient) async throws -> AppEvent? {

@@ -7,7 +7,7 @@ import Testing
 
 /// The spine end to end: a real daemon (in process, virtual clock) launching the real NewsFeed
 /// example as a child process, and bgctl driving it.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.timeLimit(.minutes(5)))
 struct FetchEndToEndTests {
     static let newsfeed = "com.example.newsfeed"
 

@@ -11,7 +11,7 @@ import Testing
 
 /// A foreground app survives bgd's crash (issue 14, item 5): its `run()` connects again, says
 /// its state again, and the fetch bgd owed it when it died reaches it exactly once.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(5)))
 struct ForegroundReconnectTests {
     @Test func aForegroundAppOutlivesBgdsCrashAndGetsTheOwedFetchOnce() async throws {
         let directory = TemporaryDirectory.make()

@@ -12,7 +12,7 @@ import Testing
 /// The state volume fills up (reliability-matrix D12, probe S2/D9): new work is refused with
 /// 507 and a reason, reads keep working, nothing stored is lost, bgd never crashes — and takes
 /// work again once space is freed.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(5)))
 struct FullDiskTests {
     @Test func aFullStateVolumeRefusesNewWorkAndKeepsServing() async throws {
         let directory = TemporaryDirectory.make()

@@ -6,7 +6,7 @@ import Testing
 
 /// bgd prunes finished history while it runs (`--keep-history`): on its own timer, and at once
 /// when rung.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(5)))
 struct HistoryPrunerTests {
     @Test func finishedRunsOlderThanTheHistoryAreDeletedWhileBgdRuns() async throws {
         let start = Date(timeIntervalSince1970: 1_767_571_200)

@@ -8,7 +8,7 @@ import Testing
 /// bgd gives its code pages back once quiet (issue 17's ≤ 20 MB idle): once per burst of work,
 /// 30 s after its last event, never while it stays idle — and unmapping them leaves the process
 /// running.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.timeLimit(.minutes(5)))
 struct IdleCodePagesTests {
     @Test func thePagesGoOnceAfterEachQuietPeriod() async throws {
         let clock = ManualClock()

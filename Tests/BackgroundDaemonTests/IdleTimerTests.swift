@@ -6,7 +6,7 @@ import Testing
 
 /// Idle is free (issue 17): a bgd with registered apps and nothing due has no timer of its own
 /// that fires within ten minutes — no keep-alive without a stream, no polling loop.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(5)))
 struct IdleTimerTests {
     @Test func anIdleBgdSleepsUntilItsNextDeadline() async throws {
         try await TestDaemon.with { daemon in

@@ -8,7 +8,7 @@ import Testing
 /// threads sleep. libdispatch's worker-pool monitor would wake it every second; bgd runs its
 /// tasks on NIO's loops and its store on threads of its own so that it never starts, and
 /// `BGD_DISPATCH=1` (Swift's default executor) shows the difference in the same test.
-@Suite(.serialized, .timeLimit(.minutes(3)))
+@Suite(.serialized, .timeLimit(.minutes(5)))
 struct IdleWakeupTests {
     /// Voluntary context switches of each of the process's threads, by thread id.
     func switches(of pid: Int32) -> [String: Int] {

@@ -10,7 +10,7 @@ import Testing
 /// test run built, `--from`, instead of a release build): the installed bgd runs, the unit
 /// `bgctl install-service` writes points at it and its README, and the uninstall takes back
 /// everything it added and keeps the user's state unless asked (issue 18).
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.timeLimit(.minutes(5)))
 struct InstallTests {
     /// The checkout this test was built from.
     static let checkout = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

@@ -11,7 +11,7 @@ import Testing
 /// bgd under systemd logs in journald's native protocol, trouble at warning with the app's id
 /// as a field (issue 18: `journalctl --user -u bgd -p warning`, `journalctl APP_ID=…`). A real
 /// bgd; the test listens on a datagram socket where journald's would be.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.timeLimit(.minutes(5)))
 struct JournalLogTests {
     @Test func aCrashedRunIsAWarningWithTheAppsFields() async throws {
         let directory = TemporaryDirectory.make()

@@ -7,7 +7,7 @@ import Testing
 /// The learned planner on a live bgd (its default): it learns from the opens the store records,
 /// with no timer of its own, plans a wake inside the hour before the habit, explains it, and
 /// plans the same after a restart (rebuilt from the stored opens).
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(5)))
 struct LearnedSchedulingTests {
     /// Monday 2026-01-05 00:00 UTC.
     static let monday = Date(timeIntervalSince1970: 1_767_571_200)

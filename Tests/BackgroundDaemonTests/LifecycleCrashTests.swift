@@ -11,7 +11,7 @@ import Testing
 
 /// A bgd killed while an app is suspended must not leave it frozen (or stopped) for ever: the
 /// next bgd thaws it (and only it: its own cgroup, or the pid's start time must match).
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(5)))
 struct LifecycleCrashTests {
     @Test func theNextBgdContinuesAnAppAKilledOneHadSuspended() async throws {
         let directory = TemporaryDirectory.make()

@@ -12,7 +12,7 @@ import Testing
 
 /// Finite-length background tasks and suspension, with a real app process the user "runs" (the
 /// test starts it in its own process group), bgd's virtual clock, and the process state in /proc.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(5)))
 struct LifecycleTests {
     static let app = "com.example.lifecycle"
 

@@ -16,7 +16,7 @@ import Testing
 /// The dashboard's door (token, one-time links, loopback), /metrics, the journal log format,
 /// sd_notify readiness and the systemd unit. (The pages themselves are checked in a real
 /// browser by Tests/Dashboard/run.sh.)
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(5)))
 struct ObservabilityTests {
     func get(
         _ url: String, headers: [(String, String)] = []
@@ -204,7 +204,7 @@ struct ObservabilityTests {
 /// Socket activation as systemd does it, by systemd's own `systemd-socket-activate` (the
 /// LISTEN_FDS protocol of sd_listen_fds(3)): it listens on bgd's socket and starts bgd at the
 /// first connection, passing it the listening socket.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.timeLimit(.minutes(5)))
 struct SocketActivationTests {
     static let activate = "/usr/bin/systemd-socket-activate"
 

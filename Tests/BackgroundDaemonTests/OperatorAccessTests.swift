@@ -7,7 +7,7 @@ import Testing
 
 /// Operator endpoints need the operator's token; an app's token, or a process bgd launched
 /// (whatever it sends), is refused every one of them and changes nothing (probe D4).
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(5)))
 struct OperatorAccessTests {
     @Test func anAppsTokenReachesOnlyItsOwnEndpoints() async throws {
         try await TestDaemon.with { daemon in

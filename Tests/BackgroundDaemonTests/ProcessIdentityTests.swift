@@ -11,7 +11,7 @@ import Testing
 /// An app's state follows its process, and its pid is the kernel's word: a foreground app that
 /// exits is no longer `active` (and stops holding processing tasks back), and a report naming a
 /// process that is not the caller's changes nothing (issue 14, item 4).
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(5)))
 struct ProcessIdentityTests {
     static let app = "com.example.identity"
 

@@ -10,7 +10,7 @@ import Testing
 /// The push port is open to the network: connections that never start TLS are closed after the
 /// handshake timeout, one peer cannot hold more than its share, and a stop does not wait for
 /// ever on a silent connection (probe S3).
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(5)))
 struct PushConnectionLimitsTests {
     @Test func silentConnectionsAreCappedAndTimedOut() async throws {
         let directory = TemporaryDirectory.make()

@@ -15,7 +15,7 @@ import Testing
 /// A push is delivered when the app's handler has answered it, not when a run was started for
 /// it: bgd killed (-9) while the handler runs offers the push again after the restart, and the
 /// app handles it once (D8).
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(5)))
 struct PushCrashTests {
     @Test func aPushWhoseWakeIsCutByACrashIsDeliveredAfterTheRestart() async throws {
         let directory = TemporaryDirectory.make()

@@ -15,7 +15,7 @@ import Testing
 
 /// The APNs provider API on bgd's gateway, over HTTP/2 with TLS (the self-signed certificate
 /// trusted), with a real client: each reason from a request built to cause it.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(5)))
 struct PushGatewayTests {
     static let app = "com.example.pushnews"
     static let other = "com.example.other"

@@ -8,7 +8,7 @@ import Testing
 /// at bgd's gateway with only the host, the port and the trusted certificate changed, wakes the
 /// app and hears APNs' reasons. (It found that bgd must speak HTTP/2 over TLS without ALPN and
 /// end each stream on its last frame, as APNs does.)
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(5)))
 struct PushInteropTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().path

@@ -6,7 +6,7 @@ import Testing
 
 /// Plaintext is for development on one machine: HTTP/2 with prior knowledge or HTTP/1.1, on
 /// loopback only (curl as the client, as a developer would use it).
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.timeLimit(.minutes(5)))
 struct PushPlaintextTests {
     /// curl's HTTP version and status for an unauthenticated push, and the body.
     func post(_ arguments: [String], port: Int) async throws -> (version: String, body: String) {

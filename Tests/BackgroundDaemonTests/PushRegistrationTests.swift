@@ -7,7 +7,7 @@ import Foundation
 import Testing
 
 /// Device tokens and provider keys: what a provider under test needs before it can push.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(5)))
 struct PushRegistrationTests {
     static let app = "com.example.pushnews"
 

@@ -17,7 +17,7 @@ import Testing
 /// deliver nothing. A checker reads every push the provider got a 200 for, what the relay says
 /// became of it, and what reached bgd: none lost, none twice.
 @Suite(
-    .timeLimit(.minutes(3)),
+    .timeLimit(.minutes(5)),
     .enabled(if: TestPostgres.isAvailable, "needs PostgreSQL: eval \"$(Tests/Postgres/start.sh)\" (CI does)"))
 struct PushRelayFaultTests {
     static let app = PushGatewayTests.app

@@ -9,7 +9,7 @@ import Testing
 /// The real binaries: a `bgrelay` process, a `bgd` process that connects out to it, and a
 /// provider written with aioapns (PyPI) that only knows the relay — the same script that talks
 /// to bgd's own gateway in `PushInteropTests`, with the same answers.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(5)))
 struct PushRelayProcessTests {
     static let app = PushGatewayTests.app
 

@@ -11,7 +11,7 @@ import Testing
 
 /// The push relay (issue 19): a provider talks the APNs provider API to bgrelay, and a device —
 /// a real bgd, or a hand-driven uplink — connects out to it and receives its pushes, each once.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(5)))
 struct PushRelayTests {
     static let app = PushGatewayTests.app
 
@@ -545,7 +545,7 @@ struct PushRelayTests {
 /// Several relay nodes on one PostgreSQL: any node takes any provider's push and any device's
 /// uplink; the node holding the device is told (LISTEN/NOTIFY) and sends it; a device that
 /// reconnects to another node fences the old session off.
-@Suite(.timeLimit(.minutes(2)), .enabled(if: TestPostgres.isAvailable, "needs PostgreSQL: eval \"$(Tests/Postgres/start.sh)\" (CI does)"))
+@Suite(.timeLimit(.minutes(5)), .enabled(if: TestPostgres.isAvailable, "needs PostgreSQL: eval \"$(Tests/Postgres/start.sh)\" (CI does)"))
 struct PushRelayNodesTests {
     static let app = PushGatewayTests.app
 

@@ -11,7 +11,7 @@ import Testing
 /// The run coordinator by itself: a real store, the real supervisor, virtual time, and a
 /// launcher that records what it is asked to start (no process runs; its pids name nothing,
 /// and the test says when one "exits").
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.timeLimit(.minutes(5)))
 struct RunCoordinatorTests {
     /// Records launches; each "process" exits when the test says so.
     final class RecordingLauncher: AppLauncher {

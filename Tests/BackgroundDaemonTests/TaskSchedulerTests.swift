@@ -9,7 +9,7 @@ import Testing
 /// `BGTaskScheduler`: the real one's limits and errors, processing tasks that wait for their
 /// conditions and a quiet device and stop when either goes, refresh tasks planned by the fetch
 /// policy, and bgctl's debugger commands — with the fixture app launched by bgd.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(5)))
 struct TaskSchedulerTests {
     static let app = "com.example.tasks"
     static let refresh = "com.example.fixture.refresh"

@@ -6,7 +6,7 @@ import Foundation
 import Testing
 
 /// The seeds' transfer samples, run through a live daemon against a real origin.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(5)))
 struct TransferExamplesTests {
     func container(_ daemon: TestDaemon, _ app: String) -> String { daemon.directory + "/state/containers/\(app)" }
 

@@ -7,7 +7,7 @@ import Testing
 
 /// A download handed to bgd for an app that is not running: bgd finishes it, launches the app
 /// with reason url-session and delivers the events in iOS's order, until acknowledged.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(5)))
 struct TransferHandOffTests {
     static let app = "com.example.downloads"
 

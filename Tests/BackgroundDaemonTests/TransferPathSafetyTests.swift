@@ -8,7 +8,7 @@ import Testing
 /// A transfer can write or read only where it is meant to: an operator's download never lands
 /// in bgd's state nor over an existing file (S1), an app uploads only regular files of its own
 /// container, reached without following a link out (D6).
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(5)))
 struct TransferPathSafetyTests {
     func submit(
         _ daemon: TestDaemon, _ request: TransferRequest, token: String? = nil, path: String = "/v1/transfers"

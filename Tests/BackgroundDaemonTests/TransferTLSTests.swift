@@ -11,7 +11,7 @@ import Testing
 
 /// T14: a server whose certificate nobody trusts: the transfer fails at once with `tls`, and is
 /// not retried. The TLS server is `openssl s_server` with a fresh self-signed certificate.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(5)))
 struct TransferTLSTests {
     @Test func anUntrustedCertificateFailsAtOnce() async throws {
         let directory = TemporaryDirectory.make()

@@ -8,7 +8,7 @@ import Testing
 
 /// Transfers against a real origin on loopback, through an in-process bgd on a virtual clock:
 /// the faults of reliability-matrix T1–T13.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(5)))
 struct TransferTests {
     static let start = Date(timeIntervalSince1970: 1_767_603_600)
     /// Small checkpoints, so a drop in a few MiB shows resuming from one.
@@ -496,7 +496,7 @@ struct TransferTests {
 }
 
 /// `bgctl download`, `bgctl transfers`, `bgctl transfers cancel` against a live daemon.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(5)))
 struct TransferCommandTests {
     func bgctl(_ arguments: [String], _ daemon: TestDaemon) async throws -> Command.Output {
         try await Command.run(try BuiltProducts.path(of: "bgctl"), arguments + ["--socket", daemon.socketPath])

@@ -5,7 +5,7 @@ import Testing
 
 /// bgd's wall clock sleeps on one alarm thread (timerfds) instead of napping every minute. These
 /// tests are about a real clock, so they use real, short deadlines.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.timeLimit(.minutes(5)))
 struct WallClockAlarmTests {
     @Test func sleepersWakeAtTheirDeadlinesNeverEarly() async throws {
         let clock = SystemClock.withAlarm()

@@ -1,7 +1,8 @@
 import BackgroundModel
-@testable import BackgroundPolicy
 import Foundation
 import Testing
+
+@testable import BackgroundPolicy
 
 /// The online wake budget: a balance that never goes below its credit, and a threshold that
 /// moves toward the budget.
@@ -445,16 +446,27 @@ struct FrontierTests {
     /// issues, with the figures.
     @Test func theDevTraceFrontier() async throws {
         let points = [(1.0, 0.62, 0.62), (2.0, 0.72, 0.74), (4.0, 0.835, 0.85)]
-        let (oracle, scores) = try await DevTrace.replaying { trace in
-            let replay = FrontierReplay(history: .init(utcOffset: .seconds(-4 * 3600)))
-            let oracle = FreshnessScore(trace: trace, wakes: TraceReplay().wakes(for: trace, policy: .oracle))
-            let scores = points.map { point in
-                [FrontierReplay.Planner.learned, .hourOfDay, .reopen].map { planner in
-                    FreshnessScore.strict(
-                        trace: trace, wakes: replay.wakes(for: trace, planner: planner, wakesPerOpen: point.0))
+        let oracle = try await DevTrace.replaying { trace in
+            FreshnessScore(trace: trace, wakes: TraceReplay().wakes(for: trace, policy: .oracle))
+        }
+        // One thread per budget: the replays are independent, and once the suite's other tests
+        // are done this one has every core to itself.
+        let scores = try await withThrowingTaskGroup(of: (Int, [FreshnessScore]).self) { group in
+            for (index, point) in points.enumerated() {
+                group.addTask {
+                    let scores = try await DevTrace.replaying { trace in
+                        let replay = FrontierReplay(history: .init(utcOffset: .seconds(-4 * 3600)))
+                        return [FrontierReplay.Planner.learned, .hourOfDay, .reopen].map { planner in
+                            FreshnessScore.strict(
+                                trace: trace, wakes: replay.wakes(for: trace, planner: planner, wakesPerOpen: point.0))
+                        }
+                    }
+                    return (index, scores)
                 }
             }
-            return (oracle, scores)
+            return try await group.reduce(into: [[FreshnessScore]](repeating: [], count: points.count)) {
+                $0[$1.0] = $1.1
+            }
         }
         for ((k, floor, bar), planners) in zip(points, scores) {
             let (learned, hourOfDay, reopen) = (planners[0], planners[1], planners[2])

@@ -53,65 +53,86 @@ public struct ThresholdFit: Sendable {
     ) -> Double? {
         forget(before: t - window)
         guard count > 0 else { return nil }
-        var best = -Double.infinity
-        for candidate in candidates[oldest...] { best = max(best, candidate.score) }
-        guard best > 0 else { return nil }
-        let limit = Int(budget.rounded(.down))
-        var pool = Array(candidates[oldest...])
-        func fits(_ threshold: Double) -> Bool {
-            Self.wakes(of: pool, at: threshold, rewake: rewake, apps: appNumbers.count, upTo: limit) <= limit
+        let (rewake, apps, oldest) = (rewake, appNumbers.count, oldest)
+        // Every planner refits hourly over a week of candidates, a dozen replays each: on raw
+        // pointers, with nothing generic per candidate, so a debug build (the test suite replays
+        // the dev trace in one) is not many times slower than a release build.
+        return candidates.withUnsafeBufferPointer { all in
+            let window = UnsafeBufferPointer(rebasing: all[oldest...])
+            var best = -Double.infinity
+            for candidate in window { best = max(best, candidate.score) }
+            guard best > 0 else { return nil }
+            let limit = Int(budget.rounded(.down))
+            func fits(_ threshold: Double, _ pool: UnsafeBufferPointer<Candidate>) -> Bool {
+                Self.wakes(of: pool, at: threshold, rewake: rewake, apps: apps, upTo: limit) <= limit
+            }
+            if !fits(best, window) { return best }
+            // Bracket: `high` fits, `low` does not (or is as low as scores go).
+            var high = min(max(start, best * 1e-6), best)
+            var low = high
+            if fits(high, window) {
+                repeat {
+                    low /= 2
+                } while low > best * 1e-6 && fits(low, window)
+                if fits(low, window) { return Self.lowestScore(atLeast: low, in: window) }
+                high = min(best, low * 2)
+            } else {
+                repeat {
+                    low = high
+                    high = min(best, high * 2)
+                } while !fits(high, window)
+            }
+            // Only candidates at or above the bracket's foot can change the count inside it.
+            let pool = window.filter { $0.score >= low }
+            return pool.withUnsafeBufferPointer { pool in
+                while high / low > precision {
+                    let middle = (high * low).squareRoot()
+                    if fits(middle, pool) { high = middle } else { low = middle }
+                }
+                return Self.lowestScore(atLeast: high, in: pool)
+            }
         }
-        if !fits(best) { return best }
-        // Bracket: `high` fits, `low` does not (or is as low as scores go).
-        var high = min(max(start, best * 1e-6), best)
-        var low = high
-        if fits(high) {
-            repeat {
-                low /= 2
-            } while low > best * 1e-6 && fits(low)
-            if fits(low) { return lowestScore(atLeast: low, in: pool) }
-            high = min(best, low * 2)
-        } else {
-            repeat {
-                low = high
-                high = min(best, high * 2)
-            } while !fits(high)
-        }
-        // Only candidates at or above the bracket's foot can change the count inside it.
-        pool.removeAll { $0.score < low }
-        while high / low > precision {
-            let middle = (high * low).squareRoot()
-            if fits(middle) { high = middle } else { low = middle }
-        }
-        return lowestScore(atLeast: high, in: pool)
     }
 
     /// The threshold as a score some candidate had (the same wakes as any value between it and
     /// the next score below, and a number `bgctl why` can show beside an estimate).
-    private func lowestScore(atLeast value: Double, in pool: [Candidate]) -> Double {
-        pool.lazy.map(\.score).filter { $0 >= value }.min() ?? value
+    private static func lowestScore(atLeast value: Double, in pool: UnsafeBufferPointer<Candidate>) -> Double {
+        var lowest = Double.infinity
+        for candidate in pool where candidate.score >= value { lowest = min(lowest, candidate.score) }
+        return lowest == .infinity ? value : lowest
     }
 
     /// The wakes the window's candidates make at `threshold`.
     public func wakes(at threshold: Double) -> Int {
-        Self.wakes(of: candidates[oldest...], at: threshold, rewake: rewake, apps: appNumbers.count, upTo: .max)
+        candidates.withUnsafeBufferPointer { all in
+            Self.wakes(
+                of: UnsafeBufferPointer(rebasing: all[oldest...]), at: threshold, rewake: rewake,
+                apps: appNumbers.count, upTo: .max)
+        }
     }
 
     /// The wakes `candidates` (in time order) make at `threshold`, counted up to one past `limit`.
     private static func wakes(
-        of candidates: some Collection<Candidate>, at threshold: Double, rewake: Double, apps: Int, upTo limit: Int
+        of candidates: UnsafeBufferPointer<Candidate>, at threshold: Double, rewake: Double, apps: Int,
+        upTo limit: Int
     ) -> Int {
-        var lastWake = [Double](repeating: -.infinity, count: apps)
-        var count = 0
-        for candidate in candidates where candidate.score >= threshold {
-            let woke = lastWake[Int(candidate.app)]
-            if candidate.at - woke >= rewake || woke < candidate.lastOpen {
-                lastWake[Int(candidate.app)] = candidate.at
-                count += 1
-                if count > limit { break }
+        withUnsafeTemporaryAllocation(of: Double.self, capacity: apps) { lastWake in
+            lastWake.initialize(repeating: -.infinity)
+            var count = 0
+            var i = 0
+            while i < candidates.count {
+                defer { i += 1 }
+                guard candidates[i].score >= threshold else { continue }
+                let app = Int(candidates[i].app)
+                let woke = lastWake[app]
+                if candidates[i].at - woke >= rewake || woke < candidates[i].lastOpen {
+                    lastWake[app] = candidates[i].at
+                    count += 1
+                    if count > limit { break }
+                }
             }
+            return count
         }
-        return count
     }
 
     private mutating func forget(before cutoff: Double) {

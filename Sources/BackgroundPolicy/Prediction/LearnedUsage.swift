@@ -175,7 +175,7 @@ public struct LearnedUsage: Sendable {
         let end = min(t, last + configuration.dormancy)
         var moment = last + 1
         while moment < end {
-            for app in history.opens.keys.sorted() {
+            for app in history.appsByName {
                 // In name order: the model learns in the same order in every run, so figures
                 // are reproducible (a dictionary's order changes from process to process).
                 guard let lastOpen = history.opens[app]?.last, moment - lastOpen >= configuration.freshFor else {

@@ -68,11 +68,13 @@ struct LogisticFit<Examples: LogisticExamples> {
     /// The penalised loss at `w`.
     func loss(_ w: [Double]) -> Double {
         var total = 0.0
-        forEachRow { i, row in
-            let z = Self.dot(w, row)
-            // log(1 + eᶻ) − y·z, without overflow
-            let softplus = z > 0 ? z + log1p(exp(-z)) : log1p(exp(z))
-            total += examples.weight(i) * (softplus - examples.label(i) * z)
+        w.withUnsafeBufferPointer { w in
+            forEachRow { i, row in
+                let z = Self.dot(w, row)
+                // log(1 + eᶻ) − y·z, without overflow
+                let softplus = z > 0 ? z + log1p(exp(-z)) : log1p(exp(z))
+                total += examples.weight(i) * (softplus - examples.label(i) * z)
+            }
         }
         for j in 1..<width { total += 0.5 * ridge * w[j] * w[j] }
         return total
@@ -104,9 +106,9 @@ struct LogisticFit<Examples: LogisticExamples> {
         return w
     }
 
-    private static func dot(_ w: [Double], _ row: UnsafeMutableBufferPointer<Double>) -> Double {
+    private static func dot(_ w: UnsafeBufferPointer<Double>, _ row: UnsafeMutableBufferPointer<Double>) -> Double {
         var z = 0.0
-        for j in w.indices { z += w[j] * row[j] }
+        for j in 0..<w.count { z += w[j] * row[j] }
         return z
     }
 
@@ -117,16 +119,18 @@ struct LogisticFit<Examples: LogisticExamples> {
         var hessian = [Double](repeating: 0, count: n * n)
         gradient.withUnsafeMutableBufferPointer { gradient in
             hessian.withUnsafeMutableBufferPointer { hessian in
-                forEachRow { i, row in
-                    let p = 1 / (1 + exp(-Self.dot(w, row)))
-                    let weight = examples.weight(i)
-                    let e = weight * (p - examples.label(i))
-                    let v = weight * max(p * (1 - p), 1e-9)
-                    for j in 0..<n {
-                        let rj = row[j]
-                        gradient[j] += e * rj
-                        let vr = v * rj
-                        for k in j..<n { hessian[j * n + k] += vr * row[k] }
+                w.withUnsafeBufferPointer { w in
+                    forEachRow { i, row in
+                        let p = 1 / (1 + exp(-Self.dot(w, row)))
+                        let weight = examples.weight(i)
+                        let e = weight * (p - examples.label(i))
+                        let v = weight * max(p * (1 - p), 1e-9)
+                        for j in 0..<n {
+                            let rj = row[j]
+                            gradient[j] += e * rj
+                            let vr = v * rj
+                            for k in j..<n { hessian[j * n + k] += vr * row[k] }
+                        }
                     }
                 }
             }

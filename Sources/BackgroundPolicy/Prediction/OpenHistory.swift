@@ -45,6 +45,10 @@ public struct OpenHistory: Sendable {
     public private(set) var starts: [String: [Double]] = [:]
     /// Every open of any app, oldest first.
     public private(set) var allOpens: [Double] = []
+    /// The apps opened so far, in name order: planners look at them in the same order in every
+    /// run, so figures are reproducible (a dictionary's order changes from process to process),
+    /// and without sorting them at every moment.
+    public private(set) var appsByName: [String] = []
     /// Decayed counts per 10-minute slot of the local day and week, stored inflated by
     /// exp(λ·(t − origin)) so an open is one addition; read back deflated.
     private var daySlots: [String: [Double]] = [:]
@@ -89,6 +93,9 @@ public struct OpenHistory: Sendable {
             countedThisMorning.insert(app)
             morningHits[app, default: 0] += 1
         }
+        if opens[app] == nil {
+            appsByName.insert(app, at: appsByName.firstIndex { $0 > app } ?? appsByName.endIndex)
+        }
         defer {
             opens[app, default: []].append(t)
             allOpens.append(t)
@@ -132,7 +139,9 @@ public struct OpenHistory: Sendable {
     /// The app's decayed opens per day over all hours.
     public func overallRate(of app: String, at t: Double) -> Double {
         guard let slots = daySlots[app], let origin else { return 0 }
-        return slots.reduce(0, +) * exp(-decayRate * (t - origin)) * decayRate * 86400
+        var sum = 0.0
+        for slot in 0..<Self.slotsPerDay { sum += slots[slot] }
+        return sum * exp(-decayRate * (t - origin)) * decayRate * 86400
     }
 
     /// The share of the `days` days before `t`, stepping back `stride` days at a time (1: every

@@ -307,11 +307,26 @@ private struct KeptExamples: LogisticExamples {
     func label(_ i: Int) -> Double { labels[i] ? 1 : 0 }
     func weight(_ i: Int) -> Double { labels[i] ? 1 : negativeWeight }
 
+    /// Every refit reads each row several times (the loss of each trial step, the Newton step):
+    /// on raw pointers, with no generic call per value, so that a debug build — the test suite
+    /// replays the dev trace in one — is not twenty times slower than a release build here.
     func fill(_ i: Int, into row: UnsafeMutableBufferPointer<Double>) {
         let offset = i * OpenPredictor.featureCount
         row[0] = 1
-        for (j, input) in OpenPredictor.inputDefinitions.enumerated() {
-            row[j + 1] = (input.value(features, offset: offset) - scales[j].mean) * scales[j].inverse
+        features.withUnsafeBufferPointer { features in
+            OpenPredictor.inputDefinitions.withUnsafeBufferPointer { inputs in
+                scales.withUnsafeBufferPointer { scales in
+                    for j in 0..<inputs.count {
+                        let value: Double
+                        switch inputs[j] {
+                        case .feature(let f): value = Double(features[offset + f])
+                        case .square(let f): value = Double(features[offset + f]) * Double(features[offset + f])
+                        case .product(let f, let g): value = Double(features[offset + f]) * Double(features[offset + g])
+                        }
+                        row[j + 1] = (value - scales[j].mean) * scales[j].inverse
+                    }
+                }
+            }
         }
     }
 }

@@ -66,7 +66,7 @@ public struct FrontierReplay: Sendable {
         } decide: { t in
             usage.adjust(at: t)
             var due: [(app: String, score: Double)] = []
-            for app in usage.history.opens.keys.sorted() {
+            for app in usage.history.appsByName {
                 if case .success(let wake) = usage.wake(app, at: t, lastWake: wakes[app]?.last) {
                     due.append((app, wake.estimate.probability))
                 }
@@ -101,7 +101,7 @@ public struct FrontierReplay: Sendable {
         } decide: { t in
             budget.adjust(at: t)
             var scored: [(app: String, score: Double)] = []
-            for app in history.opens.keys.sorted() {
+            for app in history.appsByName {
                 guard let lastOpen = history.opens[app]?.last, t - lastOpen >= freshFor else { continue }
                 let score: Double
                 switch planner {
