@@ -22,6 +22,7 @@ import urllib.request
 from prometheus_client.parser import text_string_to_metric_families
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -79,6 +80,17 @@ def rgb(css):
 def reddish(css):
     r, g, b = rgb(css)
     return r > 180 and g < 110 and b < 110
+
+
+def settled(read, tries=5):
+    """What `read` reads off the page, read again if a live update replaced the page meanwhile:
+    every event swaps the whole of #main, and an element found before the swap is stale after."""
+    for attempt in range(tries):
+        try:
+            return read()
+        except StaleElementReferenceException:
+            if attempt == tries - 1:
+                raise
 
 
 def style(browser, element, prop):
@@ -195,51 +207,65 @@ try:
         WebDriverWait(browser, 30).until(lambda _: "retrying" in bgctl("transfers"))
 
         browser.get(f"http://127.0.0.1:{PORT}/")
-        rows = browser.find_elements(By.CSS_SELECTOR, "tr.app")
-        check([row.get_attribute("data-app") for row in rows] == [BROKEN, APP], f"the app in trouble is listed first ({[r.get_attribute('data-app') for r in rows]})")
-        result = rows[0].find_element(By.CSS_SELECTOR, "td.result")
-        check("outcome-failed" in result.get_attribute("class"), "its last-result cell says failed")
-        pill = style(browser, result.find_element(By.CSS_SELECTOR, ".pill"), "background-color")
+        def app_rows():
+            rows = browser.find_elements(By.CSS_SELECTOR, "tr.app")
+            result = rows[0].find_element(By.CSS_SELECTOR, "td.result")
+            return ([row.get_attribute("data-app") for row in rows], result.get_attribute("class"),
+                    style(browser, result.find_element(By.CSS_SELECTOR, ".pill"), "background-color"),
+                    style(browser, rows[1].find_element(By.CSS_SELECTOR, "td.result .pill"), "background-color"))
+        order, result_class, pill, ok_pill = settled(app_rows)
+        check(order == [BROKEN, APP], f"the app in trouble is listed first ({order})")
+        check("outcome-failed" in result_class, "its last-result cell says failed")
         check(reddish(pill), f"and is red ({pill})")
-        ok_pill = style(browser, rows[1].find_element(By.CSS_SELECTOR, "td.result .pill"), "background-color")
         check(not reddish(ok_pill), f"the healthy app's is not ({ok_pill})")
 
-        tiles = {tile.get_attribute("id"): tile.text for tile in browser.find_elements(By.CSS_SELECTOR, "#tiles .tile")}
+        tiles = settled(lambda: {tile.get_attribute("id"): tile.text for tile in browser.find_elements(By.CSS_SELECTOR, "#tiles .tile")})
         check(set(tiles) == {"tile-apps", "tile-running", "tile-failures", "tile-transfers", "tile-outbox", "tile-bgd"}, f"the six tiles ({sorted(tiles)})")
         check(tiles.get("tile-apps", "").startswith("2") and "1 in trouble" in tiles.get("tile-apps", ""), f"apps tile: {tiles.get('tile-apps')!r}")
         check(tiles.get("tile-failures", "").startswith("1"), f"failures in 24 h: {tiles.get('tile-failures')!r}")
         check(tiles.get("tile-transfers", "").startswith("1"), f"one transfer active (the waiting one): {tiles.get('tile-transfers')!r}")
         check(f"{work}/state" in tiles.get("tile-bgd", "") and "up " in tiles.get("tile-bgd", ""), f"which bgd: {tiles.get('tile-bgd')!r}")
-        check("Read-only" in browser.find_element(By.ID, "readonly").text, "the page says it is read-only")
+        check("Read-only" in settled(lambda: browser.find_element(By.ID, "readonly").text), "the page says it is read-only")
 
         check(len(browser.find_elements(By.CSS_SELECTOR, "ul.legend li")) >= 10, "the timeline has a legend")
         check(len(browser.find_elements(By.CSS_SELECTOR, "svg.timeline line.now")) == 1, "and a now line")
         check(len(browser.find_elements(By.CSS_SELECTOR, "svg.timeline .mark.planned")) >= 1, "and the planned next wakes")
-        ranges = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "nav.range a")]
+        ranges = settled(lambda: [a.text for a in browser.find_elements(By.CSS_SELECTOR, "nav.range a")])
         check(ranges == ["1 h", "6 h", "day", "week"], f"1 h / 6 h / day / week ranges ({ranges})")
         browser.find_element(By.LINK_TEXT, "1 h").click()
         check("last hour" in browser.page_source and "range=1h" in browser.current_url, "the 1 h range shows the last hour")
-        check(browser.find_element(By.CSS_SELECTOR, "nav.range a[aria-current]").text == "1 h", "and marks it as the current range")
+        check(settled(lambda: browser.find_element(By.CSS_SELECTOR, "nav.range a[aria-current]").text) == "1 h", "and marks it as the current range")
 
-        transfers = {row.get_attribute("data-transfer"): row for row in browser.find_elements(By.CSS_SELECTOR, "tr.transfer")}
+        # The rows as one snapshot, read in one script: the page updates them in place as the
+        # transfers move (server-sent events), and a row found before an update and read after
+        # it is a stale element.
+        transfers = browser.execute_script("""
+            return [...document.querySelectorAll('tr.transfer')].map(row => {
+                const cell = label => row.querySelector(`td[data-label=${label}]`);
+                const bar = row.querySelector('.bar'), fill = row.querySelector('.bar > div');
+                return {id: row.dataset.transfer, text: row.innerText, state: cell('state')?.innerText.trim(),
+                        speed: cell('speed')?.innerText ?? '', valuenow: bar?.getAttribute('aria-valuenow'),
+                        fill: fill ? getComputedStyle(fill).getPropertyValue('background-color') : ''};
+            })""")
         check(len(transfers) == 3, f"three transfers listed ({len(transfers)})")
-        by_state = {row.find_element(By.CSS_SELECTOR, "td[data-label=state]").text: row for row in transfers.values()}
+        by_state = {row["state"]: row for row in transfers}
         done = by_state.get("completed")
-        check(done is not None and "3.0 MiB" in done.text and "/s" in done.find_element(By.CSS_SELECTOR, "td[data-label=speed]").text,
-              f"the completed one shows its size and speed ({done.text if done else None!r})")
-        check(done is not None and f"{work}/big.bin" in done.text, "and where it went")
+        check(done is not None and "3.0 MiB" in done["text"] and "/s" in done["speed"],
+              f"the completed one shows its size and speed ({done['text'] if done else None!r})")
+        check(done is not None and f"{work}/big.bin" in done["text"], "and where it went")
         gone = by_state.get("failed")
         if gone is not None:
-            fill = style(browser, gone.find_element(By.CSS_SELECTOR, ".bar > div"), "background-color")
-            check(reddish(fill) or gone.find_element(By.CSS_SELECTOR, ".bar").get_attribute("aria-valuenow") == "0",
-                  f"a failed transfer's bar is red, not a full blue bar ({fill})")
-            check("cannotConnect" in gone.text, f"and says why ({gone.text!r})")
+            check(reddish(gone["fill"]) or gone["valuenow"] == "0",
+                  f"a failed transfer's bar is red, not a full blue bar ({gone['fill']})")
+            check("cannotConnect" in gone["text"], f"and says why ({gone['text']!r})")
         else:
             check(False, "the failed transfer is listed")
         waiting = by_state.get("waiting")
-        check(waiting is not None and "retries in" in waiting.text, f"the waiting one says when it retries ({waiting.text if waiting else None!r})")
-        done_fill = style(browser, done.find_element(By.CSS_SELECTOR, ".bar > div"), "background-color") if done else ""
-        check(done is not None and not reddish(done_fill) and rgb(done_fill) != (10, 132, 255), f"the completed bar is green ({done_fill})")
+        check(waiting is not None and "retries in" in waiting["text"],
+              f"the waiting one says when it retries ({waiting['text'] if waiting else None!r})")
+        done_fill = done["fill"] if done else ""
+        check(done is not None and done_fill and not reddish(done_fill) and rgb(done_fill) != (10, 132, 255),
+              f"the completed bar is green ({done_fill})")
         browser.save_screenshot(f"{ARTIFACTS}/overview-1280.png")
         browser.get(f"http://127.0.0.1:{PORT}/apps/{BROKEN}")
         check(len(browser.find_elements(By.CSS_SELECTOR, "#runs td.outcome-failed")) == 1, "the app page colours the failed run")
@@ -252,15 +278,19 @@ try:
         browser.get(f"http://127.0.0.1:{PORT}/")
         overflow = browser.execute_script("return document.documentElement.scrollWidth - document.documentElement.clientWidth")
         check(overflow <= 1, f"the overview fits a phone's width (overflow {overflow}px)")
-        card = browser.find_element(By.CSS_SELECTOR, "tr.app")
-        check(style(browser, card, "display") == "block", "at 390 px each app is a card")
-        check(style(browser, browser.find_element(By.CSS_SELECTOR, "#apps thead"), "display") == "none", "with no table header")
-        label = browser.execute_script("return getComputedStyle(arguments[0], '::before').content", card.find_element(By.CSS_SELECTOR, "td.result"))
+        def phone_layout():
+            card = browser.find_element(By.CSS_SELECTOR, "tr.app")
+            scroller = browser.find_element(By.CSS_SELECTOR, ".timeline-scroll")
+            return (style(browser, card, "display"),
+                    style(browser, browser.find_element(By.CSS_SELECTOR, "#apps thead"), "display"),
+                    browser.execute_script("return getComputedStyle(arguments[0], '::before').content", card.find_element(By.CSS_SELECTOR, "td.result")),
+                    browser.execute_script("return [arguments[0].scrollWidth, arguments[0].clientWidth, arguments[0].querySelector('svg').getBoundingClientRect().width]", scroller),
+                    browser.execute_script("return arguments[0].scrollLeft + arguments[0].clientWidth - arguments[0].scrollWidth", scroller))
+        display, header, label, widths, at = settled(phone_layout)
+        check(display == "block", "at 390 px each app is a card")
+        check(header == "none", "with no table header")
         check("last result" in label, f"each field labelled ({label})")
-        scroller = browser.find_element(By.CSS_SELECTOR, ".timeline-scroll")
-        widths = browser.execute_script("return [arguments[0].scrollWidth, arguments[0].clientWidth, arguments[0].querySelector('svg').getBoundingClientRect().width]", scroller)
         check(widths[0] > widths[1] and widths[2] >= 999, f"the timeline keeps its scale and scrolls ({widths})")
-        at = browser.execute_script("return arguments[0].scrollLeft + arguments[0].clientWidth - arguments[0].scrollWidth", scroller)
         check(abs(at) <= 2, f"scrolled to now at first ({at}px from the end)")
         browser.save_screenshot(f"{ARTIFACTS}/overview-390.png")
         browser.get(f"http://127.0.0.1:{PORT}/apps/{APP}")
