@@ -174,8 +174,8 @@ try:
         opens = browser.find_elements(By.CSS_SELECTOR, "svg.timeline .mark.open")
         check(len(runs) == 4, f"the app's timeline has a mark per wake (4, got {len(runs)})")
         check(len(opens) == 2, f"and per open (2, got {len(opens)})")
-        reasons = browser.find_elements(By.CSS_SELECTOR, "#why li .code")
-        check(len(reasons) >= 1, f"the next wake shows its reasons ({[r.text for r in reasons]})")
+        reasons = settled(lambda: [r.text for r in browser.find_elements(By.CSS_SELECTOR, "#why li .code")])
+        check(len(reasons) >= 1, f"the next wake shows its reasons ({reasons})")
         browser.save_screenshot(f"{ARTIFACTS}/app.png")
         check(not severe(browser.get_log("browser")), "no console errors on the app page")
 
