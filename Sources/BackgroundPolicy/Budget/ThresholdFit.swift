@@ -119,9 +119,7 @@ public struct ThresholdFit: Sendable {
         withUnsafeTemporaryAllocation(of: Double.self, capacity: apps) { lastWake in
             lastWake.initialize(repeating: -.infinity)
             var count = 0
-            var i = 0
-            while i < candidates.count {
-                defer { i += 1 }
+            for i in 0..<candidates.count {
                 guard candidates[i].score >= threshold else { continue }
                 let app = Int(candidates[i].app)
                 let woke = lastWake[app]

@@ -105,14 +105,16 @@ public struct OpenPredictor: Sendable {
     enum Input {
         case feature(Int), square(Int), product(Int, Int)
 
-        /// Its value for the features `x[offset...]`.
+        /// Its value for the features read by `x` (by index): a closure, not a generic
+        /// collection, because a refit reads every kept row several times and in a debug build
+        /// (the test suite replays the dev trace in one) a generic read per value costs many
+        /// times more.
         @inline(__always)
-        func value<C: RandomAccessCollection>(_ x: C, offset: C.Index) -> Double
-        where C.Element: BinaryFloatingPoint, C.Index == Int {
+        func value(_ x: (Int) -> Double) -> Double {
             switch self {
-            case .feature(let i): Double(x[offset + i])
-            case .square(let i): Double(x[offset + i]) * Double(x[offset + i])
-            case .product(let i, let k): Double(x[offset + i]) * Double(x[offset + k])
+            case .feature(let i): x(i)
+            case .square(let i): x(i) * x(i)
+            case .product(let i, let k): x(i) * x(k)
             }
         }
     }
@@ -171,7 +173,7 @@ public struct OpenPredictor: Sendable {
         var z = bias
         var contributions = Array(repeating: 0.0, count: x.count)
         for (i, input) in Self.inputDefinitions.enumerated() {
-            let c = weights[i] * standardised(input.value(x, offset: 0), i)
+            let c = weights[i] * standardised(input.value { x[$0] }, i)
             // A square's pull is its feature's; a product's is shared by its two.
             switch input {
             case .feature(let f), .square(let f): contributions[f] += c
@@ -186,7 +188,7 @@ public struct OpenPredictor: Sendable {
 
     /// The model's inputs for features `x`.
     static func input(_ x: [Double]) -> [Double] {
-        inputDefinitions.map { $0.value(x, offset: 0) }
+        inputDefinitions.map { input in input.value { x[$0] } }
     }
 
     private func standardised(_ value: Double, _ i: Int) -> Double {
@@ -307,25 +309,12 @@ private struct KeptExamples: LogisticExamples {
     func label(_ i: Int) -> Double { labels[i] ? 1 : 0 }
     func weight(_ i: Int) -> Double { labels[i] ? 1 : negativeWeight }
 
-    /// Every refit reads each row several times (the loss of each trial step, the Newton step):
-    /// on raw pointers, with no generic call per value, so that a debug build — the test suite
-    /// replays the dev trace in one — is not twenty times slower than a release build here.
     func fill(_ i: Int, into row: UnsafeMutableBufferPointer<Double>) {
         let offset = i * OpenPredictor.featureCount
         row[0] = 1
         features.withUnsafeBufferPointer { features in
-            OpenPredictor.inputDefinitions.withUnsafeBufferPointer { inputs in
-                scales.withUnsafeBufferPointer { scales in
-                    for j in 0..<inputs.count {
-                        let value: Double
-                        switch inputs[j] {
-                        case .feature(let f): value = Double(features[offset + f])
-                        case .square(let f): value = Double(features[offset + f]) * Double(features[offset + f])
-                        case .product(let f, let g): value = Double(features[offset + f]) * Double(features[offset + g])
-                        }
-                        row[j + 1] = (value - scales[j].mean) * scales[j].inverse
-                    }
-                }
+            for (j, input) in OpenPredictor.inputDefinitions.enumerated() {
+                row[j + 1] = (input.value { Double(features[offset + $0]) } - scales[j].mean) * scales[j].inverse
             }
         }
     }
