@@ -33,11 +33,17 @@ struct FrontierReport: Encodable {
                 fresh15: score.freshWithin15Minutes, fresh60: score.freshWithin60Minutes,
                 medianAgeMinutes: score.medianAge.seconds / 60, p90AgeMinutes: score.p90Age.seconds / 60)
         }
-        for k in budgets {
+        // One walk per planner serves every budget (`FrontierReplay.wakes(for:planner:budgets:)`).
+        var scores: [FrontierReplay.Planner: [FreshnessScore]] = [:]
+        for planner in FrontierReplay.Planner.allCases {
+            progress("\(planner.rawValue) at \(budgets.map { "\($0)×" }.joined(separator: ", ")) …")
+            scores[planner] = frontier.wakes(for: trace, planner: planner, budgets: budgets).map {
+                FreshnessScore.strict(trace: trace, wakes: $0)
+            }
+        }
+        for (index, k) in budgets.enumerated() {
             for planner in FrontierReplay.Planner.allCases {
-                progress("\(planner.rawValue) at \(k)× …")
-                let wakes = frontier.wakes(for: trace, planner: planner, wakesPerOpen: k)
-                rows.append(row(planner.rawValue, k, FreshnessScore.strict(trace: trace, wakes: wakes)))
+                rows.append(row(planner.rawValue, k, scores[planner]![index]))
             }
             progress("adaptive at \(k)× …")
             var budgeted = adaptive

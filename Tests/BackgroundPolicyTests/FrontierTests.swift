@@ -399,6 +399,22 @@ struct FrontierTests {
         }
     }
 
+    /// One walk for several budgets gives each budget exactly the wakes of a replay of it alone
+    /// (what `--frontier` and the dev-trace test below rely on).
+    @Test(arguments: FrontierReplay.Planner.allCases)
+    func oneWalkServesEveryBudgetAsItsOwnReplayWould(planner: FrontierReplay.Planner) {
+        let trace = habitTrace(days: 28)
+        let budgets = [0.5, 1, 2, 4]
+        let together = FrontierReplay().wakes(for: trace, planner: planner, budgets: budgets)
+        #expect(together.count == budgets.count)
+        for (k, wakes) in zip(budgets, together) {
+            #expect(wakes == FrontierReplay().wakes(for: trace, planner: planner, wakesPerOpen: k), "\(planner) at \(k)")
+        }
+        // The budgets differ, and so do their wakes: the walk did not hand one budget's to all.
+        #expect(together[0] != together[3], "\(planner)")
+        #expect(FrontierReplay().wakes(for: trace, planner: planner, budgets: []).isEmpty)
+    }
+
     @Test func theLearnedPlannerCoversAHabitTheBaselinesMiss() {
         let trace = habitTrace(days: 28)
         func fresh(_ planner: FrontierReplay.Planner) -> Double {
@@ -449,25 +465,25 @@ struct FrontierTests {
         let oracle = try await DevTrace.replaying { trace in
             FreshnessScore(trace: trace, wakes: TraceReplay().wakes(for: trace, policy: .oracle))
         }
-        // One thread per budget: the replays are independent, and once the suite's other tests
-        // are done this one has every core to itself.
-        let scores = try await withThrowingTaskGroup(of: (Int, [FreshnessScore]).self) { group in
-            for (index, point) in points.enumerated() {
+        // One walk per planner serves the three budgets; one thread per planner: the walks are
+        // independent, and once the suite's other tests are done this one has every core.
+        let planners: [FrontierReplay.Planner] = [.learned, .hourOfDay, .reopen]
+        let byPlanner = try await withThrowingTaskGroup(of: (Int, [FreshnessScore]).self) { group in
+            for (index, planner) in planners.enumerated() {
                 group.addTask {
                     let scores = try await DevTrace.replaying { trace in
-                        let replay = FrontierReplay(history: .init(utcOffset: .seconds(-4 * 3600)))
-                        return [FrontierReplay.Planner.learned, .hourOfDay, .reopen].map { planner in
-                            FreshnessScore.strict(
-                                trace: trace, wakes: replay.wakes(for: trace, planner: planner, wakesPerOpen: point.0))
-                        }
+                        FrontierReplay(history: .init(utcOffset: .seconds(-4 * 3600)))
+                            .wakes(for: trace, planner: planner, budgets: points.map(\.0))
+                            .map { FreshnessScore.strict(trace: trace, wakes: $0) }
                     }
                     return (index, scores)
                 }
             }
-            return try await group.reduce(into: [[FreshnessScore]](repeating: [], count: points.count)) {
+            return try await group.reduce(into: [[FreshnessScore]](repeating: [], count: planners.count)) {
                 $0[$1.0] = $1.1
             }
         }
+        let scores = points.indices.map { point in planners.indices.map { byPlanner[$0][point] } }
         for ((k, floor, bar), planners) in zip(points, scores) {
             let (learned, hourOfDay, reopen) = (planners[0], planners[1], planners[2])
             #expect(learned.wakesPerUserDay <= k * oracle.wakesPerUserDay * 1.03, "at \(k)×")

@@ -64,15 +64,24 @@ public struct LearnedUsage: Sendable {
     public let configuration: Configuration
     public private(set) var history: OpenHistory
     public private(set) var predictor: OpenPredictor
-    public private(set) var budget: WakeBudget
+    /// The budget at `configuration.wakesPerOpen` and any others kept beside it (a replay of
+    /// several budgets in one walk: the model and the history do not depend on the budget).
+    public private(set) var budgets: [WakeBudget]
+    /// The budget the daemon plans with.
+    public var budget: WakeBudget { budgets[0] }
 
-    public init(configuration: Configuration = .init()) {
+    public init(configuration: Configuration = .init()) { self.init(configuration: configuration, alsoAt: []) }
+
+    /// With a budget at each of `otherWakesPerOpen` too, each fed the same candidates.
+    public init(configuration: Configuration, alsoAt otherWakesPerOpen: [Double]) {
         self.configuration = configuration
         history = OpenHistory(configuration: configuration.history)
         predictor = OpenPredictor(configuration: configuration.predictor)
-        budget = WakeBudget(
-            wakesPerOpen: configuration.wakesPerOpen, initialThreshold: configuration.initialThreshold,
-            rewake: .seconds(configuration.noRewake))
+        budgets = ([configuration.wakesPerOpen] + otherWakesPerOpen).map {
+            WakeBudget(
+                wakesPerOpen: $0, initialThreshold: configuration.initialThreshold,
+                rewake: .seconds(configuration.noRewake))
+        }
     }
 
     /// Records an open at `t` (opens arrive in time order; an earlier one is ignored).
@@ -82,7 +91,7 @@ public struct LearnedUsage: Sendable {
             if t > last { learnMoments(after: last, before: t) }
         }
         history.recordOpen(of: app, at: t)
-        budget.recordOpen(at: t)
+        for index in budgets.indices { budgets[index].recordOpen(at: t) }
         predictor.learn(upTo: t, history: history)
     }
 
@@ -100,11 +109,13 @@ public struct LearnedUsage: Sendable {
         return usage
     }
 
-    /// A wake the plan made was started.
-    public mutating func recordWake(at t: Double) { budget.spend(at: t) }
+    /// A wake the plan made was started (spent from budget `index`).
+    public mutating func recordWake(at t: Double, budget index: Int = 0) { budgets[index].spend(at: t) }
 
-    /// Refits the budget's threshold if an hour has passed (cheap otherwise).
-    public mutating func adjust(at t: Double) { budget.adjust(at: t) }
+    /// Refits the budgets' thresholds if an hour has passed (cheap otherwise).
+    public mutating func adjust(at t: Double) {
+        for index in budgets.indices { budgets[index].adjust(at: t) }
+    }
 
     /// The chance that `app` is opened within the horizon after `t`, with why; nil for an app
     /// never opened.
@@ -119,16 +130,27 @@ public struct LearnedUsage: Sendable {
     public func wake(
         _ app: String, at t: Double, lastWake: Double?
     ) -> Result<PlannedWake, Holdback> {
-        guard let lastOpen = history.opens[app]?.last else { return .failure(.neverOpened) }
+        if let stale = staleness(of: app, at: t, lastWake: lastWake) { return .failure(stale) }
+        guard let estimate = estimate(of: app, at: t) else { return .failure(.neverOpened) }
+        return wake(at: t, estimate: estimate, budget: budget)
+    }
+
+    /// Why `app` may not be woken at `t` whatever its estimate (never opened, or still fresh),
+    /// or nil if it may.
+    public func staleness(of app: String, at t: Double, lastWake: Double?) -> Holdback? {
+        guard let lastOpen = history.opens[app]?.last else { return .neverOpened }
         let refreshed = max(lastOpen, lastWake ?? -.infinity)
         if t - lastOpen < configuration.freshFor {
-            return .failure(.stillFresh(until: lastOpen + configuration.freshFor))
+            return .stillFresh(until: lastOpen + configuration.freshFor)
         }
         if let lastWake, lastWake > lastOpen, t - lastWake < configuration.noRewake {
-            return .failure(
-                .stillFresh(until: max(refreshed + configuration.freshFor, lastWake + configuration.noRewake)))
+            return .stillFresh(until: max(refreshed + configuration.freshFor, lastWake + configuration.noRewake))
         }
-        guard let estimate = estimate(of: app, at: t) else { return .failure(.neverOpened) }
+        return nil
+    }
+
+    /// Whether a stale app with `estimate` at `t` clears `budget`'s threshold and fits in it.
+    public func wake(at t: Double, estimate: OpenPredictor.Estimate, budget: WakeBudget) -> Result<PlannedWake, Holdback> {
         guard estimate.probability >= budget.threshold else {
             return .failure(.belowThreshold(at: t, estimate, threshold: budget.threshold))
         }
@@ -183,7 +205,10 @@ public struct LearnedUsage: Sendable {
                 }
                 let x = OpenPredictor.features(of: app, at: moment, in: history, horizon: configuration.freshFor)
                 predictor.observe(app, at: moment, features: x)
-                budget.consider(app, score: predictor.estimate(x).probability, at: moment, lastOpen: lastOpen)
+                let score = predictor.estimate(x).probability
+                for index in budgets.indices {
+                    budgets[index].consider(app, score: score, at: moment, lastOpen: lastOpen)
+                }
             }
             moment = moment.nextGridPoint(configuration.step)
         }

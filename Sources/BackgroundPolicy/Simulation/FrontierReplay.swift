@@ -40,41 +40,58 @@ public struct FrontierReplay: Sendable {
     static let dormancy = 7.0 * 86400
 
     public func wakes(for trace: AppOpenTrace, planner: Planner, wakesPerOpen: Double) -> [AppOpenTrace.Key: [Date]] {
-        trace.users.reduce(into: [:]) { wakes, user in
-            for (app, times) in replay(user: user, in: trace, planner: planner, wakesPerOpen: wakesPerOpen) {
-                wakes[AppOpenTrace.Key(user: user, app: app)] = times.map(Date.init(timeIntervalSince1970:))
-            }
-        }
+        wakes(for: trace, planner: planner, budgets: [wakesPerOpen])[0]
     }
 
-    private func replay(
-        user: String, in trace: AppOpenTrace, planner: Planner, wakesPerOpen: Double
-    ) -> [String: [Double]] {
-        let events = trace.events(of: user).map { (t: $0.at.timeIntervalSince1970, app: $0.app) }
-        return planner == .learned
-            ? replayLearned(events, wakesPerOpen: wakesPerOpen)
-            : replayBaseline(events, planner: planner, wakesPerOpen: wakesPerOpen)
+    /// The wakes at each of `budgets` (wakes per open), from one walk through the trace: what
+    /// the planner learns and scores does not depend on the budget, only which wakes go does,
+    /// so each budget gets exactly the wakes a replay of it alone would (a frontier of six
+    /// budgets costs about twice one budget, not six times).
+    public func wakes(for trace: AppOpenTrace, planner: Planner, budgets: [Double]) -> [[AppOpenTrace.Key: [Date]]] {
+        var result = Array(repeating: [AppOpenTrace.Key: [Date]](), count: budgets.count)
+        guard !budgets.isEmpty else { return result }
+        for user in trace.users {
+            let events = trace.events(of: user).map { (t: $0.at.timeIntervalSince1970, app: $0.app) }
+            let perBudget =
+                planner == .learned
+                ? replayLearned(events, budgets: budgets) : replayBaseline(events, planner: planner, budgets: budgets)
+            for (index, wakes) in perBudget.enumerated() {
+                for (app, times) in wakes {
+                    result[index][AppOpenTrace.Key(user: user, app: app)] = times.map(Date.init(timeIntervalSince1970:))
+                }
+            }
+        }
+        return result
     }
 
     /// The learned planner exactly as the daemon runs it: `LearnedUsage` learns from the moments
-    /// between opens when the next open arrives, and each decision asks it whether to wake.
-    private func replayLearned(_ events: [(t: Double, app: String)], wakesPerOpen: Double) -> [String: [Double]] {
-        var usage = LearnedUsage(configuration: learnedConfiguration(wakesPerOpen: wakesPerOpen))
-        var wakes: [String: [Double]] = [:]
+    /// between opens when the next open arrives, and each decision asks it whether to wake —
+    /// once per app per moment, whatever the number of budgets.
+    private func replayLearned(_ events: [(t: Double, app: String)], budgets: [Double]) -> [[String: [Double]]] {
+        var usage = LearnedUsage(
+            configuration: learnedConfiguration(wakesPerOpen: budgets[0]), alsoAt: Array(budgets.dropFirst()))
+        var wakes = Array(repeating: [String: [Double]](), count: budgets.count)
         walk(events) { t, app in
             usage.recordOpen(of: app, at: t)
         } decide: { t in
             usage.adjust(at: t)
-            var due: [(app: String, score: Double)] = []
-            for app in usage.history.appsByName {
-                if case .success(let wake) = usage.wake(app, at: t, lastWake: wakes[app]?.last) {
-                    due.append((app, wake.estimate.probability))
+            let apps = usage.history.appsByName
+            var estimates = [OpenPredictor.Estimate?](repeating: nil, count: apps.count)
+            for budget in budgets.indices {
+                var due: [(app: String, score: Double)] = []
+                for (index, app) in apps.enumerated()
+                where usage.staleness(of: app, at: t, lastWake: wakes[budget][app]?.last) == nil {
+                    if estimates[index] == nil { estimates[index] = usage.estimate(of: app, at: t) }
+                    guard let estimate = estimates[index] else { continue }
+                    if case .success = usage.wake(at: t, estimate: estimate, budget: usage.budgets[budget]) {
+                        due.append((app, estimate.probability))
+                    }
                 }
-            }
-            for candidate in due.sorted(by: { ($0.score, $1.app) > ($1.score, $0.app) })
-            where usage.budget.allows(candidate.score, at: t) {
-                usage.recordWake(at: t)
-                wakes[candidate.app, default: []].append(t)
+                for candidate in due.sorted(by: { ($0.score, $1.app) > ($1.score, $0.app) })
+                where usage.budgets[budget].allows(candidate.score, at: t) {
+                    usage.recordWake(at: t, budget: budget)
+                    wakes[budget][candidate.app, default: []].append(t)
+                }
             }
         }
         return wakes
@@ -89,35 +106,42 @@ public struct FrontierReplay: Sendable {
     }
 
     private func replayBaseline(
-        _ events: [(t: Double, app: String)], planner: Planner, wakesPerOpen: Double
-    ) -> [String: [Double]] {
+        _ events: [(t: Double, app: String)], planner: Planner, budgets wakesPerOpen: [Double]
+    ) -> [[String: [Double]]] {
         var history = OpenHistory(configuration: history)
-        var budget = WakeBudget(
-            wakesPerOpen: wakesPerOpen, initialThreshold: Self.initialThreshold(planner), rewake: .seconds(noRewake))
-        var wakes: [String: [Double]] = [:]
+        var budgets = wakesPerOpen.map {
+            WakeBudget(wakesPerOpen: $0, initialThreshold: Self.initialThreshold(planner), rewake: .seconds(noRewake))
+        }
+        var wakes = Array(repeating: [String: [Double]](), count: budgets.count)
         walk(events) { t, app in
             history.recordOpen(of: app, at: t)
-            budget.recordOpen(at: t)
+            for budget in budgets.indices { budgets[budget].recordOpen(at: t) }
         } decide: { t in
-            budget.adjust(at: t)
-            var scored: [(app: String, score: Double)] = []
-            for app in history.appsByName {
-                guard let lastOpen = history.opens[app]?.last, t - lastOpen >= freshFor else { continue }
-                let score: Double
-                switch planner {
-                case .hourOfDay, .learned: score = history.dayRate(of: app, at: t, length: freshFor)
-                case .reopen:
-                    let since = (wakes[app] ?? []).reversed().prefix { $0 > lastOpen }.count
-                    score = 1 / Double(1 + since)
-                }
-                budget.consider(app, score: score, at: t, lastOpen: lastOpen)
-                if let woke = wakes[app]?.last, woke > lastOpen, t - woke < noRewake { continue }
-                scored.append((app, score))
+            // Each stale app's rate at this hour, read once for every budget.
+            let stale = history.appsByName.compactMap { app -> (app: String, lastOpen: Double, rate: Double)? in
+                guard let lastOpen = history.opens[app]?.last, t - lastOpen >= freshFor else { return nil }
+                return (app, lastOpen, planner == .reopen ? 0 : history.dayRate(of: app, at: t, length: freshFor))
             }
-            for candidate in scored.sorted(by: { ($0.score, $1.app) > ($1.score, $0.app) })
-            where budget.allows(candidate.score, at: t) {
-                budget.spend(at: t)
-                wakes[candidate.app, default: []].append(t)
+            for budget in budgets.indices {
+                budgets[budget].adjust(at: t)
+                var scored: [(app: String, score: Double)] = []
+                for (app, lastOpen, rate) in stale {
+                    let score: Double
+                    switch planner {
+                    case .hourOfDay, .learned: score = rate
+                    case .reopen:
+                        let since = (wakes[budget][app] ?? []).reversed().prefix { $0 > lastOpen }.count
+                        score = 1 / Double(1 + since)
+                    }
+                    budgets[budget].consider(app, score: score, at: t, lastOpen: lastOpen)
+                    if let woke = wakes[budget][app]?.last, woke > lastOpen, t - woke < noRewake { continue }
+                    scored.append((app, score))
+                }
+                for candidate in scored.sorted(by: { ($0.score, $1.app) > ($1.score, $0.app) })
+                where budgets[budget].allows(candidate.score, at: t) {
+                    budgets[budget].spend(at: t)
+                    wakes[budget][candidate.app, default: []].append(t)
+                }
             }
         }
         return wakes
