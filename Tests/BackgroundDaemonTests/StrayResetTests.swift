@@ -58,6 +58,31 @@ struct StrayResetTests {
         }
     }
 
+    /// The filter learns which streams are over from bgd's own frames on their way out, however
+    /// the writes cut them: END_STREAM on HEADERS or DATA, or a reset bgd sent. A stream bgd has
+    /// only begun to answer is not over: a reset of it reaches the codec.
+    @Test func learnsWhichStreamsAreOverFromBgdsOwnFrames() {
+        let outbound =
+            Self.frame(type: 1, flags: 0x4, stream: 1, payload: [0x88])  // answer begun, not ended
+            + Self.frame(type: 0, flags: 0x1, stream: 1, payload: Array(repeating: 0x20, count: 30))  // ended
+            + Self.frame(type: 1, flags: 0x5, stream: 3, payload: [0x88])  // headers only, ended
+            + Self.frame(type: 0, flags: 0x0, stream: 5, payload: Array(repeating: 0x20, count: 30))  // not ended
+            + Self.reset(7)  // bgd reset it
+        let inbound = Self.preface + Self.reset(1) + Self.reset(3) + Self.reset(5) + Self.reset(7) + Self.reset(9)
+        for size in 1...outbound.count {
+            let filter = ClosedStreamResetFilter()
+            var start = 0
+            while start < outbound.count {
+                filter.sent(ByteBuffer(bytes: outbound[start..<min(outbound.count, start + size)]))
+                start += size
+            }
+            let input = ByteBuffer(bytes: inbound)
+            let output = filter.filter(input, allocator: ByteBufferAllocator()) ?? input
+            #expect(Array(output.readableBytesView) == Self.preface + Self.reset(5) + Self.reset(9), "writes of \(size)")
+            #expect(filter.dropped == 3, "writes of \(size)")
+        }
+    }
+
     /// Nothing to drop: the very buffer read is passed on, not a copy.
     @Test func passesAReadWithNothingToDropAsItIs() {
         let filter = ClosedStreamResetFilter()

@@ -2,7 +2,6 @@ import HummingbirdCore
 import HummingbirdHTTP2
 import Logging
 import NIOCore
-import NIOHTTP2
 
 /// Hummingbird's HTTP/2 server channel with a `ClosedStreamResetFilter` in front of its codec:
 /// a client's late resets of streams already answered do not count against the rapid-reset
@@ -14,11 +13,6 @@ struct APNsHTTP2Channel: ServerChildChannel {
     let base: HTTP2Channel
 
     init(responder: @escaping HTTPChannelHandler.Responder, configuration: HTTP2Channel.Configuration) {
-        var configuration = configuration
-        let streamHandlers = configuration.streamConfiguration.additionalChannelHandlers
-        configuration.streamConfiguration.additionalChannelHandlers = {
-            streamHandlers() + [ClosedStreamResetFilter.Registration()]
-        }
         base = HTTP2Channel(responder: responder, configuration: configuration)
     }
 
