@@ -15,6 +15,8 @@ struct FrontierReport: Encodable {
         var p90AgeMinutes: Double
     }
     static let budgets = [0.5, 1, 1.5, 2, 3, 4]
+    /// What a frontier can run: the planners under the online budget, and bgd's older planner.
+    static let plannerNames = FrontierReplay.Planner.allCases.map(\.rawValue) + ["adaptive"]
 
     var oracleWakesPerUserDay: Double
     var rows: [Row]
@@ -22,8 +24,9 @@ struct FrontierReport: Encodable {
     /// Replays every planner at every budget; `progress` hears each step (it takes a while).
     static func make(
         trace: AppOpenTrace, adaptive: TraceReplay, frontier: FrontierReplay, budgets: [Double] = budgets,
-        progress: (String) -> Void
+        planners names: [String] = plannerNames, progress: (String) -> Void
     ) -> FrontierReport {
+        let planners = FrontierReplay.Planner.allCases.filter { names.contains($0.rawValue) }
         let oracle = FreshnessScore.strict(trace: trace, wakes: adaptive.wakes(for: trace, policy: .oracle))
         var rows: [Row] = []
         func row(_ planner: String, _ k: Double, _ score: FreshnessScore) -> Row {
@@ -35,16 +38,17 @@ struct FrontierReport: Encodable {
         }
         // One walk per planner serves every budget (`FrontierReplay.wakes(for:planner:budgets:)`).
         var scores: [FrontierReplay.Planner: [FreshnessScore]] = [:]
-        for planner in FrontierReplay.Planner.allCases {
+        for planner in planners {
             progress("\(planner.rawValue) at \(budgets.map { "\($0)×" }.joined(separator: ", ")) …")
             scores[planner] = frontier.wakes(for: trace, planner: planner, budgets: budgets).map {
                 FreshnessScore.strict(trace: trace, wakes: $0)
             }
         }
         for (index, k) in budgets.enumerated() {
-            for planner in FrontierReplay.Planner.allCases {
+            for planner in planners {
                 rows.append(row(planner.rawValue, k, scores[planner]![index]))
             }
+            guard names.contains("adaptive") else { continue }
             progress("adaptive at \(k)× …")
             var budgeted = adaptive
             budgeted.planner.wakesPerOpen = k

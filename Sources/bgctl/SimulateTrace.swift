@@ -32,7 +32,7 @@ extension BGCtl.Simulate {
         @Flag(help: "Print JSON instead of a table.") var json = false
         @Flag(
             help:
-                "Run every planner (learned, hour-of-day, reopen, adaptive) at wakes-per-open 0.5, 1, 1.5, 2, 3 and 4 and print the frontier beside the oracle."
+                "Run every planner (learned, hour-of-day, reopen, adaptive; or those --policy names) at wakes-per-open 0.5, 1, 1.5, 2, 3 and 4 and print the frontier beside the oracle."
         )
         var frontier = false
         @Flag(
@@ -45,6 +45,10 @@ extension BGCtl.Simulate {
             for name in policies where !Self.policyNames.contains(name) {
                 throw ValidationError(
                     "unknown policy '\(name)'; choose from \(Self.policyNames.joined(separator: ", "))")
+            }
+            if frontier, let other = policies.first(where: { !FrontierReport.plannerNames.contains($0) }) {
+                throw ValidationError(
+                    "--frontier runs the planners \(FrontierReport.plannerNames.joined(separator: ", ")); '\(other)' is not one")
             }
             guard (-14...14).contains(utcOffset) else {
                 throw ValidationError("--utc-offset is in hours, from -14 to 14")
@@ -118,6 +122,7 @@ extension BGCtl.Simulate {
             let report = FrontierReport.make(
                 trace: trace, adaptive: TraceReplay(learning: learning, initialThreshold: initialThreshold),
                 frontier: FrontierReplay(history: .init(utcOffset: .seconds(utcOffset * 3600))),
+                planners: policies.isEmpty ? FrontierReport.plannerNames : policies,
                 progress: { step in
                     if !json { FileHandle.standardError.write(Data("Replaying \(step)\n".utf8)) }
                 })

@@ -103,6 +103,15 @@ struct BGCtlTests {
         let report = try JSONDecoder().decode(Report.self, from: Data(frontier.standardOutput.utf8))
         #expect(Set(report.rows.map(\.planner)) == ["learned", "hour-of-day", "reopen", "adaptive"])
         #expect(Set(report.rows.map(\.wakesPerOpen)) == [0.5, 1, 1.5, 2, 3, 4])
+        // --policy picks the planners of the frontier; a policy that is not one is refused.
+        let learnedOnly = try await Command.run(
+            bgctl, ["simulate", "trace", directory + "/tiny.csv", "--frontier", "--policy", "learned", "--json"])
+        #expect(learnedOnly.status == 0, "\(learnedOnly.standardError)")
+        let learnedRows = try JSONDecoder().decode(Report.self, from: Data(learnedOnly.standardOutput.utf8)).rows
+        #expect(learnedRows.map(\.planner) == Array(repeating: "learned", count: 6))
+        let oracleFrontier = try await Command.run(
+            bgctl, ["simulate", "trace", directory + "/tiny.csv", "--frontier", "--policy", "oracle"])
+        #expect(oracleFrontier.status != 0 && oracleFrontier.standardError.contains("'oracle' is not one"))
     }
 
     /// Tables fit the terminal (`--full` for everything); outcomes are red or green on a
