@@ -38,7 +38,7 @@ struct LinesOrHTTP2Channel: ServerChildChannel {
         let negotiated: EventLoopFuture<Negotiated>
     }
 
-    let http2: APNsHTTP2Channel
+    let http2: ResetFilteredHTTP2Channel
     let alternative: ALPNAlternative
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {

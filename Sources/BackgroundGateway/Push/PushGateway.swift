@@ -112,7 +112,7 @@ public struct PushGateway<Destinations: PushDestinations>: Service {
             guard configuration.isLoopback else { throw PushGatewayFailure.plaintextOffLoopback(configuration.host) }
             server = HTTPServerBuilder { responder in
                 GuardedChannel(
-                    base: APNsHTTP2Channel(responder: responder, configuration: http2), gate: gate, allocator: allocator)
+                    base: ResetFilteredHTTP2Channel(responder: responder, configuration: http2), gate: gate, allocator: allocator)
             }
         case .plaintextHTTP1:
             guard configuration.isLoopback else { throw PushGatewayFailure.plaintextOffLoopback(configuration.host) }
@@ -148,7 +148,7 @@ public struct PushGateway<Destinations: PushDestinations>: Service {
                     GuardedChannel(
                         base: try TLSChannel(
                             LinesOrHTTP2Channel(
-                                http2: APNsHTTP2Channel(responder: responder, configuration: http2), alternative: alternative),
+                                http2: ResetFilteredHTTP2Channel(responder: responder, configuration: http2), alternative: alternative),
                             tlsConfiguration: tlsConfiguration),
                         gate: gate, allocator: allocator)
                 }
@@ -156,7 +156,7 @@ public struct PushGateway<Destinations: PushDestinations>: Service {
                 server = HTTPServerBuilder { responder in
                     GuardedChannel(
                         base: try TLSChannel(
-                            APNsHTTP2Channel(responder: responder, configuration: http2), tlsConfiguration: tlsConfiguration),
+                            ResetFilteredHTTP2Channel(responder: responder, configuration: http2), tlsConfiguration: tlsConfiguration),
                         gate: gate, allocator: allocator)
                 }
             }

@@ -7,7 +7,7 @@ import NIOCore
 /// a client's late resets of streams already answered do not count against the rapid-reset
 /// guard, which otherwise ends a busy AsyncHTTPClient connection every few thousand requests
 /// with the requests then in flight.
-struct APNsHTTP2Channel: ServerChildChannel {
+struct ResetFilteredHTTP2Channel: ServerChildChannel {
     typealias Value = HTTP2Channel.Value
 
     let base: HTTP2Channel
