@@ -277,7 +277,10 @@ let package = Package(
         ),
         .testTarget(
             name: "BackgroundRelayTests",
-            dependencies: ["BackgroundRelay", "BackgroundGateway", "BackgroundModel", "BackgroundTesting"],
+            dependencies: [
+                "BackgroundRelay", "BackgroundGateway", "BackgroundModel", "BackgroundTesting",
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ],
             swiftSettings: swiftSettings),
         .testTarget(
             name: "BackgroundDaemonTests",

@@ -9,7 +9,8 @@
 #      PostgreSQL node, the device on another): p50 / p99 / p99.9 from the relay's own
 #      accepted/ended timestamps;
 #   3. the relay's memory per idle device uplink (each its own TCP + TLS connection), from its
-#      RSS before and after 1,000 (bgbench-relay, a light device simulator);
+#      RSS before and after 1,000 more, once 200 are connected (bgbench-relay, a light device
+#      simulator);
 #   4. the floor under 3: the same 1,000 on TLS + HTTP/2 served by SwiftNIO alone;
 #   5. under that: lines straight on TLS, and on plain TCP (what the socket and channel cost).
 # Usage: Benchmarks/relay.sh [REQUESTS] [IDLE]   (default 20000 and 1000; installs nghttp2-client,
@@ -153,44 +154,67 @@ for _ in $(seq 300); do [ "$(pg3 "SELECT count(*) FROM relay_push WHERE state = 
 echo "POST → device ack at 1,000/s, 2 of 3 nodes, PostgreSQL (ms): $(pg3 \
     "SELECT extract(epoch FROM ended_at - accepted_at) * 1000 FROM relay_push WHERE state = 'delivered'" | python3 "$work/latency.py")"
 
-# 3. Idle uplinks: the relay's memory per device connection.
+# 3. Idle uplinks: the relay's memory per device connection — the marginal cost, as a node
+#    holding thousands pays it: 200 devices connect first and stay (the code their handshakes
+#    and sessions run is paged in once per process, ~1.8 MB: over the first 1,000 it would add
+#    ~2-4 KB to each), then 1,000 more; RSS is read once each batch has sat idle past the store
+#    calls' limit (10 s: a bounded call's timer outlives the call until then).
 rss() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
-# Holds $idle simulated devices on the uplink at port $2 of server pid $1 (NAME $3); sets
-# before/after (KB) and keeps the devices until hold_fd is closed.
-hold_idle() {
-    sleep 1
-    before=$(rss "$1")
-    mkfifo "$work/$3.in"
-    "$bin/bgbench-relay" "${4:-idle}" "https://localhost:$2" "$work/cert/push-gateway.crt" "$idle" < "$work/$3.in" > "$work/$3.idle" 2>&1 &
+settle=12
+# Holds N connections with COMMAND... until hold_fd closes: hold NAME N COMMAND...
+hold() {
+    local name=$1 count=$2; shift 2
+    mkfifo "$work/$name.in"
+    "$@" "$count" < "$work/$name.in" > "$work/$name.idle" 2>&1 &
     pids+=($!)
-    exec {hold_fd}> "$work/$3.in"
-    until grep -q "^ready" "$work/$3.idle" 2>/dev/null; do sleep 0.2; grep -q -i error "$work/$3.idle" && { cat "$work/$3.idle"; exit 1; }; done
-    sleep 2
-    after=$(rss "$1")
+    exec {hold_fd}> "$work/$name.in"
+    held+=($hold_fd)
+    until grep -q "^ready" "$work/$name.idle" 2>/dev/null; do
+        sleep 0.2
+        if grep -q -i error "$work/$name.idle"; then cat "$work/$name.idle"; exit 1; fi
+    done
 }
+# Sets before/after (KB) around $idle connections held by COMMAND... on server pid $1, after a
+# warm-up of 200: measure PID NAME COMMAND...
+measure() {
+    local pid=$1 name=$2; shift 2
+    held=()
+    hold "$name.warm" 200 "$@"
+    sleep $settle
+    before=$(rss "$pid")
+    hold "$name" "$idle" "$@"
+    sleep $settle
+    after=$(rss "$pid")
+}
+release() { for fd in "${held[@]}"; do exec {fd}>&-; done; }
+per() { echo "$(( (after - before) * 1024 / idle ))"; }
 relay idle --max-devices-per-address 100000  # every simulated device is on loopback
-hold_idle "${pids[-1]}" "$uplink_port" idle
+measure "${pids[-1]}" idle "$bin/bgbench-relay" idle "https://localhost:$uplink_port" "$work/cert/push-gateway.crt"
 connected=$( (curl -s --cacert "$work/cert/push-gateway.crt" "https://localhost:$uplink_port/metrics" || true) | awk '/^bgrelay_connected_devices/ {print $2}')
-echo "idle uplinks, HTTP/2 streams: $connected devices connected to one node; relay RSS ${before} KB → ${after} KB: $(( (after - before) * 1024 / idle )) bytes per idle connection (aim ≤ 20 KB)"
-exec {hold_fd}>&-
+echo "idle uplinks, HTTP/2 streams: $connected devices connected to one node; relay RSS ${before} KB → ${after} KB: $(per) bytes per idle connection (aim ≤ 20 KB)"
+release
 # The same relay, a fresh node, devices holding the uplink as bgd does: lines straight on TLS.
 relay idle-lines --max-devices-per-address 100000
-hold_idle "${pids[-1]}" "$uplink_port" idle-lines lines
+measure "${pids[-1]}" idle-lines "$bin/bgbench-relay" lines "https://localhost:$uplink_port" "$work/cert/push-gateway.crt"
 connected=$( (curl -s --cacert "$work/cert/push-gateway.crt" "https://localhost:$uplink_port/metrics" || true) | awk '/^bgrelay_connected_devices/ {print $2}')
-echo "idle uplinks, lines on TLS (bgd's): $connected devices connected to one node; relay RSS ${before} KB → ${after} KB: $(( (after - before) * 1024 / idle )) bytes per idle connection (aim ≤ 20 KB)"
-exec {hold_fd}>&-
+echo "idle uplinks, lines on TLS (bgd's): $connected devices connected to one node; relay RSS ${before} KB → ${after} KB: $(per) bytes per idle connection (aim ≤ 20 KB)"
+release
 
 # 4. The floor under that: the same devices on TLS + HTTP/2 served by SwiftNIO alone (no
-#    Hummingbird, no task per connection; bgbench-uplink-floor), with HPACK's table as usual and
-#    as small as the server may ask.
-for table in 4096 0; do
-    "$bin/bgbench-uplink-floor" "$work/cert/push-gateway.crt" "$work/cert/push-gateway.key" "$table" > "$work/floor.$table.out" 2>&1 &
+#    Hummingbird, no task per connection; bgbench-uplink-floor, its buffers as the relay's), with
+#    HPACK's table as usual and as small as the server may ask. Measured the same way.
+floor() {  # floor MODE: starts bgbench-uplink-floor; sets floor_pid and floor_port
+    "$bin/bgbench-uplink-floor" "$work/cert/push-gateway.crt" "$work/cert/push-gateway.key" "$1" > "$work/floor.$1.out" 2>&1 &
     floor_pid=$!
     pids+=($floor_pid)
-    until grep -q "^port" "$work/floor.$table.out" 2>/dev/null; do sleep 0.05; done
-    hold_idle "$floor_pid" "$(awk '/^port/ {print $2}' "$work/floor.$table.out")" "floor.$table"
-    echo "floor (SwiftNIO TLS + HTTP/2 alone, header table $table): RSS ${before} KB → ${after} KB: $(( (after - before) * 1024 / idle )) bytes per idle connection"
-    exec {hold_fd}>&-
+    until grep -q "^port" "$work/floor.$1.out" 2>/dev/null; do sleep 0.05; done
+    floor_port=$(awk '/^port/ {print $2}' "$work/floor.$1.out")
+}
+for table in 4096 0; do
+    floor $table
+    measure "$floor_pid" "floor.$table" "$bin/bgbench-relay" idle "https://localhost:$floor_port" "$work/cert/push-gateway.crt"
+    echo "floor (SwiftNIO TLS + HTTP/2 alone, header table $table): RSS ${before} KB → ${after} KB: $(per) bytes per idle connection"
+    release
     kill "$floor_pid" 2>/dev/null || true
 done
 
@@ -198,22 +222,10 @@ done
 #    plain TCP (Benchmarks/uplink_idle.py holds them) — the socket and channel, TLS, and what
 #    HTTP/2 adds are the differences.
 for mode in line tcp; do
-    "$bin/bgbench-uplink-floor" "$work/cert/push-gateway.crt" "$work/cert/push-gateway.key" "$mode" > "$work/floor.$mode.out" 2>&1 &
-    floor_pid=$!
-    pids+=($floor_pid)
-    until grep -q "^port" "$work/floor.$mode.out" 2>/dev/null; do sleep 0.05; done
-    sleep 1
-    before=$(rss "$floor_pid")
-    mkfifo "$work/floor.$mode.in"
+    floor $mode
     ca=(); [ "$mode" = line ] && ca=("$work/cert/push-gateway.crt")
-    python3 "$(dirname "$0")/uplink_idle.py" "$(awk '/^port/ {print $2}' "$work/floor.$mode.out")" "$idle" "${ca[@]}" \
-        < "$work/floor.$mode.in" > "$work/floor.$mode.idle" 2>&1 &
-    pids+=($!)
-    exec {hold_fd}> "$work/floor.$mode.in"
-    until grep -q "^ready" "$work/floor.$mode.idle" 2>/dev/null; do sleep 0.2; grep -q -i error "$work/floor.$mode.idle" && { cat "$work/floor.$mode.idle"; exit 1; }; done
-    sleep 2
-    after=$(rss "$floor_pid")
-    echo "floor (SwiftNIO, lines on $([ "$mode" = line ] && echo TLS || echo plain TCP), no HTTP): RSS ${before} KB → ${after} KB: $(( (after - before) * 1024 / idle )) bytes per idle connection"
-    exec {hold_fd}>&-
+    measure "$floor_pid" "floor.$mode" python3 "$(dirname "$0")/uplink_idle.py" "$floor_port" "${ca[@]}"
+    echo "floor (SwiftNIO, lines on $([ "$mode" = line ] && echo TLS || echo plain TCP), no HTTP): RSS ${before} KB → ${after} KB: $(per) bytes per idle connection"
+    release
     kill "$floor_pid" 2>/dev/null || true
 done

@@ -4,7 +4,7 @@ until stdin closes: each sends a credential line, waits for "ready", and stays. 
 once all are up. The relay's own devices are simulated by `bgbench-relay idle`, which speaks
 the HTTP/2 uplink; this is for the transports below it.
 
-    uplink_idle.py PORT N [CA-FILE]   (with CA-FILE: TLS, else plain TCP)
+    uplink_idle.py PORT [CA-FILE] N   (with CA-FILE: TLS, else plain TCP)
 """
 import asyncio
 import ssl
@@ -12,10 +12,10 @@ import sys
 
 
 async def main():
-    port, count = int(sys.argv[1]), int(sys.argv[2])
+    port, count = int(sys.argv[1]), int(sys.argv[-1])
     context = None
     if len(sys.argv) > 3:
-        context = ssl.create_default_context(cafile=sys.argv[3])
+        context = ssl.create_default_context(cafile=sys.argv[2])
     held = []
     for _ in range(count):
         reader, writer = await asyncio.open_connection(

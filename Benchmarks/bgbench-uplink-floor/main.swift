@@ -9,8 +9,9 @@ import NIOSSL
 // Hummingbird, no Swift task per connection or stream — with one channel handler per stream that
 // answers an enrollment and holds an uplink open (a "ready" line, keep-alives echoed). It stores
 // nothing and checks no credential: it is the cost of the connection and its stream, which any
-// uplink server speaking this protocol pays. Benchmarks/uplink-floor.sh holds 1,000 simulated
-// devices (bgbench-relay idle) on it and on bgrelay and prints both per uplink.
+// uplink server speaking this protocol pays. Its connections take their buffers as bgrelay's
+// uplinks do (`ConnectionBuffers.idle`). Benchmarks/relay.sh holds 1,000 simulated devices
+// (bgbench-relay idle) on it and on bgrelay and prints both per uplink.
 //
 //   bgbench-uplink-floor CERT KEY [HEADER-TABLE-SIZE | line | tcp]
 //       listens on 127.0.0.1 (a free port), prints "port N"; HPACK's table as the peer may use
@@ -41,7 +42,9 @@ final class FloorStream: ChannelInboundHandler {
             uplink = head.uri.hasPrefix("/v1/uplink")
             var headers = HTTPHeaders()
             headers.add(name: "content-type", value: uplink ? "application/x-ndjson" : "application/json")
-            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .ok, headers: headers))), promise: nil)
+            context.write(
+                wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .ok, headers: headers))),
+                promise: nil)
             if uplink {
                 let ready = #"{"type":"ready","device":"0123456789abcdef0123456789abcdef"}"# + "\n"
                 context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: ready)))), promise: nil)
@@ -56,7 +59,8 @@ final class FloorStream: ChannelInboundHandler {
             }
         case .end:
             if !uplink {
-                let enrollment = #"{"url":"","device":"\#(String(repeating: "ab", count: 16))","secret":"\#(String(repeating: "cd", count: 32))"}"#
+                let enrollment =
+                    #"{"url":"","device":"\#(String(repeating: "ab", count: 16))","secret":"\#(String(repeating: "cd", count: 32))"}"#
                 context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: enrollment)))), promise: nil)
             }
             context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
@@ -97,11 +101,14 @@ let settings = [
 let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
     .serverChannelOption(.backlog, value: 1024)
     .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-    .childChannelOption(.allocator, value: PageBackedBuffers.allocator)
+    .childChannelOption(.allocator, value: ConnectionBuffers.idle.allocator)
+    .childChannelOption(.recvAllocator, value: ConnectionBuffers.idle.receive)
     .childChannelInitializer { channel in
         if mode == "line" || mode == "tcp" {
             return channel.eventLoop.makeCompletedFuture {
-                if mode == "line" { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context)) }
+                if mode == "line" {
+                    try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context))
+                }
                 try channel.pipeline.syncOperations.addHandler(FloorLines())
             }
         }

@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import Logging
 import NIOCore
+import Synchronization
 
 /// The uplink as lines straight on TLS (ALPN `bgrelay-uplink/1`, on the uplink's port beside
 /// HTTP/2): the device's first line is its credential, `Bearer <device>.<secret>` as the HTTP/2
@@ -17,17 +18,22 @@ extension UplinkServer {
     /// within the handshake timeout.
     func prepareLines(_ channel: any Channel) throws {
         let within = configuration.connections.handshakeTimeout.components.seconds
-        try channel.pipeline.syncOperations.addHandler(UplinkLineReader(eventLoop: channel.eventLoop, within: .seconds(within)))
+        try channel.pipeline.syncOperations.addHandler(
+            UplinkLineReader(eventLoop: channel.eventLoop, within: .seconds(within)))
     }
 
     func serveLines(_ channel: any Channel) async {
         do {
             let reader = try await channel.pipeline.handler(type: UplinkLineReader.self).get()
-            let credential = try await reader.credential.get()
+            guard let credential = try await reader.takeCredential()?.get() else {
+                throw UplinkLineReader.NoCredential()
+            }
             var writer: any ResponseBodyWriter = ChannelWriter(channel: channel)
             if let (device, secret) = Self.bearer(credential) {
                 let store = self.store
-                if try await clock.within(storeCallLimit, { try await store.authenticate(device: device, secret: secret) }) {
+                if try await clock.within(
+                    storeCallLimit, { try await store.authenticate(device: device, secret: secret) })
+                {
                     // The session goes on without this task; the connection closes when it ends.
                     try await session(of: device).start(inbox: reader.inbox, writer: writer) {
                         channel.close(promise: nil)
@@ -38,7 +44,8 @@ extension UplinkServer {
                 }
             } else {
                 try await writer.write(
-                    Self.closing("unauthorized", "send Bearer <device>.<secret> as the first line (bgctl push relay enroll)"))
+                    Self.closing(
+                        "unauthorized", "send Bearer <device>.<secret> as the first line (bgctl push relay enroll)"))
             }
         } catch {
             logger.debug("Line uplink ended", metadata: ["error": "\(error)"])
@@ -53,20 +60,21 @@ extension UplinkServer {
     }
 }
 
-/// Reads a line uplink: the connection's first line is the device's credential (`credential`);
-/// every line after it goes to the session's `inbox`. A connection that sends no line within
-/// `within`, or a first line longer than a credential, is closed; a later line longer than a
-/// frame may be ends the session. It stops reading while the session has a backlog
+/// Reads a line uplink: the connection's first line is the device's credential
+/// (`takeCredential`); every line after it goes to the session's `inbox`. A connection that
+/// sends no line within `within`, or a first line longer than a credential, is closed; a later
+/// line longer than a frame may be ends the session. It stops reading while the session has a backlog
 /// (`backlogLimit`), and goes on once the session has taken it.
 final class UplinkLineReader: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = ByteBuffer
 
     struct NoCredential: Error {}
 
-    /// The first line, without its newline. (Immutable, as `inbox`: read from any task.)
-    let credential: EventLoopFuture<String>
+    /// Read from any task, as `inbox` is.
+    private let credential: Mutex<EventLoopFuture<String>?>
     let inbox = SessionInbox()
-    private let promise: EventLoopPromise<String>
+    /// Until the first line came (or never will): nothing keeps the credential once it is taken.
+    private var promise: EventLoopPromise<String>?
     private let within: TimeAmount
     private var timer: Scheduled<Void>?
     private var lines = UplinkLines(limit: credentialLimit)
@@ -77,9 +85,19 @@ final class UplinkLineReader: ChannelInboundHandler, @unchecked Sendable {
     static let backlogLimit = 1_000
 
     init(eventLoop: any EventLoop, within: TimeAmount) {
-        promise = eventLoop.makePromise()
-        credential = promise.futureResult
+        let promise = eventLoop.makePromise(of: String.self)
+        self.promise = promise
+        credential = Mutex(promise.futureResult)
         self.within = within
+    }
+
+    /// The first line, without its newline — once: the reader keeps no copy of the device's
+    /// secret for the life of its connection.
+    func takeCredential() -> EventLoopFuture<String>? {
+        credential.withLock { future in
+            defer { future = nil }
+            return future
+        }
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -107,7 +125,8 @@ final class UplinkLineReader: ChannelInboundHandler, @unchecked Sendable {
                 taken = true
                 timer?.cancel()
                 timer = nil
-                promise.succeed(String(decoding: first[0], as: UTF8.self))
+                promise?.succeed(String(decoding: first[0], as: UTF8.self))
+                promise = nil
                 // The frames after it may be as long as the uplink allows.
                 lines = UplinkLines()
                 buffer.moveReaderIndex(to: newline + 1)
@@ -128,7 +147,8 @@ final class UplinkLineReader: ChannelInboundHandler, @unchecked Sendable {
         if !taken {
             taken = true
             timer?.cancel()
-            promise.fail(NoCredential())
+            promise?.fail(NoCredential())
+            promise = nil
         }
         end()
         context.fireChannelInactive()
@@ -143,7 +163,8 @@ final class UplinkLineReader: ChannelInboundHandler, @unchecked Sendable {
     private func give(up context: ChannelHandlerContext) {
         taken = true
         ended = true
-        promise.fail(NoCredential())
+        promise?.fail(NoCredential())
+        promise = nil
         context.close(promise: nil)
     }
 }

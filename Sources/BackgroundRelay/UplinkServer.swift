@@ -26,11 +26,12 @@ struct UplinkServer: Service {
     let offersLines: Bool
 
     func run() async throws {
-        // Thousands of devices idle here: their connections' buffers cost only what is written.
+        // Thousands of devices idle here: their connections' buffers cost only what is written,
+        // and their reads start small.
         let uplink = self
         let (server, gate) = try PushGateway<RelayDestinations>.serverBuilder(
             configuration, certificateDirectory: certificateDirectory, now: clock.now,
-            allocator: PageBackedBuffers.allocator,
+            buffers: .idle,
             alternative: offersLines
                 ? ALPNAlternative(name: UplinkFrame.alpn, prepare: uplink.prepareLines) { connection, _ in
                     await uplink.serveLines(connection)
@@ -51,7 +52,9 @@ struct UplinkServer: Service {
         }
         router.post("v1/uplink") { request, _ in
             guard let (device, secret) = Self.bearer(request.headers[.authorization]) else {
-                return Self.error(.unauthorized, "unauthorized", "send Authorization: Bearer <device>.<secret> (bgctl push relay enroll)")
+                return Self.error(
+                    .unauthorized, "unauthorized",
+                    "send Authorization: Bearer <device>.<secret> (bgctl push relay enroll)")
             }
             guard try await store.authenticate(device: device, secret: secret) else {
                 return Self.error(.unauthorized, "unauthorized", "unknown device or wrong secret; enroll again")
@@ -59,9 +62,11 @@ struct UplinkServer: Service {
             let session = uplink.session(of: device)
             var headers = HTTPFields()
             headers[.contentType] = "application/x-ndjson"
-            return Response(status: .ok, headers: headers, body: ResponseBody { writer in
-                try await session.run(reading: request.body, writer: &writer)
-            })
+            return Response(
+                status: .ok, headers: headers,
+                body: ResponseBody { writer in
+                    try await session.run(reading: request.body, writer: &writer)
+                })
         }
         router.get("metrics") { _, _ in
             var headers = HTTPFields()
@@ -104,7 +109,9 @@ struct UplinkServer: Service {
     /// short tasks of its own): told the node stops, its device gets the grace to close (none
     /// when the server was cancelled), then what is left is cut — and this returns once every
     /// connection is closed, so no session outlives the node.
-    private static func endLineSessions(hub: DeviceHub, gate: ConnectionGate, grace: Duration, clock: any WallClock) async {
+    private static func endLineSessions(
+        hub: DeviceHub, gate: ConnectionGate, grace: Duration, clock: any WallClock
+    ) async {
         hub.disconnectAll()
         if !Task.isCancelled { _ = try? await clock.within(grace) { await gate.drained() } }
         gate.closeAll()
@@ -113,7 +120,8 @@ struct UplinkServer: Service {
 
     /// The uplink session of an authenticated device, whichever transport carries it.
     func session(of device: String) -> UplinkSession {
-        UplinkSession(device: device, node: node, store: store, hub: hub, metrics: metrics, clock: clock, logger: logger)
+        UplinkSession(
+            device: device, node: node, store: store, hub: hub, metrics: metrics, clock: clock, logger: logger)
     }
 
     /// "Bearer <device>.<secret>", split.

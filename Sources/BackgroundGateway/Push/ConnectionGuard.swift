@@ -109,8 +109,8 @@ struct GuardedChannel<Base: ServerChildChannel>: ServerChildChannel {
     /// Whether to close a connection that has not finished its handshake in time (HTTP/1 has
     /// no handshake and its own idle timeout).
     var watchesHandshake = true
-    /// The connection's buffers, when not the heap's (see `PageBackedBuffers`).
-    var allocator: ByteBufferAllocator?
+    /// The connection's buffers, when not NIO's defaults (see `ConnectionBuffers`).
+    var buffers: ConnectionBuffers?
 
     struct Refused: Error {}
 
@@ -123,9 +123,12 @@ struct GuardedChannel<Base: ServerChildChannel>: ServerChildChannel {
             channel.close(mode: .all, promise: nil)
             return channel.eventLoop.makeFailedFuture(Refused())
         }
-        if let allocator {
+        if let buffers {
             // Before any handler: NIOSSL sizes its buffers from the channel's allocator when added.
-            do { try channel.syncOptions?.setOption(ChannelOptions.allocator, value: allocator) } catch {
+            do {
+                try channel.syncOptions?.setOption(ChannelOptions.allocator, value: buffers.allocator)
+                try channel.syncOptions?.setOption(ChannelOptions.recvAllocator, value: buffers.receive)
+            } catch {
                 return channel.eventLoop.makeFailedFuture(error)
             }
         }

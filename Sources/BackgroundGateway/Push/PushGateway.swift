@@ -98,11 +98,11 @@ public struct PushGateway<Destinations: PushDestinations>: Service {
 
     /// The server for `configuration`'s security — TLS with HTTP/2 (ALPN h2 or none), or
     /// plaintext on loopback — each connection through a gate that enforces its limits. bgrelay's
-    /// uplink listener is built the same way, its connections' buffers from `allocator`, and
+    /// uplink listener is built the same way, its connections' buffers as `buffers` says, and
     /// under TLS offers `alternative` beside HTTP/2 to a client that names it in ALPN.
     package static func serverBuilder(
         _ configuration: PushGatewayConfiguration, certificateDirectory: String, now: Date,
-        allocator: ByteBufferAllocator? = nil, alternative: ALPNAlternative? = nil
+        buffers: ConnectionBuffers? = nil, alternative: ALPNAlternative? = nil
     ) throws -> (HTTPServerBuilder, ConnectionGate) {
         let server: HTTPServerBuilder
         let gate = ConnectionGate(limits: configuration.connections)
@@ -112,7 +112,8 @@ public struct PushGateway<Destinations: PushDestinations>: Service {
             guard configuration.isLoopback else { throw PushGatewayFailure.plaintextOffLoopback(configuration.host) }
             server = HTTPServerBuilder { responder in
                 GuardedChannel(
-                    base: ResetFilteredHTTP2Channel(responder: responder, configuration: http2), gate: gate, allocator: allocator)
+                    base: ResetFilteredHTTP2Channel(responder: responder, configuration: http2), gate: gate,
+                    buffers: buffers)
             }
         case .plaintextHTTP1:
             guard configuration.isLoopback else { throw PushGatewayFailure.plaintextOffLoopback(configuration.host) }
@@ -121,7 +122,7 @@ public struct PushGateway<Destinations: PushDestinations>: Service {
             server = HTTPServerBuilder { responder in
                 GuardedChannel(
                     base: HTTP1Channel(responder: responder, configuration: .init(idleTimeout: idle)), gate: gate,
-                    watchesHandshake: false, allocator: allocator)
+                    watchesHandshake: false, buffers: buffers)
             }
         case .selfSigned, .files:
             let paths: (certificate: String, key: String)
@@ -148,16 +149,18 @@ public struct PushGateway<Destinations: PushDestinations>: Service {
                     GuardedChannel(
                         base: try TLSChannel(
                             LinesOrHTTP2Channel(
-                                http2: ResetFilteredHTTP2Channel(responder: responder, configuration: http2), alternative: alternative),
+                                http2: ResetFilteredHTTP2Channel(responder: responder, configuration: http2),
+                                alternative: alternative),
                             tlsConfiguration: tlsConfiguration),
-                        gate: gate, allocator: allocator)
+                        gate: gate, buffers: buffers)
                 }
             } else {
                 server = HTTPServerBuilder { responder in
                     GuardedChannel(
                         base: try TLSChannel(
-                            ResetFilteredHTTP2Channel(responder: responder, configuration: http2), tlsConfiguration: tlsConfiguration),
-                        gate: gate, allocator: allocator)
+                            ResetFilteredHTTP2Channel(responder: responder, configuration: http2),
+                            tlsConfiguration: tlsConfiguration),
+                        gate: gate, buffers: buffers)
                 }
             }
         }
