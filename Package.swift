@@ -296,6 +296,8 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 // A device speaking the uplink's lines on TLS by hand.
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
             swiftSettings: swiftSettings

@@ -185,21 +185,33 @@ final class HandshakeDeadline: ChannelInboundHandler, RemovableChannelHandler, @
 }
 
 /// Last in the pipeline: TLS is up (its user event), or a first message got through the whole
-/// pipeline (plaintext HTTP/2's preface and settings, HTTP/1's request head).
+/// pipeline (plaintext HTTP/2's preface and settings, HTTP/1's request head). Then it takes
+/// itself and the deadline out of the pipeline: a connection that lives for months (a relay's
+/// idle device) keeps neither, and no read passes through them again.
 final class HandshakeDone: ChannelDuplexHandler, RemovableChannelHandler, @unchecked Sendable {
     typealias InboundIn = NIOAny
     typealias OutboundIn = NIOAny
     private let deadline: HandshakeDeadline
+    private var done = false
 
     init(deadline: HandshakeDeadline) { self.deadline = deadline }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if case TLSUserEvent.handshakeCompleted = event { deadline.met() }
         context.fireUserInboundEventTriggered(event)
+        if case TLSUserEvent.handshakeCompleted = event { met(context) }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        deadline.met()
         context.fireChannelRead(data)
+        met(context)
+    }
+
+    private func met(_ context: ChannelHandlerContext) {
+        guard !done else { return }
+        done = true
+        deadline.met()
+        let pipeline = context.pipeline.syncOperations
+        pipeline.removeHandler(deadline, promise: nil)
+        pipeline.removeHandler(context: context, promise: nil)
     }
 }
