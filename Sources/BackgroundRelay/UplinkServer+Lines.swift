@@ -1,3 +1,4 @@
+import BackgroundGateway
 import BackgroundModel
 import Foundation
 import Hummingbird
@@ -18,6 +19,8 @@ extension UplinkServer {
     /// within the handshake timeout.
     func prepareLines(_ channel: any Channel) throws {
         let within = configuration.connections.handshakeTimeout.components.seconds
+        // Under TLS (lines are offered only there): what the socket wrote gives its pages back.
+        try channel.pipeline.syncOperations.addHandler(WrittenRecordPages(), position: .first)
         try channel.pipeline.syncOperations.addHandler(
             UplinkLineReader(eventLoop: channel.eventLoop, within: .seconds(within)))
     }
@@ -113,6 +116,10 @@ final class UplinkLineReader: ChannelInboundHandler, @unchecked Sendable {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !ended else { return }
         var buffer = unwrapInboundIn(data)
+        // The lines are copied out of it, and NIOSSL emptied its own view of its plaintext
+        // buffer before handing this read on: no one reads these bytes again, so an idle device
+        // keeps no page of its 32 KB read buffer.
+        defer { PageBackedBuffers.releasePages(of: buffer) }
         let read: [[UInt8]]
         do {
             if !taken {

@@ -1,6 +1,7 @@
 import BackgroundGateway
 import Foundation
 import NIOCore
+import NIOEmbedded
 import Testing
 
 /// The relay's uplink buffers (`PageBackedBuffers`): bytes kept exactly as the heap's would be,
@@ -11,11 +12,11 @@ struct PageBackedBuffersTests {
 
     /// How many of the pages under `buffer`'s storage are resident (mincore).
     func residentPages(_ buffer: ByteBuffer) -> Int {
-        buffer.withUnsafeReadableBytes { bytes in
+        buffer.withVeryUnsafeBytes { bytes in
             let page = Int(sysconf(Int32(_SC_PAGESIZE)))
-            let start = UnsafeMutableRawPointer(mutating: bytes.baseAddress! - 16)  // the mapping's first byte
+            let start = UnsafeMutableRawPointer(mutating: bytes.baseAddress!)  // the mapping's first byte
             #expect(Int(bitPattern: start) % page == 0, "a large buffer is a mapping of its own")
-            let pages = (buffer.capacity + 16 + page - 1) / page
+            let pages = (buffer.capacity + page - 1) / page
             var vector = [UInt8](repeating: 0, count: pages)
             #expect(mincore(start, pages * page, &vector) == 0)
             return vector.filter { $0 & 1 == 1 }.count
@@ -53,5 +54,40 @@ struct PageBackedBuffersTests {
         again.setBytes([8], at: 0)
         #expect(again.getInteger(at: 20_000, as: UInt8.self) == 7 && residentPages(again) == 2)
         _ = held
+    }
+
+    @Test func releasedPagesReadAsZeroCostNothingAndComeBackWhenWritten() {
+        var buffer = allocator.buffer(capacity: 32_768)
+        buffer.writeBytes([UInt8](repeating: 0xCD, count: 10_000))
+        #expect(residentPages(buffer) == 3)
+        buffer.moveReaderIndex(to: buffer.writerIndex)  // consumed
+        #expect(PageBackedBuffers.releasePages(of: buffer))
+        #expect(residentPages(buffer) == 0)
+        buffer.clear()
+        buffer.writeBytes([1, 2, 3])
+        #expect(Array(buffer.readableBytesView) == [1, 2, 3] && residentPages(buffer) == 1)
+        // A buffer from the heap is left as it is.
+        var small = allocator.buffer(capacity: 100)
+        small.writeBytes([9, 9, 9])
+        #expect(!PageBackedBuffers.releasePages(of: small))
+        #expect(Array(small.readableBytesView) == [9, 9, 9])
+    }
+
+    /// Between the socket and NIOSSL: a record's pages go back once the socket has written it.
+    @Test func aWrittenRecordGivesItsPagesBack() throws {
+        let channel = EmbeddedChannel(handler: WrittenRecordPages())
+        var record = allocator.buffer(capacity: 16_384)
+        record.writeBytes([UInt8](repeating: 0x17, count: 5_000))
+        let held = record  // the same storage, to look at after the write
+        let written = channel.eventLoop.makePromise(of: Void.self)
+        var kept = false
+        written.futureResult.whenSuccess { kept = true }
+        channel.write(record, promise: written)
+        #expect(residentPages(held) == 2, "not yet written")
+        channel.flush()
+        #expect(kept, "the caller's promise is kept")
+        #expect(residentPages(held) == 0)
+        channel.writeAndFlush(allocator.buffer(capacity: 16_384), promise: nil)  // with no promise of its own too
+        _ = try channel.finish()
     }
 }

@@ -1,9 +1,11 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 @_spi(CustomByteBufferAllocator) import NIOCore
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// A channel allocator whose large buffers take memory only where they are written: each buffer
 /// of `threshold` bytes or more is its own anonymous mapping, so its untouched pages cost
@@ -11,9 +13,12 @@ import Darwin
 /// gives every connection a 32 KB read buffer and a 16 KB write buffer, sized for the largest
 /// TLS record, and an idle uplink writes a few hundred bytes into either — from the heap they
 /// cost all 48 KB (and more where HTTP/2 keeps a read's buffer and NIOSSL takes a fresh one).
+/// Once such a buffer holds nothing anyone will read, `releasePages(of:)` gives back even the
+/// pages that were written.
 ///
-/// Every allocation carries a 16-byte header before the bytes ByteBuffer sees (keeping malloc's
-/// alignment): the mapping's length, or 0 for one from malloc.
+/// A mapping starts at a page, its length kept aside (`mappings`), so that no byte of it is
+/// written but by the buffer's owner; a buffer from malloc carries a 16-byte header of 0 before
+/// the bytes ByteBuffer sees (keeping malloc's alignment), and so never starts a page.
 public enum PageBackedBuffers {
     public static let allocator = ByteBufferAllocator(
         allocate: pageBackedAllocate, reallocate: pageBackedReallocate, deallocate: pageBackedDeallocate,
@@ -23,36 +28,66 @@ public enum PageBackedBuffers {
     static let threshold = 8192
     static let header = 16
     static let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
+    /// The length of each live mapping, by its address.
+    static let mappings = Mutex<[UInt: Int]>([:])
+
+    static func mappedLength(_ pointer: UnsafeRawPointer) -> Int? {
+        let address = UInt(bitPattern: pointer)
+        guard address % UInt(pageSize) == 0 else { return nil }
+        return mappings.withLock { $0[address] }
+    }
+
+    /// Gives back the pages of `buffer`'s storage when it is a mapping of ours: they read as
+    /// zero from now on, and cost nothing until written again. Only for storage whose bytes no
+    /// one will read again — past the readable bytes of every view of it, and its readable ones
+    /// consumed — such as a read NIOSSL hands on (it empties its own view of its plaintext
+    /// buffer first), or a TLS record the socket has written (`WrittenRecordPages`). Returns
+    /// whether it did.
+    @discardableResult
+    public static func releasePages(of buffer: ByteBuffer) -> Bool {
+        buffer.withVeryUnsafeBytes { storage in
+            guard let base = storage.baseAddress, let length = mappedLength(base) else { return false }
+            return madvise(UnsafeMutableRawPointer(mutating: base), length, MADV_DONTNEED) == 0
+        }
+    }
 }
 
 private func pageBackedAllocate(_ size: Int) -> UnsafeMutableRawPointer? {
-    let total = size + PageBackedBuffers.header
-    if total >= PageBackedBuffers.threshold {
+    if size + PageBackedBuffers.header >= PageBackedBuffers.threshold {
         let page = PageBackedBuffers.pageSize
-        let length = (total + page - 1) / page * page
+        let length = (max(size, 1) + page - 1) / page * page
         let mapped = mmap(nil, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
         guard let mapped, mapped != MAP_FAILED else { return nil }
-        mapped.storeBytes(of: UInt64(length), as: UInt64.self)
-        return mapped + PageBackedBuffers.header
+        PageBackedBuffers.mappings.withLock { $0[UInt(bitPattern: mapped)] = length }
+        return mapped
     }
-    guard let base = malloc(total) else { return nil }
+    guard let base = malloc(size + PageBackedBuffers.header) else { return nil }
     base.storeBytes(of: 0, as: UInt64.self)
     return base + PageBackedBuffers.header
 }
 
 private func pageBackedDeallocate(_ pointer: UnsafeMutableRawPointer) {
-    let base = pointer - PageBackedBuffers.header
-    let length = base.load(as: UInt64.self)
-    if length > 0 { munmap(base, Int(length)) } else { free(base) }
+    let address = UInt(bitPattern: pointer)
+    if address % UInt(PageBackedBuffers.pageSize) == 0,
+        let length = PageBackedBuffers.mappings.withLock({ $0.removeValue(forKey: address) })
+    {
+        munmap(pointer, length)
+    } else {
+        free(pointer - PageBackedBuffers.header)
+    }
 }
 
-private func pageBackedReallocate(_ pointer: UnsafeMutableRawPointer?, _ oldSize: Int, _ newSize: Int)
+private func pageBackedReallocate(
+    _ pointer: UnsafeMutableRawPointer?, _ oldSize: Int, _ newSize: Int
+)
     -> UnsafeMutableRawPointer?
 {
     guard let pointer else { return pageBackedAllocate(newSize) }
-    let base = pointer - PageBackedBuffers.header
-    if base.load(as: UInt64.self) == 0, newSize + PageBackedBuffers.header < PageBackedBuffers.threshold {
-        return realloc(base, newSize + PageBackedBuffers.header).map { $0 + PageBackedBuffers.header }
+    if PageBackedBuffers.mappedLength(pointer) == nil, newSize + PageBackedBuffers.header < PageBackedBuffers.threshold
+    {
+        return realloc(pointer - PageBackedBuffers.header, newSize + PageBackedBuffers.header).map {
+            $0 + PageBackedBuffers.header
+        }
     }
     guard let moved = pageBackedAllocate(newSize) else { return nil }
     moved.copyMemory(from: pointer, byteCount: min(oldSize, newSize))
@@ -65,12 +100,11 @@ private func pageBackedReallocate(_ pointer: UnsafeMutableRawPointer?, _ oldSize
 /// source page of zeros need not be copied — nor made resident: a 32 KB read buffer with a few
 /// hundred bytes in it stays one page.
 private func pageBackedCopy(_ destination: UnsafeMutableRawPointer, _ source: UnsafeRawPointer, _ count: Int) {
-    let isFreshMapping = (destination - PageBackedBuffers.header).load(as: UInt64.self) > 0
-    guard isFreshMapping, count >= PageBackedBuffers.threshold else {
+    guard count >= PageBackedBuffers.threshold, PageBackedBuffers.mappedLength(destination) != nil else {
         destination.copyMemory(from: source, byteCount: count)
         return
     }
-    // Page by page of the destination (it starts a header into its first page).
+    // Page by page of the destination.
     let page = PageBackedBuffers.pageSize
     var offset = 0
     while offset < count {
