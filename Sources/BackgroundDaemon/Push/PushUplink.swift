@@ -111,7 +111,9 @@ public actor PushUplink: Service {
     /// relay comma-separated, tried in turn) and keeps the credential 0600 in the state
     /// directory; the uplink connects with it at once. `enrollmentToken` is for a relay that
     /// enrolls only devices that present one; it is not kept.
-    public func enroll(url: String, certificate: String?, enrollmentToken: String? = nil) async throws -> PushRelayStatus {
+    public func enroll(
+        url: String, certificate: String?, enrollmentToken: String? = nil
+    ) async throws -> PushRelayStatus {
         let nodes = Self.nodes(url)
         guard !nodes.isEmpty else { throw Failure.badURL(url) }
         for node in nodes {
@@ -127,7 +129,9 @@ public actor PushUplink: Service {
             do {
                 var request = HTTPClientRequest(url: node + "/v1/devices")
                 request.method = .POST
-                if let enrollmentToken { request.headers.add(name: "authorization", value: "Bearer \(enrollmentToken)") }
+                if let enrollmentToken {
+                    request.headers.add(name: "authorization", value: "Bearer \(enrollmentToken)")
+                }
                 let response = try await client.execute(request, timeout: .seconds(30))
                 let body = try await response.body.collect(upTo: 64 * 1024)
                 guard response.status == .ok,
@@ -183,11 +187,14 @@ public actor PushUplink: Service {
             while !Task.isCancelled {
                 do {
                     _ = try await enroll(
-                        url: url, certificate: configuration.certificate, enrollmentToken: configuration.enrollmentToken)
+                        url: url, certificate: configuration.certificate, enrollmentToken: configuration.enrollmentToken
+                    )
                     break
                 } catch {
-                    logger.error("Cannot enroll with the push relay", metadata: ["relay": "\(url)", "error": "\(error)"])
-                    status = PushRelayStatus(state: .waiting, url: url, lastError: "\(error)", retryAt: clock.now.adding(backoff))
+                    logger.error(
+                        "Cannot enroll with the push relay", metadata: ["relay": "\(url)", "error": "\(error)"])
+                    status = PushRelayStatus(
+                        state: .waiting, url: url, lastError: "\(error)", retryAt: clock.now.adding(backoff))
                     try await changed.wait(until: clock.now.adding(backoff), on: clock)
                     backoff = networkChangedWhileDown ? .seconds(1) : min(backoff * 2, configuration.maximumBackoff)
                     networkChangedWhileDown = false
@@ -223,7 +230,8 @@ public actor PushUplink: Service {
                 // cannot reach its database (all its devices coming straight back would only
                 // hammer it), or another uplink of this device (two machines sharing one
                 // credential would take it from each other every second).
-                let refused = if case Failure.closedByRelay(let code, _) = error, code != "stopping" { true } else { false }
+                let refused =
+                    if case Failure.closedByRelay(let code, _) = error, code != "stopping" { true } else { false }
                 if clock.now.timeIntervalSince(started) > 60 || (status.state == .connected && !refused) {
                     backoff = .seconds(1)
                 }
@@ -265,7 +273,9 @@ public actor PushUplink: Service {
     /// A TLS connection to `node` on which the relay agreed to speak the uplink's lines; nil if
     /// it did not (it named h2 or nothing back, or the URL is `http://`). h2 is offered too: a
     /// TLS proxy in front of a relay may refuse a handshake that offers nothing it knows.
-    private func connectLines(_ credential: RelayEnrollment, to node: String) async throws
+    private func connectLines(
+        _ credential: RelayEnrollment, to node: String
+    ) async throws
         -> NIOAsyncChannel<ByteBuffer, ByteBuffer>?
     {
         guard let url = URL(string: node), url.scheme == "https", let host = url.host else { return nil }
@@ -345,7 +355,7 @@ public actor PushUplink: Service {
         }
     }
 
-    private func read<Body: AsyncSequence & Sendable>(
+    func read<Body: AsyncSequence & Sendable>(
         _ body: Body, answering sink: AsyncStream<ByteBuffer>.Continuation
     ) async throws where Body.Element == ByteBuffer {
         var lines = UplinkLines()
@@ -353,6 +363,9 @@ public actor PushUplink: Service {
             lastReceived = clock.now
             let read: [[UInt8]]
             do { read = try lines.append(buffer.readableBytesView) } catch { throw Failure.closed }
+            // The pushes of one read are committed together (in order, with whatever came
+            // between them handled where it came): a burst costs one commit, not one per push.
+            var pushes: [RelayedPush] = []
             for line in read where !line.isEmpty {  // an empty one is the echo of a keep-alive
                 guard let frame = UplinkFrame.decode(line) else {
                     logger.warning(
@@ -360,8 +373,15 @@ public actor PushUplink: Service {
                         metadata: ["line": "\(String(decoding: line.prefix(80), as: UTF8.self))"])
                     continue
                 }
+                if case .push(let push) = frame {
+                    pushes.append(push)
+                    continue
+                }
+                try await accept(pushes, answering: sink)
+                pushes = []
                 try await handle(frame, answering: sink)
             }
+            try await accept(pushes, answering: sink)
         }
         throw Failure.closed
     }
@@ -377,9 +397,7 @@ public actor PushUplink: Service {
             status.retryAt = nil
             logger.notice("Push relay uplink is up", metadata: ["relay": "\(status.url ?? "")", "device": "\(device)"])
         case .push(let push):
-            try await accept(push)
-            status.received += 1
-            sink.yield(Self.line(.ack(seq: push.seq)))
+            try await accept([push], answering: sink)
         case .refused(let code, let reason):
             logger.warning("The push relay refused a frame", metadata: ["code": "\(code)", "reason": "\(reason)"])
         case .closing(let code, let reason):
@@ -389,29 +407,44 @@ public actor PushUplink: Service {
         }
     }
 
-    /// Commits a relayed push to bgd's queue (a repeat is dropped there by its apns-id). One for
-    /// a token its app no longer holds (revoked while the push was on its way) is committed as
-    /// dropped, with why, as the gateway would have refused it; one for a token bgd never issued
-    /// (or for another topic) has no app to be recorded under, and is only logged.
-    private func accept(_ push: RelayedPush) async throws {
-        guard let owner = try await store.deviceTokenOwner(push.token), owner.app.rawValue == push.topic else {
-            logger.warning("Dropped a relayed push for a token bgd did not issue", metadata: ["apns-id": "\(push.apnsID)"])
-            return
-        }
-        let dropped = owner.revokedAt.map { revoked in
-            DecisionReason(
-                .pushTokenRevoked,
-                "the device token was revoked at \(revoked.formatted(.iso8601)), before the push arrived through the relay")
-        }
-        try await store.enqueuePushes(
-            [
+    /// Commits relayed pushes to bgd's queue in one transaction (a repeat is dropped there by
+    /// its apns-id), then acknowledges each: the relay marks a push delivered only once it is
+    /// in bgd's store. One for a token its app no longer holds (revoked while the push was on its
+    /// way) is committed as dropped, with why, as the gateway would have refused it; one for a
+    /// token bgd never issued (or for another topic) has no app to be recorded under, and is only
+    /// logged.
+    private func accept(_ relayed: [RelayedPush], answering sink: AsyncStream<ByteBuffer>.Continuation) async throws {
+        guard !relayed.isEmpty else { return }
+        var owners: [String: (app: AppID, revokedAt: Date?)?] = [:]
+        var queued: [NewPush] = []
+        for push in relayed {
+            if owners[push.token] == nil { owners[push.token] = .some(try await store.deviceTokenOwner(push.token)) }
+            guard let owner = owners[push.token] ?? nil, owner.app.rawValue == push.topic else {
+                logger.warning(
+                    "Dropped a relayed push for a token bgd did not issue", metadata: ["apns-id": "\(push.apnsID)"])
+                continue
+            }
+            let dropped = owner.revokedAt.map { revoked in
+                DecisionReason(
+                    .pushTokenRevoked,
+                    "the device token was revoked at \(revoked.formatted(.iso8601)), before the push arrived through the relay"
+                )
+            }
+            queued.append(
                 NewPush(
                     app: owner.app, apnsID: push.apnsID, pushType: push.pushType, priority: push.priority,
                     collapseID: push.collapseID,
                     expiration: push.expirationMilliseconds.map { Date(timeIntervalSince1970: Double($0) / 1000) },
-                    payload: push.payload, dropped: dropped)
-            ], now: clock.now)
-        if dropped == nil { pushes.ring() }
+                    payload: push.payload, dropped: dropped))
+        }
+        if !queued.isEmpty {
+            try await store.enqueuePushes(queued, now: clock.now)
+            if queued.contains(where: { $0.dropped == nil }) { pushes.ring() }
+        }
+        status.received += relayed.count
+        var acknowledgements = ByteBuffer()
+        for push in relayed { acknowledgements.writeImmutableBuffer(Self.line(.ack(seq: push.seq))) }
+        sink.yield(acknowledgements)
     }
 
     private func keepAlive(_ sink: AsyncStream<ByteBuffer>.Continuation) async throws {
