@@ -11,7 +11,7 @@ import ServiceLifecycle
 /// long-lived stream (see `UplinkFrame`), `GET /metrics` is for Prometheus. Served over TLS with
 /// HTTP/2, as the provider side is, on its own port — where a device that names
 /// `bgrelay-uplink/1` in ALPN speaks the uplink's lines straight on TLS instead (`serveLines`,
-/// what bgd does: a third of the memory per idle device).
+/// what bgd does: a fifth of the memory per idle device).
 struct UplinkServer: Service {
     let configuration: PushGatewayConfiguration
     let store: any RelayStore

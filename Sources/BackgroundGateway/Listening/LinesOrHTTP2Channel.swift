@@ -24,7 +24,7 @@ package struct ALPNAlternative: Sendable {
 
 /// Under TLS: HTTP/2 (named in ALPN or not named at all), or `alternative` for a connection that
 /// names it. bgrelay's device listener offers its uplink this way: a device that speaks the
-/// uplink's lines straight on TLS costs the relay a third of one holding an HTTP/2 stream (no
+/// uplink's lines straight on TLS costs the relay a fifth of one holding an HTTP/2 stream (no
 /// HTTP/2 connection state, stream channel or per-stream task), on the same port.
 struct LinesOrHTTP2Channel: ServerChildChannel {
     enum Negotiated: Sendable {
