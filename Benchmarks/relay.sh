@@ -14,11 +14,14 @@
 #      simulator);
 #   4. the floor under 3: the same 1,000 on TLS + HTTP/2 served by SwiftNIO alone;
 #   5. under that: lines straight on TLS, and on plain TCP (what the socket and channel cost).
-# Usage: Benchmarks/relay.sh [REQUESTS] [IDLE]   (default 20000 and 1000; installs nghttp2-client,
+# Usage: Benchmarks/relay.sh [--idle-only] [REQUESTS] [IDLE]   (default 20000 and 1000; installs nghttp2-client,
 # starts PostgreSQL with Tests/Postgres/start.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ulimit -n "$(ulimit -Hn)"  # a thousand TLS connections each side
+# --idle-only: steps 3-5 alone (the memory per idle device, ~5 min).
+idle_only=""
+if [ "${1:-}" = --idle-only ]; then idle_only=1; shift; fi
 requests=${1:-20000}
 idle=${2:-1000}
 command -v h2load >/dev/null || { apt-get update -qq && apt-get install -y -qq nghttp2-client >/dev/null; }
@@ -78,6 +81,7 @@ common=(-n "$requests" -c 16 -m 32 -t 2)
 
 echo "swift-background push relay — $(nproc) cores, $(uname -r), $(h2load --version 2>&1 | head -1), PostgreSQL $(psql --version | awk '{print $3}')"
 
+if [ -z "$idle_only" ]; then
 # 1. Throughput.
 "$bin/bgd" --state-dir "$work/bgd" --socket "$work/bgd.sock" --push-port 0 --durability normal --conditions unconstrained \
     --push-wakes-per-hour 1 --push-token-rate 1000000 2> "$work/bgd.log" &
@@ -172,6 +176,7 @@ echo "POST → app handler through the relay at 1,000/s (bgd on lines, 1 SQLite 
 "$bin/bgbench-push" --socket "$work/bgd-e2e.sock" --gateway "https://localhost:$provider_port" \
     --certificate "$work/cert/push-gateway.crt" --app $app --app-token "$e2e_token" --key "$work/key.p8" \
     --key-id BENCH12345 --team-id TEAM123456 --rate 1000 --seconds 10 | sed 's/^/    /'
+fi
 
 # 3. Idle uplinks: the relay's memory per device connection — the marginal cost, as a node
 #    holding thousands pays it: 200 devices connect first and stay (the code their handshakes
