@@ -132,8 +132,7 @@ final class UplinkLineReader: ChannelInboundHandler, @unchecked Sendable {
                 taken = true
                 timer?.cancel()
                 timer = nil
-                promise?.succeed(String(decoding: first[0], as: UTF8.self))
-                promise = nil
+                settle(.success(String(decoding: first[0], as: UTF8.self)))
                 // The frames after it may be as long as the uplink allows.
                 lines = UplinkLines()
                 buffer.moveReaderIndex(to: newline + 1)
@@ -154,8 +153,7 @@ final class UplinkLineReader: ChannelInboundHandler, @unchecked Sendable {
         if !taken {
             taken = true
             timer?.cancel()
-            promise?.fail(NoCredential())
-            promise = nil
+            settle(.failure(NoCredential()))
         }
         end()
         context.fireChannelInactive()
@@ -170,9 +168,14 @@ final class UplinkLineReader: ChannelInboundHandler, @unchecked Sendable {
     private func give(up context: ChannelHandlerContext) {
         taken = true
         ended = true
-        promise?.fail(NoCredential())
-        promise = nil
+        settle(.failure(NoCredential()))
         context.close(promise: nil)
+    }
+
+    /// Answers `takeCredential`'s future, once, and lets the promise go.
+    private func settle(_ result: Result<String, any Error>) {
+        promise?.completeWith(result)
+        promise = nil
     }
 }
 

@@ -415,11 +415,9 @@ public actor PushUplink: Service {
     /// logged.
     private func accept(_ relayed: [RelayedPush], answering sink: AsyncStream<ByteBuffer>.Continuation) async throws {
         guard !relayed.isEmpty else { return }
-        var owners: [String: (app: AppID, revokedAt: Date?)?] = [:]
         var queued: [NewPush] = []
         for push in relayed {
-            if owners[push.token] == nil { owners[push.token] = .some(try await store.deviceTokenOwner(push.token)) }
-            guard let owner = owners[push.token] ?? nil, owner.app.rawValue == push.topic else {
+            guard let owner = try await store.deviceTokenOwner(push.token), owner.app.rawValue == push.topic else {
                 logger.warning(
                     "Dropped a relayed push for a token bgd did not issue", metadata: ["apns-id": "\(push.apnsID)"])
                 continue
