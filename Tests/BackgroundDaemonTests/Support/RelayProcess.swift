@@ -5,7 +5,7 @@ import BackgroundTesting
 import Crypto
 import Foundation
 
-/// A `bgrelay` process on loopback (ports chosen by the kernel), for tests of the real binaries.
+/// A `bgrelay` process on loopback, for tests of the real binaries.
 final class RelayProcess: Sendable {
     let process: Spawned
     let output: OutputWatcher
@@ -18,9 +18,24 @@ final class RelayProcess: Sendable {
 
     enum Failure: Error { case didNotStart(String) }
 
-    /// `ports` (provider, uplink): a node restarted where its providers and devices know it;
-    /// by default any free ones.
-    init(stateDirectory: String, arguments: [String] = [], ports: (Int, Int) = (0, 0)) async throws {
+    /// `ports` (provider, uplink): a node restarted where its providers and devices know it. By
+    /// default two free ones outside the ephemeral range (`freeLoopbackPort`), so that a test can
+    /// kill the node and start it again on them; chosen again if another test took one first.
+    convenience init(stateDirectory: String, arguments: [String] = []) async throws {
+        var attempt = 0
+        while true {
+            do {
+                try await self.init(
+                    stateDirectory: stateDirectory, arguments: arguments,
+                    ports: (try freeLoopbackPort(), try freeLoopbackPort()))
+                return
+            } catch Failure.didNotStart(let output) where output.contains("already in use") && attempt < 5 {
+                attempt += 1
+            }
+        }
+    }
+
+    init(stateDirectory: String, arguments: [String] = [], ports: (Int, Int)) async throws {
         self.stateDirectory = stateDirectory
         process = try Spawned(
             try BuiltProducts.path(of: "bgrelay"),
