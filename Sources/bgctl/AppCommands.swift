@@ -252,6 +252,11 @@ extension BGCtl {
                 for factor in chance.factors {
                     print("    \(String(format: "%+.2f", factor.pull))  \(factor.feature)")
                 }
+                if let factor = chance.timeOfDayFactor, abs(factor - 1) >= 0.005 {
+                    print(
+                        "  scaled ×\(String(format: "%.2f", factor)) for this time of day: the model's estimates then came true \(String(format: "%.2f", factor))× as often as the whole day's, last week"
+                    )
+                }
             }
         }
     }

@@ -54,6 +54,9 @@ struct LearnedSchedulingTests {
             let chance = try #require(usage.openChance)
             #expect(chance.probability < chance.threshold, "08:00 is not the habit's hour")
             #expect(!chance.factors.isEmpty)
+            // And what the time of day's check scaled it by (1 below the floor of 0.04).
+            let factor = try #require(chance.timeOfDayFactor)
+            #expect(chance.probability >= 0.04 || factor == 1, "\(chance)")
             return due
         }
         // Restarted on the same state: the model is rebuilt from the stored opens.

@@ -456,12 +456,13 @@ struct FrontierTests {
     }
 
     /// On the dev trace (virtual time, strict scoring): the learned planner above both baselines
-    /// at every budget, within it, and no lower than measured (0.624 / 0.730 / 0.845 at 1× /
-    /// 2× / 4×; 0.593 / 0.695 / 0.818 before session 11's daily refit). Issue 16's bar at 1×
-    /// (0.62) is met and held; those at 2× and 4× (0.74, 0.85) are not reached yet: known
-    /// issues, with the figures.
+    /// at every budget, within it, and no lower than measured (0.629 / 0.687 / 0.741 / 0.845 at
+    /// 1× / 1.5× / 2× / 4×; 0.624 / 0.688 / 0.730 / 0.845 before the estimates were checked by
+    /// time of day, 0.593 / 0.657 / 0.695 / 0.818 before session 11's daily refit). Issue 16's
+    /// bars at 1× and 2× (0.62, 0.74) are met and held; those at 1.5× (0.69, and a median age of
+    /// 45 min) and 4× (0.85) are not reached yet: known issues, with the figures.
     @Test func theDevTraceFrontier() async throws {
-        let points = [(1.0, 0.62, 0.62), (2.0, 0.72, 0.74), (4.0, 0.835, 0.85)]
+        let points = [(1.0, 0.62, 0.62), (1.5, 0.68, 0.69), (2.0, 0.74, 0.74), (4.0, 0.835, 0.85)]
         let oracle = try await DevTrace.replaying { trace in
             FreshnessScore(trace: trace, wakes: TraceReplay().wakes(for: trace, policy: .oracle))
         }
@@ -490,6 +491,11 @@ struct FrontierTests {
             #expect(learned.freshWithin60Minutes >= floor, "at \(k)×")
             #expect(learned.freshWithin60Minutes > hourOfDay.freshWithin60Minutes, "at \(k)×")
             #expect(learned.freshWithin60Minutes > reopen.freshWithin60Minutes, "at \(k)×")
+            if k == 1.5 {
+                withKnownIssue("issue 16's median age at 1.5×: \(learned.medianAge.seconds / 60) min of 45") {
+                    #expect(learned.medianAge <= .seconds(45 * 60))
+                }
+            }
             if floor >= bar { continue }  // the bar is the floor: met, and held above
             withKnownIssue("issue 16's bar at \(k)×: \(learned.freshWithin60Minutes) of \(bar)") {
                 #expect(learned.freshWithin60Minutes >= bar)

@@ -96,7 +96,8 @@ public actor UsageTracker {
         return UsageSummary.OpenChance(
             probability: estimate.probability, within: .seconds(configuration.learned.freshFor),
             threshold: learned.budget.threshold,
-            factors: estimate.strongest(5).filter { abs($0.1) >= 0.005 }.map { .init(feature: $0.0.label, pull: $0.1) })
+            factors: estimate.strongest(5).filter { abs($0.1) >= 0.005 }.map { .init(feature: $0.0.label, pull: $0.1) },
+            timeOfDayFactor: estimate.timeOfDayFactor)
     }
 
     /// The outlook at `now`, for the fetch policy.

@@ -24,6 +24,9 @@ public struct UsageSummary: Hashable, Codable, Sendable {
         public var threshold: Double
         /// Feature name and its pull on the log-odds, strongest first.
         public var factors: [Factor]
+        /// What the model's chance was scaled by for this time of day: how its estimates then
+        /// came true over the last week against the whole day's (nil from a bgd before it).
+        public var timeOfDayFactor: Double?
 
         public struct Factor: Hashable, Codable, Sendable {
             public var feature: String
@@ -34,11 +37,14 @@ public struct UsageSummary: Hashable, Codable, Sendable {
             }
         }
 
-        public init(probability: Double, within: Duration, threshold: Double, factors: [Factor]) {
+        public init(
+            probability: Double, within: Duration, threshold: Double, factors: [Factor], timeOfDayFactor: Double? = nil
+        ) {
             self.probability = probability
             self.within = within
             self.threshold = threshold
             self.factors = factors
+            self.timeOfDayFactor = timeOfDayFactor
         }
     }
 

@@ -61,9 +61,13 @@ extension UsageOutlook {
         let factors = estimate.strongest(3).filter { abs($0.1) >= 0.005 }.map {
             "\($0.0.label) \(String(format: "%+.2f", $0.1))"
         }
+        let checked =
+            abs(estimate.timeOfDayFactor - 1) >= 0.005
+            ? "; ×\(number(estimate.timeOfDayFactor)) for the time of day (how last week's estimates then came true)" : ""
         return "\(number(estimate.probability)) chance of an open within \(minutes) min of "
             + "\(WireCoding.format(Date(timeIntervalSince1970: t)))"
             + (factors.isEmpty ? " (nothing learned yet)" : "; moved most by \(factors.joined(separator: ", "))")
+            + checked
     }
 
     static func reason(for holdback: LearnedUsage.Holdback, learned: LearnedUsage) -> DecisionReason {

@@ -25,12 +25,13 @@ public struct LearnedUsage: Sendable {
         public var initialThreshold: Double
         /// After this long without any open the user is away: no more moments are learned from.
         public var dormancy: Double
+        public var check: EstimateCheck.Configuration
 
         public init(
             history: OpenHistory.Configuration = .init(), predictor: OpenPredictor.Configuration = .init(),
             wakesPerOpen: Double = 1, step: Duration = .seconds(600), freshFor: Duration = .seconds(3600),
             noRewake: Duration = .seconds(3600), initialThreshold: Double = 0.3,
-            dormancy: Duration = .seconds(7 * 86400)
+            dormancy: Duration = .seconds(7 * 86400), check: EstimateCheck.Configuration = .init()
         ) {
             self.history = history
             self.predictor = predictor
@@ -40,6 +41,7 @@ public struct LearnedUsage: Sendable {
             self.noRewake = noRewake.seconds
             self.initialThreshold = initialThreshold
             self.dormancy = dormancy.seconds
+            self.check = check
         }
     }
 
@@ -64,6 +66,8 @@ public struct LearnedUsage: Sendable {
     public let configuration: Configuration
     public private(set) var history: OpenHistory
     public private(set) var predictor: OpenPredictor
+    /// How the predictor's estimates came true, by time of day, over the last week.
+    public private(set) var check: EstimateCheck
     /// The budget at `configuration.wakesPerOpen` and any others kept beside it (a replay of
     /// several budgets in one walk: the model and the history do not depend on the budget).
     public private(set) var budgets: [WakeBudget]
@@ -77,6 +81,7 @@ public struct LearnedUsage: Sendable {
         self.configuration = configuration
         history = OpenHistory(configuration: configuration.history)
         predictor = OpenPredictor(configuration: configuration.predictor)
+        check = EstimateCheck(configuration: configuration.check)
         budgets = ([configuration.wakesPerOpen] + otherWakesPerOpen).map {
             WakeBudget(
                 wakesPerOpen: $0, initialThreshold: configuration.initialThreshold,
@@ -93,6 +98,7 @@ public struct LearnedUsage: Sendable {
         history.recordOpen(of: app, at: t)
         for index in budgets.indices { budgets[index].recordOpen(at: t) }
         predictor.learn(upTo: t, history: history)
+        check.check(upTo: t, horizon: configuration.freshFor, history: history)
     }
 
     /// The model rebuilt from stored opens (in time order), as bgd rebuilds it at start: every
@@ -121,8 +127,17 @@ public struct LearnedUsage: Sendable {
     /// never opened.
     public func estimate(of app: String, at t: Double) -> OpenPredictor.Estimate? {
         guard history.opens[app] != nil else { return nil }
-        return predictor.estimate(
+        let raw = predictor.estimate(
             OpenPredictor.features(of: app, at: t, in: history, horizon: configuration.freshFor))
+        return checked(raw, at: t)
+    }
+
+    /// `raw` scaled by how the estimates of its time of day have been coming true.
+    private func checked(_ raw: OpenPredictor.Estimate, at t: Double) -> OpenPredictor.Estimate {
+        var estimate = raw
+        (estimate.probability, estimate.timeOfDayFactor) = check.scaled(
+            raw.probability, quarter: EstimateCheck.quarter(of: t, in: history))
+        return estimate
     }
 
     /// Whether a wake of `app` at `t` would go now: not fresh, not woken again too soon, its
@@ -205,7 +220,10 @@ public struct LearnedUsage: Sendable {
                 }
                 let x = OpenPredictor.features(of: app, at: moment, in: history, horizon: configuration.freshFor)
                 predictor.observe(app, at: moment, features: x)
-                let score = predictor.estimate(x).probability
+                let raw = predictor.estimate(x).probability
+                let quarter = EstimateCheck.quarter(of: moment, in: history)
+                check.record(app, at: moment, quarter: quarter, estimate: raw)
+                let score = check.scaled(raw, quarter: quarter).probability
                 for index in budgets.indices {
                     budgets[index].consider(app, score: score, at: moment, lastOpen: lastOpen)
                 }

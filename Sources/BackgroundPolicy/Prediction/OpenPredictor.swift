@@ -69,6 +69,8 @@ public struct OpenPredictor: Sendable {
         public var probability: Double
         /// Each feature's pull on the log-odds, in `Feature.allCases` order.
         public var contributions: [Double]
+        /// What the probability was scaled by for this time of day (`EstimateCheck`; 1: not).
+        public var timeOfDayFactor: Double = 1
 
         /// The features that moved the estimate most, strongest first.
         public func strongest(_ count: Int) -> [(Feature, Double)] {
