@@ -62,7 +62,9 @@ struct IdleWakeupTests {
     }
 
     @Test func anIdleBgdDoesNotWakeEverySecond() async throws {
-        let quiet = try await idleWakeups(environment: [:], seconds: 5, windows: 3, enough: 2)
+        // Up to five windows: CI once saw 5 in each of three while a release build ran beside
+        // the suite (the test took 106 s, not 12).
+        let quiet = try await idleWakeups(environment: [:], seconds: 5, windows: 5, enough: 2)
         let dispatch = try await idleWakeups(environment: ["BGD_DISPATCH": "1"], seconds: 5)
         #expect(quiet <= 2, "\(quiet) wakeups in 5 s")
         #expect(dispatch >= 4, "libdispatch's monitor: \(dispatch) wakeups in 5 s")
