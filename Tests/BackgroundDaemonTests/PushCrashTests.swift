@@ -8,10 +8,6 @@ import Foundation
 import NIOSSL
 import Testing
 
-#if canImport(Glibc)
-    import Glibc
-#endif
-
 /// A push is delivered when the app's handler has answered it, not when a run was started for
 /// it: bgd killed (-9) while the handler runs offers the push again after the restart, and the
 /// app handles it once (D8).

@@ -10,8 +10,7 @@ import Foundation
 /// night. A second fit over the same past examples found nothing to correct (it lost 0.004–0.010
 /// at 1–3×). The estimates made before their outcome was known do show it. Scaling by quarter
 /// moved the dev frontier by +0.009 / +0.004 / −0.001 / +0.011 / −0.006 / 0.000 at 0.5 / 1 / 1.5 /
-/// 2 / 3 / 4×
-/// (docs/scheduling.md).
+/// 2 / 3 / 4× (docs/scheduling.md).
 ///
 /// Only estimates at or above `floor` are checked and scaled: those are where any budget's
 /// threshold lies, and the day's many near-zero estimates would swamp the ratio. A quarter with
@@ -44,10 +43,9 @@ public struct EstimateCheck: Sendable {
 
     public init(configuration: Configuration = .init()) { self.configuration = configuration }
 
-    /// Which quarter of the local day `t` is in.
+    /// Which quarter of the local day `t` is in (from the history's 10-minute slot of the day).
     public static func quarter(of t: Double, in history: OpenHistory) -> Int {
-        let local = history.localSeconds(t).truncatingRemainder(dividingBy: 86400)
-        return min(quarters - 1, Int((local < 0 ? local + 86400 : local) / (86400 / Double(quarters))))
+        history.daySlot(t) * quarters / OpenHistory.slotsPerDay
     }
 
     /// Remembers that the model gave `app` the chance `estimate` at `t`, to check once `horizon`
@@ -62,8 +60,7 @@ public struct EstimateCheck: Sendable {
     public mutating func check(upTo now: Double, horizon: Double, history: OpenHistory) {
         let due = pending.prefix { $0.t + horizon <= now }
         for item in due {
-            let next = (history.opens[item.app] ?? []).first(notBefore: item.t + 1e-6)
-            let hit = next.map { $0 <= item.t + horizon } ?? false
+            let hit = history.isOpened(item.app, after: item.t, within: horizon)
             checked.append((item.t, item.quarter, item.estimate, hit))
             expected[item.quarter] += item.estimate
             opened[item.quarter] += hit ? 1 : 0

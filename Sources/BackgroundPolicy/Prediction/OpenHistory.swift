@@ -187,6 +187,12 @@ public struct OpenHistory: Sendable {
     }
 
     /// Opens of anything in (t − window, t].
+    /// Whether `app` was opened after `t` and no later than `t + horizon`: the outcome of a
+    /// moment, for the model's examples and for the check of its estimates alike.
+    public func isOpened(_ app: String, after t: Double, within horizon: Double) -> Bool {
+        (opens[app] ?? []).first(notBefore: t + 1e-6).map { $0 <= t + horizon } ?? false
+    }
+
     public func recentOpens(at t: Double, within window: Double) -> Int {
         allOpens.count(notBefore: t - window)
     }

@@ -221,9 +221,7 @@ public struct OpenPredictor: Sendable {
                 kept += 1
                 continue
             }
-            let times = history.opens[example.app] ?? []
-            let next = times.first(notBefore: example.t + 1e-6)
-            let label = (next.map { $0 <= example.t + configuration.horizon } ?? false) ? 1.0 : 0.0
+            let label = history.isOpened(example.app, after: example.t, within: configuration.horizon) ? 1.0 : 0.0
             update(example.x, label: label)
             keep(example.x, at: example.t, label: label > 0)
         }
