@@ -49,9 +49,21 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings),
+        // Threads that sleep while idle, for the processes that must (bgd, bgrelay): blocking work
+        // and signals off libdispatch, whose worker-pool monitor wakes a process every second.
+        .target(
+            name: "QuietThreads",
+            dependencies: [
+                "BackgroundModel", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "BackgroundStore",
-            dependencies: ["BackgroundModel", "BackgroundPolicy", .product(name: "GRDB", package: "GRDB.swift")],
+            dependencies: [
+                "BackgroundModel", "BackgroundPolicy", "QuietThreads", .product(name: "GRDB", package: "GRDB.swift"),
+            ],
             swiftSettings: swiftSettings
         ),
         .target(
@@ -92,6 +104,7 @@ let package = Package(
             name: "BackgroundDaemon",
             dependencies: [
                 "BackgroundModel", "BackgroundPolicy", "BackgroundStore", "BackgroundTransfers", "BackgroundGateway",
+                "QuietThreads",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdHTTP2", package: "hummingbird"),
@@ -116,7 +129,7 @@ let package = Package(
         .target(
             name: "BackgroundRelay",
             dependencies: [
-                "BackgroundModel", "BackgroundPolicy", "BackgroundGateway",
+                "BackgroundModel", "BackgroundPolicy", "BackgroundGateway", "QuietThreads",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -197,7 +210,7 @@ let package = Package(
             name: "bgd",
             dependencies: [
                 // Built with bgd (even by `swift run bgd`), since bgd launches apps through it.
-                "BackgroundDaemon", "BackgroundGateway", "BackgroundModel", "bgd-confine",
+                "BackgroundDaemon", "BackgroundGateway", "BackgroundModel", "QuietThreads", "bgd-confine",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -210,7 +223,10 @@ let package = Package(
             name: "bgrelay",
             dependencies: [
                 "BackgroundRelay", "BackgroundGateway", "BackgroundModel", "BackgroundPolicy", "BackgroundProviderKeys",
+                "QuietThreads",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],

@@ -279,7 +279,7 @@ public final class PostgresRelayStore: RelayStore {
     // MARK: Pushes
 
     public func commit(
-        _ pushes: [AcceptedPush<RelayTokenOwner>], now: Date, connected: @Sendable (String) -> Bool
+        _ pushes: [AcceptedPush<RelayTokenOwner>], now: Date, connected: @escaping @Sendable (String) -> Bool
     ) async throws -> Set<String> {
         let logger = self.logger
         return try await transaction { connection in

@@ -33,7 +33,7 @@ public protocol RelayStore: Sendable {
     // Pushes
     /// Commits accepted pushes; returns the devices that have new pending ones.
     func commit(
-        _ pushes: [AcceptedPush<RelayTokenOwner>], now: Date, connected: @Sendable (String) -> Bool
+        _ pushes: [AcceptedPush<RelayTokenOwner>], now: Date, connected: @escaping @Sendable (String) -> Bool
     ) async throws -> Set<String>
     /// A new claim on `device` for `node`: its fencing token.
     func claim(device: String, node: String, now: Date) async throws -> Int64

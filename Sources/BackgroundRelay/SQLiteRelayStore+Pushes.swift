@@ -22,7 +22,7 @@ extension SQLiteRelayStore {
     /// one with the same device, topic and collapse id; `apns-expiration: 0` ("now or never")
     /// to a device not connected ends at once as expired. Returns the devices with new pushes.
     public func commit(
-        _ pushes: [AcceptedPush<RelayTokenOwner>], now: Date, connected: @Sendable (String) -> Bool
+        _ pushes: [AcceptedPush<RelayTokenOwner>], now: Date, connected: @escaping @Sendable (String) -> Bool
     ) async throws -> Set<String> {
         try await database.write { db in
             var devices: Set<String> = []

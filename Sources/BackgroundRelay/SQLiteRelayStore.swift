@@ -1,13 +1,15 @@
 import BackgroundModel
 import Foundation
 import GRDB
+import QuietThreads
 import Synchronization
 
 /// A relay node's durable state: enrolled devices, the device tokens each registered, the
 /// providers' keys, and the pushes accepted and not yet ended. One SQLite file (WAL) for a node
 /// on its own; every method is one transaction, and a push is committed before the provider's 200.
 public struct SQLiteRelayStore: RelayStore {
-    let database: any DatabaseWriter
+    /// On threads of the relay's own, not GRDB's dispatch queues: an idle relay sleeps.
+    let database: QuietDatabase
     /// Advances whenever this process changes a provider key or a device token.
     public let credentials = CredentialsVersion()
 
@@ -30,7 +32,7 @@ public struct SQLiteRelayStore: RelayStore {
     public static func inMemory() throws -> SQLiteRelayStore { try SQLiteRelayStore(DatabaseQueue()) }
 
     init(_ database: any DatabaseWriter) throws {
-        self.database = database
+        self.database = QuietDatabase(database, threads: .relayStore)
         try Self.migrator.migrate(database)
     }
 
@@ -139,4 +141,10 @@ public final class CredentialsVersion: Sendable {
 
     /// This process changed them: seen at once, without waiting for the next read.
     func advance(to version: Int) { state.withLock { $0.version = max($0.version, version) } }
+}
+
+extension WorkerThreads {
+    /// The relay store's threads. Writes are serialised by SQLite and GRDB anyway; four let
+    /// reads go on beside one.
+    static let relayStore = WorkerThreads(count: 4, name: "bgrelay-store")
 }

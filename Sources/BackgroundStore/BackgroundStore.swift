@@ -1,13 +1,14 @@
 import BackgroundModel
 import Foundation
 import GRDB
+import QuietThreads
 
 /// bgd's durable state: one SQLite file in WAL mode, every method one transaction.
 ///
 /// The store is the truth: a state change and the event it produces commit together, and the
 /// daemon recomputes everything else (plans, who is running) from here after a crash.
 public struct BackgroundStore: Sendable {
-    let writer: StoreWriter
+    let writer: QuietDatabase
     /// Advances whenever a device token or provider key is added, revoked or removed.
     public let pushCredentials = Generation()
     /// Advances with every commit of the writer (a file store's): whatever was read before may
@@ -20,7 +21,7 @@ public struct BackgroundStore: Sendable {
     }
 
     init(_ writer: any DatabaseWriter, commits: Generation) throws {
-        self.writer = StoreWriter(writer)
+        self.writer = QuietDatabase(writer, threads: .store)
         self.commits = commits
         try Self.migrator.migrate(writer)
     }
@@ -124,4 +125,10 @@ public enum StorageTrouble: Sendable, Equatable {
         default: return nil
         }
     }
+}
+
+extension WorkerThreads {
+    /// The store's threads, shared by every store in the process. Writes are serialised by
+    /// SQLite and GRDB anyway; four let reads go on beside one.
+    static let store = WorkerThreads(count: 4, name: "bgd-store")
 }

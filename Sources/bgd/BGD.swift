@@ -6,6 +6,7 @@ import BackgroundPolicy
 import BackgroundStore
 import Foundation
 import Logging
+import QuietThreads
 import ServiceLifecycle
 
 #if canImport(Glibc)

@@ -6,11 +6,11 @@ import BackgroundProviderKeys
 import BackgroundRelay
 import Foundation
 import Logging
+import QuietThreads
 import ServiceLifecycle
 
 /// The push relay: providers send it pushes with the APNs provider API; devices (bgd) connect
 /// out to it and receive theirs — for devices behind NAT, which no provider can reach.
-@main
 struct BGRelay: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bgrelay",
@@ -179,10 +179,12 @@ extension BGRelay {
                     retention: Relay.Retention(holdPending: holdPushes, keepEnded: keepHistory),
                     enrollment: EnrollmentPolicy(
                         token: try enrollmentTokenGiven(), limit: PushFloodLimit(perSecond: enrollmentRate, burst: enrollmentRate * 10))),
-                store: store, clock: SystemClock(), logger: logger)
+                store: store, clock: quietExecutor ? SystemClock.onEventLoops() : SystemClock(), logger: logger)
             let group = ServiceGroup(
                 configuration: .init(
-                    services: try relay.makeServices(), gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+                    services: try relay.makeServices(), gracefulShutdownSignals: quietExecutor ? [] : [.sigterm, .sigint],
+                    logger: logger))
+            if quietExecutor { SignalWaiter.shared.onSignal { Task { await group.triggerGracefulShutdown() } } }
             Task {
                 let providers = try await relay.providerPort.listening()
                 let devices = try await relay.uplinkPort.listening()

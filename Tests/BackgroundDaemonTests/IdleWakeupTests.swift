@@ -1,5 +1,6 @@
 import Background
 import BackgroundModel
+import BackgroundRelay
 import BackgroundTesting
 import Foundation
 import Testing
@@ -46,14 +47,20 @@ struct IdleWakeupTests {
                     fetchInterval: .never),
                 as: RegisteredApp.self)
         }
+        return try await fewestWakeups(of: daemon.processID, seconds: seconds, windows: windows, enough: enough)
+    }
+
+    /// The fewest wakeups of `pid` over up to `windows` windows of `seconds`, stopping at the first
+    /// at or under `enough`.
+    func fewestWakeups(of pid: Int32, seconds: Int, windows: Int, enough: Int) async throws -> Int {
         // Let the requests' threads settle, then count over the window (a measurement, not a wait).
         try await ContinuousClock().sleep(for: .seconds(1))
         var fewest = Int.max
         for _ in 0..<windows where fewest > enough {
-            let before = switches(of: daemon.processID)
+            let before = switches(of: pid)
             try await ContinuousClock().sleep(for: .seconds(seconds))
             // Threads alive at both ends (a thread that comes and goes is not an idle wakeup).
-            let wakeups = switches(of: daemon.processID).reduce(0) { total, thread in
+            let wakeups = switches(of: pid).reduce(0) { total, thread in
                 total + max(0, thread.value - (before[thread.key] ?? thread.value))
             }
             fewest = min(fewest, wakeups)
@@ -66,6 +73,40 @@ struct IdleWakeupTests {
         // the suite (the test took 106 s, not 12).
         let quiet = try await idleWakeups(environment: [:], seconds: 5, windows: 5, enough: 2)
         let dispatch = try await idleWakeups(environment: ["BGD_DISPATCH": "1"], seconds: 5)
+        #expect(quiet <= 2, "\(quiet) wakeups in 5 s")
+        #expect(dispatch >= 4, "libdispatch's monitor: \(dispatch) wakeups in 5 s")
+    }
+
+    /// Wakeups of an idle bgrelay holding one device (a real bgd, connected, its app's token
+    /// registered): the relay's store has been written, its uplink has a connection, and nothing
+    /// happens. GRDB's async API, `Task.sleep` and ServiceLifecycle's signal source each went
+    /// through libdispatch, whose timer then woke the relay every second; `BGRELAY_DISPATCH=1`
+    /// shows it in the same test.
+    func idleRelayWakeups(environment: [String: String], seconds: Int, windows: Int = 1, enough: Int = 0) async throws
+        -> Int
+    {
+        let directory = TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let relay = try await RelayProcess(stateDirectory: directory + "/relay", environment: environment)
+        let daemon = try await DaemonProcess(
+            stateDirectory: directory + "/bgd", socketPath: directory + "/bgd.sock",
+            arguments: [
+                "--push-port", "off", "--conditions", "unconstrained", "--push-relay", relay.uplinkURL,
+                "--push-relay-ca", relay.certificatePath,
+            ])
+        let token = try await daemon.registerForPushes("com.example.idle-relay")
+        let store = try SQLiteRelayStore.open(atPath: relay.stateDirectory + "/relay.sqlite")
+        #expect(await eventuallyAsync { (try? await store.tokenOwner(token)) != nil }, "bgd did not register its token")
+        let wakeups = try await fewestWakeups(
+            of: relay.process.processID, seconds: seconds, windows: windows, enough: enough)
+        relay.process.signal(SIGTERM)
+        #expect(await relay.process.waitForExit() == 0, "a quiet relay stops on SIGTERM: \(relay.output.text)")
+        return wakeups
+    }
+
+    @Test func anIdleRelayDoesNotWakeEverySecond() async throws {
+        let quiet = try await idleRelayWakeups(environment: [:], seconds: 5, windows: 5, enough: 2)
+        let dispatch = try await idleRelayWakeups(environment: ["BGRELAY_DISPATCH": "1"], seconds: 5)
         #expect(quiet <= 2, "\(quiet) wakeups in 5 s")
         #expect(dispatch >= 4, "libdispatch's monitor: \(dispatch) wakeups in 5 s")
     }

@@ -2,6 +2,7 @@ import BackgroundModel
 import BackgroundStore
 import Foundation
 import Logging
+import QuietThreads
 import ServiceLifecycle
 
 #if canImport(Glibc)

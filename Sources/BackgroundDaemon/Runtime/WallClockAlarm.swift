@@ -1,5 +1,6 @@
 import BackgroundModel
 import Foundation
+import QuietThreads
 import Synchronization
 
 #if canImport(Glibc)

@@ -21,13 +21,13 @@ final class RelayProcess: Sendable {
     /// `ports` (provider, uplink): a node restarted where its providers and devices know it. By
     /// default two free ones outside the ephemeral range (`freeLoopbackPort`), so that a test can
     /// kill the node and start it again on them; chosen again if another test took one first.
-    convenience init(stateDirectory: String, arguments: [String] = []) async throws {
+    convenience init(stateDirectory: String, arguments: [String] = [], environment: [String: String] = [:]) async throws {
         var attempt = 0
         while true {
             do {
                 try await self.init(
                     stateDirectory: stateDirectory, arguments: arguments,
-                    ports: (try freeLoopbackPort(), try freeLoopbackPort()))
+                    ports: (try freeLoopbackPort(), try freeLoopbackPort()), environment: environment)
                 return
             } catch Failure.didNotStart(let output) where output.contains("already in use") && attempt < 5 {
                 attempt += 1
@@ -35,12 +35,14 @@ final class RelayProcess: Sendable {
         }
     }
 
-    init(stateDirectory: String, arguments: [String] = [], ports: (Int, Int)) async throws {
+    init(
+        stateDirectory: String, arguments: [String] = [], ports: (Int, Int), environment: [String: String] = [:]
+    ) async throws {
         self.stateDirectory = stateDirectory
         process = try Spawned(
             try BuiltProducts.path(of: "bgrelay"),
             ["--state-dir", stateDirectory, "--port", String(ports.0), "--uplink-port", String(ports.1)] + arguments,
-            mergeErrors: true)
+            environment: ProcessInfo.processInfo.environment.merging(environment) { $1 }, mergeErrors: true)
         output = OutputWatcher(process.output)
         guard await output.wait(for: "bgrelay: providers on"),
             let line = output.text.split(separator: "\n").first(where: { $0.hasPrefix("bgrelay: providers on") })

@@ -17,7 +17,7 @@ extension SystemClock {
     }
 
     /// One timer on an event loop; cancelling the task cancels the timer and throws.
-    @Sendable static func napOnEventLoop(_ duration: Duration) async throws {
+    @Sendable public static func napOnEventLoop(_ duration: Duration) async throws {
         let loop = MultiThreadedEventLoopGroup.singleton.any()
         let timer = Mutex<Scheduled<Void>?>(nil)
         let (seconds, attoseconds) = duration.components
