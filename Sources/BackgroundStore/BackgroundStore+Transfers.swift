@@ -122,8 +122,10 @@ extension BackgroundStore {
         }
     }
 
-    /// Says why a waiting transfer waits (its turn, conditions); written only when it changes.
-    public func setWaiting(_ id: TransferID, reason: String) async throws {
+    /// Says why a waiting transfer waits (its turn, conditions); written only when it changes,
+    /// and true then (it was running, or waiting for another reason). An ended one stays ended.
+    @discardableResult
+    public func setWaiting(_ id: TransferID, reason: String) async throws -> Bool {
         try await writer.write { db in
             try db.execute(
                 sql:
@@ -133,6 +135,7 @@ extension BackgroundStore {
                     TransferState.running.rawValue,
                     reason, TransferState.waiting.rawValue,
                 ])
+            return db.changesCount > 0
         }
     }
 

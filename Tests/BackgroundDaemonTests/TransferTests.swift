@@ -268,11 +268,19 @@ struct TransferTests {
             _ = try await daemon.admin.send(
                 .put, "/v1/env", body: ConditionOverrides(network: DeviceConditions.Network.none),
                 as: ConditionsReport.self)
+            // Subscribed before the transfer exists: the hold is announced once, as it is committed
+            // (before, nothing was emitted, and a look that came before the hold waited for good).
+            var activities = daemon.activity.subscribe().makeAsyncIterator()
             let (record, path) = try await download(origin.url(seed: 12, size: 1000), daemon)
-            try await daemon.waitUntil {
-                try await daemon.admin.send(.get, "/v1/transfers/\(record.id)", as: TransferRecord.self).waitingReason
-                    == "waiting for a network"
+            while let activity = await activities.next() {
+                if case .transferHeld(let id, let reason) = activity, id == record.id {
+                    #expect(reason == "waiting for a network")
+                    break
+                }
             }
+            #expect(
+                try await daemon.admin.send(.get, "/v1/transfers/\(record.id)", as: TransferRecord.self).waitingReason
+                    == "waiting for a network")
             #expect(origin.requests.isEmpty)
             _ = try await daemon.admin.send(.delete, "/v1/env", as: ConditionsReport.self)
             #expect(try await waitForEnd(record.id, daemon).state == .completed)

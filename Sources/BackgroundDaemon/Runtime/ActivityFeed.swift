@@ -22,6 +22,9 @@ public enum Activity: Hashable, Sendable {
     /// Bytes up to `bytes` are synced and committed.
     case transferCheckpointed(TransferID, bytes: Int64)
     case transferRetryScheduled(TransferID, at: Date, reason: String)
+    /// A transfer now waits for the conditions to allow it (a network, power, an unmetered
+    /// network), for `reason`; emitted when the reason is first committed, not on every pass.
+    case transferHeld(TransferID, reason: String)
     /// A transfer ended; its events (for an app's) are committed.
     case transferEnded(TransferRecord)
     /// The push dispatcher decided about a waiting push.

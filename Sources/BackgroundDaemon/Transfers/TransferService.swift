@@ -207,7 +207,10 @@ public actor TransferService: Service {
             switch decision.action {
             case .fail(let error): await fail(transfer, error)
             case .waitForRetry: continue
-            case .hold(let reason): try await store.setWaiting(id, reason: reason.detail)
+            case .hold(let reason):
+                if try await store.setWaiting(id, reason: reason.detail) {
+                    activity.emit(.transferHeld(id, reason: reason.detail))
+                }
             case .attempt: attempts[id] = Task { await self.attempt(id) }
             }
         }
