@@ -152,7 +152,9 @@ struct PushRelayTests {
             let sentLong = clock.now
             let long = try await RawLineUplink.connect(node, first: String(repeating: "B", count: 600))
             #expect(await long.nextLine() == nil, "a first line longer than a credential is not read to its end")
-            #expect(clock.now.timeIntervalSince(sentLong) < 5, "closed for its length, not by the deadline")
+            // Under 8 s, not 5: the time includes the TLS handshake, which took 7 s once under CI's
+            // load; the deadline would close it after 10.
+            #expect(clock.now.timeIntervalSince(sentLong) < 8, "closed for its length, not by the deadline")
 
             // A credential in two writes is still one line.
             let uplink = try await RawLineUplink.connect(node, first: String(a.bearer.prefix(10)))
