@@ -59,6 +59,33 @@ extension BackgroundStore {
         }
     }
 
+    /// The owners of several tokens in one read, keyed by the token in lower case; a token never
+    /// issued is missing. The relay's uplink looks up a whole read of pushes with it: one read
+    /// transaction per push was a twentieth of bgd's CPU at 1,000 relayed pushes/s.
+    public func deviceTokenOwners(
+        _ tokens: some Sequence<String>
+    ) async throws -> [String: (app: AppID, revokedAt: Date?)] {
+        let wanted = Array(Set(tokens.map { $0.lowercased() }))
+        guard !wanted.isEmpty else { return [:] }
+        return try await writer.read { db in
+            var owners: [String: (app: AppID, revokedAt: Date?)] = [:]
+            // In slices: SQLite's limit on a statement's parameters is far above a read's pushes,
+            // but a relay is not trusted to keep its reads small.
+            for start in stride(from: 0, to: wanted.count, by: 500) {
+                let slice = Array(wanted[start..<min(start + 500, wanted.count)])
+                let marks = Array(repeating: "?", count: slice.count).joined(separator: ",")
+                for row in try Row.fetchAll(
+                    db, sql: "SELECT token, appId, revokedAt FROM deviceToken WHERE token IN (\(marks))",
+                    arguments: StatementArguments(slice))
+                {
+                    guard let app = AppID(rawValue: row["appId"]) else { continue }
+                    owners[row["token"]] = (app, row["revokedAt"])
+                }
+            }
+            return owners
+        }
+    }
+
     /// `unregisterForRemoteNotifications`, or the app's unregistration: its tokens stop counting.
     public func revokeDeviceTokens(of app: AppID, now: Date) async throws {
         try await writer.write { db in

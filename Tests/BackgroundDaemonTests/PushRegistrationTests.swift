@@ -37,9 +37,16 @@ struct PushRegistrationTests {
             #expect(printed.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines) == first)
             let owner = try await daemon.store.deviceTokenOwner(first)
             #expect(owner?.app.rawValue == Self.app && owner?.revokedAt == nil)
+            // Several at once (the relay's uplink looks up a read of pushes so): in any case, a
+            // token twice is one answer, one never issued is missing.
+            let unknown = String(repeating: "0", count: 64)
+            let owners = try await daemon.store.deviceTokenOwners([first.uppercased(), first, unknown])
+            #expect(owners.count == 1 && owners[first]?.app.rawValue == Self.app && owners[first]?.revokedAt == nil)
+            #expect(try await daemon.store.deviceTokenOwners([]).isEmpty)
             // Unregistering the app revokes it: a push would answer 410 with this time.
             try await daemon.admin.send(.delete, "/v1/apps/\(Self.app)")
             #expect(try await daemon.store.deviceTokenOwner(first)?.revokedAt == daemon.clock.now)
+            #expect(try await daemon.store.deviceTokenOwners([first])[first]?.revokedAt == daemon.clock.now)
             let none = try await bgctl(["push", "token", Self.app], daemon)
             #expect(none.status != 0 && none.standardError.contains("com.example.pushnews"))
         }

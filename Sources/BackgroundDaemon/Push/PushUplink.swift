@@ -416,8 +416,9 @@ public actor PushUplink: Service {
     private func accept(_ relayed: [RelayedPush], answering sink: AsyncStream<ByteBuffer>.Continuation) async throws {
         guard !relayed.isEmpty else { return }
         var queued: [NewPush] = []
+        let owners = try await store.deviceTokenOwners(relayed.map(\.token))
         for push in relayed {
-            guard let owner = try await store.deviceTokenOwner(push.token), owner.app.rawValue == push.topic else {
+            guard let owner = owners[push.token.lowercased()], owner.app.rawValue == push.topic else {
                 logger.warning(
                     "Dropped a relayed push for a token bgd did not issue", metadata: ["apns-id": "\(push.apnsID)"])
                 continue
