@@ -204,9 +204,9 @@ extension BackgroundStore {
                         SELECT max(id) FROM push WHERE appId = ? AND state = '\(PushState.queued.rawValue)' GROUP BY ifnull(collapseId, ''))
                     """,
                 arguments: [ReasonCode.pushReplaced.rawValue, app.rawValue, app.rawValue])
-        }
-        return try await writer.read { db in
-            try Row.fetchOne(
+            // Read in the same transaction: a second call would wait for the store's thread
+            // again, and the dispatcher is on the way from a push to the app's handler.
+            return try Row.fetchOne(
                 db,
                 sql:
                     "SELECT * FROM push WHERE appId = ? AND state = '\(PushState.queued.rawValue)' ORDER BY id DESC LIMIT 1",
