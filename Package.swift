@@ -302,7 +302,7 @@ let package = Package(
             name: "BackgroundDaemonTests",
             dependencies: [
                 "BackgroundDaemon", "BackgroundGateway", "BackgroundRelay", "BackgroundTesting", "Background",
-                "BackgroundModel", "BackgroundStore", "bgrelay",
+                "BackgroundModel", "BackgroundStore", "QuietThreads", "bgrelay",
                 "bgd", "bgd-confine", "bgctl", "NewsFeed", "ImageFetch", "DownloadManager", "PushNews",
                 "bgd-fixture-app",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

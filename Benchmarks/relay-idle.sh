@@ -3,9 +3,11 @@
 # device token registered in the relay's store — against nginx idle (master + one worker, the
 # anchor for an idle server) and the same relay with BGRELAY_DISPATCH=1 (Swift's default
 # executor: its store on GRDB's async API, its naps on Task.sleep, its signals on a dispatch
-# source, as before session 22), all in the same run. Wakeups are context switches of every
+# source, as before session 22) and with BGRELAY_KEEP_CODE_PAGES=1 (its code pages kept once
+# quiet, as before session 23), all in the same run. Wakeups are context switches of every
 # thread per minute, resident memory in MB. bgd's own keep-alive on the uplink (an empty line
-# every 270 s) is in the relay's count, as it would be in production.
+# every 270 s) is in the relay's count, as it would be in production: each is a round, so the
+# relay faults some code back for it and gives it back 30 s later.
 # Usage: Benchmarks/relay-idle.sh [SECONDS]   (default 300; release builds, made here)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,6 +41,8 @@ relay_with_device quiet ""
 quiet=$relay
 relay_with_device dispatch BGRELAY_DISPATCH=1
 dispatch=$relay
+relay_with_device kept BGRELAY_KEEP_CODE_PAGES=1
+kept=$relay
 
 mkdir -p "$work/nginx/logs"
 nginx_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -76,14 +80,16 @@ rss() {
     for pid in "${all[@]}"; do total=$((total + $(awk '/^VmRSS/ {print $2}' /proc/"$pid"/status))); done
     echo "scale=1; $total / 1024" | bc
 }
-before=("$(switches $quiet)" "$(switches $dispatch)" "$(switches $nginx_master)")
+before=("$(switches $quiet)" "$(switches $dispatch)" "$(switches $nginx_master)" "$(switches $kept)")
 sleep "$window"
-after=("$(switches $quiet)" "$(switches $dispatch)" "$(switches $nginx_master)")
+after=("$(switches $quiet)" "$(switches $dispatch)" "$(switches $nginx_master)" "$(switches $kept)")
 per_minute() { echo "scale=1; ($2 - $1) * 60 / $window" | bc; }
 printf '%-44s %8s %14s\n' "idle ${window}s" "RSS MB" "wakeups / min"
 printf '%-44s %8s %14s\n' "bgrelay holding one device" "$(rss $quiet)" "$(per_minute "${before[0]}" "${after[0]}")"
 printf '%-44s %8s %14s\n' "bgrelay, BGRELAY_DISPATCH=1 (as before)" "$(rss $dispatch)" \
     "$(per_minute "${before[1]}" "${after[1]}")"
+printf '%-44s %8s %14s\n' "bgrelay, BGRELAY_KEEP_CODE_PAGES=1" "$(rss $kept)" \
+    "$(per_minute "${before[3]}" "${after[3]}")"
 printf '%-44s %8s %14s\n' "nginx, master + 1 worker (anchor)" "$(rss $nginx_master)" \
     "$(per_minute "${before[2]}" "${after[2]}")"
 echo "(context switches, voluntary and involuntary, of the threads alive at both ends; $(nproc) cores)"

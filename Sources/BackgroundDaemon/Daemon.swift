@@ -6,6 +6,7 @@ import Foundation
 import Hummingbird
 import HummingbirdCore
 import Logging
+import QuietThreads
 import ServiceLifecycle
 
 #if canImport(Glibc)
@@ -285,7 +286,8 @@ public struct Daemon: Service {
             services: [
                 supervisor, coordinator, scheduler, keepAlive, transfers, lifecycle, taskDispatcher, pruner,
                 MetricsRecorder(metrics: metrics, activity: activity),
-            ] + (configuration.releasesIdleCodePages ? [IdleCodePages(activity: activity, clock: clock)] : []) + (conditionsPoller.map { [$0] } ?? [])
+            ] + (configuration.releasesIdleCodePages
+                ? [QuietCodePages(pages: IdleCodePages(clock: clock), activity: activity)] : []) + (conditionsPoller.map { [$0] } ?? [])
                 + (pushGateway.map { [$0] } ?? []) + [pushDispatcher, pushUplink]
                 + (dashboard.map { [$0] } ?? [])
                 + (SystemdWatchdog.interval().map {

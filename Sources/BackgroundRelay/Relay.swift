@@ -74,12 +74,19 @@ public struct Relay: Sendable {
     let logger: Logger
     public let providerPort = BoundPort()
     public let uplinkPort = BoundPort()
+    /// Called on every provider request, enrollment, uplink and uplink round (not on a metrics
+    /// scrape): bgrelay gives its code pages back once this has been quiet (`IdleCodePages`).
+    let activity: @Sendable () -> Void
 
-    public init(configuration: Configuration, store: any RelayStore, clock: any WallClock, logger: Logger) {
+    public init(
+        configuration: Configuration, store: any RelayStore, clock: any WallClock, logger: Logger,
+        activity: @escaping @Sendable () -> Void = {}
+    ) {
         self.configuration = configuration
         self.store = store
         self.clock = clock
         self.logger = logger
+        self.activity = activity
     }
 
     /// Opens (creating) the node's database in its state directory.
@@ -98,12 +105,15 @@ public struct Relay: Sendable {
         if case .selfSigned = configuration.provider.security {
             _ = try GatewayCertificate.loadOrCreate(in: configuration.stateDirectory, now: clock.now)
         }
-        let metrics = self.metrics
+        let (metrics, activity) = (self.metrics, self.activity)
         let destinations = RelayDestinations(store: store, hub: hub, clock: clock, logger: logger)
         let intake = PushIntake(
             destinations: destinations, clock: clock, floodLimit: configuration.provider.floodLimit,
             providerLimit: configuration.providerLimit,
-            answered: { metrics.answered(status: $0) })
+            answered: {
+                metrics.answered(status: $0)
+                activity()
+            })
         var services: [any Service] = []
         if let shared = store as? PostgresRelayStore {
             services.append(Follower(store: shared, hub: hub, clock: clock, logger: logger))
@@ -119,7 +129,7 @@ public struct Relay: Sendable {
                 configuration: configuration.uplink, store: store, hub: hub, metrics: metrics,
                 certificateDirectory: configuration.stateDirectory, clock: clock, logger: logger, boundPort: uplinkPort,
                 node: configuration.node, enrollment: EnrollmentGate(configuration.enrollment),
-                offersLines: configuration.offersLines),
+                offersLines: configuration.offersLines, activity: activity),
         ]
     }
 }

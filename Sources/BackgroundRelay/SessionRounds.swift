@@ -98,6 +98,7 @@ final class SessionRounds: @unchecked Sendable {
 
     /// One round: whatever the inbox gathered.
     func round() async throws -> Outcome {
+        session.activity()
         let (acks, events, rung) = inbox.take()
         inbox.drained()
         var refusals: [(code: String, reason: String)] = []

@@ -24,6 +24,8 @@ struct UplinkServer: Service {
     let node: String
     let enrollment: EnrollmentGate
     let offersLines: Bool
+    /// Every enrollment, uplink and round (`Relay.activity`).
+    let activity: @Sendable () -> Void
 
     func run() async throws {
         // Thousands of devices idle here: their connections' buffers cost only what is written,
@@ -37,10 +39,11 @@ struct UplinkServer: Service {
                     await uplink.serveLines(connection)
                 } : nil)
         let router = Router()
-        let (store, hub, clock, metrics, logger, enrollment) = (
-            self.store, self.hub, self.clock, self.metrics, self.logger, self.enrollment
+        let (store, hub, clock, metrics, logger, enrollment, activity) = (
+            self.store, self.hub, self.clock, self.metrics, self.logger, self.enrollment, self.activity
         )
         router.post("v1/devices") { request, _ in
+            activity()
             if let refusal = enrollment.check(authorization: request.headers[.authorization], now: clock.now) {
                 metrics.enrollmentRefused(refusal.code)
                 return Self.error(refusal.status, refusal.code, refusal.reason)
@@ -51,6 +54,7 @@ struct UplinkServer: Service {
             return Self.json(RelayEnrollment(url: "", device: device, secret: secret))
         }
         router.post("v1/uplink") { request, _ in
+            activity()
             guard let (device, secret) = Self.bearer(request.headers[.authorization]) else {
                 return Self.error(
                     .unauthorized, "unauthorized",
@@ -121,7 +125,8 @@ struct UplinkServer: Service {
     /// The uplink session of an authenticated device, whichever transport carries it.
     func session(of device: String) -> UplinkSession {
         UplinkSession(
-            device: device, node: node, store: store, hub: hub, metrics: metrics, clock: clock, logger: logger)
+            device: device, node: node, store: store, hub: hub, metrics: metrics, clock: clock, logger: logger,
+            activity: activity)
     }
 
     /// "Bearer <device>.<secret>", split.

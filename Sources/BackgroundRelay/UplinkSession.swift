@@ -24,6 +24,8 @@ struct UplinkSession: Sendable {
     let metrics: RelayMetrics
     let clock: any WallClock
     let logger: Logger
+    /// Called at each round (`Relay.activity`).
+    let activity: @Sendable () -> Void
 
     enum Event: Sendable {
         case frame(UplinkFrame)

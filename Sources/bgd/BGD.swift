@@ -360,7 +360,7 @@ struct BGD: AsyncParsableCommand {
             confineApps: confineApps == "on",
             appCgroups: appCgroups == "on",
             retention: .init(retention: .init(history: keepHistory, opens: max(keepHistory, .seconds(90 * 86400)))),
-            activatedSocket: activated, releasesIdleCodePages: IdleCodePages.isEnabled,
+            activatedSocket: activated, releasesIdleCodePages: IdleCodePages.isEnabled(unless: "BGD_KEEP_CODE_PAGES"),
             pushRelay: .init(
                 url: pushRelay, certificate: pushRelayCa, enrollmentToken: pushRelayEnrollmentToken,
                 keepAlive: pushRelayKeepAlive,

@@ -8,6 +8,7 @@ import Foundation
 import Logging
 import QuietThreads
 import ServiceLifecycle
+import Synchronization
 
 /// The push relay: providers send it pushes with the APNs provider API; devices (bgd) connect
 /// out to it and receive theirs — for devices behind NAT, which no provider can reach.
@@ -154,6 +155,23 @@ extension BGRelay {
                 .trimmingCharacters(in: .whitespaces)
         }
 
+        /// Gives the code pages back after 30 s without a request or an uplink round
+        /// (`BGRELAY_CODE_PAGES_QUIET_SECONDS` for another period: tests use a short one), and
+        /// says so at level info.
+        static func codePages(_ clock: any WallClock, _ logger: Logger) -> IdleCodePages {
+            let seconds = ProcessInfo.processInfo.environment["BGRELAY_CODE_PAGES_QUIET_SECONDS"].flatMap(Double.init)
+            let times = Mutex(0)
+            return IdleCodePages(clock: clock, quietPeriod: .seconds(seconds ?? 30), startingNow: false) {
+                let bytes = IdleCodePages.releaseCodePages()
+                let count = times.withLock {
+                    $0 += 1
+                    return $0
+                }
+                logger.info(
+                    "Gave the code pages back", metadata: ["mapped.mb": "\(bytes >> 20)", "times": "\(count)"])
+            }
+        }
+
         func run() async throws {
             let level = Logger.Level(rawValue: logLevel) ?? .notice
             LoggingSystem.bootstrap { label in
@@ -166,6 +184,8 @@ extension BGRelay {
                 if let certificate, let key { .files(certificate: certificate, key: key) } else { .selfSigned }
             let (store, pool) = try await options.openStore(logger: logger)
             defer { pool.cancel() }
+            let clock: any WallClock = quietExecutor ? SystemClock.onEventLoops() : SystemClock()
+            let codePages = IdleCodePages.isEnabled(unless: "BGRELAY_KEEP_CODE_PAGES") ? Self.codePages(clock, logger) : nil
             let relay = Relay(
                 configuration: .init(
                     provider: .init(
@@ -179,10 +199,11 @@ extension BGRelay {
                     retention: Relay.Retention(holdPending: holdPushes, keepEnded: keepHistory),
                     enrollment: EnrollmentPolicy(
                         token: try enrollmentTokenGiven(), limit: PushFloodLimit(perSecond: enrollmentRate, burst: enrollmentRate * 10))),
-                store: store, clock: quietExecutor ? SystemClock.onEventLoops() : SystemClock(), logger: logger)
+                store: store, clock: clock, logger: logger, activity: { codePages?.noteActivity() })
             let group = ServiceGroup(
                 configuration: .init(
-                    services: try relay.makeServices(), gracefulShutdownSignals: quietExecutor ? [] : [.sigterm, .sigint],
+                    services: try relay.makeServices() + (codePages.map { [CodePagesWhenQuiet(pages: $0)] } ?? []),
+                    gracefulShutdownSignals: quietExecutor ? [] : [.sigterm, .sigint],
                     logger: logger))
             if quietExecutor { SignalWaiter.shared.onSignal { Task { await group.triggerGracefulShutdown() } } }
             Task {
@@ -191,6 +212,7 @@ extension BGRelay {
                 // One line on standard output once both listen: scripts and tests wait for it.
                 FileHandle.standardOutput.write(
                     Data("bgrelay: providers on \(host):\(providers), devices on \(uplinkHost ?? host):\(devices)\n".utf8))
+                codePages?.noteActivity()  // started: the first quiet period starts now
             }
             do {
                 try await group.run()

@@ -1,6 +1,8 @@
+import AsyncHTTPClient
 import BackgroundModel
 import BackgroundTesting
 import Foundation
+import QuietThreads
 import Testing
 
 @testable import BackgroundDaemon
@@ -15,9 +17,8 @@ struct IdleCodePagesTests {
         let start = clock.now
         let feed = ActivityFeed()
         let (releases, released) = AsyncStream<Date>.makeStream()
-        let service = IdleCodePages(activity: feed, clock: clock, quietPeriod: .seconds(30)) {
-            released.yield(clock.now)
-        }
+        let pages = IdleCodePages(clock: clock, quietPeriod: .seconds(30)) { released.yield(clock.now) }
+        let service = QuietCodePages(pages: pages, activity: feed)
         let app = AppID(rawValue: "com.example.idle")!
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await service.run() }
@@ -30,7 +31,7 @@ struct IdleCodePagesTests {
             func happen() async {
                 feed.emit(.appRegistered(app))
                 let now = clock.now
-                #expect(await eventually { service.lastActivityAt == now })
+                #expect(await eventually { pages.lastActivityAt == now })
             }
             clock.advance(by: .seconds(100))  // idle: no release without activity
             await happen()
@@ -43,28 +44,56 @@ struct IdleCodePagesTests {
         }
     }
 
+    /// bgrelay does the same, in a real process: once quiet it holds a fraction of the code a
+    /// relay that keeps its pages holds (`BGRELAY_KEEP_CODE_PAGES=1`, started alike), still
+    /// answers, and gives the pages back again after the next quiet period. It says so in its
+    /// log, which the test waits for.
+    @Test func anIdleRelayGivesItsCodePagesBackAfterEachQuietPeriod() async throws {
+        let directory = TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let quiet = try await RelayProcess(
+            stateDirectory: directory + "/quiet", arguments: ["--log-level", "info"],
+            environment: ["BGRELAY_CODE_PAGES_QUIET_SECONDS": "1"])
+        let kept = try await RelayProcess(
+            stateDirectory: directory + "/kept", environment: ["BGRELAY_KEEP_CODE_PAGES": "1"])
+        #expect(await quiet.output.wait(for: "times=1"), "\(quiet.output.text)")
+        let (given, keeping) = (Self.residentCode(of: quiet.process.processID), Self.residentCode(of: kept.process.processID))
+        #expect(given * 2 < keeping, "resident code: \(given) kB given back, \(keeping) kB kept")
+
+        let client = RelayNode.client(trusting: quiet.certificatePath)
+        defer { _ = client.shutdown() }
+        var request = HTTPClientRequest(url: quiet.uplinkURL + "/v1/devices")
+        request.method = .POST
+        let enrolled = try await client.execute(request, timeout: .seconds(30))
+        #expect(enrolled.status == .ok, "the code runs again: \(enrolled.status)")
+        #expect(await quiet.output.wait(for: "times=2"), "after the enrollment: \(quiet.output.text)")
+        #expect(!kept.output.text.contains("Gave the code pages back"))
+    }
+
+    /// Resident kB of `pid`'s file-backed read-execute mappings (its code and its libraries').
+    static func residentCode(of pid: Int32 = getpid()) -> Int {
+        let smaps = IdleCodePages.readWhole("/proc/\(pid)/smaps") ?? ""
+        var total = 0
+        var inCode = false
+        for line in smaps.split(separator: "\n") {
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            if fields.count >= 5, fields[0].contains("-"), fields[0].allSatisfy({ $0.isHexDigit || $0 == "-" }) {
+                inCode = fields[1] == "r-xp" && fields.count >= 6 && fields[5].hasPrefix("/")
+            } else if inCode, fields.first == "Rss:", let kilobytes = Int(fields[1]) {
+                total += kilobytes
+            }
+        }
+        return total
+    }
+
     /// The real thing, in this process: every read-execute file mapping is unmapped, and the code
     /// that runs next is faulted back from the page cache.
     @Test func unmappingTheCodeLeavesTheProcessRunning() throws {
-        func residentCode() -> Int {
-            let smaps = IdleCodePages.readWhole("/proc/self/smaps") ?? ""
-            var total = 0
-            var inCode = false
-            for line in smaps.split(separator: "\n") {
-                let fields = line.split(separator: " ", omittingEmptySubsequences: true)
-                if fields.count >= 5, fields[0].contains("-"), fields[0].allSatisfy({ $0.isHexDigit || $0 == "-" }) {
-                    inCode = fields[1] == "r-xp" && fields.count >= 6 && fields[5].hasPrefix("/")
-                } else if inCode, fields.first == "Rss:", let kilobytes = Int(fields[1]) {
-                    total += kilobytes
-                }
-            }
-            return total
-        }
         let maps = try #require(IdleCodePages.readWhole("/proc/self/maps"))
         #expect(maps.split(separator: "\n").count > 100, "read whole, not one page of it")
-        let before = residentCode()
+        let before = Self.residentCode()
         let spanned = IdleCodePages.releaseCodePages()
-        let after = residentCode()
+        let after = Self.residentCode()
         #expect(spanned > 10 << 20)
         #expect(after < before, "resident code \(before) kB → \(after) kB")
         #expect([3, 1, 2].sorted() == [1, 2, 3], "and code still runs")

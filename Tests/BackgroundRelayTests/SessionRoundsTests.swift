@@ -104,9 +104,10 @@ struct SessionRoundsTests {
         let owner = try #require(try await store.tokenOwner(token))
         _ = try await store.commit([push(owner, id: "a"), push(owner, id: "b")], now: clock.now, connected: { _ in true })
         let hub = DeviceHub()
+        let rounds = Count()
         let session = UplinkSession(
             device: device, node: "n1", store: store, hub: hub, metrics: RelayMetrics(), clock: clock,
-            logger: Logger(label: "test"))
+            logger: Logger(label: "test"), activity: { rounds.add() })
         let writer = RecordingWriter()
         let inbox = SessionInbox()
         let ends = Count()
@@ -127,6 +128,8 @@ struct SessionRoundsTests {
         #expect(try await eventually { writer.pushIDs == ["a", "b", "c"] })
         #expect(try await eventually { writer.lines.filter(\.isEmpty).count == 20 })
         #expect(!writer.overlapped)
+        // Every round is activity (bgrelay's code pages stay while its devices talk).
+        #expect(rounds.value >= 2, "\(rounds.value) rounds noted")
         // Sent is not delivered: only the device's acknowledgements are.
         #expect(try await store.pushCounts()[.delivered] == nil)
         // The device acknowledges them: delivered in the store.
@@ -150,7 +153,7 @@ struct SessionRoundsTests {
         let hub = DeviceHub()
         let session = UplinkSession(
             device: device, node: "n1", store: store, hub: hub, metrics: RelayMetrics(), clock: clock,
-            logger: Logger(label: "test"))
+            logger: Logger(label: "test"), activity: {})
         let writer = RecordingWriter(failAfter: 1)  // `ready` goes out; the connection breaks after
         let inbox = SessionInbox()
         let ends = Count()
@@ -171,7 +174,7 @@ struct SessionRoundsTests {
         let (device, _) = try await store.enroll(now: clock.now)
         let session = UplinkSession(
             device: device, node: "n1", store: store, hub: hub, metrics: RelayMetrics(), clock: clock,
-            logger: Logger(label: "test"))
+            logger: Logger(label: "test"), activity: {})
         let inbox = SessionInbox()
         await #expect(throws: RecordingWriter.Refused.self) {
             try await session.start(inbox: inbox, writer: RecordingWriter(failAfter: 0)) {}

@@ -1,14 +1,14 @@
 import BackgroundModel
 import Foundation
-import ServiceLifecycle
 import Synchronization
 
 #if canImport(Glibc)
     import Glibc
 #endif
 
-/// Gives the kernel back the code pages a burst of work touched, once bgd has been quiet for a
-/// while: one wake after each burst, none while bgd stays idle.
+/// Gives the kernel back the code pages a burst of work touched, once the process has been quiet
+/// for a while: one wake after each burst, none while it stays idle. bgd feeds it its activity
+/// feed; bgrelay, every provider request and uplink round.
 ///
 /// A Swift binary is large (bgd's code is some 33 MB, its Swift and Foundation libraries as much
 /// again) and starting, or serving a request, runs code scattered across all of it; the kernel
@@ -17,68 +17,72 @@ import Synchronization
 /// of files in the page cache, never written, so `MADV_DONTNEED` on the read-execute mappings
 /// only unmaps them: whatever runs again is faulted back from the page cache (a minor fault).
 /// The writable and RELRO mappings, which hold relocated data, are never touched: dropping them
-/// would lose the relocations. `BGD_KEEP_CODE_PAGES=1` turns this off, to compare.
-public final class IdleCodePages: Service, Sendable {
-    let activity: ActivityFeed
+/// would lose the relocations. `BGD_KEEP_CODE_PAGES=1` (bgd) and `BGRELAY_KEEP_CODE_PAGES=1`
+/// (bgrelay) turn this off, to compare.
+public final class IdleCodePages: Sendable {
     let clock: any WallClock
-    /// How long bgd must be quiet (no activity on its feed) before the pages go.
-    let quietPeriod: Duration
+    /// How long the process must be quiet (no `noteActivity`) before the pages go.
+    public let quietPeriod: Duration
 
     /// What giving the pages back does (`releaseCodePages`; tests count the calls instead).
     let release: @Sendable () -> Void
     /// When something last happened (starting counts), and whether a release has answered it.
     private let lastActivity: Mutex<(at: Date, released: Bool)>
+    /// Wakes `run` after activity (coalesced: one pending kick is enough).
+    private let kicks: AsyncStream<Void>
+    private let kick: AsyncStream<Void>.Continuation
 
-    init(
-        activity: ActivityFeed, clock: any WallClock, quietPeriod: Duration = .seconds(30),
+    /// `startingNow`: the first quiet period starts now (starting is activity); otherwise at the
+    /// first `noteActivity` — a process that starts slowly says when it has started, or a
+    /// release in the middle of starting is faulted straight back.
+    public init(
+        clock: any WallClock, quietPeriod: Duration = .seconds(30), startingNow: Bool = true,
         release: @escaping @Sendable () -> Void = { IdleCodePages.releaseCodePages() }
     ) {
-        self.activity = activity
         self.clock = clock
         self.quietPeriod = quietPeriod
         self.release = release
-        lastActivity = Mutex((clock.now, false))
+        lastActivity = Mutex((clock.now, !startingNow))
+        (kicks, kick) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        if startingNow { kick.yield() }
     }
 
     /// When the last activity was seen.
-    var lastActivityAt: Date { lastActivity.withLock { $0.at } }
+    public var lastActivityAt: Date { lastActivity.withLock { $0.at } }
 
-    public static var isEnabled: Bool { ProcessInfo.processInfo.environment["BGD_KEEP_CODE_PAGES"] == nil }
+    /// Whether giving pages back is on: unless `variable` (`BGD_KEEP_CODE_PAGES`, say) is set.
+    public static func isEnabled(unless variable: String) -> Bool {
+        ProcessInfo.processInfo.environment[variable] == nil
+    }
 
-    public func run() async throws {
-        let feed = activity.subscribe()
-        let (kicks, kick) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+    /// Something happened: the quiet period starts again. Cheap (a lock and a coalesced kick),
+    /// so it may be called on every request.
+    public func noteActivity() {
+        let now = clock.now
+        lastActivity.withLock { $0 = (now, false) }
+        // Always: a kick while the loop sleeps waits for it, and one skipped because the loop
+        // seemed to be waiting could meet a release in flight and leave nothing to wake it.
         kick.yield()
-        let clock = self.clock
-        let quiet = quietPeriod
-        let release = self.release
-        await cancelWhenGracefulShutdown {
-            await withTaskGroup(of: Void.self) { group in
-                group.addTask {
-                    for await _ in feed {
-                        self.lastActivity.withLock { $0 = (clock.now, false) }
-                        kick.yield()
+    }
+
+    /// Gives the pages back after each quiet period, until the task is cancelled.
+    public func run() async {
+        await withTaskCancellationHandler {
+            for await _ in kicks {
+                while !Task.isCancelled {
+                    let last = lastActivity.withLock { $0 }
+                    if last.released { break }
+                    let deadline = last.at.adding(quietPeriod)
+                    if clock.now >= deadline {
+                        release()
+                        lastActivity.withLock { if $0.at == last.at { $0.released = true } }
+                        break
                     }
-                    kick.finish()
+                    do { try await clock.sleep(until: deadline) } catch { return }
                 }
-                group.addTask {
-                    for await _ in kicks {
-                        while !Task.isCancelled {
-                            let last = self.lastActivity.withLock { $0 }
-                            if last.released { break }
-                            let deadline = last.at.adding(quiet)
-                            if clock.now >= deadline {
-                                release()
-                                self.lastActivity.withLock { if $0.at == last.at { $0.released = true } }
-                                break
-                            }
-                            do { try await clock.sleep(until: deadline) } catch { return }
-                        }
-                    }
-                }
-                await group.next()
-                group.cancelAll()
             }
+        } onCancel: {
+            kick.finish()
         }
     }
 
@@ -89,7 +93,7 @@ public final class IdleCodePages: Service, Sendable {
     /// `madvise`: parsing between the calls would run — and so fault back — the Swift and
     /// Foundation code just unmapped.
     @discardableResult
-    static func releaseCodePages() -> Int {
+    public static func releaseCodePages() -> Int {
         guard let smaps = readWhole("/proc/self/smaps") else { return 0 }
         var ranges: [(start: UInt, length: Int)] = []
         var current: (start: UInt, length: Int)?
@@ -131,7 +135,7 @@ public final class IdleCodePages: Service, Sendable {
     }
 
     /// A /proc file, whole: it has no size to read up to, and one read returns at most a page.
-    static func readWhole(_ path: String) -> String? {
+    public static func readWhole(_ path: String) -> String? {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { return nil }
         defer { close(descriptor) }
