@@ -416,7 +416,7 @@ public actor PushUplink: Service {
     private func accept(_ relayed: [RelayedPush], answering sink: AsyncStream<ByteBuffer>.Continuation) async throws {
         guard !relayed.isEmpty else { return }
         var queued: [NewPush] = []
-        let owners = try await store.deviceTokenOwners(relayed.map(\.token))
+        let owners = try await owners(of: relayed.map(\.token))
         for push in relayed {
             guard let owner = owners[push.token.lowercased()], owner.app.rawValue == push.topic else {
                 logger.warning(
@@ -444,6 +444,33 @@ public actor PushUplink: Service {
         var acknowledgements = ByteBuffer()
         for push in relayed { acknowledgements.writeImmutableBuffer(Self.line(.ack(seq: push.seq))) }
         sink.yield(acknowledgements)
+    }
+
+    /// Token owners read once and kept while the store's push credentials stay as they were (no
+    /// token issued or revoked since), as the gateway keeps them (`PushIntake`): a relayed push
+    /// then costs no read of the store. Unknown tokens are not kept. Keyed in lower case.
+    private var knownOwners: [String: (app: AppID, revokedAt: Date?)] = [:]
+    private var knownOwnersGeneration = -1
+
+    private func owners(of tokens: [String]) async throws -> [String: (app: AppID, revokedAt: Date?)] {
+        let generation = store.pushCredentials.current
+        if generation != knownOwnersGeneration {
+            knownOwners.removeAll()
+            knownOwnersGeneration = generation
+        }
+        var owners: [String: (app: AppID, revokedAt: Date?)] = [:]
+        var missing: Set<String> = []
+        for token in tokens.map({ $0.lowercased() }) {
+            if let owner = knownOwners[token] { owners[token] = owner } else { missing.insert(token) }
+        }
+        guard !missing.isEmpty else { return owners }
+        let found = try await store.deviceTokenOwners(missing)
+        owners.merge(found) { $1 }
+        // Kept only if nothing moved while the store was read (an actor call may interleave).
+        if generation == store.pushCredentials.current, generation == knownOwnersGeneration, knownOwners.count < 100_000 {
+            knownOwners.merge(found) { $1 }
+        }
+        return owners
     }
 
     private func keepAlive(_ sink: AsyncStream<ByteBuffer>.Continuation) async throws {
