@@ -14,7 +14,7 @@
 #      simulator);
 #   4. the floor under 3: the same 1,000 on TLS + HTTP/2 served by SwiftNIO alone;
 #   5. under that: lines straight on TLS, and on plain TCP (what the socket and channel cost).
-# Usage: Benchmarks/relay.sh [--idle-only] [REQUESTS] [IDLE]   (default 20000 and 1000; installs nghttp2-client,
+# Usage: Benchmarks/relay.sh [--idle-only | --e2e-only] [REQUESTS] [IDLE]   (default 20000 and 1000; installs nghttp2-client,
 # starts PostgreSQL with Tests/Postgres/start.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,10 +22,13 @@ ulimit -n "$(ulimit -Hn)"  # a thousand TLS connections each side
 # --idle-only: steps 3-5 alone (the memory per idle device, ~5 min).
 idle_only=""
 if [ "${1:-}" = --idle-only ]; then idle_only=1; shift; fi
+# --e2e-only: step 2b alone (provider POST → the app's handler through a relay, ~1 min).
+e2e_only=""
+if [ "${1:-}" = --e2e-only ]; then e2e_only=1; shift; fi
 requests=${1:-20000}
 idle=${2:-1000}
 command -v h2load >/dev/null || { apt-get update -qq && apt-get install -y -qq nghttp2-client >/dev/null; }
-eval "$(bash Tests/Postgres/start.sh)"
+[ -n "$e2e_only" ] || eval "$(bash Tests/Postgres/start.sh)"
 for product in bgd bgctl bgrelay bgbench-relay bgbench-uplink-floor bgbench-push; do swift build -c release --product $product >/dev/null; done
 bin=$(swift build -c release --show-bin-path)
 work=$(mktemp -d /tmp/bgrelay-bench-XXXX)
@@ -79,9 +82,17 @@ device() {
 token=$(printf 'be%.0s' $(seq 32))
 common=(-n "$requests" -c 16 -m 32 -t 2)
 
-echo "swift-background push relay — $(nproc) cores, $(uname -r), $(h2load --version 2>&1 | head -1), PostgreSQL $(psql --version | awk '{print $3}')"
+echo "swift-background push relay — $(nproc) cores, $(uname -r), $(h2load --version 2>&1 | head -1), PostgreSQL $(psql --version 2>/dev/null | awk '{print $3}')"
 
-if [ -z "$idle_only" ]; then
+# The p50 / p99 / p99.9 of latencies in ms, one a line on standard input.
+cat > "$work/latency.py" <<'PY'
+import sys, statistics
+d = sorted(float(x) for x in sys.stdin.read().split())
+q = lambda p: d[min(len(d) - 1, int(p * len(d)))]
+print(f"p50 {q(0.5):.2f}, p99 {q(0.99):.2f}, p99.9 {q(0.999):.2f} ms ({len(d)} pushes delivered)" if d else "no delivery")
+PY
+
+if [ -z "$idle_only" ] && [ -z "$e2e_only" ]; then
 # 1. Throughput.
 "$bin/bgd" --state-dir "$work/bgd" --socket "$work/bgd.sock" --push-port 0 --durability normal --conditions unconstrained \
     --push-wakes-per-hour 1 --push-token-rate 1000000 2> "$work/bgd.log" &
@@ -133,12 +144,6 @@ echo "bgrelay, 3 nodes, one PostgreSQL:  $(echo "scale=0; $ok / $elapsed" | bc) 
 
 # 2. Latency at 1,000/s, POST to one node → acknowledgement by the device: on the SQLite node,
 #    and through PostgreSQL (accepted by node a, the device on node c, LISTEN/NOTIFY between).
-cat > "$work/latency.py" <<'PY'
-import sys, statistics
-d = sorted(float(x) for x in sys.stdin.read().split())
-q = lambda p: d[min(len(d) - 1, int(p * len(d)))]
-print(f"p50 {q(0.5):.2f}, p99 {q(0.99):.2f}, p99.9 {q(0.999):.2f} ms ({len(d)} pushes delivered)" if d else "no delivery")
-PY
 paced() {  # paced PORT: 10,000 pushes at 1,000/s
     h2load -n 10000 -c 10 --rps 100 -m 1 -t 1 -H "authorization: bearer $jwt" -H "apns-topic: $app" \
         -H "apns-push-type: background" -H "apns-priority: 5" -d "$work/payload.json" \
@@ -158,7 +163,9 @@ paced "${ports[0]}"
 for _ in $(seq 300); do [ "$(pg3 "SELECT count(*) FROM relay_push WHERE state = 'pending'")" = 0 ] && break; sleep 0.1; done
 echo "POST → device ack at 1,000/s, 2 of 3 nodes, PostgreSQL (ms): $(pg3 \
     "SELECT extract(epoch FROM ended_at - accepted_at) * 1000 FROM relay_push WHERE state = 'delivered'" | python3 "$work/latency.py")"
+fi
 
+if [ -z "$idle_only" ]; then
 # 2b. End to end, as the issue asks: provider POST to a relay node → the app's handler, at a
 #     constant 1,000/s — a real bgd holding its uplink to a fresh SQLite node (lines on TLS, as it
 #     does), one running app (bgbench-push, as Benchmarks/push-latency.sh runs it against bgd's
@@ -176,7 +183,11 @@ echo "POST → app handler through the relay at 1,000/s (bgd on lines, 1 SQLite 
 "$bin/bgbench-push" --socket "$work/bgd-e2e.sock" --gateway "https://localhost:$provider_port" \
     --certificate "$work/cert/push-gateway.crt" --app $app --app-token "$e2e_token" --key "$work/key.p8" \
     --key-id BENCH12345 --team-id TEAM123456 --rate 1000 --seconds 10 | sed 's/^/    /'
+# Where it went: the relay's accepted → bgd's acknowledgement (bgd committed it), from its store.
+echo "    relay accepted → bgd's acknowledgement: $(sqlite3 -cmd ".timeout 10000" "$work/e2e/relay.sqlite" \
+    "SELECT (julianday(endedAt) - julianday(acceptedAt)) * 86400000 FROM push WHERE state = 'delivered'" | python3 "$work/latency.py")"
 fi
+[ -z "$e2e_only" ] || exit 0
 
 # 3. Idle uplinks: the relay's memory per device connection — the marginal cost, as a node
 #    holding thousands pays it: 200 devices connect first and stay (the code their handshakes
