@@ -174,55 +174,29 @@ extension BackgroundStore {
 }
 
 extension BackgroundStore {
-    /// What the push dispatcher reads for one pass, in one transaction: every app with pushes
-    /// waiting, its waiting pushes coalesced (as `coalesceQueuedPushes`), the newest that stays,
-    /// and the app's throttle allowance. One call, not three per app: each call waits for the
-    /// store's thread, which the gateway's commits keep busy at 1,000 pushes/s, and the
-    /// dispatcher is on the way from a push to the app's handler.
-    public func coalesceAllQueuedPushes() async throws -> [QueuedPushes] {
-        try await writer.write { db in
-            try Self.coalesceQueuedPushes(of: nil, db: db)
-            let newest = try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT * FROM push WHERE id IN (
-                        SELECT max(id) FROM push WHERE state = '\(PushState.queued.rawValue)' GROUP BY appId)
-                    ORDER BY appId
-                    """
-            )
-            .compactMap(StoredPush.init(row:))
-            return try newest.map { push in
-                let allowance = try Row.fetchOne(
-                    db, sql: "SELECT tokens, at FROM pushAllowance WHERE appId = ?", arguments: [push.app.rawValue]
-                )
-                .map { PushThrottle.Allowance(tokens: $0["tokens"], at: $0["at"]) }
-                return QueuedPushes(app: push.app, newest: push, allowance: allowance)
-            }
+    /// Apps with background pushes waiting.
+    public func appsWithQueuedPushes() async throws -> [AppID] {
+        try await writer.read { db in
+            try String.fetchAll(
+                db, sql: "SELECT DISTINCT appId FROM push WHERE state = '\(PushState.queued.rawValue)' ORDER BY appId"
+            ).compactMap(AppID.init(rawValue:))
         }
-    }
-
-    /// Marks replaced every waiting push of `app` (of every app when nil) but the newest of each
-    /// collapse id and the newest of those without one. One statement, so a flood of pushes to
-    /// one app costs one pass, not one update each.
-    private static func coalesceQueuedPushes(of app: AppID?, db: Database) throws {
-        let queued = "state = '\(PushState.queued.rawValue)'" + (app == nil ? "" : " AND appId = ?")
-        let apps = app.map { [$0.rawValue, $0.rawValue] } ?? []
-        try db.execute(
-            sql: """
-                UPDATE push SET state = '\(PushState.replaced.rawValue)', reasonCode = ?,
-                    reason = CASE WHEN collapseId IS NULL THEN 'a newer push for the app replaced it'
-                             ELSE 'a newer push with collapse id ''' || collapseId || ''' replaced it' END
-                WHERE \(queued) AND id NOT IN (
-                    SELECT max(id) FROM push WHERE \(queued) GROUP BY appId, ifnull(collapseId, ''))
-                """,
-            arguments: StatementArguments([ReasonCode.pushReplaced.rawValue] + apps))
     }
 
     /// Coalesces the app's waiting pushes — the newest of each collapse id (and of those without
     /// one) stays, the others are marked replaced — and returns the newest that stays.
     public func coalesceQueuedPushes(of app: AppID) async throws -> StoredPush? {
         try await writer.write { db in
-            try Self.coalesceQueuedPushes(of: app, db: db)
+            // One statement, so a flood of pushes to one app costs one pass, not one update each.
+            try db.execute(
+                sql: """
+                    UPDATE push SET state = '\(PushState.replaced.rawValue)', reasonCode = ?,
+                        reason = CASE WHEN collapseId IS NULL THEN 'a newer push for the app replaced it'
+                                 ELSE 'a newer push with collapse id ''' || collapseId || ''' replaced it' END
+                    WHERE appId = ? AND state = '\(PushState.queued.rawValue)' AND id NOT IN (
+                        SELECT max(id) FROM push WHERE appId = ? AND state = '\(PushState.queued.rawValue)' GROUP BY ifnull(collapseId, ''))
+                    """,
+                arguments: [ReasonCode.pushReplaced.rawValue, app.rawValue, app.rawValue])
             // Read in the same transaction: a second call would wait for the store's thread
             // again, and the dispatcher is on the way from a push to the app's handler.
             return try Row.fetchOne(
@@ -255,21 +229,20 @@ extension BackgroundStore {
         }
     }
 
+    /// The app's throttle allowance as of its last push wake; nil when it never had one.
+    public func pushAllowance(of app: AppID) async throws -> PushThrottle.Allowance? {
+        try await writer.read { db in
+            try Row.fetchOne(db, sql: "SELECT tokens, at FROM pushAllowance WHERE appId = ?", arguments: [app.rawValue])
+                .map { PushThrottle.Allowance(tokens: $0["tokens"], at: $0["at"]) }
+        }
+    }
+
     static func savePushAllowance(_ allowance: PushThrottle.Allowance, of app: AppID, db: Database) throws {
         try db.execute(
             sql:
                 "INSERT INTO pushAllowance(appId, tokens, at) VALUES (?, ?, ?) ON CONFLICT(appId) DO UPDATE SET tokens = excluded.tokens, at = excluded.at",
             arguments: [app.rawValue, allowance.tokens, allowance.at])
     }
-}
-
-/// An app's waiting pushes after coalescing, as the dispatcher reads them for one pass.
-public struct QueuedPushes: Sendable {
-    public var app: AppID
-    /// The newest push that stays queued.
-    public var newest: StoredPush
-    /// The app's throttle allowance as of its last push wake; nil when it never had one.
-    public var allowance: PushThrottle.Allowance?
 }
 
 /// A push to queue (see `enqueuePushes`).

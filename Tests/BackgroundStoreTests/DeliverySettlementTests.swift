@@ -58,7 +58,7 @@ struct DeliverySettlementTests {
         let store = try await registered()
         let (push, run) = try await pushInFlight(store)
         #expect(try await state(of: push, in: store).state == .delivering)
-        #expect(try await store.coalesceAllQueuedPushes().isEmpty)  // not offered twice while in flight
+        #expect(try await store.appsWithQueuedPushes().isEmpty)  // not offered twice while in flight
         try await store.finishRun(run.id, outcome: .noData, now: now.addingTimeInterval(1))
         #expect(try await state(of: push, in: store).state == .delivered)
     }
@@ -72,7 +72,7 @@ struct DeliverySettlementTests {
         let after = try await state(of: push, in: store)
         #expect(after.state == .queued)
         #expect(after.reasonCode == .pushRetry)
-        #expect(try await store.coalesceAllQueuedPushes().map(\.app) == [app])
+        #expect(try await store.appsWithQueuedPushes() == [app])
         // It goes again, in a new run whose event names the same apns-id.
         let run = try await store.startRun(
             .push(push.id, apnsID: push.apnsID, payload: "{}", allowance: nil), for: app, trigger: .remoteNotification,

@@ -41,17 +41,14 @@ actor PushDispatcher: Service {
     private func dispatch() async throws -> Date? {
         let now = clock.now
         var next: Date?
-        // Every app's waiting pushes coalesced, with its allowance, in one call to the store.
-        for queued in try await store.coalesceAllQueuedPushes() {
-            let (app, allowance) = (queued.app, queued.allowance)
-            var candidate: StoredPush? = queued.newest
+        for app in try await store.appsWithQueuedPushes() {
+            let allowance = try await store.pushAllowance(of: app)
             // Until the app's newest waiting push is held or sent: an expired one makes way for the next.
-            while let push = candidate {
+            while let push = try await store.coalesceQueuedPushes(of: app) {
                 switch throttle.decide(expiration: push.expiration, allowance: allowance, now: now) {
                 case .expired(let reason):
                     try await store.dropPush(push.id, reason: reason)
                     activity.emit(.pushHandled(app, push.id, .dropped))
-                    candidate = try await store.coalesceQueuedPushes(of: app)
                     continue
                 case .hold(let until, _, let reason):
                     try await store.notePushWaiting(push.id, reason: reason)
