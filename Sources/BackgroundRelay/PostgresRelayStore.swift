@@ -384,80 +384,53 @@ public final class PostgresRelayStore: RelayStore {
         let logger = self.logger
         return try await transaction { connection in
             try await Self.checkClaim(device, fencing: fencing, connection: connection, logger: logger)
-            return try await Self.pendingPushes(of: device, excluding: sent, now: now, connection: connection, logger: logger)
+            try await connection.query(
+                """
+                UPDATE relay_push SET state = 'expired', ended_at = \(now)
+                WHERE device_id = \(device) AND state = 'pending' AND expiration IS NOT NULL AND expiration < \(now)
+                """, logger: logger)
+            // No row locks: the device's row (FOR SHARE) and the fencing token keep sessions
+            // apart. SKIP LOCKED passed over a row another transaction held (a commit replacing
+            // it, the pruner) and stranded it if that transaction rolled back, with nothing to
+            // ring the session again; FOR UPDATE waited on such rows, and could deadlock with a
+            // commit that locks a device's rows in another order. A row being replaced as it is
+            // read may still be sent: the device gets it as well as its replacement, and the
+            // relay's record says replaced (its acknowledgement changes nothing).
+            let rows = try await connection.query(
+                """
+                SELECT id, token, topic, apns_id, push_type, priority, collapse_id, expiration, payload FROM relay_push
+                WHERE device_id = \(device) AND state = 'pending' AND id <> ALL(\(Array(sent)))
+                ORDER BY id LIMIT \(pendingBatch)
+                """, logger: logger)
+            var pushes: [RelayedPush] = []
+            for try await (id, token, topic, apnsID, type, priority, collapse, expiration, payload) in rows.decode(
+                (Int64, String, String, String, String, Int, String?, Date?, Data).self)
+            {
+                pushes.append(
+                    RelayedPush(
+                        seq: id, token: token, topic: topic, apnsID: apnsID, pushType: type, priority: priority,
+                        collapseID: collapse,
+                        expirationMilliseconds: expiration.map { Int64($0.timeIntervalSince1970 * 1000) },
+                        payload: payload))
+            }
+            return pushes
         }
     }
 
     public func deliver(_ seqs: [Int64], device: String, fencing: Int64, now: Date) async throws -> [Date] {
-        let logger = self.logger
-        return try await transaction { connection in
+        try await transaction { connection in
             try await Self.checkClaim(device, fencing: fencing, connection: connection, logger: logger)
-            return try await Self.deliver(seqs, device: device, now: now, connection: connection, logger: logger)
+            var accepted: [Date] = []
+            for try await acceptedAt in try await connection.query(
+                """
+                UPDATE relay_push SET state = 'delivered', ended_at = \(now)
+                WHERE id = ANY(\(seqs)) AND device_id = \(device) AND state = 'pending' RETURNING accepted_at
+                """, logger: logger
+            ).decode(Date.self) {
+                accepted.append(acceptedAt)
+            }
+            return accepted
         }
-    }
-
-    public func deliverThenReadPending(
-        _ seqs: [Int64], device: String, excluding sent: Set<Int64>, fencing: Int64, now: Date
-    ) async throws -> (accepted: [Date], pending: [RelayedPush]) {
-        let logger = self.logger
-        return try await transaction { connection in
-            try await Self.checkClaim(device, fencing: fencing, connection: connection, logger: logger)
-            let accepted = try await Self.deliver(seqs, device: device, now: now, connection: connection, logger: logger)
-            let pending = try await Self.pendingPushes(
-                of: device, excluding: sent, now: now, connection: connection, logger: logger)
-            return (accepted, pending)
-        }
-    }
-
-    private static func pendingPushes(
-        of device: String, excluding sent: Set<Int64>, now: Date, connection: PostgresConnection, logger: Logger
-    ) async throws -> [RelayedPush] {
-        try await connection.query(
-            """
-            UPDATE relay_push SET state = 'expired', ended_at = \(now)
-            WHERE device_id = \(device) AND state = 'pending' AND expiration IS NOT NULL AND expiration < \(now)
-            """, logger: logger)
-        // No row locks: the device's row (FOR SHARE) and the fencing token keep sessions
-        // apart. SKIP LOCKED passed over a row another transaction held (a commit replacing
-        // it, the pruner) and stranded it if that transaction rolled back, with nothing to
-        // ring the session again; FOR UPDATE waited on such rows, and could deadlock with a
-        // commit that locks a device's rows in another order. A row being replaced as it is
-        // read may still be sent: the device gets it as well as its replacement, and the
-        // relay's record says replaced (its acknowledgement changes nothing).
-        let rows = try await connection.query(
-            """
-            SELECT id, token, topic, apns_id, push_type, priority, collapse_id, expiration, payload FROM relay_push
-            WHERE device_id = \(device) AND state = 'pending' AND id <> ALL(\(Array(sent)))
-            ORDER BY id LIMIT \(pendingBatch)
-            """, logger: logger)
-        var pushes: [RelayedPush] = []
-        for try await (id, token, topic, apnsID, type, priority, collapse, expiration, payload) in rows.decode(
-            (Int64, String, String, String, String, Int, String?, Date?, Data).self)
-        {
-            pushes.append(
-                RelayedPush(
-                    seq: id, token: token, topic: topic, apnsID: apnsID, pushType: type, priority: priority,
-                    collapseID: collapse,
-                    expirationMilliseconds: expiration.map { Int64($0.timeIntervalSince1970 * 1000) },
-                    payload: payload))
-        }
-        return pushes
-    }
-
-    /// Marks `seqs` delivered; when each newly delivered one was accepted.
-    private static func deliver(
-        _ seqs: [Int64], device: String, now: Date, connection: PostgresConnection, logger: Logger
-    ) async throws -> [Date] {
-        var accepted: [Date] = []
-        for try await acceptedAt in try await connection.query(
-            """
-            UPDATE relay_push SET state = 'delivered', ended_at = \(now)
-            WHERE id = ANY(\(seqs)) AND device_id = \(device) AND state = 'pending' RETURNING accepted_at
-            """, logger: logger
-        ).decode(Date.self) {
-            accepted.append(acceptedAt)
-        }
-        return accepted
     }
 
     public func prune(now: Date, holdFor: TimeInterval, keepEnded: TimeInterval) async throws -> RelayPruneReport {

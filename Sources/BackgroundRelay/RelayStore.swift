@@ -46,12 +46,6 @@ public protocol RelayStore: Sendable {
     /// Pushes `seqs` are delivered (under the claim `fencing`), in one transaction; returns when
     /// each newly delivered one was accepted (one not pending, or not the device's, is skipped).
     func deliver(_ seqs: [Int64], device: String, fencing: Int64, now: Date) async throws -> [Date]
-    /// `deliver(seqs)` then `pendingPushes(excluding: sent)`, in one transaction: a session's
-    /// round that has both acknowledgements and pushes to read makes one store call, not two
-    /// (each waits its turn at a store busy with providers' commits).
-    func deliverThenReadPending(
-        _ seqs: [Int64], device: String, excluding sent: Set<Int64>, fencing: Int64, now: Date
-    ) async throws -> (accepted: [Date], pending: [RelayedPush])
     /// Ends, as expired, pending pushes that can no longer be delivered — `apns-expiration` over
     /// a minute past (a push sent that moment may still be acknowledged), or held `holdFor`
     /// whatever its expiration — and deletes pushes that ended before `now - keepEnded`. A

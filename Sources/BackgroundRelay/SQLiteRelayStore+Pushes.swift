@@ -82,66 +82,46 @@ extension SQLiteRelayStore {
     {
         try await database.write { db in
             try Self.checkClaim(db, device: device, fencing: fencing)
-            return try Self.pendingPushes(db, device: device, excluding: sent, now: now)
+            try db.execute(
+                sql: """
+                    UPDATE push SET state = 'expired', endedAt = ?
+                    WHERE deviceId = ? AND state = 'pending' AND expiration IS NOT NULL AND expiration < ?
+                    """, arguments: [now, device, now])
+            // json_each: one argument however many were sent (a `NOT IN` list would need one each).
+            let sentList = "[" + sent.map(String.init).joined(separator: ",") + "]"
+            return try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT * FROM push WHERE deviceId = ? AND state = 'pending'
+                        AND id NOT IN (SELECT value FROM json_each(?)) ORDER BY id LIMIT ?
+                    """, arguments: [device, sentList, pendingBatch]
+            ).map { row in
+                let expiration: Date? = row["expiration"]
+                return RelayedPush(
+                    seq: row["id"], token: row["token"], topic: row["topic"], apnsID: row["apnsId"],
+                    pushType: row["pushType"], priority: row["priority"], collapseID: row["collapseId"],
+                    expirationMilliseconds: expiration.map { Int64($0.timeIntervalSince1970 * 1000) },
+                    payload: row["payload"])
+            }
         }
     }
 
     public func deliver(_ seqs: [Int64], device: String, fencing: Int64, now: Date) async throws -> [Date] {
         try await database.write { db in
             try Self.checkClaim(db, device: device, fencing: fencing)
-            return try Self.deliver(db, seqs, device: device, now: now)
+            var accepted: [Date] = []
+            for seq in seqs {
+                guard
+                    let acceptedAt = try Date.fetchOne(
+                        db, sql: "SELECT acceptedAt FROM push WHERE id = ? AND deviceId = ? AND state = 'pending'",
+                        arguments: [seq, device])
+                else { continue }
+                try db.execute(
+                    sql: "UPDATE push SET state = 'delivered', endedAt = ? WHERE id = ?", arguments: [now, seq])
+                accepted.append(acceptedAt)
+            }
+            return accepted
         }
-    }
-
-    public func deliverThenReadPending(
-        _ seqs: [Int64], device: String, excluding sent: Set<Int64>, fencing: Int64, now: Date
-    ) async throws -> (accepted: [Date], pending: [RelayedPush]) {
-        try await database.write { db in
-            try Self.checkClaim(db, device: device, fencing: fencing)
-            let accepted = try Self.deliver(db, seqs, device: device, now: now)
-            return (accepted, try Self.pendingPushes(db, device: device, excluding: sent, now: now))
-        }
-    }
-
-    private static func pendingPushes(_ db: Database, device: String, excluding sent: Set<Int64>, now: Date) throws
-        -> [RelayedPush]
-    {
-        try db.execute(
-            sql: """
-                UPDATE push SET state = 'expired', endedAt = ?
-                WHERE deviceId = ? AND state = 'pending' AND expiration IS NOT NULL AND expiration < ?
-                """, arguments: [now, device, now])
-        // json_each: one argument however many were sent (a `NOT IN` list would need one each).
-        let sentList = "[" + sent.map(String.init).joined(separator: ",") + "]"
-        return try Row.fetchAll(
-            db,
-            sql: """
-                SELECT * FROM push WHERE deviceId = ? AND state = 'pending'
-                    AND id NOT IN (SELECT value FROM json_each(?)) ORDER BY id LIMIT ?
-                """, arguments: [device, sentList, pendingBatch]
-        ).map { row in
-            let expiration: Date? = row["expiration"]
-            return RelayedPush(
-                seq: row["id"], token: row["token"], topic: row["topic"], apnsID: row["apnsId"],
-                pushType: row["pushType"], priority: row["priority"], collapseID: row["collapseId"],
-                expirationMilliseconds: expiration.map { Int64($0.timeIntervalSince1970 * 1000) },
-                payload: row["payload"])
-        }
-    }
-
-    /// Marks `seqs` delivered; when each newly delivered one was accepted.
-    private static func deliver(_ db: Database, _ seqs: [Int64], device: String, now: Date) throws -> [Date] {
-        var accepted: [Date] = []
-        for seq in seqs {
-            guard
-                let acceptedAt = try Date.fetchOne(
-                    db, sql: "SELECT acceptedAt FROM push WHERE id = ? AND deviceId = ? AND state = 'pending'",
-                    arguments: [seq, device])
-            else { continue }
-            try db.execute(sql: "UPDATE push SET state = 'delivered', endedAt = ? WHERE id = ?", arguments: [now, seq])
-            accepted.append(acceptedAt)
-        }
-        return accepted
     }
 
     public func prune(now: Date, holdFor: TimeInterval, keepEnded: TimeInterval) async throws -> RelayPruneReport {

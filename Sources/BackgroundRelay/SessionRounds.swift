@@ -101,19 +101,6 @@ final class SessionRounds: @unchecked Sendable {
         session.activity()
         let (acks, events, rung) = inbox.take()
         inbox.drained()
-        owed = owed || rung
-        // The usual round under load, acknowledgements and pushes to read and nothing else: one
-        // store call, not two. Should it fail, nothing of it was stored, and the round goes the
-        // long way, which says why.
-        if events.isEmpty, !acks.isEmpty, owed, !closing,
-            unacknowledged.subtracting(acks).count < unacknowledgedLimit,
-            let pushes = await deliverThenReadPending(acks)
-        {
-            unacknowledged.subtract(acks)
-            owed = false
-            try await send(pushes)
-            return .goOn
-        }
         var refusals: [(code: String, reason: String)] = []
         if !acks.isEmpty, let refusal = await session.acknowledge(acks, fencing: fencing) { refusals.append(refusal) }
         unacknowledged.subtract(acks)
@@ -147,6 +134,7 @@ final class SessionRounds: @unchecked Sendable {
                 try await writer.write(session.line(.refused(code: refusal.code, reason: refusal.reason)))
             }
         }
+        owed = owed || rung
         guard owed, !closing, unacknowledged.count < unacknowledgedLimit else { return .goOn }
         owed = false
         let pushes: [RelayedPush]
@@ -165,13 +153,7 @@ final class SessionRounds: @unchecked Sendable {
             try await session.close(code: UplinkSession.unavailable, writer: &writer, inbox: inbox)
             return .goOn
         }
-        try await send(pushes)
-        return .goOn
-    }
-
-    /// Sends what was read, up to the cap; what is left stays pending, read again once
-    /// acknowledgements come.
-    private func send(_ pushes: [RelayedPush]) async throws {
+        // Up to the cap; what is left stays pending, read again once acknowledgements come.
         let sending = pushes.prefix(unacknowledgedLimit - unacknowledged.count)
         var batch = ByteBuffer()
         for push in sending {
@@ -180,24 +162,6 @@ final class SessionRounds: @unchecked Sendable {
         }
         if !sending.isEmpty { try await writer.write(batch) }
         if pushes.count == pendingBatch || sending.count < pushes.count { inbox.ring() }  // more wait
-    }
-
-    /// `acks` delivered and the pushes pending besides those still unacknowledged, in one
-    /// store call; nil if it failed (nothing of it is stored then).
-    private func deliverThenReadPending(_ acks: [Int64]) async -> [RelayedPush]? {
-        let now = session.clock.now
-        do {
-            let (accepted, pending) = try await session.bounded {
-                [device = session.device, excluding = unacknowledged.subtracting(acks), fencing] in
-                try await $0.deliverThenReadPending(acks, device: device, excluding: excluding, fencing: fencing, now: now)
-            }
-            for acceptedAt in accepted { session.metrics.delivered(latency: now.timeIntervalSince(acceptedAt)) }
-            return pending
-        } catch {
-            session.logger.debug(
-                "Acknowledging and reading in one call failed; going the long way",
-                metadata: ["device": "\(session.device)", "error": "\(error)"])
-            return nil
-        }
+        return .goOn
     }
 }

@@ -136,35 +136,6 @@ struct RelayStoreTests {
         }
     }
 
-    /// A round's acknowledgements and its next read in one transaction: what `deliver` then
-    /// `pendingPushes` would do, and under a stale claim neither.
-    @Test(arguments: Backend.available)
-    func acknowledgingAndReadingInOneCallIsBothOrNeither(_ backend: Backend) async throws {
-        try await withStore(backend) { store in
-        let token = String(repeating: "ce", count: 32)
-        let owner = try await registeredOwner(store, token: token)
-        let device = owner.device
-        _ = try await store.commit(
-            ["a", "b", "c", "d"].map { push(owner, token: token, id: $0) }, now: now, connected: { _ in false })
-        let fencing = try await store.claim(device: device, node: "a", now: now)
-        let sent = try await store.pendingPushes(of: device, excluding: [], fencing: fencing, now: now)
-        let seq = Dictionary(uniqueKeysWithValues: sent.map { ($0.apnsID, $0.seq) })
-        // a and b acknowledged (a twice: once only); c still awaits its acknowledgement.
-        let later = now.addingTimeInterval(5)
-        let (accepted, pending) = try await store.deliverThenReadPending(
-            [seq["a"]!, seq["b"]!, seq["a"]!], device: device, excluding: [seq["c"]!], fencing: fencing, now: later)
-        #expect(accepted == [now, now])
-        #expect(pending.map(\.apnsID) == ["d"])
-        #expect(try await store.pushLog().map(\.state) == [.delivered, .delivered, .pending, .pending])
-        // Under a claim that is no longer the newest: refused, and nothing of it stored.
-        _ = try await store.claim(device: device, node: "b", now: now)
-        await #expect(throws: RelayRefusal.superseded) {
-            try await store.deliverThenReadPending([seq["c"]!], device: device, excluding: [], fencing: fencing, now: later)
-        }
-        #expect(try await store.pushLog().map(\.state) == [.delivered, .delivered, .pending, .pending])
-        }
-    }
-
     @Test(arguments: Backend.available)
     func nowOrNeverReachesAConnectedDevice(_ backend: Backend) async throws {
         try await withStore(backend) { store in

@@ -89,18 +89,6 @@ struct SessionRoundsTests {
         return try await condition()
     }
 
-    /// A device enrolled in `store` with the test's token registered, and pushes `ids` committed
-    /// to it.
-    func enrolledWithPushes(_ ids: [String], in store: any RelayStore, now: Date) async throws
-        -> (device: String, owner: RelayTokenOwner)
-    {
-        let (device, _) = try await store.enroll(now: now)
-        try await store.register(token: token, topic: topic, device: device, now: now)
-        let owner = try #require(try await store.tokenOwner(token))
-        _ = try await store.commit(ids.map { push(owner, id: $0) }, now: now, connected: { _ in true })
-        return (device, owner)
-    }
-
     /// A SQLite store in a directory of its own, removed after `body`.
     func withStore(_ body: (any RelayStore) async throws -> Void) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("rounds-\(UUID().uuidString)").path
@@ -111,7 +99,10 @@ struct SessionRoundsTests {
     @Test func aStartedSessionSendsWhatIsPendingTakesAcknowledgementsAndEndsOnce() async throws {
         try await withStore { store in
         let clock = ManualClock()
-        let (device, owner) = try await enrolledWithPushes(["a", "b"], in: store, now: clock.now)
+        let (device, _) = try await store.enroll(now: clock.now)
+        try await store.register(token: token, topic: topic, device: device, now: clock.now)
+        let owner = try #require(try await store.tokenOwner(token))
+        _ = try await store.commit([push(owner, id: "a"), push(owner, id: "b")], now: clock.now, connected: { _ in true })
         let hub = DeviceHub()
         let rounds = Count()
         let session = UplinkSession(
@@ -190,104 +181,6 @@ struct SessionRoundsTests {
         }
         // Off the hub, and nobody listens: what arrives is left untaken.
         #expect(!hub.isConnected(device) && !inbox.isListened)
-        }
-    }
-}
-
-extension SessionRoundsTests {
-    /// A real store that counts the session's calls to it by name.
-    final class CountingStore: RelayStore, @unchecked Sendable {
-        let store: any RelayStore
-        private let calls = Mutex([String: Int]())
-
-        init(_ store: any RelayStore) { self.store = store }
-
-        func count(_ name: String) -> Int { calls.withLock { $0[name, default: 0] } }
-        func reset() { calls.withLock { $0 = [:] } }
-        private func called(_ name: String) { calls.withLock { $0[name, default: 0] += 1 } }
-
-        func enroll(now: Date) async throws -> (device: String, secret: String) { try await store.enroll(now: now) }
-        func authenticate(device: String, secret: String) async throws -> Bool {
-            try await store.authenticate(device: device, secret: secret)
-        }
-        func register(token: String, topic: String, device: String, now: Date) async throws {
-            try await store.register(token: token, topic: topic, device: device, now: now)
-        }
-        func revoke(token: String, device: String, at: Date) async throws {
-            try await store.revoke(token: token, device: device, at: at)
-        }
-        func tokenOwner(_ token: String) async throws -> RelayTokenOwner? { try await store.tokenOwner(token) }
-        func addProviderKey(_ key: ProviderKeyRegistration, now: Date) async throws {
-            try await store.addProviderKey(key, now: now)
-        }
-        func removeProviderKey(_ keyID: String) async throws -> Bool { try await store.removeProviderKey(keyID) }
-        func providerKey(_ keyID: String) async throws -> ProviderKeyRegistration? {
-            try await store.providerKey(keyID)
-        }
-        func providerKeys() async throws -> [ProviderKeyRegistration] { try await store.providerKeys() }
-        func credentialsVersion() async throws -> Int { try await store.credentialsVersion() }
-        var credentials: CredentialsVersion { store.credentials }
-        func commit(
-            _ pushes: [AcceptedPush<RelayTokenOwner>], now: Date, connected: @escaping @Sendable (String) -> Bool
-        ) async throws -> Set<String> {
-            try await store.commit(pushes, now: now, connected: connected)
-        }
-        func claim(device: String, node: String, now: Date) async throws -> Int64 {
-            try await store.claim(device: device, node: node, now: now)
-        }
-        func pendingPushes(of device: String, excluding sent: Set<Int64>, fencing: Int64, now: Date) async throws
-            -> [RelayedPush]
-        {
-            called("pendingPushes")
-            return try await store.pendingPushes(of: device, excluding: sent, fencing: fencing, now: now)
-        }
-        func deliver(_ seqs: [Int64], device: String, fencing: Int64, now: Date) async throws -> [Date] {
-            called("deliver")
-            return try await store.deliver(seqs, device: device, fencing: fencing, now: now)
-        }
-        func deliverThenReadPending(
-            _ seqs: [Int64], device: String, excluding sent: Set<Int64>, fencing: Int64, now: Date
-        ) async throws -> (accepted: [Date], pending: [RelayedPush]) {
-            called("deliverThenReadPending")
-            return try await store.deliverThenReadPending(seqs, device: device, excluding: sent, fencing: fencing, now: now)
-        }
-        func prune(now: Date, holdFor: TimeInterval, keepEnded: TimeInterval) async throws -> RelayPruneReport {
-            try await store.prune(now: now, holdFor: holdFor, keepEnded: keepEnded)
-        }
-        func pushCounts() async throws -> [RelayPushState: Int] { try await store.pushCounts() }
-        func pushLog() async throws -> [(seq: Int64, device: String, apnsID: String, state: RelayPushState)] {
-            try await store.pushLog()
-        }
-    }
-
-    /// Under load a round has acknowledgements and pushes to read, and nothing else: it makes
-    /// one store call for both.
-    @Test func aRoundWithAcknowledgementsAndARingMakesOneStoreCall() async throws {
-        try await withStore { sqlite in
-        let store = CountingStore(sqlite)
-        let clock = ManualClock()
-        let (device, owner) = try await enrolledWithPushes(["a", "b"], in: store, now: clock.now)
-        let hub = DeviceHub()
-        let session = UplinkSession(
-            device: device, node: "n1", store: store, hub: hub, metrics: RelayMetrics(), clock: clock,
-            logger: Logger(label: "test"), activity: {})
-        let writer = RecordingWriter()
-        let inbox = SessionInbox()
-        try await session.start(inbox: inbox, writer: writer) {}
-        #expect(try await eventually { writer.pushIDs == ["a", "b"] })
-        _ = try await store.commit([push(owner, id: "c")], now: clock.now, connected: { _ in true })
-        store.reset()
-        // A keep-alive's echo is a slow write: what comes while it is written waits for the
-        // next round, all of it together.
-        inbox.post(line: [])
-        #expect(try await eventually { writer.state.withLock { $0.writing > 0 } })
-        for entry in try await store.pushLog() where entry.apnsID != "c" { inbox.acknowledge(entry.seq) }
-        hub.ring([device])
-        #expect(try await eventually { writer.pushIDs == ["a", "b", "c"] })
-        #expect(try await eventually { try await store.pushCounts()[.delivered] == 2 })
-        #expect(store.count("deliverThenReadPending") == 1)
-        #expect(store.count("deliver") == 0 && store.count("pendingPushes") == 0)
-        inbox.post(.ended)
         }
     }
 }
