@@ -70,16 +70,16 @@ public enum SafeFiles {
         return file
     }
 
-    /// Sets `path` to the mode a new file of this process's user would get: 0666 less the
-    /// umask (read from /proc, since `umask(2)` can only be read by setting it, which races with
-    /// every other thread making files).
-    public static func giveUsualMode(_ path: String) throws(Refusal) {
-        guard chmod(path, 0o666 & ~currentUmask()) == 0 else {
+    /// Sets `path` to `mode`.
+    public static func giveMode(_ mode: mode_t, to path: String) throws(Refusal) {
+        guard chmod(path, mode) == 0 else {
             throw Refusal(.fileError, "cannot set the mode of \(path): \(String(cString: strerror(errno)))")
         }
     }
 
-    static func currentUmask() -> mode_t {
+    /// This process's umask, read from /proc: `umask(2)` can only be read by setting it, which
+    /// races with every other thread making files.
+    public static func currentUmask() -> mode_t {
         if let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
             let line = status.split(separator: "\n").first(where: { $0.hasPrefix("Umask:") }),
             let value = mode_t(line.dropFirst("Umask:".count).trimmingCharacters(in: .whitespaces), radix: 8)

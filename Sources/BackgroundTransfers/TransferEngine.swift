@@ -34,13 +34,18 @@ public final class TransferEngine: Sendable {
         public var additionalTrustRoots: [String]
         /// Bytes a second all downloads together may receive; nil: no cap.
         public var bandwidthLimit: Int64?
+        /// The user's umask: the operator's downloads get the mode the user's own new files get
+        /// (0644 under 022). bgd passes the one it was started with, before it sets its own
+        /// 077; by default, this process's now.
+        public var userUmask: mode_t
 
         public init(
             checkpointInterval: Int64 = 8 << 20, readTimeout: Duration = .seconds(30),
             connectTimeout: Duration = .seconds(10),
-            additionalTrustRoots: [String] = [], bandwidthLimit: Int64? = nil
+            additionalTrustRoots: [String] = [], bandwidthLimit: Int64? = nil, userUmask: mode_t? = nil
         ) {
             self.bandwidthLimit = bandwidthLimit
+            self.userUmask = userUmask ?? SafeFiles.currentUmask()
             self.checkpointInterval = max(64 << 10, checkpointInterval)
             self.readTimeout = readTimeout
             self.connectTimeout = connectTimeout
@@ -220,7 +225,18 @@ public final class TransferEngine: Sendable {
                 }
             }
         } catch is CancellationError {
-            try? file.sync()
+            // Paused, cancelled or bgd stopping: what is written and synced becomes the
+            // checkpoint, so a pause (or the next start) carries on from here, not from the last
+            // checkpoint up to `checkpointInterval` back. The save runs in a task of its own:
+            // this one is cancelled, and the store's call would stop before it began.
+            if file.offset > saved.offset, (try? file.sync()) != nil {
+                var kept = saved
+                kept.offset = file.offset
+                let (store, now) = (self.store, clock.now)
+                if (try? await Task { try await store.saveCheckpoint(id, kept, restarted: false, now: now) }.value) != nil {
+                    observer.checkpointed(id, kept.offset)
+                }
+            }
             throw CancellationError()
         } catch let failure as PartialFile.Failure where failure.operation == "fsync" {
             // Never retry a failed fsync and trust it (fsyncgate): the pages it lost are gone.
@@ -260,7 +276,9 @@ public final class TransferEngine: Sendable {
         // under names bgd chose in its container), and get the mode any file the user makes gets
         // (0644 under a 022 umask); an app's stay 0600 in its container.
         do {
-            if transfer.record.app == nil { try SafeFiles.giveUsualMode(transfer.partialPath) }
+            if transfer.record.app == nil {
+                try SafeFiles.giveMode(0o666 & ~configuration.userUmask, to: transfer.partialPath)
+            }
             try SafeFiles.moveIntoPlace(transfer.partialPath, to: destination, replacing: transfer.record.app != nil)
         } catch {
             return .failed(

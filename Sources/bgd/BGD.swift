@@ -303,7 +303,9 @@ struct BGD: AsyncParsableCommand {
     }
 
     func run() async throws {
-        umask(0o077)  // the store, the token hashes and app logs are the user's alone
+        // The store, the token hashes and app logs are the user's alone; the operator's downloads
+        // get the mode the user's own files get, from the umask bgd was started with.
+        let userUmask = umask(0o077)
         let level = Logger.Level(rawValue: logLevel) ?? .notice
         let journal =
             logFormat == "journal"
@@ -350,7 +352,7 @@ struct BGD: AsyncParsableCommand {
                 maximumConcurrent: maxTransfers,
                 engine: .init(
                     checkpointInterval: transferCheckpoint, readTimeout: transferReadTimeout,
-                    bandwidthLimit: transferRateLimit)),
+                    bandwidthLimit: transferRateLimit, userUmask: userUmask)),
             push: pushConfiguration,
             backgroundTime: BackgroundTimePolicy(
                 budget: backgroundTime, expirationLead: expirationLead, suspensionEnabled: suspension == "on",

@@ -14,21 +14,25 @@ struct TransferTests {
     /// Small checkpoints, so a drop in a few MiB shows resuming from one.
     /// The read timeout is the real-time guard against stalls; tests other than the stall test
     /// keep it long, so a busy machine does not cause extra attempts.
-    static func transfers(readTimeout: Duration = .seconds(20)) -> TransferService.Configuration {
+    static func transfers(
+        readTimeout: Duration = .seconds(20), checkpointInterval: Int64 = 256 << 10
+    ) -> TransferService.Configuration {
         TransferService.Configuration(
             backoff: RetryBackoff(base: .seconds(2), maximum: .seconds(60), retryAfterRange: 30...86400),
-            engine: .init(checkpointInterval: 256 << 10, readTimeout: readTimeout, connectTimeout: .seconds(1)))
+            engine: .init(checkpointInterval: checkpointInterval, readTimeout: readTimeout, connectTimeout: .seconds(1)))
     }
     static let transfers = transfers()
 
     /// Runs `body` with an origin and a daemon, and stops both.
     func withOrigin<T: Sendable>(
-        readTimeout: Duration = .seconds(20), _ body: @Sendable (FaultyOrigin, TestDaemon) async throws -> T
+        readTimeout: Duration = .seconds(20), checkpointInterval: Int64 = 256 << 10,
+        _ body: @Sendable (FaultyOrigin, TestDaemon) async throws -> T
     ) async throws -> T {
         let origin = try await FaultyOrigin.start()
         do {
             let result = try await TestDaemon.with(
-                clock: ManualClock(now: Self.start), transfers: Self.transfers(readTimeout: readTimeout)
+                clock: ManualClock(now: Self.start),
+                transfers: Self.transfers(readTimeout: readTimeout, checkpointInterval: checkpointInterval)
             ) { daemon in
                 try await body(origin, daemon)
             }
@@ -416,9 +420,11 @@ struct TransferTests {
         }
     }
 
-    /// cancel(byProducingResumeData:) keeps the bytes; resuming carries on from them.
+    /// cancel(byProducingResumeData:) keeps the bytes — every byte received, not only those up to
+    /// the last checkpoint (here a checkpoint would come only every 64 MiB); resuming carries on
+    /// from them.
     @Test func pauseAndResumeKeepTheBytes() async throws {
-        try await withOrigin { origin, daemon in
+        try await withOrigin(checkpointInterval: 64 << 20) { origin, daemon in
             let app = try await daemon.register("com.example.pauser", command: ["/bin/true"], interval: .never)
             let size = 3 << 20
             let url = origin.url(seed: 64, size: size, faults: ["rate": String(1 << 20)])
@@ -559,6 +565,29 @@ struct TransferCommandTests {
             let completedAgain = try await bgctl(["transfers", "retry", "1"], daemon)
             #expect(completedAgain.status == 4 && completedAgain.standardError.contains("completed"), "\(completedAgain)")
         }
+    }
+
+    /// The real bgd sets its own umask to 077 (its store and logs are the user's alone); the
+    /// operator's download still gets the mode from the umask bgd was started with, as a file
+    /// `curl -o` writes would (0644 under 022), not 0600.
+    @Test func aRealBgdGivesTheOperatorsDownloadTheUsersMode() async throws {
+        let origin = try await FaultyOrigin.start()
+        defer { Task { await origin.stop() } }
+        let directory = TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let daemon = try await DaemonProcess(stateDirectory: directory + "/state", socketPath: directory + "/bgd.sock")
+        let path = directory + "/file.bin"
+        let done = try await Command.run(
+            try BuiltProducts.path(of: "bgctl"),
+            ["download", origin.url(seed: 43, size: 100_000).absoluteString, "--to", path, "--socket", daemon.socketPath])
+        #expect(done.status == 0, "\(done.standardError)")
+        let mode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
+        #expect(mode == 0o666 & ~Self.umask(), "mode \(String(mode ?? 0, radix: 8)), umask \(String(Self.umask(), radix: 8))")
+        // bgd's own files stay the user's alone.
+        let store = try FileManager.default.attributesOfItem(atPath: directory + "/state/bgd.sqlite")[.posixPermissions] as? Int
+        #expect(store == 0o600)
+        daemon.signal(SIGTERM)
+        #expect(await daemon.waitForExit() == 0)
     }
 
     /// At a terminal, a host that refuses fails the download at once (as curl does) and bgd keeps
