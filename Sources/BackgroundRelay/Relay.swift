@@ -124,7 +124,7 @@ public struct Relay: Sendable {
             PushGateway(
                 configuration: configuration.provider, intake: intake,
                 certificateDirectory: configuration.stateDirectory, clock: clock, logger: logger, serverName: "bgrelay",
-                boundPort: providerPort),
+                portFlag: "--port", boundPort: providerPort),
             UplinkServer(
                 configuration: configuration.uplink, store: store, hub: hub, metrics: metrics,
                 certificateDirectory: configuration.stateDirectory, clock: clock, logger: logger, boundPort: uplinkPort,

@@ -54,10 +54,12 @@ struct PushConnectionLimitsTests {
         #expect(!FileManager.default.fileExists(atPath: socket), "the socket is gone with bgd")
     }
 
-    /// A port already taken — the gateway's or the dashboard's — is said before bgd is ready,
-    /// naming the flag, and bgd exits 69 (EX_UNAVAILABLE) instead of running without it.
-    @Test(arguments: ["--push-port", "--http"])
-    func aPortInUseStopsBgdBeforeItIsReady(flag: String) async throws {
+    /// A port already taken — bgd's gateway's or dashboard's, bgrelay's provider or uplink
+    /// port — is said before the process is ready, naming its own flag (bgrelay's provider port
+    /// is `--port`, though it is the same gateway as bgd's), and it exits 69 (EX_UNAVAILABLE)
+    /// instead of running without it.
+    @Test(arguments: ["--push-port", "--http", "bgrelay --port", "bgrelay --uplink-port"])
+    func aPortInUseStopsTheProcessBeforeItIsReady(listener: String) async throws {
         let directory = TemporaryDirectory.make()
         let taken = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(taken) }
@@ -72,16 +74,25 @@ struct PushConnectionLimitsTests {
         }
         try #require(listening)
         let port = Int(UInt16(bigEndian: address.sin_port))
-        let listener = flag == "--http" ? ["--push-port", "off", "--http", "127.0.0.1:\(port)"] : ["--push-port", "\(port)"]
-        let output = try await Command.run(
-            try BuiltProducts.path(of: "bgd"),
-            ["--state-dir", directory + "/state", "--socket", directory + "/bgd.sock"] + listener)
+        let flag = String(listener.split(separator: " ").last!)
+        let output: Command.Output
+        if listener.hasPrefix("bgrelay") {
+            let other = flag == "--port" ? "--uplink-port" : "--port"
+            output = try await Command.run(
+                try BuiltProducts.path(of: "bgrelay"),
+                ["--state-dir", directory + "/relay", flag, "\(port)", other, "0"])
+        } else {
+            let arguments = flag == "--http" ? ["--push-port", "off", "--http", "127.0.0.1:\(port)"] : ["--push-port", "\(port)"]
+            output = try await Command.run(
+                try BuiltProducts.path(of: "bgd"),
+                ["--state-dir", directory + "/state", "--socket", directory + "/bgd.sock"] + arguments)
+        }
         #expect(output.status == 69)
         #expect(
             output.standardError.contains(
                 "cannot listen on 127.0.0.1:\(port) (\(flag)): the address is already in use"),
             "\(output.standardError)")
-        #expect(!output.standardError.contains("bgd is ready"))
+        #expect(!output.standardError.contains("is ready"))
     }
 }
 

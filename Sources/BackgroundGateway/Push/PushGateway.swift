@@ -27,11 +27,15 @@ public struct PushGateway<Destinations: PushDestinations>: Service {
     let clock: any WallClock
     let logger: Logger
     let serverName: String
+    /// The option that sets the port, named when it cannot be listened on.
+    let portFlag: String
 
     public init(
         configuration: Configuration, intake: PushIntake<Destinations>, certificateDirectory: String,
-        clock: any WallClock, logger: Logger, serverName: String = "bgd-push", boundPort: BoundPort = BoundPort()
+        clock: any WallClock, logger: Logger, serverName: String = "bgd-push", portFlag: String = "--push-port",
+        boundPort: BoundPort = BoundPort()
     ) {
+        self.portFlag = portFlag
         self.boundPort = boundPort
         self.configuration = configuration
         self.intake = intake
@@ -80,7 +84,7 @@ public struct PushGateway<Destinations: PushDestinations>: Service {
         let clock = self.clock
         let grace = configuration.connections.shutdownGrace
         try await withGracefulShutdownHandler {
-            try await boundPort.serve(flag: "--push-port", address: "\(configuration.host):\(configuration.port)") {
+            try await boundPort.serve(flag: portFlag, address: "\(configuration.host):\(configuration.port)") {
                 try await application.run()
             }
         } onGracefulShutdown: {
