@@ -180,11 +180,12 @@ public final class PostgresRelayStore: RelayStore {
     public func revoke(token: String, device: String, at: Date) async throws {
         let token = token.lowercased()
         let logger = self.logger
-        let version = try await transaction { connection in
+        let version = try await transaction { connection -> Int? in
             var owner: String?
             for try await found in try await connection.query(
                 "SELECT device_id FROM relay_device_token WHERE token = \(token) FOR UPDATE", logger: logger
             ).decode(String.self) { owner = found }
+            guard let owner else { return nil }  // nobody registered it: nothing to revoke
             guard owner == device else { throw RelayRefusal.unknownToken(token) }
             try await connection.query(
                 "UPDATE relay_device_token SET revoked_at = \(at) WHERE token = \(token) AND revoked_at IS NULL",
@@ -194,7 +195,7 @@ public final class PostgresRelayStore: RelayStore {
                 logger: logger)
             return try await Self.bumpCredentials(connection, logger: logger)
         }
-        credentials.advance(to: version)
+        if let version { credentials.advance(to: version) }
     }
 
     public func tokenOwner(_ token: String) async throws -> RelayTokenOwner? {

@@ -101,14 +101,15 @@ extension SQLiteRelayStore {
     }
 
     /// Revokes the device's token at `at`: pushes to it answer 410 with that time, and its
-    /// pushes still pending end as `revoked`. Revoking it again keeps the first time.
+    /// pushes still pending end as `revoked`. Revoking it again keeps the first time; revoking a
+    /// token nobody registered does nothing (bgd names every revoked token on connecting, also
+    /// one revoked before the relay ever heard of it).
     public func revoke(token: String, device: String, at: Date) async throws {
         let token = token.lowercased()
-        let version = try await database.write { db -> Int in
-            guard
-                let owner = try String.fetchOne(
-                    db, sql: "SELECT deviceId FROM deviceToken WHERE token = ?", arguments: [token]), owner == device
-            else { throw RelayRefusal.unknownToken(token) }
+        let version = try await database.write { db -> Int? in
+            let owner = try String.fetchOne(db, sql: "SELECT deviceId FROM deviceToken WHERE token = ?", arguments: [token])
+            guard let owner else { return nil }
+            guard owner == device else { throw RelayRefusal.unknownToken(token) }
             try db.execute(
                 sql: "UPDATE deviceToken SET revokedAt = ? WHERE token = ? AND revokedAt IS NULL", arguments: [at, token])
             try db.execute(
@@ -117,7 +118,7 @@ extension SQLiteRelayStore {
             try Self.bumpCredentials(db)
             return try Int.fetchOne(db, sql: "SELECT version FROM credentials") ?? 0
         }
-        credentials.advance(to: version)
+        if let version { credentials.advance(to: version) }
     }
 
     public func tokenOwner(_ token: String) async throws -> RelayTokenOwner? {

@@ -92,6 +92,12 @@ struct RelayStoreTests {
         #expect(owner.device == a && owner.topic == topic && owner.revokedAt == nil)
         let version = try await store.credentialsVersion()
         #expect(version > 0 && store.credentials.current(now: 0, refresh: { nil }) == version)
+        // A token nobody registered (bgd revoked it before it ever reached the relay, and names
+        // it on every connect): revoking it is no error, and changes nothing.
+        let neverSeen = String(repeating: "0f", count: 32)
+        try await store.revoke(token: neverSeen, device: b, at: now)
+        #expect(try await store.tokenOwner(neverSeen) == nil)
+        #expect(try await store.credentialsVersion() == version)
         }
     }
 
