@@ -66,18 +66,26 @@ struct LearnedSchedulingTests {
         #expect(again == first)
     }
 
-    @Test func anAppWithOneOpenIsNotWokenOnNothing() async throws {
-        try await TestDaemon.with(clock: ManualClock(now: Self.monday)) { daemon in
+    /// A new install: the model has no day of opens to have learned from. An app opened once is
+    /// neither woken on the model's starting guess nor left unwoken (it was, and opening an app
+    /// took its wakes away): it is woken as an app never opened is, every 6 hours at most.
+    @Test func anAppOpenedBeforeTheModelHasLearnedIsWokenAsOneNeverOpened() async throws {
+        // bgd's default for apps with nothing to predict from.
+        try await TestDaemon.with(
+            fetchPolicy: .init(unusedAppInterval: .seconds(6 * 3600)), clock: ManualClock(now: Self.monday)
+        ) { daemon in
             try await daemon.register(
                 Self.app, command: [try BuiltProducts.path(of: "bgd-fixture-app"), "newData"], interval: .minimum)
             _ = try await daemon.admin.send(.post, "/v1/apps/\(Self.app)/opens")
             daemon.clock.advance(by: .seconds(600))
             // The open rang the scheduler: wait for the plan that knows of it.
             try await daemon.waitUntil {
-                try await daemon.why(Self.app).reasons.contains { [.stillFresh, .noLikelyOpen].contains($0.code) }
+                try await daemon.why(Self.app).reasons.contains { $0.detail.contains("learning the user's habits") }
             }
             let why = try await daemon.why(Self.app)
             #expect(!why.reasons.contains { $0.code == .predictedOpen }, "\(why.reasons)")
+            #expect(why.reasons.contains { $0.code == .rarelyUsed }, "\(why.reasons)")
+            #expect(why.nextWake == Self.monday.addingTimeInterval(6 * 3600), "\(String(describing: why.nextWake))")
         }
     }
 

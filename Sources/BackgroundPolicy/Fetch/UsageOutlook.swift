@@ -31,22 +31,18 @@ public struct UsageOutlook: Sendable {
         var decision = decision
         let app = candidate.app.rawValue
         if let learned, learned.history.opens[app] != nil {
-            return refine(decision, learned: learned, for: candidate, earliest: earliest, now: now)
+            if learned.hasLearned { return refine(decision, learned: learned, for: candidate, earliest: earliest, now: now) }
+            // A new install: the model has no day of the user's opens yet, and its estimates are
+            // its starting guess. Until it has, an app that was opened is woken as one never
+            // opened, not never.
+            return Self.rarely(
+                decision, candidate: candidate, earliest: earliest, interval: unusedAppInterval, now: now,
+                why: "learning the user's habits (a day of opens first)")
         }
         guard let model = learner.models[app], let lastOpen = model.lastOpen else {
-            guard let unusedAppInterval else { return decision }
-            let anchor = candidate.recentRuns.first?.startedAt ?? candidate.registeredAt
-            let rare = min(anchor, now).adding(unusedAppInterval)
-            if rare > earliest {
-                decision.dueAt = rare
-                decision.spacing = unusedAppInterval
-                decision.reasons.append(
-                    DecisionReason(
-                        .rarelyUsed,
-                        "never opened: woken at most every \(unusedAppInterval.humanDescription) (report opens with the SDK or `bgctl open`)"
-                    ))
-            }
-            return decision
+            return Self.rarely(
+                decision, candidate: candidate, earliest: earliest, interval: unusedAppInterval, now: now,
+                why: "never opened", hint: "report opens with the SDK or `bgctl open`")
         }
         let history = refreshHistory(of: candidate, lastOpen: lastOpen, now: now)
         switch planner.nextWake(
@@ -62,6 +58,26 @@ public struct UsageOutlook: Sendable {
         case .failure(let holdback):
             decision.dueAt = nil
             decision.reasons.append(reason(for: holdback, app: app, now: now))
+        }
+        return decision
+    }
+
+    /// `decision` held to one wake every `interval` (none given: unchanged), and why.
+    private static func rarely(
+        _ decision: WakeDecision, candidate: FetchCandidate, earliest: Date, interval: Duration?, now: Date, why: String,
+        hint: String? = nil
+    ) -> WakeDecision {
+        guard let interval else { return decision }
+        var decision = decision
+        let anchor = candidate.recentRuns.first?.startedAt ?? candidate.registeredAt
+        let rare = min(anchor, now).adding(interval)
+        if rare > earliest {
+            decision.dueAt = rare
+            decision.spacing = interval
+            decision.reasons.append(
+                DecisionReason(
+                    .rarelyUsed,
+                    "\(why): woken at most every \(interval.humanDescription)\(hint.map { " (\($0))" } ?? "")"))
         }
         return decision
     }
@@ -82,7 +98,7 @@ public struct UsageOutlook: Sendable {
                 earliestReasons: base.reasons, wakes: [], holdback: gated.reasons.last)
         }
         let app = candidate.app.rawValue
-        if let learned, learned.history.opens[app] != nil, let earliest = base.dueAt {
+        if let learned, learned.history.opens[app] != nil, learned.hasLearned, let earliest = base.dueAt {
             let planned = forecastLearned(
                 learned, app: candidate.app, lastWake: candidate.recentRuns.first?.startedAt,
                 from: max(earliest, now), until: end)
@@ -92,7 +108,7 @@ public struct UsageOutlook: Sendable {
         }
         var wakes: [WakeForecast.Wake] = []
         var holdback: DecisionReason?
-        if let earliest = base.dueAt, let lastOpen = learner.models[app]?.lastOpen {
+        if let earliest = base.dueAt, learned == nil, let lastOpen = learner.models[app]?.lastOpen {
             let history = refreshHistory(of: candidate, lastOpen: lastOpen, now: now)
             let planned = planner.forecast(
                 app, learner: learner, threshold: threshold, lastRefresh: history.lastRefresh,
@@ -106,8 +122,11 @@ public struct UsageOutlook: Sendable {
             }
             holdback = planned.lastHoldback.map { reason(for: $0, app: app, now: now) }
         } else if base.dueAt != nil {
+            let learning = learned.map { !$0.hasLearned && $0.history.opens[app] != nil } ?? false
             holdback = DecisionReason(
-                .rarelyUsed, "never opened: nothing to predict from; woken on its interval at most")
+                .rarelyUsed,
+                (learning ? "learning the user's habits (a day of opens first)" : "never opened: nothing to predict from")
+                    + "; woken on its interval at most")
         }
         return WakeForecast(
             app: candidate.app, from: now, until: end, threshold: threshold, earliest: base.dueAt,

@@ -89,6 +89,10 @@ public struct LearnedUsage: Sendable {
         }
     }
 
+    /// Whether the model has been fitted to a day of the user's opens (its first daily refit);
+    /// before that its estimates are its starting guess, and bgd does not plan with them.
+    public var hasLearned: Bool { predictor.refits > 0 }
+
     /// Records an open at `t` (opens arrive in time order; an earlier one is ignored).
     public mutating func recordOpen(of app: String, at t: Double) {
         if let last = history.allOpens.last {
