@@ -45,10 +45,22 @@ struct AppTokenTests {
             let kept = try String(contentsOfFile: file, encoding: .utf8)
             #expect(again.status == 0 && kept == again.standardOutput)
 
-            // An app bgd does not know: a clear 404, nothing made.
-            await #expect(throws: BackgroundError.self) {
-                _ = try await daemon.admin.send(.post, "/v1/apps/com.example.nobody/token", as: AppTokenAnswer.self)
+            // An app bgd does not know: a clear 404, nothing made — shown or rotated, the same
+            // unknownApp as every other command says (not "its token file is missing … --rotate").
+            for method in [DaemonClient.Method.get, .post] {
+                do {
+                    _ = try await daemon.admin.send(
+                        method, "/v1/apps/com.example.nobody/token", as: AppTokenAnswer.self)
+                    Issue.record("\(method): a token for an app bgd does not know")
+                } catch let error as BackgroundError {
+                    #expect(error.apiErrorCode == .unknownApp, "\(method): \(error)")
+                }
             }
+            let unknown = try await Command.run(
+                bgctl, ["token", "com.example.nobody", "--json", "--socket", daemon.socketPath])
+            let refusal = try JSONSerialization.jsonObject(with: Data(unknown.standardError.utf8)) as? [String: String]
+            #expect(unknown.status == 3 && refusal?["error"] == "unknownApp", "\(unknown.standardError)")
+            #expect(refusal?["reason"]?.contains("no app com.example.nobody is registered") == true)
             #expect(
                 !FileManager.default.fileExists(
                     atPath: DaemonLocation.appTokenPath(

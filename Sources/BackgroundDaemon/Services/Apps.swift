@@ -56,11 +56,13 @@ struct Apps: Sendable {
         let app = try await store.replaceRegistration(registration)
         schedulerDoorbell.ring()
         logger.notice("App registration replaced", metadata: ["app.id": "\(app.id)"])
-        return RegisteredApp(app: try await summary(of: app), token: try token(of: app.id))
+        return RegisteredApp(app: try await summary(of: app), token: try await token(of: app.id))
     }
 
-    /// The app's token, as its container's token file has it.
-    func token(of id: AppID) throws -> String {
+    /// The app's token, as its container's token file has it. An app bgd does not know is
+    /// `unknownApp`, as everywhere else — not a token file to make with `--rotate`.
+    func token(of id: AppID) async throws -> String {
+        _ = try await require(id)
         let path = DaemonLocation.appTokenPath(of: id, stateDirectory: stateDirectory.path)
         guard let token = try? String(contentsOfFile: path, encoding: .utf8), !token.isEmpty else {
             throw ServiceError.tokenUnavailable(id)
