@@ -46,6 +46,12 @@ struct BGCtlTests {
                 from: Data(try await bgctl(daemon, "usage", "com.example.cli", "--json").standardOutput.utf8))
             #expect(usage.opensRecorded == 3)
             #expect(usage.busiestSlots.first?.start == "09:00")
+            // Durations in seconds, as docs/api.md says (not Swift's [high, low] coding of a Duration).
+            let raw = try await bgctl(daemon, "usage", "com.example.cli", "--json").standardOutput
+            let chance = try #require(
+                (try JSONSerialization.jsonObject(with: Data(raw.utf8)) as? [String: Any])?["openChance"]
+                    as? [String: Any], "\(raw)")
+            #expect(chance["within"] as? Double == usage.openChance?.within.seconds, "\(raw)")
             #expect(try await bgctl(daemon, "usage", "com.example.cli").standardOutput.contains("09:00"))
             #expect(try await bgctl(daemon, "usage", "com.example.cli", "--reset").status == 0)
             #expect(try await daemon.store.opens(of: AppID(rawValue: "com.example.cli")!).isEmpty)

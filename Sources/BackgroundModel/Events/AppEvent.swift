@@ -57,6 +57,58 @@ public struct AppEvent: Hashable, Codable, Sendable {
     }
 }
 
+/// The synthesised coding — `{"fetch": {"run": R, "budget": 30}}` — but with budgets in seconds,
+/// as docs/api.md shows them, through a twin with `WireSeconds` where `Body` has a `Duration`.
+extension AppEvent.Body {
+    private enum Wire: Codable {
+        case fetch(run: RunID, budget: WireSeconds)
+        case downloadFinished(transfer: TransferID, session: String, taskDescription: String?, location: String)
+        case transferCompleted(
+            transfer: TransferID, session: String, taskDescription: String?, statusCode: Int?, error: TransferError?)
+        case sessionEventsFinished(session: String)
+        case remoteNotification(run: RunID, payload: String, budget: WireSeconds, apnsID: String? = nil)
+        case backgroundTask(run: RunID, identifier: String, kind: TaskKind, budget: WireSeconds)
+    }
+
+    public init(from decoder: any Decoder) throws {
+        switch try Wire(from: decoder) {
+        case .fetch(let run, let budget): self = .fetch(run: run, budget: budget.duration)
+        case .downloadFinished(let transfer, let session, let description, let location):
+            self = .downloadFinished(
+                transfer: transfer, session: session, taskDescription: description, location: location)
+        case .transferCompleted(let transfer, let session, let description, let statusCode, let error):
+            self = .transferCompleted(
+                transfer: transfer, session: session, taskDescription: description, statusCode: statusCode,
+                error: error)
+        case .sessionEventsFinished(let session): self = .sessionEventsFinished(session: session)
+        case .remoteNotification(let run, let payload, let budget, let apnsID):
+            self = .remoteNotification(run: run, payload: payload, budget: budget.duration, apnsID: apnsID)
+        case .backgroundTask(let run, let identifier, let kind, let budget):
+            self = .backgroundTask(run: run, identifier: identifier, kind: kind, budget: budget.duration)
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        let wire: Wire =
+            switch self {
+            case .fetch(let run, let budget): .fetch(run: run, budget: WireSeconds(budget))
+            case .downloadFinished(let transfer, let session, let description, let location):
+                .downloadFinished(
+                    transfer: transfer, session: session, taskDescription: description, location: location)
+            case .transferCompleted(let transfer, let session, let description, let statusCode, let error):
+                .transferCompleted(
+                    transfer: transfer, session: session, taskDescription: description, statusCode: statusCode,
+                    error: error)
+            case .sessionEventsFinished(let session): .sessionEventsFinished(session: session)
+            case .remoteNotification(let run, let payload, let budget, let apnsID):
+                .remoteNotification(run: run, payload: payload, budget: WireSeconds(budget), apnsID: apnsID)
+            case .backgroundTask(let run, let identifier, let kind, let budget):
+                .backgroundTask(run: run, identifier: identifier, kind: kind, budget: WireSeconds(budget))
+            }
+        try wire.encode(to: encoder)
+    }
+}
+
 /// A message that is not durable: it concerns the connection or process at hand only.
 public enum ControlMessage: Hashable, Codable, Sendable {
     /// The run's budget is about to end: cancel the handler and run expiration handlers now.

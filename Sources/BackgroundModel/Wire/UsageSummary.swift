@@ -20,6 +20,7 @@ public struct UsageSummary: Hashable, Codable, Sendable {
 
     public struct OpenChance: Hashable, Codable, Sendable {
         public var probability: Double
+        /// In seconds on the wire.
         public var within: Duration
         public var threshold: Double
         /// Feature name and its pull on the log-odds, strongest first.
@@ -45,6 +46,28 @@ public struct UsageSummary: Hashable, Codable, Sendable {
             self.threshold = threshold
             self.factors = factors
             self.timeOfDayFactor = timeOfDayFactor
+        }
+
+        private enum CodingKeys: String, CodingKey {
+            case probability, within, threshold, factors, timeOfDayFactor
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            probability = try c.decode(Double.self, forKey: .probability)
+            within = try c.decode(WireSeconds.self, forKey: .within).duration
+            threshold = try c.decode(Double.self, forKey: .threshold)
+            factors = try c.decode([Factor].self, forKey: .factors)
+            timeOfDayFactor = try c.decodeIfPresent(Double.self, forKey: .timeOfDayFactor)
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(probability, forKey: .probability)
+            try c.encode(WireSeconds(within), forKey: .within)
+            try c.encode(threshold, forKey: .threshold)
+            try c.encode(factors, forKey: .factors)
+            try c.encodeIfPresent(timeOfDayFactor, forKey: .timeOfDayFactor)
         }
     }
 
