@@ -158,4 +158,70 @@ struct InstallTests {
         #expect(missing.isEmpty, "docs/man/\(product).1 lacks \(Set(missing).sorted()); run Scripts/generate-manual.sh")
         #expect(unexplained.isEmpty, "arguments without help: \(unexplained)")
     }
+
+    /// Every `bgctl …` command the README and docs/*.md show — in code blocks and inline, and the
+    /// exit-status table's `simulate fetch …` — names only options that command has (its
+    /// --experimental-dump-help): a reader who copies one gets no "Unknown option".
+    @Test func theDocsNameOnlyOptionsBgctlHas() async throws {
+        let dump = try await Command.run(try BuiltProducts.path(of: "bgctl"), ["--experimental-dump-help"])
+        let tool = try #require(JSONSerialization.jsonObject(with: Data(dump.standardOutput.utf8)) as? [String: Any])
+        var options: [[String]: Set<String>] = [:]
+        func visit(_ command: [String: Any], _ path: [String]) {
+            var names: Set<String> = ["--help", "--version"]
+            for argument in command["arguments"] as? [[String: Any]] ?? [] {
+                for name in argument["names"] as? [[String: Any]] ?? [] where name["kind"] as? String == "long" {
+                    if let long = name["name"] as? String { names.insert("--" + long) }
+                }
+            }
+            options[path] = names
+            for subcommand in command["subcommands"] as? [[String: Any]] ?? [] {
+                if let name = subcommand["commandName"] as? String { visit(subcommand, path + [name]) }
+            }
+        }
+        visit(try #require(tool["command"] as? [String: Any]), [])
+        let docs = try FileManager.default.contentsOfDirectory(atPath: Self.checkout + "/docs")
+        let documents = ["README.md"] + docs.filter { $0.hasSuffix(".md") }.map { "docs/" + $0 }
+        var unknown: [String] = []
+        for document in documents {
+            let text = try String(contentsOfFile: Self.checkout + "/" + document, encoding: .utf8)
+            // Inline code, and the lines of code blocks (commands as they stand).
+            var pieces: [String] = []
+            var inBlock = false
+            for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+                if line.hasPrefix("```") {
+                    inBlock.toggle()
+                } else if inBlock {
+                    pieces.append(String(line))
+                } else {
+                    pieces += line.split(separator: "`", omittingEmptySubsequences: false).enumerated()
+                        .filter { $0.offset % 2 == 1 }.map { String($0.element) }
+                }
+            }
+            for piece in pieces {
+                let words = piece.split(whereSeparator: \.isWhitespace).map(String.init)
+                var starts = words.indices.filter { words[$0].hasSuffix("bgctl") }.map { $0 + 1 }
+                // `simulate fetch --wait`: a subcommand's path with no bgctl before it.
+                if starts.isEmpty, words.count >= 2, options[[words[0], words[1]]] != nil { starts = [0] }
+                for start in starts {
+                    var path: [String] = []
+                    var index = start
+                    while index < words.count, options[path + [words[index]]] != nil {
+                        path.append(words[index])
+                        index += 1
+                    }
+                    guard !path.isEmpty, let known = options[path] else { continue }
+                    for word in words[index...] {
+                        if ["--", "|", "&&", "||", ";"].contains(word) || word.hasPrefix("#") { break }
+                        guard word.hasPrefix("--") else { continue }
+                        let name = String(word.prefix { $0 != "=" }).trimmingCharacters(
+                            in: CharacterSet(charactersIn: "),`"))
+                        if !known.contains(name) {
+                            unknown.append("\(document): bgctl \(path.joined(separator: " ")) \(name)")
+                        }
+                    }
+                }
+            }
+        }
+        #expect(unknown.isEmpty, "\(Set(unknown).sorted())")
+    }
 }
