@@ -29,7 +29,8 @@ public struct BackgroundError: Error, Equatable, CustomStringConvertible {
     public static func daemonUnreachable(_ socketPath: String, _ underlying: String) -> BackgroundError {
         BackgroundError(
             .daemonUnreachable,
-            "cannot reach bgd at \(socketPath) (\(underlying)); is it running? Start it with `swift run bgd`")
+            "cannot reach bgd at \(socketPath) (\(underlying)); is it running? Start it with `swift run bgd` in a clone, "
+                + "or `systemctl --user start bgd` where it is installed as a service (bgctl install-service)")
     }
 
     /// bgd answered with an API error: `apiCode` is the stable code, e.g. `unknownApp`.
