@@ -195,4 +195,21 @@ struct BGCtlTests {
             #expect(noDaemonJSON.standardError.contains(#""error":"daemonUnreachable""#), "\(noDaemonJSON.standardError)")
         }
     }
+
+    /// An app registered already: the error points at --replace, which keeps its history, and
+    /// following it works.
+    @Test func registeringAgainPointsAtReplace() async throws {
+        try await TestDaemon.with { daemon in
+            #expect(try await bgctl(daemon, "register", "com.example.twice", "--", "/bin/true").status == 0)
+            let again = try await bgctl(daemon, "register", "com.example.twice", "--", "/bin/echo")
+            #expect(again.status == 4, "a conflict")
+            #expect(again.standardError.contains("--replace"), "\(again.standardError)")
+            #expect(!again.standardError.contains("first to replace it"), "\(again.standardError)")
+            let replaced = try await bgctl(daemon, "register", "com.example.twice", "--replace", "--", "/bin/echo")
+            #expect(replaced.status == 0, "\(replaced.standardError)")
+            let apps = try WireCoding.makeDecoder().decode(
+                [AppSummary].self, from: Data(try await bgctl(daemon, "apps", "--json").standardOutput.utf8))
+            #expect(apps.first?.launchCommand.arguments == ["/bin/echo"])
+        }
+    }
 }

@@ -45,7 +45,8 @@ struct APIError: Error, HTTPResponseError {
         case StoreError.appAlreadyRegistered(let id):
             APIError(
                 .conflict, .appAlreadyRegistered,
-                "\(id) is already registered; `bgctl unregister \(id)` first to replace it")
+                "\(id) is already registered; `bgctl register \(id) --replace -- …` (PUT /v1/apps/\(id)) changes it, keeping its history and token"
+            )
         case StoreError.appNotFound(let id): .unknownApp(id)
         case StoreError.runNotFound(let id): APIError(.notFound, .unknownRun, "no run \(id) exists")
         case StoreError.runAlreadyInFlight(let id):
