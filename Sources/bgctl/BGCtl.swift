@@ -66,6 +66,15 @@ func parseAppID(_ text: String) throws -> AppID {
     return id
 }
 
+/// A count bgd takes within `range`, checked here so a bad one is a usage error naming the option
+/// (64), not a request bgd finds malformed (65). Such options parse `.unconditional`ly, so
+/// `--limit -1` reaches this check instead of reading as a flag ("Missing value").
+func checkCount(_ value: Int, _ option: String, in range: ClosedRange<Int>) throws {
+    guard range.contains(value) else {
+        throw ValidationError("\(option) is from \(range.lowerBound) to \(range.upperBound), not \(value)")
+    }
+}
+
 func parseInterval(_ text: String) throws -> FetchInterval {
     guard let interval = FetchInterval(parsing: text) else {
         throw ValidationError("'\(text)': \(FetchInterval.requirement)")

@@ -70,12 +70,13 @@ extension BGCtl {
                 abstract: "The pushes an app was sent, and what became of each (delivered, held, replaced, dropped).")
             @OptionGroup var options: DaemonOptions
             @Argument(help: "The app's id (bgctl apps lists them).", transform: parseAppID) var app: AppID
-            @Option(help: "At most this many, newest first.") var limit: Int = 20
+            @Option(parsing: .unconditional, help: "At most this many, newest first (1 to 1000).") var limit: Int = 20
+
+            func validate() throws { try checkCount(limit, "--limit", in: 1...1000) }
 
             func run() async throws {
                 let pushes = try await options.call {
-                    try await $0.send(
-                        .get, "/v1/apps/\(app)/pushes?limit=\(max(1, min(limit, 1000)))", as: [PushRecord].self)
+                    try await $0.send(.get, "/v1/apps/\(app)/pushes?limit=\(limit)", as: [PushRecord].self)
                 }
                 if options.json { return try options.printJSON(pushes) }
                 guard !pushes.isEmpty else {

@@ -9,7 +9,9 @@ extension BGCtl {
             abstract: "An app's background runs: result, duration, what it cost, reason.")
         @OptionGroup var options: DaemonOptions
         @Argument(help: "The app's id (bgctl apps lists them).", transform: parseAppID) var app: AppID
-        @Option(help: "How many runs, newest first.") var limit = 20
+        @Option(parsing: .unconditional, help: "How many runs, newest first (1 to 1000).") var limit = 20
+
+        func validate() throws { try checkCount(limit, "--limit", in: 1...1000) }
 
         func run() async throws {
             let runs = try await options.call {
@@ -84,11 +86,9 @@ extension BGCtl {
                 "The wakes bgd plans for an app over the hours ahead, if nothing new happens, and what binds each one.")
         @OptionGroup var options: DaemonOptions
         @Argument(help: "The app's id (bgctl apps lists them).", transform: parseAppID) var app: AppID
-        @Option(help: "How many hours ahead (1 to 168).") var hours: Int = 24
+        @Option(parsing: .unconditional, help: "How many hours ahead (1 to 168).") var hours: Int = 24
 
-        func validate() throws {
-            guard (1...168).contains(hours) else { throw ValidationError("--hours must be from 1 to 168") }
-        }
+        func validate() throws { try checkCount(hours, "--hours", in: 1...168) }
 
         func run() async throws {
             let forecast = try await options.call {

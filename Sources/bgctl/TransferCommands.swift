@@ -159,12 +159,13 @@ extension BGCtl {
         struct List: AsyncParsableCommand {
             static let configuration = CommandConfiguration(abstract: "List transfers, newest first.")
             @OptionGroup var options: DaemonOptions
-            @Option(help: "At most this many.") var limit: Int = 50
+            @Option(parsing: .unconditional, help: "At most this many, newest first (1 to 10000).") var limit: Int = 50
+
+            func validate() throws { try checkCount(limit, "--limit", in: 1...10_000) }
 
             func run() async throws {
                 let records = try await options.call {
-                    try await $0.send(
-                        .get, "/v1/transfers?limit=\(max(1, min(limit, 10_000)))", as: [TransferRecord].self)
+                    try await $0.send(.get, "/v1/transfers?limit=\(limit)", as: [TransferRecord].self)
                 }
                 if options.json { return try options.printJSON(records) }
                 guard !records.isEmpty else { return print("No transfers. Start one with: bgctl download URL") }

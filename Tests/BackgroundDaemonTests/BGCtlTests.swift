@@ -212,4 +212,32 @@ struct BGCtlTests {
             #expect(apps.first?.launchCommand.arguments == ["/bin/echo"])
         }
     }
+
+    /// Counts bgd would refuse are bgctl's usage errors (64, naming the option), not bgd's
+    /// "malformed request" (65) — and a negative one is refused as a number, not "Missing value".
+    @Test func countsAreCheckedBeforeAskingBgd() async throws {
+        try await TestDaemon.with { daemon in
+            try await daemon.register("com.example.counts", command: ["/bin/true"], interval: .never)
+            let cases: [([String], String)] = [
+                (["history", "com.example.counts", "--limit", "0"], "--limit"),
+                (["history", "com.example.counts", "--limit=-1"], "--limit"),
+                (["history", "com.example.counts", "--limit", "-1"], "--limit"),
+                (["history", "com.example.counts", "--limit", "1001"], "--limit"),
+                (["push", "log", "com.example.counts", "--limit", "0"], "--limit"),
+                (["transfers", "list", "--limit", "0"], "--limit"),
+                (["transfers", "--limit", "-2"], "--limit"),
+                (["forecast", "com.example.counts", "--hours", "-1"], "--hours"),
+            ]
+            for (arguments, option) in cases {
+                let output = try await Command.run(
+                    try BuiltProducts.path(of: "bgctl"), arguments + ["--socket", daemon.socketPath])
+                #expect(output.status == 64, "\(arguments): \(output.standardError)")
+                #expect(
+                    output.standardError.contains(option) && !output.standardError.contains("Missing value"),
+                    "\(arguments): \(output.standardError)")
+            }
+            let history = try await bgctl(daemon, "history", "com.example.counts", "--limit", "1")
+            #expect(history.status == 0, "\(history.standardError)")
+        }
+    }
 }
