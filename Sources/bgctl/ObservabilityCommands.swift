@@ -38,17 +38,33 @@ extension BGCtl {
     struct InstallService: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "install-service",
-            abstract: "Write a systemd user unit that runs bgd, and say how to enable it.")
+            abstract: "Write a systemd user unit that runs bgd, and say how to enable it.",
+            discussion: """
+                --arguments are checked first by the bgd the unit runs (bgd --check): arguments it would
+                refuse are refused here, and nothing is written.
+                """)
         @Option(help: "The bgd to run (default: the one beside this bgctl).") var bgd: String?
         @Option(help: "Extra arguments for bgd, e.g. --arguments='--http 127.0.0.1:8765'.") var arguments: String = ""
         @Flag(help: "Replace an existing unit.") var force = false
 
-        func run() async throws {
+        func validate() throws {
+            if arguments.contains(where: \.isNewline) {
+                throw ValidationError("--arguments cannot hold a line break: they go on the unit's one ExecStart= line")
+            }
+            try Self.check(arguments, with: try executable())
+        }
+
+        func executable() throws -> String {
             let executable = try bgd ?? Self.besideMe("bgd")
             guard FileManager.default.isExecutableFile(atPath: executable), executable.hasPrefix("/") else {
                 throw ValidationError(
                     "no bgd at \(executable); build it (swift build -c release) or give --bgd /absolute/path/to/bgd")
             }
+            return executable
+        }
+
+        func run() async throws {
+            let executable = try executable()
             let path = Self.unitPath()
             if FileManager.default.fileExists(atPath: path) && !force {
                 throw ValidationError("\(path) exists; add --force to replace it")
@@ -124,9 +140,58 @@ extension BGCtl {
             """
         }
 
+        /// Runs the bgd the unit will run with the unit's arguments and `--check` — bgd's own
+        /// option parser and checks, as `bgrelay systemd-unit` parses serve's — and refuses what
+        /// it would refuse at every start, with its reason (which names the argument).
+        static func check(_ arguments: String, with executable: String) throws {
+            let words = Self.words(of: arguments)
+            guard let answer = Subprocess.run(executable, words + ["--check"]) else {
+                #if os(Linux)
+                    throw ValidationError("\(executable) --check did not answer; --arguments are not checked")
+                #else
+                    return
+                #endif
+            }
+            guard answer.status != 0 else { return }
+            let lines = answer.output.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+            let reason =
+                lines.first { $0.hasPrefix("Error: ") }.map { String($0.dropFirst("Error: ".count)) }
+                ?? lines.first ?? "exit status \(answer.status)"
+            if reason.contains("'--check'") {
+                // A bgd from before --check: it cannot say, so the unit is written unchecked.
+                FileHandle.standardError.write(
+                    Data("bgctl: \(executable) has no --check (an older bgd); --arguments are not checked\n".utf8))
+                return
+            }
+            throw ValidationError("bgd refuses --arguments='\(arguments)': \(reason)")
+        }
+
+        /// The words of ExecStart= as systemd splits them: at white space, quotes keeping one
+        /// word whole.
+        static func words(of arguments: String) -> [String] {
+            var words: [String] = []
+            var word: String?
+            var quote: Character?
+            for character in arguments {
+                if let open = quote {
+                    if character == open { quote = nil } else { word = (word ?? "") + String(character) }
+                } else if character == "\"" || character == "'" {
+                    quote = character
+                    word = word ?? ""
+                } else if character.isWhitespace {
+                    if let done = word { words.append(done) }
+                    word = nil
+                } else {
+                    word = (word ?? "") + String(character)
+                }
+            }
+            if let done = word { words.append(done) }
+            return words
+        }
+
         /// The `--socket` among bgd's arguments, if any: the socket unit listens there instead.
         static func socketArgument(in arguments: String) -> String? {
-            let words = arguments.split(separator: " ").map(String.init)
+            let words = Self.words(of: arguments)
             for (index, word) in words.enumerated() {
                 if word.hasPrefix("--socket=") { return String(word.dropFirst("--socket=".count)) }
                 if word == "--socket", index + 1 < words.count { return words[index + 1] }

@@ -198,6 +198,12 @@ struct BGD: AsyncParsableCommand {
     )
     var logFormat: String = "auto"
 
+    @Flag(
+        help:
+            "Check the other options and exit: status 0 if bgd would start with them, 64 and the reason if not. Starts nothing and touches no state (bgctl install-service checks --arguments so)."
+    )
+    var check = false
+
     func validate() throws {
         for node in (pushRelay ?? "").split(separator: ",") {
             let node = node.trimmingCharacters(in: .whitespaces)
@@ -303,6 +309,7 @@ struct BGD: AsyncParsableCommand {
     }
 
     func run() async throws {
+        if check { return print("bgd: the options are good") }
         // The store, the token hashes and app logs are the user's alone; the operator's downloads
         // get the mode the user's own files get, from the umask bgd was started with.
         let userUmask = umask(0o077)

@@ -199,6 +199,39 @@ struct ObservabilityTests {
                 && !FileManager.default.fileExists(atPath: directory + "/config/systemd/user/bgd.service")
                 && !FileManager.default.fileExists(atPath: directory + "/config/systemd/user/bgd.socket"))
     }
+
+    /// `--arguments` are checked by the bgd the unit runs (`bgd --check`) before anything is
+    /// written, as `bgrelay systemd-unit` checks serve's options: a unit bgd would refuse at
+    /// every start is refused now (64), naming the option; checking makes no state.
+    @Test func installServiceRefusesArgumentsBgdWouldRefuse() async throws {
+        let directory = TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let environment = ProcessInfo.processInfo.environment.merging([
+            "XDG_CONFIG_HOME": directory + "/config", "XDG_STATE_HOME": directory + "/state",
+            "XDG_RUNTIME_DIR": directory + "/run",
+        ]) { $1 }
+        let bgctl = try BuiltProducts.path(of: "bgctl")
+        let unit = directory + "/config/systemd/user/bgd.service"
+        for (arguments, named) in [
+            ("--bogus-flag", "--bogus-flag"), ("--http 127.0.0.1:8765 --push-port 70000", "--push-port"),
+            ("--fetch-budget soon", "--fetch-budget"), ("--http 127.0.0.1:8765 stray", "stray"),
+        ] {
+            let refused = try await Command.run(
+                bgctl, ["install-service", "--force", "--arguments=\(arguments)"], environment: environment)
+            #expect(refused.status == 64, "\(arguments): \(refused.standardError)")
+            #expect(refused.standardError.contains(named), "\(arguments): \(refused.standardError)")
+            #expect(!FileManager.default.fileExists(atPath: unit), "nothing written for \(arguments)")
+        }
+        let accepted = try await Command.run(
+            bgctl, ["install-service", "--arguments=--http 127.0.0.1:8765 --fetch-budget 20s"],
+            environment: environment)
+        #expect(accepted.status == 0, "\(accepted.standardError)")
+        #expect(
+            try String(contentsOfFile: unit, encoding: .utf8)
+                .contains("ExecStart=\(try BuiltProducts.path(of: "bgd")) --http 127.0.0.1:8765 --fetch-budget 20s\n"))
+        #expect(!FileManager.default.fileExists(atPath: directory + "/state"), "bgd --check made no state")
+        #expect(!FileManager.default.fileExists(atPath: directory + "/run/bgd"), "nor a socket")
+    }
 }
 
 /// Socket activation as systemd does it, by systemd's own `systemd-socket-activate` (the
