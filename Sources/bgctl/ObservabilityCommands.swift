@@ -237,18 +237,93 @@ extension BGCtl {
 
     struct UninstallService: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            commandName: "uninstall-service", abstract: "Remove the systemd user units for bgd (service and socket).")
+            commandName: "uninstall-service",
+            abstract: "Stop, disable and remove the systemd user units for bgd (service and socket).",
+            discussion: """
+                While the unit files are still there, systemd's user manager stops and disables the units
+                it loaded from them (systemctl --user disable --now); then the files go and systemd
+                forgets them (systemctl --user daemon-reload). Without a user manager to ask, the files
+                and the links that enabled them are removed, and bgctl says how to stop a bgd that runs.
+                """)
 
         func run() async throws {
-            let paths = [InstallService.unitPath(), InstallService.socketUnitPath()].filter {
-                FileManager.default.fileExists(atPath: $0)
-            }
-            guard !paths.isEmpty else {
+            let units = [("bgd.socket", InstallService.socketUnitPath()), ("bgd.service", InstallService.unitPath())]
+                .filter { FileManager.default.fileExists(atPath: $0.1) }
+            guard !units.isEmpty else {
                 return print("No unit at \(InstallService.unitPath()); nothing to do.")
             }
-            print("First: systemctl --user disable --now bgd.socket bgd")
-            for path in paths { try FileManager.default.removeItem(atPath: path) }
-            print("Removed \(paths.joined(separator: " and ")). Then: systemctl --user daemon-reload")
+            let names = units.map(\.0).joined(separator: " ")
+            let systemctl = Subprocess.onPath("systemctl")
+            // The units the user manager loaded from these very files (not a bgd.service it
+            // found under another XDG_CONFIG_HOME): those are the ones to stop.
+            var managed: [String] = []
+            var silence: String?
+            for (name, path) in units {
+                guard let systemctl else { break }
+                let answer = Subprocess.run(systemctl, ["--user", "show", "--property=FragmentPath", "--value", name])
+                guard let answer, answer.status == 0 else {
+                    silence = answer?.firstLine ?? "no answer"
+                    continue
+                }
+                if Self.samePath(answer.firstLine, path) { managed.append(name) }
+            }
+            var stillRunning: String?
+            if let systemctl, !managed.isEmpty {
+                let disable = ["--user", "disable", "--now"] + managed
+                if let answer = Subprocess.run(systemctl, disable, timeout: 60), answer.status == 0 {
+                    print(
+                        "Stopped and disabled \(managed.joined(separator: " and ")) (systemctl \(disable.joined(separator: " ")))."
+                    )
+                } else {
+                    stillRunning = managed.joined(separator: " ")
+                    silence = "systemctl \(disable.joined(separator: " ")) failed"
+                }
+            } else if systemctl != nil, silence != nil {
+                stillRunning = names
+            }
+            let links = Self.enablingLinks(of: units.map(\.1))
+            for path in links + units.map(\.1) { try FileManager.default.removeItem(atPath: path) }
+            print(
+                "Removed \(units.map(\.1).joined(separator: " and "))"
+                    + (links.isEmpty ? "." : ", and the links that enabled them: \(links.joined(separator: " "))."))
+            if let stillRunning {
+                print(
+                    "systemd's user manager did not answer (\(silence ?? "?")); if it runs bgd, stop it now with: systemctl --user stop \(stillRunning) && systemctl --user daemon-reload"
+                )
+            } else if let systemctl, !managed.isEmpty {
+                let reload = Subprocess.run(systemctl, ["--user", "daemon-reload"], timeout: 60)
+                if let reload, reload.status == 0 {
+                    print("systemd forgot them (systemctl --user daemon-reload).")
+                } else {
+                    print("Now: systemctl --user daemon-reload (it did not answer bgctl)")
+                }
+            }
+        }
+
+        static func samePath(_ a: String, _ b: String) -> Bool {
+            !a.isEmpty
+                && URL(fileURLWithPath: a).resolvingSymlinksInPath().path
+                    == URL(fileURLWithPath: b).resolvingSymlinksInPath().path
+        }
+
+        /// What `systemctl enable` made for the units: links to them in the unit directory's
+        /// `*.wants/` and `*.requires/` (default.target.wants/bgd.service, sockets.target.wants/bgd.socket).
+        static func enablingLinks(of units: [String]) -> [String] {
+            guard let directory = units.first.map({ ($0 as NSString).deletingLastPathComponent }),
+                let entries = try? FileManager.default.contentsOfDirectory(atPath: directory)
+            else { return [] }
+            var links: [String] = []
+            for entry in entries.sorted() where entry.hasSuffix(".wants") || entry.hasSuffix(".requires") {
+                for unit in units {
+                    let link = "\(directory)/\(entry)/\((unit as NSString).lastPathComponent)"
+                    guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: link) else {
+                        continue
+                    }
+                    let resolved = target.hasPrefix("/") ? target : "\(directory)/\(entry)/\(target)"
+                    if samePath(resolved, unit) { links.append(link) }
+                }
+            }
+            return links
         }
     }
 }

@@ -232,6 +232,68 @@ struct ObservabilityTests {
         #expect(!FileManager.default.fileExists(atPath: directory + "/state"), "bgd --check made no state")
         #expect(!FileManager.default.fileExists(atPath: directory + "/run/bgd"), "nor a socket")
     }
+
+    /// uninstall-service stops and disables the units while their files are there, removes
+    /// them, then has systemd forget them — in that order, saying so (it used to print "First:
+    /// systemctl --user disable --now …" and remove the files before anyone could). A systemctl
+    /// on PATH stands in for systemd's: it records what it is asked and whether the unit files
+    /// were still there, and its user manager loaded them from this XDG_CONFIG_HOME.
+    @Test func uninstallServiceStopsTheUnitsBeforeRemovingThem() async throws {
+        let directory = TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let units = directory + "/config/systemd/user"
+        let log = directory + "/systemctl.log"
+        try FileManager.default.createDirectory(atPath: directory + "/bin", withIntermediateDirectories: true)
+        func systemctl(answering: Bool) throws {
+            let script = """
+                #!/bin/sh
+                if [ -f "\(units)/bgd.service" ]; then files=present; else files=gone; fi
+                echo "$* ($files)" >> "\(log)"
+                \(answering ? "" : "echo 'Failed to connect to bus: No medium found' >&2; exit 1")
+                case "$1 $2" in "--user show") for unit; do :; done; echo "\(units)/$unit" ;; esac
+                exit 0
+
+                """
+            try script.write(toFile: directory + "/bin/systemctl", atomically: true, encoding: .utf8)
+            chmod(directory + "/bin/systemctl", 0o755)
+        }
+        let environment = ProcessInfo.processInfo.environment.merging([
+            "XDG_CONFIG_HOME": directory + "/config",
+            "PATH": directory + "/bin:" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"),
+        ]) { $1 }
+        let bgctl = try BuiltProducts.path(of: "bgctl")
+
+        try systemctl(answering: true)
+        #expect(try await Command.run(bgctl, ["install-service"], environment: environment).status == 0)
+        let removed = try await Command.run(bgctl, ["uninstall-service"], environment: environment)
+        #expect(removed.status == 0, "\(removed.standardError)")
+        #expect(!FileManager.default.fileExists(atPath: units + "/bgd.service"))
+        #expect(!FileManager.default.fileExists(atPath: units + "/bgd.socket"))
+        let asked = try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n").map(String.init)
+        #expect(asked.contains("--user disable --now bgd.socket bgd.service (present)"), "\(asked)")
+        #expect(asked.last == "--user daemon-reload (gone)", "\(asked)")
+        let said = removed.standardOutput
+        let stopped = try #require(said.range(of: "disable --now"), "\(said)")
+        let gone = try #require(said.range(of: "Removed"), "\(said)")
+        #expect(stopped.lowerBound < gone.lowerBound && said.contains("daemon-reload"), "\(said)")
+        #expect(!said.contains("First:"), "\(said)")
+
+        // No user manager to ask (a container, su without a session): the units are removed,
+        // with the links `enable` made, and bgctl says what may still run and how to stop it.
+        try systemctl(answering: false)
+        #expect(try await Command.run(bgctl, ["install-service"], environment: environment).status == 0)
+        for (wants, unit) in [("default.target.wants", "bgd.service"), ("sockets.target.wants", "bgd.socket")] {
+            try FileManager.default.createDirectory(atPath: units + "/" + wants, withIntermediateDirectories: true)
+            try FileManager.default.createSymbolicLink(
+                atPath: units + "/\(wants)/\(unit)", withDestinationPath: units + "/" + unit)
+        }
+        let offline = try await Command.run(bgctl, ["uninstall-service"], environment: environment)
+        #expect(offline.status == 0, "\(offline.standardError)")
+        let left = FileManager.default.enumerator(atPath: units)?.allObjects.compactMap { $0 as? String } ?? []
+        #expect(!left.contains { $0.hasSuffix("bgd.service") || $0.hasSuffix("bgd.socket") }, "\(left)")
+        let advice = offline.standardOutput
+        #expect(advice.contains("systemctl --user stop bgd.socket bgd.service"), "\(advice)")
+    }
 }
 
 /// Socket activation as systemd does it, by systemd's own `systemd-socket-activate` (the
