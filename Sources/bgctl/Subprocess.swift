@@ -1,3 +1,4 @@
+import BackgroundModel
 import Foundation
 
 #if canImport(Glibc)
@@ -39,10 +40,12 @@ enum Subprocess {
             var output = [UInt8]()
             var buffer = [UInt8](repeating: 0, count: 4096)
             var entry = pollfd(fd: pipeEnds[0], events: Int16(POLLIN), revents: 0)
-            let deadline = Date().addingTimeInterval(timeout)
+            // Real time, monotonic: how long a child may take is no policy's `now`.
+            let clock = ContinuousClock()
+            let deadline = clock.now.advanced(by: .seconds(timeout))
             var timedOut = false
             while true {
-                let left = deadline.timeIntervalSinceNow
+                let left = clock.now.duration(to: deadline).seconds
                 guard left > 0 else {
                     timedOut = true
                     break
