@@ -220,6 +220,8 @@ public actor PushUplink: Service {
                 try await connect(credential, to: node)
             } catch is CancellationError {
                 return
+            } catch where Task.isCancelled {
+                return  // bgd is stopping: the connection ended with it, not lost
             } catch {
                 // The backoff is for a relay that cannot be reached or will not take the device.
                 // One that did (the uplink was up) and then lost it — a node stopped or killed,
