@@ -35,10 +35,17 @@ if [ "$mode" = uninstall ]; then
         rm -f "$unit"
         echo "removed $unit (it ran this bgd)"
     fi
-    while IFS= read -r file; do rm -f "$file"; done < "$manifest"
+    dirs=()
+    while IFS= read -r file; do rm -f "$file"; dirs+=("$(dirname "$file")"); done < "$manifest"
     rm -f "$manifest"
-    rmdir "$prefix/share/doc/swift-background/docs" "$prefix/share/doc/swift-background" \
-        "$prefix/share/swift-background" 2>/dev/null || true
+    dirs+=("$(dirname "$manifest")")
+    # The directories the install made and left empty go too (bin, share/man/man1, …), as a
+    # package manager's removal does; never $prefix itself, nor one that still holds anything.
+    for dir in "${dirs[@]}"; do
+        while [ "$dir" != "$prefix" ] && [ "${dir#"$prefix"/}" != "$dir" ] && rmdir "$dir" 2>/dev/null; do
+            dir=$(dirname "$dir")
+        done
+    done
     echo "removed swift-background from $prefix"
     state=${XDG_STATE_HOME:-$HOME/.local/state}/bgd
     if $purge; then

@@ -110,6 +110,8 @@ struct InstallTests {
                     && !$0.hasSuffix(".1")
             },
             "\(left)")
+        // Nor are the directories it made left behind empty (bin, share/man/man1, …).
+        #expect(left.isEmpty, "\(left)")
         #expect(!FileManager.default.fileExists(atPath: root + "/config/systemd/user/bgd.service"))
         #expect(FileManager.default.fileExists(atPath: state))
 
