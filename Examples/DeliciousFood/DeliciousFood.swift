@@ -9,8 +9,9 @@ import Synchronization
 /// by lines on stdin:
 ///
 /// - `refresh` — pull to refresh: 0–4 dishes now.
-/// - `background` — leave the foreground: `beginBackgroundTask` while the list is saved, then
-///   `endBackgroundTask` (bgd suspends the app a few seconds later; an event resumes it).
+/// - `background` — leave the foreground: submit a refresh task request (`bgctl tasks run` runs
+///   it now), `beginBackgroundTask` while the list is saved, then `endBackgroundTask` (bgd
+///   suspends the app a few seconds later; an event resumes it).
 ///   `background slow`: the save outlasts the background time; the expiration handler ends it.
 /// - `foreground` — come back: the list reloads from disk (what background fetches added while
 ///   away is highlighted), like seed 000 reloading on `willEnterForegroundNotification`.
@@ -73,8 +74,10 @@ struct DeliciousFood {
                 menu.unseen = 0
                 try file.save(menu)
             case "background", "background slow":
-                // applicationDidEnterBackground: finish saving with time granted for it.
+                // applicationDidEnterBackground: ask for a refresh while away (Apple's
+                // scheduleAppRefresh, at most one pending), then finish saving with time granted.
                 try await application.applicationDidEnterBackground()
+                try await application.taskScheduler.submit(AppRefreshTaskRequest(identifier: refreshTask))
                 let slow = line.hasSuffix("slow")
                 let ended = TaskEnd()
                 let task = await application.beginBackgroundTask(withName: "save the menu") {

@@ -51,6 +51,12 @@ struct DeliciousFoodTests {
                 }, after: { say("background") })
             #expect(ended)
             #expect(await eventually { printed.all.contains("s of background time left)") }, "\(printed.all)")
+            // It asked for a refresh while away, as Apple's sample does (`bgctl tasks run` has
+            // something to run, as the README shows).
+            let pending = try await daemon.admin.send(.get, "/v1/tasks", as: TasksOverview.self).pending
+            #expect(
+                pending.contains { $0.app.rawValue == Self.app && $0.request.identifier == "com.example.deliciousfood.refresh" },
+                "\(pending)")
             // A background fetch while away (it goes to the running app) until one brings dishes.
             var outcome: RunOutcome?
             for _ in 0..<20 where outcome != .newData {
