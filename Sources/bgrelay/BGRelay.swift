@@ -200,9 +200,12 @@ extension BGRelay {
                     enrollment: EnrollmentPolicy(
                         token: try enrollmentTokenGiven(), limit: PushFloodLimit(perSecond: enrollmentRate, burst: enrollmentRate * 10))),
                 store: store, clock: clock, logger: logger, activity: { codePages?.noteActivity() })
+            // A listener that cannot start stops the others gracefully, not by cancelling them
+            // into errors of their own beside the one that says what went wrong.
+            let services = try relay.makeServices() + (codePages.map { [CodePagesWhenQuiet(pages: $0)] } ?? [])
             let group = ServiceGroup(
                 configuration: .init(
-                    services: try relay.makeServices() + (codePages.map { [CodePagesWhenQuiet(pages: $0)] } ?? []),
+                    services: services.map { .init(service: $0, failureTerminationBehavior: .gracefullyShutdownGroup) },
                     gracefulShutdownSignals: quietExecutor ? [] : [.sigterm, .sigint],
                     logger: logger))
             if quietExecutor { SignalWaiter.shared.onSignal { Task { await group.triggerGracefulShutdown() } } }

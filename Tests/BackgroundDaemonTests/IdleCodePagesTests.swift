@@ -57,16 +57,24 @@ struct IdleCodePagesTests {
         let kept = try await RelayProcess(
             stateDirectory: directory + "/kept", environment: ["BGRELAY_KEEP_CODE_PAGES": "1"])
         #expect(await quiet.output.wait(for: "times=1"), "\(quiet.output.text)")
-        let (given, keeping) = (Self.residentCode(of: quiet.process.processID), Self.residentCode(of: kept.process.processID))
-        #expect(given * 2 < keeping, "resident code: \(given) kB given back, \(keeping) kB kept")
 
         let client = RelayNode.client(trusting: quiet.certificatePath)
         defer { _ = client.shutdown() }
-        var request = HTTPClientRequest(url: quiet.uplinkURL + "/v1/devices")
-        request.method = .POST
-        let enrolled = try await client.execute(request, timeout: .seconds(30))
-        #expect(enrolled.status == .ok, "the code runs again: \(enrolled.status)")
-        #expect(await quiet.output.wait(for: "times=2"), "after the enrollment: \(quiet.output.text)")
+        func enroll() async throws {
+            var request = HTTPClientRequest(url: quiet.uplinkURL + "/v1/devices")
+            request.method = .POST
+            let enrolled = try await client.execute(request, timeout: .seconds(30))
+            #expect(enrolled.status == .ok, "the code runs again: \(enrolled.status)")
+        }
+        // Measured after a release that follows a request, not the first one: with a 1-second
+        // quiet period on a loaded machine, the first can come while the tail of the start
+        // (first certificates, the store's first pass) still runs and faults code back after it.
+        try await enroll()
+        #expect(await quiet.output.wait(for: "times=2"), "after an enrollment: \(quiet.output.text)")
+        let (given, keeping) = (Self.residentCode(of: quiet.process.processID), Self.residentCode(of: kept.process.processID))
+        #expect(given * 2 < keeping, "resident code: \(given) kB given back, \(keeping) kB kept")
+        try await enroll()
+        #expect(await quiet.output.wait(for: "times=3"), "after another: \(quiet.output.text)")
         #expect(!kept.output.text.contains("Gave the code pages back"))
     }
 

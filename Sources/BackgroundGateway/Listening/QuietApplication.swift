@@ -67,7 +67,13 @@ where Responder.Context: InitializableFromSource<ApplicationRequestContextSource
                     configuration: configuration, eventLoopGroup: MultiThreadedEventLoopGroup.singleton, logger: logger,
                     responder: respond, onServerRunning: onServerRunning)
             }
-        try await ServiceGroup(configuration: .init(services: services + [server], logger: logger)).run()
+        // A service that fails (a port in use) stops the others gracefully, not by cancelling
+        // them: cancelled, Hummingbird's server logs an error of its own ("Waiting on child
+        // channel: CancellationError()") beside the one that says what went wrong.
+        let configured = (services + [server]).map {
+            ServiceGroupConfiguration.ServiceConfiguration(service: $0, failureTerminationBehavior: .gracefullyShutdownGroup)
+        }
+        try await ServiceGroup(configuration: .init(services: configured, logger: logger)).run()
     }
 }
 
