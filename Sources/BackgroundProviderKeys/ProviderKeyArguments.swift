@@ -11,12 +11,17 @@ public struct ProviderKeyArguments: ParsableArguments {
 
     public init() {}
 
-    /// The registration, or a validation error that says what is wrong with the file or ids.
-    public func registration() throws -> ProviderKeyRegistration {
-        do {
-            return try .fromKeyFile(file, keyID: keyID, teamID: teamID, topics: topics)
-        } catch {
-            throw ValidationError(error.description)
-        }
+    /// The ids and topics are checked here, while parsing, so a bad one is a usage error shown
+    /// with the subcommand's usage (a ValidationError from run() gets the top command's).
+    public func validate() throws {
+        let ids = ProviderKeyRegistration(keyID: keyID, teamID: teamID, topics: topicList, publicKeyPEM: "")
+        if let problem = ids.problem { throw ValidationError(problem) }
+    }
+
+    var topicList: [String] { topics.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) } }
+
+    /// The registration, or the problem with the key file (missing, unreadable, not a key).
+    public func registration() throws(InputFileProblem) -> ProviderKeyRegistration {
+        try .fromKeyFile(file, keyID: keyID, teamID: teamID, topics: topics)
     }
 }

@@ -2,34 +2,29 @@ import BackgroundModel
 import Crypto
 import Foundation
 
-/// Why a key file cannot be registered, said for the person who named it.
-public struct ProviderKeyFileProblem: Error, CustomStringConvertible {
-    public let description: String
-}
-
 extension ProviderKeyRegistration {
     /// The registration for an APNs key file (the .p8's PKCS#8 PEM, or its public key): only the
     /// public half is kept, derived here, so a private key never leaves the provider's machine.
     /// `topics` are comma-separated app ids. bgctl (for bgd) and bgrelay register keys this way.
     public static func fromKeyFile(
         _ path: String, keyID: String, teamID: String, topics: String
-    ) throws(ProviderKeyFileProblem) -> ProviderKeyRegistration {
-        guard let pem = try? String(contentsOfFile: path, encoding: .utf8) else {
-            throw ProviderKeyFileProblem(description: "cannot read \(path)")
-        }
+    ) throws(InputFileProblem) -> ProviderKeyRegistration {
+        let pem = try InputFile.text(path, what: "a P-256 key in PEM")
         let publicKey: String
         if let privateKey = try? P256.Signing.PrivateKey(pemRepresentation: pem) {
             publicKey = privateKey.publicKey.pemRepresentation
         } else if let key = try? P256.Signing.PublicKey(pemRepresentation: pem) {
             publicKey = key.pemRepresentation
         } else {
-            throw ProviderKeyFileProblem(description: "\(path) is not a P-256 key in PEM (an APNs .p8 file)")
+            throw InputFileProblem(.malformed, "\(path) is not a P-256 key in PEM (an APNs .p8 file)")
         }
         let registration = ProviderKeyRegistration(
             keyID: keyID, teamID: teamID,
             topics: topics.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) },
             publicKeyPEM: publicKey)
-        if let problem = registration.problem { throw ProviderKeyFileProblem(description: problem) }
+        // The ids are checked by ProviderKeyArguments.validate() before; a caller that skipped it
+        // still gets the reason, not a registration bgd would refuse.
+        if let problem = registration.problem { throw InputFileProblem(.malformed, problem) }
         return registration
     }
 }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Background
 import BackgroundModel
+import BackgroundProviderKeys
 import Foundation
 
 extension BGCtl {
@@ -104,6 +105,7 @@ extension BGCtl {
             guard !command.isEmpty else {
                 throw ValidationError("give the launch command after --, e.g. -- /usr/local/bin/myapp --background")
             }
+            guard LaunchCommand(command) != nil else { throw ValidationError(LaunchCommand.requirement) }
             for identifier in taskIdentifiers where !TaskRequest.isValidIdentifier(identifier) {
                 throw ValidationError(
                     "--task-identifier '\(identifier)': use 1 to 200 letters, digits, '.', '-' or '_'")
@@ -111,7 +113,9 @@ extension BGCtl {
         }
 
         func run() async throws {
-            if let manifest { return try await register(from: try AppManifest.load(manifest)) }
+            if let manifest {
+                return try await register(from: options.input { () throws(InputFileProblem) in try AppManifest.load(manifest) })
+            }
             guard let app else { throw ValidationError("give the app id") }
             var argv = command
             // bgd runs the command from the app's own directory: make a relative path absolute now.
@@ -141,7 +145,9 @@ extension BGCtl {
         /// if the manifest changed, and changes nothing if it did not.
         private func register(from manifest: AppManifest) async throws {
             let id = manifest.registration.id
-            if let app, app != id { throw ValidationError("the manifest is for \(id), not \(app)") }
+            if let app, app != id {
+                options.fail("manifestMismatch", "the manifest is for \(id), not \(app)", exit: BGCtlExit.usage)
+            }
             let current: AppSummary?
             do {
                 current = try await options.client.send(.get, "/v1/apps/\(id)", as: AppSummary.self)

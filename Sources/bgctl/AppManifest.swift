@@ -1,5 +1,5 @@
-import ArgumentParser
 import BackgroundModel
+import BackgroundProviderKeys
 import Foundation
 
 /// What an app declares about itself, as `Info.plist`'s `UIBackgroundModes` and
@@ -32,47 +32,47 @@ struct AppManifest: Equatable {
     }
 
     /// Reads and checks the manifest at `path`; every problem is a sentence naming the field.
-    static func load(_ path: String) throws -> AppManifest {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw ValidationError("cannot read the manifest \(path)")
-        }
+    /// A problem is the file's, not the command line's: `InputFileProblem`, shown without usage.
+    static func load(_ path: String) throws(InputFileProblem) -> AppManifest {
+        let data = try InputFile.contents(path)
         let object: Any
         do { object = try JSONSerialization.jsonObject(with: data) } catch {
-            throw ValidationError("\(path) is not JSON: \(error.localizedDescription)")
+            throw InputFileProblem(.malformed, "\(path) is not JSON: \(error.localizedDescription)")
         }
-        guard let fields = object as? [String: Any] else { throw ValidationError("\(path): a JSON object is expected") }
+        guard let fields = object as? [String: Any] else { throw InputFileProblem(.malformed, "\(path): a JSON object is expected") }
         let known = Set(File.CodingKeys.allCases.map(\.rawValue))
         if let unknown = fields.keys.sorted().first(where: { !known.contains($0) }) {
-            throw ValidationError(
+            throw InputFileProblem(.malformed, 
                 "\(path): unknown field '\(unknown)' (known: \(known.sorted().joined(separator: ", ")))")
         }
         let file: File
         do { file = try JSONDecoder().decode(File.self, from: data) } catch let DecodingError.keyNotFound(key, _) {
-            throw ValidationError("\(path): '\(key.stringValue)' is required")
+            throw InputFileProblem(.malformed, "\(path): '\(key.stringValue)' is required")
         } catch {
-            throw ValidationError("\(path): a field has the wrong type (id: string, launch: [string], interval: string, taskIdentifiers: [string], pushTopic: string)")
+            throw InputFileProblem(.malformed, "\(path): a field has the wrong type (id: string, launch: [string], interval: string, taskIdentifiers: [string], pushTopic: string)")
         }
-        guard let id = AppID(rawValue: file.id) else { throw ValidationError("\(path): id '\(file.id)': \(AppID.requirement)") }
+        guard let id = AppID(rawValue: file.id) else { throw InputFileProblem(.malformed, "\(path): id '\(file.id)': \(AppID.requirement)") }
         var argv = file.launch
         guard let program = argv.first, !program.isEmpty else {
-            throw ValidationError("\(path): 'launch' needs the program, e.g. [\"bin/NewsFeed\"]")
+            throw InputFileProblem(.malformed, "\(path): 'launch' needs the program, e.g. [\"bin/NewsFeed\"]")
         }
         if !program.hasPrefix("/") && program.contains("/") {
             let directory = URL(fileURLWithPath: path).deletingLastPathComponent()
             argv[0] = directory.appendingPathComponent(program).standardizedFileURL.path
         }
-        guard let launch = LaunchCommand(argv) else { throw ValidationError("\(path): launch: \(LaunchCommand.requirement)") }
-        let interval = try file.interval.map { text in
-            guard let interval = FetchInterval(parsing: text) else {
-                throw ValidationError("\(path): interval '\(text)': \(FetchInterval.requirement)")
+        guard let launch = LaunchCommand(argv) else { throw InputFileProblem(.malformed, "\(path): launch: \(LaunchCommand.requirement)") }
+        var interval: FetchInterval?
+        if let text = file.interval {
+            guard let parsed = FetchInterval(parsing: text) else {
+                throw InputFileProblem(.malformed, "\(path): interval '\(text)': \(FetchInterval.requirement)")
             }
-            return interval
+            interval = parsed
         }
         for identifier in file.taskIdentifiers ?? [] where !TaskRequest.isValidIdentifier(identifier) {
-            throw ValidationError("\(path): task identifier '\(identifier)': use 1 to 200 letters, digits, '.', '-' or '_'")
+            throw InputFileProblem(.malformed, "\(path): task identifier '\(identifier)': use 1 to 200 letters, digits, '.', '-' or '_'")
         }
         if let topic = file.pushTopic, topic != file.id {
-            throw ValidationError("\(path): pushTopic '\(topic)' must be the app's id, \(file.id): pushes are taken on the id's topic")
+            throw InputFileProblem(.malformed, "\(path): pushTopic '\(topic)' must be the app's id, \(file.id): pushes are taken on the id's topic")
         }
         return AppManifest(
             registration: RegisterAppRequest(

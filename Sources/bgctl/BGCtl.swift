@@ -1,6 +1,7 @@
 import ArgumentParser
 import Background
 import BackgroundModel
+import BackgroundProviderKeys
 import Foundation
 
 /// The command-line face of bgd: register apps, see what it decided and why, poke it.
@@ -46,18 +47,41 @@ struct DaemonOptions: ParsableArguments {
 
     /// Says why the command failed, on stderr, and exits with `status`.
     func fail(_ code: String, _ reason: String, exit status: Int32) -> Never {
-        if json {
-            let object = ["error": code, "reason": reason]
-            let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data()
-            FileHandle.standardError.write(data + Data("\n".utf8))
-        } else {
-            FileHandle.standardError.write(Data("bgctl: \(reason)\n".utf8))
-        }
-        Foundation.exit(status)
+        failCommand(code, reason, json: json, exit: status)
+    }
+
+    /// Reads an input file with `body`; a file it cannot use ends the command with its reason.
+    func input<T>(_ body: () throws(InputFileProblem) -> T) -> T {
+        inputOrFail(json: json, body)
     }
 
     func printJSON(_ value: some Encodable) throws {
         print(String(decoding: try WireCoding.makeEncoder().encode(value), as: UTF8.self))
+    }
+}
+
+/// Says why the command failed, on stderr (as `{"error", "reason"}` with `--json`), and exits
+/// with `status` — without the usage ArgumentParser would print after an error thrown from run().
+func failCommand(_ code: String, _ reason: String, json: Bool, exit status: Int32) -> Never {
+    if json {
+        let object = ["error": code, "reason": reason]
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data()
+        FileHandle.standardError.write(data + Data("\n".utf8))
+    } else {
+        FileHandle.standardError.write(Data("bgctl: \(reason)\n".utf8))
+    }
+    Foundation.exit(status)
+}
+
+/// Runs `body`, which reads a file the command was given; a file it cannot use is no usage
+/// mistake, so it ends the command with the file's problem and sysexits' status (65 or 66).
+func inputOrFail<T>(json: Bool, _ body: () throws(InputFileProblem) -> T) -> T {
+    do {
+        return try body()
+    } catch {
+        failCommand(
+            error.code, error.description, json: json,
+            exit: error.kind == .unreadable ? BGCtlExit.noInput : BGCtlExit.badRequest)
     }
 }
 
@@ -94,8 +118,11 @@ enum BGCtlExit {
     static let transferFailed: Int32 = 5
     /// Usage: bad arguments (argument-parser's own status, sysexits' EX_USAGE).
     static let usage: Int32 = 64
-    /// bgd found the request malformed (400, 413, 422; EX_DATAERR).
+    /// bgd found the request malformed (400, 413, 422), or a file bgctl was given is not what it
+    /// should be (EX_DATAERR).
     static let badRequest: Int32 = 65
+    /// A file bgctl was given cannot be read: no such file, no permission (EX_NOINPUT).
+    static let noInput: Int32 = 66
     /// bgd is not running or its socket cannot be reached (EX_UNAVAILABLE).
     static let unreachable: Int32 = 69
     /// Not allowed: the operator's credential is missing or wrong (401, 403; EX_NOPERM).

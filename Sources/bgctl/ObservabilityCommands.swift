@@ -52,6 +52,10 @@ extension BGCtl {
                 throw ValidationError("--arguments cannot hold a line break: they go on the unit's one ExecStart= line")
             }
             try Self.check(arguments, with: try executable())
+            // Here, not in run(): a refusal from validate() is shown with this command's usage.
+            if FileManager.default.fileExists(atPath: Self.unitPath()) && !force {
+                throw ValidationError("\(Self.unitPath()) exists; add --force to replace it")
+            }
         }
 
         func executable() throws -> String {
@@ -66,9 +70,6 @@ extension BGCtl {
         func run() async throws {
             let executable = try executable()
             let path = Self.unitPath()
-            if FileManager.default.fileExists(atPath: path) && !force {
-                throw ValidationError("\(path) exists; add --force to replace it")
-            }
             try FileManager.default.createDirectory(
                 atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
             let documentation = Self.readme(near: executable)

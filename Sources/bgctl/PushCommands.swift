@@ -143,7 +143,7 @@ extension BGCtl {
                 @OptionGroup var key: ProviderKeyArguments
 
                 func run() async throws {
-                    let registration = try key.registration()
+                    let registration = options.input { () throws(InputFileProblem) in try key.registration() }
                     let stored = try await options.call {
                         try await $0.send(.post, "/v1/push/keys", body: registration, as: ProviderKeyRegistration.self)
                     }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Background
 import BackgroundModel
+import BackgroundProviderKeys
 import Crypto
 import Foundation
 
@@ -37,12 +38,8 @@ extension BGCtl.Push {
         var timeout: Duration = .seconds(30)
 
         func run() async throws {
-            guard let body = FileManager.default.contents(atPath: payload) else {
-                throw ValidationError("cannot read \(payload)")
-            }
-            guard let pem = try? String(contentsOfFile: key, encoding: .utf8),
-                let signingKey = try? P256.Signing.PrivateKey(pemRepresentation: pem)
-            else { throw ValidationError("\(key) is not a P-256 private key in PEM (an APNs .p8 file)") }
+            let body = options.input { () throws(InputFileProblem) in try InputFile.contents(payload) }
+            let signingKey = options.input { () throws(InputFileProblem) in try ProviderSigningKey.load(key) }
             let deviceToken: String
             if let token {
                 deviceToken = token
@@ -114,9 +111,7 @@ extension BGCtl.Push {
         @Option(help: "The 10-character Team ID.") var teamID: String
 
         func run() async throws {
-            guard let pem = try? String(contentsOfFile: key, encoding: .utf8),
-                let signingKey = try? P256.Signing.PrivateKey(pemRepresentation: pem)
-            else { throw ValidationError("\(key) is not a P-256 private key in PEM (an APNs .p8 file)") }
+            let signingKey = inputOrFail(json: false) { () throws(InputFileProblem) in try ProviderSigningKey.load(key) }
             print(try ProviderJWT.cached(keyID: keyID, teamID: teamID, key: signingKey, now: SystemClock().now))
         }
     }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import BackgroundModel
+import BackgroundProviderKeys
 import BackgroundPolicy
 import Foundation
 
@@ -69,7 +70,7 @@ extension BGCtl.Simulate {
             TraceReplay.Policy.allCases.map(\.rawValue) + FrontierReplay.Planner.allCases.map(\.rawValue)
 
         func run() throws {
-            let trace = try readTrace()
+            let trace = readTrace()
             if frontier {
                 try printFrontier(of: trace)
                 return
@@ -107,14 +108,12 @@ extension BGCtl.Simulate {
             .init(usage: .init(utcOffset: .seconds(utcOffset * 3600), smoothing: smoothing))
         }
 
-        private func readTrace() throws -> AppOpenTrace {
-            guard let data = FileManager.default.contents(atPath: file), let text = String(data: data, encoding: .utf8)
-            else {
-                throw ValidationError("cannot read \(file) as UTF-8 text")
-            }
-            switch AppOpenTrace.parse(csv: text) {
-            case .success(let parsed): return parsed
-            case .failure(let error): throw ValidationError("\(file): \(error)")
+        private func readTrace() -> AppOpenTrace {
+            inputOrFail(json: json) { () throws(InputFileProblem) in
+                switch AppOpenTrace.parse(csv: try InputFile.text(file, what: "a CSV trace")) {
+                case .success(let parsed): return parsed
+                case .failure(let error): throw InputFileProblem(.malformed, "\(file): \(error)")
+                }
             }
         }
 
@@ -176,7 +175,9 @@ extension BGCtl.Simulate {
             do {
                 try (lines.joined(separator: "\n") + "\n").write(toFile: path, atomically: true, encoding: .utf8)
             } catch {
-                throw ValidationError("cannot write \(path): \(error.localizedDescription)")
+                failCommand(
+                    "fileUnwritable", "cannot write \(path): \(error.localizedDescription)", json: json,
+                    exit: BGCtlExit.failure)
             }
         }
     }

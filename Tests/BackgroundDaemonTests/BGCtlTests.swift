@@ -71,19 +71,22 @@ struct BGCtlTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         try "user,app,open_utc\nu1,mail,tomorrow\n".write(
             toFile: directory + "/bad.csv", atomically: true, encoding: .utf8)
-        let cases: [([String], String)] = [
-            (["simulate", "trace", directory + "/nope.csv"], "cannot read"),
-            (["simulate", "trace", directory + "/bad.csv"], "line 2: open_utc must be Unix seconds"),
-            (["simulate", "trace", directory + "/bad.csv", "--policy", "magic"], "unknown policy 'magic'"),
+        // A file it cannot read or parse is no usage error (66, 65: no usage follows); options are.
+        let cases: [([String], Int32, String)] = [
+            (["simulate", "trace", directory + "/nope.csv"], 66, "no such file: \(directory)/nope.csv"),
+            (["simulate", "trace", directory + "/bad.csv"], 65, "line 2: open_utc must be Unix seconds"),
+            (["simulate", "trace", directory + "/bad.csv", "--policy", "magic"], 64, "unknown policy 'magic'"),
             (
-                ["simulate", "trace", directory + "/bad.csv", "--wakes-per-open", "0"],
+                ["simulate", "trace", directory + "/bad.csv", "--wakes-per-open", "0"], 64,
                 "--wakes-per-open must be in (0, 100]"
             ),
         ]
-        for (arguments, message) in cases {
+        for (arguments, status, message) in cases {
             let output = try await Command.run(bgctl, arguments)
-            #expect(output.status == 64, "\(arguments)")
+            #expect(output.status == status, "\(arguments)")
             #expect(output.standardError.contains(message), "\(output.standardError)")
+            #expect(output.standardError.contains("Usage: bgctl simulate trace") == (status == 64), "\(output.standardError)")
+            #expect(!output.standardError.contains("Usage: bgctl <subcommand>"), "\(output.standardError)")
         }
         try "user,app,open_utc\nu1,mail,1364095883\nu1,mail,1364099483\n".write(
             toFile: directory + "/tiny.csv", atomically: true, encoding: .utf8)
@@ -194,6 +197,56 @@ struct BGCtlTests {
                 ["status", "--json", "--socket", daemon.directory + "/nobody.sock"])
             #expect(noDaemonJSON.standardError.contains(#""error":"daemonUnreachable""#), "\(noDaemonJSON.standardError)")
         }
+    }
+
+    /// A file that is not there is said to be missing (66), one that is there but wrong is said to
+    /// be wrong (65): neither is a usage error, so no usage follows. Bad ids are usage errors, shown
+    /// with the subcommand's usage, not the top command's.
+    @Test func fileProblemsAreNotUsageErrors() async throws {
+        try await TestDaemon.with { daemon in
+            let directory = TemporaryDirectory.make()
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let payload = directory + "/payload.json"
+            try #"{"aps":{"content-available":1}}"#.write(toFile: payload, atomically: true, encoding: .utf8)
+            let ids = ["--key-id", "ABC123DEFG", "--team-id", "TEAM123456"]
+            let cases: [([String], Int32, String)] = [
+                (["push", "send", "com.example.x", payload, "--key", directory + "/nokey.p8"] + ids, 66, "no such file: \(directory)/nokey.p8"),
+                (["push", "send", "com.example.x", directory + "/missing.json", "--key", payload] + ids, 66, "no such file: \(directory)/missing.json"),
+                (["push", "send", "com.example.x", payload, "--key", payload] + ids, 65, "is not a P-256 private key in PEM"),
+                (["push", "jwt", "--key", directory + "/nokey.p8"] + ids, 66, "no such file: \(directory)/nokey.p8"),
+                (["push", "keys", "add", "--topics", "com.example.x", directory + "/nokey.p8"] + ids, 66, "no such file: \(directory)/nokey.p8"),
+                (["push", "keys", "add", "--topics", "com.example.x", payload] + ids, 65, "is not a P-256 key in PEM"),
+                (["register", "--manifest", directory + "/bad.json"], 66, "no such file: \(directory)/bad.json"),
+                (["register", "--manifest", payload], 65, "unknown field 'aps'"),
+                (["push", "keys", "add", "--key-id", "SHORT", "--team-id", "TEAM123456", "--topics", "com.example.x", payload], 64, "Usage: bgctl push keys add"),
+            ]
+            for (arguments, status, message) in cases {
+                // push jwt needs no bgd, and takes no --socket.
+                let socket = arguments[1] == "jwt" ? [] : ["--socket", daemon.socketPath]
+                let output = try await Command.run(try BuiltProducts.path(of: "bgctl"), arguments + socket)
+                #expect(output.status == status, "\(arguments): \(output.standardError)")
+                #expect(output.standardError.contains(message), "\(arguments): \(output.standardError)")
+                #expect(output.standardError.contains("Usage:") == (status == 64), "\(arguments): \(output.standardError)")
+                #expect(!output.standardError.contains("Usage: bgctl <subcommand>"), "\(arguments): \(output.standardError)")
+            }
+            let json = try await bgctl(daemon, "register", "--manifest", directory + "/bad.json", "--json")
+            #expect(json.standardError.contains(#""error":"fileUnreadable""#), "\(json.standardError)")
+        }
+    }
+
+    /// An existing unit is refused with install-service's usage, before anything is written.
+    @Test func installServiceRefusesAnExistingUnitWithItsOwnUsage() async throws {
+        let directory = TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try FileManager.default.createDirectory(atPath: directory + "/systemd/user", withIntermediateDirectories: true)
+        try "[Unit]\n".write(toFile: directory + "/systemd/user/bgd.service", atomically: true, encoding: .utf8)
+        let output = try await Command.run(
+            try BuiltProducts.path(of: "bgctl"), ["install-service", "--bgd", try BuiltProducts.path(of: "bgd")],
+            environment: ProcessInfo.processInfo.environment.merging(["XDG_CONFIG_HOME": directory]) { $1 })
+        #expect(output.status == 64, "\(output.standardError)")
+        #expect(output.standardError.contains("exists; add --force"), "\(output.standardError)")
+        #expect(output.standardError.contains("Usage: bgctl install-service"), "\(output.standardError)")
+        #expect(try String(contentsOfFile: directory + "/systemd/user/bgd.service", encoding: .utf8) == "[Unit]\n")
     }
 
     /// An app registered already: the error points at --replace, which keeps its history, and
