@@ -130,6 +130,9 @@ extension BGCtl {
             func run() async throws {
                 let path = "/v1/apps/\(app)/fetch" + (noWait ? "" : "?wait=120")
                 if !noWait && !options.json {
+                    // bgd answers the fetch only when the run ends, so "Waking" goes before it — and
+                    // would be untrue for an app bgd does not know: ask about the app first.
+                    _ = try await options.call { try await $0.send(.get, "/v1/apps/\(app)", as: AppSummary.self) }
                     FileHandle.standardError.write(Data("Waking \(app) for a fetch…\n".utf8))
                 }
                 let run = try await options.call {

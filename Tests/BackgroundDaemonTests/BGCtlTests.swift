@@ -183,6 +183,12 @@ struct BGCtlTests {
             let error = try JSONSerialization.jsonObject(with: Data(unknownJSON.standardError.utf8)) as? [String: String]
             #expect(unknownJSON.status == 3 && error?["error"] == "unknownApp", "\(unknownJSON.standardError)")
             #expect(error?["reason"]?.contains("no app com.example.nope is registered") == true)
+            // The progress line comes only for an app bgd knows.
+            let unknownFetch = try await Command.run(
+                try BuiltProducts.path(of: "bgctl"), ["simulate", "fetch", "com.example.nope", "--socket", daemon.socketPath])
+            #expect(unknownFetch.status == 3, "\(unknownFetch.standardError)")
+            #expect(unknownFetch.standardError.contains("no app com.example.nope is registered"))
+            #expect(!unknownFetch.standardError.contains("Waking"), "\(unknownFetch.standardError)")
 
             #expect(try await daemon.store.apps().isEmpty, "nothing was registered")
 
