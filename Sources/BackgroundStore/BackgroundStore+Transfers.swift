@@ -197,11 +197,12 @@ extension BackgroundStore {
         }
     }
 
-    /// `cancel(byProducingResumeData:)`: kept with its checkpoint, not carried on.
-    public func pauseTransfer(_ id: TransferID) async throws -> StoredTransfer? {
+    /// `cancel(byProducingResumeData:)`: kept with its checkpoint, not carried on. `reason` says
+    /// who paused it (the app, or the operator with `bgctl transfers pause`).
+    public func pauseTransfer(_ id: TransferID, reason: String = "paused") async throws -> StoredTransfer? {
         try await update(id, onlyIf: [.waiting, .running]) { row in
             row.state = TransferState.paused.rawValue
-            row.waitingReason = "paused by the app"
+            row.waitingReason = reason
         }
     }
 

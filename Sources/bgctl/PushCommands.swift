@@ -34,7 +34,7 @@ extension BGCtl {
                         line += transport == "lines" ? " (lines on TLS)" : " (an HTTP/2 stream)"
                     }
                     if let since = status.since { line += ", since \(TextFormat.when(since, now: now))" }
-                    print(line + "; \(status.received) pushes received since bgd started.")
+                    print(line + "; \(TextFormat.count(status.received, "push", plural: "pushes")) received since bgd started.")
                     if let error = status.lastError { print("Last error: \(error)") }
                     if let retry = status.retryAt { print("Next attempt: \(TextFormat.when(retry, now: now))") }
                 }

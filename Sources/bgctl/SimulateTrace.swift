@@ -90,7 +90,7 @@ extension BGCtl.Simulate {
             for policy in chosen {
                 if !json {
                     FileHandle.standardError.write(
-                        Data("Replaying \(trace.openCount) opens through \(policy)…\n".utf8))
+                        Data("Replaying \(TextFormat.count(trace.openCount, "open")) through \(policy)…\n".utf8))
                 }
                 if let reference = TraceReplay.Policy(rawValue: policy) {
                     lastWakes = replay.wakes(for: trace, policy: reference)

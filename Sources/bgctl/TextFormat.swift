@@ -11,6 +11,11 @@ enum TextFormat {
     /// `--full`: every column whole, however wide the table.
     nonisolated(unsafe) static var showEverything = false
 
+    /// "1 push", "2 pushes": a count with its noun agreeing (`plural` when not just noun + "s").
+    static func count(_ value: Int, _ noun: String, plural: String? = nil) -> String {
+        "\(value) \(value == 1 ? noun : plural ?? noun + "s")"
+    }
+
     static func table(header: [String], rows: [[String]]) {
         let all = [header] + rows
         var widths = header.indices.map { column in all.map { $0[column].count }.max() ?? 0 }

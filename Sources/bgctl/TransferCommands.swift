@@ -86,7 +86,7 @@ extension BGCtl {
                     ? " (bgd keeps nothing; --retry-forever lets it retry until the host answers)" : ""
                 options.fail(
                     "transfer\(ended.state.rawValue.prefix(1).uppercased())\(ended.state.rawValue.dropFirst())",
-                    "transfer \(ended.id) \(ended.state.rawValue): \(ended.error?.description ?? "")\(hint)",
+                    "transfer \(ended.id) \(ended.state.rawValue)\(Self.because(ended))\(hint)",
                     exit: BGCtlExit.transferFailed)
             }
         }
@@ -137,6 +137,13 @@ extension BGCtl {
             return String(("[\(bar)]" + figures).prefix(max(20, width - 1)))
         }
 
+        /// ": why" after a transfer's state — nothing when the error only names the state again
+        /// (a cancelled transfer's error is `cancelled`: "cancelled: cancelled" says nothing more).
+        static func because(_ record: TransferRecord) -> String {
+            guard let error = record.error?.description, error != record.state.rawValue else { return "" }
+            return ": \(error)"
+        }
+
         /// Why a waiting transfer waits, and for how long when a retry is planned.
         static func waitingNote(_ record: TransferRecord) -> String {
             guard record.state == .waiting else { return "" }
@@ -183,7 +190,7 @@ extension BGCtl {
                         }
                         return [
                             record.id.description, record.app?.rawValue ?? "-", record.state.rawValue, progress,
-                            "\(record.attempts)" + (record.restarts > 0 ? " (\(record.restarts) restarts)" : ""), why,
+                            "\(record.attempts)" + (record.restarts > 0 ? " (\(TextFormat.count(record.restarts, "restart")))" : ""), why,
                             record.url.absoluteString,
                         ]
                     })

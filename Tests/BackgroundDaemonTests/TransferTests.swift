@@ -438,10 +438,15 @@ struct TransferTests {
             let kept = try #require(paused.json["bytesTransferred"] as? Int)
             #expect(paused.status == 200 && kept > 0, "\(paused.json)")
             let state = try await daemon.admin.send(.get, "/v1/transfers/\(id)", as: TransferRecord.self)
-            #expect(state.state == .paused)
+            #expect(state.state == .paused && state.waitingReason == "paused by the app", "\(state)")
             let resumed = try await RawHTTP.request(
                 daemon.socketPath, .POST, "/v1/app/transfers/\(id)/resume", token: app.token)
             #expect(resumed.status == 200)
+            // `bgctl transfers pause` is the operator's: bgctl transfers must not blame the app.
+            _ = try await daemon.admin.send(.post, "/v1/transfers/\(id)/pause", as: TransferResumeData.self)
+            let byOperator = try await daemon.admin.send(.get, "/v1/transfers/\(id)", as: TransferRecord.self)
+            #expect(byOperator.waitingReason == "paused by the operator", "\(byOperator)")
+            _ = try await daemon.admin.send(.post, "/v1/transfers/\(id)/resume", as: TransferRecord.self)
             let ended = try await waitForEnd(TransferID(Int64(id)), daemon)
             #expect(ended.state == .completed && ended.restarts == 0, "\(ended)")
             let range = origin.requests.last?.range ?? ""
@@ -547,12 +552,14 @@ struct TransferCommandTests {
             // Paused and resumed by the operator, as an app can.
             let paused = try await bgctl(["transfers", "pause", record.id.description], daemon)
             #expect(paused.status == 0 && paused.standardOutput.contains("paused"), "\(paused.standardError)")
-            #expect(try await bgctl(["transfers"], daemon).standardOutput.contains("paused"))
+            #expect(try await bgctl(["transfers", "--full"], daemon).standardOutput.contains("paused by the operator"))
             let resumed = try await bgctl(["transfers", "resume", record.id.description], daemon)
             #expect(resumed.status == 0 && !resumed.standardOutput.contains("paused"), "\(resumed.standardOutput)")
             let cancelled = try await bgctl(["transfers", "cancel", record.id.description], daemon)
             #expect(
                 cancelled.status == 0 && cancelled.standardOutput.contains("cancelled"), "\(cancelled.standardOutput)")
+            let listed = try await bgctl(["transfers", "--full"], daemon).standardOutput
+            #expect(listed.contains("cancelled") && !listed.contains("cancelled: cancelled"), "\(listed)")
 
             for arguments in [
                 ["download", "ftp://example.com/x"], ["download", "not a url"], ["transfers", "cancel", "999"],

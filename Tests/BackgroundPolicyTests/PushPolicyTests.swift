@@ -202,6 +202,19 @@ struct PushThrottleTests {
         #expect(woke.code == .pushWake)
     }
 
+    /// The wakes left are a count: whole, and "wake" when there is one.
+    @Test func wakesLeftAreAWholeCount() {
+        func detail(_ allowance: PushThrottle.Allowance?) -> String {
+            guard case .wakeNow(_, let reason) = throttle.decide(expiration: nil, allowance: allowance, now: now) else {
+                return "no wake"
+            }
+            return reason.detail
+        }
+        #expect(detail(nil).contains("(1 more wake allowed now;"), "\(detail(nil))")
+        let partly = PushThrottle.Allowance(tokens: 1.5, at: now)
+        #expect(detail(partly).contains("(0 more wakes allowed now;"), "\(detail(partly))")
+    }
+
     @Test func expiredPushesAreDropped() {
         let spent = PushThrottle.Allowance(tokens: 0, at: now)
         #expect(code(throttle.decide(expiration: now.addingTimeInterval(-1), allowance: nil, now: now)) == .pushExpired)

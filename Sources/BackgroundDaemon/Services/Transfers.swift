@@ -91,7 +91,8 @@ struct Transfers: Sendable {
     /// `cancel(byProducingResumeData:)`.
     func pause(_ id: TransferID, by caller: Caller) async throws -> TransferResumeData {
         try await own(id, by: caller)
-        guard let data = try await service.pause(id) else { throw ServiceError.transferNotActive(id) }
+        let reason = caller == .operator ? "paused by the operator" : "paused by the app"
+        guard let data = try await service.pause(id, reason: reason) else { throw ServiceError.transferNotActive(id) }
         return data
     }
 

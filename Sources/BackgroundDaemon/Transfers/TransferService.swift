@@ -159,12 +159,12 @@ public actor TransferService: Service {
     }
 
     /// `cancel(byProducingResumeData:)`: stops and keeps the checkpoint.
-    func pause(_ id: TransferID) async throws -> TransferResumeData? {
+    func pause(_ id: TransferID, reason: String) async throws -> TransferResumeData? {
         stopping.insert(id)
         defer { stopping.remove(id) }
         attempts[id]?.cancel()
         await attempts[id]?.value
-        guard let paused = try await store.pauseTransfer(id) else { return nil }
+        guard let paused = try await store.pauseTransfer(id, reason: reason) else { return nil }
         return TransferResumeData(transfer: id, bytesTransferred: paused.checkpoint.offset)
     }
 

@@ -52,5 +52,7 @@ public struct TransferError: Hashable, Codable, Sendable, Error, CustomStringCon
         self.message = message
     }
 
-    public var description: String { "\(code.rawValue): \(message)" }
+    /// "code: message" — or the code alone when the message only repeats it (a cancelled
+    /// transfer's is "cancelled"), so nothing reads "cancelled: cancelled".
+    public var description: String { message == code.rawValue ? message : "\(code.rawValue): \(message)" }
 }

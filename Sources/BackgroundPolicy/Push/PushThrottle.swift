@@ -59,10 +59,13 @@ public struct PushThrottle: Hashable, Sendable {
                         "apns-expiration \(WireCoding.formatSeconds(expiration)) passed before the app could be woken"))
             }
             let left = current.tokens - 1
+            // The allowance refills in fractions; the wakes it allows now are whole ones.
+            let wakes = Int(left.rounded(.down))
             return .wakeNow(
                 Allowance(tokens: left, at: now),
                 DecisionReason(
-                    .pushWake, "a background push woke the app (\(Self.format(left)) more wakes allowed now; \(rate))"))
+                    .pushWake,
+                    "a background push woke the app (\(wakes) more wake\(wakes == 1 ? "" : "s") allowed now; \(rate))"))
         }
         // 0 means "deliver once": now or never.
         if let expiration, expiration == never || expiration <= now {
