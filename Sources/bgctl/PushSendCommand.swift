@@ -64,6 +64,8 @@ extension BGCtl.Push {
                     "pushGatewayOff", "bgd's push gateway is off (bgd --push-port off); start bgd with it, or give --gateway URL",
                     exit: BGCtlExit.refused)
             }
+            // Read here so a missing certificate is said to be missing, not a TLS failure.
+            _ = options.input { () throws(InputFileProblem) in try InputFile.contents(trusted) }
             let jwt = try ProviderJWT.cached(keyID: keyID, teamID: teamID, key: signingKey, now: SystemClock().now)
             var headers = [
                 ("authorization", "bearer \(jwt)"), ("apns-topic", app.rawValue), ("apns-push-type", pushType),
@@ -76,10 +78,8 @@ extension BGCtl.Push {
                     url: gateway + "/3/device/\(deviceToken)", headers: headers, body: body, trusting: trusted,
                     timeout: timeout)
             } catch {
-                // One line, whatever the TLS or connection error looks like.
-                let said = "\(error)".split(whereSeparator: \.isNewline).joined(separator: " ")
                 options.fail(
-                    "gatewayUnreachable", "cannot reach the push gateway at \(gateway): \(said)",
+                    "gatewayUnreachable", GatewayConnectionFailure.describe(error, gateway: gateway),
                     exit: BGCtlExit.unreachable)
             }
             if options.json { return try options.printJSON(answer) }
@@ -92,7 +92,10 @@ extension BGCtl.Push {
                     case 429, 503: BGCtlExit.refused
                     default: BGCtlExit.failure
                     }
-                options.fail(answer.reason ?? "\(answer.status)", "\(answer.status) \(answer.reason ?? "")", exit: status)
+                let said = "\(answer.status) \(answer.reason ?? "")"
+                options.fail(
+                    answer.reason ?? "\(answer.status)",
+                    PushRefusalHint.hint(for: answer.reason).map { "\(said): \($0)" } ?? said, exit: status)
             }
             print(
                 "200 accepted over \(answer.httpVersion) (apns-id \(answer.apnsID ?? "-")); bgctl push log \(app) shows what becomes of it"

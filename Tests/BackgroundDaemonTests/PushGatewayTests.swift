@@ -308,11 +308,11 @@ struct PushGatewayTests {
             // No --gateway: bgctl asks bgd where its gateway listens (a free port here, not 2197).
             // bgctl keeps its provider token between runs, as APNs asks; a fresh cache per test.
             let cache = ["XDG_CACHE_HOME": daemon.directory + "/cache"]
-            func send(_ extra: [String] = []) async throws -> Command.Output {
+            func send(_ extra: [String] = [], keyID: String = Self.keyID) async throws -> Command.Output {
                 try await Command.run(
                     try BuiltProducts.path(of: "bgctl"),
                     [
-                        "push", "send", Self.app, payload, "--key", keyFile, "--key-id", Self.keyID, "--team-id",
+                        "push", "send", Self.app, payload, "--key", keyFile, "--key-id", keyID, "--team-id",
                         Self.teamID,
                         "--socket", daemon.socketPath,
                     ] + extra,
@@ -324,6 +324,24 @@ struct PushGatewayTests {
                 "\(sent.standardOutput) \(sent.standardError)")
             let refused = try await send(["--priority", "10"])
             #expect(refused.status == 65 && refused.standardError.contains("BadPriority"), "\(refused.standardError)")
+            // The status and reason first, then what to check.
+            let unknownKey = try await send(keyID: "ZZZZZZZZZZ")
+            #expect(
+                unknownKey.status == 77
+                    && unknownKey.standardError.contains("403 InvalidProviderToken: the key id, team id and key")
+                    && unknownKey.standardError.contains("bgctl push keys"), "\(unknownKey.standardError)")
+            // Nothing listening: said in words, not SwiftNIO's description of its attempts.
+            let refusedConnection = try await send(["--gateway", "https://127.0.0.1:1"])
+            #expect(
+                refusedConnection.status == 69
+                    && refusedConnection.standardError.contains(
+                        "cannot connect to https://127.0.0.1:1: connection refused — is bgd's push gateway listening there?")
+                    && !refusedConnection.standardError.contains("SingleConnectionFailure"),
+                "\(refusedConnection.standardError)")
+            let noCertificate = try await send(["--certificate", daemon.directory + "/none.crt"])
+            #expect(
+                noCertificate.status == 66 && noCertificate.standardError.contains("no such file: \(daemon.directory)/none.crt"),
+                "\(noCertificate.standardError)")
             #expect(try await daemon.store.pushes(of: AppID(rawValue: Self.app)!).count == 1)
         }
     }
