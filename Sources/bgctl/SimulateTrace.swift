@@ -11,8 +11,9 @@ extension BGCtl.Simulate {
             abstract: "Replay an app-open trace (CSV user,app,open_utc) through the fetch policies and score them.",
             discussion: """
                 Each policy decides wakes online, learning only from opens before the simulated now; \
-                adaptive runs the same model and planner as bgd. Scored as the trace README says: \
-                content age at each open, after a 7-day warm-up per user.
+                learned runs the same model and planner as bgd by default, adaptive those of \
+                bgd --fetch-planner adaptive. Scored as the trace README says: content age at each \
+                open, after a 7-day warm-up per user.
                 """)
 
         @Argument(help: "The trace: CSV with columns user, app, open_utc (Unix seconds).") var file: String
@@ -24,8 +25,8 @@ extension BGCtl.Simulate {
         var policies: [String] = []
         @Option(help: "Write every wake the last policy decided as CSV user,app,wake_utc.") var wakesOut: String?
         @Option(help: "The users' offset from UTC in hours, for time-of-day habits.") var utcOffset: Double = 0
-        @Option(help: "Wakes a day per expected open a day (the adaptive policy's budget).") var wakesPerOpen: Double =
-            0.9
+        @Option(help: "Wakes a day per expected open a day: the budget of the planners (learned, hour-of-day, reopen, adaptive).")
+        var wakesPerOpen: Double = 0.9
         @Option(help: "10-minute slots each side that share a slot's count (time-of-day smoothing).") var smoothing:
             Int = 1
         @Option(help: "Expected session starts a wake must serve, before the budget adjusts it.") var initialThreshold:

@@ -164,7 +164,7 @@ struct BGD: AsyncParsableCommand {
 
     @Option(
         help:
-            "on: an app whose background time is up (holding no task) is suspended with SIGSTOP until an event comes; off: it is ended."
+            "on: an app whose background time is up (holding no task) is suspended until an event comes: frozen in its cgroup (cgroup.freeze) in cgroups mode, else stopped with SIGSTOP if it has no terminal (bgctl status says which mode); off: it is ended."
     )
     var suspension: String = "on"
 
@@ -194,7 +194,7 @@ struct BGD: AsyncParsableCommand {
 
     @Option(
         help:
-            "auto (journal when stderr is systemd's journal, else text), journal (<priority> prefix, key=value metadata) or text."
+            "auto (journal when stderr is systemd's journal, else text), journal (journald's native protocol, a field per metadata key such as APP_ID=, when its socket is there; else <priority>-prefixed lines with key=value metadata on stderr) or text."
     )
     var logFormat: String = "auto"
 

@@ -123,6 +123,19 @@ struct BGCtlTests {
         #expect(oracleFrontier.status != 0 && oracleFrontier.standardError.contains("'oracle' is not one"))
     }
 
+    /// Help says what bgd does now: the learned planner is its default, suspension freezes the
+    /// app's cgroup (SIGSTOP only without one), and the journal format is journald's protocol.
+    @Test func helpSaysWhatBgdDoes() async throws {
+        let trace = try await Command.run(try BuiltProducts.path(of: "bgctl"), ["simulate", "trace", "--help"])
+        let traceHelp = trace.standardOutput.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        #expect(traceHelp.contains("learned runs the same model and planner as bgd by default"), "\(traceHelp)")
+        #expect(!traceHelp.contains("adaptive policy's budget"), "\(traceHelp)")
+        let bgd = try await Command.run(try BuiltProducts.path(of: "bgd"), ["--help"])
+        let bgdHelp = bgd.standardOutput.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        #expect(bgdHelp.contains("frozen in its cgroup (cgroup.freeze)"), "\(bgdHelp)")
+        #expect(bgdHelp.contains("journald's native protocol"), "\(bgdHelp)")
+    }
+
     /// Tables fit the terminal (`--full` for everything); outcomes are red or green on a
     /// terminal, plain with `NO_COLOR` or into a pipe; times in one ISO-like local format.
     @Test func tablesFitTheTerminalAndTroubleIsRed() async throws {
