@@ -95,7 +95,7 @@ extension BGCtl {
                 try await $0.send(.get, "/v1/apps/\(app)/forecast?hours=\(hours)", as: WakeForecast.self)
             }
             if options.json { return try options.printJSON(forecast) }
-            let now = SystemClock().now
+            let now = forecast.from  // bgd's clock when it answered: "in 14m" reads right whatever this one says
             print(
                 "\(app): \(forecast.wakes.count) wake(s) planned in the next \(hours) h (the planner's threshold now: \(String(format: "%.2f", forecast.threshold)))."
             )
@@ -108,7 +108,7 @@ extension BGCtl {
             }
             for wake in forecast.wakes {
                 print(
-                    "  \(WireCoding.format(wake.at))  \(String(format: "%.2f", wake.expectedStarts))  \(wake.reason.detail)"
+                    "  \(TextFormat.when(wake.at, now: now))  \(String(format: "%.2f", wake.expectedStarts))  \(wake.reason.detail)"
                 )
             }
             if let holdback = forecast.holdback { print("  then: \(holdback.code.rawValue): \(holdback.detail)") }

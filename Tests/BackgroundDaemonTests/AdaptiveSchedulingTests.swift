@@ -74,6 +74,10 @@ struct AdaptiveSchedulingTests {
             #expect(
                 output.standardOutput.contains("predictedOpen")
                     || output.standardOutput.contains("session starts expected"), "\(output.standardOutput)")
+            // Each planned wake reads as the README says times read: "in 11h40m (2026-01-…)",
+            // counted from bgd's clock (this daemon's is virtual), not a raw ISO timestamp.
+            let wakeLines = output.standardOutput.split(separator: "\n").filter { $0.hasPrefix("  in ") }
+            #expect(!wakeLines.isEmpty && !output.standardOutput.contains("Z  "), "\(output.standardOutput)")
             let forecast = try await daemon.admin.send(
                 .get, "/v1/apps/\(Self.app)/forecast?hours=24", as: WakeForecast.self)
             let wake = try #require(forecast.wakes.first)
