@@ -21,7 +21,7 @@ struct BGCtl: AsyncParsableCommand {
 
 /// Flags every command shares.
 struct DaemonOptions: ParsableArguments {
-    @Option(help: "bgd's socket (default: $BGD_SOCKET, else $XDG_RUNTIME_DIR/bgd/bgd.sock).")
+    @Option(help: "bgd's socket (default: $BGD_SOCKET, else $XDG_RUNTIME_DIR/bgd/bgd.sock, else run/bgd.sock in bgd's state directory).")
     var socket: String?
 
     @Flag(help: "Print JSON instead of text, for scripts.")
