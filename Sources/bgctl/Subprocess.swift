@@ -1,74 +1,13 @@
 import BackgroundModel
 import Foundation
 
-#if canImport(Glibc)
-    import Glibc
-#endif
-
-/// Runs a program to its end and gives back its exit status and what it printed: the bgd a unit
-/// will run (`bgd --check`), systemctl. posix_spawn, not Foundation's Process (whose run() can
-/// crash on Linux, swift-corelibs-foundation#5472).
+/// The programs bgctl runs — the bgd a unit will run (`bgd --check`), systemctl — through the
+/// same `ChildProcess` bgd runs its helpers with, and finding them on PATH.
 enum Subprocess {
-    struct Answer {
-        var status: Int32
-        /// Standard output and standard error together, as they came (the first 64 KiB).
-        var output: String
-        var firstLine: String {
-            output.split(separator: "\n").first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
-        }
-    }
-
-    /// nil when it could not be started, or did not end within `timeout` seconds (it is killed).
-    static func run(_ program: String, _ arguments: [String], timeout: Double = 30) -> Answer? {
-        #if os(Linux)
-            var pipeEnds: [Int32] = [0, 0]
-            guard pipe(&pipeEnds) == 0 else { return nil }
-            defer { close(pipeEnds[0]) }
-            var actions = posix_spawn_file_actions_t()
-            posix_spawn_file_actions_init(&actions)
-            defer { posix_spawn_file_actions_destroy(&actions) }
-            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-            posix_spawn_file_actions_adddup2(&actions, pipeEnds[1], 1)
-            posix_spawn_file_actions_adddup2(&actions, pipeEnds[1], 2)
-            posix_spawn_file_actions_addclose(&actions, pipeEnds[0])
-            let argv = ([program] + arguments).map { strdup($0) } + [nil]
-            defer { for pointer in argv { free(pointer) } }
-            var pid: pid_t = 0
-            let spawned = posix_spawn(&pid, program, &actions, nil, argv, environ) == 0
-            close(pipeEnds[1])
-            guard spawned else { return nil }
-            var output = [UInt8]()
-            var buffer = [UInt8](repeating: 0, count: 4096)
-            var entry = pollfd(fd: pipeEnds[0], events: Int16(POLLIN), revents: 0)
-            // Real time, monotonic: how long a child may take is no policy's `now`.
-            let clock = ContinuousClock()
-            let deadline = clock.now.advanced(by: .seconds(timeout))
-            var timedOut = false
-            while true {
-                let left = clock.now.duration(to: deadline).seconds
-                guard left > 0 else {
-                    timedOut = true
-                    break
-                }
-                let ready = poll(&entry, 1, Int32(min(left * 1000, 60_000).rounded(.up)))
-                if ready < 0 && errno == EINTR { continue }
-                guard ready > 0 else { continue }
-                let count = read(pipeEnds[0], &buffer, buffer.count)
-                if count < 0 && errno == EINTR { continue }
-                if count <= 0 { break }
-                if output.count < 64 << 10 { output += buffer[0..<count] }
-            }
-            if timedOut { kill(pid, SIGKILL) }
-            var status: Int32 = 0
-            while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
-            guard !timedOut else { return nil }
-            let signal = status & 0x7f
-            return Answer(
-                status: signal == 0 ? (status >> 8) & 0xff : 128 + signal,
-                output: String(decoding: output, as: UTF8.self))
-        #else
-            return nil
-        #endif
+    /// `program` run to its end with its output and errors read together (`ChildProcess`); nil
+    /// when it could not be started or did not end within `timeout` seconds.
+    static func run(_ program: String, _ arguments: [String], timeout: Double = 30) -> ChildProcess.Ended? {
+        ChildProcess.run(program, arguments, timeout: .seconds(timeout))
     }
 
     /// `name` as the shell would find it on PATH.

@@ -37,7 +37,7 @@ public struct UsageOutlook: Sendable {
             // opened, not never.
             return Self.rarely(
                 decision, candidate: candidate, earliest: earliest, interval: unusedAppInterval, now: now,
-                why: "learning the user's habits (a day of opens first)")
+                why: Self.learning)
         }
         guard let model = learner.models[app], let lastOpen = model.lastOpen else {
             return Self.rarely(
@@ -61,6 +61,9 @@ public struct UsageOutlook: Sendable {
         }
         return decision
     }
+
+    /// Why an opened app is woken as one never opened on a new install (`LearnedUsage.hasLearned`).
+    static let learning = "learning the user's habits (a day of opens first)"
 
     /// `decision` held to one wake every `interval` (none given: unchanged), and why.
     private static func rarely(
@@ -122,10 +125,10 @@ public struct UsageOutlook: Sendable {
             }
             holdback = planned.lastHoldback.map { reason(for: $0, app: app, now: now) }
         } else if base.dueAt != nil {
-            let learning = learned.map { !$0.hasLearned && $0.history.opens[app] != nil } ?? false
+            let stillLearning = learned.map { !$0.hasLearned && $0.history.opens[app] != nil } ?? false
             holdback = DecisionReason(
                 .rarelyUsed,
-                (learning ? "learning the user's habits (a day of opens first)" : "never opened: nothing to predict from")
+                (stillLearning ? Self.learning : "never opened: nothing to predict from")
                     + "; woken on its interval at most")
         }
         return WakeForecast(
