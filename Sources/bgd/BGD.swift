@@ -23,35 +23,59 @@ struct BGD: AsyncParsableCommand {
         discussion: "State lives in --state-dir (SQLite, WAL); apps and bgctl talk to it over --socket.",
         version: Daemon.version)
 
+    /// The defaults of options parsed by a transform, which argument-parser cannot show: each is
+    /// written once, here, and its help says it.
+    enum Defaults {
+        static let unusedAppInterval: Duration = .seconds(6 * 3600)
+        static let fetchBudget: Duration = .seconds(30)
+        static let expirationLead: Duration = .seconds(5)
+        static let killGrace: Duration = .seconds(5)
+        static let fetchFloor: Duration = .seconds(15 * 60)
+        static let keepHistory: Duration = .seconds(30 * 86400)
+        static let transferCheckpoint: Int64 = 8 << 20
+        static let transferReadTimeout: Duration = .seconds(30)
+        static let pushRelayKeepAlive: Duration = .seconds(270)
+        static let pushHandshakeTimeout: Duration = .seconds(10)
+        static let pushIdleTimeout: Duration = .seconds(300)
+        static let backgroundTime: Duration = .seconds(30)
+        static let suspensionDelay: Duration = .seconds(5)
+        static let processingBudget: Duration = .seconds(600)
+    }
+
+    static func shown(_ duration: Duration) -> String { duration.humanDescription }
+    static func shown(_ bytes: Int64) -> String {
+        bytes % (1 << 20) == 0 ? "\(bytes >> 20)MiB" : bytes % (1 << 10) == 0 ? "\(bytes >> 10)KiB" : "\(bytes)"
+    }
+
     @Option(help: "Where bgd keeps its state (default: $XDG_STATE_HOME/bgd, else ~/.local/state/bgd).")
     var stateDir: String?
 
     @Option(help: "The control socket (default: $XDG_RUNTIME_DIR/bgd/bgd.sock, else <state-dir>/run/bgd.sock).")
     var socket: String?
 
-    @Option(help: "How long a background fetch may run, e.g. 30s.", transform: parseDuration)
-    var fetchBudget: Duration = .seconds(30)
+    @Option(help: "How long a background fetch may run (default: \(BGD.shown(BGD.Defaults.fetchBudget))).", transform: parseDuration)
+    var fetchBudget: Duration = BGD.Defaults.fetchBudget
 
-    @Option(help: "How long before the budget ends the app is told to expire.", transform: parseDuration)
-    var expirationLead: Duration = .seconds(5)
+    @Option(help: "How long before the budget ends the app is told to expire (default: \(BGD.shown(BGD.Defaults.expirationLead))).", transform: parseDuration)
+    var expirationLead: Duration = BGD.Defaults.expirationLead
 
-    @Option(help: "How long after SIGTERM an app is killed.", transform: parseDuration)
-    var killGrace: Duration = .seconds(5)
+    @Option(help: "How long after SIGTERM an app is killed (default: \(BGD.shown(BGD.Defaults.killGrace))).", transform: parseDuration)
+    var killGrace: Duration = BGD.Defaults.killGrace
 
-    @Option(help: "No app is woken for fetch more often than this (the 'minimum' interval).", transform: parseDuration)
-    var fetchFloor: Duration = .seconds(15 * 60)
+    @Option(help: "No app is woken for fetch more often than this (the 'minimum' interval; default: \(BGD.shown(BGD.Defaults.fetchFloor))).", transform: parseDuration)
+    var fetchFloor: Duration = BGD.Defaults.fetchFloor
 
     @Option(
         help:
-            "Apps never opened (no opens reported by the SDK or `bgctl open`) are woken at most this often; 'interval' wakes them on their fetch interval.",
+            "Apps never opened (no opens reported by the SDK or `bgctl open`) are woken at most this often; 'interval' wakes them on their fetch interval (default: \(BGD.shown(BGD.Defaults.unusedAppInterval))).",
         transform: { $0 == "interval" ? nil : try parseDuration($0) })
-    var unusedAppInterval: Duration? = .seconds(6 * 3600)
+    var unusedAppInterval: Duration? = BGD.Defaults.unusedAppInterval
 
     @Option(
         help:
-            "Finished work older than this is deleted (ended runs, acknowledged events, ended transfers, settled pushes; each app's latest 20 runs and anything still waited for stay), e.g. 30d.",
+            "Finished work older than this is deleted (ended runs, acknowledged events, ended transfers, settled pushes; each app's latest 20 runs and anything still waited for stay) (default: \(BGD.shown(BGD.Defaults.keepHistory))).",
         transform: parseDuration)
-    var keepHistory: Duration = .seconds(30 * 86400)
+    var keepHistory: Duration = BGD.Defaults.keepHistory
 
     @Option(
         help:
@@ -75,16 +99,16 @@ struct BGD: AsyncParsableCommand {
     var maxTransfers: Int = 6
 
     @Option(
-        help: "Bytes between a download's durable checkpoints (the most a crash makes it fetch again), e.g. 8MiB.",
+        help: "Bytes between a download's durable checkpoints, the most a crash makes it fetch again (default: \(BGD.shown(BGD.Defaults.transferCheckpoint))).",
         transform: parseSize)
-    var transferCheckpoint: Int64 = 8 << 20
+    var transferCheckpoint: Int64 = BGD.Defaults.transferCheckpoint
 
     @Option(
         help: "Bytes a second all downloads together may receive, e.g. 10MiB (default: no cap).", transform: parseSize)
     var transferRateLimit: Int64?
 
-    @Option(help: "A transfer whose connection is silent this long is dropped and retried.", transform: parseDuration)
-    var transferReadTimeout: Duration = .seconds(30)
+    @Option(help: "A transfer whose connection is silent this long is dropped and retried (default: \(BGD.shown(BGD.Defaults.transferReadTimeout))).", transform: parseDuration)
+    var transferReadTimeout: Duration = BGD.Defaults.transferReadTimeout
 
     @Option(help: "The APNs-compatible push gateway's port (HTTP/2 over TLS), or 'off'.")
     var pushPort: String = "2197"
@@ -115,9 +139,9 @@ struct BGD: AsyncParsableCommand {
 
     @Option(
         help:
-            "How often the relay uplink checks, when idle, that the connection still answers (an empty line, echoed; a silent one is replaced).",
+            "How often the relay uplink checks, when idle, that the connection still answers (an empty line, echoed; a silent one is replaced) (default: \(BGD.shown(BGD.Defaults.pushRelayKeepAlive))).",
         transform: parseDuration)
-    var pushRelayKeepAlive: Duration = .seconds(270)
+    var pushRelayKeepAlive: Duration = BGD.Defaults.pushRelayKeepAlive
 
     @Option(help: "A CA certificate (PEM) to trust for --push-relay (a relay's self-signed push-gateway.crt).")
     var pushRelayCa: String?
@@ -150,17 +174,17 @@ struct BGD: AsyncParsableCommand {
     var pushConnections: Int = 1024
 
     @Option(
-        help: "How long a new push connection may take to finish its TLS handshake before it is closed.",
+        help: "How long a new push connection may take to finish its TLS handshake before it is closed (default: \(BGD.shown(BGD.Defaults.pushHandshakeTimeout))).",
         transform: parseDuration)
-    var pushHandshakeTimeout: Duration = .seconds(10)
+    var pushHandshakeTimeout: Duration = BGD.Defaults.pushHandshakeTimeout
 
-    @Option(help: "How long a push connection with no stream open stays before it is closed.", transform: parseDuration)
-    var pushIdleTimeout: Duration = .seconds(300)
+    @Option(help: "How long a push connection with no stream open stays before it is closed (default: \(BGD.shown(BGD.Defaults.pushIdleTimeout))).", transform: parseDuration)
+    var pushIdleTimeout: Duration = BGD.Defaults.pushIdleTimeout
 
     @Option(
-        help: "Background time an app gets after leaving the foreground (beginBackgroundTask), e.g. 30s.",
+        help: "Background time an app gets after leaving the foreground (beginBackgroundTask) (default: \(BGD.shown(BGD.Defaults.backgroundTime))).",
         transform: parseDuration)
-    var backgroundTime: Duration = .seconds(30)
+    var backgroundTime: Duration = BGD.Defaults.backgroundTime
 
     @Option(
         help:
@@ -170,12 +194,12 @@ struct BGD: AsyncParsableCommand {
 
     @Option(
         help:
-            "How long an app with nothing to do keeps running after leaving the foreground (or an event) before it is suspended.",
+            "How long an app with nothing to do keeps running after leaving the foreground (or an event) before it is suspended (default: \(BGD.shown(BGD.Defaults.suspensionDelay))).",
         transform: parseDuration)
-    var suspensionDelay: Duration = .seconds(5)
+    var suspensionDelay: Duration = BGD.Defaults.suspensionDelay
 
-    @Option(help: "How long a BGProcessingTaskRequest may run, e.g. 10m.", transform: parseDuration)
-    var processingBudget: Duration = .seconds(600)
+    @Option(help: "How long a BGProcessingTaskRequest may run (default: \(BGD.shown(BGD.Defaults.processingBudget))).", transform: parseDuration)
+    var processingBudget: Duration = BGD.Defaults.processingBudget
 
     @Option(
         help:
