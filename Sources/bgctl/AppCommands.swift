@@ -197,7 +197,7 @@ extension BGCtl {
 
         func run() async throws {
             try await options.call { try await $0.send(.delete, "/v1/apps/\(app)") }
-            if !options.json { print("Unregistered \(app).") }
+            options.done("unregister", ["app": app.rawValue], sentence: "Unregistered \(app).")
         }
     }
 
@@ -228,7 +228,7 @@ extension BGCtl {
         func run() async throws {
             if reset {
                 try await options.call { try await $0.send(.delete, "/v1/apps/\(app)/usage") }
-                if !options.json { print("Forgot every recorded open of \(app).") }
+                options.done("forgetOpens", ["app": app.rawValue], sentence: "Forgot every recorded open of \(app).")
                 return
             }
             let usage = try await options.call {
@@ -275,7 +275,7 @@ extension BGCtl {
 
         func run() async throws {
             try await options.call { try await $0.send(.post, "/v1/apps/\(app)/opens") }
-            if !options.json { print("Recorded an open of \(app).") }
+            options.done("open", ["app": app.rawValue], sentence: "Recorded an open of \(app).")
         }
     }
 }

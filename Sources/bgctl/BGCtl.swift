@@ -17,6 +17,28 @@ struct BGCtl: AsyncParsableCommand {
             Open.self, Usage.self, Env.self, Download.self, Transfers.self, Push.self, Tasks.self, Simulate.self,
             Dashboard.self, InstallService.self, UninstallService.self,
         ])
+
+    /// Argument-parser's own main, but a usage error under `--json` is said as JSON on stderr
+    /// (`{"error": "usage", "reason": …}`, status 64), as every other failure is: a script that
+    /// asked for JSON reads JSON whatever went wrong.
+    static func main() async {
+        do {
+            var command = try parseAsRoot()
+            if var asyncCommand = command as? AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            let status = exitCode(for: error)
+            if status != .success, CommandLine.arguments.dropFirst().contains("--json") {
+                failCommand(
+                    status == .validationFailure ? "usage" : "failed", message(for: error), json: true,
+                    exit: status.rawValue)
+            }
+            exit(withError: error)
+        }
+    }
 }
 
 /// Flags every command shares.
@@ -57,6 +79,16 @@ struct DaemonOptions: ParsableArguments {
 
     func printJSON(_ value: some Encodable) throws {
         print(String(decoding: try WireCoding.makeEncoder().encode(value), as: UTF8.self))
+    }
+
+    /// What a command that changes something but has no record to show says it did: `sentence`,
+    /// or with `--json` an object naming the action and what it acted on — so every command
+    /// answers a script with JSON, not with nothing.
+    func done(_ action: String, _ subject: [String: String], sentence: String) {
+        guard json else { return print(sentence) }
+        let object = subject.merging(["done": action]) { $1 }
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data()
+        print(String(decoding: data, as: UTF8.self))
     }
 }
 

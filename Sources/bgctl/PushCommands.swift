@@ -88,7 +88,7 @@ extension BGCtl {
                     rows: pushes.map {
                         [
                             TextFormat.when($0.receivedAt, now: now), $0.pushType, $0.state.rawValue,
-                            ($0.reasonCode.map { "\($0.rawValue): " } ?? "") + ($0.reason ?? "-"), $0.apnsID,
+                            ($0.reasonCode.map { "\($0.rawValue): " } ?? "") + TextFormat.reason($0.reason ?? "-", now: now), $0.apnsID,
                         ]
                     })
             }
@@ -162,7 +162,7 @@ extension BGCtl {
 
                 func run() async throws {
                     try await options.call { try await $0.send(.delete, "/v1/push/keys/\(keyID)") }
-                    if !options.json { print("Removed provider key \(keyID).") }
+                    options.done("removeKey", ["keyID": keyID], sentence: "Removed provider key \(keyID).")
                 }
             }
         }
