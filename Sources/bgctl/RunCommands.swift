@@ -30,7 +30,7 @@ extension BGCtl {
                         run.trigger.rawValue,
                         run.outcome?.rawValue ?? "running", run.duration?.humanDescription ?? "-", run.cpuDescription,
                         run.memoryDescription,
-                        run.reasons.map(\.code.rawValue).joined(separator: ","), run.detail ?? "",
+                        run.reasons.map(\.code.rawValue).joined(separator: ","), TextFormat.reason(run.detail ?? "", now: now),
                     ]
                 })
         }
@@ -58,10 +58,10 @@ extension BGCtl {
                 print("\(app) is not planned to be woken.")
             }
             print("  fetch interval: \(why.fetchInterval)")
-            for reason in why.reasons { print("  - \(reason.code.rawValue): \(reason.detail)") }
+            for reason in why.reasons { print("  - \(reason.code.rawValue): \(TextFormat.reason(reason.detail, now: now))") }
             if let last = why.recentRuns.first {
                 print(
-                    "  last run: \(last.outcome?.rawValue ?? "?") \(TextFormat.when(last.startedAt, now: now))\(last.detail.map { " (\($0))" } ?? "")"
+                    "  last run: \(last.outcome?.rawValue ?? "?") \(TextFormat.when(last.startedAt, now: now))\(last.detail.map { " (\(TextFormat.reason($0, now: now)))" } ?? "")"
                 )
             }
             if let decided = why.decidedAt { print("  (decided \(TextFormat.when(decided, now: now)))") }
@@ -76,7 +76,7 @@ extension BGCtl {
         static func describe(_ push: PushRecord, now: Date) -> String {
             let what = "\(push.state.rawValue) \(push.apnsID) (received \(TextFormat.when(push.receivedAt, now: now)))"
             guard let code = push.reasonCode else { return what + ": not looked at yet" }
-            return what + " — \(code.rawValue): \(push.reason ?? "")"
+            return what + " — \(code.rawValue): \(TextFormat.reason(push.reason ?? "", now: now))"
         }
     }
 
@@ -104,14 +104,14 @@ extension BGCtl {
                     "  earliest allowed \(TextFormat.when(earliest, now: now)): "
                         + forecast.earliestReasons.map(\.code.rawValue).joined(separator: ", "))
             } else {
-                for reason in forecast.earliestReasons { print("  - \(reason.code.rawValue): \(reason.detail)") }
+                for reason in forecast.earliestReasons { print("  - \(reason.code.rawValue): \(TextFormat.reason(reason.detail, now: now))") }
             }
             for wake in forecast.wakes {
                 print(
-                    "  \(TextFormat.when(wake.at, now: now))  \(String(format: "%.2f", wake.expectedStarts))  \(wake.reason.detail)"
+                    "  \(TextFormat.when(wake.at, now: now))  \(String(format: "%.2f", wake.expectedStarts))  \(TextFormat.reason(wake.reason.detail, now: now))"
                 )
             }
-            if let holdback = forecast.holdback { print("  then: \(holdback.code.rawValue): \(holdback.detail)") }
+            if let holdback = forecast.holdback { print("  then: \(holdback.code.rawValue): \(TextFormat.reason(holdback.detail, now: now))") }
         }
     }
 

@@ -43,7 +43,7 @@ extension BGCtl {
                             [
                                 $0.app.rawValue, $0.request.identifier, $0.request.kind.rawValue,
                                 $0.request.earliestBeginDate.map { TextFormat.when($0, now: now) } ?? "-",
-                                $0.waitingReason.map { "\($0.code.rawValue): \($0.detail)" } ?? "starting",
+                                $0.waitingReason.map { "\($0.code.rawValue): \(TextFormat.reason($0.detail, now: now))" } ?? "starting",
                             ]
                         })
                 }
@@ -56,7 +56,7 @@ extension BGCtl {
                             [
                                 status.app.rawValue, BGCtl.Apps.describe(status, now: now),
                                 status.tasks.map { "\($0.id) \($0.name ?? "")" }.joined(separator: ", "),
-                                status.reason.map { "\($0.code.rawValue): \($0.detail)" } ?? "-",
+                                status.reason.map { "\($0.code.rawValue): \(TextFormat.reason($0.detail, now: now))" } ?? "-",
                             ]
                         })
                 }

@@ -71,13 +71,34 @@ enum TextFormat {
         return "\(relative) (\(timestamp(date)))"
     }
 
+    /// A reason bgd wrote, its times (ISO 8601 in UTC, exact for scripts and the record) told
+    /// in local time and from `now`, as every time bgctl prints: "held until 12:45 CET (in
+    /// 40m)", the date too when it is not today's.
+    static func reason(_ detail: String, now: Date) -> String {
+        detail.replacing(isoTimestamp) { match in
+            guard let date = WireCoding.parse(String(match.output)) else { return String(match.output) }
+            let delta = date.duration(since: now)
+            let relative =
+                delta >= .zero ? "in \(delta.humanDescription)" : "\((Duration.zero - delta).humanDescription) ago"
+            let sameDay = Calendar.current.isDate(date, inSameDayAs: now)
+            return "\((sameDay ? clock : dayAndClock).string(from: date)) (\(relative))"
+        }
+    }
+
+    nonisolated(unsafe) private static let isoTimestamp =
+        /\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})/
+    nonisolated(unsafe) private static let clock = formatter(with: "HH:mm zzz")
+    nonisolated(unsafe) private static let dayAndClock = formatter(with: "yyyy-MM-dd HH:mm zzz")
+
     /// Local time, ISO-like, with the zone: "2026-11-24 12:05:00 CET".
     static func timestamp(_ date: Date) -> String { formatter.string(from: date) }
 
-    nonisolated(unsafe) private static let formatter: DateFormatter = {
+    nonisolated(unsafe) private static let formatter = formatter(with: "yyyy-MM-dd HH:mm:ss zzz")
+
+    private static func formatter(with format: String) -> DateFormatter {
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.dateFormat = "yyyy-MM-dd HH:mm:ss zzz"
+        formatter.dateFormat = format
         return formatter
-    }()
+    }
 }

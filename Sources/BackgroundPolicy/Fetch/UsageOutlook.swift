@@ -129,7 +129,8 @@ public struct UsageOutlook: Sendable {
             holdback = DecisionReason(
                 .rarelyUsed,
                 (stillLearning ? Self.learning : "never opened: nothing to predict from")
-                    + "; woken on its interval at most")
+                    + (policy.configuration.unusedAppInterval.map { "; woken at most every \($0.humanDescription)" }
+                        ?? "; woken on its fetch interval"))
         }
         return WakeForecast(
             app: candidate.app, from: now, until: end, threshold: threshold, earliest: base.dueAt,
