@@ -134,6 +134,70 @@ struct BGCtlTests {
         let bgdHelp = bgd.standardOutput.split(whereSeparator: \.isWhitespace).joined(separator: " ")
         #expect(bgdHelp.contains("frozen in its cgroup (cgroup.freeze)"), "\(bgdHelp)")
         #expect(bgdHelp.contains("journald's native protocol"), "\(bgdHelp)")
+        // Options parsed by a transform (durations, sizes) say their defaults, as the others do.
+        for (option, shown) in [
+            ("--fetch-budget <fetch-budget>", "30s"), ("--fetch-floor <fetch-floor>", "15m"),
+            ("--keep-history <keep-history>", "30d"), ("--transfer-checkpoint <transfer-checkpoint>", "8MiB"),
+            ("--unused-app-interval <unused-app-interval>", "6h"), ("--push-relay-keep-alive <push-relay-keep-alive>", "4m30s"),
+        ] {
+            let help = try #require(bgdHelp.range(of: option), "\(option) in \(bgdHelp)")
+            let next = bgdHelp[help.upperBound...].range(of: " --")?.lowerBound ?? bgdHelp.endIndex
+            #expect(bgdHelp[help.upperBound..<next].contains("default: \(shown))"), "\(bgdHelp[help.upperBound..<next])")
+        }
+    }
+
+    /// Every command answers --json with JSON: one that changes something says what it did, and a
+    /// usage error is `{"error": "usage", …}` on stderr like every other failure.
+    @Test func jsonIsJSONForEveryAnswer() async throws {
+        try await TestDaemon.with { daemon in
+            try await daemon.register("com.example.json", command: ["/bin/true"], interval: .never)
+            let open = try await bgctl(daemon, "open", "com.example.json", "--json")
+            let done = try JSONSerialization.jsonObject(with: Data(open.standardOutput.utf8)) as? [String: String]
+            #expect(done == ["done": "open", "app": "com.example.json"], "\(open.standardOutput)")
+            let reset = try await bgctl(daemon, "usage", "com.example.json", "--reset", "--json")
+            #expect(reset.standardOutput.contains(#""done":"forgetOpens""#), "\(reset.standardOutput)")
+            #expect(try await daemon.store.opens(of: AppID(rawValue: "com.example.json")!).isEmpty)
+
+            let usage = try await bgctl(daemon, "history", "com.example.json", "--limit", "0", "--json")
+            #expect(usage.status == 64)
+            let error = try JSONSerialization.jsonObject(with: Data(usage.standardError.utf8)) as? [String: String]
+            #expect(error?["error"] == "usage", "\(usage.standardError)")
+            #expect(error?["reason"]?.contains("--limit") == true, "\(usage.standardError)")
+            let unknownOption = try await bgctl(daemon, "apps", "--no-such-option", "--json")
+            #expect(unknownOption.status == 64)
+            #expect(unknownOption.standardError.contains(#""error":"usage""#), "\(unknownOption.standardError)")
+            // Help is no error, with --json or not.
+            let help = try await bgctl(daemon, "apps", "--help", "--json")
+            #expect(help.status == 0 && help.standardOutput.contains("USAGE"), "\(help.standardOutput)")
+
+            let unregister = try await bgctl(daemon, "unregister", "com.example.json", "--json")
+            #expect(unregister.standardOutput.contains(#""done":"unregister""#), "\(unregister.standardOutput)")
+        }
+    }
+
+    /// Reasons bgd writes with times in them (ISO 8601, UTC: exact for scripts) are told in local
+    /// time with how far off, as bgctl tells every other time; --json keeps them exact.
+    @Test func reasonsTellTimesLocally() async throws {
+        try await TestDaemon.with { daemon in
+            try await daemon.register("com.example.fresh", command: ["/bin/true"], interval: .minimum)
+            // Offline: the wake due at a time waits for a network, and says so with the time.
+            let offline = try await Command.run(
+                try BuiltProducts.path(of: "bgctl"), ["env", "set", "--network", "none", "--socket", daemon.socketPath])
+            try #require(offline.status == 0, "\(offline.standardError)")
+            try await daemon.waitUntil {
+                try await daemon.why("com.example.fresh").reasons.contains { $0.code == .noNetwork }
+            }
+            let iso = /\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}/
+            let json = try await bgctl(daemon, "why", "com.example.fresh", "--json")
+            let why = try WireCoding.makeDecoder().decode(WakeExplanation.self, from: Data(json.standardOutput.utf8))
+            let timed = try #require(why.reasons.first { $0.detail.contains(iso) }, "\(why.reasons)")
+            let text = try await bgctl(daemon, "why", "com.example.fresh")
+            #expect(!text.standardOutput.contains(iso), "\(text.standardOutput)")
+            let line = try #require(
+                text.standardOutput.split(separator: "\n").first { $0.contains(timed.code.rawValue + ":") },
+                "\(text.standardOutput)")
+            #expect(line.contains(/\d{2}:\d{2} \S+ \((in \S+|\S+ ago)\)/), "\(line)")
+        }
     }
 
     /// Tables fit the terminal (`--full` for everything); outcomes are red or green on a

@@ -28,6 +28,7 @@ final class DaemonProcess: @unchecked Sendable {
         let command =
             launcher + [try BuiltProducts.path(of: "bgd")]
             + ["--state-dir", stateDirectory, "--socket", socketPath, "--push-port", "0"] + arguments
+        CgroupProbe.removeLeftoversAtExit(ofStateDirectory: stateDirectory)
         process = try Spawned(
             command[0], Array(command.dropFirst()),
             environment: ProcessInfo.processInfo.environment.merging(environment) { $1 }, mergeErrors: true)
@@ -44,6 +45,8 @@ final class DaemonProcess: @unchecked Sendable {
     enum Failure: Error { case didNotStart(String) }
 
     /// A test that fails or times out must not leave a bgd behind (a no-op once it has exited).
+    /// What a killed one left in its cgroups stays until the test run ends (tests look at it, and
+    /// the next bgd on the directory reclaims it); then `CgroupProbe` removes it.
     deinit {
         process.signal(SIGKILL)
     }
