@@ -86,6 +86,11 @@ struct LearnedSchedulingTests {
             #expect(!why.reasons.contains { $0.code == .predictedOpen }, "\(why.reasons)")
             #expect(why.reasons.contains { $0.code == .rarelyUsed }, "\(why.reasons)")
             #expect(why.nextWake == Self.monday.addingTimeInterval(6 * 3600), "\(String(describing: why.nextWake))")
+            // The forecast's last word says the same cap, as a whole sentence.
+            let forecast = try await daemon.admin.send(
+                .get, "/v1/apps/\(Self.app)/forecast?hours=24", as: WakeForecast.self)
+            #expect(forecast.holdback?.code == .rarelyUsed, "\(String(describing: forecast.holdback))")
+            #expect(forecast.holdback?.detail.hasSuffix("woken at most every 6h") == true, "\(String(describing: forecast.holdback))")
         }
     }
 
