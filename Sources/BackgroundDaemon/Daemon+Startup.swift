@@ -31,7 +31,9 @@ extension Daemon {
     ) -> ProcessSupervisor.Mode {
         let mode: ProcessSupervisor.Mode
         if configuration.appCgroups {
-            switch AppCgroups.discover(instance: AppCgroups.instance(of: stateDirectory.path)) {
+            switch AppCgroups.discover(
+                instance: AppCgroups.instance(of: stateDirectory.path), origins: stateDirectory.cgroupOriginsPath)
+            {
             case .available(let cgroups): mode = .cgroups(cgroups)
             case .unavailable(let why): mode = .signals(why)
             }

@@ -28,6 +28,8 @@ struct LifecycleCrashTests {
             as: RegisteredApp.self
         ).token
         let log = directory + "/app.log"
+        // The app starts where the test runs; bgd moves it into a cgroup of its own.
+        let ownGroup = CgroupProbe.available ? CgroupProbe.directory(of: getpid()) : nil
         let process = try launchForegroundApp(app, token: token, socket: socket, log: log, mode: "idle", in: directory)
         defer { process.signalGroup(SIGKILL) }
         // Real time here (a real bgd, 50 ms of suspension delay): ask bgd until it has stopped the app.
@@ -53,6 +55,15 @@ struct LifecycleCrashTests {
         #expect(reported, "the next bgd thawed it: it connected again and reported its state")
         next.signal(SIGTERM)
         _ = await next.waitForExit()
+        // Given back the cgroup it came from, though the bgd that took it from there was killed,
+        // and nothing of bgd's is left around it.
+        if let ownGroup {
+            #expect(CgroupProbe.directory(of: process.processID) == ownGroup)
+            #expect(access(ownGroup + "/bgd-" + AppCgroups.instance(of: state), F_OK) != 0, "bgd's groups are gone")
+            #expect(
+                ((try? FileManager.default.contentsOfDirectory(atPath: state + "/cgroup-origins")) ?? []).isEmpty,
+                "nothing is left to give back")
+        }
     }
 
     /// A bgd killed while an app it launched runs (with a grandchild in a session of its own that

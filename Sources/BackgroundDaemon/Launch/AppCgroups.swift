@@ -25,6 +25,10 @@ public struct AppCgroups: Sendable {
     /// The same place in the v1 memory hierarchy, where only v1 has the memory controller
     /// (hybrid mode): peak memory per app. Nil where v2 has it or nothing does.
     public let memoryRoot: String?
+    /// Where the cgroup each of the user's processes came from is written, one file per group
+    /// bgd moved one into (`<state-dir>/cgroup-origins/<app>@<pid>`): a bgd killed before it gave
+    /// them back leaves the next one what it needs to.
+    public let originsDirectory: String?
 
     /// Where bgd runs its apps, or why it cannot (said once at start and in `bgctl status`).
     public enum Discovery: Sendable {
@@ -32,8 +36,9 @@ public struct AppCgroups: Sendable {
         case unavailable(String)
     }
 
-    /// Finds bgd's own cgroup and makes the app subtree under it.
-    public static func discover(instance: String) -> Discovery {
+    /// Finds bgd's own cgroup and makes the app subtree under it; `origins` is where the user's
+    /// processes' own cgroups are remembered (see `originsDirectory`).
+    public static func discover(instance: String, origins: String? = nil) -> Discovery {
         #if os(Linux)
             guard let mounts = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8),
                 let membership = try? String(contentsOfFile: "/proc/self/cgroup", encoding: .utf8)
@@ -65,7 +70,8 @@ public struct AppCgroups: Sendable {
                 let memoryBase = v1 + (ownMemory == "/" ? "" : ownMemory) + "/bgd-\(instance)"
                 if makeDirectory(memoryBase), makeDirectory(memoryBase + "/apps") { memoryRoot = memoryBase + "/apps" }
             }
-            return .available(AppCgroups(root: root, mount: unified, memoryRoot: memoryRoot))
+            return .available(
+                AppCgroups(root: root, mount: unified, memoryRoot: memoryRoot, originsDirectory: origins))
         #else
             return .unavailable("cgroups are Linux's")
         #endif
@@ -100,6 +106,34 @@ public struct AppCgroups: Sendable {
         }
         return group
     }
+
+    /// Remembers the cgroup the user's process in `group` came from (until `forgetOrigin`).
+    public func recordOrigin(_ origin: String, of group: AppCgroup) {
+        guard let file = originFile(of: group), let directory = originsDirectory else { return }
+        try? FileManager.default.createDirectory(
+            atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try? Data(origin.utf8).write(to: URL(fileURLWithPath: file), options: .atomic)
+    }
+
+    /// Where the user's process in `group` came from, if bgd wrote it down and it is still there.
+    public func recordedOrigin(of group: AppCgroup) -> String? {
+        guard let file = originFile(of: group),
+            let origin = try? String(contentsOfFile: file, encoding: .utf8), !origin.isEmpty,
+            access(origin + "/cgroup.procs", W_OK) == 0
+        else { return nil }
+        return origin
+    }
+
+    public func forgetOrigin(of group: AppCgroup) {
+        if let file = originFile(of: group) { unlink(file) }
+    }
+
+    private func originFile(of group: AppCgroup) -> String? {
+        originsDirectory.map { $0 + "/" + (group.path as NSString).lastPathComponent }
+    }
+
+    /// Whether `directory` is one of bgd's own groups (a process in one is not where it came from).
+    public func contains(_ directory: String) -> Bool { directory.hasPrefix(root + "/") }
 
     /// Every group a previous bgd left: launched ones (`adopted == false`) and the user's.
     public func leftovers() -> [(group: AppCgroup, adopted: Bool)] {

@@ -131,11 +131,16 @@ public actor ProcessSupervisor: Service {
             mayStop: maySignal && Self.leadsTerminallessSession(pid), maySignal: maySignal)
         if maySignal, let cgroups = mode.cgroups {
             do {
-                let origin = cgroups.directory(of: pid)
                 let group = try cgroups.adopted(app, processID: pid)
+                // Still in the group a killed bgd moved it into (it could not be given back):
+                // where it came from is what that bgd wrote down.
+                let origin = cgroups.directory(of: pid).flatMap {
+                    cgroups.contains($0) ? cgroups.recordedOrigin(of: group) : $0
+                }
                 try group.enter(pid)
                 supervised.cgroup = group
                 supervised.origin = origin
+                if let origin { cgroups.recordOrigin(origin, of: group) }
             } catch {
                 logger.notice(
                     "Cannot move the app's process into a cgroup; signals apply",
@@ -323,6 +328,7 @@ public actor ProcessSupervisor: Service {
         } else if let cgroup = supervised.cgroup, !cgroup.isPopulated {
             retiredCPU[supervised.app, default: 0] += cgroup.cpuMicroseconds ?? 0
             cgroup.remove()
+            mode.cgroups?.forgetOrigin(of: cgroup)
         }
         exitDoorbell.ring()
         timers.ring()
@@ -364,10 +370,9 @@ public actor ProcessSupervisor: Service {
     private func shutDown(graceful: Bool) async {
         for (pid, supervised) in processes where !supervised.launched {
             thaw(pid)
-            if let cgroup = supervised.cgroup, let origin = supervised.origin, cgroup.release(pid, to: origin),
-                !cgroup.isPopulated
-            {
-                cgroup.remove()
+            if let cgroup = supervised.cgroup, let origin = supervised.origin, cgroup.release(pid, to: origin) {
+                mode.cgroups?.forgetOrigin(of: cgroup)
+                if !cgroup.isPopulated { cgroup.remove() }
             }
         }
         let launched = processes.filter { $0.value.launched }.map(\.key)
@@ -391,13 +396,18 @@ public actor ProcessSupervisor: Service {
 
     /// At start: what a killed bgd left in its cgroups. Launched groups are ended whole (nobody
     /// supervises them; their runs were recorded as interrupted), the user's groups thawed and
-    /// left (the app reports again and is taken on anew). Returns what it ended and thawed.
+    /// their processes given back the cgroups they came from, as a bgd stopping gives them (the
+    /// app reports again and is taken on anew). Returns what it ended and thawed.
     public static func reclaimLeftovers(of cgroups: AppCgroups, logger: Logger) -> (ended: Int, thawed: Int) {
         var ended = 0, thawed = 0
         for (group, adopted) in cgroups.leftovers() {
             if adopted {
                 if group.isFrozen { thawed += 1 }
                 group.thaw()
+                if let origin = cgroups.recordedOrigin(of: group) {
+                    for pid in group.processes { _ = group.release(pid, to: origin) }
+                }
+                if !group.isPopulated { cgroups.forgetOrigin(of: group) }
             } else if group.isPopulated {
                 ended += group.processes.count
                 group.kill()

@@ -50,6 +50,9 @@ public final class StateDirectory: Sendable {
 
     public var databasePath: String { path + "/bgd.sqlite" }
 
+    /// Where bgd remembers the cgroups the user's processes came from (`AppCgroups`).
+    public var cgroupOriginsPath: String { path + "/cgroup-origins" }
+
     /// Where the app's own directory is (it may not exist yet).
     public func containerPath(for app: AppID) -> String { path + "/containers/" + app.rawValue }
 
