@@ -330,6 +330,23 @@ struct PushGatewayTests {
                 unknownKey.status == 77
                     && unknownKey.standardError.contains("403 InvalidProviderToken: the key id, team id and key")
                     && unknownKey.standardError.contains("bgctl push keys"), "\(unknownKey.standardError)")
+            // Each refusal a provider under test meets most names what to check.
+            let noSuchDevice = try await send(["--token", String(repeating: "ab", count: 32)])
+            #expect(
+                noSuchDevice.standardError.contains("BadDeviceToken: no app has this device token")
+                    && noSuchDevice.standardError.contains("bgctl push token"), "\(noSuchDevice.standardError)")
+            let large = daemon.directory + "/large.json"
+            try (#"{"aps":{"content-available":1},"pad":""# + String(repeating: "x", count: 4200) + #""}"#).write(
+                toFile: large, atomically: true, encoding: .utf8)
+            let tooLarge = try await Command.run(
+                try BuiltProducts.path(of: "bgctl"),
+                [
+                    "push", "send", Self.app, large, "--key", keyFile, "--key-id", Self.keyID, "--team-id", Self.teamID,
+                    "--socket", daemon.socketPath,
+                ], environment: ProcessInfo.processInfo.environment.merging(cache) { $1 })
+            #expect(
+                tooLarge.standardError.contains("413 PayloadTooLarge: a payload is at most 4096 bytes"),
+                "\(tooLarge.standardError)")
             // Nothing listening: said in words, not SwiftNIO's description of its attempts.
             let refusedConnection = try await send(["--gateway", "https://127.0.0.1:1"])
             #expect(

@@ -636,6 +636,22 @@ struct TransferCommandTests {
             }
             let retried = try await daemon.admin.send(.get, "/v1/transfers/\(id)", as: TransferRecord.self)
             #expect(retried.state == .waiting && retried.attempts == 2, "still durable: \(retried)")
+
+            // Cancelled while bgctl watches it: a transfer's own status, and "cancelled" said once.
+            let watched = Task {
+                try await bgctl(
+                    ["download", "http://127.0.0.1:9/cancelled", "--to", daemon.directory + "/c", "--retry-forever"], daemon)
+            }
+            var watchedID: TransferID?
+            while watchedID == nil, let activity = await activities.next() {
+                if case .transferRetryScheduled(let started, _, _) = activity, started != id { watchedID = started }
+            }
+            let cancel = try await bgctl(["transfers", "cancel", try #require(watchedID).description], daemon)
+            #expect(cancel.status == 0, "\(cancel)")
+            let ended = try await watched.value
+            #expect(ended.status == 5, "\(ended)")
+            #expect(ended.standardError.contains("transfer \(watchedID!) cancelled"), "\(ended.standardError)")
+            #expect(!ended.standardError.contains("cancelled: cancelled"), "\(ended.standardError)")
         }
     }
 
