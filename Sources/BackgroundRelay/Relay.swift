@@ -103,7 +103,12 @@ public struct Relay: Sendable {
     /// here, once: two listeners making it at the same time each wrote their own.
     public func makeServices() throws -> [any Service] {
         if case .selfSigned = configuration.provider.security {
-            _ = try GatewayCertificate.loadOrCreate(in: configuration.stateDirectory, now: clock.now)
+            var names: [String] = []
+            for name in configuration.provider.namesToCertify + configuration.uplink.namesToCertify
+            where !names.contains(name) {
+                names.append(name)
+            }
+            _ = try GatewayCertificate.loadOrCreate(in: configuration.stateDirectory, names: names, now: clock.now)
         }
         let (metrics, activity) = (self.metrics, self.activity)
         let destinations = RelayDestinations(store: store, hub: hub, clock: clock, logger: logger)

@@ -89,6 +89,10 @@ extension BGRelay {
         @Option(help: "TLS certificate chain (PEM) for both ports; default: a self-signed pair made in --state-dir.")
         var certificate: String?
         @Option(help: "The certificate's private key (PEM).") var key: String?
+        @Option(
+            help:
+                "A name (or address) providers and devices reach this relay by, e.g. relay.example.net; repeat for several. The self-signed certificate names each, besides localhost, the loopback addresses, this machine's host name and --host.")
+        var certificateName: [String] = []
         @Option(help: "trace, debug, info, notice, warning, error or critical.") var logLevel = "notice"
         @Option(help: "This node's name among several (default: host:pid).") var node: String?
         @Option(help: "Pushes a second one device accepts, over all its tokens (bursts of 10× that), before 429 TooManyRequests.")
@@ -186,14 +190,18 @@ extension BGRelay {
             defer { pool.cancel() }
             let clock: any WallClock = quietExecutor ? SystemClock.onEventLoops() : SystemClock()
             let codePages = IdleCodePages.isEnabled(unless: "BGRELAY_KEEP_CODE_PAGES") ? Self.codePages(clock, logger) : nil
+            var provider = PushGatewayConfiguration(
+                host: host, port: port, security: security,
+                floodLimit: PushFloodLimit(perSecond: deviceRate, burst: deviceRate * 10))
+            var uplink = PushGatewayConfiguration(
+                host: uplinkHost ?? host, port: uplinkPort, security: security,
+                connections: ConnectionLimits(perPeer: maxDevicesPerAddress, total: maxDevices))
+            provider.certificateNames = certificateName
+            uplink.certificateNames = certificateName
             let relay = Relay(
                 configuration: .init(
-                    provider: .init(
-                        host: host, port: port, security: security,
-                        floodLimit: PushFloodLimit(perSecond: deviceRate, burst: deviceRate * 10)),
-                    uplink: .init(
-                        host: uplinkHost ?? host, port: uplinkPort, security: security,
-                        connections: ConnectionLimits(perPeer: maxDevicesPerAddress, total: maxDevices)),
+                    provider: provider,
+                    uplink: uplink,
                     stateDirectory: options.stateDirectory, node: node ?? Relay.Configuration.defaultNode,
                     providerLimit: PushFloodLimit(perSecond: providerRate, burst: providerRate * 10),
                     retention: Relay.Retention(holdPending: holdPushes, keepEnded: keepHistory),
@@ -202,7 +210,13 @@ extension BGRelay {
                 store: store, clock: clock, logger: logger, activity: { codePages?.noteActivity() })
             // A listener that cannot start stops the others gracefully, not by cancelling them
             // into errors of their own beside the one that says what went wrong.
-            let services = try relay.makeServices() + (codePages.map { [CodePagesWhenQuiet(pages: $0)] } ?? [])
+            let services: [any Service]
+            do {
+                services = try relay.makeServices() + (codePages.map { [CodePagesWhenQuiet(pages: $0)] } ?? [])
+            } catch let error as GatewayCertificate.MissingNames {
+                FileHandle.standardError.write(Data("bgrelay: \(error)\n".utf8))
+                throw ExitCode(78)  // EX_CONFIG
+            }
             let group = ServiceGroup(
                 configuration: .init(
                     services: services.map { .init(service: $0, failureTerminationBehavior: .gracefullyShutdownGroup) },

@@ -55,7 +55,11 @@ public struct PushGateway<Destinations: PushDestinations>: Service {
         case .selfSigned, .files: scheme = "https"
         case .plaintext, .plaintextHTTP1: scheme = "http"
         }
-        let host = ["127.0.0.1", "::1", "localhost"].contains(configuration.host) ? "localhost" : configuration.host
+        // Loopback and every-address listeners are reached here as localhost, a name the
+        // self-signed certificate has (0.0.0.0 is no address to connect to, nor in it).
+        let host =
+            ["127.0.0.1", "::1", "localhost", "0.0.0.0", "::", "[::]"].contains(configuration.host)
+            ? "localhost" : configuration.host
         return "\(scheme)://\(host.contains(":") ? "[\(host)]" : host)"
     }
 
@@ -133,7 +137,8 @@ public struct PushGateway<Destinations: PushDestinations>: Service {
             if case .files(let certificate, let key) = configuration.security {
                 paths = (certificate, key)
             } else {
-                paths = try GatewayCertificate.loadOrCreate(in: certificateDirectory, now: now)
+                paths = try GatewayCertificate.loadOrCreate(
+                    in: certificateDirectory, names: configuration.namesToCertify, now: now)
             }
             let chain = try NIOSSLCertificate.fromPEMFile(paths.certificate).map {
                 NIOSSLCertificateSource.certificate($0)
@@ -232,6 +237,15 @@ public struct PushGatewayConfiguration: Sendable {
     public var floodLimit: PushFloodLimit
     /// Connections per peer and in all, handshake and idle timeouts, the shutdown's grace.
     public var connections: ConnectionLimits
+    /// The names clients reach the gateway by (DNS names or addresses), which a self-signed
+    /// certificate must carry besides localhost and the loopback addresses: clients check it.
+    public var certificateNames: [String] = []
+
+    /// `certificateNames` and `host` when it is one address (not a wildcard or loopback).
+    public var namesToCertify: [String] {
+        let wildcard = ["0.0.0.0", "::", "[::]", "*"].contains(host)
+        return certificateNames + (wildcard || isLoopback || certificateNames.contains(host) ? [] : [host])
+    }
 
     public init(
         host: String = "127.0.0.1", port: Int = 2197, security: Security = .selfSigned,

@@ -1,0 +1,74 @@
+import AsyncHTTPClient
+import BackgroundGateway
+import BackgroundRelay
+import BackgroundTesting
+import Foundation
+import Testing
+
+/// The self-signed certificate bgd's gateway and bgrelay make: it names every name a client
+/// reaches them by (a client checks it), and one made before without a name now asked for is
+/// not replaced behind the clients that trust it.
+@Suite(.timeLimit(.minutes(2)))
+struct GatewayCertificateTests {
+    @Test func aNewPairNamesWhereClientsReachIt() throws {
+        let directory = TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let asked = ["relay.example.net", "192.0.2.7", "[2001:db8::1]"]
+        let paths = try GatewayCertificate.loadOrCreate(in: directory, names: asked, now: Date())
+        let named = try GatewayCertificate.certifiedNames(inFile: paths.certificate)
+        for name in [
+            "localhost", "127.0.0.1", "::1", ProcessInfo.processInfo.hostName.lowercased(), "relay.example.net",
+            "192.0.2.7", "2001:db8::1",
+        ] {
+            #expect(named.contains(name), "\(name) in \(named)")
+        }
+        // Asked again (a name's case does not matter): the same pair.
+        let before = try Data(contentsOf: URL(fileURLWithPath: paths.certificate))
+        _ = try GatewayCertificate.loadOrCreate(in: directory, names: ["RELAY.example.net"], now: Date())
+        #expect(try Data(contentsOf: URL(fileURLWithPath: paths.certificate)) == before)
+    }
+
+    @Test func anOldPairWithoutAnAskedNameIsKeptAndSaysWhatToDo() throws {
+        let directory = TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let paths = try GatewayCertificate.loadOrCreate(in: directory, now: Date())
+        let before = try Data(contentsOf: URL(fileURLWithPath: paths.certificate))
+        #expect {
+            try GatewayCertificate.loadOrCreate(in: directory, names: ["relay.example.net"], now: Date())
+        } throws: { error in
+            let description = "\(error)"
+            return error is GatewayCertificate.MissingNames && description.contains("not relay.example.net")
+                && description.contains("move it and its .key away")
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: paths.certificate)) == before)
+    }
+
+    /// bgd enrolled with `https://127.0.0.1:2198` (not `localhost`) trusts the relay's own
+    /// certificate: the address is in it.
+    @Test func theRelayIsReachedByItsLoopbackAddress() async throws {
+        try await RelayNode.with { node in
+            let client = node.client()
+            defer { _ = client.shutdown() }
+            for host in ["127.0.0.1", "localhost"] {
+                let response = try await client.execute(
+                    HTTPClientRequest(url: "https://\(host):\(node.uplinkPort)/metrics"), timeout: .seconds(10))
+                #expect(response.status == .ok, "\(host)")
+            }
+        }
+    }
+
+    /// bgrelay asked for a name its existing certificate lacks refuses to start, and says so.
+    @Test func bgrelayRefusesACertificateWithoutItsName() async throws {
+        let directory = TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        _ = try GatewayCertificate.loadOrCreate(in: directory, now: Date())
+        let output = try await Command.run(
+            try BuiltProducts.path(of: "bgrelay"),
+            [
+                "--state-dir", directory, "--port", "0", "--uplink-port", "0", "--certificate-name",
+                "relay.example.net",
+            ])
+        #expect(output.status == 78, "\(output.standardError)")
+        #expect(output.standardError.contains("but not relay.example.net"), "\(output.standardError)")
+    }
+}
