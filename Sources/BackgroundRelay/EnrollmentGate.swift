@@ -37,11 +37,18 @@ final class EnrollmentGate: Sendable {
     func check(authorization: String?, now: Date) -> Refusal? {
         if let token = policy.token {
             let given = authorization.flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil } ?? ""
-            guard SQLiteRelayStore.sameHash(SQLiteRelayStore.hash(given), SQLiteRelayStore.hash(token)) else {
+            guard !given.isEmpty else {
                 return Refusal(
                     status: .unauthorized, code: "enrollmentTokenRequired",
                     reason:
                         "this relay enrolls only devices that present its enrollment token: bgctl push relay enroll URL --enrollment-token TOKEN (or bgd --push-relay-enrollment-token)"
+                )
+            }
+            guard SQLiteRelayStore.sameHash(SQLiteRelayStore.hash(given), SQLiteRelayStore.hash(token)) else {
+                return Refusal(
+                    status: .unauthorized, code: "enrollmentTokenInvalid",
+                    reason:
+                        "the enrollment token is not this relay's (the one its operator started bgrelay with, --enrollment-token)"
                 )
             }
         }

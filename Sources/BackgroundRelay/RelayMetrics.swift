@@ -58,6 +58,7 @@ public final class RelayMetrics: Sendable {
             # HELP bgrelay_enrollments_refused_total Enrollments this node refused, by why.
             # TYPE bgrelay_enrollments_refused_total counter
             bgrelay_enrollments_refused_total{reason="enrollmentTokenRequired"} \(snapshot.enrollmentsRefused["enrollmentTokenRequired"] ?? 0)
+            bgrelay_enrollments_refused_total{reason="enrollmentTokenInvalid"} \(snapshot.enrollmentsRefused["enrollmentTokenInvalid"] ?? 0)
             bgrelay_enrollments_refused_total{reason="tooManyEnrollments"} \(snapshot.enrollmentsRefused["tooManyEnrollments"] ?? 0)
             # HELP bgrelay_queue_depth Pushes accepted and not yet acknowledged or ended.
             # TYPE bgrelay_queue_depth gauge

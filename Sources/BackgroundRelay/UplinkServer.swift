@@ -46,11 +46,12 @@ struct UplinkServer: Service {
             activity()
             if let refusal = enrollment.check(authorization: request.headers[.authorization], now: clock.now) {
                 metrics.enrollmentRefused(refusal.code)
+                logger.notice("Enrollment refused", metadata: ["code": "\(refusal.code)"])
                 return Self.error(refusal.status, refusal.code, refusal.reason)
             }
             let (device, secret) = try await store.enroll(now: clock.now)
             metrics.enrolled()
-            logger.info("Device enrolled", metadata: ["device": "\(device)"])
+            logger.notice("Device enrolled", metadata: ["device": "\(device)"])
             return Self.json(RelayEnrollment(url: "", device: device, secret: secret))
         }
         router.post("v1/uplink") { request, _ in

@@ -99,6 +99,7 @@ struct UplinkSession: Sendable {
             throw error
         }
         metrics.connected(device)
+        logger.info("Device connected", metadata: ["device": "\(device)"])
         let rounds = SessionRounds(session: self, hubID: id, inbox: inbox, writer: writer, fencing: fencing)
         do {
             try await rounds.writer.write(line(.ready(device: device)))
@@ -164,6 +165,11 @@ struct UplinkSession: Sendable {
             }
             return nil
         } catch let refusal as RelayRefusal {
+            // The operator sees what devices are refused (a token another device holds: a
+            // device enrolled anew, or two sharing one credential).
+            logger.notice(
+                "Device's frame refused",
+                metadata: ["device": "\(device)", "code": "\(refusal.code)", "reason": "\(refusal.description)"])
             return (refusal.code, refusal.description)
         } catch {
             logger.error("Uplink frame failed", metadata: ["device": "\(device)", "error": "\(error)"])

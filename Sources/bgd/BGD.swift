@@ -123,6 +123,11 @@ struct BGD: AsyncParsableCommand {
     @Option(help: "The push gateway's private key (PEM), with --push-certificate.")
     var pushKey: String?
 
+    @Option(
+        help:
+            "A name (or address) providers reach the push gateway by, when --push-host listens beyond loopback; repeat for several. The self-signed certificate names each, besides localhost, the loopback addresses, this machine's host name and --push-host.")
+    var pushCertificateName: [String] = []
+
     @Flag(help: "Serve pushes as plaintext HTTP/2 (prior knowledge), for development; loopback only.")
     var pushPlaintext = false
 
@@ -318,12 +323,14 @@ struct BGD: AsyncParsableCommand {
             ? .plaintext
             : pushHttp1
                 ? .plaintextHTTP1 : pushCertificate.map { .files(certificate: $0, key: pushKey ?? "") } ?? .selfSigned
-        return PushGatewayConfiguration(
+        var configuration = PushGatewayConfiguration(
             host: pushHost, port: port, security: security, throttle: PushThrottle(wakesPerHour: pushWakesPerHour),
             floodLimit: PushFloodLimit(perSecond: pushTokenRate, burst: pushTokenRate * 10),
             connections: ConnectionLimits(
                 perPeer: pushConnectionsPerPeer, total: pushConnections, handshakeTimeout: pushHandshakeTimeout,
                 idleTimeout: pushIdleTimeout))
+        configuration.certificateNames = pushCertificateName
+        return configuration
     }
 
     /// The learned model reads the user's local time of day and week.
@@ -395,7 +402,8 @@ struct BGD: AsyncParsableCommand {
             retention: .init(retention: .init(history: keepHistory, opens: max(keepHistory, .seconds(90 * 86400)))),
             activatedSocket: activated, releasesIdleCodePages: IdleCodePages.isEnabled(unless: "BGD_KEEP_CODE_PAGES"),
             pushRelay: .init(
-                url: pushRelay, certificate: pushRelayCa, enrollmentToken: pushRelayEnrollmentToken,
+                url: pushRelay, certificate: pushRelayCa.map { URL(fileURLWithPath: $0).standardizedFileURL.path },
+                enrollmentToken: pushRelayEnrollmentToken,
                 keepAlive: pushRelayKeepAlive,
                 answerWithin: min(.seconds(30), pushRelayKeepAlive)))
         let daemon: Daemon

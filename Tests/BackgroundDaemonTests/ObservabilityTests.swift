@@ -215,6 +215,7 @@ struct ObservabilityTests {
         for (arguments, named) in [
             ("--bogus-flag", "--bogus-flag"), ("--http 127.0.0.1:8765 --push-port 70000", "--push-port"),
             ("--fetch-budget soon", "--fetch-budget"), ("--http 127.0.0.1:8765 stray", "stray"),
+            ("--push-relay https://relay.example.net:2198 --push-relay-ca \(directory)/no.crt", "--push-relay-ca"),
         ] {
             let refused = try await Command.run(
                 bgctl, ["install-service", "--force", "--arguments=\(arguments)"], environment: environment)

@@ -66,6 +66,7 @@ struct PushRelayProcessTests {
         let status = try await Command.run(
             try BuiltProducts.path(of: "bgctl"), ["push", "relay", "status", "--socket", daemon.socketPath])
         #expect(status.standardOutput.contains("connected to \(relay.uplinkURL)"), "\(status)")
+        #expect(status.standardOutput.contains("; 1 push received since bgd started."), "\(status)")
         daemon.signal(SIGTERM)
         #expect(await daemon.waitForExit() == 0)
         // Stopping ends the uplink; it is not "lost", and nothing is retried.

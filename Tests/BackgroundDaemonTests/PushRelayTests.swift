@@ -474,9 +474,13 @@ struct PushRelayTests {
                 let response = try await client.execute(request, timeout: .seconds(10))
                 return (Int(response.status.code), String(buffer: try await response.body.collect(upTo: 4096)))
             }
-            for authorization in [nil, "Bearer wrong-token-0123456789", "Basic \(secret)", "Bearer \(secret)x"] {
+            // None presented, or a wrong one: each said for what it is.
+            for (authorization, code) in [
+                (nil, "enrollmentTokenRequired"), ("Basic \(secret)", "enrollmentTokenRequired"),
+                ("Bearer wrong-token-0123456789", "enrollmentTokenInvalid"), ("Bearer \(secret)x", "enrollmentTokenInvalid"),
+            ] {
                 let refused = try await enroll(authorization)
-                #expect(refused.status == 401 && refused.body.contains("enrollmentTokenRequired"), "\(refused)")
+                #expect(refused.status == 401 && refused.body.contains(code), "\(refused)")
             }
             #expect(try await enroll("Bearer \(secret)").status == 200)
 
@@ -487,7 +491,7 @@ struct PushRelayTests {
                     body: try JSONEncoder().encode(
                         PushRelayEnrollRequest(
                             url: node.uplinkURL, certificate: node.certificatePath, enrollmentToken: "nope-0123456789abc")))
-                #expect(wrong.errorCode == "relayUnreachable" && String(decoding: wrong.body, as: UTF8.self).contains("enrollmentTokenRequired"), "\(wrong)")
+                #expect(wrong.errorCode == "relayUnreachable" && String(decoding: wrong.body, as: UTF8.self).contains("enrollmentTokenInvalid"), "\(wrong)")
                 #expect(!FileManager.default.fileExists(atPath: daemon.directory + "/state/push-relay.json"))
                 let enrolled = try await PushRegistrationTests().bgctl(
                     [
@@ -495,13 +499,24 @@ struct PushRelayTests {
                         "--enrollment-token", secret,
                     ], daemon)
                 #expect(enrolled.status == 0 && enrolled.standardOutput.contains("Enrolled with"), "\(enrolled)")
+                // Enrolling again would make a new device and strand the apps' tokens with the
+                // old one: refused, naming --replace, and the credential kept.
+                let credential = try Data(contentsOf: URL(fileURLWithPath: daemon.directory + "/state/push-relay.json"))
+                let again = try await PushRegistrationTests().bgctl(
+                    [
+                        "push", "relay", "enroll", node.uplinkURL, "--certificate", node.certificatePath,
+                        "--enrollment-token", secret,
+                    ], daemon)
+                #expect(again.status == 4 && again.standardError.contains("--replace"), "\(again)")
+                #expect(try Data(contentsOf: URL(fileURLWithPath: daemon.directory + "/state/push-relay.json")) == credential)
             }
             #expect(try await enroll("Bearer \(secret)").status == 200)
             let flooded = try await enroll("Bearer \(secret)")
             #expect(flooded.status == 429 && flooded.body.contains("tooManyEnrollments"), "\(flooded)")
             let shown = try await node.metrics(client: client)
             #expect(shown["bgrelay_enrollments_total"] == 3)
-            #expect(shown["bgrelay_enrollments_refused_total{reason=\"enrollmentTokenRequired\"}"] == 5)
+            #expect(shown["bgrelay_enrollments_refused_total{reason=\"enrollmentTokenRequired\"}"] == 2)
+            #expect(shown["bgrelay_enrollments_refused_total{reason=\"enrollmentTokenInvalid\"}"] == 3)
             #expect(shown["bgrelay_enrollments_refused_total{reason=\"tooManyEnrollments\"}"] == 1)
         }
     }

@@ -110,7 +110,7 @@ extension APIError {
         case .noDeviceToken(let app):
             self.init(
                 .notFound, .noDeviceToken,
-                "\(app) has no device token: the app gets one with registerForRemoteNotifications(), or use --create")
+                "\(app) has no device token: the app gets one with registerForRemoteNotifications(), or `bgctl push token \(app) --create` makes one")
         case .unknownProviderKey(let keyID):
             self.init(.notFound, .unknownProviderKey, "no provider key \(keyID) (bgctl push keys lists them)")
         case .unknownTransfer(let id):

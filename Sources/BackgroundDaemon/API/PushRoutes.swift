@@ -46,6 +46,13 @@ struct PushRoutes {
             if let certificate = enroll.certificate, !FileManager.default.isReadableFile(atPath: certificate) {
                 throw APIError(.badRequest, .invalidRelayURL, "bgd cannot read the certificate \(certificate)")
             }
+            // A second enrollment is a new device, and the relay keeps the apps' tokens for the
+            // first: every push to them would wait there. Only when asked for.
+            if enroll.replace != true, let current = await pushes.uplink.enrollment() {
+                throw APIError(
+                    .conflict, .relayAlreadyEnrolled,
+                    "bgd is enrolled with \(current.url) as device \(current.device) already; enrolling again makes a new device, and the relay keeps the apps' device tokens for the old one (pushes to them would wait there): add --replace to enroll anew, then have each app register for a new token")
+            }
             do {
                 return try JSONResponse.make(
                     try await pushes.uplink.enroll(

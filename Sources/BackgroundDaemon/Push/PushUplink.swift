@@ -107,6 +107,15 @@ public actor PushUplink: Service {
 
     public func currentStatus() -> PushRelayStatus { status }
 
+    /// The relay and device bgd is enrolled as, if it is.
+    public func enrollment() -> (url: String, device: String)? { load().map { ($0.url, $0.device) } }
+
+    /// The relay's CA to trust: bgd's `--push-relay-ca` when given (a path corrected there must
+    /// not lose to the one saved at enrollment), else the one saved with the credential.
+    private func trustedCertificate(_ credential: RelayEnrollment) -> String? {
+        configuration.certificate ?? credential.certificate
+    }
+
     /// Enrolls with the relay at `url` (its uplink, `https://host:2198`; several nodes of one
     /// relay comma-separated, tried in turn) and keeps the credential 0600 in the state
     /// directory; the uplink connects with it at once. `enrollmentToken` is for a relay that
@@ -146,7 +155,8 @@ public actor PushUplink: Service {
         }
         guard var enrollment = enrolled else { throw lastError ?? Failure.badURL(url) }
         enrollment.url = nodes.joined(separator: ",")
-        enrollment.certificate = certificate
+        // Absolute: bgd may next start from another directory (systemd starts it from /).
+        enrollment.certificate = certificate.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
         try save(enrollment)
         logger.notice("Enrolled with a push relay", metadata: ["relay": "\(url)", "device": "\(enrollment.device)"])
         status = PushRelayStatus(state: .connecting, url: nodes[0], device: enrollment.device, since: clock.now)
@@ -283,7 +293,7 @@ public actor PushUplink: Service {
         guard let url = URL(string: node), url.scheme == "https", let host = url.host else { return nil }
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.applicationProtocols = [UplinkFrame.alpn, "h2"]
-        if let certificate = credential.certificate { tls.additionalTrustRoots = [.file(certificate)] }
+        if let certificate = trustedCertificate(credential) { tls.additionalTrustRoots = [.file(certificate)] }
         let context = try NIOSSLContext(configuration: tls)
         let (channel, negotiated) = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .connectTimeout(.seconds(10))
@@ -317,7 +327,7 @@ public actor PushUplink: Service {
 
     /// One uplink as an HTTP/2 stream, until it fails.
     private func connectHTTP2(_ credential: RelayEnrollment, to node: String) async throws {
-        let client = Self.client(trusting: credential.certificate)
+        let client = Self.client(trusting: trustedCertificate(credential))
         defer { _ = client.shutdown() }
         let (up, sink) = AsyncStream<ByteBuffer>.makeStream()
         defer { sink.finish() }

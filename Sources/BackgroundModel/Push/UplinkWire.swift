@@ -224,10 +224,14 @@ public struct PushRelayEnrollRequest: Codable, Sendable, Equatable {
     public var certificate: String?
     /// What the relay asks of a device to enroll, if it asks (bgrelay `--enrollment-token`).
     public var enrollmentToken: String?
+    /// Enroll anew though bgd is enrolled already (a new device: the relay keeps the apps'
+    /// device tokens for the old one). Absent: false.
+    public var replace: Bool?
 
-    public init(url: String, certificate: String? = nil, enrollmentToken: String? = nil) {
+    public init(url: String, certificate: String? = nil, enrollmentToken: String? = nil, replace: Bool? = nil) {
         self.url = url
         self.certificate = certificate
         self.enrollmentToken = enrollmentToken
+        self.replace = replace
     }
 }

@@ -39,6 +39,8 @@ public enum APIErrorCode: String, Codable, Sendable, CaseIterable {
     case dashboardOff
     // It cannot be done now, or at all
     case appAlreadyRegistered
+    /// Enrolling with a push relay while enrolled already, without `replace`.
+    case relayAlreadyEnrolled
     case runInFlight
     case runAlreadyEnded
     case taskNotRunning
