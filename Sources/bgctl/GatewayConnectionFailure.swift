@@ -27,6 +27,12 @@ enum GatewayConnectionFailure {
         if let failure = error as? HTTPClientError, failure == .connectTimeout || failure == .deadlineExceeded {
             return "no answer from \(gateway) within --timeout"
         }
+        if let failure = error as? HTTPClientError, failure == .remoteConnectionClosed, gateway.hasPrefix("http://") {
+            return "\(gateway) closed the connection: bgctl speaks HTTP/1.1 to an http:// gateway, which bgd serves only when started with --push-http1 (with --push-plaintext it speaks HTTP/2 only, to clients with prior knowledge such as curl --http2-prior-knowledge; otherwise it is https://)"
+        }
+        if let hint = TLSFailure.hint(for: "\(error)", peer: gateway, trustOption: "--certificate") {
+            return "cannot connect to \(gateway): \(hint)"
+        }
         return "cannot reach the push gateway at \(gateway): \(oneLine(error))"
     }
 
@@ -40,5 +46,30 @@ enum GatewayConnectionFailure {
     /// One line, whatever the TLS or connection error looks like.
     private static func oneLine(_ error: any Error) -> String {
         "\(error)".split(whereSeparator: \.isNewline).joined(separator: " ")
+    }
+}
+
+/// What a TLS failure means for whoever connects, from its description (NIOSSL's errors print the
+/// BoringSSL reason; they are matched by it): the peer's certificate not trusted, or not naming
+/// the host connected to, or a certificate file that is not one.
+enum TLSFailure {
+    static func hint(for description: String, peer: String, trustOption: String) -> String? {
+        if description.contains("CERTIFICATE_VERIFY_FAILED") {
+            return "its certificate is not one this machine trusts — pass the peer's certificate with \(trustOption) FILE "
+                + "(a self-signed bgd's or bgrelay's push-gateway.crt, in its state directory)"
+        }
+        if description.contains("failedToValidateHostname") {
+            let host = URL(string: peer)?.host ?? peer
+            return "its certificate does not name \(host) — connect by a name it has (`openssl x509 -in CRT -noout -ext "
+                + "subjectAltName` lists them), or have it made with that name (bgrelay --certificate-name, bgd "
+                + "--push-certificate-name)"
+        }
+        if description.contains("failedToLoadCertificate") {
+            return "the certificate file given with \(trustOption) is not a PEM certificate"
+        }
+        if description.contains("unsupportedScheme") {
+            return "the URL must start with https:// (or http:// for a plaintext gateway)"
+        }
+        return nil
     }
 }

@@ -10,15 +10,12 @@ enum ProviderJWT {
     /// A token minted less than 40 minutes ago for the same key and team is reused, as APNs asks
     /// ("no more than once every 20 minutes"): minting one per send would earn 429
     /// TooManyProviderTokenUpdates. Kept in `$XDG_CACHE_HOME/bgctl` (else `~/.cache/bgctl`), one
-    /// file per key id and key — a new .p8 under an old key id must not reuse the old key's token.
+    /// file per key id, team id and key — a new .p8 under an old key id must not reuse the old
+    /// key's token, and a send with a mistyped team id must not replace the good team's token
+    /// (the next correct send would mint another within 20 minutes, and be refused for it).
     static func cached(keyID: String, teamID: String, key: P256.Signing.PrivateKey, now: Date) throws -> String {
-        let environment = ProcessInfo.processInfo.environment
-        let base = environment["XDG_CACHE_HOME"] ?? (NSHomeDirectory() + "/.cache")
-        let directory = base + "/bgctl"
-        let fingerprint = SHA256.hash(data: key.publicKey.rawRepresentation).prefix(8).map {
-            String(format: "%02x", $0)
-        }.joined()
-        let file = directory + "/provider-token-\(keyID)-\(fingerprint)"
+        let directory = cacheDirectory
+        let file = cacheFile(keyID: keyID, teamID: teamID, key: key)
         if let saved = try? String(contentsOfFile: file, encoding: .utf8) {
             let fields = saved.split(separator: " ").map(String.init)
             if fields.count == 3, fields[0] == teamID, let iat = Double(fields[1]),
@@ -35,6 +32,32 @@ enum ProviderJWT {
             atPath: file, contents: Data("\(teamID) \(Int(now.timeIntervalSince1970)) \(token)".utf8),
             attributes: [.posixPermissions: 0o600])
         return token
+    }
+
+    /// Drops the cached token for this key and team: the gateway refused it (a token it will not
+    /// take must not be offered again for 40 minutes).
+    static func forget(keyID: String, teamID: String, key: P256.Signing.PrivateKey) {
+        try? FileManager.default.removeItem(atPath: cacheFile(keyID: keyID, teamID: teamID, key: key))
+    }
+
+    /// Whether a gateway's refusal was of the provider token itself.
+    static func refusesTheToken(_ reason: String?) -> Bool {
+        guard let reason = reason.flatMap(APNsReason.init(rawValue:)) else { return false }
+        return [.invalidProviderToken, .expiredProviderToken, .tooManyProviderTokenUpdates, .missingProviderToken]
+            .contains(reason)
+    }
+
+    private static var cacheDirectory: String {
+        (ProcessInfo.processInfo.environment["XDG_CACHE_HOME"] ?? (NSHomeDirectory() + "/.cache")) + "/bgctl"
+    }
+
+    private static func cacheFile(keyID: String, teamID: String, key: P256.Signing.PrivateKey) -> String {
+        let fingerprint = SHA256.hash(data: key.publicKey.rawRepresentation).prefix(8).map {
+            String(format: "%02x", $0)
+        }.joined()
+        // Ids are checked to be alphanumeric before they get here; a path separator is never kept.
+        let safe = { (text: String) in text.filter { $0.isLetter || $0.isNumber } }
+        return cacheDirectory + "/provider-token-\(safe(keyID))-\(safe(teamID))-\(fingerprint)"
     }
 
     static func make(keyID: String, teamID: String, key: P256.Signing.PrivateKey, issuedAt: Date) throws -> String {
@@ -57,12 +80,13 @@ struct PushAnswer: Codable {
     var apnsID: String?
     var httpVersion: String
 
-    /// POSTs over HTTP/2 (TLS, ALPN), trusting `certificate`.
+    /// POSTs over HTTP/2 (TLS, ALPN), trusting `certificate` (nil: the system's roots only; an
+    /// http:// gateway needs none).
     static func post(
-        url: String, headers: [(String, String)], body: Data, trusting certificate: String, timeout: Duration
+        url: String, headers: [(String, String)], body: Data, trusting certificate: String?, timeout: Duration
     ) async throws -> PushAnswer {
         var tls = TLSConfiguration.makeClientConfiguration()
-        tls.additionalTrustRoots = [.file(certificate)]
+        if let certificate { tls.additionalTrustRoots = [.file(certificate)] }
         var configuration = HTTPClient.Configuration(tlsConfiguration: tls)
         configuration.httpVersion = .automatic
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)

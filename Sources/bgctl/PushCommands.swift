@@ -35,7 +35,13 @@ extension BGCtl {
                     }
                     if let since = status.since { line += ", since \(TextFormat.when(since, now: now))" }
                     print(line + "; \(TextFormat.count(status.received, "push", plural: "pushes")) received since bgd started.")
-                    if let error = status.lastError { print("Last error: \(error)") }
+                    if let error = status.lastError {
+                        print(
+                            "Last error: "
+                                + (TLSFailure.hint(for: error, peer: url, trustOption: "--push-relay-ca").map {
+                                    "cannot connect to \(url): \($0)"
+                                } ?? error))
+                    }
                     if let retry = status.retryAt { print("Next attempt: \(TextFormat.when(retry, now: now))") }
                 }
             }
@@ -50,13 +56,20 @@ extension BGCtl {
                 var certificate: String?
                 @Option(help: "The token the relay asks of a device to enroll, if it was started with --enrollment-token.")
                 var enrollmentToken: String?
+                @Flag(
+                    help:
+                        "Enroll anew though bgd is enrolled already: a new device, whose apps need new device tokens (the relay keeps the old ones for the old device)."
+                )
+                var replace = false
 
                 func run() async throws {
                     let certificate = self.certificate.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
                     let status = try await options.call {
                         try await $0.send(
                             .post, "/v1/push/relay",
-                            body: PushRelayEnrollRequest(url: url, certificate: certificate, enrollmentToken: enrollmentToken),
+                            body: PushRelayEnrollRequest(
+                                url: url, certificate: certificate, enrollmentToken: enrollmentToken,
+                                replace: replace ? true : nil),
                             as: PushRelayStatus.self)
                     }
                     if options.json { return try options.printJSON(status) }

@@ -20,7 +20,13 @@ enum PushRefusalHint {
         case .unregistered:
             return "the device token was revoked; the app must register for a new one"
         case .tooManyProviderTokenUpdates:
-            return "a new provider token for this key came within 20 minutes of the last; reuse a token longer"
+            return "bgd accepted another token for this key less than 20 minutes ago (one made elsewhere, or bgctl's cache in ~/.cache/bgctl was cleared); send again once 20 minutes have passed"
+        case .invalidPushType:
+            return "a background push (--push-type background) carries only {\"aps\":{\"content-available\":1}} in aps — no alert, sound or badge"
+        case .invalidPayload:
+            return "the payload must be a JSON object, e.g. {\"aps\":{\"content-available\":1}}"
+        case .badPriority:
+            return "a background push goes at priority 5 (bgctl's default for it); 10 is for alerts"
         case .payloadTooLarge:
             return "a payload is at most 4096 bytes"
         default:

@@ -44,8 +44,10 @@ extension BGCtl.Push {
             if let token {
                 deviceToken = token
             } else {
+                // The app's own token, as it has registered it: sending makes none (an app that
+                // never registered for pushes, or was registered anew, has none to send to).
                 deviceToken = try await options.call {
-                    try await $0.send(.post, "/v1/apps/\(app)/push/token", as: DeviceTokenInfo.self)
+                    try await $0.send(.get, "/v1/apps/\(app)/push/token", as: DeviceTokenInfo.self)
                 }.token
             }
             var status: DaemonStatus?
@@ -55,17 +57,27 @@ extension BGCtl.Push {
                 status = fetched
                 return fetched
             }
-            let trusted: String
-            if let certificate { trusted = certificate } else { trusted = try await daemonStatus().stateDirectory + "/push-gateway.crt" }
             let gatewayURL: String?
-            if let gateway { gatewayURL = gateway } else { gatewayURL = try await daemonStatus().pushGateway }
+            // "https://host:2197/" names the same gateway: its path is /3/device/…, not //3/device/….
+            if let gateway {
+                gatewayURL = gateway.hasSuffix("/") ? String(gateway.dropLast()) : gateway
+            } else {
+                gatewayURL = try await daemonStatus().pushGateway
+            }
             guard let gateway = gatewayURL else {
                 options.fail(
                     "pushGatewayOff", "bgd's push gateway is off (bgd --push-port off); start bgd with it, or give --gateway URL",
                     exit: BGCtlExit.refused)
             }
-            // Read here so a missing certificate is said to be missing, not a TLS failure.
-            _ = options.input { () throws(InputFileProblem) in try InputFile.contents(trusted) }
+            // A plaintext gateway (bgd --push-http1) needs no certificate; a TLS one, the one given
+            // or bgd's own — read here so a missing one is said to be missing, not a TLS failure.
+            var trusted: String?
+            if !gateway.hasPrefix("http://") {
+                let path: String
+                if let certificate { path = certificate } else { path = try await daemonStatus().stateDirectory + "/push-gateway.crt" }
+                _ = options.input { () throws(InputFileProblem) in try InputFile.contents(path) }
+                trusted = path
+            }
             let jwt = try ProviderJWT.cached(keyID: keyID, teamID: teamID, key: signingKey, now: SystemClock().now)
             var headers = [
                 ("authorization", "bearer \(jwt)"), ("apns-topic", app.rawValue), ("apns-push-type", pushType),
@@ -82,8 +94,17 @@ extension BGCtl.Push {
                     "gatewayUnreachable", GatewayConnectionFailure.describe(error, gateway: gateway),
                     exit: BGCtlExit.unreachable)
             }
+            guard answer.status == 200 || !options.json else {
+                if ProviderJWT.refusesTheToken(answer.reason) {
+                    ProviderJWT.forget(keyID: keyID, teamID: teamID, key: signingKey)
+                }
+                return try options.printJSON(answer)
+            }
             if options.json { return try options.printJSON(answer) }
             guard answer.status == 200 else {
+                if ProviderJWT.refusesTheToken(answer.reason) {
+                    ProviderJWT.forget(keyID: keyID, teamID: teamID, key: signingKey)
+                }
                 let status: Int32 =
                     switch answer.status {
                     case 400, 413: BGCtlExit.badRequest
@@ -108,7 +129,9 @@ extension BGCtl.Push {
     /// Prints a provider token, for tools that send pushes themselves (curl, h2load).
     struct Jwt: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            commandName: "jwt", abstract: "Print an ES256 provider token signed with a .p8 key (valid for an hour).")
+            commandName: "jwt",
+            abstract:
+                "Print an ES256 provider token signed with a .p8 key: the one bgctl push send uses, made anew every 40 minutes (a token is valid for an hour from when it was made).")
         @Option(help: "The provider's .p8 private key.") var key: String
         @Option(help: "Its 10-character Key ID.") var keyID: String
         @Option(help: "The 10-character Team ID.") var teamID: String

@@ -272,11 +272,13 @@ struct PushGatewayTests {
                     && pushes[1].reasonCode == .pushThrottled
             }
             // bgctl why says which pushes wait, until when, and which will never wake the app.
+            // Times in local time (UTC here), with the date: bgd's virtual day is not today.
             let why = try await Command.run(
-                try BuiltProducts.path(of: "bgctl"), ["why", Self.app, "--socket", daemon.socketPath])
+                try BuiltProducts.path(of: "bgctl"), ["why", Self.app, "--socket", daemon.socketPath],
+                environment: ProcessInfo.processInfo.environment.merging(["TZ": "UTC"]) { $1 })
             #expect(why.status == 0, "\(why.standardError)")
             for expected in [
-                "background pushes waiting", "pushThrottled: held until 2026-01-05T09:20:00Z", "pushExpired",
+                "background pushes waiting", "pushThrottled: held until 2026-01-05 09:20 UTC (", "pushExpired",
                 "pushReplaced",
             ] {
                 #expect(why.standardOutput.contains(expected), "\(expected) in \(why.standardOutput)")
@@ -308,20 +310,34 @@ struct PushGatewayTests {
             // No --gateway: bgctl asks bgd where its gateway listens (a free port here, not 2197).
             // bgctl keeps its provider token between runs, as APNs asks; a fresh cache per test.
             let cache = ["XDG_CACHE_HOME": daemon.directory + "/cache"]
-            func send(_ extra: [String] = [], keyID: String = Self.keyID) async throws -> Command.Output {
+            func send(
+                _ extra: [String] = [], keyID: String = Self.keyID, teamID: String = Self.teamID
+            ) async throws -> Command.Output {
                 try await Command.run(
                     try BuiltProducts.path(of: "bgctl"),
                     [
                         "push", "send", Self.app, payload, "--key", keyFile, "--key-id", keyID, "--team-id",
-                        Self.teamID,
+                        teamID,
                         "--socket", daemon.socketPath,
                     ] + extra,
                     environment: ProcessInfo.processInfo.environment.merging(cache) { $1 })
             }
+            // Sending makes no device token: an app that has none is said to have none.
+            let noToken = try await send()
+            #expect(
+                noToken.status == 3 && noToken.standardError.contains("has no device token")
+                    && noToken.standardError.contains("bgctl push token \(Self.app) --create"), "\(noToken.standardError)")
+            _ = try await tokenOf(Self.app)  // as the app registering for pushes makes it
             let sent = try await send()
             #expect(
                 sent.status == 0 && sent.standardOutput.contains("200 accepted"),
                 "\(sent.standardOutput) \(sent.standardError)")
+            // A mistyped team id is refused, and does not cost the right one its token: bgd took
+            // that one less than 20 minutes ago and takes it again (a new one would be 429).
+            let wrongTeam = try await send(teamID: "WRONGTEAM1")
+            #expect(wrongTeam.status == 77 && wrongTeam.standardError.contains("InvalidProviderToken"), "\(wrongTeam.standardError)")
+            let again = try await send()
+            #expect(again.status == 0, "\(again.standardError)")
             let refused = try await send(["--priority", "10"])
             #expect(refused.status == 65 && refused.standardError.contains("BadPriority"), "\(refused.standardError)")
             // The status and reason first, then what to check.
@@ -359,7 +375,19 @@ struct PushGatewayTests {
             #expect(
                 noCertificate.status == 66 && noCertificate.standardError.contains("no such file: \(daemon.directory)/none.crt"),
                 "\(noCertificate.standardError)")
-            #expect(try await daemon.store.pushes(of: AppID(rawValue: Self.app)!).count == 1)
+            // The gateway's URL with a slash after it is the same gateway.
+            let gateway = try #require(try await daemon.admin.send(.get, "/v1/status", as: DaemonStatus.self).pushGateway)
+            let slash = try await send(["--gateway", gateway + "/"])
+            #expect(slash.status == 0, "\(slash.standardError)")
+            // A certificate that is not the gateway's: said so, with what to pass.
+            _ = try GatewayCertificate.loadOrCreate(in: daemon.directory + "/other", now: Date())
+            let untrusted = try await send(["--certificate", daemon.directory + "/other/push-gateway.crt"])
+            #expect(
+                untrusted.status == 69 && untrusted.standardError.contains("its certificate is not one this machine trusts")
+                    && untrusted.standardError.contains("--certificate FILE"), "\(untrusted.standardError)")
+            #expect(
+                try await daemon.store.pushes(of: AppID(rawValue: Self.app)!).count == 3,
+                "the first send, the one after the mistyped team and the one with a slash")
         }
     }
 
