@@ -104,6 +104,20 @@ struct LifecycleTests {
             #expect(app.log.contains("fetch") && app.log.contains("note resumedInBackground"), "\(app.log)")
             _ = try await waitForSuspension(daemon) { daemon.clock.advance(by: .seconds(5)) }
             #expect(await app.settlesSuspended())
+            // The user opens it: thawed, so it can come to the foreground (it runs again), and
+            // suspended again after the delay when it stays in the background.
+            let resumed = try await daemon.waitFor(
+                { activity -> DecisionReason?? in
+                    if case .lifecycleChanged(let changed, .background, let reason) = activity, changed.rawValue == Self.app {
+                        return .some(reason)
+                    }
+                    return nil
+                },
+                after: { _ = try await daemon.admin.send(.post, "/v1/apps/\(Self.app)/opens") })
+            #expect(resumed?.code == .resumedForOpen, "\(String(describing: resumed))")
+            #expect(await eventually { !isSuspended(app.process.processID) }, "thawed")
+            _ = try await waitForSuspension(daemon) { daemon.clock.advance(by: .seconds(5)) }
+            #expect(await app.settlesSuspended())
         }
     }
 

@@ -211,6 +211,25 @@ public actor LifecycleSupervisor: Service {
         entries[app] = entry
     }
 
+    /// The user opened the app: a suspended one is thawed so that it can come to the foreground
+    /// (and say so); one that does not is suspended again after the usual delay.
+    public func opened(_ app: AppID) async {
+        guard var entry = entries[app], entry.state == .suspended else { return }
+        if let pid = entry.processID {
+            await supervisor.thaw(pid)
+            try? await store.clearSuspension(processID: pid)
+        }
+        entry.state = .background
+        entry.enteredBackgroundAt = clock.now
+        entry.warned = false
+        entry.reason = DecisionReason(.resumedForOpen, "thawed: the user opened it")
+        activity.emit(.lifecycleChanged(app, .background, entry.reason))
+        broker.send(.lifecycle(state: .background, deadline: policy.deadline(enteredBackgroundAt: clock.now)), to: app)
+        entries[app] = entry
+        timers.ring()
+        logger.debug("Resumed app the user opened", metadata: ["app.id": "\(app)"])
+    }
+
     /// The app is done with the events bgd had for it.
     public func finishedEvents(for app: AppID) {
         guard entries[app]?.busy == true else { return }

@@ -119,6 +119,7 @@ struct Apps: Sendable {
         let now = clock.now
         try await store.recordOpen(of: id, at: now)
         await usage.recordOpen(of: id, at: now)
+        await lifecycle.opened(id)
         schedulerDoorbell.ring()
     }
 

@@ -79,6 +79,9 @@ public enum ReasonCode: String, Codable, Sendable, CaseIterable {
     case suspendedInBackground
     /// Taken out of suspension (SIGCONT) to handle an event.
     case resumedForEvent
+    /// Taken out of suspension because the user opened it (`bgctl open`, a launcher): it comes
+    /// to the foreground, as tapping a suspended app's icon brings it back on iOS.
+    case resumedForOpen
     /// Its background time ran out while it still held finite-length tasks: ended.
     case backgroundTimeOverrun
     /// Background time is over (or the app is suspended): no more finite-length tasks.
