@@ -53,8 +53,12 @@ struct DeliciousFood {
             throw UsageError("bgd did not say where the app's container is")
         }
         let file = MenuFile(path: container + "/menu.json")
-        // While the app runs, fetches come to it live (and resume it when suspended).
+        // While the app runs, fetches and its refresh task come to it live (and resume it when
+        // suspended): handlers are registered at launch, whoever launched it, as on iOS.
         application.onBackgroundFetch { try fetch(into: file) }
+        application.taskScheduler.register(forTaskWithIdentifier: refreshTask) { task in
+            task.setTaskCompleted(success: (try? fetch(into: file)) != nil)
+        }
         let connection = Task { try await application.run() }
         try await application.applicationDidBecomeActive()
         var menu = file.load()

@@ -57,6 +57,15 @@ struct DeliciousFoodTests {
             #expect(
                 pending.contains { $0.app.rawValue == Self.app && $0.request.identifier == "com.example.deliciousfood.refresh" },
                 "\(pending)")
+            // `bgctl tasks run` runs it in the app the user started: its handler is registered
+            // at launch, whoever launched it.
+            let task = try await daemon.waitForRunEnd(of: Self.app) {
+                _ = try await daemon.admin.send(
+                    .post, "/v1/tasks/run",
+                    body: TaskTarget(app: AppID(rawValue: Self.app)!, identifier: "com.example.deliciousfood.refresh"),
+                    as: RunRecord.self)
+            }
+            #expect(task.outcome == .newData, "\(task)")
             // A background fetch while away (it goes to the running app) until one brings dishes.
             var outcome: RunOutcome?
             for _ in 0..<20 where outcome != .newData {

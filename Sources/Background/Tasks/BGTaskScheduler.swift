@@ -164,7 +164,12 @@ extension BackgroundApplication {
     /// Runs the registered handler for `task` and waits for its completion.
     func invokeTaskHandler(_ task: BGTask) async -> BackgroundFetchResult? {
         guard let handler = state.withLock({ $0.taskHandlers[task.identifier] }) else {
-            return .failed  // nothing registered for it: say so at once
+            // Nothing registered for it: say so at once, and where the app's developer looks.
+            FileHandle.standardError.write(
+                Data(
+                    "Background: no handler for task \(task.identifier); register(forTaskWithIdentifier:using:) at launch, before run()\n"
+                        .utf8))
+            return .failed
         }
         let work = Task { await handler(task) }
         let success = await withTaskCancellationHandler {
