@@ -24,9 +24,15 @@ extension BGCtl {
         @Argument(help: "An http or https URL.") var url: String
         @Option(help: "Give the file to this app (it gets didFinishDownloadingTo).", transform: parseAppID) var app:
             AppID?
-        @Option(help: "Where to put the file (operator downloads).") var to: String?
+        @Option(
+            help:
+                "Where to put the file (operator downloads): a file name, or a directory (an existing one, or one written with a trailing /) to put it in under the URL's name.")
+        var to: String?
         @Option(help: "Expected SHA-256 (hex): a mismatch fails the download.") var sha256: String?
-        @Option(help: "The session identifier, for --app downloads.") var session: String = "bgctl"
+        @Option(
+            help:
+                "The app's background session identifier, for --app downloads: the app hears of the download when it opens that session (the one it made with BackgroundURLSessionConfiguration.background(withIdentifier:)).")
+        var session: String = "bgctl"
         @Flag(help: "Return once bgd has the download; do not watch it (bgd retries until the host answers).")
         var noWait = false
         @Flag(help: "If the host cannot be reached, let bgd retry with backoff instead of failing now.")
@@ -41,6 +47,12 @@ extension BGCtl {
             if app != nil && to != nil {
                 throw ValidationError("--to is for operator downloads; an app's download lands in its container")
             }
+            if app == nil && session != "bgctl" {
+                throw ValidationError("--session goes with --app: it names the app's background session")
+            }
+            if let sha256, sha256.count != 64 || !sha256.allSatisfy(\.isHexDigit) {
+                throw ValidationError("--sha256 is 64 hexadecimal digits, not '\(sha256)'")
+            }
         }
 
         func run() async throws {
@@ -50,7 +62,15 @@ extension BGCtl {
                 let name =
                     source.lastPathComponent.isEmpty || source.lastPathComponent == "/"
                     ? "download" : source.lastPathComponent
-                let path = to ?? FileManager.default.currentDirectoryPath + "/" + name
+                var path = to ?? FileManager.default.currentDirectoryPath + "/" + name
+                // A directory, as cp and curl --output-dir take one: the file goes in it under
+                // the URL's name (a trailing slash says "directory" even before it exists).
+                var isDirectory: ObjCBool = false
+                if path.hasSuffix("/")
+                    || (FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) && isDirectory.boolValue)
+                {
+                    path = (path.hasSuffix("/") ? path : path + "/") + name
+                }
                 destination = URL(fileURLWithPath: path).standardizedFileURL.path
             }
             let request = TransferRequest(

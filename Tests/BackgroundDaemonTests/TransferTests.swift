@@ -561,14 +561,29 @@ struct TransferCommandTests {
             let listed = try await bgctl(["transfers", "--full"], daemon).standardOutput
             #expect(listed.contains("cancelled") && !listed.contains("cancelled: cancelled"), "\(listed)")
 
-            for arguments in [
-                ["download", "ftp://example.com/x"], ["download", "not a url"], ["transfers", "cancel", "999"],
-                ["transfers", "pause", "999"], ["transfers", "resume", "999"], ["transfers", "retry", "999"],
-                ["transfers", "retry", "x"],
+            // Each refused with its own status (README, "bgctl"): usage 64, no such transfer 3.
+            for (arguments, status) in [
+                (["download", "ftp://example.com/x"], Int32(64)), (["download", "not a url"], 64),
+                (["download", "http://127.0.0.1:9/x", "--sha256", "xyz"], 64),
+                (["download", "http://127.0.0.1:9/x", "--session", "s1"], 64),
+                (["transfers", "cancel", "999"], 3), (["transfers", "pause", "999"], 3),
+                (["transfers", "resume", "999"], 3), (["transfers", "retry", "999"], 3), (["transfers", "retry", "x"], 64),
             ] {
                 let refused = try await bgctl(arguments, daemon)
-                #expect(refused.status != 0 && !refused.standardError.isEmpty, "\(arguments)")
+                #expect(refused.status == status && !refused.standardError.isEmpty, "\(arguments): \(refused)")
+                if status == 3 { #expect(refused.standardError.contains("no transfer 999"), "\(arguments): \(refused)") }
             }
+            // --to a directory: the file goes in it under the URL's name; a trailing slash says
+            // "directory" even for one that is not there (refused, no file made for it).
+            let into = daemon.directory + "/into"
+            try FileManager.default.createDirectory(atPath: into, withIntermediateDirectories: false)
+            let small = origin.url(seed: 44, size: 1000)
+            let saved = try await bgctl(["download", small.absoluteString, "--to", into], daemon)
+            #expect(saved.status == 0, "\(saved)")
+            #expect(FileManager.default.fileExists(atPath: into + "/" + small.lastPathComponent))
+            let missing = try await bgctl(["download", small.absoluteString, "--to", daemon.directory + "/nodir/"], daemon)
+            #expect(missing.status != 0, "\(missing)")
+            #expect(!FileManager.default.fileExists(atPath: daemon.directory + "/nodir"), "no file named as the directory")
             let completedAgain = try await bgctl(["transfers", "retry", "1"], daemon)
             #expect(completedAgain.status == 4 && completedAgain.standardError.contains("completed"), "\(completedAgain)")
         }

@@ -92,15 +92,22 @@ struct Transfers: Sendable {
     func pause(_ id: TransferID, by caller: Caller) async throws -> TransferResumeData {
         try await own(id, by: caller)
         let reason = caller == .operator ? "paused by the operator" : "paused by the app"
-        guard let data = try await service.pause(id, reason: reason) else { throw ServiceError.transferNotActive(id) }
+        guard let data = try await service.pause(id, reason: reason) else {
+            throw try await exists(id) ? ServiceError.transferNotActive(id) : ServiceError.unknownTransfer(id)
+        }
         return data
     }
 
     func resume(_ id: TransferID, by caller: Caller) async throws -> TransferRecord {
         try await own(id, by: caller)
-        guard let record = try await service.resume(id) else { throw ServiceError.transferNotPaused(id) }
+        guard let record = try await service.resume(id) else {
+            throw try await exists(id) ? ServiceError.transferNotPaused(id) : ServiceError.unknownTransfer(id)
+        }
         return record
     }
+
+    /// Whether bgd has a transfer `id` at all: "no transfer 999" says more than "not paused".
+    private func exists(_ id: TransferID) async throws -> Bool { try await store.transfer(id) != nil }
 
     /// `bgctl transfers retry`: a waiting or paused transfer goes now; the operator's download
     /// that failed or was cancelled starts again as a new transfer of the same request (an app
