@@ -117,9 +117,37 @@ extension BGCtl {
             let clock = SystemClock()
             var samples: [(at: Date, bytes: Int64)] = []
             var current = record
+            var unreachableSince: Date?
             while !current.state.isFinal {
-                current = try await options.call {
-                    try await $0.send(.get, "/v1/transfers/\(record.id)?wait=1", as: TransferRecord.self)
+                do {
+                    current = try await options.client.send(
+                        .get, "/v1/transfers/\(record.id)?wait=1", as: TransferRecord.self)
+                    if unreachableSince != nil {
+                        unreachableSince = nil
+                        FileHandle.standardError.write(Data("\r\u{1B}[Kbgd is back; watching transfer \(record.id) again\n".utf8))
+                    }
+                } catch let error as BackgroundError where error.isDaemonUnreachable {
+                    // bgd restarting (or killed and started again) keeps the transfer: wait for it
+                    // rather than tell the user the download is lost.
+                    let now = clock.now
+                    if unreachableSince == nil {
+                        unreachableSince = now
+                        FileHandle.standardError.write(
+                            Data(
+                                "\r\u{1B}[Kbgd is not answering; transfer \(record.id) carries on when it is back (waiting up to 2m; Ctrl-C leaves it to bgd)\n"
+                                    .utf8))
+                    }
+                    if let since = unreachableSince, now.timeIntervalSince(since) > 120 {
+                        options.fail(
+                            "daemonUnreachable",
+                            "bgd has not come back in 2m; transfer \(record.id) carries on once it does: bgctl transfers shows it",
+                            exit: BGCtlExit.unreachable)
+                    }
+                    try await clock.sleep(until: now.addingTimeInterval(0.5))
+                    continue
+                } catch let error as BackgroundError {
+                    options.fail(
+                        error.apiCode ?? "failed", error.reason, exit: BGCtlExit.status(for: error))
                 }
                 let bytes = current.bytesReceived ?? current.bytesTransferred
                 samples.append((clock.now, bytes))

@@ -16,6 +16,38 @@ import Testing
 struct TransferCrashTests {
     static let app = "com.example.crashy"
 
+    /// `bgctl download` watching when bgd is killed and started again: it waits for bgd, says
+    /// so, and ends with the download done — the transfer survives bgd, and so does the watch.
+    @Test func aWatchedDownloadOutlivesABgdRestart() async throws {
+        let origin = try await FaultyOrigin.start()
+        defer { Task { await origin.stop() } }
+        let directory = TemporaryDirectory.make()
+        let state = directory + "/state"
+        let socket = directory + "/bgd.sock"
+        let arguments = ["--transfer-checkpoint", "1MiB", "--durability", "normal", "--conditions", "unconstrained"]
+        var daemon = try await DaemonProcess(stateDirectory: state, socketPath: socket, arguments: arguments)
+        let size = 4 << 20
+        let url = origin.url(seed: 33, size: size, faults: ["rate": String(2 << 20)])
+        let watch = Task {
+            try await Command.run(
+                try BuiltProducts.path(of: "bgctl"),
+                ["download", url.absoluteString, "--to", directory + "/file.bin", "--socket", socket])
+        }
+        await origin.waitUntilServed(1 << 20)
+        daemon.signal(SIGKILL)
+        _ = await daemon.waitForExit()
+        daemon = try await DaemonProcess(stateDirectory: state, socketPath: socket, arguments: arguments)
+        let output = try await watch.value
+        #expect(output.status == 0, "\(output)")
+        #expect(output.standardError.contains("bgd is not answering; transfer 1 carries on"), "\(output.standardError)")
+        #expect(output.standardOutput.contains("Transfer 1 done"), "\(output.standardOutput)")
+        #expect(
+            FaultyOrigin.sha256Digest(of: try Data(contentsOf: URL(fileURLWithPath: directory + "/file.bin")))
+                == FaultyOrigin.sha256(seed: 33, size: size))
+        daemon.signal(SIGTERM)
+        _ = await daemon.waitForExit()
+    }
+
     @Test func killNineDuringADownloadLosesNothingAndDeliversOnce() async throws {
         let environment = ProcessInfo.processInfo.environment
         let kills = environment["BGD_KILL_ITERATIONS"].flatMap(Int.init) ?? 4
