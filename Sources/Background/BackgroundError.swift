@@ -48,7 +48,8 @@ public struct BackgroundError: Error, Equatable, CustomStringConvertible {
     public static func noTokenFile(_ path: String, app: AppID) -> BackgroundError {
         BackgroundError(
             .noTokenFile,
-            "no token for \(app) at \(path): register the app first (bgctl register), or bgctl token \(app) --rotate")
+            "no token for \(app) at \(path): register the app first (bgctl register), or bgctl token \(app) --rotate; "
+                + "for a bgd started with another --state-dir, set BGD_APP_TOKEN (`bgctl token \(app)` prints it)")
     }
 
     static func protocolViolation(_ what: String) -> BackgroundError {

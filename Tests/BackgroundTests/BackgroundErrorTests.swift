@@ -22,4 +22,17 @@ struct BackgroundErrorTests {
         #expect(BackgroundError.daemonUnreachable("/a", "x") == .daemonUnreachable("/b", "y"))
         #expect(BackgroundError.daemonUnreachable("/a", "x") != .disconnected)
     }
+
+    /// A foreground app whose token is not where it looks (a bgd on another --state-dir) is told
+    /// how to give it one.
+    @Test func aMissingTokenSaysHowToGiveOne() {
+        let app = AppID(rawValue: "com.example.elsewhere")!
+        #expect {
+            try BackgroundApplication(appID: app, stateDirectory: "/nonexistent-bgd-state")
+        } throws: { error in
+            let text = "\(error)"
+            return text.contains("/nonexistent-bgd-state/containers/com.example.elsewhere/app-token")
+                && text.contains("BGD_APP_TOKEN") && text.contains("bgctl token com.example.elsewhere")
+        }
+    }
 }
