@@ -171,7 +171,13 @@ extension BGCtl {
                 rate = Double(last.bytes - first.bytes) / last.at.timeIntervalSince(first.at)
             }
             guard let total = record.bytesExpected, total > 0 else {
-                let note = record.state == .waiting ? Self.waitingNote(record) : "  \(record.state.rawValue)"
+                // Running with nothing yet and no size known: still connecting (a transfer that
+                // waits for connectivity keeps trying to connect for the connect timeout).
+                let note =
+                    record.state == .waiting
+                    ? Self.waitingNote(record)
+                    : record.state == .running && bytes == 0 ? "  connecting to \(record.url.host ?? "the host")…"
+                    : "  \(record.state.rawValue)"
                 return String("\(Self.bytes(bytes))  \(Self.bytes(Int64(rate)))/s\(note)".prefix(max(20, width - 1)))
             }
             let fraction = min(1, Double(bytes) / Double(total))

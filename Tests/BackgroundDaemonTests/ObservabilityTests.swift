@@ -60,6 +60,23 @@ struct ObservabilityTests {
         }
     }
 
+    /// The overview's "wakes in 24 h" are bgd's own: a run the operator asked for spends none.
+    @Test func theOverviewCountsOnlyBgdsOwnWakes() async throws {
+        try await TestDaemon.with(dashboard: .init(port: 0)) { daemon in
+            let app = "com.example.counted"
+            try await daemon.register(app, command: [try BuiltProducts.path(of: "bgd-fixture-app"), "newData"], interval: .never)
+            let run = try await daemon.waitForRunEnd(of: app) {
+                _ = try await daemon.admin.send(.post, "/v1/apps/\(app)/fetch", as: RunRecord.self)
+            }
+            #expect(run.trigger == .manual && run.outcome == .newData, "\(run)")
+            let port = await try #require(daemon.daemon.dashboard).boundPort.wait()
+            let token = try String(contentsOfFile: daemon.directory + "/state/dashboard-token", encoding: .utf8)
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+            let page = try await get("http://127.0.0.1:\(port)/", headers: [("Authorization", "Bearer \(token)")])
+            #expect(page.body.contains("<td data-label=\"wakes in 24 h\">0"), "\(page.body)")
+        }
+    }
+
     @Test func metricsMoveWhenTheSystemActs() async throws {
         try await TestDaemon.with { daemon in
             func total(_ name: String) async throws -> Double {

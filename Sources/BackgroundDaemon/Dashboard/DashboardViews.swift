@@ -36,7 +36,8 @@ struct DashboardViews: Sendable {
             rows.append(
                 AppOverview(
                     summary: summary, usageTier: try await usageTier(of: summary.id, now: now),
-                    wakesToday: lastDay.count, wakeBudget: budgets[summary.id]))
+                    // bgd's own wakes: the operator's runs (simulate fetch, tasks run) spend none.
+                    wakesToday: lastDay.count { $0.trigger != .manual }, wakeBudget: budgets[summary.id]))
             marks += try await self.marks(
                 of: summary.id, runs: history, since: now.addingTimeInterval(-range.span), labelled: true)
             if let next = summary.nextWake {
