@@ -122,7 +122,7 @@ public enum DashboardPages {
                 html += "<table id=\"forecast\"><tr><th>when</th><th>why</th></tr>"
                 for wake in forecast.wakes {
                     html +=
-                        "<tr class=\"planned\"><td>\(HTML.escape(when(wake.at, now: now)))</td><td>\(reason(wake.reason))</td></tr>"
+                        "<tr class=\"planned\"><td>\(HTML.escape(when(wake.at, now: now)))</td><td>\(reason(wake.reason, now: now))</td></tr>"
                 }
                 html += "</table>"
             }
@@ -134,7 +134,7 @@ public enum DashboardPages {
                 "<tr><td>\(run.id)</td><td>\(HTML.escape(when(run.startedAt, now: now)))</td><td>\(HTML.escape(run.trigger.rawValue))</td>"
             html +=
                 "<td class=\"result outcome-\(HTML.escape(run.outcome?.rawValue ?? "running"))\"><span class=\"pill\">\(HTML.escape(run.outcome?.rawValue ?? "running"))</span></td><td>\(HTML.escape(run.cpuDescription))</td>"
-            html += "<td>\(HTML.escape(run.memoryDescription))</td><td>\(run.reasons.first.map(reason) ?? "")</td></tr>"
+            html += "<td>\(HTML.escape(run.memoryDescription))</td><td>\(run.reasons.first.map { reason($0, now: now) } ?? "")</td></tr>"
         }
         html += "</table></div>"
         if !why.pushes.isEmpty {
@@ -201,12 +201,22 @@ public enum DashboardPages {
 
     static func nextWake(_ next: Date?, _ reasons: [DecisionReason], now: Date) -> String {
         let head = next.map { "<strong>\(HTML.escape(when($0, now: now)))</strong>" } ?? "<strong>not planned</strong>"
-        return head + "<ul class=\"reasons\">" + reasons.map { "<li>\(reason($0))</li>" }.joined() + "</ul>"
+        return head + "<ul class=\"reasons\">" + reasons.map { "<li>\(reason($0, now: now))</li>" }.joined() + "</ul>"
     }
 
-    static func reason(_ reason: DecisionReason) -> String {
-        "<span class=\"code\">\(reason.code.rawValue)</span> \(HTML.escape(reason.detail))"
+    /// A reason, the times bgd wrote in it (ISO 8601, UTC) told as the page tells every time
+    /// ("in 40 min"), the exact time kept in the element for a hover.
+    static func reason(_ reason: DecisionReason, now: Date) -> String {
+        let detail = HTML.escape(reason.detail).replacing(isoTimestamp) { match in
+            let text = String(match.output)
+            guard let date = WireCoding.parse(text) else { return text }
+            return "<time datetime=\"\(text)\" title=\"\(text)\">\(when(date, now: now))</time>"
+        }
+        return "<span class=\"code\">\(reason.code.rawValue)</span> \(detail)"
     }
+
+    nonisolated(unsafe) private static let isoTimestamp =
+        /\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})/
 
     /// "in 12 min", "3 h ago".
     static func when(_ date: Date, now: Date) -> String {

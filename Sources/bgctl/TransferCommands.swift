@@ -98,7 +98,7 @@ extension BGCtl {
                 let took = max(SystemClock().now.timeIntervalSince(started), 0.001)
                 let size = ended.bytesReceived ?? ended.bytesTransferred
                 print(
-                    "Transfer \(ended.id) done: \(Self.bytes(size)) in \(Duration.seconds(took.rounded(.up)).humanDescription), \(Self.bytes(Int64(Double(size) / took)))/s average → \(ended.destination ?? "handed to \(ended.app.map(\.rawValue) ?? "the app")")"
+                    "Transfer \(ended.id) done: \(Self.bytes(size)) in \((took < 1 ? Duration.milliseconds(Int64((took * 1000).rounded(.up))) : Duration.seconds(took.rounded())).humanDescription), \(Self.bytes(Int64(Double(size) / took)))/s average → \(ended.destination ?? "handed to \(ended.app.map(\.rawValue) ?? "the app")")"
                 )
             default:
                 let hint =

@@ -50,6 +50,17 @@ struct PagesTests {
         #expect(html.contains("id=\"readonly\"") && html.contains("Read-only"))
     }
 
+    /// A time inside a reason reads as the page's other times do, the exact one kept for a hover.
+    @Test func timesInReasonsAreToldFromNow() {
+        var app = summary("com.example.coalesced")
+        let due = now.addingTimeInterval(40 * 60)
+        app.nextWakeReasons = [DecisionReason(.coalesced, "due at \(WireCoding.format(due)); shares one wake-up")]
+        let html = overview([AppOverview(summary: app, usageTier: "daily", wakesToday: 0)])
+        #expect(
+            html.contains("due at <time datetime=\"\(WireCoding.format(due))\" title=\"\(WireCoding.format(due))\">in 40 min</time>"),
+            "\(html)")
+    }
+
     /// Trouble first: an app whose last run failed, crashed or expired leads the list whatever its
     /// name, its result cell carries the outcome's class, and one never run says so.
     @Test func appsInTroubleComeFirstWithTheirOutcome() throws {
