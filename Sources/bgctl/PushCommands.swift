@@ -43,6 +43,13 @@ extension BGCtl {
                                 } ?? error))
                     }
                     if let retry = status.retryAt { print("Next attempt: \(TextFormat.when(retry, now: now))") }
+                    if let refusal = status.lastRefusal {
+                        print(
+                            "Last refusal: \(refusal)"
+                                + (refusal.hasPrefix("tokenTaken")
+                                    ? " (another device of this relay holds that app token — bgd enrolled again? the app must register for a new token)"
+                                    : ""))
+                    }
                 }
             }
 

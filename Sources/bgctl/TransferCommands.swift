@@ -315,6 +315,13 @@ extension BGCtl {
                     try await $0.send(.delete, "/v1/transfers/\(id)", as: TransferRecord.self)
                 }
                 if options.json { return try options.printJSON(record) }
+                // Cancelling one that had ended is a no-op for bgd (as for URLSession); said as a
+                // refusal, as pause, resume and retry of it are.
+                guard record.state == .cancelled else {
+                    options.fail(
+                        "transferNotActive", "transfer \(record.id) had already ended (\(record.state.rawValue)); nothing to cancel",
+                        exit: BGCtlExit.refused)
+                }
                 print("Transfer \(record.id): \(record.state.rawValue).")
             }
         }

@@ -521,6 +521,34 @@ struct PushRelayTests {
         }
     }
 
+    /// An app token another device of the relay holds: the uplink stays up, and the refusal
+    /// shows in `bgctl push relay status` with what it means.
+    @Test func aTokenAnotherDeviceHoldsShowsInTheStatus() async throws {
+        try await RelayNode.with { node in
+            try await TestDaemon.with { daemon in
+                try await daemon.register(Self.app, command: ["/bin/true"], interval: .never)
+                let token = try await daemon.admin.send(
+                    .post, "/v1/apps/\(Self.app)/push/token", as: DeviceTokenInfo.self
+                ).token
+                let other = try await node.store.enroll(now: Date())
+                try await node.store.register(token: token, topic: Self.app, device: other.device, now: Date())
+                let enrolled = try await PushRegistrationTests().bgctl(
+                    ["push", "relay", "enroll", node.uplinkURL, "--certificate", node.certificatePath], daemon)
+                #expect(enrolled.status == 0, "\(enrolled)")
+                #expect(
+                    await eventuallyAsync {
+                        let status = try? await daemon.admin.send(.get, "/v1/push/relay", as: PushRelayStatus.self)
+                        return status?.lastRefusal?.hasPrefix("tokenTaken") == true
+                    })
+                let shown = try await PushRegistrationTests().bgctl(["push", "relay", "status"], daemon)
+                #expect(
+                    shown.standardOutput.contains("Last refusal: tokenTaken")
+                        && shown.standardOutput.contains("another device of this relay holds that app token"),
+                    "\(shown)")
+            }
+        }
+    }
+
     @Test func bgctlEnrollmentRefusesWhatItCannotUse() async throws {
         try await TestDaemon.with { daemon in
             let status = try await daemon.admin.send(.get, "/v1/push/relay", as: PushRelayStatus.self)

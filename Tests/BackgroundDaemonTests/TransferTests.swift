@@ -586,6 +586,10 @@ struct TransferCommandTests {
             #expect(!FileManager.default.fileExists(atPath: daemon.directory + "/nodir"), "no file named as the directory")
             let completedAgain = try await bgctl(["transfers", "retry", "1"], daemon)
             #expect(completedAgain.status == 4 && completedAgain.standardError.contains("completed"), "\(completedAgain)")
+            let cancelCompleted = try await bgctl(["transfers", "cancel", "1"], daemon)
+            #expect(
+                cancelCompleted.status == 4 && cancelCompleted.standardError.contains("had already ended (completed)"),
+                "\(cancelCompleted)")
         }
     }
 

@@ -412,6 +412,7 @@ public actor PushUplink: Service {
             try await accept([push], answering: sink)
         case .refused(let code, let reason):
             logger.warning("The push relay refused a frame", metadata: ["code": "\(code)", "reason": "\(reason)"])
+            status.lastRefusal = "\(code): \(reason)"
         case .closing(let code, let reason):
             throw Failure.closedByRelay(code: code, reason: reason)
         case .register, .revoke, .ack:

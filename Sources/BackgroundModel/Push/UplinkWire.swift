@@ -202,6 +202,9 @@ public struct PushRelayStatus: Codable, Sendable, Equatable {
     /// How the uplink is carried while connected: `lines` (straight on TLS, ALPN
     /// `bgrelay-uplink/1`) or `http2` (a stream, with a relay that does not offer lines).
     public var transport: String?
+    /// The last frame of bgd's the relay refused, as "code: reason" (`tokenTaken`: an app's
+    /// token another device holds) — the uplink stays up, and this is where it shows.
+    public var lastRefusal: String?
 
     public init(
         state: State, url: String? = nil, device: String? = nil, since: Date? = nil, lastError: String? = nil,
