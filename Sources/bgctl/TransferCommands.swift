@@ -31,8 +31,8 @@ extension BGCtl {
         @Option(help: "Expected SHA-256 (hex): a mismatch fails the download.") var sha256: String?
         @Option(
             help:
-                "The app's background session identifier, for --app downloads: the app hears of the download when it opens that session (the one it made with BackgroundURLSessionConfiguration.background(withIdentifier:)).")
-        var session: String = "bgctl"
+                "The app's background session identifier, for --app downloads: the app hears of the download when it opens that session (the one it made with BackgroundURLSessionConfiguration.background(withIdentifier:)). Default: the one session of the app's transfers bgd knows, else 'bgctl'.")
+        var session: String?
         @Flag(help: "Return once bgd has the download; do not watch it (bgd retries until the host answers).")
         var noWait = false
         @Flag(help: "If the host cannot be reached, let bgd retry with backoff instead of failing now.")
@@ -47,7 +47,7 @@ extension BGCtl {
             if app != nil && to != nil {
                 throw ValidationError("--to is for operator downloads; an app's download lands in its container")
             }
-            if app == nil && session != "bgctl" {
+            if app == nil && session != nil {
                 throw ValidationError("--session goes with --app: it names the app's background session")
             }
             if let sha256, sha256.count != 64 || !sha256.allSatisfy(\.isHexDigit) {
@@ -74,7 +74,8 @@ extension BGCtl {
                 destination = URL(fileURLWithPath: path).standardizedFileURL.path
             }
             let request = TransferRequest(
-                session: session, url: source, sha256: sha256?.lowercased(), destination: destination,
+                session: try await session(for: app), url: source, sha256: sha256?.lowercased(),
+                destination: destination,
                 waitsForConnectivity: retryForever || noWait)
             let query = app.map { "?app=\($0)" } ?? ""
             let record = try await options.call {
@@ -108,6 +109,33 @@ extension BGCtl {
                     "transfer\(ended.state.rawValue.prefix(1).uppercased())\(ended.state.rawValue.dropFirst())",
                     "transfer \(ended.id) \(ended.state.rawValue)\(Self.because(ended))\(hint)",
                     exit: BGCtlExit.transferFailed)
+            }
+        }
+
+        /// The session the download goes to: `--session`; for an app, else the one session its
+        /// transfers have used (an app hears of a download only in the session it opens), said
+        /// on stderr; else "bgctl".
+        private func session(for app: AppID?) async throws -> String {
+            if let session { return session }
+            guard let app else { return "bgctl" }
+            let transfers = try await options.call {
+                try await $0.send(.get, "/v1/transfers?limit=1000", as: [TransferRecord].self)
+            }
+            let sessions = Set(transfers.filter { $0.app == app }.map(\.session)).sorted()
+            switch sessions.count {
+            case 1:
+                FileHandle.standardError.write(Data("In \(app)'s background session \(sessions[0]) (--session for another)\n".utf8))
+                return sessions[0]
+            case 0:
+                FileHandle.standardError.write(
+                    Data(
+                        "\(app) has no background session bgd knows of: the download goes to session 'bgctl', which the app must open to hear of it (--session ID for its own)\n"
+                            .utf8))
+                return "bgctl"
+            default:
+                options.fail(
+                    "usage", "\(app) uses several background sessions (\(sessions.joined(separator: ", "))): choose one with --session",
+                    exit: BGCtlExit.usage)
             }
         }
 

@@ -521,6 +521,29 @@ struct TransferCommandTests {
         try await Command.run(try BuiltProducts.path(of: "bgctl"), arguments + ["--socket", daemon.socketPath])
     }
 
+    /// `download --app` goes to the session the app's transfers use (an app hears of a download
+    /// only in the session it opens), said on stderr; none known: "bgctl", said too.
+    @Test func anAppsDownloadGoesToItsSession() async throws {
+        try await TestDaemon.with { daemon in
+            try await daemon.register("com.example.sessions", command: ["/bin/true"], interval: .never)
+            try await daemon.register("com.example.fresh", command: ["/bin/true"], interval: .never)
+            _ = try await daemon.admin.send(
+                .post, "/v1/transfers?app=com.example.sessions",
+                body: TransferRequest(
+                    session: "12345", url: URL(string: "http://127.0.0.1:9/first")!, waitsForConnectivity: true),
+                as: TransferRecord.self)
+            let known = try await bgctl(
+                ["download", "http://127.0.0.1:9/second", "--app", "com.example.sessions", "--no-wait", "--json"], daemon)
+            let record = try WireCoding.makeDecoder().decode(TransferRecord.self, from: Data(known.standardOutput.utf8))
+            #expect(record.session == "12345", "\(known)")
+            #expect(known.standardError.contains("background session 12345"), "\(known.standardError)")
+            let unknown = try await bgctl(
+                ["download", "http://127.0.0.1:9/third", "--app", "com.example.fresh", "--no-wait", "--json"], daemon)
+            let fresh = try WireCoding.makeDecoder().decode(TransferRecord.self, from: Data(unknown.standardOutput.utf8))
+            #expect(fresh.session == "bgctl" && unknown.standardError.contains("no background session bgd knows of"))
+        }
+    }
+
     @Test func downloadListAndCancel() async throws {
         let origin = try await FaultyOrigin.start()
         defer { Task { await origin.stop() } }
