@@ -40,11 +40,13 @@ enum ProviderJWT {
         try? FileManager.default.removeItem(atPath: cacheFile(keyID: keyID, teamID: teamID, key: key))
     }
 
-    /// Whether a gateway's refusal was of the provider token itself.
+    /// Whether a gateway refused the token for what it is (too old, or one too many): made anew
+    /// next time. Not InvalidProviderToken: the cache is shared by every gateway, and a relay
+    /// that does not know the key must not cost bgd's gateway the token it accepted (a new one
+    /// would be 429 there for 20 minutes); a mistyped team has its own file anyway.
     static func refusesTheToken(_ reason: String?) -> Bool {
         guard let reason = reason.flatMap(APNsReason.init(rawValue:)) else { return false }
-        return [.invalidProviderToken, .expiredProviderToken, .tooManyProviderTokenUpdates, .missingProviderToken]
-            .contains(reason)
+        return [.expiredProviderToken, .tooManyProviderTokenUpdates].contains(reason)
     }
 
     private static var cacheDirectory: String {
@@ -55,7 +57,8 @@ enum ProviderJWT {
         let fingerprint = SHA256.hash(data: key.publicKey.rawRepresentation).prefix(8).map {
             String(format: "%02x", $0)
         }.joined()
-        // Ids are checked to be alphanumeric before they get here; a path separator is never kept.
+        // `push send` and `push jwt` check the ids (10 letters or digits); the filter keeps a
+        // path separator out whatever comes.
         let safe = { (text: String) in text.filter { $0.isLetter || $0.isNumber } }
         return cacheDirectory + "/provider-token-\(safe(keyID))-\(safe(teamID))-\(fingerprint)"
     }

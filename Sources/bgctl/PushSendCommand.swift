@@ -37,6 +37,13 @@ extension BGCtl.Push {
             })
         var timeout: Duration = .seconds(30)
 
+        /// The ids as APNs has them (10 letters or digits), checked as `push keys add` checks
+        /// them: a usage error, before any key file is read.
+        func validate() throws {
+            let ids = ProviderKeyRegistration(keyID: keyID, teamID: teamID, topics: [app.rawValue], publicKeyPEM: "")
+            if let problem = ids.problem { throw ValidationError(problem) }
+        }
+
         func run() async throws {
             let body = options.input { () throws(InputFileProblem) in try InputFile.contents(payload) }
             let signingKey = options.input { () throws(InputFileProblem) in try ProviderSigningKey.load(key) }
@@ -135,6 +142,11 @@ extension BGCtl.Push {
         @Option(help: "The provider's .p8 private key.") var key: String
         @Option(help: "Its 10-character Key ID.") var keyID: String
         @Option(help: "The 10-character Team ID.") var teamID: String
+
+        func validate() throws {
+            let ids = ProviderKeyRegistration(keyID: keyID, teamID: teamID, topics: ["com.example.any"], publicKeyPEM: "")
+            if let problem = ids.problem { throw ValidationError(problem) }
+        }
 
         func run() async throws {
             let signingKey = inputOrFail(json: false) { () throws(InputFileProblem) in try ProviderSigningKey.load(key) }

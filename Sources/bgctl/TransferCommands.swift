@@ -121,7 +121,8 @@ extension BGCtl {
             let transfers = try await options.call {
                 try await $0.send(.get, "/v1/transfers?limit=1000", as: [TransferRecord].self)
             }
-            let sessions = Set(transfers.filter { $0.app == app }.map(\.session)).sorted()
+            // "bgctl" is this command's own fallback, not a session the app chose.
+            let sessions = Set(transfers.filter { $0.app == app && $0.session != "bgctl" }.map(\.session)).sorted()
             switch sessions.count {
             case 1:
                 FileHandle.standardError.write(Data("In \(app)'s background session \(sessions[0]) (--session for another)\n".utf8))
@@ -342,14 +343,15 @@ extension BGCtl {
                 let record = try await options.call {
                     try await $0.send(.delete, "/v1/transfers/\(id)", as: TransferRecord.self)
                 }
-                if options.json { return try options.printJSON(record) }
-                // Cancelling one that had ended is a no-op for bgd (as for URLSession); said as a
-                // refusal, as pause, resume and retry of it are.
+                // Cancelling one that had ended otherwise is a no-op for bgd (as for URLSession,
+                // which an app relies on); to the operator it is a refusal, as pause, resume and
+                // retry of it are — with --json too.
                 guard record.state == .cancelled else {
                     options.fail(
                         "transferNotActive", "transfer \(record.id) had already ended (\(record.state.rawValue)); nothing to cancel",
                         exit: BGCtlExit.refused)
                 }
+                if options.json { return try options.printJSON(record) }
                 print("Transfer \(record.id): \(record.state.rawValue).")
             }
         }

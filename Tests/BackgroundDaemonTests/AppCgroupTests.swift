@@ -196,6 +196,33 @@ struct AppCgroupTests {
     }
 
     /// The mode is said, and a machine without cgroups (here: turned off) falls back to signals.
+    /// The note of where a user's process came from is read back from the state directory: only a
+    /// cgroup of this hierarchy outside bgd's own groups is taken, so a file that names anything
+    /// else never makes bgd move a process there.
+    @Test func aRecordedOriginIsOnlyACgroupOutsideBgdsOwn() throws {
+        guard CgroupProbe.available else { return }
+        let directory = TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        guard case .available(let cgroups) = AppCgroups.discover(
+            instance: AppCgroups.instance(of: directory), origins: directory + "/cgroup-origins")
+        else { Issue.record("no cgroups"); return }
+        let group = try cgroups.adopted(AppID(rawValue: "com.example.origin")!, processID: 999_999)
+        defer {
+            group.remove()
+            cgroups.removeIfEmpty()
+        }
+        let own = try #require(CgroupProbe.directory(of: getpid()))
+        for (written, taken) in [
+            (own, own), ("/etc", nil), (cgroups.root, nil), (cgroups.root + "/other@1", nil),
+            (own + "/../" + (own as NSString).lastPathComponent, nil), ("", nil),
+        ] as [(String, String?)] {
+            cgroups.recordOrigin(written, of: group)
+            #expect(cgroups.recordedOrigin(of: group) == taken, "\(written)")
+        }
+        cgroups.forgetOrigin(of: group)
+        #expect(cgroups.recordedOrigin(of: group) == nil)
+    }
+
     @Test func statusSaysHowAppsAreHeld() async throws {
         try await TestDaemon.with(appCgroups: false) { daemon in
             let status = try await daemon.admin.send(.get, "/v1/status", as: DaemonStatus.self)

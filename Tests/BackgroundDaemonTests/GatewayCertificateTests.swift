@@ -43,6 +43,15 @@ struct GatewayCertificateTests {
         #expect(try Data(contentsOf: URL(fileURLWithPath: paths.certificate)) == before)
     }
 
+    /// An empty name is no name: asked for, it would be missing from every certificate made.
+    @Test func anEmptyNameIsNoName() {
+        var configuration = PushGatewayConfiguration(host: "0.0.0.0")
+        configuration.certificateNames = ["", "relay.example.net"]
+        #expect(configuration.namesToCertify == ["relay.example.net"])
+        configuration.host = "192.0.2.7"
+        #expect(configuration.namesToCertify == ["relay.example.net", "192.0.2.7"])
+    }
+
     /// bgd enrolled with `https://127.0.0.1:2198` (not `localhost`) trusts the relay's own
     /// certificate: the address is in it.
     @Test func theRelayIsReachedByItsLoopbackAddress() async throws {

@@ -541,6 +541,16 @@ struct TransferCommandTests {
                 ["download", "http://127.0.0.1:9/third", "--app", "com.example.fresh", "--no-wait", "--json"], daemon)
             let fresh = try WireCoding.makeDecoder().decode(TransferRecord.self, from: Data(unknown.standardOutput.utf8))
             #expect(fresh.session == "bgctl" && unknown.standardError.contains("no background session bgd knows of"))
+            // Once the app has a session of its own, that one: "bgctl" was this command's fallback.
+            _ = try await daemon.admin.send(
+                .post, "/v1/transfers?app=com.example.fresh",
+                body: TransferRequest(session: "own", url: URL(string: "http://127.0.0.1:9/fourth")!),
+                as: TransferRecord.self)
+            let own = try await bgctl(
+                ["download", "http://127.0.0.1:9/fifth", "--app", "com.example.fresh", "--no-wait", "--json"], daemon)
+            #expect(own.status == 0, "\(own)")
+            #expect(
+                try WireCoding.makeDecoder().decode(TransferRecord.self, from: Data(own.standardOutput.utf8)).session == "own")
         }
     }
 
@@ -613,6 +623,10 @@ struct TransferCommandTests {
             #expect(
                 cancelCompleted.status == 4 && cancelCompleted.standardError.contains("had already ended (completed)"),
                 "\(cancelCompleted)")
+            let cancelCompletedJSON = try await bgctl(["transfers", "cancel", "1", "--json"], daemon)
+            #expect(
+                cancelCompletedJSON.status == 4 && cancelCompletedJSON.standardError.contains(#""error":"transferNotActive""#),
+                "\(cancelCompletedJSON)")
         }
     }
 

@@ -46,18 +46,18 @@ struct PushRoutes {
             if let certificate = enroll.certificate, !FileManager.default.isReadableFile(atPath: certificate) {
                 throw APIError(.badRequest, .invalidRelayURL, "bgd cannot read the certificate \(certificate)")
             }
-            // A second enrollment is a new device, and the relay keeps the apps' tokens for the
-            // first: every push to them would wait there. Only when asked for.
-            if enroll.replace != true, let current = await pushes.uplink.enrollment() {
-                throw APIError(
-                    .conflict, .relayAlreadyEnrolled,
-                    "bgd is enrolled with \(current.url) as device \(current.device) already; enrolling again makes a new device, and the relay keeps the apps' device tokens for the old one (pushes to them would wait there): add --replace to enroll anew, then have each app register for a new token")
-            }
             do {
+                // A second enrollment is a new device, and the relay keeps the apps' tokens for
+                // the first: every push to them would wait there. Only when asked for.
                 return try JSONResponse.make(
                     try await pushes.uplink.enroll(
-                        url: enroll.url, certificate: enroll.certificate, enrollmentToken: enroll.enrollmentToken),
+                        url: enroll.url, certificate: enroll.certificate, enrollmentToken: enroll.enrollmentToken,
+                        replace: enroll.replace == true),
                     status: .created)
+            } catch PushUplink.Failure.alreadyEnrolled(let url, let device) {
+                throw APIError(
+                    .conflict, .relayAlreadyEnrolled,
+                    "bgd is enrolled with \(url) as device \(device) already; enrolling again makes a new device, and the relay keeps the apps' device tokens for the old one (pushes to them would wait there): add --replace to enroll anew, then have each app register for a new token")
             } catch PushUplink.Failure.badURL(let url) {
                 throw APIError(.badRequest, .invalidRelayURL, "'\(url)' is not a relay's uplink URL (https://host:2198)")
             } catch let error as PushUplink.Failure {

@@ -115,10 +115,14 @@ public struct AppCgroups: Sendable {
         try? Data(origin.utf8).write(to: URL(fileURLWithPath: file), options: .atomic)
     }
 
-    /// Where the user's process in `group` came from, if bgd wrote it down and it is still there.
+    /// Where the user's process in `group` came from, if bgd wrote it down and it is still there
+    /// — a cgroup in this hierarchy outside bgd's own groups, nothing else (the file is read back
+    /// from disk: a process is never written anywhere else on its say).
     public func recordedOrigin(of group: AppCgroup) -> String? {
         guard let file = originFile(of: group),
             let origin = try? String(contentsOfFile: file, encoding: .utf8), !origin.isEmpty,
+            origin == mount || origin.hasPrefix(mount + "/"),
+            !origin.split(separator: "/").contains(".."), !contains(origin), origin != root,
             access(origin + "/cgroup.procs", W_OK) == 0
         else { return nil }
         return origin

@@ -137,10 +137,16 @@ public actor ProcessSupervisor: Service {
                 let origin = cgroups.directory(of: pid).flatMap {
                     cgroups.contains($0) ? cgroups.recordedOrigin(of: group) : $0
                 }
-                try group.enter(pid)
+                // Written before the move: a bgd killed right after it leaves what it needs.
+                if let origin { cgroups.recordOrigin(origin, of: group) }
+                do {
+                    try group.enter(pid)
+                } catch {
+                    cgroups.forgetOrigin(of: group)
+                    throw error
+                }
                 supervised.cgroup = group
                 supervised.origin = origin
-                if let origin { cgroups.recordOrigin(origin, of: group) }
             } catch {
                 logger.notice(
                     "Cannot move the app's process into a cgroup; signals apply",
@@ -370,9 +376,14 @@ public actor ProcessSupervisor: Service {
     private func shutDown(graceful: Bool) async {
         for (pid, supervised) in processes where !supervised.launched {
             thaw(pid)
-            if let cgroup = supervised.cgroup, let origin = supervised.origin, cgroup.release(pid, to: origin) {
-                mode.cgroups?.forgetOrigin(of: cgroup)
-                if !cgroup.isPopulated { cgroup.remove() }
+            // The process and whatever it started go back; the note of where to stays until the
+            // group is empty.
+            if let cgroup = supervised.cgroup, let origin = supervised.origin {
+                for member in cgroup.processes { _ = cgroup.release(member, to: origin) }
+                if !cgroup.isPopulated {
+                    cgroup.remove()
+                    mode.cgroups?.forgetOrigin(of: cgroup)
+                }
             }
         }
         let launched = processes.filter { $0.value.launched }.map(\.key)
@@ -387,7 +398,16 @@ public actor ProcessSupervisor: Service {
             for pid in launched where processes[pid] != nil { kill(pid) }
         }
         if let cgroups = mode.cgroups {
-            for (group, _) in cgroups.leftovers() where !group.isPopulated { group.remove() }
+            for (group, adopted) in cgroups.leftovers() {
+                // A user's group whose process exited before its children: they go back too.
+                if adopted, let origin = cgroups.recordedOrigin(of: group) {
+                    for member in group.processes { _ = group.release(member, to: origin) }
+                }
+                if !group.isPopulated {
+                    group.remove()
+                    cgroups.forgetOrigin(of: group)
+                }
+            }
             cgroups.removeIfEmpty()
         }
     }

@@ -192,42 +192,37 @@ public actor LifecycleSupervisor: Service {
     /// bgd has work for the app (a run's event, transfer events): continue it if suspended, and
     /// hold off suspension until `finishedEvents` — the run's own budget applies meanwhile.
     public func startedEvents(for app: AppID) async {
-        guard var entry = entries[app] else { return }
-        entry.busy = true
-        if entry.state == .suspended {
-            if let pid = entry.processID {
-                await supervisor.thaw(pid)
-                try? await store.clearSuspension(processID: pid)
-            }
-            entry.state = .background
-            entry.enteredBackgroundAt = clock.now
-            entry.warned = false
-            entry.reason = DecisionReason(.resumedForEvent, "thawed for an event")
-            activity.emit(.lifecycleChanged(app, .background, entry.reason))
-            broker.send(
-                .lifecycle(state: .background, deadline: policy.deadline(enteredBackgroundAt: clock.now)), to: app)
-            logger.debug("Resumed app for an event", metadata: ["app.id": "\(app)"])
-        }
-        entries[app] = entry
+        guard entries[app] != nil else { return }
+        entries[app]?.busy = true
+        await resume(app, reason: DecisionReason(.resumedForEvent, "thawed for an event"))
     }
 
     /// The user opened the app: a suspended one is thawed so that it can come to the foreground
     /// (and say so); one that does not is suspended again after the usual delay.
     public func opened(_ app: AppID) async {
-        guard var entry = entries[app], entry.state == .suspended else { return }
-        if let pid = entry.processID {
+        await resume(app, reason: DecisionReason(.resumedForOpen, "thawed: the user opened it"))
+        timers.ring()
+    }
+
+    /// Thaws `app` if it is suspended and puts it in the background with `reason`. The entry is
+    /// read again after the thaw (the actor serves other calls meanwhile): only the lifecycle's
+    /// own fields change, and only while it is the same process, still suspended.
+    private func resume(_ app: AppID, reason: DecisionReason) async {
+        guard let entry = entries[app], entry.state == .suspended else { return }
+        let pid = entry.processID
+        if let pid {
             await supervisor.thaw(pid)
             try? await store.clearSuspension(processID: pid)
         }
-        entry.state = .background
-        entry.enteredBackgroundAt = clock.now
-        entry.warned = false
-        entry.reason = DecisionReason(.resumedForOpen, "thawed: the user opened it")
-        activity.emit(.lifecycleChanged(app, .background, entry.reason))
+        guard var current = entries[app], current.processID == pid, current.state == .suspended else { return }
+        current.state = .background
+        current.enteredBackgroundAt = clock.now
+        current.warned = false
+        current.reason = reason
+        entries[app] = current
+        activity.emit(.lifecycleChanged(app, .background, reason))
         broker.send(.lifecycle(state: .background, deadline: policy.deadline(enteredBackgroundAt: clock.now)), to: app)
-        entries[app] = entry
-        timers.ring()
-        logger.debug("Resumed app the user opened", metadata: ["app.id": "\(app)"])
+        logger.debug("Resumed app", metadata: ["app.id": "\(app)", "why": "\(reason.code.rawValue)"])
     }
 
     /// The app is done with the events bgd had for it.

@@ -56,6 +56,8 @@ public actor PushUplink: Service {
 
     public enum Failure: Error, CustomStringConvertible {
         case refused(status: Int, body: String)
+        /// Enrolled already, and not asked to replace it.
+        case alreadyEnrolled(url: String, device: String)
         case closed
         case silent(Duration)
         case badURL(String)
@@ -64,6 +66,7 @@ public actor PushUplink: Service {
         public var description: String {
             switch self {
             case .refused(let status, let body): "the relay answered \(status): \(body)"
+            case .alreadyEnrolled(let url, let device): "enrolled with \(url) as device \(device) already"
             case .closed: "the relay closed the uplink"
             case .silent(let wait): "no answer from the relay within \(wait) of a keep-alive"
             case .badURL(let url): "'\(url)' is not a relay URL (https://host:port)"
@@ -107,13 +110,17 @@ public actor PushUplink: Service {
 
     public func currentStatus() -> PushRelayStatus { status }
 
-    /// The relay and device bgd is enrolled as, if it is.
-    public func enrollment() -> (url: String, device: String)? { load().map { ($0.url, $0.device) } }
 
-    /// The relay's CA to trust: bgd's `--push-relay-ca` when given (a path corrected there must
-    /// not lose to the one saved at enrollment), else the one saved with the credential.
+    /// The relay's CA to trust: bgd's `--push-relay-ca` when it is for the relay enrolled with
+    /// (a path corrected there must not lose to the one saved at enrollment), else the one saved
+    /// with the credential (a relay enrolled with since, `bgctl push relay enroll --replace`).
     private func trustedCertificate(_ credential: RelayEnrollment) -> String? {
-        configuration.certificate ?? credential.certificate
+        if let certificate = configuration.certificate, let url = configuration.url,
+            Self.nodes(url).joined(separator: ",") == credential.url
+        {
+            return certificate
+        }
+        return credential.certificate
     }
 
     /// Enrolls with the relay at `url` (its uplink, `https://host:2198`; several nodes of one
@@ -121,10 +128,13 @@ public actor PushUplink: Service {
     /// directory; the uplink connects with it at once. `enrollmentToken` is for a relay that
     /// enrolls only devices that present one; it is not kept.
     public func enroll(
-        url: String, certificate: String?, enrollmentToken: String? = nil
+        url: String, certificate: String?, enrollmentToken: String? = nil, replace: Bool = true
     ) async throws -> PushRelayStatus {
         let nodes = Self.nodes(url)
         guard !nodes.isEmpty else { throw Failure.badURL(url) }
+        // Checked here, in the actor, not by the caller before it: two enrollments at once
+        // must not both pass.
+        if !replace, let current = load() { throw Failure.alreadyEnrolled(url: current.url, device: current.device) }
         for node in nodes {
             guard let base = URL(string: node), ["https", "http"].contains(base.scheme ?? ""), base.host != nil else {
                 throw Failure.badURL(node)

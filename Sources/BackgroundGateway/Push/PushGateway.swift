@@ -244,7 +244,8 @@ public struct PushGatewayConfiguration: Sendable {
     /// `certificateNames` and `host` when it is one address (not a wildcard or loopback).
     public var namesToCertify: [String] {
         let wildcard = ["0.0.0.0", "::", "[::]", "*"].contains(host)
-        return certificateNames + (wildcard || isLoopback || certificateNames.contains(host) ? [] : [host])
+        let names = certificateNames.filter { !$0.isEmpty }
+        return names + (wildcard || isLoopback || names.contains(host) ? [] : [host])
     }
 
     public init(
