@@ -238,7 +238,12 @@ try:
 
         # The rows as one snapshot, read in one script: the page updates them in place as the
         # transfers move (server-sent events), and a row found before an update and read after
-        # it is a stale element.
+        # it is a stale element. The waiting download goes back to running for each attempt (its
+        # connection is retried for the connect timeout): the snapshot is taken while the page
+        # shows it waiting, as the steps above may have outlasted the wait it was in.
+        WebDriverWait(browser, 60).until(lambda _: browser.execute_script(
+            "return [...document.querySelectorAll('tr.transfer td[data-label=state]')]"
+            ".some(cell => cell.innerText.trim() === 'waiting')"))
         transfers = browser.execute_script("""
             return [...document.querySelectorAll('tr.transfer')].map(row => {
                 const cell = label => row.querySelector(`td[data-label=${label}]`);
