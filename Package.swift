@@ -235,7 +235,7 @@ let package = Package(
         .executableTarget(
             name: "bgctl",
             dependencies: [
-                "Background", "BackgroundModel", "BackgroundPolicy", "BackgroundProviderKeys",
+                "Background", "BackgroundModel", "BackgroundPolicy", "BackgroundProviderKeys", "QuietThreads",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

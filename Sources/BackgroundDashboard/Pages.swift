@@ -207,16 +207,11 @@ public enum DashboardPages {
     /// A reason, the times bgd wrote in it (ISO 8601, UTC) told as the page tells every time
     /// ("in 40 min"), the exact time kept in the element for a hover.
     static func reason(_ reason: DecisionReason, now: Date) -> String {
-        let detail = HTML.escape(reason.detail).replacing(isoTimestamp) { match in
-            let text = String(match.output)
-            guard let date = WireCoding.parse(text) else { return text }
-            return "<time datetime=\"\(text)\" title=\"\(text)\">\(when(date, now: now))</time>"
+        let detail = WireCoding.replacingTimes(in: HTML.escape(reason.detail)) { date, written in
+            "<time datetime=\"\(written)\" title=\"\(written)\">\(when(date, now: now))</time>"
         }
         return "<span class=\"code\">\(reason.code.rawValue)</span> \(detail)"
     }
-
-    nonisolated(unsafe) private static let isoTimestamp =
-        /\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})/
 
     /// "in 12 min", "3 h ago".
     static func when(_ date: Date, now: Date) -> String {

@@ -62,9 +62,15 @@ struct DaemonOptions: ParsableArguments {
         do {
             return try await body(client)
         } catch let error as BackgroundError {
-            fail(error.apiCode ?? (error.isDaemonUnreachable ? "daemonUnreachable" : "failed"), error.reason,
-                 exit: BGCtlExit.status(for: error))
+            fail(error)
         }
+    }
+
+    /// Says why a call to bgd failed, with its code and the status for its cause, and exits.
+    func fail(_ error: BackgroundError) -> Never {
+        fail(
+            error.apiCode ?? (error.isDaemonUnreachable ? "daemonUnreachable" : "failed"), error.reason,
+            exit: BGCtlExit.status(for: error))
     }
 
     /// Says why the command failed, on stderr, and exits with `status`.

@@ -1,5 +1,6 @@
 import BackgroundModel
 import Foundation
+import QuietThreads
 
 /// The programs bgctl runs — the bgd a unit will run (`bgd --check`), systemctl — through the
 /// same `ChildProcess` bgd runs its helpers with, and finding them on PATH.

@@ -64,29 +64,24 @@ enum TextFormat {
         isatty(STDOUT_FILENO) == 1 && (ProcessInfo.processInfo.environment["NO_COLOR"] ?? "").isEmpty
 
     /// "in 14m (2026-11-24 12:05:00 UTC)", "3m ago (2026-11-24 11:48:10 UTC)".
-    static func when(_ date: Date, now: Date) -> String {
+    static func when(_ date: Date, now: Date) -> String { "\(relative(date, now: now)) (\(timestamp(date)))" }
+
+    /// "in 14m", "3m ago".
+    private static func relative(_ date: Date, now: Date) -> String {
         let delta = date.duration(since: now)
-        let relative =
-            delta >= .zero ? "in \(delta.humanDescription)" : "\((Duration.zero - delta).humanDescription) ago"
-        return "\(relative) (\(timestamp(date)))"
+        return delta >= .zero ? "in \(delta.humanDescription)" : "\((Duration.zero - delta).humanDescription) ago"
     }
 
     /// A reason bgd wrote, its times (ISO 8601 in UTC, exact for scripts and the record) told
     /// in local time and from `now`, as every time bgctl prints: "held until 12:45 CET (in
     /// 40m)", the date too when it is not today's.
     static func reason(_ detail: String, now: Date) -> String {
-        detail.replacing(isoTimestamp) { match in
-            guard let date = WireCoding.parse(String(match.output)) else { return String(match.output) }
-            let delta = date.duration(since: now)
-            let relative =
-                delta >= .zero ? "in \(delta.humanDescription)" : "\((Duration.zero - delta).humanDescription) ago"
+        WireCoding.replacingTimes(in: detail) { date, _ in
             let sameDay = Calendar.current.isDate(date, inSameDayAs: now)
-            return "\((sameDay ? clock : dayAndClock).string(from: date)) (\(relative))"
+            return "\((sameDay ? clock : dayAndClock).string(from: date)) (\(relative(date, now: now)))"
         }
     }
 
-    nonisolated(unsafe) private static let isoTimestamp =
-        /\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})/
     nonisolated(unsafe) private static let clock = formatter(with: "HH:mm zzz")
     nonisolated(unsafe) private static let dayAndClock = formatter(with: "yyyy-MM-dd HH:mm zzz")
 

@@ -175,8 +175,7 @@ extension BGCtl {
                     try await clock.sleep(until: now.addingTimeInterval(0.5))
                     continue
                 } catch let error as BackgroundError {
-                    options.fail(
-                        error.apiCode ?? "failed", error.reason, exit: BGCtlExit.status(for: error))
+                    options.fail(error)
                 }
                 let bytes = current.bytesReceived ?? current.bytesTransferred
                 samples.append((clock.now, bytes))

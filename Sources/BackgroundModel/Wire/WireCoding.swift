@@ -36,6 +36,19 @@ public enum WireCoding {
             .iso8601.year().month().day().time(includingFractionalSeconds: false).timeZone(separator: .omitted))
     }
 
+    /// `text` with each time written in it as `format` or `formatSeconds` writes them (the
+    /// sentences of reasons) replaced by `told(date, written)`: how bgctl and the dashboard show
+    /// those times to a person, while the record and `--json` keep them exact.
+    public static func replacingTimes(in text: String, with told: (Date, String) -> String) -> String {
+        text.replacing(timestamp) { match in
+            let written = String(match.output)
+            return parse(written).map { told($0, written) } ?? written
+        }
+    }
+
+    nonisolated(unsafe) private static let timestamp =
+        /\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})/
+
     public static func parse(_ text: String) -> Date? {
         if let date = try? Date(text, strategy: .iso8601.year().month().day().time(includingFractionalSeconds: true)) {
             return date

@@ -6,8 +6,9 @@ import Foundation
 
 /// Runs a helper program to its end and gives back its exit status and what it printed — bgd's
 /// `nmcli`, bgctl's `bgd --check` and `systemctl`. posix_spawn, not Foundation's `Process`: its
-/// SIGCHLD source would start libdispatch's once-a-second monitor in bgd, and its `run()` can
-/// crash on Linux (swift-corelibs-foundation#5472).
+/// SIGCHLD source would start libdispatch's once-a-second monitor in bgd (which is why it lives
+/// here, with the rest of what keeps bgd off libdispatch), and its `run()` can crash on Linux
+/// (swift-corelibs-foundation#5472).
 public enum ChildProcess {
     public struct Ended: Sendable {
         /// The exit status, or 128 + the signal that ended it.
