@@ -210,6 +210,8 @@ public actor PushUplink: Service {
                         url: url, certificate: configuration.certificate, enrollmentToken: configuration.enrollmentToken
                     )
                     break
+                } catch where Task.isCancelled || error is CancellationError {
+                    return  // bgd is stopping
                 } catch {
                     logger.error(
                         "Cannot enroll with the push relay", metadata: ["relay": "\(url)", "error": "\(error)"])

@@ -40,7 +40,7 @@ actor TaskDispatcher: Service {
     }
 
     func run() async throws {
-        await doorbell.serve("tasks", on: clock, logger: logger) { await self.dispatch() }
+        await doorbell.serve("tasks", on: clock, logger: logger) { try await self.dispatch() }
     }
 
     /// Why each pending request waits, for `bgctl tasks`.
@@ -60,7 +60,7 @@ actor TaskDispatcher: Service {
         }
     }
 
-    private func dispatch() async -> Date? {
+    private func dispatch() async throws -> Date? {
         do {
             let now = clock.now
             let effective = await conditions.effective
@@ -101,7 +101,9 @@ actor TaskDispatcher: Service {
                 }
             }
             return policy.nextCheck(for: pending.map(\.request), now: now)
-        } catch {
+        } catch let error where !(error is CancellationError) {
+            // A cancellation is bgd stopping (another listener failed, a SIGTERM): the loop ends
+            // quietly, not with a warning that would read as a second fault.
             logger.warning("Task dispatch failed; will retry", metadata: ["error": "\(error)"])
             return clock.now.addingTimeInterval(30)
         }
