@@ -160,15 +160,6 @@ public enum TestDaemonError: Error {
     case productNotBuilt(String)
 }
 
-/// Fresh, short temporary directories (a Unix socket path must stay under 104 bytes).
-public enum TemporaryDirectory {
-    public static func make() -> String {
-        let path = "/tmp/bgd-test-" + UUID().uuidString.prefix(8).lowercased()
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        return path
-    }
-}
-
 /// Finds the executables SwiftPM built beside the test bundle (bgd, bgctl, NewsFeed, fixtures).
 public enum BuiltProducts {
     public static var directory: String {
