@@ -3,6 +3,7 @@ import BackgroundModel
 import Foundation
 import HTTPTypes
 import Hummingbird
+import HummingbirdCore
 import Logging
 import NIOCore
 import ServiceLifecycle
@@ -31,13 +32,20 @@ struct UplinkServer: Service {
         // Thousands of devices idle here: their connections' buffers cost only what is written,
         // and their reads start small.
         let uplink = self
-        let (server, gate) = try PushGateway<RelayDestinations>.serverBuilder(
-            configuration, certificateDirectory: certificateDirectory, now: clock.now,
-            buffers: .idle,
-            alternative: offersLines
-                ? ALPNAlternative(name: UplinkFrame.alpn, prepare: uplink.prepareLines) { connection, _ in
-                    await uplink.serveLines(connection)
-                } : nil)
+        let server: HTTPServerBuilder
+        let gate: ConnectionGate
+        do {
+            (server, gate) = try PushGateway<RelayDestinations>.serverBuilder(
+                configuration, certificateDirectory: certificateDirectory, now: clock.now,
+                buffers: .idle,
+                alternative: offersLines
+                    ? ALPNAlternative(name: UplinkFrame.alpn, prepare: uplink.prepareLines) { connection, _ in
+                        await uplink.serveLines(connection)
+                    } : nil)
+        } catch {
+            boundPort.failedToPrepare(error)
+            throw error
+        }
         let router = Router()
         let (store, hub, clock, metrics, logger, enrollment, activity) = (
             self.store, self.hub, self.clock, self.metrics, self.logger, self.enrollment, self.activity

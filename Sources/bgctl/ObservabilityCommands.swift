@@ -105,6 +105,9 @@ extension BGCtl {
             ExecStart=\(executable)\(arguments.isEmpty ? "" : " " + arguments)
             Restart=on-failure
             RestartSec=2
+            # A usage error (64) or a configuration to fix (78: a certificate, the socket passed)
+            # is not mended by starting again.
+            RestartPreventExitStatus=64 78
             # bgd stops cleanly on SIGTERM: apps get their expiration handlers and the kill grace.
             TimeoutStopSec=20
             # bgd's cgroup is its own to divide: each app runs in a cgroup of its own under it

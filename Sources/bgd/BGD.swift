@@ -20,7 +20,13 @@ struct BGD: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bgd",
         abstract: "The swift-background daemon: wakes apps for background fetch and runs them within a budget.",
-        discussion: "State lives in --state-dir (SQLite, WAL); apps and bgctl talk to it over --socket.",
+        discussion: """
+            State lives in --state-dir (SQLite, WAL); apps and bgctl talk to it over --socket.
+
+            Exit status: 0 stopped; 1 could not start (the reason on stderr); 64 bad usage; 69 a \
+            port in use (--push-port, --http); 75 another bgd holds the state directory or socket; \
+            78 a configuration to fix (a push certificate, the socket systemd passed).
+            """,
         version: Daemon.version)
 
     /// The defaults of options parsed by a transform, which argument-parser cannot show: each is
@@ -430,6 +436,13 @@ struct BGD: AsyncParsableCommand {
         } catch let error as ListenerFailed {
             FileHandle.standardError.write(Data("bgd: \(error)\n".utf8))
             throw ExitCode(EX_UNAVAILABLE_CODE)
+        } catch let error as GatewayCertificate.MissingNames {
+            // Kept, not replaced behind the devices that trust it: the operator decides.
+            FileHandle.standardError.write(Data("bgd: \(error)\n".utf8))
+            throw ExitCode(78)  // EX_CONFIG, as bgrelay
+        } catch let error as UnusableCertificatePair {
+            FileHandle.standardError.write(Data("bgd: \(error)\n".utf8))
+            throw ExitCode(78)
         }
         logger.notice("bgd stopped")
     }

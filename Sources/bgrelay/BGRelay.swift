@@ -21,6 +21,9 @@ struct BGRelay: AsyncParsableCommand {
             ES256 provider tokens). Each bgd started with --push-relay keeps one connection to \
             --uplink-port, registers its apps' device tokens, and receives their pushes; a push waits \
             here, committed, until its device acknowledges it or it expires.
+
+            Exit status: 0 stopped; 64 bad usage; 69 a port in use; 78 a certificate to fix (not \
+            PEM, or lacking a --certificate-name).
             """,
         version: "0.1.0",
         subcommands: [Serve.self, Keys.self, SystemdUnit.self], defaultSubcommand: Serve.self)
@@ -69,10 +72,14 @@ struct RelayOptions: ParsableArguments {
         return (store, pool)
     }
 
-    /// Runs `body` with the store open.
+    /// Runs `body` with the store open. Root may do this to a running system unit's state
+    /// directory: what it touched there stays the relay's own (`StateOwnership`).
     func withStore<T>(_ body: (any RelayStore) async throws -> T) async throws -> T {
         let (store, pool) = try await openStore()
-        defer { pool.cancel() }
+        defer {
+            pool.cancel()
+            if database == nil { StateOwnership.giveDatabaseToDirectoryOwner(stateDirectory) }
+        }
         return try await body(store)
     }
 }
@@ -236,6 +243,9 @@ extension BGRelay {
             } catch let error as ListenerFailed {
                 FileHandle.standardError.write(Data("bgrelay: \(error)\n".utf8))
                 throw ExitCode(69)  // EX_UNAVAILABLE
+            } catch let error as UnusableCertificatePair {
+                FileHandle.standardError.write(Data("bgrelay: \(error)\n".utf8))
+                throw ExitCode(78)  // EX_CONFIG
             }
         }
     }
@@ -316,6 +326,8 @@ extension BGRelay {
                 StateDirectoryMode=0700
                 Restart=on-failure
                 RestartSec=2
+                # A usage error (64) or a certificate to fix (78) is not mended by starting again.
+                RestartPreventExitStatus=64 78
                 # bgrelay stops cleanly on SIGTERM: it tells its devices to reconnect elsewhere.
                 TimeoutStopSec=20
                 # One descriptor per connected device.

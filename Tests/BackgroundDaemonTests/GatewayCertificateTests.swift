@@ -79,5 +79,41 @@ struct GatewayCertificateTests {
             ])
         #expect(output.status == 78, "\(output.standardError)")
         #expect(output.standardError.contains("but not relay.example.net"), "\(output.standardError)")
+
+        let files = try await Command.run(
+            try BuiltProducts.path(of: "bgrelay"),
+            [
+                "--state-dir", directory, "--port", "0", "--uplink-port", "0", "--certificate", "/etc/hostname",
+                "--key", "/etc/hostname",
+            ])
+        #expect(files.status == 78, "\(files.standardError)")
+        #expect(files.standardError.contains("cannot use the TLS certificate /etc/hostname"), "\(files.standardError)")
+    }
+
+    /// bgd's push gateway the same: exit 78 (a configuration to fix), the reason on one line —
+    /// and it stops: bgd used to wait for ever for the gateway's port, deaf to SIGTERM.
+    @Test(.timeLimit(.minutes(1))) func bgdRefusesACertificateWithoutItsName() async throws {
+        let directory = TemporaryDirectory.make()
+        _ = try GatewayCertificate.loadOrCreate(in: directory + "/state", now: Date())
+        let output = try await Command.run(
+            try BuiltProducts.path(of: "bgd"),
+            [
+                "--state-dir", directory + "/state", "--socket", directory + "/bgd.sock", "--push-port", "0",
+                "--push-certificate-name", "device.example.net",
+            ])
+        #expect(output.status == 78, "\(output.standardError)")
+        #expect(output.standardError.contains("but not device.example.net"), "\(output.standardError)")
+        #expect(!output.standardError.contains("is ready"), "\(output.standardError)")
+
+        // A pair given as files that are no certificate and key: refused, and bgd stops.
+        let files = try await Command.run(
+            try BuiltProducts.path(of: "bgd"),
+            [
+                "--state-dir", directory + "/files", "--socket", directory + "/files.sock", "--push-port", "0",
+                "--push-certificate", "/etc/hostname", "--push-key", "/etc/hostname",
+            ])
+        #expect(files.status == 78, "\(files.standardError)")
+        #expect(files.standardError.contains("cannot use the TLS certificate /etc/hostname"), "\(files.standardError)")
+        #expect(!files.standardError.contains("is ready"), "\(files.standardError)")
     }
 }

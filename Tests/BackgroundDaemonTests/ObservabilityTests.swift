@@ -185,6 +185,7 @@ struct ObservabilityTests {
         let unit = try String(contentsOfFile: directory + "/config/systemd/user/bgd.service", encoding: .utf8)
         #expect(
             unit.contains("Type=notify") && unit.contains("Restart=on-failure")
+                && unit.contains("RestartPreventExitStatus=64 78")
                 && unit.contains("WantedBy=default.target") && unit.contains("WatchdogSec=10min"))
         // Documentation= names a README that exists (this checkout's, for a bgd built in it).
         let documentation = try #require(

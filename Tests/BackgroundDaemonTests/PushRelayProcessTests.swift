@@ -171,6 +171,46 @@ struct PushRelayProcessTests {
         #expect(listed.standardOutput.contains("No provider keys"))
     }
 
+    /// The system unit's relay runs as a user systemd makes, owner of its state directory; root
+    /// adds a key there (README: `sudo bgrelay keys add --state-dir /var/lib/private/bgrelay`).
+    /// The database files root made or touched stay the relay user's, or the relay could not
+    /// open its own database (SQLite's -wal and -shm are made by whoever opens it first).
+    @Test(.enabled(if: geteuid() == 0 && access("/usr/bin/setpriv", X_OK) == 0, "needs root and setpriv"))
+    func keysRootAddsToAnotherUsersRelayStayThatUsers() async throws {
+        let bgrelay = try BuiltProducts.path(of: "bgrelay")
+        let directory = TemporaryDirectory.make() + "/relay"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+        chmod(directory, 0o700)
+        let nobody: uid_t = 65534
+        #expect(chown(directory, nobody, gid_t(nobody)) == 0)
+        func asRelayUser(_ arguments: [String]) async throws -> Command.Output {
+            try await Command.run(
+                "/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "--", bgrelay] + arguments)
+        }
+        func keyArguments(_ keyID: String) throws -> [String] {
+            let file = directory + "-\(keyID).p8"
+            try P256.Signing.PrivateKey().pemRepresentation.write(toFile: file, atomically: true, encoding: .utf8)
+            return ["--state-dir", directory, "--key-id", keyID, "--team-id", "TEAM123456", "--topics", Self.app, file]
+        }
+        // Root first, on a relay never started: root makes the database.
+        let added = try await Command.run(bgrelay, ["keys", "add"] + keyArguments("ROOTADDED1"))
+        #expect(added.status == 0, "\(added)")
+        let byRelayUser = try await asRelayUser(["keys", "add"] + keyArguments("RELAYUSER1"))
+        #expect(byRelayUser.status == 0, "the relay's user cannot write its own database: \(byRelayUser)")
+        let again = try await Command.run(bgrelay, ["keys", "add"] + keyArguments("ROOTADDED2"))
+        #expect(again.status == 0, "\(again)")
+        let listed = try await asRelayUser(["keys", "list", "--state-dir", directory])
+        #expect(listed.status == 0, "\(listed)")
+        for keyID in ["ROOTADDED1", "RELAYUSER1", "ROOTADDED2"] {
+            #expect(listed.standardOutput.contains(keyID), "\(listed)")
+        }
+        for name in try FileManager.default.contentsOfDirectory(atPath: directory) {
+            var file = stat()
+            #expect(lstat(directory + "/" + name, &file) == 0)
+            #expect(file.st_uid == nobody && file.st_gid == gid_t(nobody), "\(name) is uid \(file.st_uid)")
+        }
+    }
+
     /// bgd's relay options, refused with the reason before anything starts.
     @Test func bgdRefusesRelayOptionsItCannotUse() async throws {
         let bgd = try BuiltProducts.path(of: "bgd")

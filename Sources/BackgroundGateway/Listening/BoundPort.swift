@@ -45,6 +45,11 @@ public final class BoundPort: Sendable {
         }
     }
 
+    /// What a listener makes before it listens — its TLS context, from files that may be bad
+    /// or lack a name — failed: told to whoever waits for the port as well, or bgd would wait
+    /// for ever to say it is ready (and never stop).
+    package func failedToPrepare(_ error: any Error) { fail(ListenerFailed(notPrepared: error)) }
+
     private func settle(_ outcome: Result<Int, ListenerFailed>) {
         let waiters = state.withLock { state in
             state.outcome = state.outcome ?? outcome
@@ -66,6 +71,9 @@ public struct ListenerFailed: Error, CustomStringConvertible {
             ? "the address is already in use" : "\(error)"
         description = "cannot listen on \(address) (\(flag)): \(cause); choose another with \(flag)"
     }
+
+    /// A listener that failed before it tried to listen, for the reason it gives.
+    init(notPrepared error: any Error) { description = "\(error)" }
 }
 
 /// Addresses only this machine can reach: where plaintext push and the dashboard may listen

@@ -67,8 +67,15 @@ public struct PushGateway<Destinations: PushDestinations>: Service {
     public var certificatePath: String { certificateDirectory + "/push-gateway.crt" }
 
     public func run() async throws {
-        let (server, gate) = try Self.serverBuilder(
-            configuration, certificateDirectory: certificateDirectory, now: clock.now)
+        let server: HTTPServerBuilder
+        let gate: ConnectionGate
+        do {
+            (server, gate) = try Self.serverBuilder(
+                configuration, certificateDirectory: certificateDirectory, now: clock.now)
+        } catch {
+            boundPort.failedToPrepare(error)
+            throw error
+        }
         let intake = self.intake
         let responder = CallbackResponder<BasicRequestContext> { request, _ in
             try await Self.respond(to: request, intake: intake)
@@ -140,10 +147,14 @@ public struct PushGateway<Destinations: PushDestinations>: Service {
                 paths = try GatewayCertificate.loadOrCreate(
                     in: certificateDirectory, names: configuration.namesToCertify, now: now)
             }
-            let chain = try NIOSSLCertificate.fromPEMFile(paths.certificate).map {
-                NIOSSLCertificateSource.certificate($0)
+            let chain: [NIOSSLCertificateSource]
+            let key: NIOSSLPrivateKey
+            do {
+                chain = try NIOSSLCertificate.fromPEMFile(paths.certificate).map { .certificate($0) }
+                key = try NIOSSLPrivateKey(file: paths.key, format: .pem)
+            } catch {
+                throw UnusableCertificatePair(certificate: paths.certificate, key: paths.key, error: error)
             }
-            let key = try NIOSSLPrivateKey(file: paths.key, format: .pem)
             var tls = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key))
             tls.minimumTLSVersion = .tlsv12
             // NIOSSL picks the first of ours the client offers: a client offering the alternative
