@@ -54,9 +54,23 @@ struct ObservabilityTests {
             #expect(
                 first.status == 303 && first.headers["set-cookie"].first?.contains("HttpOnly") == true,
                 "\(first.status)")
-            let cookie = try #require(first.headers["set-cookie"].first?.split(separator: ";").first.map(String.init))
+            let setCookie = try #require(first.headers["set-cookie"].first)
+            #expect(setCookie.contains("Max-Age=604800") && setCookie.contains("SameSite=Strict"), "\(setCookie)")
+            let cookie = try #require(setCookie.split(separator: ";").first.map(String.init))
+            #expect(!cookie.contains(token), "the cookie is a session, not the token")
             #expect(try await get(base + "/", headers: [("Cookie", cookie)]).status == 200)
             #expect(try await get(login.url).status == 401, "a login link works once")
+            // A session forged or stretched is refused; the real one ends after 7 days.
+            let (name, value) = (cookie.prefix { $0 != "=" }, cookie.drop { $0 != "=" }.dropFirst())
+            let end = try #require(Int64(value.prefix { $0 != "." }))
+            let stretched = "\(name)=\(end + 86400)\(value.drop { $0 != "." })"
+            #expect(try await get(base + "/", headers: [("Cookie", stretched)]).status == 401)
+            #expect(try await get(base + "/", headers: [("Cookie", "\(name)=\(token)")]).status == 401)
+            daemon.clock.advance(by: .seconds(7 * 86400 - 60))
+            #expect(try await get(base + "/", headers: [("Cookie", cookie)]).status == 200)
+            daemon.clock.advance(by: .seconds(120))
+            #expect(try await get(base + "/", headers: [("Cookie", cookie)]).status == 401, "a session ends")
+            #expect(try await get(base + "/", headers: [("Authorization", "Bearer \(token)")]).status == 200)
         }
     }
 

@@ -84,10 +84,11 @@ public struct DashboardServer: Service {
             }
             var headers = HTTPFields()
             headers[.location] = "/"
-            headers[.setCookie] = "\(DashboardAuth.cookieName)=\(auth.token); Path=/; HttpOnly; SameSite=Strict"
+            headers[.setCookie] =
+                "\(DashboardAuth.cookieName)=\(auth.issueSession(now: clock.now)); Path=/; Max-Age=\(Int(DashboardAuth.sessionLifetime)); HttpOnly; SameSite=Strict"
             return Response(status: .seeOther, headers: headers)
         }
-        let pages = router.group().add(middleware: TokenMiddleware(auth: auth))
+        let pages = router.group().add(middleware: TokenMiddleware(auth: auth, clock: clock))
         pages.get("/") { request, _ in
             try await Self.page(
                 request, title: "bgd",
@@ -146,13 +147,15 @@ public struct DashboardServer: Service {
 /// Refuses requests without the dashboard token: 401 with what to do.
 struct TokenMiddleware<Context: RequestContext>: RouterMiddleware {
     let auth: DashboardAuth
+    let clock: any WallClock
 
     func handle(
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
     ) async throws -> Response {
-        guard auth.allows(authorization: request.headers[.authorization], cookie: request.headers[.cookie]) else {
+        guard auth.allows(authorization: request.headers[.authorization], cookie: request.headers[.cookie], now: clock.now)
+        else {
             var response = DashboardServer.html(
-                "<h1>Sign in</h1><p>Run <span class=\"code\">bgctl dashboard</span> for a login link, or send <span class=\"code\">Authorization: Bearer</span> with the token in the state directory's <span class=\"code\">dashboard-token</span>.</p>",
+                "<h1>Sign in</h1><p>A session lasts 7 days. Run <span class=\"code\">bgctl dashboard</span> for a login link, or send <span class=\"code\">Authorization: Bearer</span> with the token in the state directory's <span class=\"code\">dashboard-token</span>.</p>",
                 status: .unauthorized)
             response.headers[.wwwAuthenticate] = "Bearer realm=\"bgd\""
             return response
