@@ -15,7 +15,7 @@ public enum TemporaryDirectory {
             defer { made.append(path) }
             return made.isEmpty
         }
-        if first, ProcessInfo.processInfo.environment[keepVariable] == nil {
+        if first, !["1", "yes", "true"].contains(ProcessInfo.processInfo.environment[keepVariable] ?? "") {
             atexit { TemporaryDirectory.removeAll() }
         }
         return path

@@ -72,14 +72,12 @@ struct RelayOptions: ParsableArguments {
         return (store, pool)
     }
 
-    /// Runs `body` with the store open. Root may do this to a running system unit's state
-    /// directory: what it touched there stays the relay's own (`StateOwnership`).
+    /// Runs `body` with the store open. Root may do this to the system unit's state directory,
+    /// the relay running or not: the database stays the relay's own (`StateOwnership`).
     func withStore<T>(_ body: (any RelayStore) async throws -> T) async throws -> T {
+        if database == nil { StateOwnership.prepareDatabase(in: stateDirectory) }
         let (store, pool) = try await openStore()
-        defer {
-            pool.cancel()
-            if database == nil { StateOwnership.giveDatabaseToDirectoryOwner(stateDirectory) }
-        }
+        defer { pool.cancel() }
         return try await body(store)
     }
 }

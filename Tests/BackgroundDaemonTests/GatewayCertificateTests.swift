@@ -115,5 +115,21 @@ struct GatewayCertificateTests {
         #expect(files.status == 78, "\(files.standardError)")
         #expect(files.standardError.contains("cannot use the TLS certificate /etc/hostname"), "\(files.standardError)")
         #expect(!files.standardError.contains("is ready"), "\(files.standardError)")
+
+        // Two good pairs, crossed (the key is not the certificate's); and a file that is not there.
+        let one = try GatewayCertificate.loadOrCreate(in: directory + "/one", now: Date())
+        let other = try GatewayCertificate.loadOrCreate(in: directory + "/other", now: Date())
+        for (pair, reason) in [
+            ((one.certificate, other.key), "cannot use the TLS certificate \(one.certificate) with the key \(other.key)"),
+            ((one.certificate, directory + "/missing.key"), "cannot read \(directory)/missing.key"),
+        ] {
+            let refused = try await Command.run(
+                try BuiltProducts.path(of: "bgd"),
+                [
+                    "--state-dir", directory + "/crossed", "--socket", directory + "/crossed.sock", "--push-port", "0",
+                    "--push-certificate", pair.0, "--push-key", pair.1,
+                ])
+            #expect(refused.status == 78 && refused.standardError.contains(reason), "\(refused.standardError)")
+        }
     }
 }

@@ -66,6 +66,8 @@ struct ObservabilityTests {
             let stretched = "\(name)=\(end + 86400)\(value.drop { $0 != "." })"
             #expect(try await get(base + "/", headers: [("Cookie", stretched)]).status == 401)
             #expect(try await get(base + "/", headers: [("Cookie", "\(name)=\(token)")]).status == 401)
+            #expect(try await get(base + "/", headers: [("Cookie", "\(name)=+\(value)")]).status == 401)
+            #expect(try await get(base + "/", headers: [("Cookie", "\(name)=0\(value)")]).status == 401)
             daemon.clock.advance(by: .seconds(7 * 86400 - 60))
             #expect(try await get(base + "/", headers: [("Cookie", cookie)]).status == 200)
             daemon.clock.advance(by: .seconds(120))

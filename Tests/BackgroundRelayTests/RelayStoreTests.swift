@@ -24,8 +24,7 @@ struct RelayStoreTests {
     func withStore(_ backend: Backend, _ body: (any RelayStore) async throws -> Void) async throws {
         switch backend {
         case .sqlite:
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("relay-\(UUID().uuidString)").path
-            try await body(try Relay.openStore(in: directory))
+            try await body(try Relay.openStore(in: TemporaryDirectory.make() + "/relay"))
         case .postgres:
             let store = try PostgresRelayStore(url: try await TestPostgres.makeDatabase(), logger: Logger(label: "test"))
             let pool = Task { await store.runPool() }

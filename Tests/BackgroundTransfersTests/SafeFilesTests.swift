@@ -8,12 +8,15 @@ import Testing
 
 /// The file moves and opens transfers rely on, on a real file system: nothing is replaced that
 /// was not meant to be, and no link leads out of the place meant.
-struct SafeFilesTests {
+/// A class, so each test's directory goes with it (`deinit`).
+final class SafeFilesTests {
     let directory: String = {
         let path = FileManager.default.temporaryDirectory.path + "/safefiles-\(UUID().uuidString.prefix(8))"
         try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
         return path
     }()
+
+    deinit { try? FileManager.default.removeItem(atPath: directory) }
 
     func write(_ text: String, to path: String) throws { try Data(text.utf8).write(to: URL(fileURLWithPath: path)) }
     func read(_ path: String) throws -> String { try String(contentsOfFile: path, encoding: .utf8) }

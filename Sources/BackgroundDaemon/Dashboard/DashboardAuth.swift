@@ -14,7 +14,7 @@ public final class DashboardAuth: Sendable {
     private let codes = Mutex<[String: Date]>([:])
     static let cookieName = "bgd_dashboard"
     static let codeLifetime: TimeInterval = 600
-    static let sessionLifetime: TimeInterval = 7 * 86400
+    static let sessionLifetime: Duration = .seconds(7 * 86400)
 
     /// Reads the token file, or makes it.
     public init(stateDirectory: String) throws {
@@ -41,7 +41,7 @@ public final class DashboardAuth: Sendable {
 
     /// The cookie's value for a session that starts `now`: when it ends, and its signature.
     func issueSession(now: Date) -> String {
-        let end = Int64((now.timeIntervalSince1970 + Self.sessionLifetime).rounded(.up))
+        let end = Int64(now.adding(Self.sessionLifetime).timeIntervalSince1970.rounded(.up))
         return "\(end).\(signature(ofSessionEndingAt: end))"
     }
 
@@ -54,7 +54,10 @@ public final class DashboardAuth: Sendable {
     /// Whether `value` is a session this token signed that has not ended by `now`.
     private func isSession(_ value: Substring, now: Date) -> Bool {
         let parts = value.split(separator: ".", maxSplits: 1)
-        guard parts.count == 2, let end = Int64(parts[0]), Double(end) > now.timeIntervalSince1970 else { return false }
+        // Only the number as issued: no sign, no leading zeros, nothing a parser would forgive.
+        guard parts.count == 2, let end = Int64(parts[0]), String(end) == parts[0],
+            Double(end) > now.timeIntervalSince1970
+        else { return false }
         return Self.equalInConstantTime(String(parts[1]), signature(ofSessionEndingAt: end))
     }
 

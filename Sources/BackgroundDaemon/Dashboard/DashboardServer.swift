@@ -84,8 +84,9 @@ public struct DashboardServer: Service {
             }
             var headers = HTTPFields()
             headers[.location] = "/"
-            headers[.setCookie] =
-                "\(DashboardAuth.cookieName)=\(auth.issueSession(now: clock.now)); Path=/; Max-Age=\(Int(DashboardAuth.sessionLifetime)); HttpOnly; SameSite=Strict"
+            let session = auth.issueSession(now: clock.now)
+            let maxAge = DashboardAuth.sessionLifetime.components.seconds
+            headers[.setCookie] = "\(DashboardAuth.cookieName)=\(session); Path=/; Max-Age=\(maxAge); HttpOnly; SameSite=Strict"
             return Response(status: .seeOther, headers: headers)
         }
         let pages = router.group().add(middleware: TokenMiddleware(auth: auth, clock: clock))
@@ -152,8 +153,8 @@ struct TokenMiddleware<Context: RequestContext>: RouterMiddleware {
     func handle(
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
     ) async throws -> Response {
-        guard auth.allows(authorization: request.headers[.authorization], cookie: request.headers[.cookie], now: clock.now)
-        else {
+        let (authorization, cookie) = (request.headers[.authorization], request.headers[.cookie])
+        guard auth.allows(authorization: authorization, cookie: cookie, now: clock.now) else {
             var response = DashboardServer.html(
                 "<h1>Sign in</h1><p>A session lasts 7 days. Run <span class=\"code\">bgctl dashboard</span> for a login link, or send <span class=\"code\">Authorization: Bearer</span> with the token in the state directory's <span class=\"code\">dashboard-token</span>.</p>",
                 status: .unauthorized)

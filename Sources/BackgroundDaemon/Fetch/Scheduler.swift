@@ -98,7 +98,9 @@ public struct Scheduler: Service {
                 // Plan again at once: the apps just started now show as running, with their reasons.
                 if launched.isEmpty { return plan.nextEvaluation }
             }
-        } catch let error where !(error is CancellationError) {
+        } catch where Task.isCancelled {
+            throw CancellationError()  // bgd is stopping: not a failed pass
+        } catch {
             logger.warning("Scheduling failed; will retry", metadata: ["error": "\(error)"])
             return clock.now.adding(retryAfterFailure)
         }

@@ -210,7 +210,7 @@ public actor PushUplink: Service {
                         url: url, certificate: configuration.certificate, enrollmentToken: configuration.enrollmentToken
                     )
                     break
-                } catch where Task.isCancelled || error is CancellationError {
+                } catch where Task.isCancelled {
                     return  // bgd is stopping
                 } catch {
                     logger.error(

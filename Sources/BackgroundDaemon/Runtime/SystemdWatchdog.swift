@@ -34,6 +34,8 @@ struct SystemdWatchdog: Service {
                     do {
                         _ = try await store.pageCounts()
                         SystemdNotify.send("WATCHDOG=1")
+                    } catch where Task.isCancelled {
+                        return  // bgd is stopping: not a store that does not answer
                     } catch {
                         logger.error("The store does not answer: no watchdog ping", metadata: ["error": "\(error)"])
                     }

@@ -101,9 +101,11 @@ actor TaskDispatcher: Service {
                 }
             }
             return policy.nextCheck(for: pending.map(\.request), now: now)
-        } catch let error where !(error is CancellationError) {
-            // A cancellation is bgd stopping (another listener failed, a SIGTERM): the loop ends
-            // quietly, not with a warning that would read as a second fault.
+        } catch where Task.isCancelled {
+            // bgd is stopping (a SIGTERM, another listener that failed): the loop ends quietly,
+            // not with a warning that would read as a second fault.
+            throw CancellationError()
+        } catch {
             logger.warning("Task dispatch failed; will retry", metadata: ["error": "\(error)"])
             return clock.now.addingTimeInterval(30)
         }

@@ -120,6 +120,10 @@ public struct UnusableCertificatePair: Error, CustomStringConvertible {
     public var error: any Error
 
     public var description: String {
-        "cannot use the TLS certificate \(certificate) with the key \(key) (\(error)): give a PEM certificate chain and its PEM private key"
+        for path in [certificate, key] where access(path, R_OK) != 0 {
+            return "cannot read \(path): \(String(cString: strerror(errno)))"
+        }
+        return
+            "cannot use the TLS certificate \(certificate) with the key \(key) (\(error)): give a PEM certificate chain and the private key that goes with it"
     }
 }
