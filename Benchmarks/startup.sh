@@ -27,7 +27,7 @@ for i in $(seq 1 "$apps"); do
     "$bin/bgctl" register "com.example.app$i" --interval 1h --quiet --socket "$work/bgd.sock" -- /bin/true >/dev/null
 done
 for i in $(seq 1 "$transfers"); do
-    "$bin/bgctl" download "http://127.0.0.1:9/file$i" --app "com.example.app$(( (i - 1) % apps + 1 ))" --no-wait \
+    "$bin/bgctl" download "http://127.0.0.1:9/file$i" --app "com.example.app$(( (i - 1) % apps + 1 ))" --session bench --no-wait \
         --socket "$work/bgd.sock" >/dev/null
 done
 kill -TERM $seed

@@ -305,7 +305,7 @@ public struct Daemon: Service {
                     "bgd is ready",
                     metadata: ["socket": "\(socketPath)"].merging(
                         activated == nil ? [:] : ["activation": "systemd socket"], uniquingKeysWith: { a, _ in a }))
-                let apps = (try? await store.appListing().count).map { "\($0) apps; " } ?? ""
+                let apps = (try? await store.appCount()).map { "\($0) apps; " } ?? ""
                 SystemdNotify.send("READY=1\nSTATUS=\(apps)serving on \(socketPath)")
                 await onReady()
             },

@@ -49,6 +49,11 @@ public struct AppListing: Sendable {
 }
 
 extension BackgroundStore {
+    /// How many apps are registered (systemd's status line: the listing decodes every app).
+    public func appCount() async throws -> Int {
+        try await writer.read { db in try AppRow.fetchCount(db) }
+    }
+
     /// Every app with its plan and newest run, in one read of three statements, whatever the
     /// number of apps (the listing used to cost two reads per app).
     public func appListing() async throws -> [AppListing] {
