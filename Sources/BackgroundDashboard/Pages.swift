@@ -167,7 +167,7 @@ public enum DashboardPages {
             let url = HTML.escape(transfer.url.absoluteString)
             html +=
                 "<td data-label=\"URL and file\" class=\"where\"><a href=\"\(url)\" rel=\"noreferrer\">\(url)</a>\(transfer.destination.map { "<br><span class=\"code\">\(HTML.escape($0))</span>" } ?? "")</td>"
-            html += "<td data-label=\"state\">\(state)</td>"
+            html += "<td data-label=\"state\">\(HTML.escape(transfer.stateDescription))</td>"
             html +=
                 "<td data-label=\"progress\"><div class=\"bar \(state)\" role=\"progressbar\" aria-valuenow=\"\(Int(share * 100))\" aria-valuemin=\"0\" aria-valuemax=\"100\" title=\"\(done) of \(expected > 0 ? String(expected) : "?") bytes\"><div style=\"width:\(Int(share * 100))%\"></div></div></td>"
             html +=

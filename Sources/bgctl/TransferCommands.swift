@@ -204,7 +204,7 @@ extension BGCtl {
                 let note =
                     record.state == .waiting
                     ? Self.waitingNote(record)
-                    : record.state == .running && bytes == 0 ? "  connecting to \(record.url.host ?? "the host")…"
+                    : record.isConnecting ? "  connecting to \(record.url.host ?? "the host")…"
                     : "  \(record.state.rawValue)"
                 return String("\(Self.bytes(bytes))  \(Self.bytes(Int64(rate)))/s\(note)".prefix(max(20, width - 1)))
             }
@@ -271,7 +271,7 @@ extension BGCtl {
                             why = "\(TextFormat.when(next, now: now)): \(why)"
                         }
                         return [
-                            record.id.description, record.app?.rawValue ?? "-", record.state.rawValue, progress,
+                            record.id.description, record.app?.rawValue ?? "-", record.stateDescription, progress,
                             "\(record.attempts)" + (record.restarts > 0 ? " (\(TextFormat.count(record.restarts, "restart")))" : ""), why,
                             record.url.absoluteString,
                         ]

@@ -122,11 +122,15 @@ struct PagesTests {
                 .init(record: record(1, .running, bytes: 1 << 20), bytesPerSecond: 512 * 1024),
                 .init(record: record(2, .failed, bytes: 2 << 20, error: TransferError(.httpError, "HTTP 404"))),
                 .init(record: record(3, .waiting, bytes: 0, next: now.addingTimeInterval(8))),
+                .init(record: record(4, .running, bytes: 0)),
             ])
         #expect(html.contains("https://example.org/big.iso") && html.contains("/home/u/big.iso"))
         #expect(html.contains("1.0 MiB of 4.0 MiB") && html.contains("512.0 KiB/s"))
         #expect(html.contains("<div class=\"bar failed\"") && html.contains("aria-valuenow=\"50\""))
         #expect(html.contains("httpError: HTTP 404"))
         #expect(html.contains("retries in 8 s: HTTP 503"))
+        // An attempt that has moved nothing yet is connecting, not "running 0 B"; one with bytes runs.
+        let states = html.components(separatedBy: "<td data-label=\"state\">").dropFirst().map { $0.prefix { $0 != "<" } }
+        #expect(states == ["running", "failed", "waiting", "connecting"], "\(states)")
     }
 }

@@ -65,6 +65,16 @@ public struct TransferRecord: Hashable, Codable, Sendable {
     }
 }
 
+extension TransferRecord {
+    /// An attempt under way that has moved no byte yet: still connecting, as far as anyone
+    /// watching can tell (a transfer that waits for connectivity keeps trying to connect for the
+    /// connect timeout, ~10 s). Shown as "connecting", not as "running" at 0 B.
+    public var isConnecting: Bool { state == .running && (bytesReceived ?? bytesTransferred) == 0 }
+
+    /// The state as people read it: "connecting" for a running transfer that has moved nothing.
+    public var stateDescription: String { isConnecting ? "connecting" : state.rawValue }
+}
+
 /// What `cancel(byProducingResumeData:)` gives back, and `download(withResumeData:)` takes.
 public struct TransferResumeData: Hashable, Codable, Sendable {
     public var transfer: TransferID
