@@ -93,8 +93,11 @@ public struct Relay: Sendable {
     public static func openStore(in directory: String) throws -> SQLiteRelayStore {
         try FileManager.default.createDirectory(
             atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        return try SQLiteRelayStore.open(atPath: directory + "/relay.sqlite")
+        return try SQLiteRelayStore.open(atPath: directory + "/" + databaseName)
     }
+
+    /// The SQLite file a node on its own keeps in its state directory.
+    public static let databaseName = "relay.sqlite"
 
     /// Where the self-signed certificate is (for devices and providers to trust).
     public var certificatePath: String { configuration.stateDirectory + "/push-gateway.crt" }

@@ -436,13 +436,11 @@ struct BGD: AsyncParsableCommand {
         } catch let error as ListenerFailed {
             FileHandle.standardError.write(Data("bgd: \(error)\n".utf8))
             throw ExitCode(EX_UNAVAILABLE_CODE)
-        } catch let error as GatewayCertificate.MissingNames {
-            // Kept, not replaced behind the devices that trust it: the operator decides.
+        } catch where error is GatewayCertificate.MissingNames || error is UnusableCertificatePair {
+            // A certificate to fix (one lacking a name is kept, not replaced behind the devices
+            // that trust it): the operator decides.
             FileHandle.standardError.write(Data("bgd: \(error)\n".utf8))
             throw ExitCode(78)  // EX_CONFIG, as bgrelay
-        } catch let error as UnusableCertificatePair {
-            FileHandle.standardError.write(Data("bgd: \(error)\n".utf8))
-            throw ExitCode(78)
         }
         logger.notice("bgd stopped")
     }

@@ -105,31 +105,23 @@ struct GatewayCertificateTests {
         #expect(output.standardError.contains("but not device.example.net"), "\(output.standardError)")
         #expect(!output.standardError.contains("is ready"), "\(output.standardError)")
 
-        // A pair given as files that are no certificate and key: refused, and bgd stops.
-        let files = try await Command.run(
-            try BuiltProducts.path(of: "bgd"),
-            [
-                "--state-dir", directory + "/files", "--socket", directory + "/files.sock", "--push-port", "0",
-                "--push-certificate", "/etc/hostname", "--push-key", "/etc/hostname",
-            ])
-        #expect(files.status == 78, "\(files.standardError)")
-        #expect(files.standardError.contains("cannot use the TLS certificate /etc/hostname"), "\(files.standardError)")
-        #expect(!files.standardError.contains("is ready"), "\(files.standardError)")
-
-        // Two good pairs, crossed (the key is not the certificate's); and a file that is not there.
+        // Pairs given as files that TLS cannot use: no PEM; two good pairs crossed (the key is
+        // not the certificate's); a file that is not there. Refused, and bgd stops.
         let one = try GatewayCertificate.loadOrCreate(in: directory + "/one", now: Date())
         let other = try GatewayCertificate.loadOrCreate(in: directory + "/other", now: Date())
         for (pair, reason) in [
+            (("/etc/hostname", "/etc/hostname"), "cannot use the TLS certificate /etc/hostname"),
             ((one.certificate, other.key), "cannot use the TLS certificate \(one.certificate) with the key \(other.key)"),
             ((one.certificate, directory + "/missing.key"), "cannot read \(directory)/missing.key"),
         ] {
             let refused = try await Command.run(
                 try BuiltProducts.path(of: "bgd"),
                 [
-                    "--state-dir", directory + "/crossed", "--socket", directory + "/crossed.sock", "--push-port", "0",
+                    "--state-dir", directory + "/files", "--socket", directory + "/files.sock", "--push-port", "0",
                     "--push-certificate", pair.0, "--push-key", pair.1,
                 ])
             #expect(refused.status == 78 && refused.standardError.contains(reason), "\(refused.standardError)")
+            #expect(!refused.standardError.contains("is ready"), "\(refused.standardError)")
         }
     }
 }

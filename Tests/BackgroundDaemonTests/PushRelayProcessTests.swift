@@ -173,8 +173,8 @@ struct PushRelayProcessTests {
 
     /// The system unit's relay runs as a user systemd makes, owner of its state directory; root
     /// adds a key there (README: `sudo bgrelay keys add --state-dir /var/lib/private/bgrelay`).
-    /// The database files root made or touched stay the relay user's, or the relay could not
-    /// open its own database (SQLite's -wal and -shm are made by whoever opens it first).
+    /// A database file root made first would stay root's, and the relay could not open its own
+    /// database: every file there stays the relay user's.
     @Test(.enabled(if: geteuid() == 0 && access("/usr/bin/setpriv", X_OK) == 0, "needs root and setpriv"))
     func keysRootAddsToAnotherUsersRelayStayThatUsers() async throws {
         let bgrelay = try BuiltProducts.path(of: "bgrelay")
