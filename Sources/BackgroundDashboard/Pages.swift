@@ -141,7 +141,7 @@ public enum DashboardPages {
             html += "<h2>Pushes that wait or will not wake it</h2><ul>"
             for push in why.pushes {
                 html +=
-                    "<li>\(HTML.escape(push.state.rawValue)) \(HTML.escape(push.apnsID)): \(push.reasonCode.map { "<span class=\"code\">\($0.rawValue)</span> " } ?? "")\(HTML.escape(push.reason ?? ""))</li>"
+                    "<li>\(HTML.escape(push.state.rawValue)) \(HTML.escape(push.apnsID))\(push.triesDescription.map { " (\($0))" } ?? ""): \(push.reasonCode.map { "<span class=\"code\">\($0.rawValue)</span> " } ?? "")\(HTML.escape(push.reason ?? ""))</li>"
             }
             html += "</ul>"
         }

@@ -145,6 +145,8 @@ public struct StoredPush: Hashable, Sendable {
     public var state: PushState
     public var reasonCode: ReasonCode?
     public var reason: String?
+    /// How many runs it has gone to (each spends a wake; a run that crashes sends it again).
+    public var attempts: Int
 }
 
 extension StoredPush {
@@ -156,7 +158,7 @@ extension StoredPush {
             collapseID: row["collapseId"], expiration: row["expiration"], payload: row["payload"],
             receivedAt: row["receivedAt"],
             state: state, reasonCode: (row["reasonCode"] as String?).flatMap(ReasonCode.init(rawValue:)),
-            reason: row["reason"])
+            reason: row["reason"], attempts: row["attempts"])
     }
 }
 

@@ -87,7 +87,7 @@ extension BGCtl {
 
         struct Log: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
-                abstract: "The pushes an app was sent, and what became of each (delivered, held, replaced, dropped).")
+                abstract: "The pushes an app was sent, what became of each (delivered, held, replaced, dropped) and how many runs it went to.")
             @OptionGroup var options: DaemonOptions
             @Argument(help: "The app's id (bgctl apps lists them).", transform: parseAppID) var app: AppID
             @Option(parsing: .unconditional, help: "At most this many, newest first (1 to 1000).") var limit: Int = 20
@@ -104,10 +104,10 @@ extension BGCtl {
                 }
                 let now = SystemClock().now
                 TextFormat.table(
-                    header: ["RECEIVED", "TYPE", "STATE", "WHY", "APNS-ID"],
+                    header: ["RECEIVED", "TYPE", "STATE", "TRIES", "WHY", "APNS-ID"],
                     rows: pushes.map {
                         [
-                            TextFormat.when($0.receivedAt, now: now), $0.pushType, $0.state.rawValue,
+                            TextFormat.when($0.receivedAt, now: now), $0.pushType, $0.state.rawValue, "\($0.attempts)",
                             ($0.reasonCode.map { "\($0.rawValue): " } ?? "") + TextFormat.reason($0.reason ?? "-", now: now), $0.apnsID,
                         ]
                     })

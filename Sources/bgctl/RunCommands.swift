@@ -74,7 +74,8 @@ extension BGCtl {
         }
 
         static func describe(_ push: PushRecord, now: Date) -> String {
-            let what = "\(push.state.rawValue) \(push.apnsID) (received \(TextFormat.when(push.receivedAt, now: now)))"
+            let tries = push.triesDescription.map { ", \($0)" } ?? ""
+            let what = "\(push.state.rawValue) \(push.apnsID) (received \(TextFormat.when(push.receivedAt, now: now))\(tries))"
             guard let code = push.reasonCode else { return what + ": not looked at yet" }
             return what + " — \(code.rawValue): \(TextFormat.reason(push.reason ?? "", now: now))"
         }

@@ -61,6 +61,11 @@ struct PushCrashTests {
             if pushes.first?.state == .delivered { break }
         }
         #expect(pushes.map(\.state) == [.delivered])
+        #expect(pushes.first?.attempts == 2, "the run the crash cut short, and the one that delivered it")
+        // bgctl push log says the push spent two wakes.
+        let logged = try await Command.run(try BuiltProducts.path(of: "bgctl"), ["push", "log", app, "--socket", socket])
+        let row = logged.standardOutput.split(separator: "\n").first { $0.contains("delivered") }.map(String.init) ?? ""
+        #expect(logged.standardOutput.contains("TRIES") && row.contains(/delivered\s+2\s/), "\(logged.standardOutput)")
         #expect(
             lines().filter { $0.hasPrefix("push") } == ["push-start 7", "push 7"], "handled once after the restart")
         next.signal(SIGTERM)

@@ -133,4 +133,28 @@ struct PagesTests {
         let states = html.components(separatedBy: "<td data-label=\"state\">").dropFirst().map { $0.prefix { $0 != "<" } }
         #expect(states == ["running", "failed", "waiting", "connecting"], "\(states)")
     }
+
+    /// A push that waits to go again says how many runs it has already spent a wake on; one not
+    /// sent yet says nothing of tries.
+    @Test func anAppsPushesSayHowOftenTheyWereTried() {
+        func push(_ id: Int64, _ state: PushState, _ code: ReasonCode, _ reason: String, attempts: Int) -> PushRecord {
+            PushRecord(
+                id: PushID(id), apnsID: "00000000-0000-0000-0000-00000000000\(id)", pushType: "background", priority: 5,
+                collapseID: nil, expiration: nil, receivedAt: now.addingTimeInterval(-60), state: state, reasonCode: code,
+                reason: reason, payload: "{}", attempts: attempts)
+        }
+        let why = WakeExplanation(
+            app: AppID(rawValue: "com.example.news")!, fetchInterval: .minimum, decidedAt: now, nextWake: nil,
+            reasons: [], running: nil, recentRuns: [],
+            pushes: [
+                push(1, .queued, .pushRetry, "run 4 ended as crashed before the app answered; it goes again", attempts: 1),
+                push(2, .queued, .pushThrottled, "held", attempts: 0),
+            ])
+        let html = DashboardPages.app(
+            summary: summary("com.example.news"), why: why, forecast: nil,
+            timeline: Timeline(from: now.addingTimeInterval(-86400), until: now, marks: [], now: now), range: .day,
+            usageTier: "daily", now: now)
+        #expect(html.contains("00000000-0000-0000-0000-000000000001 (1 try): "), "\(html)")
+        #expect(html.contains("00000000-0000-0000-0000-000000000002: "))
+    }
 }

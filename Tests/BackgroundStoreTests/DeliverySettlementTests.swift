@@ -86,8 +86,10 @@ struct DeliverySettlementTests {
         let store = try await registered()
         let (push, first) = try await pushInFlight(store)
         try await store.finishRun(first.id, outcome: .crashed, now: now)
-        for _ in 2...BackgroundStore.pushDeliveryAttempts {
-            #expect(try await state(of: push, in: store).state == .queued)
+        for attempt in 2...BackgroundStore.pushDeliveryAttempts {
+            let before = try await state(of: push, in: store)
+            #expect(before.state == .queued)
+            #expect(before.attempts == attempt - 1, "each run it went to is counted")
             let run = try await store.startRun(
                 .push(push.id, apnsID: push.apnsID, payload: "{}", allowance: nil), for: app,
                 trigger: .remoteNotification,
@@ -96,6 +98,7 @@ struct DeliverySettlementTests {
         }
         let after = try await state(of: push, in: store)
         #expect(after.state == .dropped)
+        #expect(after.attempts == BackgroundStore.pushDeliveryAttempts)
         #expect(after.reasonCode == .pushUndeliverable)
         #expect(after.reason?.contains("given up after 3 tries") == true)
     }

@@ -67,6 +67,6 @@ extension PushRecord {
             collapseID: push.collapseID,
             expiration: push.expiration, receivedAt: push.receivedAt, state: push.state, reasonCode: push.reasonCode,
             reason: push.reason,
-            payload: String(decoding: push.payload, as: UTF8.self))
+            payload: String(decoding: push.payload, as: UTF8.self), attempts: push.attempts)
     }
 }

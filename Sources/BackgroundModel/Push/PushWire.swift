@@ -80,13 +80,17 @@ public struct PushRecord: Hashable, Codable, Sendable {
     public var reasonCode: ReasonCode?
     public var reason: String?
     public var payload: String
+    /// How many runs it has gone to: each spends a wake, and a run that crashes or is cut short
+    /// sends it again, up to three times.
+    public var attempts: Int
 
     public init(
         id: PushID, apnsID: String, pushType: String, priority: Int, collapseID: String?, expiration: Date?,
         receivedAt: Date,
-        state: PushState, reasonCode: ReasonCode? = nil, reason: String?, payload: String
+        state: PushState, reasonCode: ReasonCode? = nil, reason: String?, payload: String, attempts: Int = 0
     ) {
         self.reasonCode = reasonCode
+        self.attempts = attempts
         self.id = id
         self.apnsID = apnsID
         self.pushType = pushType
@@ -97,5 +101,10 @@ public struct PushRecord: Hashable, Codable, Sendable {
         self.state = state
         self.reason = reason
         self.payload = payload
+    }
+
+    /// "1 try", "3 tries"; nil for a push no run has been sent yet.
+    public var triesDescription: String? {
+        attempts == 0 ? nil : "\(attempts) \(attempts == 1 ? "try" : "tries")"
     }
 }
