@@ -24,11 +24,12 @@ enum GatewayConnectionFailure {
             }
         }
         if let failure = error as? IOError { return "cannot connect to \(gateway): " + reason(errno: failure.errnoCode) }
+        if error is PriorKnowledgePost.TimedOut { return "no answer from \(gateway) within --timeout" }
         if let failure = error as? HTTPClientError, failure == .connectTimeout || failure == .deadlineExceeded {
             return "no answer from \(gateway) within --timeout"
         }
         if let failure = error as? HTTPClientError, failure == .remoteConnectionClosed, gateway.hasPrefix("http://") {
-            return "\(gateway) closed the connection: bgctl speaks HTTP/1.1 to an http:// gateway, which bgd serves only when started with --push-http1 (with --push-plaintext it speaks HTTP/2 only, to clients with prior knowledge such as curl --http2-prior-knowledge; otherwise it is https://)"
+            return "\(gateway) closed the connection to HTTP/2 with prior knowledge and to HTTP/1.1 — is it a push gateway? (bgd serves http:// only with --push-plaintext or --push-http1; otherwise it is https://)"
         }
         if let hint = TLSFailure.hint(for: "\(error)", peer: gateway, trustOption: "--certificate") {
             return "cannot connect to \(gateway): \(hint)"

@@ -84,10 +84,17 @@ struct PushAnswer: Codable {
     var httpVersion: String
 
     /// POSTs over HTTP/2 (TLS, ALPN), trusting `certificate` (nil: the system's roots only; an
-    /// http:// gateway needs none).
+    /// http:// gateway needs none). To an http:// gateway, HTTP/2 with prior knowledge first
+    /// (`bgd --push-plaintext`), then HTTP/1.1 if the gateway answers as an HTTP/1.1 server
+    /// (`bgd --push-http1`), as nothing was delivered then.
     static func post(
         url: String, headers: [(String, String)], body: Data, trusting certificate: String?, timeout: Duration
     ) async throws -> PushAnswer {
+        if url.hasPrefix("http://"), let parsed = URL(string: url) {
+            do {
+                return try await PriorKnowledgePost.post(url: parsed, headers: headers, body: body, timeout: timeout)
+            } catch is PriorKnowledgePost.NotHTTP2 {}
+        }
         var tls = TLSConfiguration.makeClientConfiguration()
         if let certificate { tls.additionalTrustRoots = [.file(certificate)] }
         var configuration = HTTPClient.Configuration(tlsConfiguration: tls)

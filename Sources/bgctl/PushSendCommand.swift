@@ -13,6 +13,8 @@ extension BGCtl.Push {
                 Signs a provider token with your .p8 key (registered with `bgctl push keys add`) and posts the
                 payload to /3/device/<token> on the gateway, trusting the certificate bgd made:
                   bgctl push send com.example.newsfeed payload.json --key AuthKey_ABC123DEFG.p8 --key-id ABC123DEFG --team-id TEAM123456
+                To an http:// gateway (bgd --push-plaintext or --push-http1) it sends HTTP/2 with prior knowledge,
+                or HTTP/1.1 if the gateway answers that as an HTTP/1.1 server.
                 """)
         @OptionGroup var options: DaemonOptions
         @Argument(help: "The app's id (bgctl apps lists them).", transform: parseAppID) var app: AppID
@@ -76,7 +78,7 @@ extension BGCtl.Push {
                     "pushGatewayOff", "bgd's push gateway is off (bgd --push-port off); start bgd with it, or give --gateway URL",
                     exit: BGCtlExit.refused)
             }
-            // A plaintext gateway (bgd --push-http1) needs no certificate; a TLS one, the one given
+            // A plaintext gateway (bgd --push-plaintext or --push-http1) needs no certificate; a TLS one, the one given
             // or bgd's own — read here so a missing one is said to be missing, not a TLS failure.
             var trusted: String?
             if !gateway.hasPrefix("http://") {

@@ -1,6 +1,8 @@
 import BackgroundDaemon
 import BackgroundGateway
+import BackgroundModel
 import BackgroundTesting
+import Crypto
 import Foundation
 import Testing
 
@@ -49,4 +51,84 @@ struct PushPlaintextTests {
             #expect(!FileManager.default.fileExists(atPath: directory + "/state/bgd.sqlite"))
         }
     }
+
+    /// `bgctl push send` to a plaintext gateway: HTTP/2 with prior knowledge to `--push-plaintext`,
+    /// HTTP/1.1 to `--push-http1` (whose answer to HTTP/2's preface delivers nothing), one push each.
+    @Test(arguments: [true, false])
+    func bgctlPushSendSpeaksEitherPlaintextGateway(http2: Bool) async throws {
+        let security: PushGatewayConfiguration.Security = http2 ? .plaintext : .plaintextHTTP1
+        // bgctl signs with the real time, so bgd's virtual clock starts there.
+        try await TestDaemon.with(clock: ManualClock(now: SystemClock().now), push: .init(port: 0, security: security)) {
+            daemon in
+            let app = PushGatewayTests.app
+            _ = try await daemon.register(app, command: ["/bin/true"], interval: .never)
+            let key = P256.Signing.PrivateKey()
+            _ = try await daemon.admin.send(
+                .post, "/v1/push/keys",
+                body: ProviderKeyRegistration(
+                    keyID: PushGatewayTests.keyID, teamID: PushGatewayTests.teamID, topics: [app],
+                    publicKeyPEM: key.publicKey.pemRepresentation),
+                as: ProviderKeyRegistration.self)
+            _ = try await daemon.admin.send(.post, "/v1/apps/\(app)/push/token", as: DeviceTokenInfo.self)
+            let keyFile = daemon.directory + "/AuthKey.p8"
+            try key.pemRepresentation.write(toFile: keyFile, atomically: true, encoding: .utf8)
+            let payload = daemon.directory + "/payload.json"
+            try #"{"aps":{"content-available":1}}"#.write(toFile: payload, atomically: true, encoding: .utf8)
+            func send(_ extra: [String] = []) async throws -> Command.Output {
+                try await Command.run(
+                    try BuiltProducts.path(of: "bgctl"),
+                    [
+                        "push", "send", app, payload, "--key", keyFile, "--key-id", PushGatewayTests.keyID,
+                        "--team-id", PushGatewayTests.teamID, "--socket", daemon.socketPath, "--timeout", "2s",
+                    ] + extra,
+                    environment: ProcessInfo.processInfo.environment.merging(["XDG_CACHE_HOME": daemon.directory + "/cache"]) { $1 })
+            }
+            let sent = try await send()
+            let version = http2 ? "HTTP/2.0" : "HTTP/1.1"
+            #expect(
+                sent.status == 0 && sent.standardOutput.contains("200 accepted over \(version)"),
+                "\(sent.standardOutput) \(sent.standardError)")
+            #expect(try await daemon.store.pushes(of: AppID(rawValue: app)!).count == 1, "one push, however it was sent")
+            // A refusal comes back the same way: its status and reason.
+            let refused = try await send(["--priority", "10"])
+            #expect(refused.status == 65 && refused.standardError.contains("BadPriority"), "\(refused.standardError)")
+            // Nothing listening, and a listener that never answers: said in words.
+            let closed = try await send(["--gateway", "http://127.0.0.1:1"])
+            #expect(
+                closed.status == 69 && closed.standardError.contains("cannot connect to http://127.0.0.1:1: connection refused"),
+                "\(closed.standardError)")
+            let silent = try SilentListener()
+            defer { silent.close() }
+            let unanswered = try await send(["--gateway", "http://127.0.0.1:\(silent.port)"])
+            #expect(
+                unanswered.status == 69 && unanswered.standardError.contains("no answer from http://127.0.0.1:\(silent.port) within --timeout"),
+                "\(unanswered.standardError)")
+            #expect(try await daemon.store.pushes(of: AppID(rawValue: app)!).count == 1)
+        }
+    }
+}
+
+/// A loopback TCP port whose connections the kernel accepts and nobody reads: a peer that never answers.
+private struct SilentListener {
+    let descriptor: Int32
+    let port: Int
+
+    init() throws {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        self.descriptor = descriptor
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                bind(descriptor, pointer, length) == 0 && listen(descriptor, 8) == 0
+                    && getsockname(descriptor, pointer, &length) == 0
+            }
+        }
+        guard bound else { throw POSIXError(.EADDRNOTAVAIL) }
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    func close() { _ = Glibc.close(descriptor) }
 }
