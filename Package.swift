@@ -205,7 +205,11 @@ let package = Package(
             ],
             path: "Benchmarks/bgbench-uplink-floor", swiftSettings: swiftSettings),
         // Enters Landlock and execs an app bgd launches (C: it runs before every launch).
-        .executableTarget(name: "bgd-confine", path: "Sources/bgd-confine"),
+        .executableTarget(
+            name: "bgd-confine", path: "Sources/bgd-confine",
+            // SwiftPM links every executable with the Swift runtime; this one is plain C and runs
+            // before every app launch, so it keeps only the C library it uses.
+            linkerSettings: [.unsafeFlags(["-static-executable", "-Xlinker", "--strip-all"], .when(platforms: [.linux]))]),
         .executableTarget(
             name: "bgd",
             dependencies: [
