@@ -59,6 +59,44 @@ struct ConfinementTests {
         }
     }
 
+    /// bgd opens the app's launch log before the app is confined, so the log must not lead out of
+    /// its container: an app that made it a link to a file outside would have its output appended
+    /// there at its next launch (a shell's startup file, bgd's database) — and one that made it a
+    /// FIFO would block bgd's launch. Both launches go, the output stays in the container.
+    @Test func aLaunchLogTheAppReplacedLeadsNowhere() async throws {
+        try await TestDaemon.with { daemon in
+            guard case .landlock = daemon.daemon.confinement else { return }
+            let outside = daemon.directory + "/outside.txt"
+            try Data("mine\n".utf8).write(to: URL(fileURLWithPath: outside))
+            let script = #"""
+                c="$BGD_CONTAINER"
+                echo "escaped"
+                if [ ! -e "$c/planted" ]; then
+                  touch "$c/planted"
+                  rm -f "$c/launch.log"
+                  if [ "$KIND" = link ]; then ln -s "$OUTSIDE" "$c/launch.log"; else mkfifo "$c/launch.log"; fi
+                fi
+                """#
+            for kind in ["link", "fifo"] {
+                let app = "com.example.\(kind)"
+                _ = try await daemon.register(
+                    app, command: ["/usr/bin/env", "KIND=\(kind)", "OUTSIDE=\(outside)", "/bin/sh", "-c", script],
+                    interval: .never)
+                for _ in 0..<2 {
+                    let run = try await daemon.waitForRunEnd(of: app) {
+                        _ = try await daemon.admin.send(.post, "/v1/apps/\(app)/fetch", as: RunRecord.self)
+                    }
+                    #expect(run.launched, "\(kind): \(run)")
+                }
+                let log = daemon.directory + "/state/containers/\(app)/launch.log"
+                var status = stat()
+                #expect(lstat(log, &status) == 0 && (status.st_mode & S_IFMT) == S_IFREG, "\(kind): a file of its own again")
+                #expect(try String(contentsOfFile: log, encoding: .utf8).contains("escaped"), "\(kind)")
+            }
+            #expect(try String(contentsOfFile: outside, encoding: .utf8) == "mine\n", "nothing appended outside")
+        }
+    }
+
     /// The helper runs before every launch: plain C, linked statically, so starting it loads no
     /// Swift runtime (10 MB of shared library that SwiftPM links into every executable; 1 ms a
     /// launch against 3 ms when it did).

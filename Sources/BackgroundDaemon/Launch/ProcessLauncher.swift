@@ -83,7 +83,14 @@ public struct ProcessLauncher: AppLauncher {
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, spec.logFile, O_WRONLY | O_CREAT | O_APPEND, 0o600)
+        // Opened here, not by path in the child: what the app left at the path must lead nowhere.
+        let log = LaunchLog.descriptor(at: spec.logFile)
+        defer { if let log { close(log) } }
+        if let log {
+            posix_spawn_file_actions_adddup2(&actions, log, 1)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        }
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
         addChangeDirectory(&actions, spec.workingDirectory)
         // Nothing of bgd's leaks into the app: its sockets, its database, pipes of its parent.
