@@ -175,6 +175,40 @@ struct ObservabilityTests {
         #expect(await daemon.waitForExit() == 0)
     }
 
+    /// What systemd told bgd is bgd's: an app it launches does not inherit the notify socket or
+    /// the watchdog (an app using sd_notify would have systemd log a refused message at each
+    /// launch, or with NotifyAccess=all speak for bgd), nor a socket activation's descriptors.
+    @Test func anAppBgdLaunchesDoesNotInheritWhatSystemdToldBgd() async throws {
+        let directory = TemporaryDirectory.make()
+        let path = directory + "/notify.sock"
+        let notify = try DatagramListener(path: path)
+        let daemon = try await DaemonProcess(
+            stateDirectory: directory + "/state", socketPath: directory + "/bgd.sock",
+            environment: ["NOTIFY_SOCKET": path, "WATCHDOG_USEC": "60000000", "INVOCATION_ID": "0123456789abcdef"])
+        #expect(await notify.record(within: 10) { $0.hasPrefix("READY=1") } != nil)
+        let admin = DaemonClient(socketPath: directory + "/bgd.sock")
+        let app = "com.example.env"
+        _ = try await admin.send(
+            .post, "/v1/apps",
+            body: RegisterAppRequest(
+                id: AppID(rawValue: app)!,
+                launchCommand: LaunchCommand(["/bin/sh", "-c", #"env > "$BGD_CONTAINER/env.tmp" && mv "$BGD_CONTAINER/env.tmp" "$BGD_CONTAINER/env""#])!,
+                fetchInterval: .never),
+            as: RegisteredApp.self)
+        _ = try await admin.send(.post, "/v1/apps/\(app)/fetch", as: RunRecord.self)
+        let file = directory + "/state/containers/\(app)/env"
+        #expect(await eventually { FileManager.default.fileExists(atPath: file) }, "the app ran")
+        let names = Set(
+            (try String(contentsOfFile: file, encoding: .utf8)).split(separator: "\n").map { String($0.prefix { $0 != "=" }) })
+        #expect(names.contains("BGD_APP_ID") && names.contains("PATH"), "\(names)")
+        for name in ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES"] {
+            #expect(!names.contains(name), "\(name) reached the app")
+        }
+        #expect(names.contains("INVOCATION_ID"), "the rest of bgd's environment is the app's")
+        daemon.signal(SIGTERM)
+        _ = await daemon.waitForExit()
+    }
+
     /// Without WATCHDOG_USEC there is no watchdog timer (idle is free).
     @Test func noWatchdogUnlessSystemdAsks() async throws {
         let directory = TemporaryDirectory.make()

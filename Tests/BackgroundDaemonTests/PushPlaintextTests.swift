@@ -79,7 +79,7 @@ struct PushPlaintextTests {
                     try BuiltProducts.path(of: "bgctl"),
                     [
                         "push", "send", app, payload, "--key", keyFile, "--key-id", PushGatewayTests.keyID,
-                        "--team-id", PushGatewayTests.teamID, "--socket", daemon.socketPath, "--timeout", "2s",
+                        "--team-id", PushGatewayTests.teamID, "--socket", daemon.socketPath,
                     ] + extra,
                     environment: ProcessInfo.processInfo.environment.merging(["XDG_CACHE_HOME": daemon.directory + "/cache"]) { $1 })
             }
@@ -99,7 +99,7 @@ struct PushPlaintextTests {
                 "\(closed.standardError)")
             let silent = try SilentListener()
             defer { silent.close() }
-            let unanswered = try await send(["--gateway", "http://127.0.0.1:\(silent.port)"])
+            let unanswered = try await send(["--gateway", "http://127.0.0.1:\(silent.port)", "--timeout", "1s"])
             #expect(
                 unanswered.status == 69 && unanswered.standardError.contains("no answer from http://127.0.0.1:\(silent.port) within --timeout"),
                 "\(unanswered.standardError)")

@@ -234,7 +234,7 @@ public actor RunCoordinator: Service {
         do {
             guard let stored = try await store.app(app) else { throw StoreError.appNotFound(app) }
             let container = try stateDirectory.container(for: app)
-            var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("BGD_") }
+            var environment = ProcessInfo.processInfo.environment.filter { LaunchEnvironment.inherits($0.key) }
             environment[LaunchEnvironment.reason] = reason.rawValue
             environment[LaunchEnvironment.appID] = app.rawValue
             environment[LaunchEnvironment.socket] = configuration.socketPath
