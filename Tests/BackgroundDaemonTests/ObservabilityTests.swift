@@ -155,15 +155,24 @@ struct ObservabilityTests {
         _ = await daemon.waitForExit()
     }
 
-    /// Type=notify, as systemd's conventions go: READY=1 with a STATUS= once bgd serves,
-    /// WATCHDOG=1 at half the interval systemd gives (WATCHDOG_USEC), STOPPING=1 on SIGTERM.
-    @Test func bgdTellsSystemdItIsReadyAliveAndStopping() async throws {
+    /// A bgd started as systemd starts a Type=notify service: `NOTIFY_SOCKET` (and what else is
+    /// given) in its environment, the socket's datagrams recorded.
+    func startedAsSystemdWould(_ environment: [String: String]) async throws
+        -> (directory: String, notify: DatagramListener, daemon: DaemonProcess)
+    {
         let directory = TemporaryDirectory.make()
         let path = directory + "/notify.sock"
         let notify = try DatagramListener(path: path)
         let daemon = try await DaemonProcess(
             stateDirectory: directory + "/state", socketPath: directory + "/bgd.sock",
-            environment: ["NOTIFY_SOCKET": path, "WATCHDOG_USEC": "1000000"])
+            environment: environment.merging(["NOTIFY_SOCKET": path]) { $1 })
+        return (directory, notify, daemon)
+    }
+
+    /// Type=notify, as systemd's conventions go: READY=1 with a STATUS= once bgd serves,
+    /// WATCHDOG=1 at half the interval systemd gives (WATCHDOG_USEC), STOPPING=1 on SIGTERM.
+    @Test func bgdTellsSystemdItIsReadyAliveAndStopping() async throws {
+        let (directory, notify, daemon) = try await startedAsSystemdWould(["WATCHDOG_USEC": "1000000"])
         let ready = await notify.record(within: 10) { $0.hasPrefix("READY=1") }
         #expect(ready?.contains("STATUS=0 apps; serving on \(directory)/bgd.sock") == true, "\(ready ?? "no READY=1")")
         // Two pings: the watchdog keeps going (every 0.5 s here).
@@ -179,12 +188,7 @@ struct ObservabilityTests {
     /// the watchdog (an app using sd_notify would have systemd log a refused message at each
     /// launch, or with NotifyAccess=all speak for bgd), nor a socket activation's descriptors.
     @Test func anAppBgdLaunchesDoesNotInheritWhatSystemdToldBgd() async throws {
-        let directory = TemporaryDirectory.make()
-        let path = directory + "/notify.sock"
-        let notify = try DatagramListener(path: path)
-        let daemon = try await DaemonProcess(
-            stateDirectory: directory + "/state", socketPath: directory + "/bgd.sock",
-            environment: ["NOTIFY_SOCKET": path, "WATCHDOG_USEC": "60000000", "INVOCATION_ID": "0123456789abcdef"])
+        let (directory, notify, daemon) = try await startedAsSystemdWould(["WATCHDOG_USEC": "60000000", "INVOCATION_ID": "0123456789abcdef"])
         #expect(await notify.record(within: 10) { $0.hasPrefix("READY=1") } != nil)
         let admin = DaemonClient(socketPath: directory + "/bgd.sock")
         let app = "com.example.env"
@@ -211,12 +215,7 @@ struct ObservabilityTests {
 
     /// Without WATCHDOG_USEC there is no watchdog timer (idle is free).
     @Test func noWatchdogUnlessSystemdAsks() async throws {
-        let directory = TemporaryDirectory.make()
-        let path = directory + "/notify.sock"
-        let notify = try DatagramListener(path: path)
-        let daemon = try await DaemonProcess(
-            stateDirectory: directory + "/state", socketPath: directory + "/bgd.sock",
-            environment: ["NOTIFY_SOCKET": path, "WATCHDOG_USEC": "1000000", "WATCHDOG_PID": "1"])
+        let (_, notify, daemon) = try await startedAsSystemdWould(["WATCHDOG_USEC": "1000000", "WATCHDOG_PID": "1"])
         #expect(await notify.record(within: 10) { $0.hasPrefix("READY=1") } != nil)
         #expect(await notify.record(within: 2) { $0 == "WATCHDOG=1" } == nil, "the watchdog is for pid 1, not bgd")
         daemon.signal(SIGTERM)
