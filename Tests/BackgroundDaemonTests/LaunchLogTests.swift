@@ -59,6 +59,13 @@ struct LaunchLogTests {
         #expect(contents(path) == "new\n")
     }
 
+    @Test func aDirectoryAtTheRotatedNameKeepsTheLogWhereItIs() throws {
+        try FileManager.default.createDirectory(atPath: path + ".1/inside", withIntermediateDirectories: true)
+        try append("0123456789\n", limit: 4)
+        try append("more\n", limit: 4)
+        #expect(contents(path) == "0123456789\nmore\n", "not rotated, not lost")
+    }
+
     @Test func aDirectoryInItsPlaceSendsTheOutputNowhere() throws {
         try FileManager.default.createDirectory(atPath: path + "/inside", withIntermediateDirectories: true)
         #expect(LaunchLog.descriptor(at: path) == nil)

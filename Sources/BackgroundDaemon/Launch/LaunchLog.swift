@@ -28,9 +28,10 @@ public enum LaunchLog {
         if existing >= 0 {
             var status = stat()
             if fstat(existing, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG {
-                if Int64(status.st_size) <= limit { return blocking(existing) }
+                // Replaces what was at .1, whatever it was, following nothing; a directory the app
+                // made there cannot be replaced, and the log goes on growing rather than vanish.
+                if Int64(status.st_size) <= limit || rename(path, path + ".1") != 0 { return blocking(existing) }
                 close(existing)
-                rename(path, path + ".1")  // replaces what was there, whatever it was; follows nothing
             } else {
                 close(existing)
                 unlink(path)
