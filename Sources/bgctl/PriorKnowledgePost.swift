@@ -41,7 +41,7 @@ enum PriorKnowledgePost {
     ) async throws -> PushAnswer {
         let probe = FirstBytes()
         let (connection, multiplexer) = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .connectTimeout(.nanoseconds(Int64(timeout.seconds * 1e9)))
+            .connectTimeout(TimeAmount(timeout))
             .connect(host: host, port: port) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(probe)
@@ -88,9 +88,7 @@ enum PriorKnowledgePost {
                 }
                 throw NIOHTTP2Errors.streamClosed(streamID: .rootStream, errorCode: .cancel)
             }
-            let json = (try? JSONSerialization.jsonObject(with: Data(answer.2.readableBytesView))) as? [String: Any]
-            return PushAnswer(
-                status: answer.0, reason: json?["reason"] as? String, apnsID: answer.1, httpVersion: "HTTP/2.0")
+            return PushAnswer(status: answer.0, body: answer.2, apnsID: answer.1, httpVersion: "HTTP/2.0")
         } catch {
             if !probe.spokeHTTP2 { throw NotHTTP2() }
             throw error

@@ -83,6 +83,19 @@ struct PushAnswer: Codable {
     var apnsID: String?
     var httpVersion: String
 
+    /// The answer from its status, headers' apns-id and body (APNs' `{"reason": …}` on a refusal).
+    init(status: Int, body: ByteBuffer, apnsID: String?, httpVersion: String) {
+        let json = (try? JSONSerialization.jsonObject(with: Data(body.readableBytesView))) as? [String: Any]
+        self.init(status: status, reason: json?["reason"] as? String, apnsID: apnsID, httpVersion: httpVersion)
+    }
+
+    init(status: Int, reason: String?, apnsID: String?, httpVersion: String) {
+        self.status = status
+        self.reason = reason
+        self.apnsID = apnsID
+        self.httpVersion = httpVersion
+    }
+
     /// POSTs over HTTP/2 (TLS, ALPN), trusting `certificate` (nil: the system's roots only; an
     /// http:// gateway needs none). To an http:// gateway, HTTP/2 with prior knowledge first
     /// (`bgd --push-plaintext`), then HTTP/1.1 if the gateway answers as an HTTP/1.1 server
@@ -105,14 +118,16 @@ struct PushAnswer: Codable {
         request.method = .POST
         for (name, value) in headers { request.headers.add(name: name, value: value) }
         request.body = .bytes(ByteBuffer(bytes: body))
-        let (seconds, attoseconds) = timeout.components
-        let response = try await client.execute(
-            request, timeout: .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000))
-        let data = try await response.body.collect(upTo: 1 << 16)
-        let json = (try? JSONSerialization.jsonObject(with: Data(data.readableBytesView))) as? [String: Any]
+        let response = try await client.execute(request, timeout: TimeAmount(timeout))
         return PushAnswer(
-            status: Int(response.status.code), reason: json?["reason"] as? String,
-            apnsID: response.headers.first(name: "apns-id"),
-            httpVersion: "\(response.version)")
+            status: Int(response.status.code), body: try await response.body.collect(upTo: 1 << 16),
+            apnsID: response.headers.first(name: "apns-id"), httpVersion: "\(response.version)")
+    }
+}
+
+extension TimeAmount {
+    init(_ duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        self = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
     }
 }

@@ -61,19 +61,9 @@ struct PushConnectionLimitsTests {
     @Test(arguments: ["--push-port", "--http", "bgrelay --port", "bgrelay --uplink-port"])
     func aPortInUseStopsTheProcessBeforeItIsReady(listener: String) async throws {
         let directory = TemporaryDirectory.make()
-        let taken = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(taken) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let listening = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(taken, $0, length) == 0 && listen(taken, 1) == 0 && getsockname(taken, $0, &length) == 0
-            }
-        }
-        try #require(listening)
-        let port = Int(UInt16(bigEndian: address.sin_port))
+        let taken = try UnservedLoopbackPort()
+        defer { taken.close() }
+        let port = taken.port
         let flag = String(listener.split(separator: " ").last!)
         let output: Command.Output
         if listener.hasPrefix("bgrelay") {

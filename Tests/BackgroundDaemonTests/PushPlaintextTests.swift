@@ -97,7 +97,7 @@ struct PushPlaintextTests {
             #expect(
                 closed.status == 69 && closed.standardError.contains("cannot connect to http://127.0.0.1:1: connection refused"),
                 "\(closed.standardError)")
-            let silent = try SilentListener()
+            let silent = try UnservedLoopbackPort()
             defer { silent.close() }
             let unanswered = try await send(["--gateway", "http://127.0.0.1:\(silent.port)", "--timeout", "1s"])
             #expect(
@@ -106,29 +106,4 @@ struct PushPlaintextTests {
             #expect(try await daemon.store.pushes(of: AppID(rawValue: app)!).count == 1)
         }
     }
-}
-
-/// A loopback TCP port whose connections the kernel accepts and nobody reads: a peer that never answers.
-private struct SilentListener {
-    let descriptor: Int32
-    let port: Int
-
-    init() throws {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        self.descriptor = descriptor
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
-                bind(descriptor, pointer, length) == 0 && listen(descriptor, 8) == 0
-                    && getsockname(descriptor, pointer, &length) == 0
-            }
-        }
-        guard bound else { throw POSIXError(.EADDRNOTAVAIL) }
-        port = Int(UInt16(bigEndian: address.sin_port))
-    }
-
-    func close() { _ = Glibc.close(descriptor) }
 }

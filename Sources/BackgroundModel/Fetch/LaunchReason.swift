@@ -18,12 +18,12 @@ public enum LaunchEnvironment {
     public static let run = "BGD_RUN_ID"
 
     /// What of bgd's own environment a launched process does not inherit: bgd's (`BGD_*`, set
-    /// anew for the app) and what systemd tells the service it starts — its notify socket and
-    /// watchdog (an app using sd_notify would have systemd log a refused message at every
-    /// launch) and socket activation's descriptors. The rest (PATH, HOME, locale) is the app's.
+    /// anew for the app) and what systemd tells the service it starts about its notify socket
+    /// and watchdog (an app using sd_notify would have systemd log a refused message at every
+    /// launch). bgd reads these all along, so they stay in its own environment; socket
+    /// activation's `LISTEN_*` are removed from it at start (`ActivatedSocket.take`). The rest
+    /// (PATH, HOME, locale) is the app's.
     public static func inherits(_ name: String) -> Bool {
-        !name.hasPrefix("BGD_")
-            && !["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES"]
-                .contains(name)
+        !name.hasPrefix("BGD_") && !["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"].contains(name)
     }
 }

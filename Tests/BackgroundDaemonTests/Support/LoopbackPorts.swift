@@ -49,3 +49,32 @@ private func canBindLoopback(port: Int) -> Bool {
         }
     }
 }
+
+/// A port on 127.0.0.1 that listens and that nobody serves: it is taken (another listener cannot
+/// bind it), and the kernel completes connections to it that then never hear a byte.
+struct UnservedLoopbackPort {
+    let descriptor: Int32
+    let port: Int
+
+    init() throws {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        self.descriptor = descriptor
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let listening = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                bind(descriptor, pointer, length) == 0 && listen(descriptor, 8) == 0
+                    && getsockname(descriptor, pointer, &length) == 0
+            }
+        }
+        guard listening else {
+            _ = Glibc.close(descriptor)
+            throw POSIXError(.EADDRNOTAVAIL)
+        }
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    func close() { _ = Glibc.close(descriptor) }
+}
