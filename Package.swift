@@ -283,7 +283,13 @@ let package = Package(
         ),
         .testTarget(name: "BackgroundModelTests", dependencies: ["BackgroundModel"], swiftSettings: swiftSettings),
         .testTarget(
-            name: "BackgroundTransfersTests", dependencies: ["BackgroundTransfers"], swiftSettings: swiftSettings),
+            name: "BackgroundTransfersTests",
+            dependencies: [
+                "BackgroundTransfers", "BackgroundModel",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings),
         .testTarget(
             name: "BackgroundTests", dependencies: ["Background", "BackgroundModel"], swiftSettings: swiftSettings),
         .testTarget(

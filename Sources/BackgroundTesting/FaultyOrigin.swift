@@ -18,7 +18,7 @@ import Synchronization
 /// `drop-after=N` (close after N body bytes), `stall-after=N` (send N bytes, then nothing),
 /// `ignore-range`, `etag=rotate|weak|none` (rotate: every request is a new version with other
 /// bytes), `wrong-content-range`, `status=416|429|500|503`, `retry-after=S`,
-/// `redirect=K` (a chain of K redirects), `gzip` (claims `Content-Encoding: gzip`),
+/// `redirect=K` (a chain of K redirects), `location=URL` (a 302 to URL, as given), `gzip` (claims `Content-Encoding: gzip`),
 /// `disposition=NAME` (a `Content-Disposition` filename), `rate=B` (about B bytes a second).
 /// `POST|PUT /upload` stores the body and counts requests per `Idempotency-Key`.
 public final class FaultyOrigin: Sendable {
@@ -199,7 +199,7 @@ public final class FaultyOrigin: Sendable {
         let faulty = count <= times
         // Passing faults (drops, stalls, statuses, redirects) honour `times`; the server's ways
         // (ranges, validators, encodings, rate) hold for every request.
-        let passing: Set<String> = ["drop-after", "stall-after", "status", "retry-after", "redirect"]
+        let passing: Set<String> = ["drop-after", "stall-after", "status", "retry-after", "redirect", "location"]
         func fault(_ name: String) -> String? {
             (faulty || !passing.contains(name)) ? query[name[...]].map(String.init) : nil
         }
@@ -222,6 +222,10 @@ public final class FaultyOrigin: Sendable {
             next.queryItems = items
             record(302)
             return Response(status: .found, headers: [.location: next.string!])
+        }
+        if let location = fault("location") {
+            record(302)
+            return Response(status: .found, headers: [.location: location])
         }
         if let status = fault("status").flatMap(Int.init) {
             var headers: HTTPFields = [:]

@@ -96,7 +96,7 @@ public final class TransferEngine: Sendable {
         self.clock = clock
         self.configuration = configuration
         var client = HTTPClient.Configuration(
-            redirectConfiguration: .follow(max: 5, allowCycles: false),
+            redirectConfiguration: .disallow,  // followed by `Redirects`, which checks each Location
             timeout: .init(
                 connect: .nanoseconds(Int64(configuration.connectTimeout.seconds * 1e9)),
                 read: .nanoseconds(Int64(configuration.readTimeout.seconds * 1e9))),
@@ -132,7 +132,12 @@ public final class TransferEngine: Sendable {
     /// One attempt. Throws only `CancellationError` (cancelled or paused: the caller records that)
     /// and store errors.
     public func attempt(_ transfer: StoredTransfer, observer: Observer) async throws -> Outcome {
-        switch transfer.request.kind {
+        // Requests are checked when they come; one stored before a check existed is checked here
+        // (a URL NIO cannot take must never reach it).
+        if let problem = TransferRequest.problem(with: transfer.request.url) {
+            return .failed(TransferError(.badURL, "the URL \(problem)"), statusCode: nil)
+        }
+        return switch transfer.request.kind {
         case .download: try await download(transfer, observer: observer)
         case .upload: try await upload(transfer)
         }
@@ -157,12 +162,15 @@ public final class TransferEngine: Sendable {
                 transfer.record.id, reason: "the partial file is shorter than the checkpoint")
             checkpoint = .empty
         }
-        var request = HTTPClientRequest(url: transfer.request.url.absoluteString)
-        request.method = .GET
-        for (name, value) in checkpoint.requestHeaders { request.headers.add(name: name, value: value) }
+        let resume = checkpoint.requestHeaders
         let response: HTTPClientResponse
         do {
-            response = try await http(for: transfer.request).execute(request, timeout: .hours(24 * 7))
+            response = try await send(transfer, method: .GET) { hop in
+                var request = HTTPClientRequest(url: hop.url.absoluteString)
+                request.method = hop.method
+                for (name, value) in resume { request.headers.add(name: name, value: value) }
+                return request
+            }
         } catch {
             return try Self.outcome(of: error, waitsForConnectivity: transfer.request.waitsForConnectivity)
         }
@@ -296,17 +304,21 @@ public final class TransferEngine: Sendable {
         guard let size = PartialFile.size(of: transfer.partialPath) else {
             return .failed(TransferError(.fileError, "bgd's copy of the upload is gone"), statusCode: nil)
         }
-        var request = HTTPClientRequest(url: transfer.request.url.absoluteString)
-        request.method = transfer.request.httpMethod == "PUT" ? .PUT : .POST
         // Every attempt sends the whole file again; the key lets the server drop duplicates.
-        request.headers.add(
-            name: "Idempotency-Key",
-            value: "bgd-\(transfer.record.id)-\(Int(transfer.record.createdAt.timeIntervalSince1970))")
-        request.headers.add(name: "Content-Type", value: "application/octet-stream")
-        request.body = .stream(FileChunks(path: transfer.partialPath), length: .known(size))
+        let key = "bgd-\(transfer.record.id)-\(Int(transfer.record.createdAt.timeIntervalSince1970))"
+        let path = transfer.partialPath
         let response: HTTPClientResponse
         do {
-            response = try await http(for: transfer.request).execute(request, timeout: .hours(24 * 7))
+            response = try await send(transfer, method: transfer.request.httpMethod == "PUT" ? .PUT : .POST) { hop in
+                var request = HTTPClientRequest(url: hop.url.absoluteString)
+                request.method = hop.method
+                request.headers.add(name: "Idempotency-Key", value: key)
+                if hop.withBody {
+                    request.headers.add(name: "Content-Type", value: "application/octet-stream")
+                    request.body = .stream(FileChunks(path: path), length: .known(size))
+                }
+                return request
+            }
             try await drain(response.body)
         } catch {
             return try Self.outcome(of: error, waitsForConnectivity: transfer.request.waitsForConnectivity)
@@ -328,15 +340,23 @@ public final class TransferEngine: Sendable {
 
     // MARK: Helpers
 
-    /// A network-level failure: TLS and redirect loops are final, and so is a host that cannot be
+    /// The request to the transfer's URL and on through its redirects (`Redirects`).
+    private func send(
+        _ transfer: StoredTransfer, method: HTTPMethod, request: (Redirects.Hop) -> HTTPClientRequest
+    ) async throws -> HTTPClientResponse {
+        let client = http(for: transfer.request)
+        return try await Redirects.follow(
+            from: transfer.request.url, method: method, request: request,
+            send: { try await client.execute($0, timeout: .hours(24 * 7)) }, drain: drain)
+    }
+
+    /// A network-level failure: TLS and a redirect `Redirects` refused are final, and so is a host that cannot be
     /// reached when the transfer does not wait for connectivity; the rest is worth retrying.
     static func outcome(of error: any Error, waitsForConnectivity: Bool = true) throws -> Outcome {
         if error is CancellationError { throw error }
+        if let refusal = error as? Redirects.Refusal { return .failed(refusal.error, statusCode: nil) }
         if !waitsForConnectivity, isConnectFailure(error) {
             return .failed(TransferError(.cannotConnect, describeConnectFailure(error)), statusCode: nil)
-        }
-        if let client = error as? HTTPClientError, client == .redirectLimitReached || client == .redirectCycleDetected {
-            return .failed(TransferError(.tooManyRedirects, "more than 5 redirects"), statusCode: nil)
         }
         if let failure = error as? PartialFile.Failure, failure.code == ENOSPC || failure.code == EDQUOT {
             // Keep the partial file and wait for room (reliability-matrix D11): looked at again

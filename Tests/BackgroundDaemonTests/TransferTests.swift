@@ -208,6 +208,23 @@ struct TransferTests {
             let (long, _) = try await download(origin.url(seed: 8, size: 1000, faults: ["redirect": "6"]), daemon)
             let ended = try await waitForEnd(long.id, daemon)
             #expect(ended.state == .failed && ended.error?.code == .tooManyRedirects, "\(ended)")
+
+            // A Location NIO cannot connect to (a port above 65535 trapped bgd, at every start
+            // while the transfer was stored) or a scheme not http(s) fails for good (cycles and
+            // the method's change: RedirectsTests).
+            let refusals: [(String, TransferError.Code, String)] = [
+                ("http://127.0.0.1:99999/x", .badURL, "a port is 1 to 65535"),
+                ("http://[::1]:70000/x", .badURL, "a port is 1 to 65535"),
+                ("file:///etc/passwd", .badURL, "http or https"),
+            ]
+            for (location, code, says) in refusals {
+                let (bad, _) = try await download(origin.url(seed: 8, size: 1000, faults: ["location": location]), daemon)
+                let refused = try await waitForEnd(bad.id, daemon)
+                #expect(refused.state == .failed && refused.error?.code == code, "\(location): \(refused)")
+                #expect(refused.error?.message.contains(says) == true, "\(location): \(refused)")
+            }
+            let (fine, _) = try await download(origin.url(seed: 8, size: 1000, faults: ["redirect": "1"]), daemon)
+            #expect(try await waitForEnd(fine.id, daemon).state == .completed, "bgd is still there and fetching")
         }
     }
 

@@ -132,14 +132,11 @@ public actor PushUplink: Service {
     ) async throws -> PushRelayStatus {
         let nodes = Self.nodes(url)
         guard !nodes.isEmpty else { throw Failure.badURL(url) }
+        // A URL that could never be enrolled with is said so first, enrolled or not.
+        for node in nodes where ServerURL.problem(with: node) != nil { throw Failure.badURL(node) }
         // Checked here, in the actor, not by the caller before it: two enrollments at once
         // must not both pass.
         if !replace, let current = load() { throw Failure.alreadyEnrolled(url: current.url, device: current.device) }
-        for node in nodes {
-            guard let base = URL(string: node), ["https", "http"].contains(base.scheme ?? ""), base.host != nil else {
-                throw Failure.badURL(node)
-            }
-        }
         let client = Self.client(trusting: certificate)
         defer { _ = client.shutdown() }
         var enrolled: RelayEnrollment?

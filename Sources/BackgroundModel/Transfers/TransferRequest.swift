@@ -71,7 +71,9 @@ public struct TransferRequest: Hashable, Codable, Sendable {
         httpMethod = try c.decodeIfPresent(String.self, forKey: .httpMethod)
         isDiscretionary = try c.decodeIfPresent(Bool.self, forKey: .isDiscretionary) ?? false
         allowsExpensiveNetworkAccess = try c.decodeIfPresent(Bool.self, forKey: .allowsExpensiveNetworkAccess) ?? true
-        timeoutForResource = .seconds(try c.decodeIfPresent(Double.self, forKey: .timeoutForResource) ?? 7 * 86400)
+        // Through WireSeconds: a number no Duration can hold (1e300) is a decoding error, not a trap.
+        timeoutForResource =
+            try c.decodeIfPresent(WireSeconds.self, forKey: .timeoutForResource)?.duration ?? .seconds(7 * 86400)
         earliestBegin = try c.decodeIfPresent(Date.self, forKey: .earliestBegin)
         sha256 = try c.decodeIfPresent(String.self, forKey: .sha256)
         sessionSendsLaunchEvents = try c.decodeIfPresent(Bool.self, forKey: .sessionSendsLaunchEvents) ?? true
@@ -101,11 +103,7 @@ public struct TransferRequest: Hashable, Codable, Sendable {
     public var problem: String? {
         if session.isEmpty || session.utf8.count > 200 { return "'session' must be 1 to 200 bytes" }
         if let taskDescription, taskDescription.utf8.count > 1000 { return "'taskDescription' is at most 1000 bytes" }
-        guard let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme), url.host?.isEmpty == false
-        else {
-            return "'url' must be an http or https URL with a host"
-        }
-        if url.absoluteString.utf8.count > 8192 { return "'url' is at most 8192 bytes" }
+        if let problem = Self.problem(with: url) { return "'url' " + problem }
         switch kind {
         case .download:
             if uploadFile != nil { return "'uploadFile' is for uploads" }
@@ -119,6 +117,16 @@ public struct TransferRequest: Hashable, Codable, Sendable {
             return "'sha256' is 64 hex digits"
         }
         if !(timeoutForResource > .zero) { return "'timeoutForResource' must be positive" }
+        if timeoutForResource > Self.longestTimeoutForResource {
+            return "'timeoutForResource' is at most \(Int(Self.longestTimeoutForResource.seconds)) s (366 days)"
+        }
         return nil
     }
+
+    /// A transfer gives up after at most this long (iOS's default is 7 days).
+    public static let longestTimeoutForResource: Duration = .seconds(366 * 86400)
+
+    /// Why `url` cannot be fetched, or nil (`ServerURL`): checked for the request and for every
+    /// redirect's Location.
+    public static func problem(with url: URL) -> String? { ServerURL.problem(with: url) }
 }
