@@ -56,7 +56,7 @@ struct BGD: AsyncParsableCommand {
     @Option(help: "Where bgd keeps its state (default: $XDG_STATE_HOME/bgd, else ~/.local/state/bgd).")
     var stateDir: String?
 
-    @Option(help: "The control socket (default: $XDG_RUNTIME_DIR/bgd/bgd.sock, else <state-dir>/run/bgd.sock).")
+    @Option(help: "The control socket (default: $BGD_SOCKET, else $XDG_RUNTIME_DIR/bgd/bgd.sock, else <state-dir>/run/bgd.sock).")
     var socket: String?
 
     @Option(help: "How long a background fetch may run (default: \(BGD.shown(BGD.Defaults.fetchBudget))).", transform: parseDuration)
@@ -235,15 +235,16 @@ struct BGD: AsyncParsableCommand {
 
     @Flag(
         help:
-            "Check the other options and exit: status 0 if bgd would start with them, 64 and the reason if not. Starts nothing and touches no state (bgctl install-service checks --arguments so)."
+            "Check the other options and exit: status 0 if bgd would start with them, 64 and the reason if not (78 for a --push-certificate pair TLS cannot use). Starts nothing and touches no state (bgctl install-service checks --arguments so)."
     )
     var check = false
 
     func validate() throws {
         for node in (pushRelay ?? "").split(separator: ",") {
             let node = node.trimmingCharacters(in: .whitespaces)
-            guard let url = URL(string: node), ["https", "http"].contains(url.scheme ?? ""), url.host != nil else {
-                throw ValidationError("--push-relay is a relay's uplink URL, e.g. https://relay.example.net:2198")
+            if let problem = ServerURL.problem(with: node) {
+                throw ValidationError(
+                    "--push-relay is a relay's uplink URL, e.g. https://relay.example.net:2198: '\(node)' \(problem)")
             }
         }
         guard pushRelayKeepAlive >= .seconds(1) else { throw ValidationError("--push-relay-keep-alive is at least 1s") }
@@ -282,7 +283,15 @@ struct BGD: AsyncParsableCommand {
                 "the push gateway serves plaintext only on loopback (127.0.0.1, ::1, localhost), not on \(pushHost); drop --push-plaintext/--push-http1 to serve TLS"
             )
         }
-        guard pushWakesPerHour > 0 else { throw ValidationError("--push-wakes-per-hour must be positive") }
+        guard pushWakesPerHour > 0, pushWakesPerHour <= 3600 else {
+            throw ValidationError("--push-wakes-per-hour is more than 0 and at most 3600 (one a second)")
+        }
+        if let socket, socket.isEmpty { throw ValidationError("--socket is a path; leave it out for the default") }
+        if let stateDir, stateDir.isEmpty { throw ValidationError("--state-dir is a path; leave it out for the default") }
+        guard fetchFloor >= .seconds(1) else {
+            throw ValidationError("--fetch-floor is at least 1s (a floor of nothing launches apps in a loop)")
+        }
+        guard transferReadTimeout >= .seconds(1) else { throw ValidationError("--transfer-read-timeout is at least 1s") }
         if let http {
             guard let settings = Self.dashboard(http, allowRemote: httpAllowRemote) else {
                 throw ValidationError("--http is HOST:PORT, e.g. 127.0.0.1:8765")
@@ -346,7 +355,18 @@ struct BGD: AsyncParsableCommand {
     }
 
     func run() async throws {
-        if check { return print("bgd: the options are good") }
+        if check {
+            // The pair the gateway would serve, as it would load it (a file missing or not PEM).
+            if let pushCertificate, let pushKey {
+                do {
+                    _ = try GatewayTLS.server(certificate: pushCertificate, key: pushKey, protocols: ["h2"])
+                } catch {
+                    FileHandle.standardError.write(Data("bgd: \(error)\n".utf8))
+                    throw ExitCode(78)  // EX_CONFIG, as at start
+                }
+            }
+            return print("bgd: the options are good")
+        }
         // The store, the token hashes and app logs are the user's alone; the operator's downloads
         // get the mode the user's own files get, from the umask bgd was started with.
         let userUmask = umask(0o077)
@@ -436,7 +456,9 @@ struct BGD: AsyncParsableCommand {
         } catch let error as ListenerFailed {
             FileHandle.standardError.write(Data("bgd: \(error)\n".utf8))
             throw ExitCode(EX_UNAVAILABLE_CODE)
-        } catch where error is GatewayCertificate.MissingNames || error is UnusableCertificatePair {
+        } catch where error is GatewayCertificate.MissingNames || error is GatewayCertificate.Damaged
+            || error is UnusableCertificatePair
+        {
             // A certificate to fix (one lacking a name is kept, not replaced behind the devices
             // that trust it): the operator decides.
             FileHandle.standardError.write(Data("bgd: \(error)\n".utf8))
@@ -451,7 +473,8 @@ let EX_UNAVAILABLE_CODE: Int32 = 69
 
 func parseDuration(_ text: String) throws -> Duration {
     guard let duration = Duration(parsingHuman: text) else {
-        throw ValidationError("'\(text)' is not a duration; write it like 30s, 15m, 2h or 500ms")
+        throw ValidationError(
+            "'\(text)' is not a duration of at most 31 years; write it like 30s, 15m, 2h, 3d or 500ms")
     }
     return duration
 }
@@ -462,7 +485,11 @@ func parseSize(_ text: String) throws -> Int64 {
         ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10), ("B", 1),
     ]
     for (suffix, factor) in units where text.hasSuffix(suffix) {
-        if let number = Int64(text.dropLast(suffix.count)), number >= 0 { return number * factor }
+        if let number = Int64(text.dropLast(suffix.count)), number >= 0 {
+            let (bytes, overflow) = number.multipliedReportingOverflow(by: factor)
+            guard !overflow else { throw ValidationError("'\(text)' is more bytes than bgd can count") }
+            return bytes
+        }
     }
     if let number = Int64(text), number >= 0 { return number }
     throw ValidationError("'\(text)' is not a size; write it like 8MiB, 512KiB or 1048576")

@@ -39,6 +39,10 @@ struct RelayOptions: ParsableArguments {
     )
     var database: String?
 
+    func validate() throws {
+        if let stateDir, stateDir.isEmpty { throw ValidationError("--state-dir is a path; leave it out for the default") }
+    }
+
     var stateDirectory: String {
         if let stateDir { return stateDir }
         let environment = ProcessInfo.processInfo.environment
@@ -218,7 +222,7 @@ extension BGRelay {
             let services: [any Service]
             do {
                 services = try relay.makeServices() + (codePages.map { [CodePagesWhenQuiet(pages: $0)] } ?? [])
-            } catch let error as GatewayCertificate.MissingNames {
+            } catch where error is GatewayCertificate.MissingNames || error is GatewayCertificate.Damaged {
                 FileHandle.standardError.write(Data("bgrelay: \(error)\n".utf8))
                 throw ExitCode(78)  // EX_CONFIG
             }

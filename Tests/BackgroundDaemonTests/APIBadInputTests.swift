@@ -110,6 +110,39 @@ struct APIBadInputTests {
                 ),
                 (.POST, "/v1/app/runs/999/result", Data(#"{"result":"newData"}"#.utf8), a.token, 404, "unknownRun"),
                 (.POST, "/v1/app/events/ack", Data(#"{"seq":1}"#.utf8), b.token, 400, "invalidSequence"),
+                // Foundation calls a number that does not fit "not valid JSON": said as what it is.
+                (.POST, "/v1/app/events/ack", Data(#"{"seq":1.5}"#.utf8), a.token, 400, "malformedRequest"),
+                // Task identifiers no request could name are refused at registration, not stored.
+                (
+                    .POST, "/v1/apps",
+                    Data(#"{"id":"com.example.c","launchCommand":["/bin/true"],"taskIdentifiers":["a b"]}"#.utf8), nil,
+                    400, "malformedRequest"
+                ),
+                (
+                    .PUT, "/v1/apps/com.example.a",
+                    Data(#"{"id":"com.example.a","launchCommand":["/bin/true"],"taskIdentifiers":[""]}"#.utf8), nil,
+                    400, "malformedRequest"
+                ),
+                // A transfer NIO could not connect to (it trapped bgd, at every start while stored)
+                // and a timeout no Duration holds (it trapped the decoder).
+                (
+                    .POST, "/v1/app/transfers", Data(#"{"session":"s","url":"http://127.0.0.1:99999/x"}"#.utf8),
+                    a.token, 400, "invalidTransfer"
+                ),
+                (
+                    .POST, "/v1/transfers", Data(#"{"session":"s","url":"http://[::1]:0/x","destination":"/tmp/x"}"#.utf8),
+                    nil, 400, "invalidTransfer"
+                ),
+                (
+                    .POST, "/v1/app/transfers",
+                    Data(#"{"session":"s","url":"http://127.0.0.1:8/x","timeoutForResource":1e300}"#.utf8), a.token,
+                    400, "malformedRequest"
+                ),
+                (
+                    .POST, "/v1/app/transfers",
+                    Data(#"{"session":"s","url":"http://127.0.0.1:8/x","timeoutForResource":1e12}"#.utf8), a.token,
+                    400, "invalidTransfer"
+                ),
             ]
             for (method, path, body, token, status, code) in cases {
                 let answer = try await RawHTTP.request(socket, method, path, body: body, token: token)
@@ -117,7 +150,24 @@ struct APIBadInputTests {
                 #expect(answer.errorCode == code, "\(method) \(path)")
                 #expect(!(answer.json["reason"] as? String ?? "").isEmpty, "every error says what to do")
             }
+            // A chunk size that is not one: NIO's parser refuses the body the handler reads.
+            let chunked = try await Command.run(
+                "/usr/bin/python3",
+                [
+                    "-c",
+                    #"""
+                    import socket, sys
+                    s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+                    s.sendall(('POST /v1/apps HTTP/1.1\r\nHost: bgd\r\nAuthorization: Bearer %s\r\n'
+                               'Transfer-Encoding: chunked\r\n\r\nFFFFFFFFFFFFFFFFFF\r\nab\r\n' % sys.argv[2]).encode())
+                    print(s.recv(4096).decode(errors='replace'))
+                    """#, socket, DaemonClient.operatorToken(socketPath: socket) ?? "",
+                ])
+            #expect(chunked.standardOutput.hasPrefix("HTTP/1.1 400"), "\(chunked)")
+            #expect(chunked.standardOutput.contains("malformedRequest"), "\(chunked)")
+
             #expect(try await snapshot(daemon) == before)
+            #expect(try await daemon.admin.send(.get, "/v1/transfers", as: [TransferRecord].self).isEmpty)
             #expect(try await daemon.store.run(run.id)?.outcome == nil, "A's run is still in flight, untouched by B")
         }
     }

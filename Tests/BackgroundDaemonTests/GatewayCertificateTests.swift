@@ -122,6 +122,20 @@ struct GatewayCertificateTests {
                 ])
             #expect(refused.status == 78 && refused.standardError.contains(reason), "\(refused.standardError)")
             #expect(!refused.standardError.contains("is ready"), "\(refused.standardError)")
+            // `bgd --check` (what install-service runs) refuses the same pair the same way.
+            let checked = try await Command.run(
+                try BuiltProducts.path(of: "bgd"), ["--check", "--push-certificate", pair.0, "--push-key", pair.1])
+            #expect(checked.status == 78 && checked.standardError.contains(reason), "\(checked.standardError)")
         }
+
+        // bgd's own pair, damaged on disk: said as such, with what to do, not as ASN.1 (exit 1).
+        try "junk\n".write(toFile: directory + "/state/push-gateway.crt", atomically: true, encoding: .utf8)
+        let damaged = try await Command.run(
+            try BuiltProducts.path(of: "bgd"),
+            ["--state-dir", directory + "/state", "--socket", directory + "/bgd.sock", "--push-port", "0"])
+        #expect(damaged.status == 78, "\(damaged.standardError)")
+        #expect(
+            damaged.standardError.contains("cannot read the gateway's own certificate \(directory)/state/push-gateway.crt")
+                && damaged.standardError.contains("a new pair is made at the next start"), "\(damaged.standardError)")
     }
 }

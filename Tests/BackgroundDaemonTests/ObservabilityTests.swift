@@ -283,6 +283,12 @@ struct ObservabilityTests {
             ("--bogus-flag", "--bogus-flag"), ("--http 127.0.0.1:8765 --push-port 70000", "--push-port"),
             ("--fetch-budget soon", "--fetch-budget"), ("--http 127.0.0.1:8765 stray", "stray"),
             ("--push-relay https://relay.example.net:2198 --push-relay-ca \(directory)/no.crt", "--push-relay-ca"),
+            // Values that passed the check and then crashed bgd, or made it spin.
+            ("--push-wakes-per-hour inf", "--push-wakes-per-hour"), ("--push-wakes-per-hour 1e19", "--push-wakes-per-hour"),
+            ("--transfer-checkpoint 9999999999999GiB", "more bytes than bgd can count"),
+            ("--transfer-rate-limit 9999999999999GiB", "more bytes than bgd can count"),
+            ("--fetch-floor 0s", "--fetch-floor"), ("--transfer-read-timeout 0s", "--transfer-read-timeout"),
+            ("--push-relay https://127.0.0.1:99999", "a port is 1 to 65535"), ("--fetch-budget 99999999999d", "31 years"),
         ] {
             let refused = try await Command.run(
                 bgctl, ["install-service", "--force", "--arguments=\(arguments)"], environment: environment)

@@ -5,6 +5,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import NIOCore
+import NIOHTTP1
 
 /// An API failure as the client sees it: a status, a stable code and a sentence saying what to do.
 struct APIError: Error, HTTPResponseError {
@@ -40,6 +41,10 @@ struct APIError: Error, HTTPResponseError {
         case let error as APIError: error
         case let error as ServiceError: APIError(error)
         case let refusal as Transfers.Refusal: APIError(refusal)
+        case let error as HTTPParserError:
+            // A body NIO's parser refused while the handler read it (a chunk size that is not one):
+            // the client's fault, said as such, and nothing was done.
+            APIError(.badRequest, .malformedRequest, "the request is not well-formed HTTP/1.1 (\(error)); nothing was done")
         case AppEvents.Refusal.neverSent(let seq, let last):
             APIError(.badRequest, .invalidSequence, "seq \(seq) was never sent; the last event is \(last)")
         case StoreError.appAlreadyRegistered(let id):

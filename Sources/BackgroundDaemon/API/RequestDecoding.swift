@@ -7,9 +7,20 @@ extension Request {
     /// Reads and decodes a JSON body, with the API's limit and its error shapes.
     mutating func decodeJSON<T: Decodable>(_ type: T.Type) async throws -> T {
         let buffer = try await collectBody(upTo: APIRequestContext.bodyLimit)
+        let data = Data(buffer: buffer)
         do {
-            return try WireCoding.makeDecoder().decode(type, from: Data(buffer: buffer))
+            return try WireCoding.makeDecoder().decode(type, from: data)
         } catch let error as DecodingError {
+            // Foundation's decoder calls a number that does not fit its field (1.5 for a count,
+            // 1e300) "not valid JSON", naming no field: said as what it is when the JSON parses.
+            if case .dataCorrupted(let context) = error, context.codingPath.isEmpty,
+                (try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])) != nil
+            {
+                throw APIError(
+                    .badRequest, .malformedRequest,
+                    "the JSON body is not what this endpoint takes: a number in it does not fit its field (a whole number where a count, an id or a pid goes; every number within its field's range)"
+                )
+            }
             throw APIError(
                 .badRequest, .malformedRequest, "the JSON body is not what this endpoint takes: \(error.summary)")
         } catch {

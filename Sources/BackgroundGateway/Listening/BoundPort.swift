@@ -1,3 +1,4 @@
+import NIOCore
 import Synchronization
 
 /// The port a listener bound, once it has — or why it could not: the push gateway and the
@@ -66,10 +67,20 @@ public struct ListenerFailed: Error, CustomStringConvertible {
 
     /// `flag` and `address` as the user gave them; `error` as the system said it.
     init(flag: String, address: String, error: any Error) {
-        let cause =
-            "\(error)".contains("Address already in use") || "\(error)".contains("EADDRINUSE")
-            ? "the address is already in use" : "\(error)"
-        description = "cannot listen on \(address) (\(flag)): \(cause); choose another with \(flag)"
+        let said = "\(error)"
+        if said.contains("Address already in use") || said.contains("EADDRINUSE") {
+            description = "cannot listen on \(address) (\(flag)): the address is already in use; choose another with \(flag)"
+        } else if error is SocketAddressError || error is SocketAddressError.UnknownHost
+            || said.contains("Cannot assign requested address")
+        {
+            // The host, not the port: a name that does not resolve, or an address this machine
+            // does not have. (`--push-port` goes with `--push-host`, `--port` with `--host`.)
+            let hostFlag = flag.replacingOccurrences(of: "port", with: "host")
+            description =
+                "cannot listen on \(address) (\(hostFlag)): the host is neither an address of this machine nor a name that resolves to one (\(said)); give another with \(hostFlag)"
+        } else {
+            description = "cannot listen on \(address) (\(flag)): \(said); choose another with \(flag)"
+        }
     }
 
     /// A listener that failed before it tried to listen, for the reason it gives.

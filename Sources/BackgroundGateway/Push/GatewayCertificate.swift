@@ -21,7 +21,12 @@ public enum GatewayCertificate {
         let certificatePath = directory + "/push-gateway.crt"
         let keyPath = directory + "/push-gateway.key"
         if FileManager.default.fileExists(atPath: certificatePath) && FileManager.default.fileExists(atPath: keyPath) {
-            let named = try certifiedNames(inFile: certificatePath)
+            let named: [String]
+            do {
+                named = try certifiedNames(inFile: certificatePath)
+            } catch {
+                throw Damaged(certificate: certificatePath, key: keyPath, error: error)
+            }
             let missing = names.filter { !named.contains(normalised($0)) }
             guard missing.isEmpty else {
                 throw MissingNames(certificate: certificatePath, missing: missing, named: named)
@@ -52,6 +57,17 @@ public enum GatewayCertificate {
         try write(try certificate.serializeAsPEM().pemString, to: certificatePath)
         try write(key.pemRepresentation, to: keyPath)
         return (certificatePath, keyPath)
+    }
+
+    /// The pair made before is there but cannot be read as a certificate (truncated, overwritten):
+    /// not replaced behind the clients that trust it — the operator removes it.
+    public struct Damaged: Error, CustomStringConvertible {
+        public var certificate: String
+        public var key: String
+        public var error: any Error
+        public var description: String {
+            "cannot read the gateway's own certificate \(certificate) (\(error)): remove it and \(key), and a new pair is made at the next start (clients that trusted the old certificate must then be given the new one)"
+        }
     }
 
     /// A self-signed certificate made before without a name its clients now use.

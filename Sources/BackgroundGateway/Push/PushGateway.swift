@@ -147,23 +147,11 @@ public struct PushGateway<Destinations: PushDestinations>: Service {
                 paths = try GatewayCertificate.loadOrCreate(
                     in: certificateDirectory, names: configuration.namesToCertify, now: now)
             }
-            var tls: TLSConfiguration
-            do {
-                let chain = try NIOSSLCertificate.fromPEMFile(paths.certificate).map {
-                    NIOSSLCertificateSource.certificate($0)
-                }
-                let key = try NIOSSLPrivateKey(file: paths.key, format: .pem)
-                tls = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key))
-                tls.minimumTLSVersion = .tlsv12
-                // NIOSSL picks the first of ours the client offers: a client offering the
-                // alternative and h2 (bgd, which falls back to h2) gets the alternative.
-                tls.applicationProtocols = (alternative.map { [$0.name] } ?? []) + ["h2"]
-                // A key that is not the certificate's is found only when a context is made: made
-                // here once, so it is said as what it is, not as a port that cannot listen.
-                _ = try NIOSSLContext(configuration: tls)
-            } catch {
-                throw UnusableCertificatePair(certificate: paths.certificate, key: paths.key, error: error)
-            }
+            // NIOSSL picks the first of ours the client offers: a client offering the
+            // alternative and h2 (bgd, which falls back to h2) gets the alternative.
+            let tls = try GatewayTLS.server(
+                certificate: paths.certificate, key: paths.key,
+                protocols: (alternative.map { [$0.name] } ?? []) + ["h2"])
             // HTTP/2 whether or not the client names it in ALPN: APNs speaks nothing else over
             // TLS, and client libraries (aioapns, for one) start HTTP/2 without offering ALPN.
             let tlsConfiguration = tls

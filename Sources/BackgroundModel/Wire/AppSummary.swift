@@ -17,6 +17,33 @@ public struct RegisterAppRequest: Hashable, Codable, Sendable {
         self.launchCommand = launchCommand
         self.fetchInterval = fetchInterval
     }
+
+    /// At most this many permitted task identifiers.
+    public static let taskIdentifierLimit = 100
+
+    private enum CodingKeys: String, CodingKey { case id, launchCommand, fetchInterval, taskIdentifiers }
+
+    /// The task identifiers are checked as `BGTaskScheduler` requests check them: one no request
+    /// could name is refused at registration, not stored.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        id = try c.decode(AppID.self, forKey: .id)
+        launchCommand = try c.decode(LaunchCommand.self, forKey: .launchCommand)
+        fetchInterval = try c.decodeIfPresent(FetchInterval.self, forKey: .fetchInterval)
+        taskIdentifiers = try c.decodeIfPresent([String].self, forKey: .taskIdentifiers)
+        if let taskIdentifiers {
+            guard taskIdentifiers.count <= Self.taskIdentifierLimit else {
+                throw DecodingError.dataCorruptedError(
+                    forKey: .taskIdentifiers, in: c, debugDescription: "at most \(Self.taskIdentifierLimit) identifiers")
+            }
+            if let bad = taskIdentifiers.first(where: { !TaskRequest.isValidIdentifier($0) }) {
+                throw DecodingError.dataCorruptedError(
+                    forKey: .taskIdentifiers, in: c,
+                    debugDescription:
+                        "'\(bad.prefix(80))' is not a task identifier (1 to 200 letters, digits, '.', '-' or '_')")
+            }
+        }
+    }
 }
 
 /// The answer to a registration: the app and its token, which is shown this once.
