@@ -33,7 +33,12 @@ public struct InputFileProblem: Error, CustomStringConvertible {
 /// cannot be opened is reported as such — "no such file: PATH" — and never as one in the wrong
 /// format, which is all `FileManager.contents(atPath:)`'s nil would let a caller say.
 public enum InputFile {
-    public static func contents(_ path: String) throws(InputFileProblem) -> Data {
+    /// What a key, a payload or a manifest may weigh: far more than any of them does.
+    public static let defaultLimit = 1 << 20
+
+    /// The whole file, up to `limit` bytes: a larger one — or a device that never ends, such as
+    /// /dev/zero — is refused once `limit` is passed, not read into memory for ever.
+    public static func contents(_ path: String, limit: Int = defaultLimit) throws(InputFileProblem) -> Data {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { throw problem(path, errno) }
         defer { close(descriptor) }
@@ -46,17 +51,24 @@ public enum InputFile {
                 if errno == EINTR { continue }
                 throw problem(path, errno)
             }
+            guard data.count + count <= limit else {
+                throw InputFileProblem(.malformed, "\(path) is larger than \(describe(limit)); no file this command reads is")
+            }
             data.append(contentsOf: buffer[0..<count])
         }
     }
 
     /// The file as UTF-8 text; `what` names what it should hold ("a trace"), for the complaint
     /// when it holds something else.
-    public static func text(_ path: String, what: String) throws(InputFileProblem) -> String {
-        guard let text = String(data: try contents(path), encoding: .utf8) else {
+    public static func text(_ path: String, what: String, limit: Int = defaultLimit) throws(InputFileProblem) -> String {
+        guard let text = String(data: try contents(path, limit: limit), encoding: .utf8) else {
             throw InputFileProblem(.malformed, "\(path) is not UTF-8 text (\(what) was expected)")
         }
         return text
+    }
+
+    private static func describe(_ bytes: Int) -> String {
+        bytes >= 1 << 20 ? "\(bytes >> 20) MiB" : "\(bytes >> 10) KiB"
     }
 
     private static func problem(_ path: String, _ code: Int32) -> InputFileProblem {

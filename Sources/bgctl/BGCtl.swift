@@ -52,7 +52,10 @@ struct DaemonOptions: ParsableArguments {
     @Flag(help: "Print tables whole instead of fitting them to the terminal.")
     var full = false
 
-    func validate() throws { TextFormat.showEverything = full }
+    func validate() throws {
+        TextFormat.showEverything = full
+        if let socket, socket.isEmpty { throw ValidationError("--socket is a path; leave it out for the default") }
+    }
 
     var client: DaemonClient { DaemonClient(socketPath: socket ?? DaemonLocation.defaultSocketPath()) }
 

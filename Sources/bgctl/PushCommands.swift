@@ -69,8 +69,31 @@ extension BGCtl {
                 )
                 var replace = false
 
+                /// The URL (one node or several, comma-separated) as bgd will connect to it.
+                func validate() throws {
+                    for node in url.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) {
+                        if let problem = ServerURL.problem(with: node) {
+                            throw ValidationError("'\(node)' \(problem); a relay's uplink is like https://relay.example.net:2198")
+                        }
+                    }
+                }
+
                 func run() async throws {
                     let certificate = self.certificate.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
+                    // A file that is not a certificate (a provider's .p8 key, say) is said so, not
+                    // found later as a relay TLS cannot reach.
+                    if let certificate {
+                        let pem = options.input { () throws(InputFileProblem) in
+                            try InputFile.text(certificate, what: "a PEM certificate")
+                        }
+                        guard pem.contains("-----BEGIN CERTIFICATE-----") else {
+                            options.input { () throws(InputFileProblem) -> Void in
+                                throw InputFileProblem(
+                                    .malformed, "\(certificate) is not a PEM certificate (no -----BEGIN CERTIFICATE-----)")
+                            }
+                            return
+                        }
+                    }
                     let status = try await options.call {
                         try await $0.send(
                             .post, "/v1/push/relay",

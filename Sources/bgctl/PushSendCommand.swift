@@ -44,6 +44,9 @@ extension BGCtl.Push {
         func validate() throws {
             let ids = ProviderKeyRegistration(keyID: keyID, teamID: teamID, topics: [app.rawValue], publicKeyPEM: "")
             if let problem = ids.problem { throw ValidationError(problem) }
+            if let gateway, let problem = ServerURL.problem(with: gateway) {
+                throw ValidationError("--gateway '\(gateway)' \(problem)")
+            }
         }
 
         func run() async throws {

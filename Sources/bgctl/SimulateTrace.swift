@@ -111,7 +111,7 @@ extension BGCtl.Simulate {
 
         private func readTrace() -> AppOpenTrace {
             inputOrFail(json: json) { () throws(InputFileProblem) in
-                switch AppOpenTrace.parse(csv: try InputFile.text(file, what: "a CSV trace")) {
+                switch AppOpenTrace.parse(csv: try InputFile.text(file, what: "a CSV trace", limit: 256 << 20)) {
                 case .success(let parsed): return parsed
                 case .failure(let error): throw InputFileProblem(.malformed, "\(file): \(error)")
                 }

@@ -39,11 +39,7 @@ extension BGCtl {
         var retryForever = false
 
         func validate() throws {
-            guard let parsed = URL(string: url), ["http", "https"].contains(parsed.scheme?.lowercased() ?? ""),
-                parsed.host != nil
-            else {
-                throw ValidationError("'\(url)' is not an http or https URL")
-            }
+            if let problem = ServerURL.problem(with: url) { throw ValidationError("'\(url)' \(problem)") }
             if app != nil && to != nil {
                 throw ValidationError("--to is for operator downloads; an app's download lands in its container")
             }

@@ -72,8 +72,13 @@ struct BGCtlTests {
         try "user,app,open_utc\nu1,mail,tomorrow\n".write(
             toFile: directory + "/bad.csv", atomically: true, encoding: .utf8)
         // A file it cannot read or parse is no usage error (66, 65: no usage follows); options are.
+        // One user's opens 60 years apart: a replay would step through every 10 minutes of them.
+        try "user,app,open_utc\nu1,mail,1000000000\nu1,mail,2900000000\n".write(
+            toFile: directory + "/long.csv", atomically: true, encoding: .utf8)
         let cases: [([String], Int32, String)] = [
             (["simulate", "trace", directory + "/nope.csv"], 66, "no such file: \(directory)/nope.csv"),
+            (["simulate", "trace", directory + "/long.csv"], 65, "user u1's opens span 21990 days"),
+            (["simulate", "trace", "/dev/zero"], 65, "/dev/zero is larger than 256 MiB"),
             (["simulate", "trace", directory + "/bad.csv"], 65, "line 2: open_utc must be Unix seconds"),
             (["simulate", "trace", directory + "/bad.csv", "--policy", "magic"], 64, "unknown policy 'magic'"),
             (
@@ -302,10 +307,22 @@ struct BGCtlTests {
                 (["register", "--manifest", directory + "/bad.json"], 66, "no such file: \(directory)/bad.json"),
                 (["register", "--manifest", payload], 65, "unknown field 'aps'"),
                 (["push", "keys", "add", "--key-id", "SHORT", "--team-id", "TEAM123456", "--topics", "com.example.x", payload], 64, "Usage: bgctl push keys add"),
+                // A device that never ends is refused once past what such a file weighs, not read for ever.
+                (["push", "keys", "add", "--topics", "com.example.x", "/dev/zero"] + ids, 65, "/dev/zero is larger than 1 MiB"),
+                (["push", "send", "com.example.x", "/dev/zero", "--key", payload] + ids, 65, "/dev/zero is larger than 1 MiB"),
+                // A relay's certificate that is a key: said so (65), not as a relay TLS cannot reach.
+                (["push", "relay", "enroll", "https://127.0.0.1:2198", "--certificate", payload, "--replace"], 65, "is not a PEM certificate"),
+                // URLs no connection could be made to are usage errors, checked before anything is sent.
+                (["push", "relay", "enroll", "https://127.0.0.1:99999"], 64, "a port is 1 to 65535"),
+                (["push", "relay", "enroll", "ftp://relay.example.net"], 64, "http or https"),
+                (["push", "send", "com.example.x", payload, "--key", payload, "--gateway", "https://127.0.0.1:99999"] + ids, 64, "a port is 1 to 65535"),
+                (["push", "send", "com.example.x", payload, "--key", payload, "--gateway", "ftp://x"] + ids, 64, "http or https"),
+                (["download", "http://127.0.0.1:99999/x", "--to", directory + "/x"], 64, "a port is 1 to 65535"),
+                (["status", "--socket", ""], 64, "--socket is a path"),
             ]
             for (arguments, status, message) in cases {
                 // push jwt needs no bgd, and takes no --socket.
-                let socket = arguments[1] == "jwt" ? [] : ["--socket", daemon.socketPath]
+                let socket = arguments[1] == "jwt" || arguments.contains("--socket") ? [] : ["--socket", daemon.socketPath]
                 let output = try await Command.run(try BuiltProducts.path(of: "bgctl"), arguments + socket)
                 #expect(output.status == status, "\(arguments): \(output.standardError)")
                 #expect(output.standardError.contains(message), "\(arguments): \(output.standardError)")
