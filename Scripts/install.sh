@@ -29,11 +29,17 @@ if [ "$mode" = uninstall ]; then
         echo "install.sh: nothing installed under $prefix (no $manifest)" >&2
         exit 1
     fi
-    unit=${XDG_CONFIG_HOME:-$HOME/.config}/systemd/user/bgd.service
+    units=${XDG_CONFIG_HOME:-$HOME/.config}/systemd/user
+    unit=$units/bgd.service
     if [ -f "$unit" ] && grep -q "^ExecStart=$prefix/bin/bgd" "$unit"; then
-        systemctl --user disable --now bgd >/dev/null 2>&1 || true
-        rm -f "$unit"
-        echo "removed $unit (it ran this bgd)"
+        # Both units `bgctl install-service` wrote (bgd.service and bgd.socket, which would
+        # otherwise start a bgd that is gone): the installed bgctl stops, disables and removes
+        # them and has systemd forget them.
+        if ! "$prefix/bin/bgctl" uninstall-service; then
+            systemctl --user disable --now bgd.socket bgd >/dev/null 2>&1 || true
+            rm -f "$unit" "$units/bgd.socket"
+            echo "removed $unit and $units/bgd.socket (they ran this bgd)"
+        fi
     fi
     dirs=()
     while IFS= read -r file; do rm -f "$file"; dirs+=("$(dirname "$file")"); done < "$manifest"

@@ -112,7 +112,9 @@ struct InstallTests {
             "\(left)")
         // Nor are the directories it made left behind empty (bin, share/man/man1, …).
         #expect(left.isEmpty, "\(left)")
-        #expect(!FileManager.default.fileExists(atPath: root + "/config/systemd/user/bgd.service"))
+        for unit in ["bgd.service", "bgd.socket"] {
+            #expect(!FileManager.default.fileExists(atPath: root + "/config/systemd/user/" + unit), "\(unit)")
+        }
         #expect(FileManager.default.fileExists(atPath: state))
 
         // Again (stand-ins this time: copying the real binaries twice is half a gigabyte of
