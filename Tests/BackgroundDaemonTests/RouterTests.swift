@@ -21,6 +21,16 @@ struct RouterTests {
                 .put, "/v1/app/fetch-interval", as: .app(token),
                 json: FetchIntervalUpdate(interval: .every(.seconds(3600))))
             #expect(try summary.decode(AppSummary.self).fetchInterval == .every(.seconds(3600)))
+            // The answer's next wake is planned for the interval just set, not read from the
+            // scheduler's pass before the change (which named the old interval's reasons).
+            let off = try await api.call(
+                .put, "/v1/apps/com.example.a/fetch-interval", json: FetchIntervalUpdate(interval: .never))
+            let offReasons = try off.decode(AppSummary.self).nextWakeReasons.map(\.code)
+            #expect(offReasons.contains(.fetchDisabled), "\(offReasons)")
+            let on = try await api.call(
+                .put, "/v1/app/fetch-interval", as: .app(token), json: FetchIntervalUpdate(interval: .minimum))
+            let onReasons = try on.decode(AppSummary.self).nextWakeReasons.map(\.code)
+            #expect(!onReasons.isEmpty && !onReasons.contains(.fetchDisabled), "\(onReasons)")
             #expect(try await api.call(.delete, "/v1/apps/com.example.a").status == .noContent)
             let gone = try await api.call(.get, "/v1/apps/com.example.a")
             #expect(gone.status == .notFound)

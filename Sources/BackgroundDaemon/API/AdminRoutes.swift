@@ -80,7 +80,7 @@ struct AdminRoutes {
         v1.put("apps/:id/fetch-interval") { request, context in
             var request = request
             let update = try await request.decodeJSON(FetchIntervalUpdate.self)
-            return try JSONResponse.make(try await apps.setFetchInterval(update.interval, for: try context.appID()))
+            return try JSONResponse.make(try await runs.setFetchInterval(update.interval, for: try context.appID()))
         }
         v1.get("runs/:run") { request, context in
             let wait = try request.uri.waitQuery() ?? .zero

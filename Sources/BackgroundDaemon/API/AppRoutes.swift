@@ -5,6 +5,7 @@ import Hummingbird
 /// The endpoints an app calls about itself, under `/v1/app` behind `AppAuthentication`.
 struct AppRoutes {
     let apps: Apps
+    let runs: Runs
     let events: AppEvents
     let coordinator: RunCoordinator
 
@@ -30,7 +31,7 @@ struct AppRoutes {
             var request = request
             let update = try await request.decodeJSON(FetchIntervalUpdate.self)
             return try JSONResponse.make(
-                try await apps.setFetchInterval(update.interval, for: try context.appCaller().app))
+                try await runs.setFetchInterval(update.interval, for: try context.appCaller().app))
         }
         app.post("opens") { _, context in
             try await apps.recordOpen(of: try context.appCaller().app)

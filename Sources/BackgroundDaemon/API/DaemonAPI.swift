@@ -98,7 +98,7 @@ struct DaemonAPI: Sendable {
             store: e.store, dashboard: dashboard, clock: e.clock
         ).add(to: router)
         let appGroup = router.group("v1/app").add(middleware: AppAuthentication(tokens: e.tokens, store: e.store))
-        AppRoutes(apps: apps, events: events, coordinator: e.coordinator).add(to: appGroup)
+        AppRoutes(apps: apps, runs: runs, events: events, coordinator: e.coordinator).add(to: appGroup)
         TransferRoutes(transfers: transfers).add(to: router, appGroup: appGroup)
         PushRoutes(pushes: pushes).add(to: router, appGroup: appGroup)
         LifecycleRoutes(lifecycle: e.lifecycle, tasks: tasks).add(to: router, appGroup: appGroup)

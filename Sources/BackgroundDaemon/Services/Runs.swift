@@ -68,18 +68,37 @@ struct Runs: Sendable {
     func forecast(_ id: AppID, hours: Int) async throws -> WakeForecast {
         _ = try await apps.require(id)
         let now = clock.now
+        let planned = try await planNow(now)
+        guard let candidate = planned.candidates.first(where: { $0.app == id }) else { throw StoreError.appNotFound(id) }
+        var forecast = planned.outlook.forecast(
+            for: candidate, policy: fetchPolicy, conditions: planned.conditions,
+            until: now.addingTimeInterval(Double(hours) * 3600), now: now)
+        if let decision = planned.plan.decision(for: id) { forecast.begin(with: decision, now: now) }
+        return forecast
+    }
+
+    /// Sets the app's fetch interval and answers with its next wake as the scheduler now plans
+    /// it. The saved plan is the pass before the change until the scheduler's next pass, so an
+    /// answer read from it named the old interval's reasons (`fetchDisabled` just after `1`).
+    func setFetchInterval(_ interval: FetchInterval, for id: AppID) async throws -> AppSummary {
+        var summary = try await apps.setFetchInterval(interval, for: id)
+        let decision = try await planNow(clock.now).plan.decision(for: id)
+        summary.nextWake = decision?.dueAt
+        summary.nextWakeReasons = decision?.reasons ?? []
+        return summary
+    }
+
+    /// The plan over every app as the scheduler would make it at `now`, and what it read.
+    private func planNow(_ now: Date) async throws -> (
+        candidates: [FetchCandidate], outlook: UsageOutlook, conditions: DeviceConditions, plan: FetchPlan
+    ) {
         let candidates = try await store.fetchCandidates(answersSince: now.addingTimeInterval(-Scheduler.answerMemory))
-        guard let candidate = candidates.first(where: { $0.app == id }) else { throw StoreError.appNotFound(id) }
         let outlook = await usage.outlook(now: now)
         let conditions = await self.conditions.effective
         let plan = fetchPolicy.plan(
             for: candidates, runningCount: candidates.count { $0.isRunning }, usage: outlook, conditions: conditions,
             now: now)
-        var forecast = outlook.forecast(
-            for: candidate, policy: fetchPolicy, conditions: conditions,
-            until: now.addingTimeInterval(Double(hours) * 3600), now: now)
-        if let decision = plan.decision(for: id) { forecast.begin(with: decision, now: now) }
-        return forecast
+        return (candidates, outlook, conditions, plan)
     }
 
     /// How many wakes each app may have today by the usage outlook (the dashboard's budget
