@@ -39,6 +39,26 @@ public struct BackgroundStore: Sendable {
     public static func open(
         atPath path: String, durability: Durability = .full, onCommit: (@Sendable (Duration) -> Void)? = nil
     ) throws -> BackgroundStore {
+        do {
+            return try openDatabase(atPath: path, durability: durability, onCommit: onCommit)
+        } catch let error as DatabaseError where [.SQLITE_NOTADB, .SQLITE_CORRUPT].contains(error.resultCode) {
+            throw Damaged(path: path, reason: error.message ?? "\(error.resultCode)")
+        }
+    }
+
+    /// The state file is there and is not a database SQLite can read (overwritten, truncated by
+    /// hand, not bgd's): said with the file and what to do, not as SQLite's error number.
+    public struct Damaged: Error, CustomStringConvertible {
+        public var path: String
+        public var reason: String
+        public var description: String {
+            "\(path) is not a database SQLite can read (\(reason)): move it (and any -wal and -shm beside it) aside to keep it, and bgd starts with an empty store — apps must then be registered again"
+        }
+    }
+
+    private static func openDatabase(
+        atPath path: String, durability: Durability, onCommit: (@Sendable (Duration) -> Void)?
+    ) throws -> BackgroundStore {
         var configuration = Configuration()
         configuration.foreignKeysEnabled = true
         configuration.busyMode = .timeout(5)

@@ -40,6 +40,7 @@ extension BGCtl {
 
         func validate() throws {
             if let problem = ServerURL.problem(with: url) { throw ValidationError("'\(url)' \(problem)") }
+            if let to, to.isEmpty { throw ValidationError("--to is a file's path; leave it out to name the file after the URL") }
             if app != nil && to != nil {
                 throw ValidationError("--to is for operator downloads; an app's download lands in its container")
             }

@@ -442,6 +442,9 @@ struct BGD: AsyncParsableCommand {
         } catch let error as SocketInUse {
             FileHandle.standardError.write(Data("bgd: \(error)\n".utf8))
             throw ExitCode(75)  // as for a state directory in use
+        } catch let error as BackgroundStore.Damaged {
+            FileHandle.standardError.write(Data("bgd: \(error)\n".utf8))
+            throw ExitCode(78)  // EX_CONFIG: starting again will not mend it
         } catch {
             FileHandle.standardError.write(Data("bgd: cannot start: \(error)\n".utf8))
             throw ExitCode.failure

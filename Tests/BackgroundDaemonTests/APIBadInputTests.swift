@@ -184,6 +184,25 @@ struct APIBadInputTests {
             #expect(status.appCount == 0)
         }
     }
+
+    /// A state file that is not a database (overwritten, not bgd's): bgd says which file and what
+    /// to do, exits 78 (starting again will not mend it), and leaves the file as it was.
+    @Test func aStateFileThatIsNotADatabaseIsSaidSo() async throws {
+        let directory = TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try FileManager.default.createDirectory(atPath: directory + "/state", withIntermediateDirectories: true)
+        let file = directory + "/state/bgd.sqlite"
+        let junk = String(repeating: "not a database\n", count: 400)
+        try junk.write(toFile: file, atomically: true, encoding: .utf8)
+        let refused = try await Command.run(
+            try BuiltProducts.path(of: "bgd"),
+            ["--state-dir", directory + "/state", "--socket", directory + "/bgd.sock", "--push-port", "off"])
+        #expect(refused.status == 78, "\(refused.standardError)")
+        #expect(
+            refused.standardError.contains("\(file) is not a database SQLite can read")
+                && refused.standardError.contains("move it"), "\(refused.standardError)")
+        #expect(try String(contentsOfFile: file, encoding: .utf8) == junk, "the file is left as it was")
+    }
 }
 
 /// The API's error codes are one closed list the library shares: every refusal a lower layer

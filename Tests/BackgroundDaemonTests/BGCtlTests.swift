@@ -319,6 +319,7 @@ struct BGCtlTests {
                 (["push", "send", "com.example.x", payload, "--key", payload, "--gateway", "ftp://x"] + ids, 64, "http or https"),
                 (["download", "http://127.0.0.1:99999/x", "--to", directory + "/x"], 64, "a port is 1 to 65535"),
                 (["status", "--socket", ""], 64, "--socket is a path"),
+                (["download", "http://127.0.0.1:8/x", "--to", ""], 64, "--to is a file's path"),
             ]
             for (arguments, status, message) in cases {
                 // push jwt needs no bgd, and takes no --socket.
