@@ -40,10 +40,6 @@ public struct AppOpenTrace: Hashable, Sendable {
         case empty
         case missingColumns(found: [String])
         case malformedLine(number: Int, text: String, problem: String)
-        /// A user's opens span more than `AppOpenTrace.longestSpan`: a replay steps through
-        /// every 10 minutes of it, so a stray timestamp decades away would cost minutes and
-        /// gigabytes, not an answer.
-        case spanTooLong(user: String, days: Int)
 
         public var description: String {
             switch self {
@@ -51,8 +47,6 @@ public struct AppOpenTrace: Hashable, Sendable {
             case .missingColumns(let found):
                 "the header must name the columns user, app and open_utc (found: \(Self.excerpt(found.prefix(8).map { String($0.prefix(40)) }.joined(separator: ", "))))"
             case .malformedLine(let number, let text, let problem): "line \(number): \(problem): \(Self.excerpt(text))"
-            case .spanTooLong(let user, let days):
-                "user \(Self.excerpt(user))'s opens span \(days) days; a replay takes at most \(Int(AppOpenTrace.longestSpan / 86400)) days (3 years) a user: look for a stray timestamp, or split the trace"
             }
         }
 
@@ -99,16 +93,6 @@ public struct AppOpenTrace: Hashable, Sendable {
             }
             opens[Key(user: fields[user], app: fields[app]), default: []].append(Date(timeIntervalSince1970: seconds))
         }
-        let trace = AppOpenTrace(opens: opens)
-        for user in trace.users {
-            if let span = trace.span(of: user), span.upperBound.timeIntervalSince(span.lowerBound) > longestSpan {
-                let days = Int(span.upperBound.timeIntervalSince(span.lowerBound) / 86400)
-                return .failure(.spanTooLong(user: user, days: days))
-            }
-        }
-        return .success(trace)
+        return .success(AppOpenTrace(opens: opens))
     }
-
-    /// The longest a user's opens may span: 3 years (1,096 days).
-    public static let longestSpan: TimeInterval = 1096 * 86400
 }
