@@ -302,7 +302,10 @@ let package = Package(
         ),
         .testTarget(
             name: "BackgroundStoreTests",
-            dependencies: ["BackgroundStore", "BackgroundModel", "BackgroundPolicy", "BackgroundTesting"],
+            dependencies: [
+                "BackgroundStore", "BackgroundModel", "BackgroundPolicy", "BackgroundTesting",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -310,6 +313,7 @@ let package = Package(
             dependencies: [
                 "BackgroundRelay", "BackgroundGateway", "BackgroundModel", "BackgroundTesting",
                 .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: swiftSettings),
         .testTarget(

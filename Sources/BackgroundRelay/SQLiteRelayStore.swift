@@ -93,6 +93,19 @@ public struct SQLiteRelayStore: RelayStore {
             try db.execute(sql: "CREATE INDEX push_ended ON push(endedAt) WHERE state != 'pending'")
             try db.execute(sql: "CREATE INDEX push_waiting ON push(acceptedAt) WHERE state = 'pending'")
         }
+        migrator.registerMigration("relay-readableDates") { db in
+            // Before session 28 a provider's apns-expiration past 9999, or a device's revoke `at`
+            // near Int64.max, was stored as a five-digit year or '': reading it back trapped the
+            // relay at every start (and text comparison took it as already past). Such a value
+            // becomes the last second of 9999 (StorableDates), and a revocation its own stored
+            // registration time, the earliest it can have been.
+            try db.execute(
+                sql: "UPDATE push SET expiration = '9999-12-31 23:59:59.000' WHERE expiration IS NOT NULL AND (expiration = '' OR substr(expiration, 5, 1) <> '-')"
+            )
+            try db.execute(
+                sql: "UPDATE deviceToken SET revokedAt = registeredAt WHERE revokedAt IS NOT NULL AND (revokedAt = '' OR substr(revokedAt, 5, 1) <> '-')"
+            )
+        }
         return migrator
     }
 

@@ -154,9 +154,12 @@ struct UplinkSession: Sendable {
                     try await $0.register(token: token, topic: topic, device: device, now: clock.now)
                 }
             case .revoke(let token, let milliseconds):
-                try await bounded { [device] in
-                    try await $0.revoke(
-                        token: token, device: device, at: Date(timeIntervalSince1970: Double(milliseconds) / 1000))
+                // The device's own clock says when; never later than the relay's now (a revocation
+                // in the future would refuse pushes until then), never before 1970.
+                let said = Date(timeIntervalSince1970: Double(milliseconds) / 1000)
+                guard milliseconds >= 0 else { return ("badFrame", "a revoke's 'at' is milliseconds since 1970") }
+                try await bounded { [device, clock] in
+                    try await $0.revoke(token: token, device: device, at: min(said, clock.now))
                 }
             case .ack(let seq):
                 return await acknowledge([seq], fencing: fencing)

@@ -201,6 +201,19 @@ extension BackgroundStore {
             try db.execute(sql: "CREATE INDEX transfer_byFinished ON transfer(finishedAt) WHERE finishedAt IS NOT NULL")
             try db.create(index: "usage_byOpened", on: "usage", columns: ["openedAt"])
         }
+        migrator.registerMigration("readableDates") { db in
+            // Before session 28 a date past 9999 from outside (a push's apns-expiration, a task's
+            // earliestBeginDate, a transfer's earliestBegin) was stored as GRDB writes it — a
+            // five-digit year, or '' near Int64.max seconds — and reading it back traps: bgd
+            // crashed at every start. Such a value becomes the last second of 9999 (StorableDates).
+            for (table, column) in [("push", "expiration"), ("taskRequest", "earliestBeginDate"), ("transfer", "nextAttemptAt")] {
+                try db.execute(
+                    sql: """
+                        UPDATE \(table) SET \(column) = '9999-12-31 23:59:59.000'
+                        WHERE \(column) IS NOT NULL AND (\(column) = '' OR substr(\(column), 5, 1) <> '-')
+                        """)
+            }
+        }
         return migrator
     }
 }

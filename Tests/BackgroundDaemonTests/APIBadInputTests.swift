@@ -143,6 +143,18 @@ struct APIBadInputTests {
                     Data(#"{"session":"s","url":"http://127.0.0.1:8/x","timeoutForResource":1e12}"#.utf8), a.token,
                     400, "invalidTransfer"
                 ),
+                // Dates past 9999 cannot be read back from the store (a task request's trapped bgd
+                // at every start; a transfer's stalled every transfer).
+                (
+                    .POST, "/v1/app/task-requests",
+                    Data(#"{"identifier":"t","kind":"processing","earliestBeginDate":"10000-01-01T00:00:00Z","requiresNetworkConnectivity":false,"requiresExternalPower":false}"#.utf8),
+                    a.token, 400, "malformedRequest"
+                ),
+                (
+                    .POST, "/v1/app/transfers",
+                    Data(#"{"session":"s","url":"http://127.0.0.1:8/x","earliestBegin":"9999-12-31T23:59:59.9999Z"}"#.utf8),
+                    a.token, 400, "malformedRequest"
+                ),
             ]
             for (method, path, body, token, status, code) in cases {
                 let answer = try await RawHTTP.request(socket, method, path, body: body, token: token)

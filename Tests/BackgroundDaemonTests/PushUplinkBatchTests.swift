@@ -61,5 +61,24 @@ struct PushUplinkBatchTests {
             }
         }
         #expect(acknowledged == Array(1...40), "each acknowledged once, in order, the stranger's too")
+
+        // A relay is a peer: an expiration past 9999 is kept within what the store can read back
+        // (stored as it came, the push log trapped bgd at every start).
+        var late = ByteBuffer()
+        late.writeBytes(
+            UplinkFrame.push(
+                RelayedPush(
+                    seq: 41, token: token, topic: app.rawValue, apnsID: "00000000-0000-4000-8000-000000000041",
+                    pushType: "background", priority: 5, collapseID: nil, expirationMilliseconds: .max,
+                    payload: Data(#"{"aps":{"content-available":1}}"#.utf8))
+            ).encoded())
+        late.writeString("\n")
+        let (lateBody, lateFeed) = AsyncStream<ByteBuffer>.makeStream()
+        lateFeed.yield(late)
+        lateFeed.finish()
+        let (_, lateSink) = AsyncStream<ByteBuffer>.makeStream()
+        await #expect(throws: PushUplink.Failure.self) { try await uplink.read(lateBody, answering: lateSink) }
+        let stored = try await store.pushes(of: app).first { $0.apnsID == "00000000-0000-4000-8000-000000000041" }
+        #expect(stored?.expiration == StorableDates.latest, "\(String(describing: stored))")
     }
 }

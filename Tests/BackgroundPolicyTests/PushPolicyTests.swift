@@ -33,7 +33,7 @@ struct PushRequestValidatorTests {
         #expect(push.deviceToken == Self.token)
     }
 
-    @Test func eachRuleHasItsReason() {
+    @Test func eachRuleHasItsReason() throws {
         #expect(reason(validate(method: "GET")) == .methodNotAllowed)
         #expect(reason(validate(path: "/3/other/\(Self.token)")) == .badPath)
         #expect(reason(validate(path: "/3/device/")) == .missingDeviceToken)
@@ -48,6 +48,10 @@ struct PushRequestValidatorTests {
         #expect(reason(validate(headers: [("apns-collapse-id", String(repeating: "c", count: 65))])) == .badCollapseId)
         #expect(reason(validate(headers: [("apns-expiration", "tomorrow")])) == .badExpirationDate)
         #expect(reason(validate(headers: [("apns-expiration", "-5")])) == .badExpirationDate)
+        // Past 9999 no store reads the date back (bgd and the relay trapped on it at every start).
+        #expect(reason(validate(headers: [("apns-expiration", "253402300800")])) == .badExpirationDate)
+        #expect(reason(validate(headers: [("apns-expiration", "9223372036854775807")])) == .badExpirationDate)
+        #expect(try validate(headers: [("apns-expiration", "253402300799")]).get().expiration == StorableDates.latest)
         #expect(reason(validate(headers: [("apns-push-type", "telepathy")])) == .invalidPushType)
         #expect(reason(validate(headers: [("apns-priority", "10")])) == .badPriority)
         #expect(reason(validate(headers: [("apns-priority", "7")])) == .badPriority)

@@ -2,6 +2,7 @@ import BackgroundGateway
 import BackgroundModel
 import BackgroundTesting
 import Foundation
+import GRDB
 import Logging
 import Testing
 
@@ -32,6 +33,35 @@ struct RelayStoreTests {
             try await store.prepare()
             try await body(store)
         }
+    }
+
+    /// Dates a relay before session 28 stored from outside — a provider's expiration past 9999,
+    /// a device's revoke `at` near Int64.max — trapped the relay whenever it read them back, so at
+    /// every start. Opening the SQLite store mends them (`relay-readableDates`).
+    @Test func datesNoReadCouldTakeAreMendedWhenTheStoreOpens() async throws {
+        let directory = TemporaryDirectory.make() + "/relay"
+        let token = String(repeating: "ab", count: 32)
+        do {
+            let store = try Relay.openStore(in: directory)
+            let owner = try await registeredOwner(store, token: token)
+            _ = try await store.commit(
+                [push(owner, token: token, id: "00000000-0000-4000-8000-000000000001")], now: now, connected: { _ in false })
+            try await store.revoke(token: token, device: owner.device, at: now)
+        }
+        let queue = try DatabaseQueue(path: directory + "/" + Relay.databaseName)
+        try await queue.write { db in
+            try db.execute(sql: "UPDATE push SET expiration = '30000-01-01 00:00:00.000'")
+            try db.execute(sql: "UPDATE deviceToken SET revokedAt = ''")
+            try db.execute(sql: "DELETE FROM grdb_migrations WHERE identifier = 'relay-readableDates'")
+        }
+        try queue.close()
+        let store = try Relay.openStore(in: directory)
+        let owner = try #require(try await store.tokenOwner(token))
+        #expect(owner.revokedAt == now, "the registration's time")
+        let expirations = try await store.database.read { db in
+            try Date.fetchAll(db, sql: "SELECT expiration FROM push")
+        }
+        #expect(expirations == [StorableDates.latest])
     }
 
     @Test(.enabled(if: TestPostgres.isAvailable, "needs PostgreSQL: eval \"$(Tests/Postgres/start.sh)\" (CI does)"))

@@ -1,6 +1,7 @@
 import BackgroundModel
 import BackgroundStore
 import Foundation
+import GRDB
 import Testing
 
 /// The push queue's SQL: coalescing, state-guarded updates, replays.
@@ -49,5 +50,46 @@ struct PushStoreTests {
         let stored = try #require(try await f.store.pushes(of: f.app).first)
         #expect(stored.state == .delivering)
         #expect(stored.reasonCode == .pushWake)
+    }
+}
+
+/// Dates a bgd before session 28 stored from outside — past 9999, written with a five-digit year
+/// or as '' — trapped bgd whenever it read them back, so at every start. Opening the store mends
+/// them to the last second of 9999 (the `readableDates` migration).
+struct UnreadableDatesTests {
+    @Test func datesNoReadCouldTakeAreMendedWhenTheStoreOpens() async throws {
+        let directory = NSTemporaryDirectory() + "bgd-dates-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/bgd.sqlite"
+        let now = Date(timeIntervalSince1970: 1_767_603_600)
+        let app = AppID(rawValue: "com.example.a")!
+        let transfer: TransferID
+        do {
+            let store = try BackgroundStore.open(atPath: path)
+            _ = try await store.register(
+                RegisterAppRequest(id: app, launchCommand: LaunchCommand(["/bin/true"])!), tokenHash: "h", now: now)
+            try await store.enqueuePushes(
+                [
+                    NewPush(
+                        app: app, apnsID: "00000000-0000-0000-0000-000000000001", pushType: "background", priority: 5,
+                        collapseID: nil, expiration: nil, payload: Data("{}".utf8))
+                ], now: now)
+            transfer = try await store.createTransfer(
+                TransferRequest(session: "s", url: URL(string: "http://127.0.0.1/file")!), app: app, now: now
+            ) { id in ("/tmp/\(id).partial", "/tmp/\(id)") }.record.id
+        }
+        // As the old bgd wrote them, and as if it had never opened a store with the mend.
+        let queue = try DatabaseQueue(path: path)
+        try await queue.write { db in
+            try db.execute(sql: "UPDATE push SET expiration = '10000-01-01 00:00:00.000'")
+            try db.execute(sql: "UPDATE transfer SET nextAttemptAt = ''")
+            try db.execute(sql: "DELETE FROM grdb_migrations WHERE identifier = 'readableDates'")
+        }
+        try queue.close()
+
+        let store = try BackgroundStore.open(atPath: path)
+        #expect(try await store.pushes(of: app).map(\.expiration) == [StorableDates.latest])
+        #expect(try await store.transfer(transfer)?.record.nextAttemptAt == StorableDates.latest)
     }
 }

@@ -37,7 +37,8 @@ public struct SysfsConditions: Sendable {
                 guard value(path + "/scope") != "Device" else { continue }
                 sources.append(path)
                 batteryFound = true
-                if let capacity = value(path + "/capacity").flatMap(Int.init) { levels.append(capacity) }
+                // A percentage: anything else (a driver's garbage) is bounded, not summed into an overflow.
+                if let capacity = value(path + "/capacity").flatMap(Int.init) { levels.append(min(max(capacity, 0), 100)) }
                 if ["Charging", "Full"].contains(value(path + "/status")) { batteryCharging = true }
             default:
                 continue

@@ -455,7 +455,10 @@ public actor PushUplink: Service {
                 NewPush(
                     app: owner.app, apnsID: push.apnsID, pushType: push.pushType, priority: push.priority,
                     collapseID: push.collapseID,
-                    expiration: push.expirationMilliseconds.map { Date(timeIntervalSince1970: Double($0) / 1000) },
+                    // As the relay says, within what the store can hold (a relay is a peer, not bgd).
+                    expiration: push.expirationMilliseconds.map {
+                        StorableDates.clamped(Date(timeIntervalSince1970: Double($0) / 1000))
+                    },
                     payload: push.payload, dropped: dropped))
         }
         if !queued.isEmpty {

@@ -20,6 +20,10 @@ public enum WireCoding {
             guard let date = parse(text) else {
                 throw DecodingError.dataCorruptedError(in: container, debugDescription: "expected an ISO 8601 date")
             }
+            guard StorableDates.contains(date) else {
+                throw DecodingError.dataCorruptedError(
+                    in: container, debugDescription: "'\(text.prefix(40))' is not \(StorableDates.requirement)")
+            }
             return date
         }
         return decoder

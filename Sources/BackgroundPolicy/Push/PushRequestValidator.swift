@@ -55,8 +55,10 @@ public enum PushRequestValidator {
         if let collapse = apns["apns-collapse-id"], collapse.utf8.count > 64 { return .failure(.badCollapseId) }
         var expiration: Date?
         if let raw = apns["apns-expiration"] {
-            guard let seconds = Int64(raw.trimmingCharacters(in: .whitespaces)), seconds >= 0 else {
-                return .failure(.badExpirationDate)
+            guard let seconds = Int64(raw.trimmingCharacters(in: .whitespaces)), seconds >= 0,
+                StorableDates.contains(Date(timeIntervalSince1970: TimeInterval(seconds)))
+            else {
+                return .failure(.badExpirationDate)  // past 9999 would not read back from the store
             }
             expiration = Date(timeIntervalSince1970: TimeInterval(seconds))
         }
