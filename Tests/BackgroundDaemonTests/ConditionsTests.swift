@@ -91,6 +91,13 @@ struct SysfsConditionsTests {
         #expect(conditions == DeviceConditions(power: .battery, batteryLevel: nil, network: .none))
         let nothing = SysfsConditions(root: sysfs.root + "/missing").read()
         #expect(nothing.conditions == .unconstrained)
+        // Two batteries whose drivers say Int.max and -5: a percentage each (their sum overflowed).
+        let huge = FakeSysfs()
+        for (battery, capacity) in [("BAT0", "9223372036854775807"), ("BAT1", "9223372036854775807"), ("BAT2", "-5")] {
+            try huge.write("class/power_supply/\(battery)/type", "Battery")
+            try huge.write("class/power_supply/\(battery)/capacity", capacity)
+        }
+        #expect(SysfsConditions(root: huge.root).read().conditions.batteryLevel == 66)
     }
 }
 
