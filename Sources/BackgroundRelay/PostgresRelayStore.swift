@@ -27,6 +27,10 @@ public final class PostgresRelayStore: RelayStore {
         else {
             throw PostgresURLProblem(description: "'\(url)' is not postgres://user:password@host:port/database")
         }
+        if let port = components.port, !(1...65535).contains(port) {
+            // NIO wraps or traps on a port it cannot hold; the pool then retried for ever.
+            throw PostgresURLProblem(description: "'\(url)' has port \(port); a port is 1 to 65535")
+        }
         let path = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
         let (port, password, database) = (components.port ?? 5432, components.password, path.isEmpty ? nil : path)
         var configuration = PostgresClient.Configuration(

@@ -75,7 +75,8 @@ struct PushPlaintextTests {
             let payload = daemon.directory + "/payload.json"
             try #"{"aps":{"content-available":1}}"#.write(toFile: payload, atomically: true, encoding: .utf8)
             func send(_ extra: [String] = []) async throws -> Command.Output {
-                try await Command.run(
+                PushGatewayTests.keepUpWithRealTime(daemon.clock)
+                return try await Command.run(
                     try BuiltProducts.path(of: "bgctl"),
                     [
                         "push", "send", app, payload, "--key", keyFile, "--key-id", PushGatewayTests.keyID,

@@ -35,6 +35,20 @@ struct RelayStoreTests {
         }
     }
 
+    /// A database URL is checked before any connection: a port NIO cannot hold (the pool tried
+    /// for ever, and `bgrelay keys list` hung) or another scheme is said so.
+    @Test func aDatabaseURLThatCannotBeReachedIsRefusedAtOnce() {
+        for (url, says) in [
+            ("postgres://u:p@127.0.0.1:99999/db", "a port is 1 to 65535"), ("mysql://u@127.0.0.1/db", "is not postgres://"),
+            ("postgres://127.0.0.1/db", "is not postgres://"),
+        ] {
+            let error = #expect(throws: PostgresURLProblem.self) {
+                _ = try PostgresRelayStore(url: url, logger: Logger(label: "test"))
+            }
+            #expect(error?.description.contains(says) == true, "\(url): \(String(describing: error))")
+        }
+    }
+
     /// Dates a relay before session 28 stored from outside — a provider's expiration past 9999,
     /// a device's revoke `at` near Int64.max — trapped the relay whenever it read them back, so at
     /// every start. Opening the SQLite store mends them (`relay-readableDates`).
