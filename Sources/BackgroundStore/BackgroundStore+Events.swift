@@ -13,6 +13,13 @@ extension BackgroundStore {
         }
     }
 
+    /// How many events the app has not acknowledged.
+    public func openEventCount(for id: AppID) async throws -> Int {
+        try await writer.read { db in
+            try EventRow.filter(EventRow.Columns.appId == id.rawValue && EventRow.Columns.closedAt == nil).fetchCount(db)
+        }
+    }
+
     /// Acknowledges every event of the app up to and including `seq`. Acknowledging again is
     /// harmless; returns how many events this call closed.
     @discardableResult

@@ -63,6 +63,15 @@ extension BackgroundStore {
         }
     }
 
+    /// How many of the app's transfers have not ended (waiting, running or paused).
+    public func outstandingTransferCount(of app: AppID) async throws -> Int {
+        try await writer.read { db in
+            try TransferRow.filter(TransferRow.Columns.appId == app.rawValue)
+                .filter(TransferState.allCases.filter { !$0.isFinal }.map(\.rawValue).contains(TransferRow.Columns.state))
+                .fetchCount(db)
+        }
+    }
+
     /// Transfers, newest first: one app's (one session's), or everyone's.
     public func transfers(app: AppID? = nil, session: String? = nil, limit: Int = 200) async throws -> [TransferRecord]
     {

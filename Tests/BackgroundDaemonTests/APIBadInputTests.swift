@@ -184,6 +184,65 @@ struct APIBadInputTests {
         }
     }
 
+    /// What one app may hold of bgd: 4 event streams (an app opening them without end, unread,
+    /// exhausted bgd's descriptors and memory) and 1,000 transfers not ended (each costs every
+    /// planning pass). Past either, 429 with what to do, and nothing changes.
+    @Test func anAppHoldsABoundedShareOfBgd() async throws {
+        try await TestDaemon.with { daemon in
+            let app = try await daemon.register("com.example.a", command: ["/bin/false"], interval: .never)
+            let client = DaemonClient(socketPath: daemon.socketPath, token: app.token)
+            // Kept to the end: a stream's reader, once dropped, closes its connection.
+            var streams: [StreamMessages.Iterator] = []
+            for _ in 0..<EventBroker.maximumStreamsPerApp {
+                var messages = try await client.stream("/v1/app/events").makeAsyncIterator()
+                _ = try await messages.next()  // hello: it is open
+                streams.append(messages)
+            }
+            // The fifth on a connection of its own (the client's pool holds the four).
+            let fifth = try await Command.run(
+                "/usr/bin/python3",
+                [
+                    "-c",
+                    #"""
+                    import socket, sys
+                    s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+                    s.sendall(('GET /v1/app/events HTTP/1.1\r\nHost: bgd\r\nAuthorization: Bearer %s\r\n\r\n' % sys.argv[2]).encode())
+                    print(s.recv(4096).decode(errors='replace'))
+                    """#, daemon.socketPath, app.token,
+                ])
+            #expect(fifth.standardOutput.hasPrefix("HTTP/1.1 429"), "\(fifth)")
+            #expect(fifth.standardOutput.contains(#""error":"tooManyStreams""#), "\(fifth)")
+            // Another app's share is its own.
+            let other = try await daemon.register("com.example.b", command: ["/bin/false"], interval: .never)
+            let itsStream = try await DaemonClient(socketPath: daemon.socketPath, token: other.token).stream(
+                "/v1/app/events")
+            var itsMessages = itsStream.makeAsyncIterator()
+            #expect(try await itsMessages.next() != nil)
+
+            // Transfers: 999 waiting (made in the store: through the API each would cost a
+            // planning pass), the 1,000th through the API, then one more is refused.
+            let later = daemon.clock.now.addingTimeInterval(365 * 86400)
+            for n in 0..<999 {
+                var request = TransferRequest(session: "s", url: URL(string: "http://127.0.0.1:9/\(n)")!)
+                request.earliestBegin = later
+                _ = try await daemon.store.createTransfer(request, app: app.app.id, now: daemon.clock.now) { id in
+                    (daemon.directory + "/\(id).partial", daemon.directory + "/\(id)")
+                }
+            }
+            let thousandth = try await RawHTTP.request(
+                daemon.socketPath, .POST, "/v1/app/transfers",
+                body: Data(#"{"session":"s","url":"http://127.0.0.1:9/y","earliestBegin":"\#(WireCoding.format(later))"}"#.utf8),
+                token: app.token)
+            #expect(thousandth.status == 201, "\(thousandth)")
+            let refused = try await RawHTTP.request(
+                daemon.socketPath, .POST, "/v1/app/transfers",
+                body: Data(#"{"session":"s","url":"http://127.0.0.1:9/x"}"#.utf8), token: app.token)
+            #expect(refused.status == 429 && refused.errorCode == "tooManyTransfers", "\(refused)")
+            #expect(try await daemon.store.outstandingTransferCount(of: app.app.id) == 1000)
+            withExtendedLifetime(streams) {}
+        }
+    }
+
     @Test func aSecondDaemonOnTheSameStateIsRefused() async throws {
         try await TestDaemon.with { daemon in
             await #expect(throws: StateDirectory.AlreadyInUse.self) {

@@ -129,6 +129,16 @@ extension APIError {
         case .taskNotRunning(let app, let identifier):
             self.init(
                 .notFound, .taskNotRunning, "\(app) is not running task '\(identifier)'; `bgctl tasks` shows what runs")
+        case .tooManyStreams(let app):
+            self.init(
+                .tooManyRequests, .tooManyStreams,
+                "\(app) holds \(EventBroker.maximumStreamsPerApp) event streams open already, the most an app may; close one (a process's streams close when it exits)"
+            )
+        case .tooManyTransfers(let app):
+            self.init(
+                .tooManyRequests, .tooManyTransfers,
+                "\(app) has \(Transfers.maximumOutstandingPerApp) transfers outstanding already, the most an app may; cancel some, or wait for them to end"
+            )
         case .unknownBackgroundTask(let number):
             self.init(
                 .notFound, .unknownBackgroundTask,

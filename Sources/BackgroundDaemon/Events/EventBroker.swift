@@ -28,6 +28,16 @@ public final class EventBroker: Sendable {
         var continuation: AsyncStream<Signal>.Continuation
     }
 
+    /// The most streams one app holds open at once. An app needs one (a launched process and the
+    /// user's own, two); each holds a connection, a descriptor and what it has read for its app,
+    /// and a stream its app does not read holds them until it does: an app opening streams
+    /// without end exhausted bgd's descriptors and memory (300 unread streams, 1.9 GB). A
+    /// stream whose process ended closes with it, so a client reconnecting is not refused.
+    public static let maximumStreamsPerApp = 4
+    /// Signals waiting for a stream that does not read (nudges, keep-alives, control messages):
+    /// beyond this the oldest are dropped — a stalled stream cannot grow without end.
+    static let signalBuffer = 1024
+
     private let streams = Mutex<[AppID: [UUID: Stream]]>([:])
     private let changes = Atomic<Int>(0)
     /// Moves whenever a stream opens or closes (the app listing's cache key).
@@ -41,14 +51,24 @@ public final class EventBroker: Sendable {
     /// Whether any app holds an event stream open.
     public var hasStreams: Bool { streams.withLock { !$0.isEmpty } }
 
-    public func subscribe(_ app: AppID, isLaunched: Bool) -> Subscription {
-        let (signals, continuation) = AsyncStream<Signal>.makeStream(bufferingPolicy: .unbounded)
+    /// A new stream for `app`, or nil when it holds `maximumStreamsPerApp` open already.
+    public func subscribe(_ app: AppID, isLaunched: Bool) -> Subscription? {
+        let (signals, continuation) = AsyncStream<Signal>.makeStream(
+            bufferingPolicy: .bufferingNewest(Self.signalBuffer))
         let id = UUID()
-        streams.withLock { $0[app, default: [:]][id] = Stream(isLaunched: isLaunched, continuation: continuation) }
+        let taken = streams.withLock { streams -> Bool in
+            guard (streams[app]?.count ?? 0) < Self.maximumStreamsPerApp else { return false }
+            streams[app, default: [:]][id] = Stream(isLaunched: isLaunched, continuation: continuation)
+            return true
+        }
+        guard taken else { return nil }
         changes.add(1, ordering: .releasing)
         streamOpened.ring()
         return Subscription(id: id, app: app, isLaunched: isLaunched, signals: signals)
     }
+
+    /// How many streams the app holds open.
+    public func streamCount(of app: AppID) -> Int { streams.withLock { $0[app]?.count ?? 0 } }
 
     public func unsubscribe(_ subscription: Subscription) {
         let stream = streams.withLock { streams -> Stream? in

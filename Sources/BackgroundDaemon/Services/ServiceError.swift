@@ -15,4 +15,8 @@ enum ServiceError: Error, Equatable {
     case unknownBackgroundTask(Int)
     case backgroundTimeExpired(String)
     case dashboardOff
+    /// The app holds the most event streams it may.
+    case tooManyStreams(AppID)
+    /// The app has the most transfers outstanding it may.
+    case tooManyTransfers(AppID)
 }

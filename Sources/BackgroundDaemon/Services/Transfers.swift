@@ -49,8 +49,17 @@ struct Transfers: Sendable {
             app = owner
         }
         if let problem = transfer.problem { throw Refusal.invalid(problem) }
+        if case .app(let id) = caller, try await store.outstandingTransferCount(of: id) >= Self.maximumOutstandingPerApp {
+            throw ServiceError.tooManyTransfers(id)
+        }
         return try await service.submit(transfer, from: app)
     }
+
+    /// The most transfers an app may have outstanding (not ended). Each costs every planning
+    /// pass a little and its row, and one may wait up to 366 days: an app submitting without
+    /// end made each pass cost a second of CPU at 7,750. Far above what a background session
+    /// holds; the operator's own downloads are not counted.
+    static let maximumOutstandingPerApp = 1000
 
     /// The caller's transfers (an app's, optionally of one session), with live progress.
     func list(for caller: Caller, session: String? = nil, limit: Int = 200) async throws -> [TransferRecord] {

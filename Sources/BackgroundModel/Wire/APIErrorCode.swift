@@ -53,6 +53,9 @@ public enum APIErrorCode: String, Codable, Sendable, CaseIterable {
     case unavailable
     case tooManyPendingTaskRequests
     case notPermitted
+    // An app's share of bgd, all taken (what it holds open must end first)
+    case tooManyStreams
+    case tooManyTransfers
     // Files: a transfer's destination or upload refused
     case destinationExists
     case destinationProtected
