@@ -32,6 +32,14 @@ enum SocketProbe {
                 connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
             }
         }
-        return result == 0 ? nil : String(cString: strerror(errno))
+        guard result != 0 else { return nil }
+        let reason = String(cString: strerror(errno))
+        // Linux refuses a connection to a directory or a plain file as to a socket nobody serves:
+        // say what is there instead, so `--socket` given the state directory is understood.
+        var status = stat()
+        if stat(path, &status) == 0, status.st_mode & S_IFMT != S_IFSOCK {
+            return "\(status.st_mode & S_IFMT == S_IFDIR ? "it is a directory" : "it is a file"), not a socket"
+        }
+        return reason
     }
 }

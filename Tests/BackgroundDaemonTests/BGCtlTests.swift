@@ -280,6 +280,12 @@ struct BGCtlTests {
                 try BuiltProducts.path(of: "bgctl"),
                 ["status", "--json", "--socket", daemon.directory + "/nobody.sock"])
             #expect(noDaemonJSON.standardError.contains(#""error":"daemonUnreachable""#), "\(noDaemonJSON.standardError)")
+            // Given a directory (the state directory, say) for the socket: said so.
+            let directoryGiven = try await Command.run(
+                try BuiltProducts.path(of: "bgctl"), ["status", "--socket", daemon.directory])
+            #expect(
+                directoryGiven.status == 69 && directoryGiven.standardError.contains("it is a directory, not a socket"),
+                "\(directoryGiven.standardError)")
         }
     }
 
