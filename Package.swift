@@ -159,6 +159,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -304,7 +305,6 @@ let package = Package(
             name: "BackgroundStoreTests",
             dependencies: [
                 "BackgroundStore", "BackgroundModel", "BackgroundPolicy", "BackgroundTesting",
-                .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -313,7 +313,7 @@ let package = Package(
             dependencies: [
                 "BackgroundRelay", "BackgroundGateway", "BackgroundModel", "BackgroundTesting",
                 .product(name: "NIOEmbedded", package: "swift-nio"),
-                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDB", package: "GRDB.swift"),  // to read back a column no store call shows
             ],
             swiftSettings: swiftSettings),
         .testTarget(

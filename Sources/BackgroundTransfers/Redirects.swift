@@ -8,7 +8,7 @@ import NIOHTTP1
 /// AsyncHTTPClient's own following hands a Location's port to NIO unchecked, and NIO traps on a
 /// port it cannot hold (`http://127.0.0.1:99999/`): one redirect from a server could crash bgd,
 /// and again at every start while the transfer is stored. Here a Location must pass
-/// `TransferRequest.problem(with:)` like the request's own URL. The rules are otherwise
+/// `ServerURL` like the request's own URL. The rules are otherwise
 /// AsyncHTTPClient's: at most 5 redirects, no cycles, http and https only; a 303 (and a 301 or
 /// 302 answering a POST) continues as a GET without the body; every other header goes along
 /// (a download's `Range` and `If-Range` too: the resume rules judge the final answer).
@@ -49,7 +49,7 @@ struct Redirects {
             guard let next = URL(string: location, relativeTo: hop.url)?.absoluteURL else {
                 throw Refusal(error: TransferError(.badURL, "redirected to \(quoted(location)), which is not a URL"))
             }
-            if let problem = TransferRequest.problem(with: next) {
+            if let problem = ServerURL.problem(with: next) {
                 throw Refusal(error: TransferError(.badURL, "redirected to \(quoted(location)), which \(problem)"))
             }
             guard visited.insert(next.absoluteString).inserted else {

@@ -134,7 +134,7 @@ public final class TransferEngine: Sendable {
     public func attempt(_ transfer: StoredTransfer, observer: Observer) async throws -> Outcome {
         // Requests are checked when they come; one stored before a check existed is checked here
         // (a URL NIO cannot take must never reach it).
-        if let problem = TransferRequest.problem(with: transfer.request.url) {
+        if let problem = ServerURL.problem(with: transfer.request.url) {
             return .failed(TransferError(.badURL, "the URL \(problem)"), statusCode: nil)
         }
         return switch transfer.request.kind {

@@ -265,9 +265,7 @@ struct APIBadInputTests {
         let file = directory + "/state/bgd.sqlite"
         let junk = String(repeating: "not a database\n", count: 400)
         try junk.write(toFile: file, atomically: true, encoding: .utf8)
-        let refused = try await Command.run(
-            try BuiltProducts.path(of: "bgd"),
-            ["--state-dir", directory + "/state", "--socket", directory + "/bgd.sock", "--push-port", "off"])
+        let refused = try await Command.bgd(onStateIn: directory)
         #expect(refused.status == 78, "\(refused.standardError)")
         #expect(
             refused.standardError.contains("\(file) is not a database SQLite can read")

@@ -130,9 +130,7 @@ struct GatewayCertificateTests {
 
         // bgd's own pair, damaged on disk: said as such, with what to do, not as ASN.1 (exit 1).
         try "junk\n".write(toFile: directory + "/state/push-gateway.crt", atomically: true, encoding: .utf8)
-        let damaged = try await Command.run(
-            try BuiltProducts.path(of: "bgd"),
-            ["--state-dir", directory + "/state", "--socket", directory + "/bgd.sock", "--push-port", "0"])
+        let damaged = try await Command.bgd(onStateIn: directory)
         #expect(damaged.status == 78, "\(damaged.standardError)")
         #expect(
             damaged.standardError.contains("cannot read the gateway's own certificate \(directory)/state/push-gateway.crt")

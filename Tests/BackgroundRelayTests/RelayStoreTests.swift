@@ -62,13 +62,10 @@ struct RelayStoreTests {
                 [push(owner, token: token, id: "00000000-0000-4000-8000-000000000001")], now: now, connected: { _ in false })
             try await store.revoke(token: token, device: owner.device, at: now)
         }
-        let queue = try DatabaseQueue(path: directory + "/" + Relay.databaseName)
-        try await queue.write { db in
-            try db.execute(sql: "UPDATE push SET expiration = '30000-01-01 00:00:00.000'")
-            try db.execute(sql: "UPDATE deviceToken SET revokedAt = ''")
-            try db.execute(sql: "DELETE FROM grdb_migrations WHERE identifier = 'relay-readableDates'")
-        }
-        try queue.close()
+        try await OlderStoreFile.rewrite(
+            directory + "/" + Relay.databaseName,
+            with: ["UPDATE push SET expiration = '30000-01-01 00:00:00.000'", "UPDATE deviceToken SET revokedAt = ''"],
+            forgetting: "relay-readableDates")
         let store = try Relay.openStore(in: directory)
         let owner = try #require(try await store.tokenOwner(token))
         #expect(owner.revokedAt == now, "the registration's time")

@@ -1,7 +1,7 @@
 import BackgroundModel
 import BackgroundStore
+import BackgroundTesting
 import Foundation
-import GRDB
 import Testing
 
 /// The push queue's SQL: coalescing, state-guarded updates, replays.
@@ -80,13 +80,10 @@ struct UnreadableDatesTests {
             ) { id in ("/tmp/\(id).partial", "/tmp/\(id)") }.record.id
         }
         // As the old bgd wrote them, and as if it had never opened a store with the mend.
-        let queue = try DatabaseQueue(path: path)
-        try await queue.write { db in
-            try db.execute(sql: "UPDATE push SET expiration = '10000-01-01 00:00:00.000'")
-            try db.execute(sql: "UPDATE transfer SET nextAttemptAt = ''")
-            try db.execute(sql: "DELETE FROM grdb_migrations WHERE identifier = 'readableDates'")
-        }
-        try queue.close()
+        try await OlderStoreFile.rewrite(
+            path,
+            with: ["UPDATE push SET expiration = '10000-01-01 00:00:00.000'", "UPDATE transfer SET nextAttemptAt = ''"],
+            forgetting: "readableDates")
 
         let store = try BackgroundStore.open(atPath: path)
         #expect(try await store.pushes(of: app).map(\.expiration) == [StorableDates.latest])

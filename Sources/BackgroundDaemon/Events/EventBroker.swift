@@ -67,9 +67,6 @@ public final class EventBroker: Sendable {
         return Subscription(id: id, app: app, isLaunched: isLaunched, signals: signals)
     }
 
-    /// How many streams the app holds open.
-    public func streamCount(of app: AppID) -> Int { streams.withLock { $0[app]?.count ?? 0 } }
-
     public func unsubscribe(_ subscription: Subscription) {
         let stream = streams.withLock { streams -> Stream? in
             let removed = streams[subscription.app]?.removeValue(forKey: subscription.id)

@@ -103,7 +103,7 @@ public struct TransferRequest: Hashable, Codable, Sendable {
     public var problem: String? {
         if session.isEmpty || session.utf8.count > 200 { return "'session' must be 1 to 200 bytes" }
         if let taskDescription, taskDescription.utf8.count > 1000 { return "'taskDescription' is at most 1000 bytes" }
-        if let problem = Self.problem(with: url) { return "'url' " + problem }
+        if let problem = ServerURL.problem(with: url) { return "'url' " + problem }
         switch kind {
         case .download:
             if uploadFile != nil { return "'uploadFile' is for uploads" }
@@ -125,8 +125,4 @@ public struct TransferRequest: Hashable, Codable, Sendable {
 
     /// A transfer gives up after at most this long (iOS's default is 7 days).
     public static let longestTimeoutForResource: Duration = .seconds(366 * 86400)
-
-    /// Why `url` cannot be fetched, or nil (`ServerURL`): checked for the request and for every
-    /// redirect's Location.
-    public static func problem(with url: URL) -> String? { ServerURL.problem(with: url) }
 }

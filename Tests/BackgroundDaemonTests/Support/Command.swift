@@ -1,3 +1,4 @@
+import BackgroundTesting
 import Foundation
 
 /// Runs a program to completion and collects its output (for driving bgctl and bgd in tests).
@@ -16,6 +17,14 @@ enum Command {
         let (stdout, stderr) = await (standardOutput, standardError)
         let status = await process.waitForExit()
         return Output(status: status, standardOutput: stdout, standardError: stderr)
+    }
+
+    /// bgd started on `directory`/state (its socket beside it, the gateway on any port), run to
+    /// its exit: what a person sees when something there keeps it from starting.
+    static func bgd(onStateIn directory: String) async throws -> Output {
+        try await run(
+            try BuiltProducts.path(of: "bgd"),
+            ["--state-dir", directory + "/state", "--socket", directory + "/bgd.sock", "--push-port", "0"])
     }
 
     /// Reads to end of file on a thread of its own (the read blocks).
