@@ -74,14 +74,31 @@ extension BackgroundStore {
         }
     }
 
-    /// Remembers that the user opened the app (the usage model learns from these).
-    public func recordOpen(of id: AppID, at date: Date) async throws {
+    /// Remembers that the user opened the app (the usage model learns from these). Opens of one
+    /// app closer together than `openCoalescing` are one use of it: the later is not stored, and
+    /// the answer is false. Switching back and forth is one session to every model here, and
+    /// an app reporting opens in a loop would otherwise store rows without end (one client kept
+    /// up 170 a second: 14.7M rows a day).
+    @discardableResult
+    public func recordOpen(of id: AppID, at date: Date) async throws -> Bool {
         try await writer.write { db in
             guard try AppRow.exists(db, key: id.rawValue) else { throw StoreError.appNotFound(id) }
+            let near = try Bool.fetchOne(
+                db,
+                sql: "SELECT EXISTS (SELECT 1 FROM usage WHERE appId = ? AND openedAt > ? AND openedAt < ?)",
+                arguments: [
+                    id.rawValue, date.addingTimeInterval(-Self.openCoalescing),
+                    date.addingTimeInterval(Self.openCoalescing),
+                ])
+            guard near != true else { return false }
             let row = UsageRow(id: nil, appId: id.rawValue, openedAt: date)
             try row.insert(db)
+            return true
         }
     }
+
+    /// Opens of one app closer together than this (seconds, either way) count once.
+    public static let openCoalescing: TimeInterval = 60
 
     /// Forgets every recorded open of the app (`bgctl usage --reset`). Returns how many.
     @discardableResult

@@ -80,14 +80,29 @@ extension BackgroundStore {
     }
 
     /// `unregisterForRemoteNotifications`, or the app's unregistration: its tokens stop counting.
+    /// A revoked token is kept so that a push to it answers 410 with when it stopped counting,
+    /// but only the app's latest `revokedTokensKeptPerApp` (and, by the pruner, for as long as
+    /// history is kept): an app that registers and unregisters in a loop would otherwise add a
+    /// row each time for ever, and the relay uplink resends every token it holds at each
+    /// change. A push to a token forgotten so answers 400 BadDeviceToken, as to one never issued.
     public func revokeDeviceTokens(of app: AppID, now: Date) async throws {
         try await writer.write { db in
             try db.execute(
                 sql: "UPDATE deviceToken SET revokedAt = ? WHERE appId = ? AND revokedAt IS NULL",
                 arguments: [now, app.rawValue])
+            try db.execute(
+                sql: """
+                    DELETE FROM deviceToken WHERE appId = ? AND revokedAt IS NOT NULL AND token NOT IN (
+                        SELECT token FROM deviceToken WHERE appId = ? AND revokedAt IS NOT NULL
+                        ORDER BY revokedAt DESC, createdAt DESC LIMIT ?)
+                    """,
+                arguments: [app.rawValue, app.rawValue, Self.revokedTokensKeptPerApp])
         }
         pushCredentials.advance()
     }
+
+    /// The most revoked device tokens kept per app (see `revokeDeviceTokens`).
+    public static let revokedTokensKeptPerApp = 20
 
     public func addProviderKey(_ key: ProviderKeyRegistration, now: Date) async throws {
         try await writer.write { db in
@@ -186,13 +201,15 @@ extension BackgroundStore {
     }
 
     /// Coalesces the app's waiting pushes — the newest of each collapse id (and of those without
-    /// one) stays, the others are marked replaced — and returns the newest that stays.
+    /// one) stays, the others are marked replaced — and returns the newest that stays. A replaced
+    /// push keeps its row (what came, when, and what replaced it) but not its payload, which
+    /// nobody will read: a provider sending 20 a second to one app left 8 GB a day of them.
     public func coalesceQueuedPushes(of app: AppID) async throws -> StoredPush? {
         try await writer.write { db in
             // One statement, so a flood of pushes to one app costs one pass, not one update each.
             try db.execute(
                 sql: """
-                    UPDATE push SET state = '\(PushState.replaced.rawValue)', reasonCode = ?,
+                    UPDATE push SET state = '\(PushState.replaced.rawValue)', reasonCode = ?, payload = X'',
                         reason = CASE WHEN collapseId IS NULL THEN 'a newer push for the app replaced it'
                                  ELSE 'a newer push with collapse id ''' || collapseId || ''' replaced it' END
                     WHERE appId = ? AND state = '\(PushState.queued.rawValue)' AND id NOT IN (

@@ -8,7 +8,8 @@ import GRDB
 extension BackgroundStore {
     public struct Retention: Hashable, Sendable {
         /// Finished work older than this goes: ended runs, acknowledged events, ended transfers
-        /// whose app has nothing left to hear, and pushes delivered, replaced or dropped.
+        /// whose events the app has acknowledged, pushes delivered, replaced or dropped, and
+        /// revoked device tokens.
         public var history: Duration
         /// Opens are the usage models' evidence: kept at least as long as they read back
         /// (the adaptive learner eight weeks, the learned model as far as it goes).
@@ -16,13 +17,19 @@ extension BackgroundStore {
         /// The latest runs of each app stay whatever their age: the fetch policy anchors an app's
         /// next wake on its last run and backs off on its last failures.
         public var runsKeptPerApp: Int
+        /// Settled pushes (delivered, replaced, dropped, recorded) are kept for `history`, but
+        /// at most this many of each app's, newest first: a provider may send as fast as the
+        /// gateway takes them, and history that grows with a sender's rate is not bounded.
+        public var pushesKeptPerApp: Int
 
         public init(
-            history: Duration = .seconds(30 * 86400), opens: Duration = .seconds(90 * 86400), runsKeptPerApp: Int = 20
+            history: Duration = .seconds(30 * 86400), opens: Duration = .seconds(90 * 86400), runsKeptPerApp: Int = 20,
+            pushesKeptPerApp: Int = 1000
         ) {
             self.history = history
             self.opens = opens
             self.runsKeptPerApp = max(1, runsKeptPerApp)
+            self.pushesKeptPerApp = max(1, pushesKeptPerApp)
         }
     }
 
@@ -33,9 +40,10 @@ extension BackgroundStore {
         public var pushes = 0
         public var transfers = 0
         public var opens = 0
+        public var deviceTokens = 0
         public var pagesFreed = 0
 
-        public var rowsDeleted: Int { runs + events + pushes + transfers + opens }
+        public var rowsDeleted: Int { runs + events + pushes + transfers + opens + deviceTokens }
     }
 
     /// Deletes what `retention` no longer keeps, `batch` rows a transaction so that no other
@@ -46,11 +54,15 @@ extension BackgroundStore {
         var report = PruneReport()
         report.events = try await deleteInBatches(
             from: "event", where: "closedAt IS NOT NULL AND closedAt < ?", [cutoff], batch: batch)
+        let settled =
+            "state IN ('\(PushState.delivered.rawValue)', '\(PushState.replaced.rawValue)', "
+            + "'\(PushState.dropped.rawValue)', '\(PushState.recorded.rawValue)')"
         report.pushes = try await deleteInBatches(
-            from: "push",
-            where: "state IN ('\(PushState.delivered.rawValue)', '\(PushState.replaced.rawValue)', "
-                + "'\(PushState.dropped.rawValue)', '\(PushState.recorded.rawValue)') AND receivedAt < ?",
-            [cutoff], batch: batch)
+            from: "push", where: "\(settled) AND receivedAt < ?", [cutoff], batch: batch)
+        for (app, oldestKept) in try await oldestSettledPushesKept(retention.pushesKeptPerApp, settled: settled) {
+            report.pushes += try await deleteInBatches(
+                from: "push", where: "appId = ? AND id < ? AND \(settled)", [app, oldestKept], batch: batch)
+        }
         report.runs = try await deleteInBatches(
             from: "run",
             where: """
@@ -66,9 +78,16 @@ extension BackgroundStore {
             where: """
                 state IN ('\(TransferState.completed.rawValue)', '\(TransferState.failed.rawValue)', '\(TransferState.cancelled.rawValue)')
                 AND finishedAt < ?
-                AND (appId IS NULL OR appId NOT IN (SELECT appId FROM event WHERE closedAt IS NULL))
+                AND id NOT IN (SELECT transferId FROM (
+                    SELECT json_extract(body, '$.transferCompleted.transfer') AS transferId FROM event
+                    WHERE closedAt IS NULL AND kind = 'transferCompleted'
+                    UNION ALL
+                    SELECT json_extract(body, '$.downloadFinished.transfer') FROM event
+                    WHERE closedAt IS NULL AND kind = 'downloadFinished') WHERE transferId IS NOT NULL)
                 """,
             [cutoff], batch: batch)
+        report.deviceTokens = try await deleteInBatches(
+            from: "deviceToken", where: "revokedAt IS NOT NULL AND revokedAt < ?", [cutoff], batch: batch)
         report.opens = try await deleteInBatches(
             from: "usage", where: "openedAt < ?", [now.addingTimeInterval(-retention.opens.seconds)], batch: batch)
         report.pagesFreed = try await writer.writeWithoutTransaction { db in
@@ -87,6 +106,22 @@ extension BackgroundStore {
                 try Int.fetchOne(db, sql: "PRAGMA freelist_count") ?? 0,
                 try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 0
             )
+        }
+    }
+
+    /// For each app with more than `kept` settled pushes, the id of the oldest one kept.
+    private func oldestSettledPushesKept(_ kept: Int, settled: String) async throws -> [(String, Int64)] {
+        try await writer.read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT appId, (SELECT id FROM push p WHERE p.appId = apps.appId AND \(settled)
+                                   ORDER BY id DESC LIMIT 1 OFFSET ?) AS oldestKept
+                    FROM (SELECT DISTINCT appId FROM push) AS apps
+                    """,
+                arguments: [kept - 1]
+            )
+            .compactMap { row in (row["oldestKept"] as Int64?).map { (row["appId"], $0) } }
         }
     }
 

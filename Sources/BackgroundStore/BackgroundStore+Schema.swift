@@ -214,6 +214,13 @@ extension BackgroundStore {
                         """)
             }
         }
+        migrator.registerMigration("boundedGrowth") { db in
+            // An open is looked up by its app and time (opens a minute apart count once), and a
+            // push by its app in id order (the newest kept per app).
+            try db.create(index: "usage_byApp", on: "usage", columns: ["appId", "openedAt"])
+            try db.create(index: "push_byApp", on: "push", columns: ["appId", "id"])
+            try db.execute(sql: "CREATE INDEX deviceToken_byRevoked ON deviceToken(appId, revokedAt) WHERE revokedAt IS NOT NULL")
+        }
         return migrator
     }
 }

@@ -243,6 +243,38 @@ struct APIBadInputTests {
         }
     }
 
+    /// An app that never acknowledges its events cannot grow bgd by transfers: each ended one
+    /// leaves it events (and keeps the transfer's row) until it acknowledges them.
+    @Test func anAppThatLeavesItsEventsUnacknowledgedStartsNoMoreTransfers() async throws {
+        try await TestDaemon.with { daemon in
+            let app = try await daemon.register("com.example.a", command: ["/bin/false"], interval: .never)
+            // 5,000 ended transfers, two events each (made in the store: through the API each
+            // would be a download and a launch).
+            for n in 0..<5000 {
+                let request = TransferRequest(session: "s\(n)", url: URL(string: "http://127.0.0.1:9/\(n)")!)
+                let created = try await daemon.store.createTransfer(request, app: app.app.id, now: daemon.clock.now) {
+                    id in (daemon.directory + "/\(id).partial", daemon.directory + "/\(id)")
+                }
+                _ = try await daemon.store.finishTransfer(created.record.id, .cancelled, now: daemon.clock.now)
+            }
+            #expect(try await daemon.store.openEventCount(for: app.app.id) == 10_000)
+            let body = Data(#"{"session":"s","url":"http://127.0.0.1:9/x","earliestBegin":"2100-01-01T00:00:00Z"}"#.utf8)
+            let refused = try await RawHTTP.request(daemon.socketPath, .POST, "/v1/app/transfers", body: body, token: app.token)
+            #expect(refused.status == 429 && refused.errorCode == "tooManyUnacknowledgedEvents", "\(refused)")
+            #expect(String(decoding: refused.body, as: UTF8.self).contains("acknowledge"), "says what to do")
+            #expect(try await daemon.store.outstandingTransferCount(of: app.app.id) == 0, "nothing was made")
+
+            // Acknowledged, the app may go on.
+            let last = try await daemon.store.lastEventSequence(for: app.app.id)
+            let ack = try await RawHTTP.request(
+                daemon.socketPath, .POST, "/v1/app/events/ack", body: Data(#"{"seq":\#(last.rawValue)}"#.utf8),
+                token: app.token)
+            #expect(ack.status < 300, "\(ack)")
+            let accepted = try await RawHTTP.request(daemon.socketPath, .POST, "/v1/app/transfers", body: body, token: app.token)
+            #expect(accepted.status == 201, "\(accepted)")
+        }
+    }
+
     @Test func aSecondDaemonOnTheSameStateIsRefused() async throws {
         try await TestDaemon.with { daemon in
             await #expect(throws: StateDirectory.AlreadyInUse.self) {

@@ -94,6 +94,26 @@ struct LearnedSchedulingTests {
         }
     }
 
+    /// Opens of one app a minute apart or less are one use: an app (or a loop) reporting opens
+    /// as fast as it can stores one a minute, and the model learns what the store holds.
+    @Test func opensAMinuteApartOrLessCountOnce() async throws {
+        try await TestDaemon.with(clock: ManualClock(now: Self.monday)) { daemon in
+            try await daemon.register(Self.app, command: ["/bin/false"], interval: .never)
+            func usage() async throws -> UsageSummary {
+                try await daemon.admin.send(.get, "/v1/apps/\(Self.app)/usage", as: UsageSummary.self)
+            }
+            for _ in 0..<5 { _ = try await daemon.admin.send(.post, "/v1/apps/\(Self.app)/opens") }
+            daemon.clock.advance(by: .seconds(59))
+            _ = try await daemon.admin.send(.post, "/v1/apps/\(Self.app)/opens")
+            #expect(try await usage().opensRecorded == 1)
+            daemon.clock.advance(by: .seconds(1))
+            _ = try await daemon.admin.send(.post, "/v1/apps/\(Self.app)/opens")
+            let summary = try await usage()
+            #expect(summary.opensRecorded == 2)
+            #expect(summary.lastOpen == Self.monday.addingTimeInterval(60))
+        }
+    }
+
     /// `bgctl why` and `bgctl forecast` name the same next wake for every kind of app — never
     /// opened, on an interval, opened once, fetch turned off — and when the battery holds them
     /// all (issue 18: `why` said "in 5h54m" where `forecast` said none planned).

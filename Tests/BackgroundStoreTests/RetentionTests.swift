@@ -106,4 +106,106 @@ struct RetentionTests {
         #expect(after.pages < before.pages / 2, "\(before.pages) → \(after.pages) pages")
         #expect(after.free == 0)
     }
+
+    // MARK: What an app or a provider could grow without end
+
+    @Test func opensOfOneAppAMinuteApartOrLessCountOnce() async throws {
+        let store = try openStore()
+        try await register(a, in: store)
+        try await register(b, in: store)
+        #expect(try await store.recordOpen(of: a, at: t0))
+        #expect(try await store.recordOpen(of: a, at: t0.addingTimeInterval(30)) == false, "30 s later: the same use")
+        #expect(try await store.recordOpen(of: a, at: t0.addingTimeInterval(-59)) == false, "either way (a clock set back)")
+        #expect(try await store.recordOpen(of: b, at: t0.addingTimeInterval(30)), "another app's open is its own")
+        #expect(try await store.recordOpen(of: a, at: t0.addingTimeInterval(60)))
+        // A client reporting opens in a loop stores one a minute.
+        for second in stride(from: 61.0, to: 600, by: 0.5) {
+            try await store.recordOpen(of: a, at: t0.addingTimeInterval(second))
+        }
+        #expect(try await store.opens(of: a).map { $0.timeIntervalSince(t0) } == [0, 60, 120, 180, 240, 300, 360, 420, 480, 540])
+        #expect(try await store.opens(of: b).count == 1)
+    }
+
+    @Test func aReplacedPushKeepsItsRowButNotItsPayload() async throws {
+        let store = try openStore()
+        try await register(a, in: store)
+        try await store.enqueuePushes((0..<3).map { push($0, for: a) }, now: t0)
+        let newest = try await store.coalesceQueuedPushes(of: a)
+        #expect(newest?.payload == Data(#"{"n":2}"#.utf8))
+        let pushes = try await store.pushes(of: a)
+        #expect(pushes.map(\.state) == [.queued, .replaced, .replaced])
+        #expect(pushes.dropFirst().allSatisfy { $0.payload.isEmpty && $0.reasonCode == .pushReplaced })
+    }
+
+    @Test func eachAppKeepsItsNewestSettledPushesWhateverTheirAge() async throws {
+        let store = try openStore()
+        try await register(a, in: store)
+        try await register(b, in: store)
+        // A flood of alerts (recorded, settled at once) for A, a few for B, and two A still waits for.
+        let alerts = (0..<40).map { number in
+            var alert = push(number, for: a)
+            alert.pushType = "alert"
+            return alert
+        }
+        try await store.enqueuePushes(alerts, now: t0)
+        try await store.enqueuePushes((100..<105).map { push($0, for: b) }, now: t0)
+        for stored in try await store.pushes(of: b) {
+            try await store.dropPush(stored.id, reason: DecisionReason(.pushUndeliverable, "test"))
+        }
+        try await store.enqueuePushes([push(200, for: a), push(201, for: a)], now: t0)  // queued
+
+        let report = try await store.prune(.init(pushesKeptPerApp: 10), now: t0.addingTimeInterval(60), batch: 7)
+        #expect(report.pushes == 30, "A's 30 oldest alerts; none of B's 5")
+        let kept = try await store.pushes(of: a, limit: 100)
+        #expect(kept.filter { $0.state == .recorded }.map(\.apnsID) == (30..<40).reversed().map { push($0, for: a).apnsID })
+        #expect(kept.filter { $0.state == .queued }.count == 2, "queued pushes are never pruned")
+        #expect(try await store.pushes(of: b).count == 5)
+        #expect(try await store.prune(.init(pushesKeptPerApp: 10), now: t0.addingTimeInterval(60)).rowsDeleted == 0)
+    }
+
+    @Test func revokedDeviceTokensAreBoundedPerAppAndForgottenWithHistory() async throws {
+        let store = try openStore()
+        try await register(a, in: store)
+        var issued: [String] = []
+        // An app that registers and unregisters for remote notifications in a loop.
+        for number in 0..<50 {
+            let token = String(format: "%064x", number)
+            issued.append(token)
+            _ = try await store.deviceToken(for: a, makingWith: { token }, now: t0.addingTimeInterval(Double(number)))
+            try await store.revokeDeviceTokens(of: a, now: t0.addingTimeInterval(Double(number) + 0.5))
+        }
+        let active = try await store.deviceToken(for: a, makingWith: { String(repeating: "f", count: 64) }, now: t0)
+        let kept = try await store.deviceTokens()
+        #expect(kept.count == BackgroundStore.revokedTokensKeptPerApp + 1)
+        #expect(Set(kept.filter { $0.revokedAt != nil }.map(\.token)) == Set(issued.suffix(BackgroundStore.revokedTokensKeptPerApp)))
+        #expect(try await store.deviceTokenOwner(issued.last!)?.revokedAt != nil, "a recent one still answers 410")
+        #expect(try await store.deviceTokenOwner(issued.first!) == nil, "the oldest are forgotten")
+
+        let report = try await store.prune(.init(history: .seconds(30 * 86400)), now: t0.addingTimeInterval(31 * day))
+        #expect(report.deviceTokens == BackgroundStore.revokedTokensKeptPerApp)
+        #expect(try await store.deviceTokens().map(\.token) == [active.token], "the active token stays, whatever its age")
+    }
+
+    @Test func anEndedTransferStaysOnlyWhileItsOwnEventsAreUnacknowledged() async throws {
+        let store = try openStore()
+        try await register(a, in: store)
+        func transfer(_ number: Int) async throws -> TransferID {
+            let request = TransferRequest(session: "s", url: URL(string: "https://example.com/\(number)")!)
+            let created = try await store.createTransfer(request, app: a, now: t0) { id in
+                (partial: "/nonexistent/\(id).partial", destination: nil)
+            }
+            _ = try await store.finishTransfer(created.record.id, .cancelled, now: t0.addingTimeInterval(Double(number)))
+            return created.record.id
+        }
+        // The app acknowledged the first transfer's events, not the second's.
+        let first = try await transfer(1)
+        _ = try await store.acknowledge(upTo: try await store.lastEventSequence(for: a), for: a, now: t0)
+        let second = try await transfer(2)
+        #expect(try await store.openEvents(for: a).count == 2, "the second's transferCompleted and sessionEventsFinished")
+
+        let report = try await store.prune(.init(history: .seconds(86400)), now: t0.addingTimeInterval(2 * day))
+        #expect(report.transfers == 1, "an open event no longer holds every ended transfer of its app")
+        #expect(try await store.transfer(first) == nil)
+        #expect(try await store.transfer(second) != nil, "the app may still ask for the transfer its event names")
+    }
 }

@@ -139,6 +139,11 @@ extension APIError {
                 .tooManyRequests, .tooManyTransfers,
                 "\(app) has \(Transfers.maximumOutstandingPerApp) transfers outstanding already, the most an app may; cancel some, or wait for them to end"
             )
+        case .tooManyUnacknowledgedEvents(let app):
+            self.init(
+                .tooManyRequests, .tooManyUnacknowledgedEvents,
+                "\(app) has left \(Transfers.maximumUnacknowledgedEventsPerApp) events unacknowledged, the most an app may; acknowledge the events it has handled (POST /v1/app/events/ack) before starting more transfers"
+            )
         case .unknownBackgroundTask(let number):
             self.init(
                 .notFound, .unknownBackgroundTask,

@@ -114,13 +114,15 @@ struct Apps: Sendable {
     }
 
     /// The user opened the app: the store remembers, the learner learns, the scheduler replans
-    /// (the user being active changes the chances of the other apps too).
+    /// (the user being active changes the chances of the other apps too). An open within a
+    /// minute of the last one is the same use: it still thaws the app, but there is nothing new
+    /// to learn or plan from (`BackgroundStore.openCoalescing`).
     func recordOpen(of id: AppID) async throws {
         let now = clock.now
-        try await store.recordOpen(of: id, at: now)
-        await usage.recordOpen(of: id, at: now)
+        let recorded = try await store.recordOpen(of: id, at: now)
+        if recorded { await usage.recordOpen(of: id, at: now) }
         await lifecycle.opened(id)
-        schedulerDoorbell.ring()
+        if recorded { schedulerDoorbell.ring() }
     }
 
     /// Forgets what bgd learned of the app's use.

@@ -19,4 +19,6 @@ enum ServiceError: Error, Equatable {
     case tooManyStreams(AppID)
     /// The app has the most transfers outstanding it may.
     case tooManyTransfers(AppID)
+    /// The app has left the most events unacknowledged it may.
+    case tooManyUnacknowledgedEvents(AppID)
 }

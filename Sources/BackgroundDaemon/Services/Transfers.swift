@@ -52,6 +52,9 @@ struct Transfers: Sendable {
         if case .app(let id) = caller, try await store.outstandingTransferCount(of: id) >= Self.maximumOutstandingPerApp {
             throw ServiceError.tooManyTransfers(id)
         }
+        if case .app(let id) = caller, try await store.openEventCount(for: id) >= Self.maximumUnacknowledgedEventsPerApp {
+            throw ServiceError.tooManyUnacknowledgedEvents(id)
+        }
         return try await service.submit(transfer, from: app)
     }
 
@@ -60,6 +63,12 @@ struct Transfers: Sendable {
     /// end made each pass cost a second of CPU at 7,750. Far above what a background session
     /// holds; the operator's own downloads are not counted.
     static let maximumOutstandingPerApp = 1000
+
+    /// The most events an app may leave unacknowledged and still start transfers. Each ended
+    /// transfer leaves the app one to three events, kept until it acknowledges them (and the
+    /// transfer's row with them), so an app that never does would grow bgd without end; a fetch's
+    /// or a push's events close when its run ends, so transfers are the only way to this cap.
+    static let maximumUnacknowledgedEventsPerApp = 10_000
 
     /// The caller's transfers (an app's, optionally of one session), with live progress.
     func list(for caller: Caller, session: String? = nil, limit: Int = 200) async throws -> [TransferRecord] {
