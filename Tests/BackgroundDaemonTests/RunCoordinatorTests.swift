@@ -266,4 +266,35 @@ struct RunCoordinatorTests {
                     == .exitRequested(terminateAt: h.clock.now.addingTimeInterval(5), killGrace: .seconds(5)))
         }
     }
+
+    /// An app that crashes on its transfer events is not launched again at every transfer's end:
+    /// twice at once, then after a wait (a minute, doubling); the events wait for it, and a
+    /// timer brings them back.
+    @Test func anAppThatCrashesOnItsEventsIsLaunchedForThemAtAPace() async throws {
+        try await withHarness { h in
+            let request = TransferRequest(session: "s", url: URL(string: "http://127.0.0.1:9/f")!)
+            let transfer = try await h.store.createTransfer(request, app: h.app, now: h.clock.now) { id in
+                (partial: "/nonexistent/\(id).partial", destination: nil)
+            }
+            _ = try await h.store.finishTransfer(transfer.record.id, .cancelled, now: h.clock.now)
+            for launch in 1...3 {
+                await h.coordinator.deliverEvents(to: h.app)
+                #expect(h.launcher.launches.count == launch)
+                let run = try #require(try await h.store.runs(of: h.app).first)
+                h.launcher.exit(2_000_000_000 + Int32(launch), .signalled(11))
+                #expect(await until { (try? await h.store.run(run.id)?.outcome) == .crashed })
+                h.clock.advance(by: .seconds(1))
+            }
+            // Three crashes in a row: every further ending of a transfer waits.
+            let crashedAt = h.clock.now.addingTimeInterval(-1)
+            for _ in 0..<20 { await h.coordinator.deliverEvents(to: h.app) }
+            #expect(h.launcher.launches.count == 3)
+            h.clock.advance(to: crashedAt.addingTimeInterval(59))
+            #expect(h.launcher.launches.count == 3)
+            h.clock.advance(to: crashedAt.addingTimeInterval(60))
+            #expect(await until { h.launcher.launches.count == 4 }, "a minute after the third crash")
+            let run = try #require(try await h.store.runs(of: h.app).first)
+            #expect(run.trigger == .transferEvents && run.reasons.first?.code == .transferEventsWaiting)
+        }
+    }
 }

@@ -29,11 +29,15 @@ public actor RunCoordinator: Service {
         public var socketPath: String
         /// Whether launched apps are confined to their container (where the launcher can).
         public var confineApps: Bool
+        /// How soon an app is launched again for transfer events it did not handle.
+        public var eventsRelaunch: EventsRelaunchBackoff
 
         public init(
             budget: RunBudget = RunBudget(), processingBudget: Duration = .seconds(600),
-            lingerGrace: Duration = .seconds(5), socketPath: String, confineApps: Bool = true
+            lingerGrace: Duration = .seconds(5), socketPath: String, confineApps: Bool = true,
+            eventsRelaunch: EventsRelaunchBackoff = EventsRelaunchBackoff()
         ) {
+            self.eventsRelaunch = eventsRelaunch
             self.processingBudget = processingBudget
             self.confineApps = confineApps
             self.budget = budget
@@ -84,6 +88,8 @@ public actor RunCoordinator: Service {
 
     private var flights: [RunID: Flight] = [:]
     private var launches: [Int32: Launch] = [:]
+    /// Apps whose transfer events wait for a launch the backoff put off, and until when.
+    private var deferredEvents: [AppID: Date] = [:]
     private let timers = Doorbell()
 
     public init(
@@ -196,12 +202,30 @@ public actor RunCoordinator: Service {
     /// running, a run of its own (trigger `transferEvents`, the fetch budget) launches it with
     /// reason url-session, and ends `eventsHandled` once the app has acknowledged them all —
     /// or as any run ends: expired, crashed, interrupted.
+    /// An app whose launches for events keep ending without handling them is launched for them
+    /// again only after `EventsRelaunchBackoff`'s wait; the events wait meanwhile (a timer
+    /// brings them back).
     public func deliverEvents(to app: AppID) async {
         if broker.isConnected(app) || launches.values.contains(where: { $0.app == app }) {
+            deferredEvents[app] = nil
             await lifecycle?.startedEvents(for: app)
             broker.eventsAvailable(for: app)
             return
         }
+        let now = clock.now
+        if let notBefore = configuration.eventsRelaunch.notBefore(runs: (try? await store.runs(of: app)) ?? []),
+            notBefore > now
+        {
+            if deferredEvents[app] != notBefore {
+                logger.notice(
+                    "The app's launches for its transfer events keep ending without handling them; the events wait",
+                    metadata: ["app.id": "\(app)", "launch.at": "\(WireCoding.format(notBefore))"])
+            }
+            deferredEvents[app] = notBefore
+            timers.ring()
+            return
+        }
+        deferredEvents[app] = nil
         do {
             _ = try await start(.events, for: app, trigger: .transferEvents, reasons: [])
         } catch StoreError.runAlreadyInFlight {
@@ -331,6 +355,16 @@ public actor RunCoordinator: Service {
                 // jumped), the app hears of the expiration before it is ended.
                 if !flight.warned { warn(flight) }
                 await expire(id)
+            }
+        }
+        for (app, at) in deferredEvents {
+            if at > now {
+                wake(at: at)
+            } else if deferredEvents.removeValue(forKey: app) != nil,
+                (try? await store.openEventCount(for: app)) ?? 1 > 0
+            {
+                await deliverEvents(to: app)
+                if let again = deferredEvents[app] { wake(at: again) }
             }
         }
         if !unrecordedEnds.isEmpty {
