@@ -19,9 +19,12 @@ public final class PostgresRelayStore: RelayStore {
     let backgroundLogger: Logger
     let logger: Logger
     public let credentials = CredentialsVersion()
+    /// The most tokens a device may hold (`defaultTokensPerDevice`).
+    public let tokensPerDevice: Int
 
     /// `postgres://user:password@host:port/database` (TLS is not used: loopback or a private net).
-    public init(url: String, logger: Logger) throws {
+    public init(url: String, logger: Logger, tokensPerDevice: Int = defaultTokensPerDevice) throws {
+        self.tokensPerDevice = max(1, tokensPerDevice)
         guard let components = URLComponents(string: url), ["postgres", "postgresql"].contains(components.scheme),
             let host = components.host, let user = components.user
         else {
@@ -101,6 +104,9 @@ public final class PostgresRelayStore: RelayStore {
                 // so each holds only the rows it is for).
                 "CREATE INDEX IF NOT EXISTS relay_push_ended ON relay_push (ended_at) WHERE state <> 'pending'",
                 "CREATE INDEX IF NOT EXISTS relay_push_waiting ON relay_push (accepted_at) WHERE state = 'pending'",
+                // The pruner forgets tokens revoked long ago; a device at its limit, its oldest.
+                "CREATE INDEX IF NOT EXISTS relay_device_token_revoked ON relay_device_token (revoked_at) WHERE revoked_at IS NOT NULL",
+                "CREATE INDEX IF NOT EXISTS relay_device_token_device ON relay_device_token (device_id)",
                 "CREATE TABLE IF NOT EXISTS relay_credentials (version bigint NOT NULL)",
                 "INSERT INTO relay_credentials (version) SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM relay_credentials)",
             ] {
@@ -169,7 +175,10 @@ public final class PostgresRelayStore: RelayStore {
                 VALUES (\(token), \(device), \(topic), \(now)) ON CONFLICT (token) DO NOTHING RETURNING token
                 """, logger: logger
             ).collect()
-            guard inserted.isEmpty else { return try await Self.bumpCredentials(connection, logger: logger) }
+            guard inserted.isEmpty else {
+                try await Self.makeRoom(for: device, limit: tokensPerDevice, connection, logger: logger)
+                return try await Self.bumpCredentials(connection, logger: logger)
+            }
             for try await (owner, registered) in try await connection.query(
                 "SELECT device_id, topic FROM relay_device_token WHERE token = \(token)", logger: logger
             ).decode((String, String).self) {
@@ -179,6 +188,28 @@ public final class PostgresRelayStore: RelayStore {
             return nil
         }
         if let version { credentials.advance(to: version) }
+    }
+
+    /// After a new token of `device` went in: at most `limit` tokens stay, the oldest revoked
+    /// going first; all active, the registration is refused (and rolled back). The device's
+    /// row is locked first, so two registrations of one device count one after the other.
+    static func makeRoom(for device: String, limit: Int, _ connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.query("SELECT id FROM relay_device WHERE id = \(device) FOR UPDATE", logger: logger)
+        var held = 0
+        for try await count in try await connection.query(
+            "SELECT COUNT(*) FROM relay_device_token WHERE device_id = \(device)", logger: logger
+        ).decode(Int.self) { held = count }
+        guard held > limit else { return }
+        var removed = 0
+        for try await _ in try await connection.query(
+            """
+            DELETE FROM relay_device_token WHERE token IN (
+                SELECT token FROM relay_device_token WHERE device_id = \(device) AND revoked_at IS NOT NULL
+                ORDER BY revoked_at, registered_at LIMIT \(held - limit))
+            RETURNING token
+            """, logger: logger
+        ).decode(String.self) { removed += 1 }
+        guard held - removed <= limit else { throw RelayRefusal.tooManyTokens(limit) }
     }
 
     public func revoke(token: String, device: String, at: Date) async throws {
@@ -468,8 +499,29 @@ public final class PostgresRelayStore: RelayStore {
                 deleted += 1
             }
             report.deleted += deleted
-            if deleted < pruneBatch { return report }
+            if deleted < pruneBatch { break }
         }
+        while true {
+            var forgotten = 0
+            for try await _ in try await client.query(
+                """
+                DELETE FROM relay_device_token WHERE token IN (
+                    SELECT token FROM relay_device_token WHERE revoked_at < \(endedBefore) LIMIT \(pruneBatch))
+                RETURNING token
+                """, logger: logger
+            ).decode(String.self) {
+                forgotten += 1
+            }
+            report.tokensForgotten += forgotten
+            if forgotten < pruneBatch { break }
+        }
+        if report.tokensForgotten > 0 {
+            // The provider side's caches hold owners: a forgotten token must not answer 410.
+            let logger = self.logger
+            let version = try await transaction { connection in try await Self.bumpCredentials(connection, logger: logger) }
+            credentials.advance(to: version)
+        }
+        return report
     }
 
     /// The node whose uplink holds the device's newest claim (for operators and checkers).

@@ -29,6 +29,7 @@ public final class RelayMetrics: Sendable {
         state.withLock {
             $0.pruned.expired += report.expired
             $0.pruned.deleted += report.deleted
+            $0.pruned.tokensForgotten += report.tokensForgotten
         }
     }
     func answered(status: Int) { state.withLock { $0.answers[status, default: 0] += 1 } }
@@ -67,6 +68,9 @@ public final class RelayMetrics: Sendable {
             # TYPE bgrelay_pruned_pushes_total counter
             bgrelay_pruned_pushes_total{action="expired"} \(snapshot.pruned.expired)
             bgrelay_pruned_pushes_total{action="deleted"} \(snapshot.pruned.deleted)
+            # HELP bgrelay_forgotten_tokens_total Device tokens this node's pruner forgot, revoked longer than the retention ago.
+            # TYPE bgrelay_forgotten_tokens_total counter
+            bgrelay_forgotten_tokens_total \(snapshot.pruned.tokensForgotten)
             # HELP bgrelay_pushes Pushes in the store by outcome (ended ones until the pruner deletes them).
             # TYPE bgrelay_pushes gauge
 

@@ -24,7 +24,11 @@ struct RelayPruner: Service {
                     metrics.pruned(report)
                     if report != RelayPruneReport() {
                         logger.info(
-                            "Pruned pushes", metadata: ["expired": "\(report.expired)", "deleted": "\(report.deleted)"])
+                            "Pruned pushes",
+                            metadata: [
+                                "expired": "\(report.expired)", "deleted": "\(report.deleted)",
+                                "tokens.forgotten": "\(report.tokensForgotten)",
+                            ])
                     }
                 } catch is CancellationError {
                     return

@@ -48,8 +48,9 @@ public protocol RelayStore: Sendable {
     func deliver(_ seqs: [Int64], device: String, fencing: Int64, now: Date) async throws -> [Date]
     /// Ends, as expired, pending pushes that can no longer be delivered — `apns-expiration` over
     /// a minute past (a push sent that moment may still be acknowledged), or held `holdFor`
-    /// whatever its expiration — and deletes pushes that ended before `now - keepEnded`. A
-    /// pending push is never deleted: it waits for its device or its end.
+    /// whatever its expiration — and deletes pushes that ended before `now - keepEnded`, and
+    /// tokens revoked before then. A pending push is never deleted: it waits for its device or
+    /// its end.
     func prune(now: Date, holdFor: TimeInterval, keepEnded: TimeInterval) async throws -> RelayPruneReport
     func pushCounts() async throws -> [RelayPushState: Int]
     func pushLog() async throws -> [(seq: Int64, device: String, apnsID: String, state: RelayPushState)]
@@ -61,12 +62,22 @@ public struct RelayPruneReport: Sendable, Equatable {
     public var expired = 0
     /// Ended pushes it deleted.
     public var deleted = 0
+    /// Tokens revoked longer than `keepEnded` ago it forgot (a push to one then answers 400
+    /// BadDeviceToken, as to a token never registered, not 410).
+    public var tokensForgotten = 0
 
-    public init(expired: Int = 0, deleted: Int = 0) {
+    public init(expired: Int = 0, deleted: Int = 0, tokensForgotten: Int = 0) {
         self.expired = expired
         self.deleted = deleted
+        self.tokensForgotten = tokensForgotten
     }
 }
+
+/// The most device tokens one device may hold on a relay, active and revoked. A device is one
+/// bgd, a token one of its apps, so this is far above any real device; without it an enrolled
+/// device could register tokens without end (20,000 in 29 s). At the limit the device's oldest
+/// revoked tokens make room; when all are active, `RelayRefusal.tooManyTokens`.
+public let defaultTokensPerDevice = 10_000
 
 /// How long past its `apns-expiration` a pending push waits for the pruner: one sent to its
 /// device just before may still be acknowledged (the session's own read expires them exactly).

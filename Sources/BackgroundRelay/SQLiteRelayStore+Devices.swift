@@ -17,6 +17,8 @@ public enum RelayRefusal: Error, Equatable, CustomStringConvertible {
     case unknownToken(String)
     /// The device connected again (to this node or another) since this uplink's claim.
     case superseded
+    /// The device holds the most tokens it may, all active.
+    case tooManyTokens(Int)
 
     public var code: String {
         switch self {
@@ -26,6 +28,7 @@ public enum RelayRefusal: Error, Equatable, CustomStringConvertible {
         case .malformedTopic: "malformedTopic"
         case .unknownToken: "unknownToken"
         case .superseded: "superseded"
+        case .tooManyTokens: "tooManyTokens"
         }
     }
 
@@ -37,6 +40,8 @@ public enum RelayRefusal: Error, Equatable, CustomStringConvertible {
         case .malformedTopic(let topic): "'\(topic)' is not a topic (an app id, reverse-DNS)"
         case .unknownToken(let token): "this device never registered the token \(token.prefix(8))…"
         case .superseded: "the device has a newer uplink; this one ends"
+        case .tooManyTokens(let limit):
+            "the device holds \(limit) active tokens, the most a device may; revoke some first"
         }
     }
 }
@@ -90,6 +95,17 @@ extension SQLiteRelayStore {
                 guard row["deviceId"] as String == device else { throw RelayRefusal.tokenTaken(token) }
                 guard row["topic"] as String == topic else { throw RelayRefusal.topicMismatch(token) }
                 return nil
+            }
+            let held = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM deviceToken WHERE deviceId = ?", arguments: [device]) ?? 0
+            if held >= tokensPerDevice {
+                try db.execute(
+                    sql: """
+                        DELETE FROM deviceToken WHERE token IN (
+                            SELECT token FROM deviceToken WHERE deviceId = ? AND revokedAt IS NOT NULL
+                            ORDER BY revokedAt, registeredAt LIMIT ?)
+                        """,
+                    arguments: [device, held - tokensPerDevice + 1])
+                guard held - db.changesCount < tokensPerDevice else { throw RelayRefusal.tooManyTokens(tokensPerDevice) }
             }
             try db.execute(
                 sql: "INSERT INTO deviceToken(token, deviceId, topic, registeredAt) VALUES (?, ?, ?, ?)",

@@ -147,8 +147,29 @@ extension SQLiteRelayStore {
                 return db.changesCount
             }
             report.deleted += deleted
-            if deleted < pruneBatch { return report }
+            if deleted < pruneBatch { break }
         }
+        while true {
+            let forgotten = try await database.write { db in
+                try db.execute(
+                    sql: """
+                        DELETE FROM deviceToken WHERE token IN (
+                            SELECT token FROM deviceToken WHERE revokedAt < ? LIMIT ?)
+                        """, arguments: [now.addingTimeInterval(-keepEnded), pruneBatch])
+                return db.changesCount
+            }
+            report.tokensForgotten += forgotten
+            if forgotten < pruneBatch { break }
+        }
+        if report.tokensForgotten > 0 {
+            // The provider side's caches hold owners: a forgotten token must not answer 410.
+            let version = try await database.write { db -> Int in
+                try Self.bumpCredentials(db)
+                return try Int.fetchOne(db, sql: "SELECT version FROM credentials") ?? 0
+            }
+            credentials.advance(to: version)
+        }
+        return report
     }
 
     /// How many pushes stand in each state.

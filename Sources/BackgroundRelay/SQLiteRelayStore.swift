@@ -12,6 +12,8 @@ public struct SQLiteRelayStore: RelayStore {
     let database: QuietDatabase
     /// Advances whenever this process changes a provider key or a device token.
     public let credentials = CredentialsVersion()
+    /// The most tokens a device may hold (`defaultTokensPerDevice`).
+    public var tokensPerDevice = defaultTokensPerDevice
 
     /// Opens (creating if needed) the database at `path`.
     public static func open(atPath path: String) throws -> SQLiteRelayStore {
@@ -92,6 +94,10 @@ public struct SQLiteRelayStore: RelayStore {
             // each holds only the rows it is for).
             try db.execute(sql: "CREATE INDEX push_ended ON push(endedAt) WHERE state != 'pending'")
             try db.execute(sql: "CREATE INDEX push_waiting ON push(acceptedAt) WHERE state = 'pending'")
+        }
+        migrator.registerMigration("relay-revokedTokens") { db in
+            // The pruner forgets tokens revoked long ago; a device at its limit, its oldest.
+            try db.execute(sql: "CREATE INDEX deviceToken_revoked ON deviceToken(revokedAt) WHERE revokedAt IS NOT NULL")
         }
         migrator.registerMigration("relay-readableDates") { db in
             // Before session 28 a provider's apns-expiration past 9999, or a device's revoke `at`

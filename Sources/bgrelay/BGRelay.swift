@@ -128,7 +128,7 @@ extension BGRelay {
             transform: parseDuration)
         var holdPushes: Duration = .seconds(30 * 86400)
         @Option(
-            help: "Ended pushes (delivered, expired, replaced, revoked) are deleted this long after they ended (default 7d); checked hourly.",
+            help: "Ended pushes (delivered, expired, replaced, revoked) are deleted this long after they ended, and revoked tokens forgotten this long after their revocation (default 7d); checked hourly.",
             transform: parseDuration)
         var keepHistory: Duration = .seconds(7 * 86400)
 

@@ -22,12 +22,17 @@ struct RelayStoreTests {
         static var available: [Backend] { TestPostgres.isAvailable ? allCases : [.sqlite] }
     }
 
-    func withStore(_ backend: Backend, _ body: (any RelayStore) async throws -> Void) async throws {
+    func withStore(
+        _ backend: Backend, tokensPerDevice: Int = defaultTokensPerDevice, _ body: (any RelayStore) async throws -> Void
+    ) async throws {
         switch backend {
         case .sqlite:
-            try await body(try Relay.openStore(in: TemporaryDirectory.make() + "/relay"))
+            var store = try Relay.openStore(in: TemporaryDirectory.make() + "/relay")
+            store.tokensPerDevice = tokensPerDevice
+            try await body(store)
         case .postgres:
-            let store = try PostgresRelayStore(url: try await TestPostgres.makeDatabase(), logger: Logger(label: "test"))
+            let store = try PostgresRelayStore(
+                url: try await TestPostgres.makeDatabase(), logger: Logger(label: "test"), tokensPerDevice: tokensPerDevice)
             let pool = Task { await store.runPool() }
             defer { pool.cancel() }
             try await store.prepare()
@@ -138,6 +143,43 @@ struct RelayStoreTests {
         try await store.revoke(token: neverSeen, device: b, at: now)
         #expect(try await store.tokenOwner(neverSeen) == nil)
         #expect(try await store.credentialsVersion() == version)
+        }
+    }
+
+    /// A device holds a bounded number of tokens: at the limit its oldest revoked ones make
+    /// room, and with all active a new one is refused (nothing changes). Tokens revoked longer
+    /// than the retention ago are forgotten by the pruner; active ones stay whatever their age.
+    @Test(arguments: Backend.available)
+    func aDeviceHoldsBoundedTokensAndRevokedOnesAreForgotten(_ backend: Backend) async throws {
+        try await withStore(backend, tokensPerDevice: 3) { store in
+            let (device, _) = try await store.enroll(now: now)
+            let (other, _) = try await store.enroll(now: now)
+            func token(_ n: Int) -> String { String(format: "%064x", n) }
+            for n in 1...3 { try await store.register(token: token(n), topic: topic, device: device, now: now) }
+            await #expect(throws: RelayRefusal.tooManyTokens(3)) {
+                try await store.register(token: token(4), topic: topic, device: device, now: now)
+            }
+            #expect(try await store.tokenOwner(token(4)) == nil, "refused: nothing stored")
+            try await store.register(token: token(1), topic: topic, device: device, now: now)  // again: a no-op
+            try await store.register(token: token(10), topic: topic, device: other, now: now)  // another device's own
+            // Two revoked: the next new token takes the place of the one revoked first.
+            try await store.revoke(token: token(2), device: device, at: now.addingTimeInterval(20))
+            try await store.revoke(token: token(1), device: device, at: now.addingTimeInterval(10))
+            try await store.register(token: token(5), topic: topic, device: device, now: now.addingTimeInterval(30))
+            #expect(try await store.tokenOwner(token(1)) == nil, "the oldest revoked made room")
+            #expect(try await store.tokenOwner(token(2))?.revokedAt == now.addingTimeInterval(20), "still answers 410")
+            #expect(try await store.tokenOwner(token(5))?.device == device)
+
+            let version = try await store.credentialsVersion()
+            let day: TimeInterval = 86400
+            var report = try await store.prune(now: now.addingTimeInterval(29 * day), holdFor: day, keepEnded: 30 * day)
+            #expect(report.tokensForgotten == 0)
+            #expect(try await store.credentialsVersion() == version)
+            report = try await store.prune(now: now.addingTimeInterval(31 * day), holdFor: day, keepEnded: 30 * day)
+            #expect(report.tokensForgotten == 1)
+            #expect(try await store.tokenOwner(token(2)) == nil, "forgotten: a push to it is a bad token now")
+            #expect(try await store.tokenOwner(token(3))?.revokedAt == nil, "an active token stays")
+            #expect(try await store.credentialsVersion() > version, "the provider side drops what it cached")
         }
     }
 
