@@ -487,6 +487,18 @@ public final class PostgresRelayStore: RelayStore {
         ).decode(Int64.self) {
             report.expired += 1
         }
+        for try await _ in try await client.query(
+            """
+            UPDATE relay_push SET state = 'replaced', ended_at = \(now) WHERE state = 'pending' AND id IN (
+                SELECT id FROM (
+                    SELECT id, row_number() OVER (PARTITION BY token ORDER BY id DESC) AS newer
+                    FROM relay_push WHERE state = 'pending') AS ranked
+                WHERE newer > \(pendingPerToken))
+            RETURNING id
+            """, logger: logger
+        ).decode(Int64.self) {
+            report.replaced += 1
+        }
         while true {
             var deleted = 0
             for try await _ in try await client.query(

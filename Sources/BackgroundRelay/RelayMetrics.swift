@@ -28,6 +28,7 @@ public final class RelayMetrics: Sendable {
     func pruned(_ report: RelayPruneReport) {
         state.withLock {
             $0.pruned.expired += report.expired
+            $0.pruned.replaced += report.replaced
             $0.pruned.deleted += report.deleted
             $0.pruned.tokensForgotten += report.tokensForgotten
         }
@@ -64,9 +65,10 @@ public final class RelayMetrics: Sendable {
             # HELP bgrelay_queue_depth Pushes accepted and not yet acknowledged or ended.
             # TYPE bgrelay_queue_depth gauge
             bgrelay_queue_depth \(counts[.pending] ?? 0)
-            # HELP bgrelay_pruned_pushes_total Pushes this node's pruner ended as expired (pending past their expiration or the hold) or deleted (ended past the retention).
+            # HELP bgrelay_pruned_pushes_total Pushes this node's pruner ended as expired (pending past their expiration or the hold), as replaced (a token's beyond its newest 1,000 pending) or deleted (ended past the retention).
             # TYPE bgrelay_pruned_pushes_total counter
             bgrelay_pruned_pushes_total{action="expired"} \(snapshot.pruned.expired)
+            bgrelay_pruned_pushes_total{action="replaced"} \(snapshot.pruned.replaced)
             bgrelay_pruned_pushes_total{action="deleted"} \(snapshot.pruned.deleted)
             # HELP bgrelay_forgotten_tokens_total Device tokens this node's pruner forgot, revoked longer than the retention ago.
             # TYPE bgrelay_forgotten_tokens_total counter

@@ -26,7 +26,8 @@ struct RelayPruner: Service {
                         logger.info(
                             "Pruned pushes",
                             metadata: [
-                                "expired": "\(report.expired)", "deleted": "\(report.deleted)",
+                                "expired": "\(report.expired)", "replaced": "\(report.replaced)",
+                                "deleted": "\(report.deleted)",
                                 "tokens.forgotten": "\(report.tokensForgotten)",
                             ])
                     }

@@ -48,7 +48,8 @@ public protocol RelayStore: Sendable {
     func deliver(_ seqs: [Int64], device: String, fencing: Int64, now: Date) async throws -> [Date]
     /// Ends, as expired, pending pushes that can no longer be delivered — `apns-expiration` over
     /// a minute past (a push sent that moment may still be acknowledged), or held `holdFor`
-    /// whatever its expiration — and deletes pushes that ended before `now - keepEnded`, and
+    /// whatever its expiration —, ends as replaced a token's pending pushes beyond its newest
+    /// `pendingPerToken`, and deletes pushes that ended before `now - keepEnded`, and
     /// tokens revoked before then. A pending push is never deleted: it waits for its device or
     /// its end.
     func prune(now: Date, holdFor: TimeInterval, keepEnded: TimeInterval) async throws -> RelayPruneReport
@@ -60,14 +61,17 @@ public protocol RelayStore: Sendable {
 public struct RelayPruneReport: Sendable, Equatable {
     /// Pending pushes it ended as expired.
     public var expired = 0
+    /// Pending pushes it ended as replaced: a token's beyond its newest `pendingPerToken`.
+    public var replaced = 0
     /// Ended pushes it deleted.
     public var deleted = 0
     /// Tokens revoked longer than `keepEnded` ago it forgot (a push to one then answers 400
     /// BadDeviceToken, as to a token never registered, not 410).
     public var tokensForgotten = 0
 
-    public init(expired: Int = 0, deleted: Int = 0, tokensForgotten: Int = 0) {
+    public init(expired: Int = 0, replaced: Int = 0, deleted: Int = 0, tokensForgotten: Int = 0) {
         self.expired = expired
+        self.replaced = replaced
         self.deleted = deleted
         self.tokensForgotten = tokensForgotten
     }
@@ -78,6 +82,12 @@ public struct RelayPruneReport: Sendable, Equatable {
 /// device could register tokens without end (20,000 in 29 s). At the limit the device's oldest
 /// revoked tokens make room; when all are active, `RelayRefusal.tooManyTokens`.
 public let defaultTokensPerDevice = 10_000
+
+/// The most pushes a token keeps pending: the pruner ends older ones as replaced. APNs keeps
+/// one per app while a device is offline, and bgd coalesces what arrives to the newest of each
+/// collapse id; without a bound, a provider sending to a device that never comes back (at the
+/// flood limit, 20 a second) would fill the store for `--hold-pushes` (52M rows in 30 days).
+let pendingPerToken = 1_000
 
 /// How long past its `apns-expiration` a pending push waits for the pruner: one sent to its
 /// device just before may still be acknowledged (the session's own read expires them exactly).

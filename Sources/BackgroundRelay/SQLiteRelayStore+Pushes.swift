@@ -137,6 +137,18 @@ extension SQLiteRelayStore {
                 ])
             return db.changesCount
         }
+        report.replaced = try await database.write { db in
+            try db.execute(
+                sql: """
+                    UPDATE push SET state = 'replaced', endedAt = ? WHERE state = 'pending' AND id IN (
+                        SELECT id FROM (
+                            SELECT id, row_number() OVER (PARTITION BY token ORDER BY id DESC) AS newer
+                            FROM push WHERE state = 'pending')
+                        WHERE newer > ?)
+                    """,
+                arguments: [now, pendingPerToken])
+            return db.changesCount
+        }
         while true {
             let deleted = try await database.write { db in
                 try db.execute(

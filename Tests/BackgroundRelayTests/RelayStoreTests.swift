@@ -238,6 +238,29 @@ struct RelayStoreTests {
         }
     }
 
+    /// A token keeps its newest 1,000 pushes pending: a provider sending to a device that never
+    /// comes back fills no more than that (APNs keeps one; bgd keeps the newest per collapse id).
+    @Test(arguments: Backend.available)
+    func aTokenKeepsItsNewestPendingPushes(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let token = String(repeating: "b2", count: 32)
+            let owner = try await registeredOwner(store, token: token)
+            let otherToken = String(repeating: "c3", count: 32)
+            try await store.register(token: otherToken, topic: topic, device: owner.device, now: now)
+            let other = try #require(try await store.tokenOwner(otherToken))
+            _ = try await store.commit(
+                (0..<(pendingPerToken + 5)).map { push(owner, token: token, id: "flood-\($0)") }
+                    + (0..<3).map { push(other, token: otherToken, id: "other-\($0)") },
+                now: now, connected: { _ in false })
+            let report = try await store.prune(now: now.addingTimeInterval(60), holdFor: 86400, keepEnded: 86400)
+            #expect(report == RelayPruneReport(replaced: 5))
+            let log = try await store.pushLog()
+            #expect(log.filter { $0.state == .replaced }.map(\.apnsID) == (0..<5).map { "flood-\($0)" }, "the oldest")
+            #expect(log.filter { $0.state == .pending }.count == pendingPerToken + 3, "another token's are its own")
+            #expect(try await store.prune(now: now.addingTimeInterval(120), holdFor: 86400, keepEnded: 86400) == RelayPruneReport())
+        }
+    }
+
     /// A device that never comes back leaves nothing pending for ever, and what ended is kept
     /// for `keepEnded` and then forgotten; what still waits for its device is never deleted.
     @Test(arguments: Backend.available)
