@@ -5,11 +5,13 @@ import GRDB
 extension BackgroundStore {
     /// The app's events not yet acknowledged or settled, oldest first: what a (re)connecting
     /// app is sent.
-    public func openEvents(for id: AppID, after seq: EventSequence? = nil) async throws -> [AppEvent] {
+    public func openEvents(for id: AppID, after seq: EventSequence? = nil, limit: Int? = nil) async throws -> [AppEvent] {
         try await writer.read { db in
-            try EventRow.filter(EventRow.Columns.appId == id.rawValue && EventRow.Columns.closedAt == nil)
+            var request = EventRow.filter(EventRow.Columns.appId == id.rawValue && EventRow.Columns.closedAt == nil)
                 .filter(EventRow.Columns.seq > (seq?.rawValue ?? 0))
-                .order(EventRow.Columns.seq).fetchAll(db).map(AppEvent.init(row:))
+                .order(EventRow.Columns.seq)
+            if let limit { request = request.limit(limit) }
+            return try request.fetchAll(db).map(AppEvent.init(row:))
         }
     }
 

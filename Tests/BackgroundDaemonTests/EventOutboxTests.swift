@@ -56,6 +56,28 @@ struct EventOutboxTests {
         }
     }
 
+    /// A backlog longer than one read of the store (bgd reads it a page at a time, so a peer
+    /// that stops reading holds a page, not the backlog) comes whole, in order, once.
+    @Test func aLongBacklogComesWholeInOrder() async throws {
+        try await TestDaemon.with { daemon in
+            let registered = try await daemon.register("com.example.outbox", command: ["/bin/false"], interval: .never)
+            for n in 0..<100 {  // two events each: 200, three pages and a bit
+                let request = TransferRequest(session: "s\(n)", url: URL(string: "http://127.0.0.1:9/\(n)")!)
+                let created = try await daemon.store.createTransfer(request, app: registered.app.id, now: daemon.clock.now) {
+                    id in (daemon.directory + "/\(id).partial", daemon.directory + "/\(id)")
+                }
+                _ = try await daemon.store.finishTransfer(created.record.id, .cancelled, now: daemon.clock.now)
+            }
+            let app = DaemonClient(socketPath: daemon.socketPath, token: registered.token)
+            var received: [Int64] = []
+            for try await message in try await app.stream("/v1/app/events") {
+                if case .event(let event) = message { received.append(event.seq.rawValue) }
+                if received.count == 200 { break }
+            }
+            #expect(received == Array(1...200))
+        }
+    }
+
     @Test func acknowledgementsAreCheckedAgainstWhatWasSent() async throws {
         try await TestDaemon.with { daemon in
             let registered = try await daemon.register("com.example.ack", command: ["/bin/false"], interval: .never)

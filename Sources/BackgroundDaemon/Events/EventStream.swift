@@ -15,6 +15,8 @@ import ServiceLifecycle
 struct EventStream {
     let events: AppEvents
     let bearer: TokenIssuer.Bearer
+    /// How many open events one read of the store takes.
+    static let page = 64
 
     func response(for request: Request) async throws -> Response {
         let subscription = try await events.connect(bearer)
@@ -54,10 +56,16 @@ struct EventStream {
         }
         try await send(.hello(app: bearer.app, launchedForRun: bearer.launchedForRun))
         var lastSent: EventSequence?
+        // A page at a time: a peer that stops reading holds one page, not its whole backlog
+        // (an app may leave 10,000 events open, and 300 stalled streams held 1.9 GB).
         func sendOpenEvents() async throws {
-            for event in try await events.open(for: bearer.app, after: lastSent) {
-                try await send(.event(event))
-                lastSent = event.seq
+            while true {
+                let page = try await events.open(for: bearer.app, after: lastSent, limit: Self.page)
+                for event in page {
+                    try await send(.event(event))
+                    lastSent = event.seq
+                }
+                if page.count < Self.page { return }
             }
         }
         try await sendOpenEvents()

@@ -35,8 +35,8 @@ struct AppEvents: Sendable {
     }
 
     /// Events the app has not acknowledged, after `sequence`.
-    func open(for app: AppID, after sequence: EventSequence?) async throws -> [AppEvent] {
-        try await store.openEvents(for: app, after: sequence)
+    func open(for app: AppID, after sequence: EventSequence?, limit: Int? = nil) async throws -> [AppEvent] {
+        try await store.openEvents(for: app, after: sequence, limit: limit)
     }
 
     /// A stream opens: the app is connected from now until `disconnect`.
