@@ -33,7 +33,7 @@ extension BGCtl {
                 abstract: "Override conditions; 'sensed' clears one override. Others are kept.")
             @OptionGroup var options: DaemonOptions
             @Option(help: "mains, battery or sensed.") var power: String?
-            @Option(help: "Battery level in percent (0-100), or sensed.") var battery: String?
+            @Option(parsing: .unconditional, help: "Battery level in percent (0-100), or sensed.") var battery: String?
             @Option(help: "none, metered, unmetered or sensed.") var network: String?
 
             func validate() throws {

@@ -27,7 +27,7 @@ extension BGCtl.Push {
         @Option(help: "The certificate to trust (default: the one bgd made in its state directory).") var certificate:
             String?
         @Option(help: "apns-push-type.") var pushType: String = "background"
-        @Option(help: "apns-priority (default: 5 for background, 10 otherwise).") var priority: Int?
+        @Option(parsing: .unconditional, help: "apns-priority (default: 5 for background, 10 otherwise).") var priority: Int?
         @Option(help: "apns-collapse-id.") var collapseID: String?
         @Option(
             help: "How long to wait for the gateway's answer, e.g. 30s.",

@@ -24,12 +24,14 @@ extension BGCtl.Simulate {
         )
         var policies: [String] = []
         @Option(help: "Write every wake the last policy decided as CSV user,app,wake_utc.") var wakesOut: String?
-        @Option(help: "The users' offset from UTC in hours, for time-of-day habits.") var utcOffset: Double = 0
-        @Option(help: "Wakes a day per expected open a day: the budget of the planners (learned, hour-of-day, reopen, adaptive).")
+        @Option(parsing: .unconditional, help: "The users' offset from UTC in hours, for time-of-day habits.")
+        var utcOffset: Double = 0
+        @Option(parsing: .unconditional, help: "Wakes a day per expected open a day: the budget of the planners (learned, hour-of-day, reopen, adaptive).")
         var wakesPerOpen: Double = 0.9
-        @Option(help: "10-minute slots each side that share a slot's count (time-of-day smoothing).") var smoothing:
+        @Option(parsing: .unconditional, help: "10-minute slots each side that share a slot's count (time-of-day smoothing).") var smoothing:
             Int = 1
-        @Option(help: "Expected session starts a wake must serve, before the budget adjusts it.") var initialThreshold:
+        @Option(parsing: .unconditional, help: "Expected session starts a wake must serve, before the budget adjusts it.")
+        var initialThreshold:
             Double = 0.3
         @Flag(help: "Print JSON instead of a table.") var json = false
         @Flag(

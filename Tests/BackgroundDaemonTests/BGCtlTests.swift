@@ -81,6 +81,12 @@ struct BGCtlTests {
                 ["simulate", "trace", directory + "/bad.csv", "--wakes-per-open", "0"], 64,
                 "--wakes-per-open must be in (0, 100]"
             ),
+            // A negative value is the option's, not an unknown option ("Missing value").
+            (
+                ["simulate", "trace", directory + "/bad.csv", "--wakes-per-open", "-1"], 64,
+                "--wakes-per-open must be in (0, 100]"
+            ),
+            (["simulate", "trace", directory + "/bad.csv", "--smoothing", "-3"], 64, "--smoothing is a number of slots"),
         ]
         for (arguments, status, message) in cases {
             let output = try await Command.run(bgctl, arguments)
@@ -98,6 +104,10 @@ struct BGCtlTests {
         #expect(
             try String(contentsOfFile: directory + "/w.csv", encoding: .utf8)
                 == "user,app,wake_utc\nu1,mail,1364095823\nu1,mail,1364099423\n")
+        // A negative UTC offset written with a space, as with '='.
+        let west = try await Command.run(
+            bgctl, ["simulate", "trace", directory + "/tiny.csv", "--policy", "oracle", "--utc-offset", "-4"])
+        #expect(west.status == 0, "\(west.standardError)")
         // The frontier: every planner at every budget, as JSON, even on a trace too thin to learn from.
         let frontier = try await Command.run(
             bgctl, ["simulate", "trace", directory + "/tiny.csv", "--frontier", "--json"])
@@ -383,6 +393,7 @@ struct BGCtlTests {
                 (["transfers", "list", "--limit", "0"], "--limit"),
                 (["transfers", "--limit", "-2"], "--limit"),
                 (["forecast", "com.example.counts", "--hours", "-1"], "--hours"),
+                (["env", "set", "--battery", "-1"], "--battery"),
             ]
             for (arguments, option) in cases {
                 let output = try await Command.run(
