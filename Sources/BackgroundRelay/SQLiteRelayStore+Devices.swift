@@ -142,7 +142,7 @@ extension SQLiteRelayStore {
             try Row.fetchOne(
                 db, sql: "SELECT deviceId, topic, revokedAt FROM deviceToken WHERE token = ?",
                 arguments: [token.lowercased()]
-            ).map { RelayTokenOwner(device: $0["deviceId"], topic: $0["topic"], revokedAt: $0["revokedAt"]) }
+            ).map { RelayTokenOwner(device: $0["deviceId"], topic: $0["topic"], revokedAt: try $0.decode(forColumn: "revokedAt")) }
         }
     }
 

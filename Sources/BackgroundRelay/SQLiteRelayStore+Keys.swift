@@ -44,10 +44,10 @@ extension SQLiteRelayStore {
         }
     }
 
-    private static func key(_ row: Row) -> ProviderKeyRegistration {
+    private static func key(_ row: Row) throws -> ProviderKeyRegistration {
         let topics = (try? JSONDecoder().decode([String].self, from: Data((row["topics"] as String).utf8))) ?? []
         return ProviderKeyRegistration(
             keyID: row["keyId"], teamID: row["teamId"], topics: topics, publicKeyPEM: row["publicKey"],
-            addedAt: row["addedAt"])
+            addedAt: try row.decode(forColumn: "addedAt"))
     }
 }

@@ -96,7 +96,7 @@ extension SQLiteRelayStore {
                         AND id NOT IN (SELECT value FROM json_each(?)) ORDER BY id LIMIT ?
                     """, arguments: [device, sentList, pendingBatch]
             ).map { row in
-                let expiration: Date? = row["expiration"]
+                let expiration: Date? = try row.decode(forColumn: "expiration")
                 return RelayedPush(
                     seq: row["id"], token: row["token"], topic: row["topic"], apnsID: row["apnsId"],
                     pushType: row["pushType"], priority: row["priority"], collapseID: row["collapseId"],

@@ -128,7 +128,10 @@ extension BackgroundStore {
                 db, sql: "SELECT appId, openedAt FROM usage WHERE openedAt >= ? ORDER BY openedAt, id",
                 arguments: [date]
             )
-            .compactMap { row in AppID(rawValue: row["appId"]).map { (app: $0, at: row["openedAt"]) } }
+            .compactMap { row in
+                let at: Date = try row.decode(forColumn: "openedAt")
+                return AppID(rawValue: row["appId"]).map { (app: $0, at: at) }
+            }
         }
     }
 }

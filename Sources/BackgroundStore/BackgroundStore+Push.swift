@@ -14,7 +14,7 @@ extension BackgroundStore {
                 db, sql: "SELECT token, createdAt FROM deviceToken WHERE appId = ? AND revokedAt IS NULL",
                 arguments: [app.rawValue])
             {
-                return (DeviceTokenInfo(app: app, token: row["token"], createdAt: row["createdAt"]), false)
+                return (DeviceTokenInfo(app: app, token: row["token"], createdAt: try row.decode(forColumn: "createdAt")), false)
             }
             let token = make()
             try db.execute(
@@ -30,7 +30,9 @@ extension BackgroundStore {
     public func deviceTokens() async throws -> [(token: String, app: AppID, revokedAt: Date?)] {
         try await writer.read { db in
             try Row.fetchAll(db, sql: "SELECT token, appId, revokedAt FROM deviceToken ORDER BY createdAt").compactMap {
-                row in AppID(rawValue: row["appId"]).map { (row["token"], $0, row["revokedAt"]) }
+                row in
+                let revokedAt: Date? = try row.decode(forColumn: "revokedAt")
+                return AppID(rawValue: row["appId"]).map { (row["token"], $0, revokedAt) }
             }
         }
     }
@@ -42,7 +44,7 @@ extension BackgroundStore {
                 db, sql: "SELECT token, createdAt FROM deviceToken WHERE appId = ? AND revokedAt IS NULL",
                 arguments: [app.rawValue]
             )
-            .map { DeviceTokenInfo(app: app, token: $0["token"], createdAt: $0["createdAt"]) }
+            .map { DeviceTokenInfo(app: app, token: $0["token"], createdAt: try $0.decode(forColumn: "createdAt")) }
         }
     }
 
@@ -72,7 +74,7 @@ extension BackgroundStore {
                     arguments: StatementArguments(slice))
                 {
                     guard let app = AppID(rawValue: row["appId"]) else { continue }
-                    owners[row["token"]] = (app, row["revokedAt"])
+                    owners[row["token"]] = (app, try row.decode(forColumn: "revokedAt"))
                 }
             }
             return owners
@@ -142,7 +144,7 @@ extension BackgroundStore {
         ProviderKeyRegistration(
             keyID: row["keyId"], teamID: row["teamId"],
             topics: try ColumnJSON.decode([String].self, from: row["topics"]),
-            publicKeyPEM: row["publicKey"], addedAt: row["addedAt"])
+            publicKeyPEM: row["publicKey"], addedAt: try row.decode(forColumn: "addedAt"))
     }
 }
 
@@ -165,13 +167,15 @@ public struct StoredPush: Hashable, Sendable {
 }
 
 extension StoredPush {
-    init?(row: Row) {
+    /// Nil for a row no push could have (an unknown app id or state); a date that does not
+    /// read throws (GRDB's subscript would stop bgd, and at every start after).
+    init?(row: Row) throws {
         guard let app = AppID(rawValue: row["appId"]), let state = PushState(rawValue: row["state"]) else { return nil }
         self.init(
             id: PushID(row["id"] as Int64), app: app, apnsID: row["apnsId"], pushType: row["pushType"],
             priority: row["priority"],
-            collapseID: row["collapseId"], expiration: row["expiration"], payload: row["payload"],
-            receivedAt: row["receivedAt"],
+            collapseID: row["collapseId"], expiration: try row.decode(forColumn: "expiration"), payload: row["payload"],
+            receivedAt: try row.decode(forColumn: "receivedAt"),
             state: state, reasonCode: (row["reasonCode"] as String?).flatMap(ReasonCode.init(rawValue:)),
             reason: row["reason"], attempts: row["attempts"])
     }
@@ -185,7 +189,7 @@ extension BackgroundStore {
                 db, sql: "SELECT * FROM push WHERE appId = ? ORDER BY id DESC LIMIT ?",
                 arguments: [app.rawValue, limit]
             )
-            .compactMap(StoredPush.init(row:))
+            .compactMap { try StoredPush(row: $0) }
         }
     }
 }
@@ -224,7 +228,7 @@ extension BackgroundStore {
                     "SELECT * FROM push WHERE appId = ? AND state = '\(PushState.queued.rawValue)' ORDER BY id DESC LIMIT 1",
                 arguments: [app.rawValue]
             )
-            .flatMap(StoredPush.init(row:))
+            .flatMap { try StoredPush(row: $0) }
         }
     }
 
@@ -252,7 +256,7 @@ extension BackgroundStore {
     public func pushAllowance(of app: AppID) async throws -> PushThrottle.Allowance? {
         try await writer.read { db in
             try Row.fetchOne(db, sql: "SELECT tokens, at FROM pushAllowance WHERE appId = ?", arguments: [app.rawValue])
-                .map { PushThrottle.Allowance(tokens: $0["tokens"], at: $0["at"]) }
+                .map { PushThrottle.Allowance(tokens: $0["tokens"], at: try $0.decode(forColumn: "at")) }
         }
     }
 

@@ -66,17 +66,18 @@ extension BackgroundStore {
                         db, sql: "SELECT * FROM taskRequest WHERE runId IS NULL ORDER BY submittedAt, appId, identifier"
                     )
                 }
-            return rows.compactMap { row in
+            return try rows.compactMap { row in
                 guard let app = AppID(rawValue: row["appId"]), let kind = TaskKind(rawValue: row["kind"]) else {
                     return nil
                 }
                 return PendingTaskRequest(
                     app: app,
                     request: TaskRequest(
-                        identifier: row["identifier"], kind: kind, earliestBeginDate: row["earliestBeginDate"],
+                        identifier: row["identifier"], kind: kind,
+                        earliestBeginDate: try row.decode(forColumn: "earliestBeginDate"),
                         requiresNetworkConnectivity: row["requiresNetwork"], requiresExternalPower: row["requiresPower"]
                     ),
-                    submittedAt: row["submittedAt"])
+                    submittedAt: try row.decode(forColumn: "submittedAt"))
             }
         }
     }

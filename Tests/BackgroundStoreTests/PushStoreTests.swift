@@ -2,6 +2,7 @@ import BackgroundModel
 import BackgroundStore
 import BackgroundTesting
 import Foundation
+import Synchronization
 import Testing
 
 /// The push queue's SQL: coalescing, state-guarded updates, replays.
@@ -57,28 +58,36 @@ struct PushStoreTests {
 /// or as '' — trapped bgd whenever it read them back, so at every start. Opening the store mends
 /// them to the last second of 9999 (the `readableDates` migration).
 struct UnreadableDatesTests {
-    @Test func datesNoReadCouldTakeAreMendedWhenTheStoreOpens() async throws {
+    let now = Date(timeIntervalSince1970: 1_767_603_600)
+    let app = AppID(rawValue: "com.example.a")!
+
+    /// A store file with one app and one background push; `more` adds to it before it closes.
+    func storeFile(_ more: (BackgroundStore) async throws -> Void = { _ in }) async throws -> (directory: String, path: String) {
         let directory = NSTemporaryDirectory() + "bgd-dates-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
         let path = directory + "/bgd.sqlite"
-        let now = Date(timeIntervalSince1970: 1_767_603_600)
-        let app = AppID(rawValue: "com.example.a")!
-        let transfer: TransferID
-        do {
-            let store = try BackgroundStore.open(atPath: path)
-            _ = try await store.register(
-                RegisterAppRequest(id: app, launchCommand: LaunchCommand(["/bin/true"])!), tokenHash: "h", now: now)
-            try await store.enqueuePushes(
-                [
-                    NewPush(
-                        app: app, apnsID: "00000000-0000-0000-0000-000000000001", pushType: "background", priority: 5,
-                        collapseID: nil, expiration: nil, payload: Data("{}".utf8))
-                ], now: now)
-            transfer = try await store.createTransfer(
+        let store = try BackgroundStore.open(atPath: path)
+        _ = try await store.register(
+            RegisterAppRequest(id: app, launchCommand: LaunchCommand(["/bin/true"])!), tokenHash: "h", now: now)
+        try await store.enqueuePushes(
+            [
+                NewPush(
+                    app: app, apnsID: "00000000-0000-0000-0000-000000000001", pushType: "background", priority: 5,
+                    collapseID: nil, expiration: nil, payload: Data("{}".utf8))
+            ], now: now)
+        try await more(store)
+        return (directory, path)
+    }
+
+    @Test func datesNoReadCouldTakeAreMendedWhenTheStoreOpens() async throws {
+        let transfer = Mutex<TransferID?>(nil)
+        let (directory, path) = try await storeFile { store in
+            let id = try await store.createTransfer(
                 TransferRequest(session: "s", url: URL(string: "http://127.0.0.1/file")!), app: app, now: now
             ) { id in ("/tmp/\(id).partial", "/tmp/\(id)") }.record.id
+            transfer.withLock { $0 = id }
         }
+        defer { try? FileManager.default.removeItem(atPath: directory) }
         // As the old bgd wrote them, and as if it had never opened a store with the mend.
         try await OlderStoreFile.rewrite(
             path,
@@ -87,6 +96,29 @@ struct UnreadableDatesTests {
 
         let store = try BackgroundStore.open(atPath: path)
         #expect(try await store.pushes(of: app).map(\.expiration) == [StorableDates.latest])
-        #expect(try await store.transfer(transfer)?.record.nextAttemptAt == StorableDates.latest)
+        #expect(try await store.transfer(try #require(transfer.withLock { $0 }))?.record.nextAttemptAt == StorableDates.latest)
+    }
+
+    /// A date no read can take (a damaged file, a hand edit) is an error of that read, not the
+    /// end of bgd: GRDB's subscript stops the process, and bgd read the same row at every start.
+    @Test func aDateNoReadCanTakeIsAnErrorNotACrash() async throws {
+        let (directory, path) = try await storeFile { store in
+            _ = try await store.deviceToken(for: app, makingWith: { String(repeating: "a", count: 64) }, now: now)
+            try await store.recordOpen(of: app, at: now)
+        }
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try await OlderStoreFile.rewrite(
+            path,
+            with: [
+                "UPDATE push SET receivedAt = 'not a date'", "UPDATE deviceToken SET createdAt = 'nor this'",
+                "UPDATE usage SET openedAt = 'yesterday'",
+            ],
+            forgetting: "readableDates")
+        let store = try BackgroundStore.open(atPath: path)
+        await #expect(throws: (any Error).self) { try await store.pushes(of: app) }
+        await #expect(throws: (any Error).self) { try await store.coalesceQueuedPushes(of: app) }
+        await #expect(throws: (any Error).self) { try await store.activeDeviceToken(of: app) }
+        await #expect(throws: (any Error).self) { try await store.allOpens(since: .distantPast) }
+        #expect(try await store.app(app) != nil, "the rest of the store reads")
     }
 }
