@@ -176,8 +176,13 @@ def check(run_dir: str | Path) -> dict:
     r["bgd_stops_hung_lives"] = hung
 
     # --- pushes ---------------------------------------------------------------------------------
+    # By apns-id, the push's name (unique per app): a replaced push keeps its row but not its
+    # payload, so the content-id inside the payload no longer names it.
+    # The content-id still tells a push stored twice under two apns-ids (where it has a payload).
+    rows_by_apns_id: dict[str, list[sqlite3.Row]] = defaultdict(list)
     rows_by_cid: dict[int, list[sqlite3.Row]] = defaultdict(list)
     for row in store.rows("SELECT id, appId, apnsId, state, reasonCode, reason, payload FROM push"):
+        rows_by_apns_id[row["apnsId"].lower()].append(row)
         try:
             payload = row["payload"]
             cid = json.loads(payload.decode() if isinstance(payload, bytes) else payload).get("content-id")
@@ -214,7 +219,7 @@ def check(run_dir: str | Path) -> dict:
         if pushes_seen[app][str(cid)]:
             fates["seen by the app"] += 1
             continue
-        rows = rows_by_cid.get(cid, [])
+        rows = [row for row in rows_by_apns_id.get(p["apns_id"].lower(), []) if row["appId"] == app]
         row = rows[-1] if rows else None
         if row is not None and row["state"] in ("replaced", "dropped") and row["reasonCode"]:
             fates[f"{row['state']} ({row['reasonCode']})"] += 1
