@@ -28,7 +28,6 @@ final class DaemonProcess: @unchecked Sendable {
         let command =
             launcher + [try BuiltProducts.path(of: "bgd")]
             + ["--state-dir", stateDirectory, "--socket", socketPath, "--push-port", "0"] + arguments
-        CgroupProbe.removeLeftoversAtExit(ofStateDirectory: stateDirectory)
         process = try Spawned(
             command[0], Array(command.dropFirst()),
             environment: ProcessInfo.processInfo.environment.merging(environment) { $1 }, mergeErrors: true)

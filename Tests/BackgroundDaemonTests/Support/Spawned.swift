@@ -25,6 +25,14 @@ final class Spawned: @unchecked Sendable {
         _ path: String, _ arguments: [String], environment: [String: String]? = nil, stdin: Bool = false,
         mergeErrors: Bool = false
     ) throws {
+        // A bgd a test starts, whichever way (directly, under systemd-socket-activate, to see it
+        // refuse): what it leaves in its cgroups is removed when the test run ends, since one a
+        // test kills cannot remove them itself (`CgroupProbe.removeLeftoversAtExit`).
+        if ([path] + arguments).contains(where: { ($0 as NSString).lastPathComponent == "bgd" }),
+            let flag = arguments.firstIndex(of: "--state-dir"), flag + 1 < arguments.count
+        {
+            CgroupProbe.removeLeftoversAtExit(ofStateDirectory: arguments[flag + 1])
+        }
         func makePipe() throws -> (read: Int32, write: Int32) {
             var fds: [Int32] = [0, 0]
             guard linuxPipe2(&fds, O_CLOEXEC) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
