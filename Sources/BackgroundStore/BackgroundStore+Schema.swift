@@ -216,9 +216,15 @@ extension BackgroundStore {
         }
         migrator.registerMigration("boundedGrowth") { db in
             // An open is looked up by its app and time (opens a minute apart count once), and a
-            // push by its app in id order (the newest kept per app).
+            // settled push by its app in id order (the newest kept per app). Partial, so that
+            // the planner never takes it over push_queued for the dispatcher's reads: a full
+            // index on (appId, id) made coalescing scan every push of the app (the soak: +25 %).
             try db.create(index: "usage_byApp", on: "usage", columns: ["appId", "openedAt"])
-            try db.create(index: "push_byApp", on: "push", columns: ["appId", "id"])
+            try db.execute(
+                sql: """
+                    CREATE INDEX push_settledByApp ON push(appId, id)
+                    WHERE state IN ('delivered', 'replaced', 'dropped', 'recorded')
+                    """)
             try db.execute(sql: "CREATE INDEX deviceToken_byRevoked ON deviceToken(appId, revokedAt) WHERE revokedAt IS NOT NULL")
         }
         return migrator
