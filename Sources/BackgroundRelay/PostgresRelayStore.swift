@@ -513,25 +513,27 @@ public final class PostgresRelayStore: RelayStore {
             report.deleted += deleted
             if deleted < pruneBatch { break }
         }
+        let logger = self.logger
         while true {
-            var forgotten = 0
-            for try await _ in try await client.query(
-                """
-                DELETE FROM relay_device_token WHERE token IN (
-                    SELECT token FROM relay_device_token WHERE revoked_at < \(endedBefore) LIMIT \(pruneBatch))
-                RETURNING token
-                """, logger: logger
-            ).decode(String.self) {
-                forgotten += 1
+            let (forgotten, version) = try await transaction { connection -> (Int, Int?) in
+                var forgotten = 0
+                for try await _ in try await connection.query(
+                    """
+                    DELETE FROM relay_device_token WHERE token IN (
+                        SELECT token FROM relay_device_token WHERE revoked_at < \(endedBefore) LIMIT \(pruneBatch))
+                    RETURNING token
+                    """, logger: logger
+                ).decode(String.self) {
+                    forgotten += 1
+                }
+                guard forgotten > 0 else { return (0, nil) }
+                // With the change: every node's provider side holds owners, and a forgotten
+                // token must not answer 410.
+                return (forgotten, try await Self.bumpCredentials(connection, logger: logger))
             }
+            if let version { credentials.advance(to: version) }
             report.tokensForgotten += forgotten
             if forgotten < pruneBatch { break }
-        }
-        if report.tokensForgotten > 0 {
-            // The provider side's caches hold owners: a forgotten token must not answer 410.
-            let logger = self.logger
-            let version = try await transaction { connection in try await Self.bumpCredentials(connection, logger: logger) }
-            credentials.advance(to: version)
         }
         return report
     }

@@ -162,24 +162,22 @@ extension SQLiteRelayStore {
             if deleted < pruneBatch { break }
         }
         while true {
-            let forgotten = try await database.write { db in
+            let (forgotten, version) = try await database.write { db -> (Int, Int?) in
                 try db.execute(
                     sql: """
                         DELETE FROM deviceToken WHERE token IN (
                             SELECT token FROM deviceToken WHERE revokedAt < ? LIMIT ?)
                         """, arguments: [now.addingTimeInterval(-keepEnded), pruneBatch])
-                return db.changesCount
+                let forgotten = db.changesCount
+                guard forgotten > 0 else { return (0, nil) }
+                // With the change: the provider side's caches hold owners, and a forgotten token
+                // must not answer 410.
+                try Self.bumpCredentials(db)
+                return (forgotten, try Int.fetchOne(db, sql: "SELECT version FROM credentials"))
             }
+            if let version { credentials.advance(to: version) }
             report.tokensForgotten += forgotten
             if forgotten < pruneBatch { break }
-        }
-        if report.tokensForgotten > 0 {
-            // The provider side's caches hold owners: a forgotten token must not answer 410.
-            let version = try await database.write { db -> Int in
-                try Self.bumpCredentials(db)
-                return try Int.fetchOne(db, sql: "SELECT version FROM credentials") ?? 0
-            }
-            credentials.advance(to: version)
         }
         return report
     }

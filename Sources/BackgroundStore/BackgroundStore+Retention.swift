@@ -54,6 +54,8 @@ extension BackgroundStore {
         var report = PruneReport()
         report.events = try await deleteInBatches(
             from: "event", where: "closedAt IS NOT NULL AND closedAt < ?", [cutoff], batch: batch)
+        // The very term of the partial index push_settledByApp (migration boundedGrowth): SQLite
+        // uses a partial index only for a query that names its condition as written.
         let settled =
             "state IN ('\(PushState.delivered.rawValue)', '\(PushState.replaced.rawValue)', "
             + "'\(PushState.dropped.rawValue)', '\(PushState.recorded.rawValue)')"

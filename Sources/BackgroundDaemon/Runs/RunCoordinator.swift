@@ -358,14 +358,14 @@ public actor RunCoordinator: Service {
             }
         }
         for (app, at) in deferredEvents {
-            if at > now {
+            guard at <= now else {
                 wake(at: at)
-            } else if deferredEvents.removeValue(forKey: app) != nil,
-                (try? await store.openEventCount(for: app)) ?? 1 > 0
-            {
-                await deliverEvents(to: app)
-                if let again = deferredEvents[app] { wake(at: again) }
+                continue
             }
+            deferredEvents[app] = nil
+            // Acknowledged meanwhile (the app connected by itself): nothing to launch it for.
+            if (try? await store.openEventCount(for: app)) ?? 1 > 0 { await deliverEvents(to: app) }
+            if let again = deferredEvents[app] { wake(at: again) }
         }
         if !unrecordedEnds.isEmpty {
             if let retryAt = nextEndRetry, retryAt <= now {

@@ -49,11 +49,13 @@ struct Transfers: Sendable {
             app = owner
         }
         if let problem = transfer.problem { throw Refusal.invalid(problem) }
-        if case .app(let id) = caller, try await store.outstandingTransferCount(of: id) >= Self.maximumOutstandingPerApp {
-            throw ServiceError.tooManyTransfers(id)
-        }
-        if case .app(let id) = caller, try await store.openEventCount(for: id) >= Self.maximumUnacknowledgedEventsPerApp {
-            throw ServiceError.tooManyUnacknowledgedEvents(id)
+        if case .app(let id) = caller {
+            if try await store.outstandingTransferCount(of: id) >= Self.maximumOutstandingPerApp {
+                throw ServiceError.tooManyTransfers(id)
+            }
+            if try await store.openEventCount(for: id) >= Self.maximumUnacknowledgedEventsPerApp {
+                throw ServiceError.tooManyUnacknowledgedEvents(id)
+            }
         }
         return try await service.submit(transfer, from: app)
     }
