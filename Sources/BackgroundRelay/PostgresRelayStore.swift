@@ -107,6 +107,8 @@ public final class PostgresRelayStore: RelayStore {
                 // The pruner forgets tokens revoked long ago; a device at its limit, its oldest.
                 "CREATE INDEX IF NOT EXISTS relay_device_token_revoked ON relay_device_token (revoked_at) WHERE revoked_at IS NOT NULL",
                 "CREATE INDEX IF NOT EXISTS relay_device_token_device ON relay_device_token (device_id)",
+                // The pruner forgets devices enrolled long ago that never connected.
+                "CREATE INDEX IF NOT EXISTS relay_device_unclaimed ON relay_device (enrolled_at) WHERE fencing = 0",
                 "CREATE TABLE IF NOT EXISTS relay_credentials (version bigint NOT NULL)",
                 "INSERT INTO relay_credentials (version) SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM relay_credentials)",
             ] {
@@ -533,6 +535,25 @@ public final class PostgresRelayStore: RelayStore {
             }
             if let version { credentials.advance(to: version) }
             report.tokensForgotten += forgotten
+            if forgotten < pruneBatch { break }
+        }
+        while true {
+            // A claim racing this waits on the row's lock and then finds no device: its session
+            // ends, and the device's next connection is refused (401, enroll again).
+            var forgotten = 0
+            for try await _ in try await client.query(
+                """
+                DELETE FROM relay_device WHERE fencing = 0 AND id IN (
+                    SELECT id FROM relay_device d WHERE fencing = 0 AND enrolled_at < \(heldSince)
+                        AND NOT EXISTS (SELECT 1 FROM relay_device_token t WHERE t.device_id = d.id)
+                        AND NOT EXISTS (SELECT 1 FROM relay_push p WHERE p.device_id = d.id)
+                    LIMIT \(pruneBatch) FOR UPDATE SKIP LOCKED)
+                RETURNING id
+                """, logger: logger
+            ).decode(String.self) {
+                forgotten += 1
+            }
+            report.devicesForgotten += forgotten
             if forgotten < pruneBatch { break }
         }
         return report

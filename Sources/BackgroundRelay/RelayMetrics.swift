@@ -31,6 +31,7 @@ public final class RelayMetrics: Sendable {
             $0.pruned.replaced += report.replaced
             $0.pruned.deleted += report.deleted
             $0.pruned.tokensForgotten += report.tokensForgotten
+            $0.pruned.devicesForgotten += report.devicesForgotten
         }
     }
     func answered(status: Int) { state.withLock { $0.answers[status, default: 0] += 1 } }
@@ -73,6 +74,9 @@ public final class RelayMetrics: Sendable {
             # HELP bgrelay_forgotten_tokens_total Device tokens this node's pruner forgot, revoked longer than the retention ago.
             # TYPE bgrelay_forgotten_tokens_total counter
             bgrelay_forgotten_tokens_total \(snapshot.pruned.tokensForgotten)
+            # HELP bgrelay_forgotten_devices_total Devices this node's pruner forgot: enrolled longer than --hold-pushes ago, never connected, holding no token and no push.
+            # TYPE bgrelay_forgotten_devices_total counter
+            bgrelay_forgotten_devices_total \(snapshot.pruned.devicesForgotten)
             # HELP bgrelay_pushes Pushes in the store by outcome (ended ones until the pruner deletes them).
             # TYPE bgrelay_pushes gauge
 

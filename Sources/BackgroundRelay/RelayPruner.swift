@@ -5,7 +5,8 @@ import ServiceLifecycle
 
 /// Keeps a relay's store bounded for months: once at start and then every `retention.interval`, pending
 /// pushes that can no longer be delivered end as expired (a device that never comes back leaves
-/// nothing pending for ever), and pushes that ended longer than `keepEnded` ago are deleted.
+/// nothing pending for ever), pushes that ended longer than `keepEnded` ago are deleted, and
+/// so are revoked tokens that old and devices enrolled `holdPending` ago that never connected.
 /// Every node of a fleet runs one; passes on several nodes at once are harmless (each row is
 /// ended or deleted once).
 struct RelayPruner: Service {
@@ -29,6 +30,7 @@ struct RelayPruner: Service {
                                 "expired": "\(report.expired)", "replaced": "\(report.replaced)",
                                 "deleted": "\(report.deleted)",
                                 "tokens.forgotten": "\(report.tokensForgotten)",
+                                "devices.forgotten": "\(report.devicesForgotten)",
                             ])
                     }
                 } catch is CancellationError {

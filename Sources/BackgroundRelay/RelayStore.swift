@@ -50,8 +50,9 @@ public protocol RelayStore: Sendable {
     /// a minute past (a push sent that moment may still be acknowledged), or held `holdFor`
     /// whatever its expiration —, ends as replaced a token's pending pushes beyond its newest
     /// `pendingPerToken`, and deletes pushes that ended before `now - keepEnded`, and
-    /// tokens revoked before then. A pending push is never deleted: it waits for its device or
-    /// its end.
+    /// tokens revoked before then; devices enrolled `holdFor` ago that never opened an uplink and
+    /// hold no token and no push are forgotten. A pending push is never deleted: it waits for its
+    /// device or its end.
     func prune(now: Date, holdFor: TimeInterval, keepEnded: TimeInterval) async throws -> RelayPruneReport
     func pushCounts() async throws -> [RelayPushState: Int]
     func pushLog() async throws -> [(seq: Int64, device: String, apnsID: String, state: RelayPushState)]
@@ -68,12 +69,18 @@ public struct RelayPruneReport: Sendable, Equatable {
     /// Tokens revoked longer than `keepEnded` ago it forgot (a push to one then answers 400
     /// BadDeviceToken, as to a token never registered, not 410).
     public var tokensForgotten = 0
+    /// Devices it forgot: enrolled longer than `holdFor` ago, never connected, holding nothing.
+    /// Enrollment is open unless the relay asks for a token, and every enrollment was a row for
+    /// ever; bgd connects the moment it enrolls, so such a device's credential was never used
+    /// (one used after this is refused, 401: enroll again).
+    public var devicesForgotten = 0
 
-    public init(expired: Int = 0, replaced: Int = 0, deleted: Int = 0, tokensForgotten: Int = 0) {
+    public init(expired: Int = 0, replaced: Int = 0, deleted: Int = 0, tokensForgotten: Int = 0, devicesForgotten: Int = 0) {
         self.expired = expired
         self.replaced = replaced
         self.deleted = deleted
         self.tokensForgotten = tokensForgotten
+        self.devicesForgotten = devicesForgotten
     }
 }
 

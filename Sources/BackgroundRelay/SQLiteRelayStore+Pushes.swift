@@ -179,6 +179,21 @@ extension SQLiteRelayStore {
             report.tokensForgotten += forgotten
             if forgotten < pruneBatch { break }
         }
+        while true {
+            let forgotten = try await database.write { db in
+                try db.execute(
+                    sql: """
+                        DELETE FROM device WHERE id IN (
+                            SELECT id FROM device WHERE fencing = 0 AND enrolledAt < ?
+                                AND NOT EXISTS (SELECT 1 FROM deviceToken WHERE deviceId = device.id)
+                                AND NOT EXISTS (SELECT 1 FROM push WHERE deviceId = device.id)
+                            LIMIT ?)
+                        """, arguments: [now.addingTimeInterval(-holdFor), pruneBatch])
+                return db.changesCount
+            }
+            report.devicesForgotten += forgotten
+            if forgotten < pruneBatch { break }
+        }
         return report
     }
 

@@ -99,6 +99,10 @@ public struct SQLiteRelayStore: RelayStore {
             // The pruner forgets tokens revoked long ago; a device at its limit, its oldest.
             try db.execute(sql: "CREATE INDEX deviceToken_revoked ON deviceToken(revokedAt) WHERE revokedAt IS NOT NULL")
         }
+        migrator.registerMigration("relay-unclaimedDevices") { db in
+            // The pruner forgets devices enrolled long ago that never connected.
+            try db.execute(sql: "CREATE INDEX device_unclaimed ON device(enrolledAt) WHERE fencing = 0")
+        }
         migrator.registerMigration("relay-readableDates") { db in
             // Before session 28 a provider's apns-expiration past 9999, or a device's revoke `at`
             // near Int64.max, was stored as a five-digit year or '': reading it back trapped the

@@ -124,7 +124,7 @@ extension BGRelay {
         @Option(help: "Device enrollments a second this node takes (bursts of 10× that) before 429.")
         var enrollmentRate: Double = 10
         @Option(
-            help: "A push waits this long for its device at most, whatever its apns-expiration, then ends as expired (default 30d).",
+            help: "A push waits this long for its device at most, whatever its apns-expiration, then ends as expired; a device enrolled this long ago that never connected is forgotten (default 30d).",
             transform: parseDuration)
         var holdPushes: Duration = .seconds(30 * 86400)
         @Option(

@@ -303,6 +303,8 @@ struct PushRelayTests {
             let provider = PushGatewayTests.Provider(client: client, base: node.providerURL, key: key, now: clock.now)
             let enrollment = try await RawUplink.enroll(node, client: client)
             try await node.store.register(token: token, topic: Self.app, device: enrollment.device, now: clock.now)
+            // A device that enrolls and never connects.
+            let stranger = try await RawUplink.enroll(node, client: client)
             func metrics() async throws -> [String: Double] { try await node.metrics(client: client) }
 
             // A push delivered while the device is connected.
@@ -345,6 +347,12 @@ struct PushRelayTests {
                 try await metrics()["bgrelay_pruned_pushes_total{action=\"deleted\"}"] == 1
             })
             #expect(try await metrics()["bgrelay_pushes{outcome=\"delivered\"}"] == 0)
+            #expect(try await metrics()["bgrelay_forgotten_devices_total"] == 0)
+            // Past the 48-hour hold, the device that never connected is forgotten; the other stays.
+            clock.advance(by: hour * 24)
+            #expect(try await node.eventually { try await metrics()["bgrelay_forgotten_devices_total"] == 1 })
+            #expect(try await node.store.authenticate(device: stranger.device, secret: stranger.secret) == false)
+            #expect(try await node.store.authenticate(device: enrollment.device, secret: enrollment.secret))
         }
     }
 

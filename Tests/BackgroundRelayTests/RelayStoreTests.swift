@@ -183,6 +183,37 @@ struct RelayStoreTests {
         }
     }
 
+    /// A device enrolled longer than the hold ago that never connected and holds nothing is
+    /// forgotten (its credential is refused from then on); one that connected, or holds a token
+    /// or a push, stays whatever its age, and so does a younger one.
+    @Test(arguments: Backend.available)
+    func devicesThatNeverConnectedAreForgottenAfterTheHold(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let day: TimeInterval = 86400
+            let (idle, idleSecret) = try await store.enroll(now: now)
+            let (connected, _) = try await store.enroll(now: now)
+            _ = try await store.claim(device: connected, node: "a", now: now)
+            let token = String(repeating: "ab", count: 32)
+            let holder = try await registeredOwner(store, token: token).device
+            let pushToken = String(repeating: "cd", count: 32)
+            let pushed = try await registeredOwner(store, token: pushToken)
+            _ = try await store.commit([push(pushed, token: pushToken, id: "p")], now: now, connected: { _ in false })
+            try await store.revoke(token: pushToken, device: pushed.device, at: now)  // the push stays, ended
+            let (young, _) = try await store.enroll(now: now.addingTimeInterval(20 * day))
+
+            var report = try await store.prune(now: now.addingTimeInterval(29 * day), holdFor: 30 * day, keepEnded: 100 * day)
+            #expect(report.devicesForgotten == 0, "not yet held 30 days")
+            report = try await store.prune(now: now.addingTimeInterval(31 * day), holdFor: 30 * day, keepEnded: 100 * day)
+            #expect(report.devicesForgotten == 1)
+            #expect(try await store.authenticate(device: idle, secret: idleSecret) == false, "forgotten")
+            for device in [connected, holder, pushed.device, young] {
+                #expect(try await store.claim(device: device, node: "a", now: now) > 0, "\(device) stays")
+            }
+            #expect(try await store.tokenOwner(token)?.device == holder)
+            #expect(try await store.pushLog().count == 1)
+        }
+    }
+
     @Test(arguments: Backend.available)
     func pushesEndDeliveredReplacedExpiredOrRevoked(_ backend: Backend) async throws {
         try await withStore(backend) { store in
