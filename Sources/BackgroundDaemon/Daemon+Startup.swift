@@ -73,4 +73,25 @@ extension Daemon {
                 metadata: ["app.id": "\(leftover.app)", "pid": "\(leftover.processID)"])
         }
     }
+
+    /// Upload copies and partial downloads of transfers that have ended (a crash between an
+    /// ending and its file's removal leaves one; a bgd before session 30 kept a failed
+    /// transfer's) are removed from the state's and every container's transfer directory. Not
+    /// the operator's partials beside their destinations: bgd does not list the operator's
+    /// directories.
+    static func removeFilesOfEndedTransfers(store: BackgroundStore, stateDirectory: StateDirectory, logger: Logger)
+        async throws
+    {
+        let containers = stateDirectory.path + "/containers"
+        let directories =
+            [stateDirectory.path + "/transfers"]
+            + ((try? FileManager.default.contentsOfDirectory(atPath: containers)) ?? []).map {
+                containers + "/" + $0 + "/transfers"
+            }
+        let known = try await store.outstandingTransferIDs()
+        let removed = TransferFiles.removeLeftovers(in: directories, outstanding: known.outstanding, highest: known.highest)
+        if removed > 0 {
+            logger.notice("Removed the files of transfers that had ended", metadata: ["files": "\(removed)"])
+        }
+    }
 }

@@ -63,6 +63,19 @@ extension BackgroundStore {
         }
     }
 
+    /// Every transfer that has not ended (waiting, running or paused) — whose files bgd keeps —
+    /// and the highest id ever given, read together: a transfer made after this read has a
+    /// higher one (ids are never reused), so its file is told from an ended transfer's.
+    public func outstandingTransferIDs() async throws -> (outstanding: Set<TransferID>, highest: TransferID) {
+        try await writer.read { db -> (outstanding: Set<TransferID>, highest: TransferID) in
+            let ongoing = TransferState.allCases.filter { !$0.isFinal }.map(\.rawValue)
+            let request = TransferRow.filter(ongoing.contains(TransferRow.Columns.state)).select(TransferRow.Columns.id)
+            let outstanding: [Int64] = try Int64.fetchAll(db, request)
+            let highest = try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'transfer'") ?? 0
+            return (Set(outstanding.map { TransferID($0) }), TransferID(highest))
+        }
+    }
+
     /// How many of the app's transfers have not ended (waiting, running or paused).
     public func outstandingTransferCount(of app: AppID) async throws -> Int {
         try await writer.read { db in

@@ -50,7 +50,7 @@ struct BGD: AsyncParsableCommand {
 
     static func shown(_ duration: Duration) -> String { duration.humanDescription }
     static func shown(_ bytes: Int64) -> String {
-        bytes % (1 << 20) == 0 ? "\(bytes >> 20)MiB" : bytes % (1 << 10) == 0 ? "\(bytes >> 10)KiB" : "\(bytes)"
+        bytes % (1 << 30) == 0 ? "\(bytes >> 30)GiB" : bytes % (1 << 20) == 0 ? "\(bytes >> 20)MiB" : bytes % (1 << 10) == 0 ? "\(bytes >> 10)KiB" : "\(bytes)"
     }
 
     @Option(help: "Where bgd keeps its state (default: $XDG_STATE_HOME/bgd, else ~/.local/state/bgd).")
@@ -112,6 +112,11 @@ struct BGD: AsyncParsableCommand {
     @Option(
         help: "Bytes a second all downloads together may receive, e.g. 10MiB (default: no cap).", transform: parseSize)
     var transferRateLimit: Int64?
+
+    @Option(
+        help: "Bytes of waiting uploads bgd holds for one app (it copies each when handed over), e.g. 1GiB, or 'off' (default: \(BGD.shown(TransferService.Configuration.defaultUploadQuota))).",
+        transform: { $0 == "off" ? nil : try parseSize($0) })
+    var uploadQuota: Int64? = TransferService.Configuration.defaultUploadQuota
 
     @Option(help: "A transfer whose connection is silent this long is dropped and retried (default: \(BGD.shown(BGD.Defaults.transferReadTimeout))).", transform: parseDuration)
     var transferReadTimeout: Duration = BGD.Defaults.transferReadTimeout
@@ -319,6 +324,9 @@ struct BGD: AsyncParsableCommand {
             throw ValidationError("--transfer-rate-limit is at least 1KiB (a second)")
         }
         guard transferCheckpoint >= 64 << 10 else { throw ValidationError("--transfer-checkpoint is at least 64KiB") }
+        if let uploadQuota, uploadQuota < 1 << 20 {
+            throw ValidationError("--upload-quota is at least 1MiB, or 'off'")
+        }
         guard ["on", "off"].contains(confineApps) else { throw ValidationError("--confine-apps is on or off") }
         guard ["on", "off"].contains(appCgroups) else { throw ValidationError("--app-cgroups is on or off") }
         guard pushConnectionsPerPeer >= 1, pushConnections >= pushConnectionsPerPeer else {
@@ -418,7 +426,8 @@ struct BGD: AsyncParsableCommand {
                 maximumConcurrent: maxTransfers,
                 engine: .init(
                     checkpointInterval: transferCheckpoint, readTimeout: transferReadTimeout,
-                    bandwidthLimit: transferRateLimit, userUmask: userUmask)),
+                    bandwidthLimit: transferRateLimit, userUmask: userUmask),
+                uploadQuota: uploadQuota),
             push: pushConfiguration,
             backgroundTime: BackgroundTimePolicy(
                 budget: backgroundTime, expirationLead: expirationLead, suspensionEnabled: suspension == "on",

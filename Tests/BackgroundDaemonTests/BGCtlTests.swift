@@ -150,6 +150,7 @@ struct BGCtlTests {
             ("--fetch-budget <fetch-budget>", "30s"), ("--fetch-floor <fetch-floor>", "15m"),
             ("--keep-history <keep-history>", "30d"), ("--transfer-checkpoint <transfer-checkpoint>", "8MiB"),
             ("--unused-app-interval <unused-app-interval>", "6h"), ("--push-relay-keep-alive <push-relay-keep-alive>", "4m30s"),
+            ("--upload-quota <upload-quota>", "4GiB"),
         ] {
             let help = try #require(bgdHelp.range(of: option), "\(option) in \(bgdHelp)")
             let next = bgdHelp[help.upperBound...].range(of: " --")?.lowerBound ?? bgdHelp.endIndex

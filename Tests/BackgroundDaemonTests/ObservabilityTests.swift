@@ -287,6 +287,7 @@ struct ObservabilityTests {
             ("--push-wakes-per-hour inf", "--push-wakes-per-hour"), ("--push-wakes-per-hour 1e19", "--push-wakes-per-hour"),
             ("--transfer-checkpoint 9999999999999GiB", "more bytes than bgd can count"),
             ("--transfer-rate-limit 9999999999999GiB", "more bytes than bgd can count"),
+            ("--upload-quota 100KiB", "--upload-quota is at least 1MiB"), ("--upload-quota lots", "'lots' is not a size"),
             ("--fetch-floor 0s", "--fetch-floor"), ("--transfer-read-timeout 0s", "--transfer-read-timeout"),
             ("--push-relay https://127.0.0.1:99999", "a port is 1 to 65535"), ("--fetch-budget 99999999999d", "31 years"),
         ] {

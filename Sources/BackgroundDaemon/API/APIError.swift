@@ -144,6 +144,14 @@ extension APIError {
                 .tooManyRequests, .tooManyUnacknowledgedEvents,
                 "\(app) has left \(Transfers.maximumUnacknowledgedEventsPerApp) events unacknowledged, the most an app may; acknowledge the events it has handled (POST /v1/app/events/ack) before starting more transfers"
             )
+        case .uploadQuotaExceeded(_, _, let size, let quota) where size > quota:
+            self.init(
+                .contentTooLarge, .uploadTooLarge,
+                "the file is \(ByteCount.describe(size)), more than the \(ByteCount.describe(quota)) of uploads bgd holds for one app (bgd --upload-quota); send it in parts, or raise the quota")
+        case .uploadQuotaExceeded(let app, let held, let size, let quota):
+            self.init(
+                .tooManyRequests, .tooManyUploadBytes,
+                "\(app)'s waiting uploads hold \(ByteCount.describe(held)) already, and this one (\(ByteCount.describe(size))) would pass the \(ByteCount.describe(quota)) bgd holds for one app (bgd --upload-quota); wait for some to end, or cancel some")
         case .unknownBackgroundTask(let number):
             self.init(
                 .notFound, .unknownBackgroundTask,

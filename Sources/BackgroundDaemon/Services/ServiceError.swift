@@ -21,4 +21,6 @@ enum ServiceError: Error, Equatable {
     case tooManyTransfers(AppID)
     /// The app has left the most events unacknowledged it may.
     case tooManyUnacknowledgedEvents(AppID)
+    /// The app's waiting uploads hold `held` bytes, and `size` more would pass its quota.
+    case uploadQuotaExceeded(AppID, held: Int64, size: Int64, quota: Int64)
 }

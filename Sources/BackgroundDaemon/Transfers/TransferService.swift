@@ -22,16 +22,26 @@ public actor TransferService: Service {
         public var noProgressTimeout: Duration
         /// Checkpoints, timeouts and TLS trust for each attempt.
         public var engine: TransferEngine.Configuration
+        /// The most bytes of upload copies bgd holds for one app (nil: no limit). An upload is
+        /// copied when it is handed over, and kept until it ends; without a limit one app's
+        /// 1,000 waiting uploads of a large file could fill the disk, and bgd would then take
+        /// nothing new from any app. The operator's own uploads are not counted.
+        public var uploadQuota: Int64?
+
+        /// An app's uploads may hold 4 GiB: a long video, many photos, far above what a
+        /// background session usually hands over, and a bound on a small disk.
+        public static let defaultUploadQuota: Int64 = 4 << 30
 
         public init(
             maximumConcurrent: Int = 6, backoff: RetryBackoff = RetryBackoff(),
             noProgressTimeout: Duration = .seconds(86400),
-            engine: TransferEngine.Configuration = .init()
+            engine: TransferEngine.Configuration = .init(), uploadQuota: Int64? = defaultUploadQuota
         ) {
             self.maximumConcurrent = max(1, maximumConcurrent)
             self.backoff = backoff
             self.noProgressTimeout = noProgressTimeout
             self.engine = engine
+            self.uploadQuota = uploadQuota
         }
     }
 
@@ -54,6 +64,9 @@ public actor TransferService: Service {
     private var received: [TransferID: Int64] = [:]
     /// Transfers being cancelled or paused: no new attempt may start while that is recorded.
     private var stopping: Set<TransferID> = []
+    /// Bytes of uploads being copied, per app: counted against its quota before their files
+    /// are whole, so two submissions at once cannot both pass it.
+    private var copying: [AppID: Int64] = [:]
 
     /// The record with its live progress.
     func live(_ record: TransferRecord) -> TransferRecord {
@@ -119,6 +132,19 @@ public actor TransferService: Service {
                 ?? operatorUpload(source)
         }
         defer { if let upload { close(upload) } }
+        var reserved: (app: AppID, bytes: Int64)?
+        if let app, let upload, let quota = configuration.uploadQuota {
+            // Checked and reserved before the first suspension: the actor runs nothing else between.
+            var info = stat()
+            let size = fstat(upload, &info) == 0 ? Int64(info.st_size) : 0
+            let held = TransferFiles.uploadBytes(in: directory) + copying[app, default: 0]
+            guard size <= quota - min(held, quota) else {
+                throw ServiceError.uploadQuotaExceeded(app, held: held, size: size, quota: quota)
+            }
+            copying[app, default: 0] += size
+            reserved = (app, size)
+        }
+        defer { if let reserved { copying[reserved.app, default: 0] -= reserved.bytes } }
         let destination =
             try app == nil && request.kind == .download ? request.destination.map(checkedDestination) : nil
         let stored = try await store.createTransfer(request, app: app, now: clock.now) { id in
@@ -136,6 +162,7 @@ public actor TransferService: Service {
                 _ = try await store.finishTransfer(
                     stored.record.id, .failed(TransferError(.fileError, error.description), statusCode: nil),
                     now: clock.now)
+                try? FileManager.default.removeItem(atPath: stored.partialPath)
                 throw error
             }
         }
@@ -321,6 +348,9 @@ public actor TransferService: Service {
             if let ended = try await store.finishTransfer(
                 transfer.record.id, .failed(error, statusCode: statusCode), now: clock.now)
             {
+                // Nothing resumes a failed transfer (a retry is a new one): its upload copy or
+                // partial download is the disk's again, as a cancelled one's is.
+                try? FileManager.default.removeItem(atPath: transfer.partialPath)
                 logger.info("Transfer failed", metadata: ["transfer.id": "\(transfer.record.id)", "error": "\(error)"])
                 await announce(ended)
             }

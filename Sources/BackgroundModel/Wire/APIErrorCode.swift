@@ -57,6 +57,9 @@ public enum APIErrorCode: String, Codable, Sendable, CaseIterable {
     case tooManyStreams
     case tooManyTransfers
     case tooManyUnacknowledgedEvents
+    case tooManyUploadBytes
+    // An upload larger than an app's whole upload quota
+    case uploadTooLarge
     // Files: a transfer's destination or upload refused
     case destinationExists
     case destinationProtected

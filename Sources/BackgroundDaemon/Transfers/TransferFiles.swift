@@ -1,0 +1,49 @@
+import BackgroundModel
+import Foundation
+
+/// The files bgd keeps for transfers that have not ended, in a transfer directory (the state's
+/// own `transfers/` and each container's): `<id>.upload`, its copy of what an upload sends, and
+/// `<id>.partial`, what a download has received so far. An app's finished downloads sit beside
+/// them as `<id>-<name>`; those are the app's, never touched here.
+enum TransferFiles {
+    /// The transfer a file of bgd's belongs to, and whether it is an upload's copy; nil for any
+    /// other name.
+    static func owner(ofFileNamed name: String) -> (id: TransferID, isUpload: Bool)? {
+        for (suffix, isUpload) in [(".upload", true), (".partial", false)] where name.hasSuffix(suffix) {
+            let digits = name.dropLast(suffix.count)
+            guard !digits.isEmpty, digits.allSatisfy(\.isASCII), digits.allSatisfy(\.isNumber),
+                let id = Int64(digits)
+            else { return nil }
+            return (TransferID(id), isUpload)
+        }
+        return nil
+    }
+
+    /// Bytes of the upload copies in `directory`: what an app's waiting uploads hold of the disk.
+    static func uploadBytes(in directory: String) -> Int64 {
+        var total: Int64 = 0
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        where owner(ofFileNamed: name)?.isUpload == true {
+            var info = stat()
+            // lstat: a link an app planted is not followed, and counts as the link.
+            if lstat(directory + "/" + name, &info) == 0 { total += Int64(info.st_size) }
+        }
+        return total
+    }
+
+    /// Removes from `directories` every upload copy and partial download of a transfer up to
+    /// `highest` that is not in `outstanding` (it ended, and a crash came between its ending and
+    /// the file's removal, or an older bgd kept it); returns how many. One of a transfer above
+    /// `highest` was made since they were read, and stays.
+    static func removeLeftovers(in directories: [String], outstanding: Set<TransferID>, highest: TransferID) -> Int {
+        var removed = 0
+        for directory in directories {
+            for name in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] {
+                guard let owner = owner(ofFileNamed: name), owner.id <= highest, !outstanding.contains(owner.id)
+                else { continue }
+                if unlink(directory + "/" + name) == 0 { removed += 1 }
+            }
+        }
+        return removed
+    }
+}

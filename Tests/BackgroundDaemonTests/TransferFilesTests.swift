@@ -1,0 +1,119 @@
+import BackgroundDaemon
+import BackgroundModel
+import BackgroundTesting
+import Foundation
+import Testing
+
+/// What transfers hold of the disk stays bounded: an app's waiting uploads hold at most its
+/// quota, a transfer that fails gives its file back, and a bgd that starts removes the files
+/// of transfers that ended while none was there to.
+@Suite(.timeLimit(.minutes(5)))
+struct TransferFilesTests {
+    static let later = "2100-01-01T00:00:00Z"
+
+    /// A file of `size` bytes in the app's container, for it to upload.
+    func containerFile(_ daemon: TestDaemon, app: String, name: String, size: Int) throws -> String {
+        let directory = daemon.directory + "/state/containers/" + app
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let path = directory + "/" + name
+        try Data(repeating: 7, count: size).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    func upload(_ daemon: TestDaemon, _ file: String, token: String, timeout: Int? = nil) async throws -> RawHTTP.Answer {
+        let extra = timeout.map { #","timeoutForResource":\#($0)"# } ?? #","earliestBegin":"\#(Self.later)""#
+        return try await RawHTTP.request(
+            daemon.socketPath, .POST, "/v1/app/transfers",
+            body: Data(#"{"session":"s","kind":"upload","url":"http://127.0.0.1:9/up","uploadFile":"\#(file)"\#(extra)}"#.utf8),
+            token: token)
+    }
+
+    @Test func anAppsWaitingUploadsHoldAtMostItsQuota() async throws {
+        try await TestDaemon.with(transfers: .init(uploadQuota: 1 << 20)) { daemon in
+            let app = try await daemon.register("com.example.up", command: ["/bin/true"], interval: .never)
+            let piece = try containerFile(daemon, app: "com.example.up", name: "piece", size: 400 << 10)
+            let whole = try containerFile(daemon, app: "com.example.up", name: "whole", size: 2 << 20)
+            let first = try await upload(daemon, piece, token: app.token)
+            #expect(first.status == 201, "\(first)")
+            #expect(try await upload(daemon, piece, token: app.token).status == 201)
+            // 800 KiB held: 400 more would pass the 1 MiB.
+            let third = try await upload(daemon, piece, token: app.token)
+            #expect(third.status == 429 && third.errorCode == "tooManyUploadBytes", "\(third)")
+            let said = String(decoding: third.body, as: UTF8.self)
+            #expect(said.contains("800.0 KiB") && said.contains("--upload-quota"), "\(said)")
+            // A file larger than the whole quota never fits: 413, not "wait".
+            let large = try await upload(daemon, whole, token: app.token)
+            #expect(large.status == 413 && large.errorCode == "uploadTooLarge", "\(large)")
+            #expect(try await daemon.store.outstandingTransferCount(of: app.app.id) == 2, "nothing was made")
+
+            // One cancelled gives its bytes back.
+            let id = try #require(first.json["id"] as? Int)
+            let cancelled = try await RawHTTP.request(
+                daemon.socketPath, .DELETE, "/v1/app/transfers/\(id)", token: app.token)
+            #expect(cancelled.status == 200, "\(cancelled)")
+            #expect(try await upload(daemon, piece, token: app.token).status == 201)
+            // The operator's own uploads are not an app's.
+            let outside = daemon.directory + "/whole"
+            try FileManager.default.copyItem(atPath: whole, toPath: outside)
+            let operatorUpload = try await daemon.admin.send(
+                .post, "/v1/transfers",
+                body: TransferRequest(
+                    session: "s", kind: .upload, url: URL(string: "http://127.0.0.1:9/up")!, uploadFile: outside,
+                    earliestBegin: Date(timeIntervalSince1970: 4_102_444_800)),
+                as: TransferRecord.self)
+            #expect(operatorUpload.state == .waiting)
+        }
+    }
+
+    /// A failed upload (here: its resource timeout passes while the server answers 503) leaves
+    /// no copy behind; before, every one kept its whole file for ever.
+    @Test func aFailedUploadGivesItsCopyBack() async throws {
+        let origin = try await FaultyOrigin.start()
+        defer { Task { await origin.stop() } }
+        let start = Date(timeIntervalSince1970: 1_767_603_600)
+        try await TestDaemon.with(clock: ManualClock(now: start), transfers: TransferTests.transfers) { daemon in
+            let app = try await daemon.register("com.example.up", command: ["/bin/true"], interval: .never)
+            let file = try containerFile(daemon, app: "com.example.up", name: "report", size: 300 << 10)
+            let url = origin.baseURL.appendingPathComponent("upload").absoluteString + "?fail=1000"
+            let body = Data(
+                #"{"session":"s","kind":"upload","url":"\#(url)","uploadFile":"\#(file)","timeoutForResource":60}"#.utf8)
+            let created = try await RawHTTP.request(
+                daemon.socketPath, .POST, "/v1/app/transfers", body: body, token: app.token)
+            let id = TransferID(Int64(try #require(created.json["id"] as? Int)))
+            let copies = daemon.directory + "/state/containers/com.example.up/transfers"
+            #expect(try FileManager.default.contentsOfDirectory(atPath: copies) == ["\(id).upload"])
+            let ended = try await TransferTests().waitForEnd(id, daemon, maximumRetries: 20)
+            #expect(ended.state == .failed && ended.error?.code == .timedOut, "\(ended)")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: copies).isEmpty)
+        }
+    }
+
+    /// Files of transfers that ended while no bgd could remove them go when bgd starts; those
+    /// of transfers still outstanding, of ones newer than any bgd has made, and an app's
+    /// finished downloads stay.
+    @Test func bgdRemovesTheFilesOfEndedTransfersWhenItStarts() async throws {
+        let directory = TemporaryDirectory.make()
+        let copies = directory + "/state/containers/com.example.up/transfers"
+        let (waiting, ended) = try await TestDaemon.with(directory: directory) { daemon in
+            let app = try await daemon.register("com.example.up", command: ["/bin/true"], interval: .never)
+            let file = try containerFile(daemon, app: "com.example.up", name: "piece", size: 1000)
+            let waiting = try #require(try await upload(daemon, file, token: app.token).json["id"] as? Int)
+            let ended = try #require(try await upload(daemon, file, token: app.token).json["id"] as? Int)
+            let cancelled = try await RawHTTP.request(
+                daemon.socketPath, .DELETE, "/v1/app/transfers/\(ended)", token: app.token)
+            #expect(cancelled.status == 200, "\(cancelled)")
+            return (waiting, ended)
+        }
+        // What a crash between an ending and its file's removal leaves, and what must stay.
+        let planted = ["\(ended).upload", "\(ended).partial", "999999.partial", "\(ended)-report.bin", "notes.txt"]
+        for name in planted { try Data("x".utf8).write(to: URL(fileURLWithPath: copies + "/" + name)) }
+        try FileManager.default.createDirectory(atPath: directory + "/state/transfers", withIntermediateDirectories: true)
+        try Data("x".utf8).write(to: URL(fileURLWithPath: directory + "/state/transfers/\(ended).partial"))
+
+        try await TestDaemon.with(directory: directory) { _ in
+            let left = Set(try FileManager.default.contentsOfDirectory(atPath: copies))
+            #expect(left == ["\(waiting).upload", "999999.partial", "\(ended)-report.bin", "notes.txt"], "\(left)")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: directory + "/state/transfers").isEmpty)
+        }
+    }
+}
