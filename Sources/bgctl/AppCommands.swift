@@ -6,7 +6,9 @@ import Foundation
 
 extension BGCtl {
     struct Status: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Is bgd running, and what is it doing?")
+        static let configuration = CommandConfiguration(
+            commandName: "status",
+            abstract: "Is bgd running, and what is it doing?")
         @OptionGroup var options: DaemonOptions
 
         func run() async throws {
@@ -27,7 +29,7 @@ extension BGCtl {
     }
 
     struct Apps: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List the registered apps.")
+        static let configuration = CommandConfiguration(commandName: "apps", abstract: "List the registered apps.")
         @OptionGroup var options: DaemonOptions
 
         func run() async throws {
@@ -65,6 +67,7 @@ extension BGCtl {
 
     struct Register: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "register",
             abstract: "Register an app and print its token.",
             discussion: """
                 The launch command comes after `--`, as argv (no shell): bgd runs it to wake the app.
@@ -176,6 +179,7 @@ extension BGCtl {
 
     struct Token: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "token",
             abstract: "Show an app's token, or give it a new one (--rotate: the old one is refused at once).")
         @OptionGroup var options: DaemonOptions
         @Argument(help: "The app's id (bgctl apps lists them).", transform: parseAppID) var app: AppID
@@ -191,7 +195,9 @@ extension BGCtl {
     }
 
     struct Unregister: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Remove an app, its history and its directory.")
+        static let configuration = CommandConfiguration(
+            commandName: "unregister",
+            abstract: "Remove an app, its history and its directory.")
         @OptionGroup var options: DaemonOptions
         @Argument(help: "The app's id (bgctl apps lists them).", transform: parseAppID) var app: AppID
 
@@ -220,7 +226,9 @@ extension BGCtl {
     }
 
     struct Usage: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "What bgd has learnt about when an app is opened.")
+        static let configuration = CommandConfiguration(
+            commandName: "usage",
+            abstract: "What bgd has learnt about when an app is opened.")
         @OptionGroup var options: DaemonOptions
         @Argument(help: "The app's id (bgctl apps lists them).", transform: parseAppID) var app: AppID
         @Flag(help: "Forget every recorded open of the app.") var reset = false
@@ -269,6 +277,7 @@ extension BGCtl {
 
     struct Open: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "open",
             abstract: "Record that the user opened an app (as the SDK does).")
         @OptionGroup var options: DaemonOptions
         @Argument(help: "The app's id (bgctl apps lists them).", transform: parseAppID) var app: AppID

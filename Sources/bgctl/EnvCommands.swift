@@ -7,6 +7,7 @@ extension BGCtl {
     /// The machine's conditions as bgd sees them, and overrides for testing.
     struct Env: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "env",
             abstract: "Show the power and network conditions bgd plans with, or override them for testing.",
             discussion: """
                 bgd reads power from /sys/class/power_supply and the network from /sys/class/net.
@@ -19,6 +20,7 @@ extension BGCtl {
 
         struct Show: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
+                commandName: "show",
                 abstract: "Show sensed, overridden and effective conditions.")
             @OptionGroup var options: DaemonOptions
 
@@ -30,6 +32,7 @@ extension BGCtl {
 
         struct Set: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
+                commandName: "set",
                 abstract: "Override conditions; 'sensed' clears one override. Others are kept.")
             @OptionGroup var options: DaemonOptions
             @Option(help: "mains, battery or sensed.") var power: String?
@@ -93,7 +96,9 @@ extension BGCtl {
         }
 
         struct Reset: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "Drop every override: plan with what is sensed.")
+            static let configuration = CommandConfiguration(
+                commandName: "reset",
+                abstract: "Drop every override: plan with what is sensed.")
             @OptionGroup var options: DaemonOptions
 
             func run() async throws {

@@ -9,6 +9,7 @@ import Foundation
 extension BGCtl {
     struct Dashboard: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "dashboard",
             abstract:
                 "Print a one-time login link to bgd's dashboard (bgd --http 127.0.0.1:PORT) and open it in a browser.")
         @OptionGroup var options: DaemonOptions

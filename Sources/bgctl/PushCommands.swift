@@ -7,16 +7,20 @@ import Foundation
 extension BGCtl {
     struct Push: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "push",
             abstract: "Device tokens and provider keys for bgd's APNs-compatible push gateway.",
             subcommands: [Token.self, Keys.self, Send.self, Jwt.self, Log.self, Relay.self])
 
         struct Relay: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
+                commandName: "relay",
                 abstract: "The push relay bgd connects out to, for providers that cannot reach this machine.",
                 subcommands: [Status.self, Enroll.self], defaultSubcommand: Status.self)
 
             struct Status: AsyncParsableCommand {
-                static let configuration = CommandConfiguration(abstract: "Whether bgd's uplink to its relay is up.")
+                static let configuration = CommandConfiguration(
+                    commandName: "status",
+                    abstract: "Whether bgd's uplink to its relay is up.")
                 @OptionGroup var options: DaemonOptions
 
                 func run() async throws {
@@ -55,6 +59,7 @@ extension BGCtl {
 
             struct Enroll: AsyncParsableCommand {
                 static let configuration = CommandConfiguration(
+                    commandName: "enroll",
                     abstract:
                         "Enroll bgd with a relay: it gets a device credential (kept 0600 in its state directory) and connects at once.")
                 @OptionGroup var options: DaemonOptions
@@ -110,6 +115,7 @@ extension BGCtl {
 
         struct Log: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
+                commandName: "log",
                 abstract: "The pushes an app was sent, what became of each (delivered, held, replaced, dropped) and how many runs it went to.")
             @OptionGroup var options: DaemonOptions
             @Argument(help: "The app's id (bgctl apps lists them).", transform: parseAppID) var app: AppID
@@ -139,6 +145,7 @@ extension BGCtl {
 
         struct Token: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
+                commandName: "token",
                 abstract: "Print an app's device token, for a provider under test.")
             @OptionGroup var options: DaemonOptions
             @Argument(help: "The app's id (bgctl apps lists them).", transform: parseAppID) var app: AppID
@@ -155,12 +162,15 @@ extension BGCtl {
 
         struct Keys: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
+                commandName: "keys",
                 abstract: "Provider keys (ES256, .p8) whose tokens bgd accepts.",
                 subcommands: [List.self, Add.self, Remove.self],
                 defaultSubcommand: List.self)
 
             struct List: AsyncParsableCommand {
-                static let configuration = CommandConfiguration(abstract: "List the registered keys.")
+                static let configuration = CommandConfiguration(
+                    commandName: "list",
+                    abstract: "List the registered keys.")
                 @OptionGroup var options: DaemonOptions
 
                 func run() async throws {
@@ -181,6 +191,7 @@ extension BGCtl {
 
             struct Add: AsyncParsableCommand {
                 static let configuration = CommandConfiguration(
+                    commandName: "add",
                     abstract: "Register a provider key: only its public half is sent to bgd; the .p8 stays here.")
                 @OptionGroup var options: DaemonOptions
                 @OptionGroup var key: ProviderKeyArguments
@@ -199,6 +210,7 @@ extension BGCtl {
 
             struct Remove: AsyncParsableCommand {
                 static let configuration = CommandConfiguration(
+                    commandName: "remove",
                     abstract: "Forget a provider key: its tokens are refused from now on.")
                 @OptionGroup var options: DaemonOptions
                 @Argument(help: "The key's id (bgctl push keys lists them).") var keyID: String

@@ -8,6 +8,7 @@ import Foundation
 extension BGCtl.Push {
     struct Send: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "send",
             abstract: "Send a push through bgd's real gateway, as a provider would (HTTP/2, TLS, an ES256 token).",
             discussion: """
                 Signs a provider token with your .p8 key (registered with `bgctl push keys add`) and posts the

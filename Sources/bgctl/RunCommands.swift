@@ -6,6 +6,7 @@ import Foundation
 extension BGCtl {
     struct History: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "history",
             abstract: "An app's background runs: result, duration, what it cost, reason.")
         @OptionGroup var options: DaemonOptions
         @Argument(help: "The app's id (bgctl apps lists them).", transform: parseAppID) var app: AppID
@@ -38,6 +39,7 @@ extension BGCtl {
 
     struct Why: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "why",
             abstract: "When bgd will next wake an app, and every reason why.")
         @OptionGroup var options: DaemonOptions
         @Argument(help: "The app's id (bgctl apps lists them).", transform: parseAppID) var app: AppID
@@ -83,6 +85,7 @@ extension BGCtl {
 
     struct Forecast: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "forecast",
             abstract:
                 "The wakes bgd plans for an app over the hours ahead, if nothing new happens, and what binds each one.")
         @OptionGroup var options: DaemonOptions
@@ -118,11 +121,13 @@ extension BGCtl {
 
     struct Simulate: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "simulate",
             abstract: "Make bgd do something now, or replay a trace through the policies.",
             subcommands: [Fetch.self, Trace.self])
 
         struct Fetch: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
+                commandName: "fetch",
                 abstract: "Wake an app for a background fetch now (Xcode's Simulate Background Fetch).")
             @OptionGroup var options: DaemonOptions
             @Argument(help: "The app's id (bgctl apps lists them).", transform: parseAppID) var app: AppID

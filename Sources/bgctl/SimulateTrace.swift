@@ -8,6 +8,7 @@ extension BGCtl.Simulate {
     /// Replays a trace of real app opens through the scheduling policies, in virtual time.
     struct Trace: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "trace",
             abstract: "Replay an app-open trace (CSV user,app,open_utc) through the fetch policies and score them.",
             discussion: """
                 Each policy decides wakes online, learning only from opens before the simulated now; \

@@ -5,6 +5,7 @@ import Foundation
 extension BGCtl {
     struct Tasks: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "tasks",
             abstract:
                 "BGTaskScheduler requests and finite-length background tasks: what waits, what runs, and time left.",
             subcommands: [List.self, Run.self, Expire.self], defaultSubcommand: List.self)
@@ -65,6 +66,7 @@ extension BGCtl {
 
         struct Run: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
+                commandName: "run",
                 abstract: "Start an app's pending task now (Apple's _simulateLaunchForTaskWithIdentifier).")
             @OptionGroup var options: DaemonOptions
             @Argument(help: "The app's id (bgctl apps lists them).", transform: parseAppID) var app: AppID
@@ -82,6 +84,7 @@ extension BGCtl {
 
         struct Expire: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
+                commandName: "expire",
                 abstract:
                     "Expire a running task now: its expiration handler runs (Apple's _simulateExpirationForTaskWithIdentifier)."
             )

@@ -10,6 +10,7 @@ import Foundation
 extension BGCtl {
     struct Download: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "download",
             abstract: "Hand a download to bgd and watch it: it survives this command, bgd and network faults.",
             discussion: """
                 Without --app the file is the operator's: it goes to --to (default: the URL's file name in the
@@ -239,11 +240,14 @@ extension BGCtl {
 
     struct Transfers: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "transfers",
             abstract: "List background transfers: state, progress, attempts, next retry and why.",
             subcommands: [List.self, Cancel.self, Pause.self, Resume.self, Retry.self], defaultSubcommand: List.self)
 
         struct List: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "List transfers, newest first.")
+            static let configuration = CommandConfiguration(
+                commandName: "list",
+                abstract: "List transfers, newest first.")
             @OptionGroup var options: DaemonOptions
             @Option(parsing: .unconditional, help: "At most this many, newest first (1 to 10000).") var limit: Int = 50
 
@@ -278,6 +282,7 @@ extension BGCtl {
 
         struct Pause: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
+                commandName: "pause",
                 abstract: "Pause a transfer, keeping its bytes (resume it with bgctl transfers resume ID).")
             @OptionGroup var options: DaemonOptions
             @Argument(help: "The transfer's id (bgctl transfers).") var id: Int64
@@ -292,7 +297,9 @@ extension BGCtl {
         }
 
         struct Resume: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "Resume a paused transfer from its bytes.")
+            static let configuration = CommandConfiguration(
+                commandName: "resume",
+                abstract: "Resume a paused transfer from its bytes.")
             @OptionGroup var options: DaemonOptions
             @Argument(help: "The transfer's id (bgctl transfers).") var id: Int64
 
@@ -307,6 +314,7 @@ extension BGCtl {
 
         struct Retry: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
+                commandName: "retry",
                 abstract: "Try a transfer again now.",
                 discussion: """
                     A waiting or paused transfer goes at once, its retry time forgotten. A download of
@@ -331,6 +339,7 @@ extension BGCtl {
 
         struct Cancel: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
+                commandName: "cancel",
                 abstract: "Cancel a transfer; an app's hears `cancelled` once.")
             @OptionGroup var options: DaemonOptions
             @Argument(help: "The transfer's id (bgctl transfers).") var id: Int64

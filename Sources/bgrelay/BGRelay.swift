@@ -88,7 +88,9 @@ struct RelayOptions: ParsableArguments {
 
 extension BGRelay {
     struct Serve: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Run a relay node (the default).")
+        static let configuration = CommandConfiguration(
+            commandName: "serve",
+            abstract: "Run a relay node (the default).")
         @OptionGroup var options: RelayOptions
 
         @Option(help: "The address providers connect to.") var host = "127.0.0.1"
@@ -357,11 +359,12 @@ extension BGRelay {
 
     struct Keys: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "keys",
             abstract: "Provider keys (ES256, .p8) whose tokens the relay accepts.",
             subcommands: [List.self, Add.self, Remove.self], defaultSubcommand: List.self)
 
         struct List: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "List the registered keys.")
+            static let configuration = CommandConfiguration(commandName: "list", abstract: "List the registered keys.")
             @OptionGroup var options: RelayOptions
 
             func run() async throws {
@@ -375,6 +378,7 @@ extension BGRelay {
 
         struct Add: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
+                commandName: "add",
                 abstract: "Register a provider key: only its public half is kept; a running relay sees it within a second.")
             @OptionGroup var options: RelayOptions
             @OptionGroup var key: ProviderKeyArguments
@@ -387,7 +391,7 @@ extension BGRelay {
         }
 
         struct Remove: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "Forget a provider key.")
+            static let configuration = CommandConfiguration(commandName: "remove", abstract: "Forget a provider key.")
             @OptionGroup var options: RelayOptions
             @Argument(help: "The key's id.") var keyID: String
 

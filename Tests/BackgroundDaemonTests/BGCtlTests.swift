@@ -136,6 +136,25 @@ struct BGCtlTests {
 
     /// Help says what bgd does now: the learned planner is its default, suspension freezes the
     /// app's cgroup (SIGSTOP only without one), and the journal format is journald's protocol.
+    /// Every command names itself. Without a `commandName`, ArgumentParser derives the name
+    /// from the type's with `String(describing:)`, whose dynamic casts scan every protocol
+    /// conformance in the binary, once per command type and at every start: 36 % of the 25 ms
+    /// `bgctl --version` took (perf, session 30), paid by every bgctl command.
+    @Test func everyCommandNamesItself() throws {
+        let checkout = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        for target in ["bgctl", "bgd", "bgrelay"] {
+            let directory = checkout.appendingPathComponent("Sources/" + target)
+            for file in try FileManager.default.contentsOfDirectory(atPath: directory.path) where file.hasSuffix(".swift") {
+                let text = try String(contentsOf: directory.appendingPathComponent(file), encoding: .utf8)
+                for part in text.components(separatedBy: "CommandConfiguration(").dropFirst() {
+                    let arguments = part.drop { $0.isWhitespace }
+                    #expect(arguments.hasPrefix("commandName:"), "\(target)/\(file): \(part.prefix(80))")
+                }
+            }
+        }
+    }
+
     @Test func helpSaysWhatBgdDoes() async throws {
         let trace = try await Command.run(try BuiltProducts.path(of: "bgctl"), ["simulate", "trace", "--help"])
         let traceHelp = trace.standardOutput.split(whereSeparator: \.isWhitespace).joined(separator: " ")
