@@ -98,7 +98,8 @@ public struct Daemon: Service {
     private let coordinator: RunCoordinator
     private let scheduler: Scheduler
     private let keepAlive: KeepAlive
-    /// Rung by `bgctl` to prune now (tests, the soak benchmark).
+    /// Rung by `bgctl` to prune now (tests, the soak benchmark), and after every 10 × an app's
+    /// kept pushes stored (`PruneAfterPushes`).
     public let pruneDoorbell = Doorbell()
     private let pruner: HistoryPruner
     private let conditionsPoller: ConditionsMonitor.Poller?
@@ -214,11 +215,14 @@ public struct Daemon: Service {
             store: store, configuration: configuration.retention, clock: clock, doorbell: pruneDoorbell,
             activity: activity,
             logger: Self.logger("bg.retention", like: logger))
+        let pruneAfterPushes = PruneAfterPushes(
+            threshold: 10 * configuration.retention.retention.pushesKeptPerApp, pruner: pruneDoorbell)
         if let push = configuration.push {
             pushGateway = PushGateway(
                 configuration: push,
                 intake: PushIntake(
-                    destinations: StorePushDestinations(store: store), clock: clock, floodLimit: push.floodLimit,
+                    destinations: StorePushDestinations(store: store, stored: pruneAfterPushes.stored),
+                    clock: clock, floodLimit: push.floodLimit,
                     committed: { [pushDoorbell] in pushDoorbell.ring() },
                     answered: { [metrics] in metrics.recordPushRequest(status: $0) }),
                 certificateDirectory: stateDirectory.path, clock: clock, logger: Self.logger("bg.push", like: logger))
@@ -232,7 +236,8 @@ public struct Daemon: Service {
             activity: activity, logger: Self.logger("bg.push", like: logger))
         pushUplink = PushUplink(
             configuration: configuration.pushRelay, store: store, stateDirectory: stateDirectory.path, clock: clock,
-            pushes: pushDoorbell, network: networkDoorbell, logger: Self.logger("bg.push", like: logger))
+            pushes: pushDoorbell, network: networkDoorbell, stored: pruneAfterPushes.stored,
+            logger: Self.logger("bg.push", like: logger))
         transfers = TransferService(
             store: store, stateDirectory: stateDirectory, coordinator: coordinator, broker: broker,
             conditions: conditions,

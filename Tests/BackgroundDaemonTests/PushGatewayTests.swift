@@ -80,11 +80,12 @@ struct PushGatewayTests {
         command: [String] = ["/bin/true"], throttle: PushThrottle = PushThrottle(),
         floodLimit: PushFloodLimit = PushFloodLimit(),
         now: Date = Date(timeIntervalSince1970: 1_767_603_600), directory: String? = nil,
+        retention: HistoryPruner.Configuration = .init(),
         _ body: @Sendable (Provider, TestDaemon, (String) async throws -> String) async throws -> Void
     ) async throws {
         try await TestDaemon.with(
             clock: ManualClock(now: now), directory: directory,
-            push: .init(port: 0, throttle: throttle, floodLimit: floodLimit)
+            push: .init(port: 0, throttle: throttle, floodLimit: floodLimit), retention: retention
         ) { daemon in
             let gateway = try #require(daemon.daemon.pushGateway)
             let port = await gateway.boundPort.wait()
@@ -114,6 +115,21 @@ struct PushGatewayTests {
                 throw error
             }
             try await client.shutdown()
+        }
+    }
+
+    /// A flood is pruned as it comes, not at the pruner's next 6-hourly pass: every 10 × an
+    /// app's kept pushes stored ring it (here 5 kept: every 50). The clock never moves.
+    @Test func aFloodOfPushesIsPrunedAsItComes() async throws {
+        try await withGateway(retention: .init(retention: .init(pushesKeptPerApp: 5))) { provider, daemon, tokenOf in
+            let token = try await tokenOf(Self.app)
+            for _ in 0..<120 {
+                let answer = try await provider.send(
+                    token: token, headers: [("apns-push-type", "alert"), ("apns-priority", "10")])
+                #expect(answer.status == 200, "\(answer)")
+            }
+            // 120 recorded: without the rings all of them would stay until the timer's pass.
+            try await daemon.waitUntil { try await daemon.store.pushes(of: AppID(rawValue: Self.app)!, limit: 200).count <= 30 }
         }
     }
 

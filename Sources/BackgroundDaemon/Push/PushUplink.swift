@@ -89,6 +89,8 @@ public actor PushUplink: Service {
     /// The network changed while the uplink was down: the next attempt starts the backoff over.
     private var networkChangedWhileDown = false
     private let logger: Logger
+    /// Told how many pushes each read from the relay stored.
+    private let stored: @Sendable (Int) -> Void
     private var status = PushRelayStatus(state: .off)
     private var lastReceived = Date.distantPast
     /// The connection's transport (`PushRelayStatus.transport`), shown once it is up.
@@ -96,8 +98,10 @@ public actor PushUplink: Service {
 
     init(
         configuration: Configuration, store: BackgroundStore, stateDirectory: String, clock: any WallClock,
-        pushes: Doorbell, network: Doorbell = Doorbell(), logger: Logger
+        pushes: Doorbell, network: Doorbell = Doorbell(), stored: @escaping @Sendable (Int) -> Void = { _ in },
+        logger: Logger
     ) {
+        self.stored = stored
         self.configuration = configuration
         self.network = network
         self.store = store
@@ -463,6 +467,7 @@ public actor PushUplink: Service {
         }
         if !queued.isEmpty {
             try await store.enqueuePushes(queued, now: clock.now)
+            stored(queued.count)
             if queued.contains(where: { $0.dropped == nil }) { pushes.ring() }
         }
         status.received += relayed.count

@@ -13,6 +13,13 @@ public struct StorePushDestinations: PushDestinations {
     }
 
     let store: BackgroundStore
+    /// Told how many pushes each commit stored.
+    let stored: @Sendable (Int) -> Void
+
+    public init(store: BackgroundStore, stored: @escaping @Sendable (Int) -> Void = { _ in }) {
+        self.store = store
+        self.stored = stored
+    }
 
     public var credentialsGeneration: Int { store.pushCredentials.current }
 
@@ -31,5 +38,6 @@ public struct StorePushDestinations: PushDestinations {
                     app: $0.owner.app, apnsID: $0.apnsID, pushType: $0.pushType, priority: $0.priority,
                     collapseID: $0.collapseID, expiration: $0.expiration, payload: $0.payload)
             }, now: now)
+        stored(pushes.count)
     }
 }
