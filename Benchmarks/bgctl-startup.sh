@@ -10,12 +10,14 @@ cd "$(dirname "$0")/.."
 apps=${1:-100}
 runs=${2:-41}
 command -v curl >/dev/null || { apt-get update -qq && apt-get install -y -qq curl >/dev/null; }
-echo "building release bgd and bgctl…" >&2
-swift build -c release --product bgd >/dev/null
-swift build -c release --product bgctl >/dev/null
+for product in bgd bgctl; do
+    echo "building release $product…" >&2
+    swift build -c release --product "$product" >/dev/null
+done
 bin=$(swift build -c release --show-bin-path)
 work=$(mktemp -d /tmp/bgctl-startup-XXXX)
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
+# bgd is the one background job; its state goes with the directory.
+trap 'kill %1 2>/dev/null || true; rm -rf "$work"' EXIT
 
 "$bin/bgd" --state-dir "$work/state" --socket "$work/bgd.sock" --push-port off --app-cgroups off \
     --conditions unconstrained 2>"$work/bgd.log" &
