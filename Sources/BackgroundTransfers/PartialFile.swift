@@ -23,7 +23,8 @@ struct PartialFile: ~Copyable {
     /// Opens (creating, 0600) `path` for writing at `offset`, cutting off anything after it:
     /// bytes past the durable checkpoint were never promised and may be garbage after a crash.
     init(path: String, offset: Int64) throws {
-        let descriptor = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        // Neither the file nor its directory followed if a link: an app's is in its container.
+        let descriptor = SafeFiles.openForWriting(path)
         guard descriptor >= 0 else { throw Failure(operation: "open \(path)", code: errno) }
         guard ftruncate(descriptor, off_t(offset)) == 0, lseek(descriptor, off_t(offset), SEEK_SET) >= 0 else {
             let code = errno

@@ -89,9 +89,42 @@ public enum SafeFiles {
         return 0o022
     }
 
+    /// The directory `path` is in, opened without following a link in that directory's own
+    /// name; -1 with `errno` set if it cannot be. An app may write its container, and a
+    /// `transfers` there that it made a link would otherwise take bgd's writes into a directory
+    /// of its choosing — one the app itself may not write. The directories above are bgd's (the
+    /// container is made by bgd in its own state) or the operator's, resolved when the transfer
+    /// was made.
+    public static func openDirectory(of path: String) -> Int32 {
+        let directory = (path as NSString).deletingLastPathComponent
+        let above = (directory as NSString).deletingLastPathComponent
+        let top = open(above.isEmpty ? "/" : above, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard top >= 0 else { return -1 }
+        let name = (directory as NSString).lastPathComponent
+        let descriptor = openat(top, name.isEmpty ? "." : name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        let code = errno
+        close(top)
+        errno = code
+        return descriptor
+    }
+
+    /// Opens `path` for writing, created 0600 if missing, following a link neither in its own
+    /// name nor in its directory's (`openDirectory(of:)`); -1 with `errno` set if it cannot be.
+    public static func openForWriting(_ path: String, truncating: Bool = false) -> Int32 {
+        let directory = openDirectory(of: path)
+        guard directory >= 0 else { return -1 }
+        let descriptor = openat(
+            directory, (path as NSString).lastPathComponent,
+            O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (truncating ? O_TRUNC : 0), 0o600)
+        let code = errno
+        close(directory)
+        errno = code
+        return descriptor
+    }
+
     /// Copies what `source` reads to a new file at `destination` (0600), synced.
     public static func copy(from source: Int32, to destination: String) throws(Refusal) {
-        let output = open(destination, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        let output = openForWriting(destination, truncating: true)
         guard output >= 0 else {
             throw Refusal(.fileError, "cannot write \(destination): \(String(cString: strerror(errno)))")
         }
@@ -122,15 +155,27 @@ public enum SafeFiles {
     /// Moves a finished file into place. With `replacing` false the move never overwrites:
     /// `link` fails if anything — a file, a link someone planted — is at `destination`. A crash
     /// between the link and the unlink leaves both names on one file, which a second call
-    /// recognises and finishes.
+    /// recognises and finishes. Neither name's directory is followed if it is a link
+    /// (`openDirectory(of:)`).
     public static func moveIntoPlace(_ source: String, to destination: String, replacing: Bool) throws(Refusal) {
+        let (from, to) = (openDirectory(of: source), openDirectory(of: destination))
+        defer {
+            if from >= 0 { close(from) }
+            if to >= 0 { close(to) }
+        }
+        guard from >= 0, to >= 0 else {
+            throw Refusal(.fileError, "cannot move into \(destination): \(String(cString: strerror(errno)))")
+        }
+        let (sourceName, destinationName) = (
+            (source as NSString).lastPathComponent, (destination as NSString).lastPathComponent
+        )
         if replacing {
-            guard rename(source, destination) == 0 else {
+            guard renameat(from, sourceName, to, destinationName) == 0 else {
                 throw Refusal(.fileError, "cannot move into \(destination): \(String(cString: strerror(errno)))")
             }
             return
         }
-        if link(source, destination) != 0 {
+        if linkat(from, sourceName, to, destinationName, 0) != 0 {
             let code = errno
             guard code == EEXIST, sameFile(source, destination) else {
                 throw Refusal(
@@ -140,7 +185,7 @@ public enum SafeFiles {
                         : "cannot move into \(destination): \(String(cString: strerror(code)))")
             }
         }
-        unlink(source)
+        unlinkat(from, sourceName, 0)
     }
 
     /// Whether two paths name the same file (device and inode), without following links.

@@ -68,10 +68,8 @@ struct TransferFilesTests {
     /// A failed upload (here: its resource timeout passes while the server answers 503) leaves
     /// no copy behind; before, every one kept its whole file for ever.
     @Test func aFailedUploadGivesItsCopyBack() async throws {
-        let origin = try await FaultyOrigin.start()
-        defer { Task { await origin.stop() } }
-        let start = Date(timeIntervalSince1970: 1_767_603_600)
-        try await TestDaemon.with(clock: ManualClock(now: start), transfers: TransferTests.transfers) { daemon in
+        // The transfer tests' origin and daemon, the clock at TransferTests.start.
+        try await TransferTests().withOrigin { origin, daemon in
             let app = try await daemon.register("com.example.up", command: ["/bin/true"], interval: .never)
             let file = try containerFile(daemon, app: "com.example.up", name: "report", size: 300 << 10)
             let url = origin.baseURL.appendingPathComponent("upload").absoluteString + "?fail=1000"
@@ -85,6 +83,33 @@ struct TransferFilesTests {
             let ended = try await TransferTests().waitForEnd(id, daemon, maximumRetries: 20)
             #expect(ended.state == .failed && ended.error?.code == .timedOut, "\(ended)")
             #expect(try FileManager.default.contentsOfDirectory(atPath: copies).isEmpty)
+        }
+    }
+
+    /// An app may write its container, so it may put a link where its transfers directory was,
+    /// pointing at a directory it may not write itself (here one standing for
+    /// ~/.config/autostart): its download still lands in its container, nothing reaches there.
+    @Test func anAppCannotRedirectItsDownloadsWithALink() async throws {
+        // The transfer tests' origin and daemon, the clock at TransferTests.start.
+        try await TransferTests().withOrigin { origin, daemon in
+            let app = try await daemon.register("com.example.sly", command: ["/bin/true"], interval: .never)
+            let url = origin.url(seed: 70, size: 4096).absoluteString
+            let body = Data(#"{"session":"s","url":"\#(url)","earliestBegin":"2026-01-05T09:01:00Z"}"#.utf8)
+            let created = try await RawHTTP.request(
+                daemon.socketPath, .POST, "/v1/app/transfers", body: body, token: app.token)
+            let id = TransferID(Int64(try #require(created.json["id"] as? Int)))
+            let transfers = daemon.directory + "/state/containers/com.example.sly/transfers"
+            let elsewhere = daemon.directory + "/autostart"
+            try FileManager.default.createDirectory(atPath: elsewhere, withIntermediateDirectories: true)
+            try FileManager.default.removeItem(atPath: transfers)
+            try FileManager.default.createSymbolicLink(atPath: transfers, withDestinationPath: elsewhere)
+
+            let ended = try await TransferTests().waitForEnd(id, daemon)
+            #expect(ended.state == .completed, "\(ended)")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: elsewhere).isEmpty, "nothing reached it")
+            let kind = try FileManager.default.attributesOfItem(atPath: transfers)[.type] as? FileAttributeType
+            #expect(kind == .typeDirectory, "bgd's own directory again, not a link")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: transfers).count == 1)
         }
     }
 
@@ -110,7 +135,17 @@ struct TransferFilesTests {
         try FileManager.default.createDirectory(atPath: directory + "/state/transfers", withIntermediateDirectories: true)
         try Data("x".utf8).write(to: URL(fileURLWithPath: directory + "/state/transfers/\(ended).partial"))
 
+        // An app that made its `transfers` a link points bgd at a directory of its choosing:
+        // nothing there is removed.
+        let elsewhere = directory + "/elsewhere"
+        try FileManager.default.createDirectory(atPath: elsewhere, withIntermediateDirectories: true)
+        try Data("x".utf8).write(to: URL(fileURLWithPath: elsewhere + "/\(ended).partial"))
+        let linker = directory + "/state/containers/com.example.linker"
+        try FileManager.default.createDirectory(atPath: linker, withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: linker + "/transfers", withDestinationPath: elsewhere)
+
         try await TestDaemon.with(directory: directory) { _ in
+            #expect(try FileManager.default.contentsOfDirectory(atPath: elsewhere) == ["\(ended).partial"])
             let left = Set(try FileManager.default.contentsOfDirectory(atPath: copies))
             #expect(left == ["\(waiting).upload", "999999.partial", "\(ended)-report.bin", "notes.txt"], "\(left)")
             #expect(try FileManager.default.contentsOfDirectory(atPath: directory + "/state/transfers").isEmpty)

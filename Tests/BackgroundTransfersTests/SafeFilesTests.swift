@@ -21,6 +21,37 @@ final class SafeFilesTests {
     func write(_ text: String, to path: String) throws { try Data(text.utf8).write(to: URL(fileURLWithPath: path)) }
     func read(_ path: String) throws -> String { try String(contentsOfFile: path, encoding: .utf8) }
 
+    /// A directory made a link (an app may write its container, where its transfers are) takes
+    /// no write and no move elsewhere: the link in the directory's own name is not followed.
+    @Test func aLinkedDirectoryTakesNoWriteAndNoMove() throws {
+        let elsewhere = directory + "/elsewhere"
+        try FileManager.default.createDirectory(atPath: elsewhere + "/sub", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: directory + "/real", withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: directory + "/linked", withDestinationPath: elsewhere)
+        try write("download", to: directory + "/real/1.partial")
+
+        #expect(SafeFiles.openForWriting(directory + "/linked/1.partial") == -1)
+        #expect(errno == ELOOP || errno == ENOTDIR, "\(errno)")
+        for replacing in [true, false] {
+            #expect(throws: SafeFiles.Refusal.self) {
+                try SafeFiles.moveIntoPlace(directory + "/real/1.partial", to: directory + "/linked/1-f.desktop", replacing: replacing)
+            }
+        }
+        #expect(throws: SafeFiles.Refusal.self) {
+            try SafeFiles.copy(from: open("/dev/null", O_RDONLY), to: directory + "/linked/2.upload")
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: elsewhere) == ["sub"], "nothing reached it")
+        // A real directory, and a link above the one written (the operator's, resolved), are fine.
+        let file = SafeFiles.openForWriting(directory + "/real/3.partial")
+        #expect(file >= 0)
+        close(file)
+        try SafeFiles.moveIntoPlace(directory + "/real/1.partial", to: directory + "/real/1-f", replacing: true)
+        #expect(try read(directory + "/real/1-f") == "download")
+        let through = SafeFiles.openForWriting(directory + "/linked/sub/4.partial")
+        #expect(through >= 0)
+        close(through)
+    }
+
     @Test func aMoveThatMayNotReplaceLeavesWhatAppearedThere() throws {
         try write("download", to: directory + "/partial")
         try write("planted", to: directory + "/target")

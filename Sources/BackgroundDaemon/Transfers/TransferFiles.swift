@@ -37,7 +37,7 @@ enum TransferFiles {
     /// `highest` was made since they were read, and stays.
     static func removeLeftovers(in directories: [String], outstanding: Set<TransferID>, highest: TransferID) -> Int {
         var removed = 0
-        for directory in directories {
+        for directory in directories where isRealDirectory(directory) {
             for name in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] {
                 guard let owner = owner(ofFileNamed: name), owner.id <= highest, !outstanding.contains(owner.id)
                 else { continue }
@@ -45,5 +45,12 @@ enum TransferFiles {
             }
         }
         return removed
+    }
+
+    /// A directory itself, not a link to one: a container is the app's to write, and a
+    /// `transfers` it made a link would point bgd's removals at a directory of its choosing.
+    static func isRealDirectory(_ path: String) -> Bool {
+        var info = stat()
+        return lstat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
     }
 }
