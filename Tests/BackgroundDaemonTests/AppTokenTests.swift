@@ -11,6 +11,24 @@ import Testing
 struct AppTokenTests {
     static let app = "com.example.tokens"
 
+    /// The app may write its container: a link it leaves where bgd writes the token file's new
+    /// copy (to a file it may not write itself) is not followed; the rotation replaces it.
+    @Test func aLinkInTheContainerDoesNotTakeTheToken() async throws {
+        try await TestDaemon.with { daemon in
+            _ = try await daemon.register(Self.app, command: ["/bin/true"], interval: .never)
+            let stateDirectory = daemon.daemon.configuration.stateDirectory
+            let file = DaemonLocation.appTokenPath(of: AppID(rawValue: Self.app)!, stateDirectory: stateDirectory)
+            let victim = daemon.directory + "/bashrc"
+            try Data("# mine\n".utf8).write(to: URL(fileURLWithPath: victim))
+            try FileManager.default.createSymbolicLink(atPath: file + ".new", withDestinationPath: victim)
+            let rotated = try await daemon.admin.send(.post, "/v1/apps/\(Self.app)/token", as: AppTokenAnswer.self)
+            #expect(try String(contentsOfFile: victim, encoding: .utf8) == "# mine\n")
+            #expect(try String(contentsOfFile: file, encoding: .utf8) == rotated.token + "\n")
+            let kind = try FileManager.default.attributesOfItem(atPath: file)[.type] as? FileAttributeType
+            #expect(kind == .typeRegular)
+        }
+    }
+
     @Test func theTokenIsKeptShownAndRotated() async throws {
         try await TestDaemon.with { daemon in
             let registered = try await daemon.register(Self.app, command: ["/bin/true"], interval: .never)
