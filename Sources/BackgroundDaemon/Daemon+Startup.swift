@@ -82,14 +82,9 @@ extension Daemon {
     static func removeFilesOfEndedTransfers(store: BackgroundStore, stateDirectory: StateDirectory, logger: Logger)
         async throws
     {
-        let containers = stateDirectory.path + "/containers"
-        let directories =
-            [stateDirectory.path + "/transfers"]
-            + ((try? FileManager.default.contentsOfDirectory(atPath: containers)) ?? []).map {
-                containers + "/" + $0 + "/transfers"
-            }
         let known = try await store.outstandingTransferIDs()
-        let removed = TransferFiles.removeLeftovers(in: directories, outstanding: known.outstanding, highest: known.highest)
+        let removed = TransferFiles.removeLeftovers(
+            in: stateDirectory.allTransfersPaths(), outstanding: known.outstanding, highest: known.highest)
         if removed > 0 {
             logger.notice("Removed the files of transfers that had ended", metadata: ["files": "\(removed)"])
         }

@@ -56,6 +56,18 @@ public final class StateDirectory: Sendable {
     /// Where the app's own directory is (it may not exist yet).
     public func containerPath(for app: AppID) -> String { path + "/containers/" + app.rawValue }
 
+    /// Where bgd keeps the files of the app's transfers (`containers/<app>/transfers`), or of the
+    /// operator's uploads (nil: `transfers`); not made here.
+    public func transfersPath(for app: AppID?) -> String {
+        app.map { containerPath(for: $0) + "/transfers" } ?? path + "/transfers"
+    }
+
+    /// Every transfer directory there may be: the operator's and each container's.
+    public func allTransfersPaths() -> [String] {
+        let apps = (try? FileManager.default.contentsOfDirectory(atPath: path + "/containers")) ?? []
+        return [transfersPath(for: nil)] + apps.compactMap { AppID(rawValue: $0) }.map { transfersPath(for: $0) }
+    }
+
     /// The app's own directory, created (0700) on first use.
     public func container(for app: AppID) throws -> String {
         let directory = containerPath(for: app)

@@ -11,9 +11,8 @@ enum TransferFiles {
     static func owner(ofFileNamed name: String) -> (id: TransferID, isUpload: Bool)? {
         for (suffix, isUpload) in [(".upload", true), (".partial", false)] where name.hasSuffix(suffix) {
             let digits = name.dropLast(suffix.count)
-            guard !digits.isEmpty, digits.allSatisfy(\.isASCII), digits.allSatisfy(\.isNumber),
-                let id = Int64(digits)
-            else { return nil }
+            // Digits only: Int64 alone would also take a sign ("+5.partial").
+            guard digits.allSatisfy({ ("0"..."9").contains($0) }), let id = Int64(digits) else { return nil }
             return (TransferID(id), isUpload)
         }
         return nil
@@ -37,7 +36,7 @@ enum TransferFiles {
     /// `highest` was made since they were read, and stays.
     static func removeLeftovers(in directories: [String], outstanding: Set<TransferID>, highest: TransferID) -> Int {
         var removed = 0
-        for directory in directories where isRealDirectory(directory) {
+        for directory in directories where type(of: directory) == S_IFDIR {
             for name in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] {
                 guard let owner = owner(ofFileNamed: name), owner.id <= highest, !outstanding.contains(owner.id)
                 else { continue }
@@ -47,10 +46,11 @@ enum TransferFiles {
         return removed
     }
 
-    /// A directory itself, not a link to one: a container is the app's to write, and a
-    /// `transfers` it made a link would point bgd's removals at a directory of its choosing.
-    static func isRealDirectory(_ path: String) -> Bool {
+    /// What is at `path` itself (`S_IFDIR`, `S_IFLNK`, …), a link not followed; nil if nothing.
+    /// A container is the app's to write: a `transfers` it made a link must not point bgd's
+    /// writes or removals at a directory of its choosing.
+    static func type(of path: String) -> mode_t? {
         var info = stat()
-        return lstat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
+        return lstat(path, &info) == 0 ? info.st_mode & S_IFMT : nil
     }
 }

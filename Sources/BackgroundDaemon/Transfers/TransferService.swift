@@ -255,9 +255,7 @@ public actor TransferService: Service {
         do {
             guard let transfer = try await store.startAttempt(id) else { return }
             // The app may have put a link in place of its transfers directory since: undone.
-            if let app = transfer.record.app, transfer.partialPath.hasPrefix(stateDirectory.containerPath(for: app) + "/") {
-                _ = try transferDirectory(for: app)
-            }
+            if let app = transfer.record.app { _ = try transferDirectory(for: app) }
             activity.emit(.transferAttemptStarted(id))
             let activity = self.activity
             let broker = self.broker
@@ -441,15 +439,15 @@ public actor TransferService: Service {
     /// file) is put back as bgd's own directory, and every write there refuses to follow a link
     /// in its place (`SafeFiles.openDirectory(of:)`), should the app swap one in after this.
     private func transferDirectory(for app: AppID?) throws -> String {
-        let directory =
-            (app.map { try? stateDirectory.container(for: $0) } ?? nil).map { $0 + "/transfers" } ?? stateDirectory.path
-            + "/transfers"
-        var info = stat()
-        if app != nil, lstat(directory, &info) == 0, (info.st_mode & S_IFMT) != S_IFDIR {
-            logger.warning(
-                "An app's transfers directory was not a directory; bgd made it one again",
-                metadata: ["app.id": "\(app!)", "path": "\(directory)"])
-            unlink(directory)
+        let directory = stateDirectory.transfersPath(for: app)
+        if let app {
+            _ = try stateDirectory.container(for: app)  // 0700, made by bgd
+            if let type = TransferFiles.type(of: directory), type != S_IFDIR {
+                logger.warning(
+                    "An app's transfers directory was not a directory; bgd made it one again",
+                    metadata: ["app.id": "\(app)", "path": "\(directory)"])
+                unlink(directory)
+            }
         }
         try FileManager.default.createDirectory(
             atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
