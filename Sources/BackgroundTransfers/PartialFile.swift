@@ -58,13 +58,6 @@ struct PartialFile: ~Copyable {
         guard fsync(descriptor) == 0 else { throw Failure(operation: "fsync", code: errno) }
     }
 
-    /// The size of a file, or nil when it does not exist.
-    static func size(of path: String) -> Int64? {
-        var info = stat()
-        guard stat(path, &info) == 0 else { return nil }
-        return Int64(info.st_size)
-    }
-
     /// Makes a rename durable by syncing the directory that holds the file.
     static func syncDirectory(of path: String) {
         let directory = (path as NSString).deletingLastPathComponent

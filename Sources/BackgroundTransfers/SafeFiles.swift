@@ -122,6 +122,59 @@ public enum SafeFiles {
         return descriptor
     }
 
+    /// Opens for reading a file bgd made at `path` (an upload's copy, a partial download),
+    /// following a link neither in its own name nor in its directory's, and refusing one with a
+    /// second name: bgd's files have one, so a hard link there is someone else's file. Returns
+    /// the descriptor (the caller closes it) and the size. An app may write its container,
+    /// where its transfer files are; without this, a link it put in place of its upload's copy
+    /// would have bgd send the app's server a file the app may not read (`~/.ssh/id_ed25519`).
+    public static func openForReading(_ path: String) throws(Refusal) -> (descriptor: Int32, size: Int64) {
+        let directory = openDirectory(of: path)
+        guard directory >= 0 else { throw refusal(errno, opening: path) }
+        let file = openat(
+            directory, (path as NSString).lastPathComponent, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        let code = errno
+        close(directory)
+        guard file >= 0 else { throw refusal(code, opening: path) }
+        var info = stat()
+        guard fstat(file, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_nlink == 1 else {
+            close(file)
+            throw Refusal(.notRegularFile, "\(path) is not the file bgd made: not a regular file, or it has another name")
+        }
+        return (file, Int64(info.st_size))
+    }
+
+    private static func refusal(_ code: Int32, opening path: String) -> Refusal {
+        switch code {
+        case ENOENT: Refusal(.unreadable, "\(path) does not exist")
+        case ELOOP, ENOTDIR: Refusal(.linkRefused, "\(path) or its directory is a link, which is not followed")
+        default: Refusal(.unreadable, "cannot open \(path): \(String(cString: strerror(code)))")
+        }
+    }
+
+    /// The size of the regular file at `path`, or nil when there is none: a link (in its name
+    /// or its directory's) is not followed, so it is none.
+    public static func size(of path: String) -> Int64? {
+        let directory = openDirectory(of: path)
+        guard directory >= 0 else { return nil }
+        defer { close(directory) }
+        var info = stat()
+        guard fstatat(directory, (path as NSString).lastPathComponent, &info, AT_SYMLINK_NOFOLLOW) == 0,
+            (info.st_mode & S_IFMT) == S_IFREG
+        else { return nil }
+        return Int64(info.st_size)
+    }
+
+    /// Removes the file (or link: not what it points to) at `path`, never a directory, and not
+    /// through a link in its directory's name; whether something was removed.
+    @discardableResult
+    public static func remove(_ path: String) -> Bool {
+        let directory = openDirectory(of: path)
+        guard directory >= 0 else { return false }
+        defer { close(directory) }
+        return unlinkat(directory, (path as NSString).lastPathComponent, 0) == 0
+    }
+
     /// Copies what `source` reads to a new file at `destination` (0600), synced.
     public static func copy(from source: Int32, to destination: String) throws(Refusal) {
         let output = openForWriting(destination, truncating: true)

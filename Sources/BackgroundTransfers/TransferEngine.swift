@@ -150,14 +150,14 @@ public final class TransferEngine: Sendable {
         let destination = transfer.record.destination ?? transfer.partialPath + ".done"
         // Crashed between the move into place and its commit: the file is there; say so. (A
         // crash between the link and the unlink of a no-replace move leaves both names on it.)
-        if let total = checkpoint.total, checkpoint.offset == total, PartialFile.size(of: destination) == total,
-            PartialFile.size(of: transfer.partialPath) == nil || SafeFiles.sameFile(transfer.partialPath, destination)
+        if let total = checkpoint.total, checkpoint.offset == total, SafeFiles.size(of: destination) == total,
+            SafeFiles.size(of: transfer.partialPath) == nil || SafeFiles.sameFile(transfer.partialPath, destination)
         {
-            unlink(transfer.partialPath)
+            SafeFiles.remove(transfer.partialPath)
             return .completed(file: destination, statusCode: transfer.record.statusCode ?? 200)
         }
         // The partial file lost bytes the checkpoint promised (truncated, deleted): start over.
-        if checkpoint.offset > 0, (PartialFile.size(of: transfer.partialPath) ?? 0) < checkpoint.offset {
+        if checkpoint.offset > 0, (SafeFiles.size(of: transfer.partialPath) ?? 0) < checkpoint.offset {
             try await store.discardCheckpoint(
                 transfer.record.id, reason: "the partial file is shorter than the checkpoint")
             checkpoint = .empty
@@ -200,7 +200,7 @@ public final class TransferEngine: Sendable {
             return .retry(reason: reason, retryAfter: retryAfter)
         case .fail(let error):
             try await drain(response.body)
-            try? FileManager.default.removeItem(atPath: transfer.partialPath)
+            SafeFiles.remove(transfer.partialPath)
             return .failed(error, statusCode: head.status)
         }
     }
@@ -275,7 +275,7 @@ public final class TransferEngine: Sendable {
                 return .failed(TransferError(.fileError, "cannot read the download back"), statusCode: statusCode)
             }
             guard actual == expected else {
-                try? FileManager.default.removeItem(atPath: transfer.partialPath)
+                SafeFiles.remove(transfer.partialPath)
                 return .failed(
                     TransferError(.checksumMismatch, "SHA-256 is \(actual), not \(expected)"), statusCode: statusCode)
             }
@@ -301,8 +301,18 @@ public final class TransferEngine: Sendable {
     // MARK: Uploads
 
     private func upload(_ transfer: StoredTransfer) async throws -> Outcome {
-        guard let size = PartialFile.size(of: transfer.partialPath) else {
-            return .failed(TransferError(.fileError, "bgd's copy of the upload is gone"), statusCode: nil)
+        // Opened as bgd made it (no link, one name), so what is sent is bgd's copy: an app that
+        // put a link there would otherwise have its server sent a file it may not read.
+        let size: Int64
+        do {
+            let opened = try SafeFiles.openForReading(transfer.partialPath)
+            close(opened.descriptor)
+            size = opened.size
+        } catch {
+            SafeFiles.remove(transfer.partialPath)  // a link, not what it points to
+            return .failed(
+                TransferError(.fileError, "bgd's copy of the upload is gone or replaced: \(error.description)"),
+                statusCode: nil)
         }
         // Every attempt sends the whole file again; the key lets the server drop duplicates.
         let key = "bgd-\(transfer.record.id)-\(Int(transfer.record.createdAt.timeIntervalSince1970))"
@@ -328,12 +338,12 @@ public final class TransferEngine: Sendable {
         case 200..<300:
             try await store.saveCheckpoint(
                 transfer.record.id, DownloadCheckpoint(offset: size, total: size), restarted: false, now: clock.now)
-            try? FileManager.default.removeItem(atPath: transfer.partialPath)
+            SafeFiles.remove(transfer.partialPath)
             return .completed(file: nil, statusCode: status)
         case _ where ResumeDecision.isRetryable(status: status):
             return .retry(reason: "HTTP \(status)", retryAfter: response.headers.first(name: "Retry-After"))
         default:
-            try? FileManager.default.removeItem(atPath: transfer.partialPath)
+            SafeFiles.remove(transfer.partialPath)
             return .failed(TransferError(.httpError, "HTTP \(status)"), statusCode: status)
         }
     }
@@ -401,10 +411,7 @@ public final class TransferEngine: Sendable {
     }
 
     static func sha256(ofFile path: String) throws -> String {
-        guard let handle = FileHandle(forReadingAtPath: path) else {
-            throw TransferError(.fileError, "cannot read \(path)")
-        }
-        defer { try? handle.close() }
+        let handle = FileHandle(fileDescriptor: try SafeFiles.openForReading(path).descriptor, closeOnDealloc: true)
         var hasher = SHA256()
         while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty { hasher.update(data: chunk) }
         return hasher.finalize().map { String(format: "%02x", $0) }.joined()
@@ -419,21 +426,25 @@ public final class TransferEngine: Sendable {
     }
 }
 
-/// A file as a stream of 256 KiB buffers, for upload bodies.
+/// A file bgd made as a stream of 256 KiB buffers, for upload bodies; opened as
+/// `SafeFiles.openForReading` does (no link, one name) each time a request's body is sent.
 struct FileChunks: AsyncSequence, Sendable {
     typealias Element = ByteBuffer
     let path: String
 
     struct AsyncIterator: AsyncIteratorProtocol {
-        let handle: FileHandle?
+        let handle: Result<FileHandle, SafeFiles.Refusal>
         mutating func next() async throws -> ByteBuffer? {
-            guard let handle, let data = try handle.read(upToCount: 256 << 10), !data.isEmpty else {
-                try? handle?.close()
-                return nil
-            }
+            let handle = try handle.get()
+            guard let data = try handle.read(upToCount: 256 << 10), !data.isEmpty else { return nil }
             return ByteBuffer(bytes: data)
         }
     }
 
-    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(handle: FileHandle(forReadingAtPath: path)) }
+    func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(
+            handle: Result { () throws(SafeFiles.Refusal) in
+                FileHandle(fileDescriptor: try SafeFiles.openForReading(path).descriptor, closeOnDealloc: true)
+            })
+    }
 }

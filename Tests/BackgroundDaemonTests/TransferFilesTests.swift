@@ -113,6 +113,40 @@ struct TransferFilesTests {
         }
     }
 
+    /// An app may write its container, where bgd keeps the copy of its upload: a link (or a
+    /// second name) put there for a file the app may not read is not sent to its server. The
+    /// transfer fails, the link goes, the file it named stays.
+    @Test func anAppCannotHaveBgdUploadAFileItMayNotRead() async throws {
+        try await TransferTests().withOrigin { origin, daemon in
+            let app = try await daemon.register("com.example.sly", command: ["/bin/true"], interval: .never)
+            let file = try containerFile(daemon, app: "com.example.sly", name: "report", size: 1000)
+            let secret = daemon.directory + "/id_ed25519"
+            try Data("-----BEGIN OPENSSH PRIVATE KEY-----".utf8).write(to: URL(fileURLWithPath: secret))
+            let url = origin.baseURL.appendingPathComponent("upload").absoluteString
+            let body = Data(
+                #"{"session":"s","kind":"upload","url":"\#(url)","uploadFile":"\#(file)","earliestBegin":"2026-01-05T09:01:00Z"}"#
+                    .utf8)
+            let copies = daemon.directory + "/state/containers/com.example.sly/transfers"
+            for index in ["a symbolic link", "a second name"] {
+                let created = try await RawHTTP.request(
+                    daemon.socketPath, .POST, "/v1/app/transfers", body: body, token: app.token)
+                let id = TransferID(Int64(try #require(created.json["id"] as? Int)))
+                try FileManager.default.removeItem(atPath: copies + "/\(id).upload")
+                if index == "a symbolic link" {
+                    try FileManager.default.createSymbolicLink(atPath: copies + "/\(id).upload", withDestinationPath: secret)
+                } else {
+                    try FileManager.default.linkItem(atPath: secret, toPath: copies + "/\(id).upload")
+                }
+
+                let ended = try await TransferTests().waitForEnd(id, daemon)
+                #expect(ended.state == .failed && ended.error?.code == .fileError, "\(index): \(ended)")
+                #expect(origin.uploads.isEmpty, "\(index): nothing was sent")
+                #expect(try FileManager.default.contentsOfDirectory(atPath: copies).isEmpty, "\(index): the planted name went")
+                #expect(try String(contentsOfFile: secret, encoding: .utf8).hasPrefix("-----BEGIN"), "\(index)")
+            }
+        }
+    }
+
     /// Files of transfers that ended while no bgd could remove them go when bgd starts; those
     /// of transfers still outstanding, of ones newer than any bgd has made, and an app's
     /// finished downloads stay.

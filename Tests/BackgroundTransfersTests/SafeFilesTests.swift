@@ -52,6 +52,36 @@ final class SafeFilesTests {
         close(through)
     }
 
+    /// Reads, sizes and removals of bgd's files go through neither a link in the file's name
+    /// nor in its directory's; a read refuses a file with a second name (a hard link).
+    @Test func readsAndRemovalsFollowNoLink() throws {
+        let elsewhere = directory + "/elsewhere"
+        try FileManager.default.createDirectory(atPath: elsewhere, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: directory + "/real", withIntermediateDirectories: true)
+        try write("secret", to: elsewhere + "/1.upload")
+        try FileManager.default.createSymbolicLink(atPath: directory + "/linked", withDestinationPath: elsewhere)
+        try FileManager.default.createSymbolicLink(
+            atPath: directory + "/real/2.upload", withDestinationPath: elsewhere + "/1.upload")
+        try FileManager.default.linkItem(atPath: elsewhere + "/1.upload", toPath: directory + "/real/3.upload")
+        try write("mine", to: directory + "/real/4.upload")
+
+        for refused in ["linked/1.upload", "real/2.upload", "real/3.upload", "real/5.upload"] {
+            #expect(throws: SafeFiles.Refusal.self, "\(refused)") { try SafeFiles.openForReading(directory + "/" + refused) }
+        }
+        #expect(SafeFiles.size(of: directory + "/linked/1.upload") == nil)
+        #expect(SafeFiles.size(of: directory + "/real/2.upload") == nil)
+        let (file, size) = try SafeFiles.openForReading(directory + "/real/4.upload")
+        close(file)
+        #expect(size == 4 && SafeFiles.size(of: directory + "/real/4.upload") == 4)
+
+        #expect(!SafeFiles.remove(directory + "/linked/1.upload"))
+        #expect(SafeFiles.remove(directory + "/real/2.upload"), "the link goes")
+        #expect(try read(elsewhere + "/1.upload") == "secret", "what it named stays")
+        try FileManager.default.createDirectory(atPath: directory + "/real/6.partial", withIntermediateDirectories: true)
+        #expect(!SafeFiles.remove(directory + "/real/6.partial"), "never a directory")
+        #expect(SafeFiles.remove(directory + "/real/4.upload") && SafeFiles.size(of: directory + "/real/4.upload") == nil)
+    }
+
     @Test func aMoveThatMayNotReplaceLeavesWhatAppearedThere() throws {
         try write("download", to: directory + "/partial")
         try write("planted", to: directory + "/target")

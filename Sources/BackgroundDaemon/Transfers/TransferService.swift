@@ -162,7 +162,7 @@ public actor TransferService: Service {
                 _ = try await store.finishTransfer(
                     stored.record.id, .failed(TransferError(.fileError, error.description), statusCode: nil),
                     now: clock.now)
-                try? FileManager.default.removeItem(atPath: stored.partialPath)
+                SafeFiles.remove(stored.partialPath)
                 throw error
             }
         }
@@ -178,7 +178,7 @@ public actor TransferService: Service {
         await attempts[id]?.value
         guard let stored = try await store.transfer(id) else { return nil }
         if let ended = try await store.finishTransfer(id, .cancelled, now: clock.now) {
-            try? FileManager.default.removeItem(atPath: stored.partialPath)
+            SafeFiles.remove(stored.partialPath)
             await announce(ended)
             return ended
         }
@@ -352,7 +352,7 @@ public actor TransferService: Service {
             {
                 // Nothing resumes a failed transfer (a retry is a new one): its upload copy or
                 // partial download is the disk's again, as a cancelled one's is.
-                try? FileManager.default.removeItem(atPath: transfer.partialPath)
+                SafeFiles.remove(transfer.partialPath)
                 logger.info("Transfer failed", metadata: ["transfer.id": "\(transfer.record.id)", "error": "\(error)"])
                 await announce(ended)
             }
