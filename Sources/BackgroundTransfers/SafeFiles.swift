@@ -110,15 +110,26 @@ public enum SafeFiles {
 
     /// Opens `path` for writing, created 0600 if missing, following a link neither in its own
     /// name nor in its directory's (`openDirectory(of:)`); -1 with `errno` set if it cannot be.
+    /// A file already there with a second name is refused (`EMLINK`) before anything is cut or
+    /// written: bgd's files have one, so a hard link there is someone else's file.
     public static func openForWriting(_ path: String, truncating: Bool = false) -> Int32 {
         let directory = openDirectory(of: path)
         guard directory >= 0 else { return -1 }
         let descriptor = openat(
-            directory, (path as NSString).lastPathComponent,
-            O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (truncating ? O_TRUNC : 0), 0o600)
+            directory, (path as NSString).lastPathComponent, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
         let code = errno
         close(directory)
-        errno = code
+        guard descriptor >= 0 else {
+            errno = code
+            return -1
+        }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0, info.st_nlink == 1, !truncating || ftruncate(descriptor, 0) == 0 else {
+            let code = info.st_nlink > 1 ? EMLINK : errno
+            close(descriptor)
+            errno = code
+            return -1
+        }
         return descriptor
     }
 

@@ -77,6 +77,12 @@ final class SafeFilesTests {
         #expect(!SafeFiles.remove(directory + "/linked/1.upload"))
         #expect(SafeFiles.remove(directory + "/real/2.upload"), "the link goes")
         #expect(try read(elsewhere + "/1.upload") == "secret", "what it named stays")
+        // Nor is a file with a second name written or cut.
+        #expect(SafeFiles.openForWriting(directory + "/real/3.upload", truncating: true) == -1 && errno == EMLINK)
+        #expect(throws: SafeFiles.Refusal.self) {
+            try SafeFiles.copy(from: open("/dev/null", O_RDONLY), to: directory + "/real/3.upload")
+        }
+        #expect(try read(elsewhere + "/1.upload") == "secret")
         try FileManager.default.createDirectory(atPath: directory + "/real/6.partial", withIntermediateDirectories: true)
         #expect(!SafeFiles.remove(directory + "/real/6.partial"), "never a directory")
         #expect(SafeFiles.remove(directory + "/real/4.upload") && SafeFiles.size(of: directory + "/real/4.upload") == nil)
