@@ -50,6 +50,7 @@ final class DeviceHub: Sendable {
     func isConnected(_ device: String) -> Bool { state.withLock { $0.sessions[device] != nil } }
 
     var connectedCount: Int { state.withLock { $0.sessions.count } }
+    var connectedDevices: [String] { state.withLock { Array($0.sessions.keys) } }
 
     /// Ends every session (the node is stopping).
     func disconnectAll() {

@@ -109,6 +109,11 @@ public final class PostgresRelayStore: RelayStore {
                 "CREATE INDEX IF NOT EXISTS relay_device_token_device ON relay_device_token (device_id)",
                 // The pruner forgets devices enrolled long ago that never connected.
                 "CREATE INDEX IF NOT EXISTS relay_device_unclaimed ON relay_device (enrolled_at) WHERE fencing = 0",
+                // When the device last connected, or was seen connected by the pruner of the node
+                // holding its uplink: one gone longer than `forgetAfter` is forgotten.
+                "ALTER TABLE relay_device ADD COLUMN IF NOT EXISTS last_seen_at timestamptz",
+                "UPDATE relay_device SET last_seen_at = enrolled_at WHERE last_seen_at IS NULL",
+                "CREATE INDEX IF NOT EXISTS relay_device_last_seen ON relay_device (last_seen_at)",
                 "CREATE TABLE IF NOT EXISTS relay_credentials (version bigint NOT NULL)",
                 "INSERT INTO relay_credentials (version) SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM relay_credentials)",
             ] {
@@ -153,7 +158,8 @@ public final class PostgresRelayStore: RelayStore {
         let secret = SQLiteRelayStore.randomHex(32)
         let hash = SQLiteRelayStore.hash(secret)
         try await client.query(
-            "INSERT INTO relay_device (id, secret_hash, enrolled_at) VALUES (\(device), \(hash), \(now))", logger: logger)
+            "INSERT INTO relay_device (id, secret_hash, enrolled_at, last_seen_at) VALUES (\(device), \(hash), \(now), \(now))",
+            logger: logger)
         return (device, secret)
     }
 
@@ -397,7 +403,7 @@ public final class PostgresRelayStore: RelayStore {
 
     public func claim(device: String, node: String, now: Date) async throws -> Int64 {
         for try await fencing in try await client.query(
-            "UPDATE relay_device SET fencing = fencing + 1, claimed_by = \(node) WHERE id = \(device) RETURNING fencing",
+            "UPDATE relay_device SET fencing = fencing + 1, claimed_by = \(node), last_seen_at = \(now) WHERE id = \(device) RETURNING fencing",
             logger: logger
         ).decode(Int64.self) {
             return fencing
@@ -471,7 +477,16 @@ public final class PostgresRelayStore: RelayStore {
         }
     }
 
-    public func prune(now: Date, holdFor: TimeInterval, keepEnded: TimeInterval) async throws -> RelayPruneReport {
+    public func markSeen(_ devices: [String], now: Date) async throws {
+        for start in stride(from: 0, to: devices.count, by: pruneBatch) {
+            let batch = Array(devices[start..<min(start + pruneBatch, devices.count)])
+            try await client.query("UPDATE relay_device SET last_seen_at = \(now) WHERE id = ANY(\(batch))", logger: logger)
+        }
+    }
+
+    public func prune(now: Date, holdFor: TimeInterval, keepEnded: TimeInterval, forgetAfter: TimeInterval)
+        async throws -> RelayPruneReport
+    {
         var report = RelayPruneReport()
         let (graceEnd, heldSince, endedBefore) = (
             now.addingTimeInterval(-expirationGrace), now.addingTimeInterval(-holdFor),
@@ -554,6 +569,37 @@ public final class PostgresRelayStore: RelayStore {
                 forgotten += 1
             }
             report.devicesForgotten += forgotten
+            if forgotten < pruneBatch { break }
+        }
+        let goneSince = now.addingTimeInterval(-forgetAfter)
+        while true {
+            // The rows locked first, as a claim does: a device connecting this moment is its
+            // session's, and is skipped.
+            let (forgotten, tokens, version) = try await transaction { connection -> (Int, Int, Int?) in
+                var gone: [String] = []
+                for try await id in try await connection.query(
+                    """
+                    SELECT id FROM relay_device WHERE last_seen_at < \(goneSince) LIMIT \(pruneBatch) FOR UPDATE SKIP LOCKED
+                    """, logger: logger
+                ).decode(String.self) {
+                    gone.append(id)
+                }
+                guard !gone.isEmpty else { return (0, 0, nil) }
+                try await connection.query("DELETE FROM relay_push WHERE device_id = ANY(\(gone))", logger: logger)
+                var tokens = 0
+                for try await _ in try await connection.query(
+                    "DELETE FROM relay_device_token WHERE device_id = ANY(\(gone)) RETURNING token", logger: logger
+                ).decode(String.self) {
+                    tokens += 1
+                }
+                try await connection.query("DELETE FROM relay_device WHERE id = ANY(\(gone))", logger: logger)
+                // With the change: every node's provider side holds the tokens' owners.
+                guard tokens > 0 else { return (gone.count, 0, nil) }
+                return (gone.count, tokens, try await Self.bumpCredentials(connection, logger: logger))
+            }
+            if let version { credentials.advance(to: version) }
+            report.devicesForgotten += forgotten
+            report.tokensForgotten += tokens
             if forgotten < pruneBatch { break }
         }
         return report

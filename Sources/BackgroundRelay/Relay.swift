@@ -53,15 +53,20 @@ public struct Relay: Sendable {
         public var holdPending: Duration
         /// How long an ended push stays in the store (for operators, `/metrics` and checkers).
         public var keepEnded: Duration
+        /// A device not seen this long (no uplink opened to any node, none held) is forgotten
+        /// with its tokens and pushes: gone for good, or back only by enrolling again — after
+        /// which its bgd registers its tokens anew.
+        public var forgetDevices: Duration
         /// Between passes.
         public var interval: Duration
 
         public init(
             holdPending: Duration = .seconds(30 * 86400), keepEnded: Duration = .seconds(7 * 86400),
-            interval: Duration = .seconds(3600)
+            forgetDevices: Duration = .seconds(90 * 86400), interval: Duration = .seconds(3600)
         ) {
             self.holdPending = holdPending
             self.keepEnded = keepEnded
+            self.forgetDevices = forgetDevices
             self.interval = max(interval, .seconds(1))
         }
     }
@@ -127,7 +132,7 @@ public struct Relay: Sendable {
             services.append(Follower(store: shared, hub: hub, clock: clock, logger: logger))
         }
         services.append(
-            RelayPruner(store: store, retention: configuration.retention, metrics: metrics, clock: clock, logger: logger))
+            RelayPruner(store: store, hub: hub, retention: configuration.retention, metrics: metrics, clock: clock, logger: logger))
         return services + [
             PushGateway(
                 configuration: configuration.provider, intake: intake,

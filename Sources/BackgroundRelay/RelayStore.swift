@@ -52,8 +52,14 @@ public protocol RelayStore: Sendable {
     /// `pendingPerToken`, and deletes pushes that ended before `now - keepEnded`, and
     /// tokens revoked before then; devices enrolled `holdFor` ago that never opened an uplink and
     /// hold no token and no push are forgotten. A pending push is never deleted: it waits for its
-    /// device or its end.
-    func prune(now: Date, holdFor: TimeInterval, keepEnded: TimeInterval) async throws -> RelayPruneReport
+    /// device or its end — unless the device is gone: one not seen for `forgetAfter` (no uplink
+    /// opened, none held by a node that said so with `markSeen`) is forgotten with its tokens
+    /// and pushes.
+    func prune(now: Date, holdFor: TimeInterval, keepEnded: TimeInterval, forgetAfter: TimeInterval) async throws
+        -> RelayPruneReport
+    /// These devices hold an uplink to this node now (each node's pruner says so at every pass,
+    /// so a device connected for months is not taken for gone).
+    func markSeen(_ devices: [String], now: Date) async throws
     func pushCounts() async throws -> [RelayPushState: Int]
     func pushLog() async throws -> [(seq: Int64, device: String, apnsID: String, state: RelayPushState)]
 }
@@ -69,7 +75,8 @@ public struct RelayPruneReport: Sendable, Equatable {
     /// Tokens revoked longer than `keepEnded` ago it forgot (a push to one then answers 400
     /// BadDeviceToken, as to a token never registered, not 410).
     public var tokensForgotten = 0
-    /// Devices it forgot: enrolled longer than `holdFor` ago, never connected, holding nothing.
+    /// Devices it forgot: enrolled longer than `holdFor` ago, never connected, holding nothing;
+    /// or not seen for `forgetAfter`, with their tokens (counted in `tokensForgotten`).
     /// Enrollment is open unless the relay asks for a token, and every enrollment was a row for
     /// ever; bgd connects the moment it enrolls, so such a device's credential was never used
     /// (one used after this is refused, 401: enroll again).

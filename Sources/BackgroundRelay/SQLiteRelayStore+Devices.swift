@@ -63,7 +63,8 @@ extension SQLiteRelayStore {
         let hash = Self.hash(secret)
         try await database.write { db in
             try db.execute(
-                sql: "INSERT INTO device(id, secretHash, enrolledAt) VALUES (?, ?, ?)", arguments: [device, hash, now])
+                sql: "INSERT INTO device(id, secretHash, enrolledAt, lastSeenAt) VALUES (?, ?, ?, ?)",
+                arguments: [device, hash, now, now])
         }
         return (device, secret)
     }

@@ -64,7 +64,8 @@ extension SQLiteRelayStore {
     public func claim(device: String, node: String, now: Date) async throws -> Int64 {
         try await database.write { db in
             try db.execute(
-                sql: "UPDATE device SET fencing = fencing + 1, claimedBy = ? WHERE id = ?", arguments: [node, device])
+                sql: "UPDATE device SET fencing = fencing + 1, claimedBy = ?, lastSeenAt = ? WHERE id = ?",
+                arguments: [node, now, device])
             return try Int64.fetchOne(db, sql: "SELECT fencing FROM device WHERE id = ?", arguments: [device]) ?? 0
         }
     }
@@ -124,7 +125,20 @@ extension SQLiteRelayStore {
         }
     }
 
-    public func prune(now: Date, holdFor: TimeInterval, keepEnded: TimeInterval) async throws -> RelayPruneReport {
+    public func markSeen(_ devices: [String], now: Date) async throws {
+        for start in stride(from: 0, to: devices.count, by: pruneBatch) {
+            let batch = devices[start..<min(start + pruneBatch, devices.count)]
+            try await database.write { db in
+                try db.execute(
+                    sql: "UPDATE device SET lastSeenAt = ? WHERE id IN (\(databaseQuestionMarks(count: batch.count)))",
+                    arguments: StatementArguments([now] + batch.map { $0 as any DatabaseValueConvertible }))
+            }
+        }
+    }
+
+    public func prune(now: Date, holdFor: TimeInterval, keepEnded: TimeInterval, forgetAfter: TimeInterval)
+        async throws -> RelayPruneReport
+    {
         var report = RelayPruneReport()
         report.expired = try await database.write { db in
             try db.execute(
@@ -192,6 +206,27 @@ extension SQLiteRelayStore {
                 return db.changesCount
             }
             report.devicesForgotten += forgotten
+            if forgotten < pruneBatch { break }
+        }
+        while true {
+            let (forgotten, tokens, version) = try await database.write { db -> (Int, Int, Int?) in
+                let gone = try String.fetchAll(
+                    db, sql: "SELECT id FROM device WHERE lastSeenAt < ? LIMIT ?",
+                    arguments: [now.addingTimeInterval(-forgetAfter), pruneBatch])
+                guard !gone.isEmpty else { return (0, 0, nil) }
+                let ids = databaseQuestionMarks(count: gone.count)
+                try db.execute(sql: "DELETE FROM push WHERE deviceId IN (\(ids))", arguments: StatementArguments(gone))
+                try db.execute(sql: "DELETE FROM deviceToken WHERE deviceId IN (\(ids))", arguments: StatementArguments(gone))
+                let tokens = db.changesCount
+                try db.execute(sql: "DELETE FROM device WHERE id IN (\(ids))", arguments: StatementArguments(gone))
+                // With the change: the provider side's caches hold the tokens' owners.
+                guard tokens > 0 else { return (gone.count, 0, nil) }
+                try Self.bumpCredentials(db)
+                return (gone.count, tokens, try Int.fetchOne(db, sql: "SELECT version FROM credentials"))
+            }
+            if let version { credentials.advance(to: version) }
+            report.devicesForgotten += forgotten
+            report.tokensForgotten += tokens
             if forgotten < pruneBatch { break }
         }
         return report

@@ -103,6 +103,13 @@ public struct SQLiteRelayStore: RelayStore {
             // The pruner forgets devices enrolled long ago that never connected.
             try db.execute(sql: "CREATE INDEX device_unclaimed ON device(enrolledAt) WHERE fencing = 0")
         }
+        migrator.registerMigration("relay-lastSeen") { db in
+            // When the device last connected, or was seen connected by the pruner of the node
+            // holding its uplink: one gone longer than `forgetAfter` is forgotten with its tokens.
+            try db.execute(sql: "ALTER TABLE device ADD COLUMN lastSeenAt DATETIME")
+            try db.execute(sql: "UPDATE device SET lastSeenAt = enrolledAt")
+            try db.execute(sql: "CREATE INDEX device_lastSeen ON device(lastSeenAt)")
+        }
         migrator.registerMigration("relay-readableDates") { db in
             // Before session 28 a provider's apns-expiration past 9999, or a device's revoke `at`
             // near Int64.max, was stored as a five-digit year or '': reading it back trapped the

@@ -133,6 +133,10 @@ extension BGRelay {
             help: "Ended pushes (delivered, expired, replaced, revoked) are deleted this long after they ended, and revoked tokens forgotten this long after their revocation (default 7d); checked hourly.",
             transform: parseDuration)
         var keepHistory: Duration = .seconds(7 * 86400)
+        @Option(
+            help: "A device not seen this long (no uplink to any node) is forgotten with its tokens and pushes; its bgd must enroll again (default 90d or --hold-pushes if longer; at least --hold-pushes).",
+            transform: parseDuration)
+        var forgetDevicesAfter: Duration?
 
         func validate() throws {
             if (certificate == nil) != (key == nil) { throw ValidationError("give --certificate and --key together") }
@@ -154,6 +158,10 @@ extension BGRelay {
             }
             guard holdPushes >= .seconds(60), keepHistory >= .seconds(60) else {
                 throw ValidationError("--hold-pushes and --keep-history are at least 1m")
+            }
+            guard (forgetDevicesAfter ?? holdPushes) >= holdPushes else {
+                throw ValidationError(
+                    "--forget-devices-after is at least --hold-pushes: a device is not forgotten while a push may wait for it")
             }
             guard Logger.Level(rawValue: logLevel) != nil else {
                 throw ValidationError("--log-level is one of trace, debug, info, notice, warning, error, critical")
@@ -215,7 +223,8 @@ extension BGRelay {
                     uplink: uplink,
                     stateDirectory: options.stateDirectory, node: node ?? Relay.Configuration.defaultNode,
                     providerLimit: PushFloodLimit(perSecond: providerRate, burst: providerRate * 10),
-                    retention: Relay.Retention(holdPending: holdPushes, keepEnded: keepHistory),
+                    retention: Relay.Retention(
+                        holdPending: holdPushes, keepEnded: keepHistory, forgetDevices: forgetDevicesAfter ?? max(.seconds(90 * 86400), holdPushes)),
                     enrollment: EnrollmentPolicy(
                         token: try enrollmentTokenGiven(), limit: PushFloodLimit(perSecond: enrollmentRate, burst: enrollmentRate * 10))),
                 store: store, clock: clock, logger: logger, activity: { codePages?.noteActivity() })

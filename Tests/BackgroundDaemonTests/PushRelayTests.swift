@@ -356,6 +356,50 @@ struct PushRelayTests {
         }
     }
 
+    /// A device gone longer than `forgetDevices` is forgotten with its token (a provider's push
+    /// to it answers 400 BadDeviceToken, as to one never registered); one whose uplink this node
+    /// holds all the while is not, though it connected just as long ago.
+    @Test func aDeviceGoneForMonthsIsForgottenAndOneStillConnectedIsNot() async throws {
+        let clock = ManualClock()
+        let hour = Duration.seconds(3600)
+        let (goneToken, heldToken) = (String(repeating: "6a", count: 32), String(repeating: "6b", count: 32))
+        try await RelayNode.with(
+            clock: clock, retention: .init(holdPending: hour * 48, keepEnded: hour * 24, forgetDevices: hour * 72, interval: hour)
+        ) { node in
+            let client = node.client()
+            defer { _ = client.shutdown() }
+            let key = P256.Signing.PrivateKey()
+            try await node.addProviderKey(key, topics: [Self.app])
+            func metrics() async throws -> [String: Double] { try await node.metrics(client: client) }
+            var uplinks: [RawUplink] = []
+            for token in [goneToken, heldToken] {
+                let enrollment = try await RawUplink.enroll(node, client: client)
+                try await node.store.register(token: token, topic: Self.app, device: enrollment.device, now: clock.now)
+                let uplink = try await RawUplink.connect(node, client: client, enrollment: enrollment)
+                #expect(await uplink.next() == .ready(device: enrollment.device))
+                uplinks.append(uplink)
+            }
+            uplinks[0].close()
+            #expect(try await node.eventually { try await metrics()["bgrelay_connected_devices"] == 1 })
+
+            clock.advance(by: hour * 73)
+            #expect(try await node.eventually { try await metrics()["bgrelay_forgotten_devices_total"] ?? 0 >= 1 })
+            #expect(try await metrics()["bgrelay_forgotten_devices_total"] == 1)
+            #expect(try await node.store.tokenOwner(goneToken) == nil)
+            #expect(try await node.store.tokenOwner(heldToken) != nil, "its uplink is held: not gone")
+            let provider = PushGatewayTests.Provider(client: client, base: node.providerURL, key: key, now: clock.now)
+            let refused = try await provider.send(token: goneToken)
+            #expect(refused.status == 400, "\(refused)")
+            let sent = try await provider.send(token: heldToken)
+            try #require(sent.status == 200, "\(sent)")
+            guard case .push = await uplinks[1].next() else {
+                Issue.record("the connected device had no push")
+                return
+            }
+            uplinks[1].close()
+        }
+    }
+
     @Test func aRevokedTokenAnswers410WithItsTime() async throws {
         try await withDevice { device in
             let (node, enrollment) = (device.node, device.enrollment)

@@ -172,10 +172,10 @@ struct RelayStoreTests {
 
             let version = try await store.credentialsVersion()
             let day: TimeInterval = 86400
-            var report = try await store.prune(now: now.addingTimeInterval(29 * day), holdFor: day, keepEnded: 30 * day)
+            var report = try await store.prune(now: now.addingTimeInterval(29 * day), holdFor: day, keepEnded: 30 * day, forgetAfter: 1e9)
             #expect(report.tokensForgotten == 0)
             #expect(try await store.credentialsVersion() == version)
-            report = try await store.prune(now: now.addingTimeInterval(31 * day), holdFor: day, keepEnded: 30 * day)
+            report = try await store.prune(now: now.addingTimeInterval(31 * day), holdFor: day, keepEnded: 30 * day, forgetAfter: 1e9)
             #expect(report.tokensForgotten == 1)
             #expect(try await store.tokenOwner(token(2)) == nil, "forgotten: a push to it is a bad token now")
             #expect(try await store.tokenOwner(token(3))?.revokedAt == nil, "an active token stays")
@@ -201,9 +201,9 @@ struct RelayStoreTests {
             try await store.revoke(token: pushToken, device: pushed.device, at: now)  // the push stays, ended
             let (young, _) = try await store.enroll(now: now.addingTimeInterval(20 * day))
 
-            var report = try await store.prune(now: now.addingTimeInterval(29 * day), holdFor: 30 * day, keepEnded: 100 * day)
+            var report = try await store.prune(now: now.addingTimeInterval(29 * day), holdFor: 30 * day, keepEnded: 100 * day, forgetAfter: 1e9)
             #expect(report.devicesForgotten == 0, "not yet held 30 days")
-            report = try await store.prune(now: now.addingTimeInterval(31 * day), holdFor: 30 * day, keepEnded: 100 * day)
+            report = try await store.prune(now: now.addingTimeInterval(31 * day), holdFor: 30 * day, keepEnded: 100 * day, forgetAfter: 1e9)
             #expect(report.devicesForgotten == 1)
             #expect(try await store.authenticate(device: idle, secret: idleSecret) == false, "forgotten")
             for device in [connected, holder, pushed.device, young] {
@@ -211,6 +211,42 @@ struct RelayStoreTests {
             }
             #expect(try await store.tokenOwner(token)?.device == holder)
             #expect(try await store.pushLog().count == 1)
+        }
+    }
+
+    /// A device not seen for `forgetAfter` — its last uplink opened that long ago, and no node
+    /// saying it holds one — is forgotten with its tokens and its pushes, pending or not: a
+    /// provider's push to such a token answers BadDeviceToken from then on. One a node holds
+    /// (`markSeen`), or that connected since, stays.
+    @Test(arguments: Backend.available)
+    func devicesGoneLongerThanTheirHoldAreForgottenWithTheirTokens(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let day: TimeInterval = 86400
+            let (goneToken, heldToken, backToken) = (
+                String(repeating: "ab", count: 32), String(repeating: "cd", count: 32), String(repeating: "ef", count: 32)
+            )
+            let gone = try await registeredOwner(store, token: goneToken)
+            _ = try await store.claim(device: gone.device, node: "a", now: now)
+            _ = try await store.commit([push(gone, token: goneToken, id: "p")], now: now, connected: { _ in false })
+            let held = try await registeredOwner(store, token: heldToken)
+            _ = try await store.claim(device: held.device, node: "a", now: now)
+            let back = try await registeredOwner(store, token: backToken)
+            _ = try await store.claim(device: back.device, node: "b", now: now.addingTimeInterval(50 * day))
+            let version = try await store.credentialsVersion()
+
+            try await store.markSeen([held.device], now: now.addingTimeInterval(80 * day))
+            var report = try await store.prune(
+                now: now.addingTimeInterval(89 * day), holdFor: 30 * day, keepEnded: 7 * day, forgetAfter: 90 * day)
+            #expect(report.devicesForgotten == 0, "not yet gone 90 days")
+            report = try await store.prune(
+                now: now.addingTimeInterval(91 * day), holdFor: 30 * day, keepEnded: 7 * day, forgetAfter: 90 * day)
+            #expect(report.devicesForgotten == 1 && report.tokensForgotten == 1, "\(report)")
+            #expect(try await store.tokenOwner(goneToken) == nil)
+            #expect(try await store.pushLog().isEmpty, "its push went with it")
+            #expect(try await store.credentialsVersion() > version, "the provider side's caches hear of it")
+            #expect(try await store.claim(device: gone.device, node: "a", now: now.addingTimeInterval(91 * day)) == 0)
+            #expect(try await store.tokenOwner(heldToken)?.device == held.device)
+            #expect(try await store.tokenOwner(backToken)?.device == back.device)
         }
     }
 
@@ -283,12 +319,12 @@ struct RelayStoreTests {
                 (0..<(pendingPerToken + 5)).map { push(owner, token: token, id: "flood-\($0)") }
                     + (0..<3).map { push(other, token: otherToken, id: "other-\($0)") },
                 now: now, connected: { _ in false })
-            let report = try await store.prune(now: now.addingTimeInterval(60), holdFor: 86400, keepEnded: 86400)
+            let report = try await store.prune(now: now.addingTimeInterval(60), holdFor: 86400, keepEnded: 86400, forgetAfter: 1e9)
             #expect(report == RelayPruneReport(replaced: 5))
             let log = try await store.pushLog()
             #expect(log.filter { $0.state == .replaced }.map(\.apnsID) == (0..<5).map { "flood-\($0)" }, "the oldest")
             #expect(log.filter { $0.state == .pending }.count == pendingPerToken + 3, "another token's are its own")
-            #expect(try await store.prune(now: now.addingTimeInterval(120), holdFor: 86400, keepEnded: 86400) == RelayPruneReport())
+            #expect(try await store.prune(now: now.addingTimeInterval(120), holdFor: 86400, keepEnded: 86400, forgetAfter: 1e9) == RelayPruneReport())
         }
     }
 
@@ -317,17 +353,17 @@ struct RelayStoreTests {
             }
 
             // Within the grace after its expiration a push is left alone (it may be in flight).
-            #expect(try await store.prune(now: now.addingTimeInterval(hour + 30), holdFor: holdFor, keepEnded: keepEnded)
+            #expect(try await store.prune(now: now.addingTimeInterval(hour + 30), holdFor: holdFor, keepEnded: keepEnded, forgetAfter: 1e9)
                 == RelayPruneReport())
             // Two hours on: the first expired; the delivered one is kept for a day.
-            #expect(try await store.prune(now: now.addingTimeInterval(2 * hour), holdFor: holdFor, keepEnded: keepEnded)
+            #expect(try await store.prune(now: now.addingTimeInterval(2 * hour), holdFor: holdFor, keepEnded: keepEnded, forgetAfter: 1e9)
                 == RelayPruneReport(expired: 1, deleted: 0))
             #expect(try await states() == [
                 "delivered": .delivered, "expires-in-an-hour": .expired, "held-without-expiration": .pending,
                 "expires-in-a-week": .pending,
             ])
             // A day and a bit: the delivered one is forgotten; the expired one (ended later) stays.
-            #expect(try await store.prune(now: now.addingTimeInterval(25 * hour), holdFor: holdFor, keepEnded: keepEnded)
+            #expect(try await store.prune(now: now.addingTimeInterval(25 * hour), holdFor: holdFor, keepEnded: keepEnded, forgetAfter: 1e9)
                 == RelayPruneReport(expired: 0, deleted: 1))
             // One more, a day later, waits its own hold.
             _ = try await store.commit(
@@ -336,7 +372,7 @@ struct RelayStoreTests {
             // Past the hold: the one without an expiration ends, and so does the one whose
             // expiration is a week away (the hold bounds every push: a provider cannot make one
             // wait for ever by naming a far expiration).
-            #expect(try await store.prune(now: now.addingTimeInterval(49 * hour), holdFor: holdFor, keepEnded: keepEnded)
+            #expect(try await store.prune(now: now.addingTimeInterval(49 * hour), holdFor: holdFor, keepEnded: keepEnded, forgetAfter: 1e9)
                 == RelayPruneReport(expired: 2, deleted: 1))
             #expect(try await states() == [
                 "held-without-expiration": .expired, "expires-in-a-week": .expired, "a-day-later": .pending,
@@ -351,7 +387,7 @@ struct RelayStoreTests {
             _ = try await store.commit(
                 (0..<2_500).map { push(owner, token: token, id: "bulk-\($0)", collapse: "bulk") },
                 now: now.addingTimeInterval(49 * hour), connected: { _ in false })
-            #expect(try await store.prune(now: now.addingTimeInterval(80 * hour), holdFor: holdFor, keepEnded: keepEnded)
+            #expect(try await store.prune(now: now.addingTimeInterval(80 * hour), holdFor: holdFor, keepEnded: keepEnded, forgetAfter: 1e9)
                 == RelayPruneReport(expired: 1, deleted: 2 + 2_499))
             #expect(try await store.pushCounts() == [.expired: 1, .pending: 1])
         }
