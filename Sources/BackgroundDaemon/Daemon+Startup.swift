@@ -1,5 +1,6 @@
 import BackgroundModel
 import BackgroundStore
+import BackgroundTransfers
 import Foundation
 import Logging
 
@@ -83,8 +84,11 @@ extension Daemon {
         async throws
     {
         let known = try await store.outstandingTransferIDs()
-        let removed = TransferFiles.removeLeftovers(
+        var removed = TransferFiles.removeLeftovers(
             in: stateDirectory.allTransfersPaths(), outstanding: known.outstanding, highest: known.highest)
+        // The operator's partial files sit beside their destinations, in directories bgd does
+        // not list: the store says where each was.
+        for path in try await store.endedOperatorPartialPaths() where SafeFiles.remove(path) { removed += 1 }
         if removed > 0 {
             logger.notice("Removed the files of transfers that had ended", metadata: ["files": "\(removed)"])
         }

@@ -76,6 +76,19 @@ extension BackgroundStore {
         }
     }
 
+    /// Where the operator's ended downloads kept their partial files: beside their destinations,
+    /// in directories bgd does not list. A file still there is what a crash between an ending and
+    /// its file's removal left (a completed one's was moved into place).
+    public func endedOperatorPartialPaths() async throws -> [String] {
+        try await writer.read { db in
+            let ended = TransferState.allCases.filter(\.isFinal).map(\.rawValue)
+            return try String.fetchAll(
+                db,
+                TransferRow.filter(TransferRow.Columns.appId == nil && TransferRow.Columns.destination != nil)
+                    .filter(ended.contains(TransferRow.Columns.state)).select(TransferRow.Columns.partialPath))
+        }
+    }
+
     /// How many of the app's transfers have not ended (waiting, running or paused).
     public func outstandingTransferCount(of app: AppID) async throws -> Int {
         try await writer.read { db in

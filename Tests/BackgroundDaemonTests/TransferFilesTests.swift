@@ -153,7 +153,9 @@ struct TransferFilesTests {
     @Test func bgdRemovesTheFilesOfEndedTransfersWhenItStarts() async throws {
         let directory = TemporaryDirectory.make()
         let copies = directory + "/state/containers/com.example.up/transfers"
-        let (waiting, ended) = try await TestDaemon.with(directory: directory) { daemon in
+        let downloads = directory + "/downloads"
+        try FileManager.default.createDirectory(atPath: downloads, withIntermediateDirectories: true)
+        let (waiting, ended, operatorEnded) = try await TestDaemon.with(directory: directory) { daemon in
             let app = try await daemon.register("com.example.up", command: ["/bin/true"], interval: .never)
             let file = try containerFile(daemon, app: "com.example.up", name: "piece", size: 1000)
             let waiting = try #require(try await upload(daemon, file, token: app.token).json["id"] as? Int)
@@ -161,7 +163,19 @@ struct TransferFilesTests {
             let cancelled = try await RawHTTP.request(
                 daemon.socketPath, .DELETE, "/v1/app/transfers/\(ended)", token: app.token)
             #expect(cancelled.status == 200, "\(cancelled)")
-            return (waiting, ended)
+            // The operator's downloads keep their partial files beside their destinations.
+            var operatorIDs: [TransferID] = []
+            for name in ["report.pdf", "data.bin"] {
+                let record = try await daemon.admin.send(
+                    .post, "/v1/transfers",
+                    body: TransferRequest(
+                        session: "s", url: URL(string: "http://127.0.0.1:9/\(name)")!,
+                        earliestBegin: Date(timeIntervalSince1970: 4_102_444_800), destination: downloads + "/" + name),
+                    as: TransferRecord.self)
+                operatorIDs.append(record.id)
+            }
+            _ = try await daemon.admin.send(.delete, "/v1/transfers/\(operatorIDs[0].rawValue)", as: TransferRecord.self)
+            return (waiting, ended, operatorIDs[0].rawValue)
         }
         // What a crash between an ending and its file's removal leaves, and what must stay.
         let planted = ["\(ended).upload", "\(ended).partial", "999999.partial", "\(ended)-report.bin", "notes.txt"]
@@ -178,7 +192,14 @@ struct TransferFilesTests {
         try FileManager.default.createDirectory(atPath: linker, withIntermediateDirectories: true)
         try FileManager.default.createSymbolicLink(atPath: linker + "/transfers", withDestinationPath: elsewhere)
 
+        // A crash between the operator's cancel and its file's removal; the other is still waiting.
+        let operatorLeftover = downloads + "/.report.pdf.bgd-\(operatorEnded).partial"
+        let operatorWaiting = downloads + "/.data.bin.bgd-\(operatorEnded + 1).partial"
+        for path in [operatorLeftover, operatorWaiting] { try Data("x".utf8).write(to: URL(fileURLWithPath: path)) }
+
         try await TestDaemon.with(directory: directory) { _ in
+            #expect(!FileManager.default.fileExists(atPath: operatorLeftover))
+            #expect(FileManager.default.fileExists(atPath: operatorWaiting), "its transfer has not ended")
             #expect(try FileManager.default.contentsOfDirectory(atPath: elsewhere) == ["\(ended).partial"])
             let left = Set(try FileManager.default.contentsOfDirectory(atPath: copies))
             #expect(left == ["\(waiting).upload", "999999.partial", "\(ended)-report.bin", "notes.txt"], "\(left)")

@@ -1,4 +1,5 @@
 import BackgroundModel
+import BackgroundTransfers
 import Foundation
 
 /// The files bgd keeps for transfers that have not ended, in a transfer directory (the state's
@@ -40,7 +41,8 @@ enum TransferFiles {
             for name in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] {
                 guard let owner = owner(ofFileNamed: name), owner.id <= highest, !outstanding.contains(owner.id)
                 else { continue }
-                if unlink(directory + "/" + name) == 0 { removed += 1 }
+                // Not through a link the app swapped in for the directory since it was checked.
+                if SafeFiles.remove(directory + "/" + name) { removed += 1 }
             }
         }
         return removed

@@ -31,6 +31,8 @@ struct TransferRow: Codable, FetchableRecord, MutablePersistableRecord {
         static let appId = Column(CodingKeys.appId)
         static let session = Column(CodingKeys.session)
         static let state = Column(CodingKeys.state)
+        static let partialPath = Column(CodingKeys.partialPath)
+        static let destination = Column(CodingKeys.destination)
     }
 
     mutating func didInsert(_ inserted: InsertionSuccess) { id = inserted.rowID }
