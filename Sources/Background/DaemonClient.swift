@@ -48,6 +48,15 @@ public struct DaemonClient: Sendable {
         }
     }
 
+    /// Sends a request and returns its JSON answer as bgd wrote it, undecoded: what `bgctl
+    /// --json` prints, so a script reads bgd's own bytes (no rounding of times on the way) and
+    /// the command pays for no decoding.
+    public func sendForJSON(
+        _ method: Method, _ path: String, body: (some Encodable)? = nil as String?, timeout: Duration = .seconds(30)
+    ) async throws -> Data {
+        try await exchange(method, path, body: body, timeout: timeout)
+    }
+
     /// Sends a request whose answer has no body worth reading (204).
     public func send(
         _ method: Method, _ path: String, body: (some Encodable)? = nil as String?, timeout: Duration = .seconds(30)

@@ -12,8 +12,8 @@ extension BGCtl {
         @OptionGroup var options: DaemonOptions
 
         func run() async throws {
+            if options.json { return try await options.printAnswer(.get, "/v1/status") }
             let status = try await options.call { try await $0.send(.get, "/v1/status", as: DaemonStatus.self) }
-            if options.json { return try options.printJSON(status) }
             print(
                 "bgd \(status.version) (pid \(status.processID)), up \(status.now.duration(since: status.startedAt).humanDescription)"
             )
@@ -33,8 +33,8 @@ extension BGCtl {
         @OptionGroup var options: DaemonOptions
 
         func run() async throws {
+            if options.json { return try await options.printAnswer(.get, "/v1/apps") }
             let apps = try await options.call { try await $0.send(.get, "/v1/apps", as: [AppSummary].self) }
-            if options.json { return try options.printJSON(apps) }
             guard !apps.isEmpty else {
                 return print(
                     "No apps registered. Register one with: bgctl register APP-ID --interval minimum -- /path/to/app")
@@ -239,10 +239,10 @@ extension BGCtl {
                 options.done("forgetOpens", ["app": app.rawValue], sentence: "Forgot every recorded open of \(app).")
                 return
             }
+            if options.json { return try await options.printAnswer(.get, "/v1/apps/\(app)/usage") }
             let usage = try await options.call {
                 try await $0.send(.get, "/v1/apps/\(app)/usage", as: UsageSummary.self)
             }
-            if options.json { return try options.printJSON(usage) }
             guard usage.opensRecorded > 0 else {
                 return print(
                     "\(app) has no recorded opens yet: apps report them with applicationDidBecomeActive(), or `bgctl open \(app)`."

@@ -86,6 +86,12 @@ struct DaemonOptions: ParsableArguments {
         inputOrFail(json: json, body)
     }
 
+    /// Prints bgd's JSON answer as it came (`--json`): nothing decoded, nothing rounded.
+    func printAnswer(_ method: DaemonClient.Method, _ path: String) async throws {
+        let data = try await call { try await $0.sendForJSON(method, path) }
+        FileHandle.standardOutput.write(data + Data("\n".utf8))
+    }
+
     func printJSON(_ value: some Encodable) throws {
         print(String(decoding: try WireCoding.makeEncoder().encode(value), as: UTF8.self))
     }

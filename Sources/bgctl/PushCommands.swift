@@ -24,10 +24,10 @@ extension BGCtl {
                 @OptionGroup var options: DaemonOptions
 
                 func run() async throws {
+                    if options.json { return try await options.printAnswer(.get, "/v1/push/relay") }
                     let status = try await options.call {
                         try await $0.send(.get, "/v1/push/relay", as: PushRelayStatus.self)
                     }
-                    if options.json { return try options.printJSON(status) }
                     guard status.state != .off, let url = status.url else {
                         return print("No push relay. Enroll with one: bgctl push relay enroll https://RELAY:2198")
                     }
@@ -124,10 +124,10 @@ extension BGCtl {
             func validate() throws { try checkCount(limit, "--limit", in: 1...1000) }
 
             func run() async throws {
+                if options.json { return try await options.printAnswer(.get, "/v1/apps/\(app)/pushes?limit=\(limit)") }
                 let pushes = try await options.call {
                     try await $0.send(.get, "/v1/apps/\(app)/pushes?limit=\(limit)", as: [PushRecord].self)
                 }
-                if options.json { return try options.printJSON(pushes) }
                 guard !pushes.isEmpty else {
                     return print("No pushes for \(app). A provider sends them to its token: bgctl push token \(app)")
                 }
@@ -174,10 +174,10 @@ extension BGCtl {
                 @OptionGroup var options: DaemonOptions
 
                 func run() async throws {
+                    if options.json { return try await options.printAnswer(.get, "/v1/push/keys") }
                     let keys = try await options.call {
                         try await $0.send(.get, "/v1/push/keys", as: [ProviderKeyRegistration].self)
                     }
-                    if options.json { return try options.printJSON(keys) }
                     guard !keys.isEmpty else {
                         return print(
                             "No provider keys. Add one with: bgctl push keys add --key-id … --team-id … --topics APP KEY.p8"

@@ -15,10 +15,10 @@ extension BGCtl {
         func validate() throws { try checkCount(limit, "--limit", in: 1...1000) }
 
         func run() async throws {
+            if options.json { return try await options.printAnswer(.get, "/v1/apps/\(app)/history?limit=\(limit)") }
             let runs = try await options.call {
                 try await $0.send(.get, "/v1/apps/\(app)/history?limit=\(limit)", as: [RunRecord].self)
             }
-            if options.json { return try options.printJSON(runs) }
             guard !runs.isEmpty else { return print("\(app) has not run yet. `bgctl why \(app)` says when it will.") }
             let now = SystemClock().now
             TextFormat.table(
@@ -45,10 +45,10 @@ extension BGCtl {
         @Argument(help: "The app's id (bgctl apps lists them).", transform: parseAppID) var app: AppID
 
         func run() async throws {
+            if options.json { return try await options.printAnswer(.get, "/v1/apps/\(app)/why") }
             let why = try await options.call {
                 try await $0.send(.get, "/v1/apps/\(app)/why", as: WakeExplanation.self)
             }
-            if options.json { return try options.printJSON(why) }
             let now = SystemClock().now
             if let running = why.running {
                 print(
@@ -95,10 +95,10 @@ extension BGCtl {
         func validate() throws { try checkCount(hours, "--hours", in: 1...168) }
 
         func run() async throws {
+            if options.json { return try await options.printAnswer(.get, "/v1/apps/\(app)/forecast?hours=\(hours)") }
             let forecast = try await options.call {
                 try await $0.send(.get, "/v1/apps/\(app)/forecast?hours=\(hours)", as: WakeForecast.self)
             }
-            if options.json { return try options.printJSON(forecast) }
             let now = forecast.from  // bgd's clock when it answered: "in 14m" reads right whatever this one says
             print(
                 "\(app): \(forecast.wakes.count) wake(s) planned in the next \(hours) h (the planner's threshold now: \(String(format: "%.2f", forecast.threshold)))."

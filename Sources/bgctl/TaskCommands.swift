@@ -17,8 +17,8 @@ extension BGCtl {
             @OptionGroup var options: DaemonOptions
 
             func run() async throws {
+                if options.json { return try await options.printAnswer(.get, "/v1/tasks") }
                 let overview = try await options.call { try await $0.send(.get, "/v1/tasks", as: TasksOverview.self) }
-                if options.json { return try options.printJSON(overview) }
                 let now = overview.now
                 if overview.pending.isEmpty && overview.running.isEmpty
                     && overview.lifecycles.allSatisfy({ $0.tasks.isEmpty })

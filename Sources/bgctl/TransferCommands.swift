@@ -254,10 +254,10 @@ extension BGCtl {
             func validate() throws { try checkCount(limit, "--limit", in: 1...10_000) }
 
             func run() async throws {
+                if options.json { return try await options.printAnswer(.get, "/v1/transfers?limit=\(limit)") }
                 let records = try await options.call {
                     try await $0.send(.get, "/v1/transfers?limit=\(limit)", as: [TransferRecord].self)
                 }
-                if options.json { return try options.printJSON(records) }
                 guard !records.isEmpty else { return print("No transfers. Start one with: bgctl download URL") }
                 let now = SystemClock().now
                 TextFormat.table(

@@ -177,6 +177,29 @@ struct BGCtlTests {
         }
     }
 
+    /// A listing's --json is bgd's answer byte for byte, as curl would print it: before, bgctl
+    /// decoded it and encoded it again, and a time came out a millisecond off (.236 read back
+    /// as .23599…, written as .235).
+    @Test func jsonListingsAreBgdsOwnBytes() async throws {
+        let clock = ManualClock(now: Date(timeIntervalSince1970: 1_795_851_614.2365))
+        try await TestDaemon.with(clock: clock) { daemon in
+            try await daemon.register("com.example.exact", command: ["/bin/true"], interval: .minimum)
+            for (arguments, path) in [
+                (["apps"], "/v1/apps"), (["why", "com.example.exact"], "/v1/apps/com.example.exact/why"),
+                (["history", "com.example.exact"], "/v1/apps/com.example.exact/history?limit=20"),
+                (["transfers", "list"], "/v1/transfers?limit=50"), (["tasks", "list"], "/v1/tasks"),
+            ] {
+                let printed = try await Command.run(
+                    try BuiltProducts.path(of: "bgctl"), arguments + ["--socket", daemon.socketPath, "--json"])
+                let answer = try await RawHTTP.request(daemon.socketPath, .GET, path)
+                #expect(answer.status == 200, "\(path): \(answer)")
+                #expect(printed.standardOutput == String(decoding: answer.body, as: UTF8.self) + "\n", "\(arguments)")
+            }
+            let apps = try await RawHTTP.request(daemon.socketPath, .GET, "/v1/apps")
+            #expect(String(decoding: apps.body, as: UTF8.self).contains("14.236Z"), "bgd's own time, to the millisecond")
+        }
+    }
+
     /// Every command answers --json with JSON: one that changes something says what it did, and a
     /// usage error is `{"error": "usage", …}` on stderr like every other failure.
     @Test func jsonIsJSONForEveryAnswer() async throws {
