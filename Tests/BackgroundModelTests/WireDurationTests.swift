@@ -20,6 +20,23 @@ struct WireDurationTests {
         #expect(try WireCoding.makeDecoder().decode(UsageSummary.self, from: encoded) == usage)
     }
 
+    /// A date read back and written again is the same text (a client that decodes an answer and
+    /// encodes it again must not move its times), and is the date cut to its millisecond.
+    @Test func datesSurviveARoundTripToTheMillisecond() throws {
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<10_000 {
+            let date = Date(timeIntervalSince1970: Double.random(in: -2e9...4e9, using: &generator))
+            let written = WireCoding.format(date)
+            let again = try #require(WireCoding.parse(written))
+            #expect(WireCoding.format(again) == written, "\(date.timeIntervalSince1970)")
+            #expect(abs(again.timeIntervalSince1970 - date.timeIntervalSince1970) < 0.001, "\(written)")
+        }
+        #expect(WireCoding.format(Date(timeIntervalSince1970: 1_795_851_614.2365)) == "2026-11-28T07:40:14.236Z")
+        #expect(WireCoding.format(Date(timeIntervalSince1970: 1_767_603_600)) == "2026-01-05T09:00:00.000Z")
+        #expect(WireCoding.format(Date(timeIntervalSince1970: 1_767_603_600.05)) == "2026-01-05T09:00:00.050Z")
+        #expect(WireCoding.format(Date(timeIntervalSince1970: -0.5)) == "1969-12-31T23:59:59.500Z")
+    }
+
     /// The event stream's budgets too: `{"fetch": {"run": R, "budget": 30}}` as docs/api.md shows,
     /// read back; and an event an earlier bgd stored in its outbox in Swift's coding still reads.
     @Test func eventBudgetsAreSeconds() throws {

@@ -29,9 +29,17 @@ public enum WireCoding {
         return decoder
     }
 
+    /// To the millisecond, and the same again for a date read back from it: `parse` gives the
+    /// nearest `Double`, which for `.236` is `.23599…`, and Foundation's formatter cuts that to
+    /// `.235` — each trip through a client that decodes and encodes again lost a millisecond.
+    /// The milliseconds are counted here with a microsecond's slack for the binary fraction.
     public static func format(_ date: Date) -> String {
-        date.formatted(
-            .iso8601.year().month().day().time(includingFractionalSeconds: true).timeZone(separator: .omitted))
+        let milliseconds = (date.timeIntervalSince1970 * 1000 + 0.001).rounded(.down)
+        let seconds = (milliseconds / 1000).rounded(.down)
+        let whole = formatSeconds(Date(timeIntervalSince1970: seconds))
+        let fraction = Int(milliseconds - seconds * 1000)
+        return whole.dropLast() + "." + String(repeating: "0", count: fraction < 10 ? 2 : fraction < 100 ? 1 : 0)
+            + String(fraction) + "Z"
     }
 
     /// To the second, for the sentences of reasons ("held until 2026-01-05T09:20:00Z").
