@@ -12,11 +12,25 @@ public struct DaemonClient: Sendable {
     /// client is the operator's (`bgctl`): it sends the operator token bgd keeps beside its
     /// socket, read afresh for each request (bgd may have started since).
     public let token: String?
+    public let transport: Transport
     private let http: HTTPClient
 
-    public init(socketPath: String = DaemonLocation.defaultSocketPath(), token: String? = nil) {
+    /// How requests reach bgd (a stream always goes through the event loop).
+    public enum Transport: Sendable {
+        /// AsyncHTTPClient's shared client: connections kept and reused; what an app wants.
+        case eventLoop
+        /// Each request on a connection of its own, on the calling thread, with no event loop
+        /// started: what a command-line tool that asks a thing or two and exits wants (bgctl).
+        /// The call blocks its thread until bgd answers or `timeout` passes.
+        case direct
+    }
+
+    public init(
+        socketPath: String = DaemonLocation.defaultSocketPath(), token: String? = nil, transport: Transport = .eventLoop
+    ) {
         self.socketPath = socketPath
         self.token = token
+        self.transport = transport
         self.http = HTTPClient.shared
     }
 
@@ -77,27 +91,53 @@ public struct DaemonClient: Sendable {
         var attempt = 0
         while true {
             attempt += 1
-            var request = try makeRequest(method, path)
-            if let encoded {
-                request.body = .bytes(ByteBuffer(bytes: encoded))
-                request.headers.add(name: "Content-Type", value: "application/json")
-            }
-            let response: HTTPClientResponse
-            do {
-                response = try await http.execute(request, timeout: .milliseconds(Int64(timeout.seconds * 1000)))
-            } catch {
-                throw BackgroundError.daemonUnreachable(socketPath, "\(error)")
-            }
-            let buffer = try await response.body.collect(upTo: 16 * 1024 * 1024)
-            let data = Data(buffer.readableBytesView)
-            if (200..<300).contains(Int(response.status.code)) { return data }
-            let error = Self.apiError(response.status, data)
+            let (status, data) =
+                switch transport {
+                case .eventLoop: try await exchangeOnTheEventLoop(method, path, body: encoded, timeout: timeout)
+                case .direct: try exchangeDirectly(method, path, body: encoded, timeout: timeout)
+                }
+            if (200..<300).contains(status) { return data }
+            let error = Self.apiError(HTTPResponseStatus(statusCode: status), data)
             if couldAskAgain, attempt == 1, error.apiCode == APIErrorCode.operatorCredentialRequired.rawValue,
                 Self.operatorToken(socketPath: socketPath) != nil
             {
                 continue
             }
             throw error
+        }
+    }
+
+    private func exchangeOnTheEventLoop(
+        _ method: Method, _ path: String, body: Data?, timeout: Duration
+    ) async throws -> (Int, Data) {
+        var request = try makeRequest(method, path)
+        if let body {
+            request.body = .bytes(ByteBuffer(bytes: body))
+            request.headers.add(name: "Content-Type", value: "application/json")
+        }
+        let response: HTTPClientResponse
+        do {
+            response = try await http.execute(request, timeout: .milliseconds(Int64(timeout.seconds * 1000)))
+        } catch {
+            throw BackgroundError.daemonUnreachable(socketPath, "\(error)")
+        }
+        let buffer = try await response.body.collect(upTo: DirectExchange.answerLimit)
+        return (Int(response.status.code), Data(buffer.readableBytesView))
+    }
+
+    private func exchangeDirectly(_ method: Method, _ path: String, body: Data?, timeout: Duration) throws -> (Int, Data) {
+        var headers: [(String, String)] = []
+        if let bearer = token ?? Self.operatorToken(socketPath: socketPath) {
+            headers.append(("Authorization", "Bearer \(bearer)"))
+        }
+        if body != nil { headers.append(("Content-Type", "application/json")) }
+        do {
+            let answer = try DirectExchange.send(
+                socketPath: socketPath, method: method.nio.rawValue, path: path, headers: headers, body: body,
+                timeout: timeout)
+            return (answer.status, answer.body)
+        } catch {
+            throw BackgroundError.daemonUnreachable(socketPath, error.reason)
         }
     }
 

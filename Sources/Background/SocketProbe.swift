@@ -12,28 +12,56 @@ import Foundation
 enum SocketProbe {
     /// Nil when a connection succeeds; otherwise why it failed.
     static func problem(connectingTo path: String) -> String? {
+        switch connection(to: path) {
+        case .success(let descriptor):
+            close(descriptor)
+            return nil
+        case .failure(let problem):
+            return problem.reason
+        }
+    }
+
+    struct Problem: Error {
+        var reason: String
+    }
+
+    /// A connected socket (the caller closes it), or why there is none.
+    static func connection(to path: String) -> Result<Int32, Problem> {
         #if canImport(Glibc)
-            let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+            let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         #else
             let descriptor = socket(AF_UNIX, SOCK_STREAM, 0)
         #endif
-        guard descriptor >= 0 else { return String(cString: strerror(errno)) }
-        defer { close(descriptor) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let capacity = MemoryLayout.size(ofValue: address.sun_path)
-        guard path.utf8.count < capacity else { return "the socket path is too long" }
-        withUnsafeMutableBytes(of: &address.sun_path) { buffer in
-            buffer.copyBytes(from: path.utf8)
-            buffer[path.utf8.count] = 0
+        guard descriptor >= 0 else { return .failure(Problem(reason: String(cString: strerror(errno)))) }
+        guard var address = address(of: path) else {
+            close(descriptor)
+            return .failure(Problem(reason: "the socket path is too long"))
         }
         let result = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                 connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
             }
         }
-        guard result != 0 else { return nil }
-        let reason = String(cString: strerror(errno))
+        guard result != 0 else { return .success(descriptor) }
+        let code = errno
+        close(descriptor)
+        return .failure(Problem(reason: describe(code, at: path)))
+    }
+
+    /// The socket address of `path`; nil if it is too long for one.
+    static func address(of path: String) -> sockaddr_un? {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        guard path.utf8.count < MemoryLayout.size(ofValue: address.sun_path) else { return nil }
+        withUnsafeMutableBytes(of: &address.sun_path) { buffer in
+            buffer.copyBytes(from: path.utf8)
+            buffer[path.utf8.count] = 0
+        }
+        return address
+    }
+
+    private static func describe(_ code: Int32, at path: String) -> String {
+        let reason = String(cString: strerror(code))
         // Linux refuses a connection to a directory or a plain file as to a socket nobody serves:
         // say what is there instead, so `--socket` given the state directory is understood.
         var status = stat()

@@ -57,7 +57,10 @@ struct DaemonOptions: ParsableArguments {
         if let socket, socket.isEmpty { throw ValidationError("--socket is a path; leave it out for the default") }
     }
 
-    var client: DaemonClient { DaemonClient(socketPath: socket ?? DaemonLocation.defaultSocketPath()) }
+    /// Each request on a connection of its own, without an event loop: bgctl asks and exits.
+    var client: DaemonClient {
+        DaemonClient(socketPath: socket ?? DaemonLocation.defaultSocketPath(), transport: .direct)
+    }
 
     /// Runs a call to bgd; a failure is printed as a sentence (as `{"error", "reason"}` with
     /// `--json`) on stderr and ends the command with the status for its cause (`BGCtlExit`).
