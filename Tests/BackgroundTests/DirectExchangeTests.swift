@@ -47,7 +47,14 @@ struct DirectExchangeTests {
         let path = directory + "/bgd.sock"
         let listener = try Self.listening(at: path)
         defer { close(listener) }
-        let server = Task.detached { () -> String in
+        // A thread of its own: the exchange blocks the test's, and the test pool may have no
+        // other free (a blocking server task waited behind it for the whole timeout).
+        let (received, heard) = AsyncStream<String>.makeStream(bufferingPolicy: .unbounded)
+        Thread.detachNewThread {
+            heard.yield(serve())
+            heard.finish()
+        }
+        @Sendable func serve() -> String {
             let connection = accept(listener, nil, nil)
             defer { close(connection) }
             var request = Data()
@@ -66,7 +73,8 @@ struct DirectExchangeTests {
             socketPath: path, method: "POST", path: "/v1/apps?x=1", headers: [("Authorization", "Bearer t")],
             body: Data("{}".utf8), timeout: .seconds(30))
         #expect(answer == .init(status: 201, body: Data("ok".utf8)))
-        let request = await server.value
+        var requests = received.makeAsyncIterator()
+        let request = await requests.next() ?? ""
         #expect(request.hasPrefix("POST /v1/apps?x=1 HTTP/1.1\r\n"), "\(request)")
         #expect(request.contains("Authorization: Bearer t\r\n") && request.contains("Content-Length: 2\r\n\r\n{}"))
 
