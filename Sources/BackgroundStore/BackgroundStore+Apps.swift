@@ -45,9 +45,17 @@ extension BackgroundStore {
         }
     }
 
-    /// Removes an app with its history and outbox. Returns false when it was not registered.
+    /// Removes an app with its history, outbox and pushes. Returns false when it was not
+    /// registered. Its pushes have no key to the app's row: left queued, each made the push
+    /// dispatcher's pass fail on the app that was gone, and no app after it in name order was
+    /// woken for a push again.
     public func unregister(_ id: AppID) async throws -> Bool {
-        try await writer.write { db in try AppRow.deleteOne(db, key: id.rawValue) }
+        try await writer.write { db in
+            guard try AppRow.deleteOne(db, key: id.rawValue) else { return false }
+            try db.execute(sql: "DELETE FROM push WHERE appId = ?", arguments: [id.rawValue])
+            try db.execute(sql: "DELETE FROM pushAllowance WHERE appId = ?", arguments: [id.rawValue])
+            return true
+        }
     }
 
     public func app(_ id: AppID) async throws -> StoredApp? {

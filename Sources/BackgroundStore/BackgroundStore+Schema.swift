@@ -227,6 +227,12 @@ extension BackgroundStore {
                     """)
             try db.execute(sql: "CREATE INDEX deviceToken_byRevoked ON deviceToken(appId, revokedAt) WHERE revokedAt IS NOT NULL")
         }
+        migrator.registerMigration("pushesOfUnregisteredApps") { db in
+            // Before session 31 an unregistered app's pushes stayed, and a queued one stopped
+            // every push dispatch after it (BackgroundStore.unregister).
+            try db.execute(sql: "DELETE FROM push WHERE appId NOT IN (SELECT id FROM app)")
+            try db.execute(sql: "DELETE FROM pushAllowance WHERE appId NOT IN (SELECT id FROM app)")
+        }
         return migrator
     }
 }

@@ -314,6 +314,35 @@ struct PushGatewayTests {
         }
     }
 
+    /// An unregistered app's pushes go with it. Before, one left queued was tried again at
+    /// every pass once its wake was allowed, the store refused it (no such app) and the pass
+    /// failed: no app after it in name order was woken for a push again.
+    @Test func anUnregisteredAppsPushesGoWithItAndHoldUpNoOther() async throws {
+        try await withGateway(command: try fixture(), throttle: PushThrottle(wakesPerHour: 3, burst: 1)) {
+            provider, daemon, tokenOf in
+            // `other` sorts before the app: its push is looked at first at every pass.
+            let (otherToken, token) = (try await tokenOf(Self.other), try await tokenOf(Self.app))
+            let background = [("apns-topic", Self.other)]
+            _ = try await daemon.waitForRunEnd(of: Self.other) {
+                let answer = try await provider.send(token: otherToken, headers: background)
+                #expect(answer.status == 200)
+            }
+            #expect(try await provider.send(token: otherToken, headers: background).status == 200)
+            let other = AppID(rawValue: Self.other)!
+            try await daemon.waitUntil { try await daemon.store.pushes(of: other).contains { $0.state == .queued } }
+
+            let removed = try await RawHTTP.request(daemon.socketPath, .DELETE, "/v1/apps/\(Self.other)")
+            #expect(removed.status == 200 || removed.status == 204, "\(removed)")
+            #expect(try await daemon.store.pushes(of: other).isEmpty)
+            daemon.clock.advance(by: .seconds(1200))  // the wake its push waited for is allowed now
+            let run = try await daemon.waitForRunEnd(of: Self.app) {
+                let answer = try await provider.send(token: token)
+                #expect(answer.status == 200)
+            }
+            #expect(run.trigger == .remoteNotification, "\(run)")
+        }
+    }
+
     /// bgctl signs its provider token with the real time when it starts, and bgd refuses one
     /// issued more than 60 s ahead of its (here virtual) clock. Under the whole suite's load a
     /// test reaches its sends minutes after its clock was set, and starting bgctl itself has

@@ -63,6 +63,10 @@ actor PushDispatcher: Service {
                             for: app, trigger: .remoteNotification,
                             reasons: [DecisionReason(.pushWake, "background push \(push.apnsID): \(reason.detail)")])
                         activity.emit(.pushHandled(app, push.id, .delivered))
+                    } catch StoreError.appNotFound {
+                        // Unregistered since this pass read the apps (its pushes went with it):
+                        // the apps after it are still served.
+                        break
                     } catch StoreError.runAlreadyInFlight {
                         // A fetch or an earlier push is running: again when it ends (the coordinator rings us).
                         try await store.notePushWaiting(
