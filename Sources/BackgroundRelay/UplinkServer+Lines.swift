@@ -85,7 +85,6 @@ final class UplinkLineReader: ChannelInboundHandler, @unchecked Sendable {
     private var ended = false
 
     static let credentialLimit = 512
-    static let backlogLimit = 1_000
 
     init(eventLoop: any EventLoop, within: TimeAmount) {
         let promise = eventLoop.makePromise(of: String.self)
@@ -144,7 +143,7 @@ final class UplinkLineReader: ChannelInboundHandler, @unchecked Sendable {
             return end()
         }
         for line in read { inbox.post(line: line) }
-        if inbox.backlog > Self.backlogLimit {
+        if inbox.backlog > SessionInbox.backlogLimit {
             context.channel.setOption(ChannelOptions.autoRead, value: false).whenComplete { _ in }
         }
     }

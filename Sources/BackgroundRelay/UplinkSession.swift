@@ -47,19 +47,34 @@ struct UplinkSession: Sendable {
     /// The session over an HTTP/2 stream: a task reads the device's lines into the inbox.
     func run(reading body: RequestBody, writer: inout any ResponseBodyWriter) async throws {
         let inbox = SessionInbox()
-        let reader = Task {
-            do {
-                var lines = UplinkLines()
-                for try await buffer in body {
-                    for line in try lines.append(buffer.readableBytesView) { inbox.post(line: line) }
-                }
-            } catch {
-                inbox.post(.malformed("a line longer than \(UplinkFrame.maximumLine) bytes"))
-            }
-            inbox.post(.ended)
-        }
+        let reader = Task { await Self.read(body, into: inbox) }
         defer { reader.cancel() }
         try await serve(inbox: inbox, writer: &writer)
+    }
+
+    /// Reads the device's lines into `inbox`, and no more while `SessionInbox.backlogLimit`
+    /// wait there, until the session has taken them: HTTP/2's flow control then holds the device
+    /// back. Before, a device that sent lines and never read the answers (the session's writes
+    /// waiting) grew the relay's memory as fast as its link, as the line uplink's reader did not.
+    static func read<Body: AsyncSequence & Sendable>(_ body: Body, into inbox: SessionInbox) async
+    where Body.Element == ByteBuffer {
+        let (drains, drained) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        inbox.onDrained { drained.yield() }
+        var waits = drains.makeAsyncIterator()
+        do {
+            var lines = UplinkLines()
+            for try await buffer in body {
+                for line in try lines.append(buffer.readableBytesView) { inbox.post(line: line) }
+                while inbox.backlog > SessionInbox.backlogLimit {
+                    guard await waits.next() != nil else { return }  // the session ended
+                }
+            }
+        } catch is CancellationError {
+            return
+        } catch {
+            inbox.post(.malformed("a line longer than \(UplinkFrame.maximumLine) bytes"))
+        }
+        inbox.post(.ended)
     }
 
     /// The session itself, `inbox` fed with the device's lines by whoever reads them (the
@@ -240,6 +255,9 @@ final class SessionInbox: Sendable {
             post(.malformed(String(decoding: line.prefix(80), as: UTF8.self)))
         }
     }
+
+    /// How many events and acknowledgements a reader lets wait before it stops reading.
+    static let backlogLimit = 1_000
 
     /// How many events and acknowledgements wait for the session (a reader with no
     /// backpressure of its own stops reading past a bound).
