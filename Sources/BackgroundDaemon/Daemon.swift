@@ -104,6 +104,7 @@ public struct Daemon: Service {
     private let pruner: HistoryPruner
     private let conditionsPoller: ConditionsMonitor.Poller?
     private let transfers: TransferService
+    package var transferService: TransferService { transfers }
     /// The push gateway, when configured.
     public let pushGateway: PushGateway<StorePushDestinations>?
     private let pushDispatcher: PushDispatcher

@@ -65,6 +65,24 @@ struct TransferFilesTests {
         }
     }
 
+    /// What bgd notes of a transfer while it is outstanding goes when it ends: before, one entry
+    /// per transfer ever made stayed for as long as bgd ran.
+    @Test func anEndedTransferLeavesNoNoteBehind() async throws {
+        try await TestDaemon.with { daemon in
+            let app = try await daemon.register("com.example.up", command: ["/bin/true"], interval: .never)
+            let file = try containerFile(daemon, app: "com.example.up", name: "piece", size: 10)
+            var ids: [Int] = []
+            for _ in 0..<20 { ids.append(try #require(try await upload(daemon, file, token: app.token).json["id"] as? Int)) }
+            try await daemon.waitUntil { await daemon.daemon.transferService.transfersNoted == 20 }
+            for id in ids {
+                let cancelled = try await RawHTTP.request(
+                    daemon.socketPath, .DELETE, "/v1/app/transfers/\(id)", token: app.token)
+                #expect(cancelled.status == 200)
+            }
+            #expect(await daemon.daemon.transferService.transfersNoted == 0)
+        }
+    }
+
     /// A failed upload (here: its resource timeout passes while the server answers 503) leaves
     /// no copy behind; before, every one kept its whole file for ever.
     @Test func aFailedUploadGivesItsCopyBack() async throws {

@@ -299,6 +299,9 @@ public actor TransferService: Service {
     /// When this bgd last saw the transfer move (or first saw it), on the clock no one sets.
     private var progressSeen: [TransferID: Duration] = [:]
 
+    /// How many transfers this service holds notes of (tests: no more than are outstanding).
+    package var transfersNoted: Int { progressSeen.count + unrecordedRetries.count }
+
     private func noteFirstSeen(_ id: TransferID) -> Duration {
         progressSeen[id] = clock.elapsed
         return clock.elapsed
@@ -366,6 +369,10 @@ public actor TransferService: Service {
     /// The ending is committed with its events: now tell (or launch) the app. With
     /// `sessionSendsLaunchEvents` off, the events wait until the app next connects.
     private func announce(_ ended: TransferRecord) async {
+        // What this bgd noted of the transfer goes with it: one entry per transfer ever made,
+        // otherwise, for as long as bgd runs.
+        progressSeen[ended.id] = nil
+        unrecordedRetries[ended.id] = nil
         activity.emit(.transferEnded(ended))
         guard let app = ended.app else { return }
         let launches = (try? await store.transfer(ended.id))?.request.sessionSendsLaunchEvents ?? true
