@@ -204,8 +204,15 @@ extension BackgroundStore {
         }
     }
 
+    /// At most this many of an app's pushes wait: the newest stay, older ones are replaced. An app
+    /// woken a few times an hour for a push drains about 72 a day; a provider giving each push
+    /// a collapse id of its own would otherwise queue them without end (APNs keeps one per app
+    /// for a device that is away).
+    public static let queuedPushesPerApp = 100
+
     /// Coalesces the app's waiting pushes — the newest of each collapse id (and of those without
-    /// one) stays, the others are marked replaced — and returns the newest that stays. A replaced
+    /// one) stays, the others are marked replaced, and past `queuedPushesPerApp` the oldest
+    /// are too — and returns the newest that stays. A replaced
     /// push keeps its row (what came, when, and what replaced it) but not its payload, which
     /// nobody will read: a provider sending 20 a second to one app left 8 GB a day of them.
     public func coalesceQueuedPushes(of app: AppID) async throws -> StoredPush? {
@@ -220,6 +227,18 @@ extension BackgroundStore {
                         SELECT max(id) FROM push WHERE appId = ? AND state = '\(PushState.queued.rawValue)' GROUP BY ifnull(collapseId, ''))
                     """,
                 arguments: [ReasonCode.pushReplaced.rawValue, app.rawValue, app.rawValue])
+            try db.execute(
+                sql: """
+                    UPDATE push SET state = '\(PushState.replaced.rawValue)', reasonCode = ?, payload = X'', reason = ?
+                    WHERE appId = ? AND state = '\(PushState.queued.rawValue)' AND id < (
+                        SELECT id FROM push WHERE appId = ? AND state = '\(PushState.queued.rawValue)'
+                        ORDER BY id DESC LIMIT 1 OFFSET ?)
+                    """,
+                arguments: [
+                    ReasonCode.pushReplaced.rawValue,
+                    "more than \(Self.queuedPushesPerApp) pushes waited for the app; the oldest made way",
+                    app.rawValue, app.rawValue, Self.queuedPushesPerApp - 1,
+                ])
             // Read in the same transaction: a second call would wait for the store's thread
             // again, and the dispatcher is on the way from a push to the app's handler.
             return try Row.fetchOne(

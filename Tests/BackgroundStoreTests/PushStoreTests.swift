@@ -26,6 +26,22 @@ struct PushStoreTests {
         #expect(try await f.store.pushes(of: f.app).filter { $0.state == .queued }.count == 3)
     }
 
+    /// A provider that gives every push a collapse id of its own fills no more than
+    /// `queuedPushesPerApp` waiting pushes: the oldest make way, with a reason.
+    @Test func atMostSoManyPushesWaitForAnApp() async throws {
+        let f = try await StoreFixture()
+        let limit = BackgroundStore.queuedPushesPerApp
+        try await f.store.enqueuePushes(
+            (1...(limit + 30)).map { f.backgroundPush($0, collapseID: "c\($0)") }, now: f.now)
+        let newest = try #require(try await f.store.coalesceQueuedPushes(of: f.app))
+        #expect(newest.apnsID.hasSuffix(String(format: "%012d", limit + 30)))
+        let pushes = try await f.store.pushes(of: f.app, limit: 1000)
+        let queued = pushes.filter { $0.state == .queued }.map { Int($0.apnsID.suffix(12))! }
+        #expect(queued.sorted() == Array(31...(limit + 30)))
+        let gone = pushes.filter { $0.state == .replaced }
+        #expect(gone.count == 30 && gone.allSatisfy { $0.reason?.contains("the oldest made way") == true })
+    }
+
     @Test func aReplayedApnsIDIsOnePushAndAlertsAreOnlyRecorded() async throws {
         let f = try await StoreFixture()
         try await f.store.enqueuePushes([f.backgroundPush(1)], now: f.now)
