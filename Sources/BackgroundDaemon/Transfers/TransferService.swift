@@ -302,6 +302,9 @@ public actor TransferService: Service {
     /// How many transfers this service holds notes of (tests: no more than are outstanding).
     package var transfersNoted: Int { progressSeen.count + unrecordedRetries.count }
 
+    /// One planning pass now, as the doorbell's would be (tests: without waiting for it).
+    package func planOnce() async throws { _ = try await plan() }
+
     private func noteFirstSeen(_ id: TransferID) -> Duration {
         progressSeen[id] = clock.elapsed
         return clock.elapsed
