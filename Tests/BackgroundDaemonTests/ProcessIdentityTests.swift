@@ -52,6 +52,20 @@ struct ProcessIdentityTests {
         }
     }
 
+    /// An app that asks for background time before (or without ever) saying its state is given
+    /// it, but is not taken for the app the user is looking at: bgd has no process of it to
+    /// watch, and an `active` that never ended held every processing task back.
+    @Test func askingForBackgroundTimeDoesNotMakeAnAppActive() async throws {
+        try await TestDaemon.with { daemon in
+            let token = try await daemon.register(Self.app, command: ["/bin/false"], interval: .never).token
+            let begun = try await RawHTTP.request(
+                daemon.socketPath, .POST, "/v1/app/background-tasks", body: Data("{}".utf8), token: token)
+            #expect(begun.status == 201, "\(begun)")
+            let overview = try await daemon.admin.send(.get, "/v1/tasks", as: TasksOverview.self)
+            #expect(overview.lifecycles.allSatisfy { $0.state != .active }, "\(overview.lifecycles)")
+        }
+    }
+
     /// The same, seen from another app: its processing task waits while the first is active,
     /// and runs once that app's process has exited.
     @Test func aProcessingTaskRunsOnceTheActiveAppsProcessHasExited() async throws {

@@ -114,7 +114,10 @@ public actor LifecycleSupervisor: Service {
     public func beginTask(
         named name: String?, for app: AppID, launched: Bool
     ) -> Result<BackgroundTaskGrant, RefusedBackgroundTime> {
-        var entry = entries[app] ?? Entry(launched: launched, state: launched ? .background : .active)
+        // An app bgd did not launch that has not said its state yet is granted the time a
+        // foreground app is, but not taken for one the user is looking at: with no process to
+        // watch, an `active` here held every processing task back until it was unregistered.
+        var entry = entries[app] ?? Entry(launched: launched, state: launched ? .background : .inactive)
         let now = clock.now
         if launched && entry.enteredBackgroundAt == nil { entry.enteredBackgroundAt = now }
         switch policy.grant(state: entry.state, enteredBackgroundAt: entry.enteredBackgroundAt, now: now) {
