@@ -48,6 +48,12 @@ extension BGCtl.Push {
             if let gateway, let problem = ServerURL.problem(with: gateway) {
                 throw ValidationError("--gateway '\(gateway)' \(problem)")
             }
+            // It goes into the request's path: anything but hex digits made a URL that could not
+            // be sent, told as "cannot reach the push gateway".
+            if let token, token.isEmpty || token.count > 200 || !token.allSatisfy(\.isHexDigit) {
+                throw ValidationError(
+                    "--token is a device token, hexadecimal digits (bgctl push token APP shows the app's), not '\(token.prefix(80))'")
+            }
         }
 
         func run() async throws {

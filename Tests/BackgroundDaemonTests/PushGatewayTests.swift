@@ -406,6 +406,8 @@ struct PushGatewayTests {
             #expect(
                 noSuchDevice.standardError.contains("BadDeviceToken: no app has this device token")
                     && noSuchDevice.standardError.contains("bgctl push token"), "\(noSuchDevice.standardError)")
+            let notAToken = try await send(["--token", "ab cd"])
+            #expect(notAToken.status == 64 && notAToken.standardError.contains("hexadecimal"), "\(notAToken.standardError)")
             let large = daemon.directory + "/large.json"
             try (#"{"aps":{"content-available":1},"pad":""# + String(repeating: "x", count: 4200) + #""}"#).write(
                 toFile: large, atomically: true, encoding: .utf8)
