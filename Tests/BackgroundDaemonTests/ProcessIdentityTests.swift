@@ -1,4 +1,5 @@
 import Background
+import BackgroundDaemon
 import BackgroundModel
 import BackgroundTesting
 import Foundation
@@ -63,6 +64,30 @@ struct ProcessIdentityTests {
             #expect(begun.status == 201, "\(begun)")
             let overview = try await daemon.admin.send(.get, "/v1/tasks", as: TasksOverview.self)
             #expect(overview.lifecycles.allSatisfy { $0.state != .active }, "\(overview.lifecycles)")
+        }
+    }
+
+    /// In the foreground a background task has no deadline, so an app may hold at most
+    /// `maximumBackgroundTasksPerApp` at once: one more is refused (429, saying what to do) until
+    /// it ends one. Before, each stayed for as long as the process.
+    @Test func anAppHoldsAtMostSoManyBackgroundTasks() async throws {
+        try await TestDaemon.with { daemon in
+            let token = try await daemon.register(Self.app, command: ["/bin/false"], interval: .never).token
+            func begin() async throws -> RawHTTP.Answer {
+                try await RawHTTP.request(
+                    daemon.socketPath, .POST, "/v1/app/background-tasks", body: Data(#"{"name":"n"}"#.utf8), token: token)
+            }
+            for _ in 0..<LifecycleSupervisor.maximumBackgroundTasksPerApp {
+                let begun = try await begin()
+                try #require(begun.status == 201, "\(begun)")
+            }
+            let refused = try await begin()
+            #expect(refused.status == 429 && refused.errorCode == "tooManyBackgroundTasks", "\(refused)")
+            #expect(String(decoding: refused.body, as: UTF8.self).contains("endBackgroundTask"))
+            let ended = try await RawHTTP.request(
+                daemon.socketPath, .DELETE, "/v1/app/background-tasks/1", token: token)
+            #expect(ended.status == 204, "\(ended)")
+            #expect(try await begin().status == 201)
         }
     }
 

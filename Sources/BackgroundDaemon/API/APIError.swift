@@ -139,6 +139,11 @@ extension APIError {
                 .tooManyRequests, .tooManyTransfers,
                 "\(app) has \(Transfers.maximumOutstandingPerApp) transfers outstanding already, the most an app may; cancel some, or wait for them to end"
             )
+        case .tooManyBackgroundTasks(let app):
+            self.init(
+                .tooManyRequests, .tooManyBackgroundTasks,
+                "\(app) holds \(LifecycleSupervisor.maximumBackgroundTasksPerApp) background tasks already, the most an app may; end the ones it is done with (endBackgroundTask)"
+            )
         case .tooManyUnacknowledgedEvents(let app):
             self.init(
                 .tooManyRequests, .tooManyUnacknowledgedEvents,

@@ -26,7 +26,8 @@ struct LifecycleRoutes {
             let begin = try await request.decodeJSON(BeginBackgroundTaskRequest.self)
             switch await lifecycle.beginTask(named: begin.name, for: bearer.app, launched: bearer.isLaunched) {
             case .success(let grant): return try JSONResponse.make(grant, status: .created)
-            case .failure(let refusal): throw ServiceError.backgroundTimeExpired(refusal.reason.detail)
+            case .failure(.timeOver(let refusal)): throw ServiceError.backgroundTimeExpired(refusal.reason.detail)
+            case .failure(.tooMany): throw ServiceError.tooManyBackgroundTasks(bearer.app)
             }
         }
         app.delete("background-tasks/:task") { _, context in

@@ -110,10 +110,22 @@ public actor LifecycleSupervisor: Service {
         return status(of: app, entry)
     }
 
+    /// The most background tasks an app holds at once. In the foreground each is granted with no
+    /// deadline, so one never ended stayed for as long as the process did: an app that began one
+    /// per request and ended none grew bgd (and every status listing) without end.
+    public static let maximumBackgroundTasksPerApp = 100
+
+    /// Why `beginTask` gave no task.
+    public enum TaskRefusal: Error, Sendable {
+        case timeOver(RefusedBackgroundTime)
+        case tooMany
+    }
+
     /// `beginBackgroundTask(withName:)`: an identifier, or why not.
     public func beginTask(
         named name: String?, for app: AppID, launched: Bool
-    ) -> Result<BackgroundTaskGrant, RefusedBackgroundTime> {
+    ) -> Result<BackgroundTaskGrant, TaskRefusal> {
+        guard (entries[app]?.tasks.count ?? 0) < Self.maximumBackgroundTasksPerApp else { return .failure(.tooMany) }
         // An app bgd did not launch that has not said its state yet is granted the time a
         // foreground app is, but not taken for one the user is looking at: with no process to
         // watch, an `active` here held every processing task back until it was unregistered.
@@ -123,7 +135,7 @@ public actor LifecycleSupervisor: Service {
         switch policy.grant(state: entry.state, enteredBackgroundAt: entry.enteredBackgroundAt, now: now) {
         case .failure(let refusal):
             entries[app] = entry
-            return .failure(refusal)
+            return .failure(.timeOver(refusal))
         case .success(let deadline):
             let id = BackgroundTaskIdentifier(rawValue: entry.nextTaskID)
             entry.nextTaskID += 1

@@ -19,6 +19,8 @@ enum ServiceError: Error, Equatable {
     case tooManyStreams(AppID)
     /// The app has the most transfers outstanding it may.
     case tooManyTransfers(AppID)
+    /// The app holds the most background tasks it may.
+    case tooManyBackgroundTasks(AppID)
     /// The app has left the most events unacknowledged it may.
     case tooManyUnacknowledgedEvents(AppID)
     /// The app's waiting uploads hold `held` bytes, and `size` more would pass its quota.

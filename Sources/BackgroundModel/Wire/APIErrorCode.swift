@@ -56,6 +56,7 @@ public enum APIErrorCode: String, Codable, Sendable, CaseIterable {
     // An app's share of bgd, all taken (what it holds open must end first)
     case tooManyStreams
     case tooManyTransfers
+    case tooManyBackgroundTasks
     case tooManyUnacknowledgedEvents
     case tooManyUploadBytes
     // An upload larger than an app's whole upload quota
