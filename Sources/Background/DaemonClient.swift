@@ -127,9 +127,7 @@ public struct DaemonClient: Sendable {
 
     private func exchangeDirectly(_ method: Method, _ path: String, body: Data?, timeout: Duration) throws -> (Int, Data) {
         var headers: [(String, String)] = []
-        if let bearer = token ?? Self.operatorToken(socketPath: socketPath) {
-            headers.append(("Authorization", "Bearer \(bearer)"))
-        }
+        if let bearer { headers.append(("Authorization", "Bearer \(bearer)")) }
         if body != nil { headers.append(("Content-Type", "application/json")) }
         do {
             let answer = try DirectExchange.send(
@@ -166,11 +164,12 @@ public struct DaemonClient: Sendable {
         }
         var request = HTTPClientRequest(url: url.absoluteString)
         request.method = method.nio
-        if let bearer = token ?? Self.operatorToken(socketPath: socketPath) {
-            request.headers.add(name: "Authorization", value: "Bearer \(bearer)")
-        }
+        if let bearer { request.headers.add(name: "Authorization", value: "Bearer \(bearer)") }
         return request
     }
+
+    /// The app's token, or else the operator's as it is now (read for each request).
+    private var bearer: String? { token ?? Self.operatorToken(socketPath: socketPath) }
 
     /// The operator token beside the socket, if this user can read it.
     public static func operatorToken(socketPath: String) -> String? {
