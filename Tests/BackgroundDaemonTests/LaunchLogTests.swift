@@ -1,6 +1,8 @@
 import BackgroundDaemon
+import BackgroundModel
 import BackgroundTesting
 import Foundation
+import Logging
 import Testing
 
 #if canImport(Glibc)
@@ -70,5 +72,74 @@ struct LaunchLogTests {
         try FileManager.default.createDirectory(atPath: path + "/inside", withIntermediateDirectories: true)
         #expect(LaunchLog.descriptor(at: path) == nil)
         #expect(FileManager.default.fileExists(atPath: path + "/inside"), "the app's files are not removed")
+    }
+
+    @Test func aLogWrittenToWhileTheAppRunsIsTrimmedToItsLastPart() throws {
+        try Data(String(repeating: "a", count: 20).utf8).write(to: URL(fileURLWithPath: path))
+        let descriptor = try #require(LaunchLog.descriptor(at: path, limit: 100))
+        defer { close(descriptor) }
+        #expect(!LaunchLog.keepWithin(100, descriptor: descriptor, path: path), "within the limit: left alone")
+        _ = String(repeating: "b", count: 200).withCString { write(descriptor, $0, 200) }
+        #expect(LaunchLog.keepWithin(100, descriptor: descriptor, path: path))
+        #expect(contents(path + ".1") == String(repeating: "b", count: 100), "the last 100 bytes are kept")
+        _ = "next\n".withCString { write(descriptor, $0, 5) }
+        #expect(contents(path) == "next\n", "the process's next line starts the emptied log")
+        // Over whatever the app put at .1, following nothing; and emptied even where .1 cannot be made.
+        let outside = directory + "/outside"
+        try Data("kept\n".utf8).write(to: URL(fileURLWithPath: outside))
+        unlink(path + ".1")
+        symlink(outside, path + ".1")
+        _ = String(repeating: "c", count: 200).withCString { write(descriptor, $0, 200) }
+        #expect(LaunchLog.keepWithin(100, descriptor: descriptor, path: path))
+        #expect(contents(outside) == "kept\n")
+        #expect(contents(path + ".1") == String(repeating: "c", count: 100))
+        unlink(path + ".1")
+        try FileManager.default.createDirectory(atPath: path + ".1/inside", withIntermediateDirectories: true)
+        _ = String(repeating: "d", count: 200).withCString { write(descriptor, $0, 200) }
+        #expect(LaunchLog.keepWithin(100, descriptor: descriptor, path: path))
+        #expect(contents(path) == "", "bounded before kept")
+    }
+
+    /// One long run (or a process suspended and resumed for weeks) keeps the log it was given at
+    /// launch: the supervisor bounds it while the process lives, once a minute of the clock while
+    /// it runs, and has no timer for it once no process it launched is left.
+    @Test func theSupervisorBoundsTheLogOfAProcessThatLivesOn() async throws {
+        let fifo = directory + "/go"
+        #expect(mkfifo(fifo, 0o600) == 0)
+        let clock = ManualClock()
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        let supervisor = ProcessSupervisor(
+            mode: .signals("test"), launcher: ProcessLauncher(), clock: clock, killGrace: .seconds(1), logger: logger)
+        // 3 MB of output, then a line once the test says so, then alive until ended.
+        let script = "head -c 3000000 /dev/zero | tr '\\0' x; read line < \(fifo); echo after; exec sleep 600"
+        let spec = LaunchSpec(
+            command: LaunchCommand(["/bin/sh", "-c", script])!, environment: ["PATH": "/usr/bin:/bin"],
+            workingDirectory: directory, logFile: path)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await supervisor.run() }
+            defer { group.cancelAll() }
+            let process = try await supervisor.launch(spec, for: AppID(rawValue: "com.example.chatty")!)
+            #expect(await eventually { self.size(of: path) == 3_000_000 })
+            #expect(await eventually { clock.nextDeadline == clock.now.adding(LaunchLog.checkInterval) })
+            clock.advance(by: LaunchLog.checkInterval)
+            #expect(await eventually { self.size(of: path) == 0 })
+            #expect(size(of: path + ".1") == LaunchLog.limit)
+            #expect(contents(path + ".1")?.allSatisfy { $0 == "x" } == true)
+            let go = open(fifo, O_WRONLY)
+            _ = write(go, "go\n", 3)
+            close(go)
+            #expect(await eventually { self.size(of: path) == 6 })
+            let small = size(of: path).map { $0 < 100 } == true ? contents(path) : "(large)"
+            #expect(small == "after\n", "the process writes on, from the start")
+            #expect(await supervisor.phase(of: process.processID) == .running)
+            await supervisor.kill(process.processID)
+            #expect(await eventually { clock.nextDeadline == nil }, "no process left to look at: no timer")
+        }
+    }
+
+    func size(of file: String) -> Int64? {
+        var status = stat()
+        return stat(file, &status) == 0 ? Int64(status.st_size) : nil
     }
 }

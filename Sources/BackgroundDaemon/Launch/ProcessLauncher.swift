@@ -14,6 +14,10 @@ public struct LaunchSpec: Sendable {
     public var workingDirectory: String
     /// stdout and stderr are appended here; stdin is /dev/null.
     public var logFile: String
+    /// `logFile` already opened (`LaunchLog.descriptor`) by a caller that keeps it to bound the
+    /// log while the process lives (`ProcessSupervisor`); it stays the caller's to close. Nil: the
+    /// launcher opens the log itself.
+    public var logDescriptor: Int32?
     /// What the process may touch, where the launcher can enforce it; nil: unconfined.
     public var confinement: Confinement?
     /// The cgroup the process starts in (nil: bgd's own).
@@ -84,8 +88,9 @@ public struct ProcessLauncher: AppLauncher {
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         // Opened here, not by path in the child: what the app left at the path must lead nowhere.
-        let log = LaunchLog.descriptor(at: spec.logFile)
-        defer { if let log { close(log) } }
+        let opened = spec.logDescriptor == nil ? LaunchLog.descriptor(at: spec.logFile) : nil
+        defer { if let opened { close(opened) } }
+        let log = spec.logDescriptor ?? opened
         if let log {
             posix_spawn_file_actions_adddup2(&actions, log, 1)
         } else {

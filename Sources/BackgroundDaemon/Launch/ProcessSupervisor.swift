@@ -64,6 +64,19 @@ public actor ProcessSupervisor: Service {
         var mayStop: Bool
         /// Whether bgd may signal it at all (same user, not bgd itself).
         var maySignal: Bool
+        /// A launched process's log, kept open to bound it while the process lives.
+        var log: KeptLog?
+    }
+
+    /// The launch log's descriptor bgd holds beside the process's own; closed when it is let go.
+    private final class KeptLog {
+        let descriptor: Int32
+        let path: String
+        init(descriptor: Int32, path: String) {
+            self.descriptor = descriptor
+            self.path = path
+        }
+        deinit { close(descriptor) }
     }
 
     public let mode: Mode
@@ -75,6 +88,8 @@ public actor ProcessSupervisor: Service {
     /// CPU time of an app's cgroups already removed, so an app's total only grows.
     private var retiredCPU: [AppID: UInt64] = [:]
     private let timers = Doorbell()
+    /// When the running processes' launch logs are next looked at (nil: none is running).
+    private var nextLogCheck: Date?
     private let exitDoorbell = Doorbell()
     private let launches: AsyncStream<LaunchedProcess>
     private let launchContinuation: AsyncStream<LaunchedProcess>.Continuation
@@ -107,6 +122,8 @@ public actor ProcessSupervisor: Service {
             }
         }
         spec.cgroup = cgroup
+        let log = LaunchLog.descriptor(at: spec.logFile).map { KeptLog(descriptor: $0, path: spec.logFile) }
+        spec.logDescriptor = log?.descriptor
         let process: LaunchedProcess
         do {
             process = try launcher.launch(spec)
@@ -115,7 +132,11 @@ public actor ProcessSupervisor: Service {
             throw error
         }
         processes[process.processID] = Supervised(
-            app: app, process: process, launched: true, cgroup: cgroup, mayStop: true, maySignal: true)
+            app: app, process: process, launched: true, cgroup: cgroup, mayStop: true, maySignal: true, log: log)
+        if log != nil && nextLogCheck == nil {
+            nextLogCheck = clock.now.adding(LaunchLog.checkInterval)
+            timers.ring()
+        }
         launchContinuation.yield(process)
         return process
     }
@@ -175,6 +196,7 @@ public actor ProcessSupervisor: Service {
         guard canSuspend(pid), var supervised = processes[pid] else { return false }
         guard supervised.control.freeze() == .freeze else { return supervised.control.phase == .frozen }
         let done = perform(.freeze, on: supervised)
+        if done { trimLog(of: supervised) }
         if !done {
             // Half-frozen is worse than not frozen: undone, and the app stays in the background.
             _ = supervised.control.thaw()
@@ -336,6 +358,7 @@ public actor ProcessSupervisor: Service {
             cgroup.remove()
             mode.cgroups?.forgetOrigin(of: cgroup)
         }
+        if !processes.values.contains(where: { $0.log != nil }) { nextLogCheck = nil }
         exitDoorbell.ring()
         timers.ring()
     }
@@ -368,7 +391,24 @@ public actor ProcessSupervisor: Service {
             _ = perform(action, on: supervised)
             if let deadline = supervised.control.nextDeadline { next = min(next ?? deadline, deadline) }
         }
+        if let check = nextLogCheck {
+            if now >= check {
+                for supervised in processes.values where supervised.control.phase != .frozen { trimLog(of: supervised) }
+                // Only while a process bgd launched lives: an idle bgd has no timer for this.
+                nextLogCheck =
+                    processes.values.contains { $0.log != nil } ? now.adding(LaunchLog.checkInterval) : nil
+            }
+            if let check = nextLogCheck { next = min(next ?? check, check) }
+        }
         return next
+    }
+
+    /// Bounds a launched process's log now (see `LaunchLog.keepWithin`).
+    private func trimLog(of supervised: Supervised) {
+        guard let log = supervised.log, LaunchLog.keepWithin(descriptor: log.descriptor, path: log.path) else { return }
+        logger.notice(
+            "The app's launch log passed its limit while the app ran; its last part is now launch.log.1",
+            metadata: ["app.id": "\(supervised.app)", "pid": "\(supervised.process.processID)"])
     }
 
     /// bgd is stopping: every process it launched is ended (SIGTERM and the kill grace when
