@@ -36,7 +36,23 @@ public actor LifecycleSupervisor: Service {
         var reason: DecisionReason?
         /// Its background time is over and the supervisor is ending it.
         var ending = false
+        /// `enforce` is freezing it (the freeze takes up to a second, and the actor serves other
+        /// calls meanwhile); cleared by whatever wants it running, and then the freeze is undone.
+        var suspending = false
     }
+
+    /// Where `enforce` waits on another actor, and so where anything else may arrive: tests put
+    /// there what arrives meanwhile (`interleave`).
+    package enum EnforcePoint: Sendable {
+        /// Asking whether the app's process can be suspended.
+        case checking
+        /// Freezing it.
+        case freezing
+    }
+    private var interleaved: (@Sendable (EnforcePoint, AppID) async -> Void)?
+
+    /// Runs `body` at each of `enforce`'s waits (tests only).
+    package func interleave(_ body: (@Sendable (EnforcePoint, AppID) async -> Void)?) { interleaved = body }
 
     private let policy: BackgroundTimePolicy
     private let store: BackgroundStore
@@ -223,13 +239,26 @@ public actor LifecycleSupervisor: Service {
     /// read again after the thaw (the actor serves other calls meanwhile): only the lifecycle's
     /// own fields change, and only while it is the same process, still suspended.
     private func resume(_ app: AppID, reason: DecisionReason) async {
-        guard let entry = entries[app], entry.state == .suspended else { return }
+        guard let entry = entries[app] else { return }
+        if entry.suspending {
+            // Being frozen this moment: called off, and `enforce` thaws it once the freeze returns.
+            entries[app]?.suspending = false
+            resumed(app, reason: reason)
+            return
+        }
+        guard entry.state == .suspended else { return }
         let pid = entry.processID
         if let pid {
             await supervisor.thaw(pid)
             try? await store.clearSuspension(processID: pid)
         }
-        guard var current = entries[app], current.processID == pid, current.state == .suspended else { return }
+        guard let current = entries[app], current.processID == pid, current.state == .suspended else { return }
+        resumed(app, reason: reason)
+    }
+
+    /// The app is in the background again, its time starting now.
+    private func resumed(_ app: AppID, reason: DecisionReason) {
+        guard var current = entries[app] else { return }
         current.state = .background
         current.enteredBackgroundAt = clock.now
         current.warned = false
@@ -293,10 +322,16 @@ public actor LifecycleSupervisor: Service {
         let now = clock.now
         var next: Date?
         func wake(at date: Date) { next = min(next ?? date, date) }
-        for (app, entry) in entries {
-            if entry.ending { continue }  // the supervisor has it
+        for app in entries.keys.sorted(by: { $0.rawValue < $1.rawValue }) {
+            // Read afresh for each app, and again after each wait: the actor serves other calls
+            // meanwhile (the app reports `active`, ends its task, gets an event, exits).
+            guard let before = entries[app], !before.ending else { continue }  // ending: the supervisor has it
             var canSuspend = false
-            if !entry.launched, let pid = entry.processID { canSuspend = await supervisor.canSuspend(pid) }
+            if !before.launched, let pid = before.processID {
+                canSuspend = await supervisor.canSuspend(pid)
+                await interleaved?(.checking, app)
+            }
+            guard let entry = entries[app], !entry.ending, entry.processID == before.processID else { continue }
             let snapshot = BackgroundTimePolicy.Snapshot(
                 state: entry.state, enteredBackgroundAt: entry.enteredBackgroundAt, holdsTasks: !entry.tasks.isEmpty,
                 warned: entry.warned,
@@ -329,7 +364,22 @@ public actor LifecycleSupervisor: Service {
                 let stillIdle =
                     current?.state == .background && current?.busy == false && current?.tasks.isEmpty == true
                     && current?.processID == pid
-                guard stillIdle, await supervisor.freeze(pid) else {
+                guard stillIdle else {
+                    try? await store.clearSuspension(processID: pid)
+                    continue
+                }
+                entries[app]?.suspending = true
+                let frozen = await supervisor.freeze(pid)
+                await interleaved?(.freezing, app)
+                // Anything that came while it froze — an event, the user opening it, a task, a
+                // report — called it off: undone, never left frozen with work waiting.
+                let after = entries[app]
+                if after?.processID == pid { entries[app]?.suspending = false }
+                let stillWanted =
+                    after?.processID == pid && after?.suspending == true && after?.state == .background
+                    && after?.busy == false && after?.tasks.isEmpty == true
+                guard frozen, stillWanted else {
+                    if frozen { await supervisor.thaw(pid) }
                     try? await store.clearSuspension(processID: pid)
                     continue
                 }
@@ -338,10 +388,11 @@ public actor LifecycleSupervisor: Service {
                 activity.emit(.lifecycleChanged(app, .suspended, reason))
                 logger.debug("Suspended app", metadata: ["app.id": "\(app)", "pid": "\(pid)"])
             case .end(let reason):
-                if !entry.warned { broker.send(.backgroundTimeExpiring(deadline: now), to: app) }
-                if let pid = entry.processID { await supervisor.terminate(pid, killAt: now.adding(killGrace)) }
+                // Marked before the wait below, while the entry is still the one decided on.
                 entries[app]?.ending = true
                 entries[app]?.reason = reason
+                if !entry.warned { broker.send(.backgroundTimeExpiring(deadline: now), to: app) }
+                if let pid = entry.processID { await supervisor.terminate(pid, killAt: now.adding(killGrace)) }
                 activity.emit(.lifecycleChanged(app, .background, reason))
                 logger.info("Ended app: background time over", metadata: ["app.id": "\(app)", "reason": "\(reason)"])
             }

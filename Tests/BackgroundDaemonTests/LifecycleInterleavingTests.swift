@@ -1,0 +1,81 @@
+import BackgroundDaemon
+import BackgroundModel
+import BackgroundTesting
+import Foundation
+import Synchronization
+import Testing
+
+/// What arrives while the lifecycle enforcer waits on another actor — asking whether a process
+/// can be suspended, freezing it (up to a second for a cgroup) — must count: the enforcer decides
+/// on the app as it is after the wait, not as it was before. The waits are made to carry the
+/// arrival (`LifecycleSupervisor.interleave`); the app is the real fixture process.
+extension LifecycleTests {
+    /// The user opens the app while bgd freezes it: the freeze is undone, not left in place with
+    /// the user looking at a hung app, and the usual delay starts again.
+    @Test func anOpenWhileTheAppIsBeingFrozenLeavesItRunning() async throws {
+        try await TestDaemon.with { daemon in
+            let token = try await daemon.register(Self.app, command: ["/bin/false"], interval: .never).token
+            let app = try await startForeground("finish", in: daemon, token: token)
+            defer { app.stop() }
+            #expect(await app.logs("ending 1"))
+            let lifecycle = daemon.daemon.lifecycle
+            let opens = Mutex(0)
+            await lifecycle.interleave { point, id in
+                guard point == .freezing, opens.withLock({ $0 }) == 0 else { return }
+                opens.withLock { $0 += 1 }
+                await lifecycle.opened(id)
+            }
+            let feed = daemon.activity.subscribe()
+            daemon.clock.advance(by: .seconds(5))
+            #expect(await eventually { opens.withLock { $0 } == 1 }, "bgd froze it, and the open came meanwhile")
+            #expect(await eventually { !isSuspended(app.process.processID) }, "thawed once the freeze returned")
+            #expect(await lifecycle.status(of: AppID(rawValue: Self.app)!)?.state == .background)
+            var first: (ApplicationState, ReasonCode)?
+            for await activity in feed {
+                if case .lifecycleChanged(let changed, let state, let reason?) = activity, changed.rawValue == Self.app {
+                    first = (state, reason.code)
+                    break
+                }
+            }
+            #expect(first?.0 == .background && first?.1 == .resumedForOpen, "never said to be suspended")
+            guard first?.1 == .resumedForOpen else { return }
+            // The open restarted its time: suspended after the usual delay, and for good this time.
+            await lifecycle.interleave(nil)
+            _ = try await waitForSuspension(daemon) { daemon.clock.advance(by: .seconds(5)) }
+            #expect(await app.settlesSuspended())
+        }
+    }
+
+    /// The app comes to the foreground while bgd checks it, just as its background time runs out
+    /// holding a task: it is not ended.
+    @Test func anAppThatComesToTheForegroundAsItsTimeRunsOutIsNotEnded() async throws {
+        try await TestDaemon.with { daemon in
+            let token = try await daemon.register(Self.app, command: ["/bin/false"], interval: .never).token
+            let app = try await startForeground("ignore", in: daemon, token: token)
+            defer { app.stop() }
+            let id = AppID(rawValue: Self.app)!
+            _ = try await daemon.waitFor(
+                { activity -> Bool? in
+                    if case .backgroundTimeExpiring(let expiring, _) = activity, expiring == id { return true }
+                    return nil
+                }, after: { daemon.clock.advance(by: .seconds(25)) })
+            let lifecycle = daemon.daemon.lifecycle
+            let checks = Mutex(0)
+            let pid = app.process.processID
+            await lifecycle.interleave { point, checked in
+                guard point == .checking, checked == id else { return }
+                if checks.withLock({ $0 += 1; return $0 }) == 1 {
+                    _ = await lifecycle.report(LifecycleReport(state: .active, processID: pid), from: id, launched: false)
+                }
+            }
+            daemon.clock.advance(by: .seconds(5))
+            // The report rings the enforcer again: a second check means the first pass is over.
+            #expect(await eventually { checks.withLock { $0 } >= 2 })
+            await lifecycle.interleave(nil)
+            let status = await lifecycle.status(of: id)
+            #expect(status?.state == .active)
+            #expect(status?.reason?.code != .backgroundTimeOverrun, "\(String(describing: status?.reason))")
+            #expect(app.state != nil && !isSuspended(pid), "neither ended nor frozen")
+        }
+    }
+}
