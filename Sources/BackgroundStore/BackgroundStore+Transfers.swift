@@ -25,10 +25,11 @@ public enum TransferEnding: Hashable, Sendable {
 }
 
 extension BackgroundStore {
-    /// Records a transfer handed over; `paths` gives its partial file (and destination) from its id.
+    /// Records a transfer handed over; `paths` gives its partial file (and destination) from its id,
+    /// inside the transaction (it may put a file in place there: what it throws undoes it all).
     public func createTransfer(
         _ request: TransferRequest, app: AppID?, now: Date,
-        paths: @escaping @Sendable (TransferID) -> (partial: String, destination: String?)
+        paths: @escaping @Sendable (TransferID) throws -> (partial: String, destination: String?)
     ) async throws -> StoredTransfer {
         try await writer.write { db in
             if let app, try AppRow.fetchOne(db, key: app.rawValue) == nil { throw StoreError.appNotFound(app) }
@@ -41,7 +42,7 @@ extension BackgroundStore {
                 statusCode: nil, partialPath: "", destination: nil, createdAt: now, lastProgressAt: now, finishedAt: nil
             )
             try row.insert(db)
-            let location = paths(TransferID(row.id!))
+            let location = try paths(TransferID(row.id!))
             row.partialPath = location.partial
             row.destination = location.destination
             try row.update(db)
@@ -121,12 +122,14 @@ extension BackgroundStore {
         }
     }
 
-    /// Bytes up to `checkpoint.offset` are synced: they will not be fetched again.
+    /// Bytes up to `checkpoint.offset` are synced: they will not be fetched again (for an upload
+    /// the server took: all of it, with its answer's status).
     public func saveCheckpoint(
-        _ id: TransferID, _ checkpoint: DownloadCheckpoint, restarted: Bool, now: Date
+        _ id: TransferID, _ checkpoint: DownloadCheckpoint, restarted: Bool, statusCode: Int? = nil, now: Date
     ) async throws {
         _ = try await update(id) { row in
             if restarted { row.restarts += 1 }
+            if let statusCode { row.statusCode = statusCode }
             row.bytesDone = checkpoint.offset
             row.bytesTotal = checkpoint.total
             row.validator = checkpoint.validator.map(ColumnJSON.encode)

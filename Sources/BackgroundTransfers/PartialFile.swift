@@ -58,14 +58,6 @@ struct PartialFile: ~Copyable {
         guard fsync(descriptor) == 0 else { throw Failure(operation: "fsync", code: errno) }
     }
 
-    /// Makes a rename durable by syncing the directory that holds the file.
-    static func syncDirectory(of path: String) {
-        let directory = (path as NSString).deletingLastPathComponent
-        let descriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard descriptor >= 0 else { return }
-        fsync(descriptor)
-        close(descriptor)
-    }
 }
 
 private func systemWrite(_ descriptor: Int32, _ bytes: UnsafeRawPointer, _ count: Int) -> Int {

@@ -216,6 +216,15 @@ public enum SafeFiles {
         }
     }
 
+    /// Makes a rename durable by syncing the directory that holds the file.
+    public static func syncDirectory(of path: String) {
+        let directory = (path as NSString).deletingLastPathComponent
+        let descriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard descriptor >= 0 else { return }
+        fsync(descriptor)
+        close(descriptor)
+    }
+
     /// Moves a finished file into place. With `replacing` false the move never overwrites:
     /// `link` fails if anything — a file, a link someone planted — is at `destination`. A crash
     /// between the link and the unlink leaves both names on one file, which a second call

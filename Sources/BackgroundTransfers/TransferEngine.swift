@@ -293,7 +293,7 @@ public final class TransferEngine: Sendable {
                 TransferError(.fileError, "cannot move the download to \(destination): \(error.description)"),
                 statusCode: statusCode)
         }
-        PartialFile.syncDirectory(of: destination)
+        SafeFiles.syncDirectory(of: destination)
         Failpoint.transferAfterRename.hit()
         return .completed(file: destination, statusCode: statusCode)
     }
@@ -301,6 +301,11 @@ public final class TransferEngine: Sendable {
     // MARK: Uploads
 
     private func upload(_ transfer: StoredTransfer) async throws -> Outcome {
+        // The server took it, and bgd stopped before committing the completion: it is done, as
+        // the server said; nothing is sent again (the copy stays until the completion commits).
+        if let total = transfer.checkpoint.total, transfer.checkpoint.offset == total {
+            return .completed(file: nil, statusCode: transfer.record.statusCode ?? 200)
+        }
         // Opened as bgd made it (no link, one name), so what is sent is bgd's copy: an app that
         // put a link there would otherwise have its server sent a file it may not read.
         let size: Int64
@@ -337,8 +342,9 @@ public final class TransferEngine: Sendable {
         switch status {
         case 200..<300:
             try await store.saveCheckpoint(
-                transfer.record.id, DownloadCheckpoint(offset: size, total: size), restarted: false, now: clock.now)
-            SafeFiles.remove(transfer.partialPath)
+                transfer.record.id, DownloadCheckpoint(offset: size, total: size), restarted: false, statusCode: status,
+                now: clock.now)
+            Failpoint.transferAfterUploadAccepted.hit()
             return .completed(file: nil, statusCode: status)
         case _ where ResumeDecision.isRetryable(status: status):
             return .retry(reason: "HTTP \(status)", retryAfter: response.headers.first(name: "Retry-After"))

@@ -112,6 +112,79 @@ struct TransferCrashTests {
     }
 }
 
+extension TransferCrashTests {
+    /// bgd is killed after the server took an upload (2xx, checkpoint committed) and before the
+    /// completion is committed: the next bgd completes it with the server's answer, sends nothing
+    /// again, and removes its copy only then. Before, the copy was gone already, and the upload
+    /// the server held was reported failed ("bgd's copy of the upload is gone").
+    @Test func anUploadTheServerTookIsNeitherSentAgainNorFailedAfterACrash() async throws {
+        let origin = try await FaultyOrigin.start()
+        defer { Task { await origin.stop() } }
+        let directory = TemporaryDirectory.make()
+        let (state, socket) = (directory + "/state", directory + "/bgd.sock")
+        let arguments = ["--conditions", "unconstrained"]
+        let admin = DaemonClient(socketPath: socket)
+        let crashing = try await DaemonProcess(
+            stateDirectory: state, socketPath: socket, arguments: arguments,
+            environment: ["BGD_FAILPOINT": "transfer.afterUploadAccepted:once"])
+        let source = directory + "/report.bin"
+        let body = Data(FaultyOrigin.body(seed: 71, size: 300_000).readableBytesView)
+        try body.write(to: URL(fileURLWithPath: source))
+        let record = try await admin.send(
+            .post, "/v1/transfers",
+            body: TransferRequest(
+                session: "test", kind: .upload, url: origin.baseURL.appendingPathComponent("upload"), uploadFile: source),
+            as: TransferRecord.self)
+        _ = await crashing.waitForExit()  // the failpoint ended it, as a kill -9 would
+        let copy = state + "/transfers/\(record.id).upload"
+        #expect(FileManager.default.fileExists(atPath: copy), "the copy outlives the crash")
+
+        let daemon = try await DaemonProcess(stateDirectory: state, socketPath: socket, arguments: arguments)
+        defer { daemon.signal(SIGKILL) }
+        let ended = try await admin.send(
+            .get, "/v1/transfers/\(record.id)?wait=60", as: TransferRecord.self, timeout: .seconds(70))
+        #expect(ended.state == .completed && ended.statusCode == 201 && ended.error == nil, "\(ended)")
+        #expect(origin.uploads.values.map(\.count) == [1], "sent once")
+        #expect(!FileManager.default.fileExists(atPath: copy), "removed once the completion is committed")
+    }
+
+    /// bgd is killed once an upload's copy is made and before its transfer is: the request had no
+    /// answer, so no transfer comes of it, and the next bgd removes the copy. Before, the transfer
+    /// was committed first and the copy made after, so a crash in the middle of a long copy left a
+    /// waiting transfer with half a file, which the next bgd sent and reported done.
+    @Test func aCrashWhileAnUploadIsCopiedLeavesNoTransferAndNoCopy() async throws {
+        let origin = try await FaultyOrigin.start()
+        defer { Task { await origin.stop() } }
+        let directory = TemporaryDirectory.make()
+        let (state, socket) = (directory + "/state", directory + "/bgd.sock")
+        let admin = DaemonClient(socketPath: socket)
+        let crashing = try await DaemonProcess(
+            stateDirectory: state, socketPath: socket, environment: ["BGD_FAILPOINT": "transfer.afterUploadCopy:once"])
+        let source = directory + "/report.bin"
+        try Data(repeating: 7, count: 100_000).write(to: URL(fileURLWithPath: source))
+        let request = TransferRequest(
+            session: "test", kind: .upload, url: origin.baseURL.appendingPathComponent("upload"), uploadFile: source)
+        await #expect(throws: (any Error).self, "no answer: bgd was killed") {
+            try await admin.send(.post, "/v1/transfers", body: request, as: TransferRecord.self)
+        }
+        _ = await crashing.waitForExit()
+        let transfers = state + "/transfers"
+        let left = try FileManager.default.contentsOfDirectory(atPath: transfers)
+        #expect(left.count == 1 && left[0].hasPrefix(".copying-"), "\(left)")
+
+        let daemon = try await DaemonProcess(stateDirectory: state, socketPath: socket)
+        defer { daemon.signal(SIGKILL) }
+        #expect(try await admin.send(.get, "/v1/transfers", as: [TransferRecord].self).isEmpty)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: transfers).isEmpty, "the copy is swept")
+        #expect(origin.uploads.isEmpty)
+        // And the next upload goes as any other.
+        let record = try await admin.send(.post, "/v1/transfers", body: request, as: TransferRecord.self)
+        let ended = try await admin.send(
+            .get, "/v1/transfers/\(record.id)?wait=60", as: TransferRecord.self, timeout: .seconds(70))
+        #expect(ended.state == .completed, "\(ended)")
+    }
+}
+
 /// SplitMix64: the same kill moments for the same seed.
 struct SeededRandom: RandomNumberGenerator {
     var state: UInt64

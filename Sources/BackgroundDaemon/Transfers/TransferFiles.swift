@@ -31,14 +31,18 @@ enum TransferFiles {
         return total
     }
 
-    /// Removes from `directories` every upload copy and partial download of a transfer up to
-    /// `highest` that is not in `outstanding` (it ended, and a crash came between its ending and
+    /// Removes from `directories` every upload copy a crash left half made, and every upload
+    /// copy and partial download of a transfer up to `highest` that is not in `outstanding` (it ended, and a crash came between its ending and
     /// the file's removal, or an older bgd kept it); returns how many. One of a transfer above
     /// `highest` was made since they were read, and stays.
     static func removeLeftovers(in directories: [String], outstanding: Set<TransferID>, highest: TransferID) -> Int {
         var removed = 0
         for directory in directories where type(of: directory) == S_IFDIR {
             for name in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] {
+                if name.hasPrefix(copyingPrefix) {
+                    if SafeFiles.remove(directory + "/" + name) { removed += 1 }
+                    continue
+                }
                 guard let owner = owner(ofFileNamed: name), owner.id <= highest, !outstanding.contains(owner.id)
                 else { continue }
                 // Not through a link the app swapped in for the directory since it was checked.
@@ -47,6 +51,12 @@ enum TransferFiles {
         }
         return removed
     }
+
+    /// An upload's copy while bgd makes it, before its transfer exists. Only a crash leaves one
+    /// behind (it is renamed to `<id>.upload` in the transaction that makes the transfer, or
+    /// removed), so the start-up sweep removes every one it finds.
+    static func copyingName() -> String { copyingPrefix + UUID().uuidString }
+    static let copyingPrefix = ".copying-"
 
     /// What is at `path` itself (`S_IFDIR`, `S_IFLNK`, …), a link not followed; nil if nothing.
     /// A container is the app's to write: a `transfers` it made a link must not point bgd's

@@ -5,6 +5,7 @@ import BackgroundTransfers
 import Foundation
 import Logging
 import ServiceLifecycle
+import Synchronization
 
 /// Carries background transfers through their lives: takes them over, decides when each may
 /// make an attempt (its retry time, the machine's conditions, a concurrency limit, its resource
@@ -147,24 +148,44 @@ public actor TransferService: Service {
         defer { if let reserved { copying[reserved.app, default: 0] -= reserved.bytes } }
         let destination =
             try app == nil && request.kind == .download ? request.destination.map(checkedDestination) : nil
-        let stored = try await store.createTransfer(request, app: app, now: clock.now) { id in
-            if request.kind == .upload { return (directory + "/\(id).upload", nil) }
-            if let destination {
-                let folder = (destination as NSString).deletingLastPathComponent
-                return (folder + "/." + (destination as NSString).lastPathComponent + ".bgd-\(id).partial", destination)
-            }
-            return (directory + "/\(id).partial", directory + "/\(id)-\(name)")
-        }
+        // An upload's copy is made whole and synced under a name of its own first, and renamed to
+        // `<id>.upload` in the transaction that makes the transfer: a crash leaves a whole copy
+        // with its transfer, or a copy with none (the start-up sweep removes it) — never a
+        // transfer waiting with half a copy, which would send the half and call it done.
+        var copy: String?
         if let upload {
-            do {
-                try SafeFiles.copy(from: upload, to: stored.partialPath)
-            } catch {
-                _ = try await store.finishTransfer(
-                    stored.record.id, .failed(TransferError(.fileError, error.description), statusCode: nil),
-                    now: clock.now)
-                SafeFiles.remove(stored.partialPath)
+            let path = directory + "/" + TransferFiles.copyingName()
+            do { try SafeFiles.copy(from: upload, to: path) } catch {
+                SafeFiles.remove(path)
                 throw error
             }
+            copy = path
+            Failpoint.transferAfterUploadCopy.hit()
+        }
+        let placed = Mutex<String?>(nil)
+        let stored: StoredTransfer
+        do {
+            stored = try await store.createTransfer(request, app: app, now: clock.now) { [copy] id in
+                if request.kind == .upload {
+                    let path = directory + "/\(id).upload"
+                    if let copy {
+                        try SafeFiles.moveIntoPlace(copy, to: path, replacing: true)
+                        placed.withLock { $0 = path }
+                        SafeFiles.syncDirectory(of: path)
+                    }
+                    return (path, nil)
+                }
+                if let destination {
+                    let folder = (destination as NSString).deletingLastPathComponent
+                    return (folder + "/." + (destination as NSString).lastPathComponent + ".bgd-\(id).partial", destination)
+                }
+                return (directory + "/\(id).partial", directory + "/\(id)-\(name)")
+            }
+        } catch {
+            // Not made: neither is its copy, under either name.
+            if let copy { SafeFiles.remove(copy) }
+            if let path = placed.withLock({ $0 }) { SafeFiles.remove(path) }
+            throw error
         }
         replan()
         return try await store.transfer(stored.record.id)?.record ?? stored.record
@@ -314,6 +335,9 @@ public actor TransferService: Service {
         if let ended = try await store.finishTransfer(
             transfer.record.id, .completed(location: file, statusCode: statusCode), now: clock.now)
         {
+            // An upload's copy goes once its completion is committed, not before: a crash in
+            // between must find the copy and the server's answer (see the engine's `upload`).
+            if transfer.request.kind == .upload { SafeFiles.remove(transfer.partialPath) }
             logger.info(
                 "Transfer completed", metadata: ["transfer.id": "\(transfer.record.id)", "file": "\(file ?? "-")"])
             Failpoint.transferAfterCompletionCommit.hit()

@@ -20,6 +20,10 @@ public enum Failpoint: String, CaseIterable, Sendable {
     case eventAfterAckCommit = "event.afterAckCommit"
     /// A download's bytes are synced to disk; the checkpoint that counts them is not committed.
     case transferAfterCheckpointSync = "transfer.afterCheckpointFsync"
+    /// An upload's copy is whole and synced under its temporary name; no transfer exists yet.
+    case transferAfterUploadCopy = "transfer.afterUploadCopy"
+    /// The server took an upload (2xx) and its checkpoint says so; the completion is not committed.
+    case transferAfterUploadAccepted = "transfer.afterUploadAccepted"
     /// A finished download is renamed into place; its completion is not committed.
     case transferAfterRename = "transfer.afterRename"
     /// A transfer's completion and its events are committed; the app has not been told.
