@@ -3,6 +3,7 @@ import BackgroundDaemon
 import BackgroundModel
 import BackgroundTesting
 import Foundation
+import Logging
 import Synchronization
 import Testing
 
@@ -245,4 +246,42 @@ func processCPU(_ pid: Int32) -> UInt64? {
     let fields = stat[stat.index(after: close)...].split(separator: " ")
     guard fields.count > 12, let user = UInt64(fields[11]), let system = UInt64(fields[12]) else { return nil }
     return (user + system) * 1_000_000 / UInt64(sysconf(Int32(_SC_CLK_TCK)))
+}
+
+extension AppCgroupTests {
+    /// Two launches of one app share its cgroup (a push's launch starts while the last run's
+    /// process lingers on its way out): ending the one ends its process group, not the cgroup,
+    /// so the other runs on. Before, SIGTERM and `cgroup.kill` went to the whole group.
+    @Test func endingOneLaunchOfAnAppSparesAnotherInItsCgroup() async throws {
+        guard CgroupProbe.available else { return }
+        let directory = TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        guard case .available(let cgroups) = AppCgroups.discover(instance: AppCgroups.instance(of: directory)) else {
+            Issue.record("no cgroups")
+            return
+        }
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        let clock = ManualClock()
+        let supervisor = ProcessSupervisor(
+            mode: .cgroups(cgroups), launcher: ProcessLauncher(), clock: clock, killGrace: .seconds(1), logger: logger)
+        let app = AppID(rawValue: "com.example.twice")!
+        let spec = LaunchSpec(
+            command: LaunchCommand(["/bin/sh", "-c", "exec sleep 600"])!, environment: ["PATH": "/usr/bin:/bin"],
+            workingDirectory: directory, logFile: directory + "/launch.log")
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await supervisor.run() }
+            defer { group.cancelAll() }
+            let first = try await supervisor.launch(spec, for: app).processID
+            let second = try await supervisor.launch(spec, for: app).processID
+            let shared = CgroupProbe.directory(of: first)
+            #expect(shared != nil && shared == CgroupProbe.directory(of: second), "one cgroup for the app")
+            await supervisor.terminate(first, killAt: clock.now.adding(.seconds(1)))
+            #expect(await eventually { ((try? processState(first)) ?? nil) == nil }, "the first ended")
+            #expect(((try? processState(second)) ?? nil) != nil, "the second runs on")
+            await supervisor.kill(second)
+            #expect(await eventually { ((try? processState(second)) ?? nil) == nil })
+            #expect(await eventually { shared.map { access($0, F_OK) != 0 } == true }, "the emptied cgroup goes")
+        }
+    }
 }

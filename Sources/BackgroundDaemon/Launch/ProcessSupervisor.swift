@@ -256,7 +256,13 @@ public actor ProcessSupervisor: Service {
         {
             return false
         }
-        if let cgroup = supervised.cgroup {
+        // Launches of one app share its cgroup: while another is in it (a push's launch started as
+        // the last run's process lingered on its way out), ending this one is its group's
+        // business, or the other would go with it.
+        let sharesCgroup =
+            supervised.cgroup != nil
+            && processes.values.contains { $0.cgroup == supervised.cgroup && $0.process.processID != pid }
+        if let cgroup = supervised.cgroup, !sharesCgroup {
             switch action {
             case .none: return true
             case .freeze: return cgroup.freeze()
