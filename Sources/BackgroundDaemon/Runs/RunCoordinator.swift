@@ -182,7 +182,8 @@ public actor RunCoordinator: Service {
             await lifecycle?.startedEvents(for: run.app)
             broker.eventsAvailable(for: run.app)
         } else if let pid = launches.first(where: { $0.value.app == run.app && !$0.value.exitRequested })?.key,
-            await supervisor.phase(of: pid).map({ ProcessControl(phase: $0).canBeSpared }) == true
+            await supervisor.phase(of: pid).map({ ProcessControl(phase: $0).canBeSpared }) == true,
+            launches[pid] != nil  // read again after the wait: it may have exited meanwhile
         {
             // A process bgd launched for the app still runs (for url-session events, say): the
             // run is its, not a second process's — two would be fed the same events.
