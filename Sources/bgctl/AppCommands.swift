@@ -209,7 +209,7 @@ extension BGCtl {
 
     struct SetInterval: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            commandName: "set-interval", abstract: "Change an app's minimum fetch interval (never, minimum, 30m, …).")
+            commandName: "set-interval", abstract: "Change an app's minimum fetch interval (never, minimum, 30m, ...).")
         @OptionGroup var options: DaemonOptions
         @Argument(help: "The app's id (bgctl apps lists them).", transform: parseAppID) var app: AppID
         @Argument(help: "never, minimum, or a duration from 1s to 30d such as 15m or 2h.", transform: parseInterval) var interval: FetchInterval

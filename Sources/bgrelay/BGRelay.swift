@@ -106,9 +106,9 @@ extension BGRelay {
         var certificateName: [String] = []
         @Option(help: "trace, debug, info, notice, warning, error or critical.") var logLevel = "notice"
         @Option(help: "This node's name among several (default: host:pid).") var node: String?
-        @Option(help: "Pushes a second one device accepts, over all its tokens (bursts of 10× that), before 429 TooManyRequests.")
+        @Option(help: "Pushes a second one device accepts, over all its tokens (bursts of 10 times that), before 429 TooManyRequests.")
         var deviceRate: Double = 20
-        @Option(help: "Pushes a second one provider key may send to this node (bursts of 10× that) before 429.")
+        @Option(help: "Pushes a second one provider key may send to this node (bursts of 10 times that) before 429.")
         var providerRate: Double = 5_000
         @Option(help: "Device uplinks this node holds at most.") var maxDevices = 10_000
         @Option(help: "Device uplinks from one address (devices behind one NAT share it).")
@@ -123,7 +123,7 @@ extension BGRelay {
                 "Read the enrollment token from this file's first line instead (kept out of ps and unit files; systemd's LoadCredential= puts one in $CREDENTIALS_DIRECTORY)."
         )
         var enrollmentTokenFile: String?
-        @Option(help: "Device enrollments a second this node takes (bursts of 10× that) before 429.")
+        @Option(help: "Device enrollments a second this node takes (bursts of 10 times that) before 429.")
         var enrollmentRate: Double = 10
         @Option(
             help: "A push waits this long for its device at most, whatever its apns-expiration, then ends as expired; a device enrolled this long ago that never connected is forgotten (default 30d).",
