@@ -166,6 +166,7 @@ public struct Daemon: Service {
 
         try await Self.settleWhatAPreviousBgdLeft(store: store, clock: clock, logger: logger)
         try await Self.removeFilesOfEndedTransfers(store: store, stateDirectory: stateDirectory, logger: logger)
+        _ = try await TokenFile.settleStaged(store: store, stateDirectory: stateDirectory, logger: logger)
         let usage = UsageTracker(store: store, configuration: configuration.usage)
         try await usage.rebuild(now: clock.now)
         let fetchPolicy = FetchPolicy(configuration: configuration.fetchPolicy)

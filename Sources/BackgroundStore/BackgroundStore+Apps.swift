@@ -49,13 +49,20 @@ extension BackgroundStore {
     /// registered. Its pushes have no key to the app's row: left queued, each made the push
     /// dispatcher's pass fail on the app that was gone, and no app after it in name order was
     /// woken for a push again.
-    public func unregister(_ id: AppID) async throws -> Bool {
-        try await writer.write { db in
-            guard try AppRow.deleteOne(db, key: id.rawValue) else { return false }
+    /// Forgets an app, its queued pushes and push allowance, and revokes its device tokens (a push
+    /// to one answers 410 from now) — in one transaction: a crash never leaves a registered app
+    /// whose tokens providers were told are gone.
+    public func unregister(_ id: AppID, now: Date) async throws -> Bool {
+        let removed = try await writer.write { db in
+            guard try AppRow.fetchOne(db, key: id.rawValue) != nil else { return false }
+            try Self.revokeDeviceTokens(of: id, now: now, in: db)
+            try AppRow.deleteOne(db, key: id.rawValue)
             try db.execute(sql: "DELETE FROM push WHERE appId = ?", arguments: [id.rawValue])
             try db.execute(sql: "DELETE FROM pushAllowance WHERE appId = ?", arguments: [id.rawValue])
             return true
         }
+        if removed { pushCredentials.advance() }
+        return removed
     }
 
     public func app(_ id: AppID) async throws -> StoredApp? {

@@ -88,19 +88,21 @@ extension BackgroundStore {
     /// row each time for ever, and the relay uplink resends every token it holds at each
     /// change. A push to a token forgotten so answers 400 BadDeviceToken, as to one never issued.
     public func revokeDeviceTokens(of app: AppID, now: Date) async throws {
-        try await writer.write { db in
-            try db.execute(
-                sql: "UPDATE deviceToken SET revokedAt = ? WHERE appId = ? AND revokedAt IS NULL",
-                arguments: [now, app.rawValue])
-            try db.execute(
-                sql: """
-                    DELETE FROM deviceToken WHERE appId = ? AND revokedAt IS NOT NULL AND token NOT IN (
-                        SELECT token FROM deviceToken WHERE appId = ? AND revokedAt IS NOT NULL
-                        ORDER BY revokedAt DESC, createdAt DESC LIMIT ?)
-                    """,
-                arguments: [app.rawValue, app.rawValue, Self.revokedTokensKeptPerApp])
-        }
+        try await writer.write { db in try Self.revokeDeviceTokens(of: app, now: now, in: db) }
         pushCredentials.advance()
+    }
+
+    static func revokeDeviceTokens(of app: AppID, now: Date, in db: Database) throws {
+        try db.execute(
+            sql: "UPDATE deviceToken SET revokedAt = ? WHERE appId = ? AND revokedAt IS NULL",
+            arguments: [now, app.rawValue])
+        try db.execute(
+            sql: """
+                DELETE FROM deviceToken WHERE appId = ? AND revokedAt IS NOT NULL AND token NOT IN (
+                    SELECT token FROM deviceToken WHERE appId = ? AND revokedAt IS NOT NULL
+                    ORDER BY revokedAt DESC, createdAt DESC LIMIT ?)
+                """,
+            arguments: [app.rawValue, app.rawValue, Self.revokedTokensKeptPerApp])
     }
 
     /// The most revoked device tokens kept per app (see `revokeDeviceTokens`).

@@ -127,3 +127,47 @@ struct AppTokenTests {
         }
     }
 }
+
+extension AppTokenTests {
+    /// bgd is killed after a rotation's new hash is committed and before the token file is
+    /// replaced: the next bgd puts the staged token in place, so the app's file holds the token
+    /// bgd accepts. Before, the container kept the old token, refused until the operator rotated
+    /// again. A staged file that is not the stored token (the app's doing) is removed.
+    @Test func aRotationCutShortByACrashIsFinishedAtTheNextStart() async throws {
+        let directory = TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let (state, socket) = (directory + "/state", directory + "/bgd.sock")
+        let admin = DaemonClient(socketPath: socket)
+        let app = AppID(rawValue: Self.app)!
+        let crashing = try await DaemonProcess(
+            stateDirectory: state, socketPath: socket, environment: ["BGD_FAILPOINT": "app.afterTokenCommit:2"])
+        let old = try await admin.send(
+            .post, "/v1/apps",
+            body: RegisterAppRequest(id: app, launchCommand: LaunchCommand(["/bin/true"])!, fetchInterval: .never),
+            as: RegisteredApp.self
+        ).token
+        let file = DaemonLocation.appTokenPath(of: app, stateDirectory: state)
+        #expect(try String(contentsOfFile: file, encoding: .utf8) == old + "\n")
+        await #expect(throws: (any Error).self, "no answer: bgd was killed") {
+            try await admin.send(.post, "/v1/apps/\(Self.app)/token", as: AppTokenAnswer.self)
+        }
+        _ = await crashing.waitForExit()
+        #expect(try String(contentsOfFile: file, encoding: .utf8) == old + "\n", "the crash came before the rename")
+        let other = DaemonLocation.appTokenPath(of: AppID(rawValue: "com.example.other")!, stateDirectory: state)
+        try FileManager.default.createDirectory(
+            atPath: (other as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        try Data("not-a-token\n".utf8).write(to: URL(fileURLWithPath: other + ".new"))
+
+        let daemon = try await DaemonProcess(stateDirectory: state, socketPath: socket)
+        defer { daemon.signal(SIGKILL) }
+        let kept = try String(contentsOfFile: file, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(kept != old, "the rotated token is in place")
+        #expect(!FileManager.default.fileExists(atPath: file + ".new"))
+        #expect(!FileManager.default.fileExists(atPath: other + ".new"), "a staged file bgd did not commit goes")
+        let summary = try await DaemonClient(socketPath: socket, token: kept).send(.get, "/v1/app", as: AppSummary.self)
+        #expect(summary.id == app, "bgd accepts the token the app's file holds")
+        await #expect(throws: (any Error).self, "and refuses the old one") {
+            try await DaemonClient(socketPath: socket, token: old).send(.get, "/v1/app", as: AppSummary.self)
+        }
+    }
+}

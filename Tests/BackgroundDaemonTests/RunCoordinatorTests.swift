@@ -164,7 +164,7 @@ struct RunCoordinatorTests {
     func everyKindOfRunStartsOnOnePath(start: RunStart, reason: String, budgetSeconds: Double) async throws {
         try await withHarness { h in
             if case .task(let identifier, let kind) = start {
-                _ = try await h.store.unregister(h.app)
+                _ = try await h.store.unregister(h.app, now: h.clock.now)
                 _ = try await h.store.register(
                     RegisterAppRequest(
                         id: h.app, launchCommand: LaunchCommand(["/usr/bin/recorded-app"])!, fetchInterval: .minimum,

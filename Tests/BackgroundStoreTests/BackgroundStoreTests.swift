@@ -126,8 +126,11 @@ struct BackgroundStoreTests {
         let store = try await registered()
         _ = try await store.startRun(.fetch, for: app, trigger: .scheduled, reasons: [], budget: .seconds(30), now: now)
         try await store.recordOpen(of: app, at: now)
-        #expect(try await store.unregister(app))
-        #expect(try await store.unregister(app) == false)
+        let token = try await store.deviceToken(for: app, makingWith: { String(repeating: "b", count: 64) }, now: now)
+        #expect(try await store.unregister(app, now: now))
+        #expect(try await store.unregister(app, now: now) == false)
+        // Its device token is revoked in the same transaction (a push to it answers 410).
+        #expect(try await store.deviceTokenOwner(token.token)?.revokedAt == now)
         #expect(try await store.runsInFlight().isEmpty)
         await #expect(throws: StoreError.appNotFound(app)) { try await store.recordOpen(of: app, at: now) }
     }

@@ -35,12 +35,25 @@ struct Apps: Sendable {
             throw ServiceError.launchCommandNotFound(registration.launchCommand.program)
         }
         let token = tokens.makeToken()
-        let app = try await store.register(registration, tokenHash: TokenIssuer.hash(token), now: clock.now)
+        // Staged before the commit, put in place after it (`TokenFile`): a crash between the two
+        // leaves what the next bgd finishes. Without a file, the app can still be given its token
+        // by hand, and `bgctl token --rotate` makes one.
+        let staged: String?
         do {
-            try writeTokenFile(token.rawValue, of: app.id)
+            staged = try TokenFile.stage(token.rawValue, of: registration.id, in: stateDirectory)
         } catch {
-            logger.error("Cannot keep the app's token in its container", metadata: ["app.id": "\(app.id)"])
+            staged = nil
+            logger.error("Cannot keep the app's token in its container", metadata: ["app.id": "\(registration.id)"])
         }
+        let app: StoredApp
+        do {
+            app = try await store.register(registration, tokenHash: TokenIssuer.hash(token), now: clock.now)
+        } catch {
+            if let staged { unlink(staged) }
+            throw error
+        }
+        Failpoint.appAfterTokenCommit.hit()
+        if let staged { try? TokenFile.install(staged) }
         activity.emit(.appRegistered(app.id))
         schedulerDoorbell.ring()
         logger.notice("App registered", metadata: ["app.id": "\(app.id)"])
@@ -75,28 +88,23 @@ struct Apps: Sendable {
     func rotateToken(of id: AppID) async throws -> String {
         _ = try await require(id)
         let token = tokens.makeToken()
-        try await store.setTokenHash(TokenIssuer.hash(token), for: id)
-        try writeTokenFile(token.rawValue, of: id)
+        let staged = try TokenFile.stage(token.rawValue, of: id, in: stateDirectory)
+        do {
+            try await store.setTokenHash(TokenIssuer.hash(token), for: id)
+        } catch {
+            unlink(staged)
+            throw error
+        }
+        Failpoint.appAfterTokenCommit.hit()
+        do { try TokenFile.install(staged) } catch { throw ServiceError.tokenUnavailable(id) }
         broker.disconnect(id)
         logger.notice("App token rotated", metadata: ["app.id": "\(id)"])
         return token.rawValue
     }
 
-    /// 0600 in the app's container (made if need be), replaced atomically.
-    private func writeTokenFile(_ token: String, of id: AppID) throws {
-        _ = try stateDirectory.container(for: id)
-        let path = DaemonLocation.appTokenPath(of: id, stateDirectory: stateDirectory.path)
-        let temporary = path + ".new"
-        guard FileManager.default.createFile(
-            atPath: temporary, contents: Data((token + "\n").utf8), attributes: [.posixPermissions: 0o600])
-        else { throw ServiceError.tokenUnavailable(id) }
-        guard rename(temporary, path) == 0 else { throw ServiceError.tokenUnavailable(id) }
-    }
-
     /// Forgets an app and everything bgd holds for it; pushes to its device token answer 410 from now.
     func unregister(_ id: AppID) async throws {
-        try await store.revokeDeviceTokens(of: id, now: clock.now)
-        guard try await store.unregister(id) else { throw StoreError.appNotFound(id) }
+        guard try await store.unregister(id, now: clock.now) else { throw StoreError.appNotFound(id) }
         await coordinator.appUnregistered(id)
         await lifecycle.forget(id)
         await usage.forget(id, now: clock.now)

@@ -20,6 +20,9 @@ public enum Failpoint: String, CaseIterable, Sendable {
     case eventAfterAckCommit = "event.afterAckCommit"
     /// A download's bytes are synced to disk; the checkpoint that counts them is not committed.
     case transferAfterCheckpointSync = "transfer.afterCheckpointFsync"
+    /// An app's new token hash is committed (registered or rotated); its token file is staged,
+    /// not yet in place.
+    case appAfterTokenCommit = "app.afterTokenCommit"
     /// An upload's copy is whole and synced under its temporary name; no transfer exists yet.
     case transferAfterUploadCopy = "transfer.afterUploadCopy"
     /// The server took an upload (2xx) and its checkpoint says so; the completion is not committed.
