@@ -110,13 +110,17 @@ public enum SafeFiles {
 
     /// Opens `path` for writing, created 0600 if missing, following a link neither in its own
     /// name nor in its directory's (`openDirectory(of:)`); -1 with `errno` set if it cannot be.
+    /// Anything but a plain file there (a FIFO, a device) is refused (`ENXIO` or `EINVAL`), at once.
     /// A file already there with a second name is refused (`EMLINK`) before anything is cut or
     /// written: bgd's files have one, so a hard link there is someone else's file.
     public static func openForWriting(_ path: String, truncating: Bool = false) -> Int32 {
         let directory = openDirectory(of: path)
         guard directory >= 0 else { return -1 }
+        // Non-blocking while opening: a FIFO the app put at the name (a transfer's id is easy to
+        // guess) would otherwise hold bgd's thread until something read it.
         let descriptor = openat(
-            directory, (path as NSString).lastPathComponent, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+            directory, (path as NSString).lastPathComponent,
+            O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0o600)
         let code = errno
         close(directory)
         guard descriptor >= 0 else {
@@ -124,12 +128,15 @@ public enum SafeFiles {
             return -1
         }
         var info = stat()
-        guard fstat(descriptor, &info) == 0, info.st_nlink == 1, !truncating || ftruncate(descriptor, 0) == 0 else {
-            let code = info.st_nlink > 1 ? EMLINK : errno
+        guard fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_nlink == 1,
+            !truncating || ftruncate(descriptor, 0) == 0
+        else {
+            let code = info.st_nlink > 1 ? EMLINK : info.st_mode & S_IFMT != S_IFREG ? EINVAL : errno
             close(descriptor)
             errno = code
             return -1
         }
+        _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) & ~O_NONBLOCK)
         return descriptor
     }
 

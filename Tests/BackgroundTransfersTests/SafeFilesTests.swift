@@ -52,6 +52,25 @@ final class SafeFilesTests {
         close(through)
     }
 
+    /// A FIFO an app put where bgd writes (a partial download's name is `<id>.partial`, and ids
+    /// are easy to guess) is refused at once, with or without a reader, not waited on: before,
+    /// opening it held bgd's thread until something read it.
+    @Test func aFIFOInPlaceOfAFileIsRefusedAtOnce() throws {
+        let fifo = directory + "/7.partial"
+        #expect(mkfifo(fifo, 0o600) == 0)
+        #expect(SafeFiles.openForWriting(fifo) == -1, "no reader")
+        #expect(errno == ENXIO, "\(errno)")
+        let reader = open(fifo, O_RDONLY | O_NONBLOCK)
+        defer { close(reader) }
+        #expect(SafeFiles.openForWriting(fifo, truncating: true) == -1, "a reader")
+        #expect(errno == EINVAL, "\(errno)")
+        #expect(throws: SafeFiles.Refusal.self) { try SafeFiles.copy(from: open("/dev/null", O_RDONLY), to: fifo) }
+        // A plain file is opened as before, blocking.
+        let file = SafeFiles.openForWriting(directory + "/8.partial")
+        #expect(file >= 0 && fcntl(file, F_GETFL) & O_NONBLOCK == 0)
+        close(file)
+    }
+
     /// Reads, sizes and removals of bgd's files go through neither a link in the file's name
     /// nor in its directory's; a read refuses a file with a second name (a hard link).
     @Test func readsAndRemovalsFollowNoLink() throws {
