@@ -18,11 +18,12 @@ extension UplinkServer {
     /// Puts the reader of the device's lines on the connection: its credential line is due
     /// within the handshake timeout.
     func prepareLines(_ channel: any Channel) throws {
-        let within = configuration.connections.handshakeTimeout.components.seconds
+        // In nanoseconds: a timeout under a second must not become none.
+        let within = Int64(configuration.connections.handshakeTimeout.seconds * 1e9)
         // Under TLS (lines are offered only there): what the socket wrote gives its pages back.
         try channel.pipeline.syncOperations.addHandler(WrittenRecordPages(), position: .first)
         try channel.pipeline.syncOperations.addHandler(
-            UplinkLineReader(eventLoop: channel.eventLoop, within: .seconds(within)))
+            UplinkLineReader(eventLoop: channel.eventLoop, within: .nanoseconds(within)))
     }
 
     func serveLines(_ channel: any Channel) async {

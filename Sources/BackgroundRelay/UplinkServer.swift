@@ -107,7 +107,7 @@ struct UplinkServer: Service {
                 // Sessions never end by themselves: end them, then cut what outlives the grace.
                 hub.disconnectAll()
                 Task {
-                    try? await clock.sleep(until: clock.now.addingTimeInterval(Double(grace.components.seconds)))
+                    try? await clock.sleep(until: clock.now.adding(grace))
                     gate.closeAll()
                 }
             }

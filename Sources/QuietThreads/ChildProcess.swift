@@ -31,6 +31,10 @@ public enum ChildProcess {
         #if os(Linux)
             var pipeEnds: [Int32] = [0, 0]
             guard pipe(&pipeEnds) == 0 else { return nil }
+            // Close-on-exec both ends: a child another thread spawns meanwhile must not hold this
+            // pipe's write end open (this one's read would wait for it). dup2 into the child's
+            // stdout clears the flag there.
+            for end in pipeEnds { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
             defer { close(pipeEnds[0]) }
             var actions = posix_spawn_file_actions_t()
             posix_spawn_file_actions_init(&actions)

@@ -165,6 +165,9 @@ public actor PushUplink: Service {
             }
         }
         guard var enrollment = enrolled else { throw lastError ?? Failure.badURL(url) }
+        // Again: the actor took other calls while the relay answered, and another enrollment may
+        // have been saved meanwhile (the relay forgets the device made here once it goes unseen).
+        if !replace, let current = load() { throw Failure.alreadyEnrolled(url: current.url, device: current.device) }
         enrollment.url = nodes.joined(separator: ",")
         // Absolute: bgd may next start from another directory (systemd starts it from /).
         enrollment.certificate = certificate.map { URL(fileURLWithPath: $0).standardizedFileURL.path }

@@ -133,7 +133,7 @@ public struct PushGateway<Destinations: PushDestinations>: Service {
         case .plaintextHTTP1:
             guard configuration.isLoopback else { throw PushGatewayFailure.plaintextOffLoopback(configuration.host) }
             // No handshake to time: HTTP/1's own idle timeout closes a silent connection.
-            let idle = TimeAmount.seconds(configuration.connections.idleTimeout.components.seconds)
+            let idle = TimeAmount.nanoseconds(Int64(configuration.connections.idleTimeout.seconds * 1e9))
             server = HTTPServerBuilder { responder in
                 GuardedChannel(
                     base: HTTP1Channel(responder: responder, configuration: .init(idleTimeout: idle)), gate: gate,
