@@ -530,6 +530,18 @@ public final class PostgresRelayStore: RelayStore {
             report.deleted += deleted
             if deleted < pruneBatch { break }
         }
+        for try await _ in try await client.query(
+            """
+            DELETE FROM relay_push WHERE id IN (
+                SELECT id FROM (
+                    SELECT id, row_number() OVER (PARTITION BY device_id ORDER BY id DESC) AS newer
+                    FROM relay_push WHERE state <> 'pending') AS ranked
+                WHERE newer > \(endedPerDevice))
+            RETURNING id
+            """, logger: logger
+        ).decode(Int64.self) {
+            report.deleted += 1
+        }
         let logger = self.logger
         while true {
             let (forgotten, version) = try await transaction { connection -> (Int, Int?) in

@@ -49,7 +49,8 @@ public protocol RelayStore: Sendable {
     /// Ends, as expired, pending pushes that can no longer be delivered — `apns-expiration` over
     /// a minute past (a push sent that moment may still be acknowledged), or held `holdFor`
     /// whatever its expiration —, ends as replaced a token's pending pushes beyond its newest
-    /// `pendingPerToken`, and deletes pushes that ended before `now - keepEnded`, and
+    /// `pendingPerToken`, and deletes pushes that ended before `now - keepEnded` (and a device's
+    /// beyond its newest `endedPerDevice`), and
     /// tokens revoked before then; devices enrolled `holdFor` ago that never opened an uplink and
     /// hold no token and no push are forgotten. A pending push is never deleted: it waits for its
     /// device or its end — unless the device is gone: one not seen for `forgetAfter` (no uplink
@@ -102,6 +103,11 @@ public let defaultTokensPerDevice = 10_000
 /// collapse id; without a bound, a provider sending to a device that never comes back (at the
 /// flood limit, 20 a second) would fill the store for `--hold-pushes` (52M rows in 30 days).
 let pendingPerToken = 1_000
+
+/// The most ended pushes kept per device, whatever their age (each with its payload, up to
+/// 4 KB): `--keep-history` alone let a device a provider floods at the limit (20 a second) keep
+/// 12 million of them for the week.
+let endedPerDevice = 1_000
 
 /// How long past its `apns-expiration` a pending push waits for the pruner: one sent to its
 /// device just before may still be acknowledged (the session's own read expires them exactly).

@@ -328,6 +328,27 @@ struct RelayStoreTests {
         }
     }
 
+    /// A device keeps its newest 1,000 ended pushes, however young the older ones: the week
+    /// `--keep-history` keeps is otherwise millions of rows, with payloads, at a provider's rate.
+    @Test(arguments: Backend.available)
+    func aDeviceKeepsItsNewestEndedPushes(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let token = String(repeating: "d4", count: 32)
+            let owner = try await registeredOwner(store, token: token)
+            let sent = pendingPerToken + endedPerDevice + 10
+            _ = try await store.commit(
+                (0..<sent).map { push(owner, token: token, id: "flood-\($0)") }, now: now, connected: { _ in false })
+            // The oldest are replaced (ended) as a token's pending are capped; of those, the
+            // oldest go beyond the device's cap.
+            let report = try await store.prune(
+                now: now.addingTimeInterval(60), holdFor: 86400, keepEnded: 86400, forgetAfter: 1e9)
+            #expect(report == RelayPruneReport(replaced: endedPerDevice + 10, deleted: 10))
+            let log = try await store.pushLog()
+            #expect(log.filter { $0.state == .replaced }.map(\.apnsID) == (10..<(endedPerDevice + 10)).map { "flood-\($0)" })
+            #expect(log.filter { $0.state == .pending }.count == pendingPerToken, "what waits is never deleted")
+        }
+    }
+
     /// A device that never comes back leaves nothing pending for ever, and what ended is kept
     /// for `keepEnded` and then forgotten; what still waits for its device is never deleted.
     @Test(arguments: Backend.available)
