@@ -530,17 +530,25 @@ public final class PostgresRelayStore: RelayStore {
             report.deleted += deleted
             if deleted < pruneBatch { break }
         }
-        for try await _ in try await client.query(
-            """
-            DELETE FROM relay_push WHERE id IN (
-                SELECT id FROM (
-                    SELECT id, row_number() OVER (PARTITION BY device_id ORDER BY id DESC) AS newer
-                    FROM relay_push WHERE state <> 'pending') AS ranked
-                WHERE newer > \(endedPerDevice))
-            RETURNING id
-            """, logger: logger
-        ).decode(Int64.self) {
-            report.deleted += 1
+        while true {
+            // A device's ended pushes beyond its newest `endedPerDevice`, a batch at a time.
+            var deleted = 0
+            for try await count in try await client.query(
+                """
+                WITH gone AS (
+                    DELETE FROM relay_push WHERE id IN (
+                        SELECT id FROM (
+                            SELECT id, row_number() OVER (PARTITION BY device_id ORDER BY id DESC) AS newer
+                            FROM relay_push WHERE state <> 'pending') AS ranked
+                        WHERE newer > \(endedPerDevice) LIMIT \(pruneBatch))
+                    RETURNING 1)
+                SELECT count(*) FROM gone
+                """, logger: logger
+            ).decode(Int64.self) {
+                deleted = Int(count)
+            }
+            report.deleted += deleted
+            if deleted < pruneBatch { break }
         }
         let logger = self.logger
         while true {

@@ -175,17 +175,22 @@ extension SQLiteRelayStore {
             report.deleted += deleted
             if deleted < pruneBatch { break }
         }
-        report.deleted += try await database.write { db in
-            try db.execute(
-                sql: """
-                    DELETE FROM push WHERE id IN (
-                        SELECT id FROM (
-                            SELECT id, row_number() OVER (PARTITION BY deviceId ORDER BY id DESC) AS newer
-                            FROM push WHERE state != 'pending')
-                        WHERE newer > ?)
-                    """,
-                arguments: [endedPerDevice])
-            return db.changesCount
+        while true {
+            // A device's ended pushes beyond its newest `endedPerDevice`, a batch at a time.
+            let deleted = try await database.write { db in
+                try db.execute(
+                    sql: """
+                        DELETE FROM push WHERE id IN (
+                            SELECT id FROM (
+                                SELECT id, row_number() OVER (PARTITION BY deviceId ORDER BY id DESC) AS newer
+                                FROM push WHERE state != 'pending')
+                            WHERE newer > ? LIMIT ?)
+                        """,
+                    arguments: [endedPerDevice, pruneBatch])
+                return db.changesCount
+            }
+            report.deleted += deleted
+            if deleted < pruneBatch { break }
         }
         while true {
             let (forgotten, version) = try await database.write { db -> (Int, Int?) in

@@ -30,11 +30,10 @@ public enum ChildProcess {
     ) -> Ended? {
         #if os(Linux)
             var pipeEnds: [Int32] = [0, 0]
-            guard pipe(&pipeEnds) == 0 else { return nil }
-            // Close-on-exec both ends: a child another thread spawns meanwhile must not hold this
-            // pipe's write end open (this one's read would wait for it). dup2 into the child's
-            // stdout clears the flag there.
-            for end in pipeEnds { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+            // Close-on-exec from the start: a child another thread spawns meanwhile must not hold
+            // this pipe's write end open (this one's read would wait for it). dup2 into the
+            // child's stdout clears the flag there.
+            guard closeOnExecPipe(&pipeEnds) == 0 else { return nil }
             defer { close(pipeEnds[0]) }
             var actions = posix_spawn_file_actions_t()
             posix_spawn_file_actions_init(&actions)
@@ -86,3 +85,18 @@ public enum ChildProcess {
         #endif
     }
 }
+
+#if os(Linux)
+    // glibc declares pipe2 only under _GNU_SOURCE, which Swift's Glibc module does not define;
+    // the C symbol is there.
+    @_silgen_name("pipe2")
+    private func pipe2(_ ends: UnsafeMutablePointer<Int32>, _ flags: Int32) -> Int32
+
+    private func closeOnExecPipe(_ ends: inout [Int32]) -> Int32 { pipe2(&ends, O_CLOEXEC) }
+#else
+    private func closeOnExecPipe(_ ends: inout [Int32]) -> Int32 {
+        guard pipe(&ends) == 0 else { return -1 }
+        for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+        return 0
+    }
+#endif

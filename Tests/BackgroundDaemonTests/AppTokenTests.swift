@@ -156,18 +156,30 @@ extension AppTokenTests {
         let other = DaemonLocation.appTokenPath(of: AppID(rawValue: "com.example.other")!, stateDirectory: state)
         try FileManager.default.createDirectory(
             atPath: (other as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-        try Data("not-a-token\n".utf8).write(to: URL(fileURLWithPath: other + ".new"))
+        try Data("not-a-token\n".utf8).write(to: URL(fileURLWithPath: other + ".new.planted"))
 
-        let daemon = try await DaemonProcess(stateDirectory: state, socketPath: socket)
+        var daemon = try await DaemonProcess(stateDirectory: state, socketPath: socket)
         defer { daemon.signal(SIGKILL) }
         let kept = try String(contentsOfFile: file, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let container = (file as NSString).deletingLastPathComponent
         #expect(kept != old, "the rotated token is in place")
-        #expect(!FileManager.default.fileExists(atPath: file + ".new"))
-        #expect(!FileManager.default.fileExists(atPath: other + ".new"), "a staged file bgd did not commit goes")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: container).filter { $0.contains(".new") }.isEmpty)
+        #expect(!FileManager.default.fileExists(atPath: other + ".new.planted"), "a staged file bgd did not commit goes")
         let summary = try await DaemonClient(socketPath: socket, token: kept).send(.get, "/v1/app", as: AppSummary.self)
         #expect(summary.id == app, "bgd accepts the token the app's file holds")
         await #expect(throws: (any Error).self, "and refuses the old one") {
             try await DaemonClient(socketPath: socket, token: old).send(.get, "/v1/app", as: AppSummary.self)
         }
+
+        // What a container holds never stops bgd from starting: the app's own token staged again,
+        // and its token file made a directory, so it cannot be put in place.
+        daemon.signal(SIGTERM)
+        _ = await daemon.waitForExit()
+        try Data((kept + "\n").utf8).write(to: URL(fileURLWithPath: file + ".new.again"))
+        try FileManager.default.removeItem(atPath: file)
+        try FileManager.default.createDirectory(atPath: file + "/inside", withIntermediateDirectories: true)
+        daemon = try await DaemonProcess(stateDirectory: state, socketPath: socket)
+        #expect(!FileManager.default.fileExists(atPath: file + ".new.again"))
+        #expect(try await admin.send(.get, "/v1/apps", as: [AppSummary].self).map(\.id) == [app])
     }
 }

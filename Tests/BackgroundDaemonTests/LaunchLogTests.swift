@@ -78,9 +78,13 @@ struct LaunchLogTests {
         try Data(String(repeating: "a", count: 20).utf8).write(to: URL(fileURLWithPath: path))
         let descriptor = try #require(LaunchLog.descriptor(at: path, limit: 100))
         defer { close(descriptor) }
-        #expect(!LaunchLog.keepWithin(100, descriptor: descriptor, path: path), "within the limit: left alone")
+        #expect(fcntl(descriptor, F_GETFL) & O_ACCMODE == O_WRONLY, "the app cannot read through its output")
+        let reader = try #require(LaunchLog.reader(of: descriptor, at: path))
+        defer { close(reader) }
+        func keep() -> Bool { LaunchLog.keepWithin(100, descriptor: descriptor, reader: reader, path: path) }
+        #expect(!keep(), "within the limit: left alone")
         _ = String(repeating: "b", count: 200).withCString { write(descriptor, $0, 200) }
-        #expect(LaunchLog.keepWithin(100, descriptor: descriptor, path: path))
+        #expect(keep())
         #expect(contents(path + ".1") == String(repeating: "b", count: 100), "the last 100 bytes are kept")
         _ = "next\n".withCString { write(descriptor, $0, 5) }
         #expect(contents(path) == "next\n", "the process's next line starts the emptied log")
@@ -90,14 +94,29 @@ struct LaunchLogTests {
         unlink(path + ".1")
         symlink(outside, path + ".1")
         _ = String(repeating: "c", count: 200).withCString { write(descriptor, $0, 200) }
-        #expect(LaunchLog.keepWithin(100, descriptor: descriptor, path: path))
+        #expect(keep())
         #expect(contents(outside) == "kept\n")
         #expect(contents(path + ".1") == String(repeating: "c", count: 100))
         unlink(path + ".1")
         try FileManager.default.createDirectory(atPath: path + ".1/inside", withIntermediateDirectories: true)
         _ = String(repeating: "d", count: 200).withCString { write(descriptor, $0, 200) }
-        #expect(LaunchLog.keepWithin(100, descriptor: descriptor, path: path))
+        #expect(keep())
         #expect(contents(path) == "", "bounded before kept")
+        // A name that no longer leads to the file gives no reader.
+        unlink(path)
+        try Data("other".utf8).write(to: URL(fileURLWithPath: path))
+        #expect(LaunchLog.reader(of: descriptor, at: path) == nil)
+    }
+
+    /// A hard link the app made at `launch.log` to a file of its user's (bgd's database, a
+    /// dotfile) is someone else's file: replaced, not appended to, never cut.
+    @Test func aHardLinkInItsPlaceIsReplaced() throws {
+        let outside = directory + "/outside"
+        try Data("kept\n".utf8).write(to: URL(fileURLWithPath: outside))
+        #expect(link(outside, path) == 0)
+        try append("mine\n")
+        #expect(contents(outside) == "kept\n")
+        #expect(contents(path) == "mine\n")
     }
 
     /// One long run (or a process suspended and resumed for weeks) keeps the log it was given at

@@ -10,14 +10,21 @@ import Testing
 /// on the app as it is after the wait, not as it was before. The waits are made to carry the
 /// arrival (`LifecycleSupervisor.interleave`); the app is the real fixture process.
 extension LifecycleTests {
+    /// The fixture, registered and run by the user, in the background with its task ended: the
+    /// next enforcement pass after the delay suspends it.
+    func startInBackgroundWithNothingToDo(in daemon: TestDaemon) async throws -> Foreground {
+        let token = try await daemon.register(Self.app, command: ["/bin/false"], interval: .never).token
+        let app = try await startForeground("finish", in: daemon, token: token)
+        #expect(await app.logs("ending 1"))
+        return app
+    }
+
     /// The user opens the app while bgd freezes it: the freeze is undone, not left in place with
     /// the user looking at a hung app, and the usual delay starts again.
     @Test func anOpenWhileTheAppIsBeingFrozenLeavesItRunning() async throws {
         try await TestDaemon.with { daemon in
-            let token = try await daemon.register(Self.app, command: ["/bin/false"], interval: .never).token
-            let app = try await startForeground("finish", in: daemon, token: token)
+            let app = try await startInBackgroundWithNothingToDo(in: daemon)
             defer { app.stop() }
-            #expect(await app.logs("ending 1"))
             let lifecycle = daemon.daemon.lifecycle
             let opens = Mutex(0)
             await lifecycle.interleave { point, id in
@@ -76,6 +83,30 @@ extension LifecycleTests {
             #expect(status?.state == .active)
             #expect(status?.reason?.code != .backgroundTimeOverrun, "\(String(describing: status?.reason))")
             #expect(app.state != nil && !isSuspended(pid), "neither ended nor frozen")
+        }
+    }
+
+    /// The app says it is `active` while bgd freezes it, and an event comes too: it stays
+    /// `active` (and thawed), not put back in the background by the event calling the freeze off.
+    @Test func anAppThatComesToTheForegroundWhileBeingFrozenStaysThere() async throws {
+        try await TestDaemon.with { daemon in
+            let app = try await startInBackgroundWithNothingToDo(in: daemon)
+            defer { app.stop() }
+            let lifecycle = daemon.daemon.lifecycle
+            let id = AppID(rawValue: Self.app)!
+            let pid = app.process.processID
+            let arrivals = Mutex(0)
+            await lifecycle.interleave { point, frozen in
+                guard point == .freezing, arrivals.withLock({ $0 += 1; return $0 }) == 1 else { return }
+                _ = await lifecycle.report(LifecycleReport(state: .active, processID: pid), from: frozen, launched: false)
+                await lifecycle.startedEvents(for: frozen)
+            }
+            daemon.clock.advance(by: .seconds(5))
+            #expect(await eventually { arrivals.withLock { $0 } == 1 })
+            #expect(await eventually { !isSuspended(pid) }, "thawed once the freeze returned")
+            await lifecycle.interleave(nil)
+            #expect(await lifecycle.status(of: id)?.state == .active)
+            #expect(await lifecycle.appInForeground == id)
         }
     }
 }

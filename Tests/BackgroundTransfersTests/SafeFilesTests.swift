@@ -64,7 +64,9 @@ final class SafeFilesTests {
         defer { close(reader) }
         #expect(SafeFiles.openForWriting(fifo, truncating: true) == -1, "a reader")
         #expect(errno == EINVAL, "\(errno)")
-        #expect(throws: SafeFiles.Refusal.self) { try SafeFiles.copy(from: open("/dev/null", O_RDONLY), to: fifo) }
+        let empty = open("/dev/null", O_RDONLY)
+        defer { close(empty) }
+        #expect(throws: SafeFiles.Refusal.self) { try SafeFiles.copy(from: empty, to: fifo) }
         // A plain file is opened as before, blocking.
         let file = SafeFiles.openForWriting(directory + "/8.partial")
         #expect(file >= 0 && fcntl(file, F_GETFL) & O_NONBLOCK == 0)

@@ -25,16 +25,18 @@ public enum LaunchLog {
     /// as every file it writes there is; it is a bound for months, not for a minute.
     public static let checkInterval = Duration.seconds(60)
 
-    /// A descriptor for appending to the log at `path` (close-on-exec; the caller closes it;
-    /// readable too, so that bgd can copy from the one it keeps — `keepWithin`), or
+    /// A descriptor for appending to the log at `path` (write-only, close-on-exec; the caller
+    /// closes it), or
     /// nil when nothing can be made there (a directory the app made in its place: its output
     /// then goes nowhere, and the launch goes on).
     public static func descriptor(at path: String, limit: Int64 = limit) -> Int32? {
         // Non-blocking only while opening: a FIFO without a reader fails at once (ENXIO).
-        let existing = open(path, O_RDWR | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        let existing = open(path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         if existing >= 0 {
             var status = stat()
-            if fstat(existing, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG {
+            // One name only: a hard link the app made there is someone else's file, to which its
+            // output would be appended (and which `keepWithin` would cut).
+            if fstat(existing, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG, status.st_nlink == 1 {
                 // Replaces what was at .1, whatever it was, following nothing; a directory the app
                 // made there cannot be replaced, and the log goes on growing rather than vanish.
                 if Int64(status.st_size) <= limit || rename(path, path + ".1") != 0 { return blocking(existing) }
@@ -47,7 +49,7 @@ public enum LaunchLog {
             unlink(path)  // a link (ELOOP), a FIFO (ENXIO), a socket: the app's doing
         }
         // O_EXCL: made here and now, never something that appeared in between.
-        let made = open(path, O_RDWR | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        let made = open(path, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         return made >= 0 ? made : nil
     }
 
@@ -57,18 +59,38 @@ public enum LaunchLog {
     /// starts the emptied file; what it writes between the copy and the truncation is lost.
     /// Emptied even when `.1` cannot be made (a directory the app put there): a running
     /// process's log is bounded before it is kept. Returns whether it trimmed.
+    /// `reader` is the same file opened for reading (`reader(of:at:)`): the app's own descriptor
+    /// is write-only.
     @discardableResult
-    public static func keepWithin(_ limit: Int64 = limit, descriptor: Int32, path: String) -> Bool {
+    public static func keepWithin(_ limit: Int64 = limit, descriptor: Int32, reader: Int32, path: String) -> Bool {
         var status = stat()
-        guard fstat(descriptor, &status) == 0, Int64(status.st_size) > limit else { return false }
+        guard fstat(reader, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG, status.st_nlink == 1,
+            Int64(status.st_size) > limit
+        else { return false }
         let rotated = path + ".1"
         unlink(rotated)
         let copy = open(rotated, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         if copy >= 0 {
             defer { close(copy) }
-            copyTail(of: descriptor, size: Int64(status.st_size), limit: limit, to: copy)
+            copyTail(of: reader, size: Int64(status.st_size), limit: limit, to: copy)
         }
         return ftruncate(descriptor, 0) == 0
+    }
+
+    /// The log `descriptor` writes to, opened again for reading (close-on-exec; the caller closes
+    /// it); nil unless the name still leads to that very file, following no link.
+    public static func reader(of descriptor: Int32, at path: String) -> Int32? {
+        let reader = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard reader >= 0 else { return nil }
+        var written = stat()
+        var read = stat()
+        guard fstat(descriptor, &written) == 0, fstat(reader, &read) == 0, written.st_dev == read.st_dev,
+            written.st_ino == read.st_ino
+        else {
+            close(reader)
+            return nil
+        }
+        return reader
     }
 
     private static func copyTail(of source: Int32, size: Int64, limit: Int64, to destination: Int32) {

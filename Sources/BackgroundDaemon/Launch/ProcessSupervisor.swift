@@ -68,15 +68,25 @@ public actor ProcessSupervisor: Service {
         var log: KeptLog?
     }
 
-    /// The launch log's descriptor bgd holds beside the process's own; closed when it is let go.
+    /// The launch log's descriptor bgd holds beside the process's own (and the same file opened
+    /// for reading); closed when it is let go.
     private final class KeptLog {
         let descriptor: Int32
+        let reader: Int32
         let path: String
-        init(descriptor: Int32, path: String) {
+        init?(descriptor: Int32, path: String) {
+            guard let reader = LaunchLog.reader(of: descriptor, at: path) else {
+                close(descriptor)
+                return nil
+            }
             self.descriptor = descriptor
+            self.reader = reader
             self.path = path
         }
-        deinit { close(descriptor) }
+        deinit {
+            close(descriptor)
+            close(reader)
+        }
     }
 
     public let mode: Mode
@@ -122,7 +132,7 @@ public actor ProcessSupervisor: Service {
             }
         }
         spec.cgroup = cgroup
-        let log = LaunchLog.descriptor(at: spec.logFile).map { KeptLog(descriptor: $0, path: spec.logFile) }
+        let log = LaunchLog.descriptor(at: spec.logFile).flatMap { KeptLog(descriptor: $0, path: spec.logFile) }
         spec.logDescriptor = log?.descriptor
         let process: LaunchedProcess
         do {
@@ -411,7 +421,7 @@ public actor ProcessSupervisor: Service {
 
     /// Bounds a launched process's log now (see `LaunchLog.keepWithin`).
     private func trimLog(of supervised: Supervised) {
-        guard let log = supervised.log, LaunchLog.keepWithin(descriptor: log.descriptor, path: log.path) else { return }
+        guard let log = supervised.log, LaunchLog.keepWithin(descriptor: log.descriptor, reader: log.reader, path: log.path) else { return }
         logger.notice(
             "The app's launch log passed its limit while the app ran; its last part is now launch.log.1",
             metadata: ["app.id": "\(supervised.app)", "pid": "\(supervised.process.processID)"])

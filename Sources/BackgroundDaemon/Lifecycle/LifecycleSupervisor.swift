@@ -95,6 +95,7 @@ public actor LifecycleSupervisor: Service {
         if entry.processID != report.processID {
             entry.processID = report.processID
             entry.ending = false
+            entry.suspending = false  // the old process's freeze is not this one's
             // The state lasts as long as the process: when it exits, so does the state (an app
             // that reported `active` and exited held every processing task back for ever). The
             // supervisor watches it and says so (`processExited`).
@@ -242,8 +243,9 @@ public actor LifecycleSupervisor: Service {
         guard let entry = entries[app] else { return }
         if entry.suspending {
             // Being frozen this moment: called off, and `enforce` thaws it once the freeze returns.
+            // (An app that said it is `active` meanwhile stays so.)
             entries[app]?.suspending = false
-            resumed(app, reason: reason)
+            if entry.state == .background { resumed(app, reason: reason) }
             return
         }
         guard entry.state == .suspended else { return }

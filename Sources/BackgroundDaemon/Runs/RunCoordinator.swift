@@ -183,7 +183,8 @@ public actor RunCoordinator: Service {
             broker.eventsAvailable(for: run.app)
         } else if let pid = launches.first(where: { $0.value.app == run.app && !$0.value.exitRequested })?.key,
             await supervisor.phase(of: pid).map({ ProcessControl(phase: $0).canBeSpared }) == true,
-            launches[pid] != nil  // read again after the wait: it may have exited meanwhile
+            // Read again after the wait: it may have exited, or been told to, meanwhile.
+            launches[pid].map({ !$0.exitRequested && $0.app == run.app }) == true
         {
             // A process bgd launched for the app still runs (for url-session events, say): the
             // run is its, not a second process's — two would be fed the same events.

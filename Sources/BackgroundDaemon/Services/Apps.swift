@@ -34,6 +34,8 @@ struct Apps: Sendable {
         guard ProcessLauncher.isExecutable(registration.launchCommand.program) else {
             throw ServiceError.launchCommandNotFound(registration.launchCommand.program)
         }
+        // Known already: refused before anything touches its container.
+        if try await store.app(registration.id) != nil { throw StoreError.appAlreadyRegistered(registration.id) }
         let token = tokens.makeToken()
         // Staged before the commit, put in place after it (`TokenFile`): a crash between the two
         // leaves what the next bgd finishes. Without a file, the app can still be given its token

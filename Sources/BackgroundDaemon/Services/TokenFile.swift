@@ -18,14 +18,16 @@ import Logging
 /// left a rotated app holding a token the store no longer knew, refused until the operator
 /// rotated again.
 enum TokenFile {
-    static let stagedSuffix = ".new"
+    /// A staged token is `app-token.new.<uuid>`: a name of its own per call, so two at once (a
+    /// rotation racing another) never take each other's.
+    static let stagedInfix = ".new."
 
-    /// Writes `token` beside the app's token file, synced, as `app-token.new`; returns its path.
-    /// Made anew with `O_EXCL`: whatever the app left at that name is removed, never followed.
+    /// Writes `token` beside the app's token file, synced, under a name of its own; returns its
+    /// path. Made with `O_EXCL|O_NOFOLLOW`: nothing the app left there is followed.
     static func stage(_ token: String, of app: AppID, in stateDirectory: StateDirectory) throws -> String {
         _ = try stateDirectory.container(for: app)
-        let staged = DaemonLocation.appTokenPath(of: app, stateDirectory: stateDirectory.path) + stagedSuffix
-        unlink(staged)
+        let staged =
+            DaemonLocation.appTokenPath(of: app, stateDirectory: stateDirectory.path) + stagedInfix + UUID().uuidString
         let descriptor = open(staged, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { throw ServiceError.tokenUnavailable(app) }
         defer { close(descriptor) }
@@ -39,7 +41,8 @@ enum TokenFile {
 
     /// Puts a staged token in place (the store holds its hash now).
     static func install(_ staged: String) throws {
-        let path = String(staged.dropLast(stagedSuffix.count))
+        guard let infix = staged.range(of: stagedInfix, options: .backwards) else { throw CocoaError(.fileNoSuchFile) }
+        let path = String(staged[..<infix.lowerBound])
         guard rename(staged, path) == 0 else { throw CocoaError(.fileWriteUnknown) }
         let directory = open((path as NSString).deletingLastPathComponent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         if directory >= 0 {
@@ -49,22 +52,35 @@ enum TokenFile {
     }
 
     /// At start: installs each staged token the store holds the hash of (a bgd killed between the
-    /// commit and the rename), removes any other. Returns how many it installed.
+    /// commit and the rename), removes any other. Returns how many it installed. What a container
+    /// holds never stops bgd from starting: a token that cannot be put in place (the app made
+    /// `app-token` a directory) is logged and dropped.
     static func settleStaged(store: BackgroundStore, stateDirectory: StateDirectory, logger: Logger) async throws -> Int {
         var installed = 0
         let containers = stateDirectory.path + "/containers"
         for name in (try? FileManager.default.contentsOfDirectory(atPath: containers)) ?? [] {
             guard let app = AppID(rawValue: name) else { continue }
-            let staged = DaemonLocation.appTokenPath(of: app, stateDirectory: stateDirectory.path) + stagedSuffix
-            guard let token = readStaged(staged) else { continue }
-            if let owner = try await store.app(forTokenHash: TokenIssuer.hash(AppToken(rawValue: token))),
-                owner == app
-            {
-                try install(staged)
-                installed += 1
-                logger.notice("Put in place the app's token a stopped bgd had committed", metadata: ["app.id": "\(app)"])
-            } else {
-                unlink(staged)
+            let path = DaemonLocation.appTokenPath(of: app, stateDirectory: stateDirectory.path)
+            let prefix = (path as NSString).lastPathComponent + stagedInfix
+            let inside = (path as NSString).deletingLastPathComponent
+            for file in (try? FileManager.default.contentsOfDirectory(atPath: inside)) ?? [] where file.hasPrefix(prefix) {
+                let staged = inside + "/" + file
+                guard let token = readStaged(staged) else { continue }
+                guard try await store.app(forTokenHash: TokenIssuer.hash(AppToken(rawValue: token))) == app else {
+                    unlink(staged)
+                    continue
+                }
+                do {
+                    try install(staged)
+                    installed += 1
+                    logger.notice(
+                        "Put in place the app's token a stopped bgd had committed", metadata: ["app.id": "\(app)"])
+                } catch {
+                    unlink(staged)
+                    logger.warning(
+                        "Cannot put the app's token in place; bgctl token APP --rotate makes a new one",
+                        metadata: ["app.id": "\(app)", "path": "\(path)"])
+                }
             }
         }
         return installed
