@@ -2,21 +2,23 @@ import Foundation
 
 /// Server-rendered HTML, in plain Swift: escaping, and the page every view sits in.
 public enum HTML {
-    /// Text and attribute values, escaped.
+    /// Text and attribute values, escaped — code point by code point, as the browser's parser
+    /// reads them. (By `Character`, a prefix like U+0600 joins the `<` after it into one grapheme
+    /// that equals no `<`, and passed through whole: a server's `Location` header in a
+    /// transfer's error put markup on the page.)
     public static func escape(_ text: String) -> String {
-        var out = ""
-        out.reserveCapacity(text.utf8.count)
-        for character in text {
-            switch character {
-            case "&": out += "&amp;"
-            case "<": out += "&lt;"
-            case ">": out += "&gt;"
-            case "\"": out += "&quot;"
-            case "'": out += "&#39;"
-            default: out.append(character)
+        var out = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "&": out.append(contentsOf: "&amp;".unicodeScalars)
+            case "<": out.append(contentsOf: "&lt;".unicodeScalars)
+            case ">": out.append(contentsOf: "&gt;".unicodeScalars)
+            case "\"": out.append(contentsOf: "&quot;".unicodeScalars)
+            case "'": out.append(contentsOf: "&#39;".unicodeScalars)
+            default: out.append(scalar)
             }
         }
-        return out
+        return String(out)
     }
 
     /// A whole page: readable on a phone, no external resources (works offline), and a few lines
@@ -90,7 +92,9 @@ public enum HTML {
 
     /// Live updates: on each event from `/events`, fetch this page's `<main>` again and swap it in;
     /// a timeline that scrolls (on a phone) is shown at its "now" end.
-    static let liveScript = """
+    /// The page's only script; the dashboard's `Content-Security-Policy` allows it by its hash
+    /// and nothing else inline.
+    public static let liveScript = """
         (function(){
           var live=document.getElementById('live');var busy=false,again=false;
           // A timeline wider than a phone scrolls: start it at now, where the news is.

@@ -164,9 +164,11 @@ public enum DashboardPages {
             html += "<tr class=\"transfer \(state)\" data-transfer=\"\(transfer.id)\">"
             html += "<td data-label=\"id\">\(HTML.escape(transfer.id.description))</td>"
             html += "<td data-label=\"app\">\(HTML.escape(transfer.app?.rawValue ?? "operator"))</td>"
+            // Text, not a link: an app chooses it, and a link to another port of this host would
+            // carry the dashboard's cookie there (cookies are not kept apart by port).
             let url = HTML.escape(transfer.url.absoluteString)
             html +=
-                "<td data-label=\"URL and file\" class=\"where\"><a href=\"\(url)\" rel=\"noreferrer\">\(url)</a>\(transfer.destination.map { "<br><span class=\"code\">\(HTML.escape($0))</span>" } ?? "")</td>"
+                "<td data-label=\"URL and file\" class=\"where\"><span class=\"url\">\(url)</span>\(transfer.destination.map { "<br><span class=\"code\">\(HTML.escape($0))</span>" } ?? "")</td>"
             html += "<td data-label=\"state\">\(HTML.escape(transfer.stateDescription))</td>"
             html +=
                 "<td data-label=\"progress\"><div class=\"bar \(state)\" role=\"progressbar\" aria-valuenow=\"\(Int(share * 100))\" aria-valuemin=\"0\" aria-valuemax=\"100\" title=\"\(done) of \(expected > 0 ? String(expected) : "?") bytes\"><div style=\"width:\(Int(share * 100))%\"></div></div></td>"

@@ -37,6 +37,17 @@ struct TimelineTests {
         #expect(HTML.escape("a'b") == "a&#39;b")
     }
 
+    /// Escaping goes by code point, as the browser parses: a prefix that joins the `<` after it
+    /// into one grapheme (U+0600), or a combining mark after a quote, does not carry markup
+    /// through. By `Character` both passed whole — a redirecting server put `<img onerror>` on the
+    /// dashboard through a transfer's error.
+    @Test func markupHiddenInAGraphemeIsEscaped() {
+        let hostile = "x:\u{600}<img src=x onerror=alert(1)//\u{600}>\"\u{301} \u{600}&\u{600}'"
+        let escaped = HTML.escape(hostile)
+        #expect(!escaped.unicodeScalars.contains { "<>\"'".unicodeScalars.contains($0) }, "\(escaped.debugDescription)")
+        #expect(escaped.contains("\u{600}&lt;img") && escaped.contains("&quot;\u{301}") && escaped.contains("\u{600}&amp;"))
+    }
+
     @Test func usageTiers() {
         #expect(AppOverview.tier(opensPerDay: nil) == "never opened")
         #expect(AppOverview.tier(opensPerDay: 3) == "daily")
