@@ -49,6 +49,16 @@ struct ObservabilityTests {
                     .posixPermissions] as? Int
             #expect(permissions == 0o600)
             #expect(try await get(base + "/", headers: [("Authorization", "Bearer \(token)")]).status == 200)
+            // Asked for by another name (DNS rebinding: a page of evil.example resolved to
+            // 127.0.0.1): 421, token or not; loopback's names are answered.
+            for host in ["evil.example:\(port)", "127.0.0.1.evil.example", "evil.example"] {
+                let answer = try await get(base + "/", headers: [("Host", host), ("Authorization", "Bearer \(token)")])
+                #expect(answer.status == 421, "\(host)")
+            }
+            for host in ["localhost:\(port)", "LOCALHOST", "[::1]:\(port)", "127.0.0.1"] {
+                let answer = try await get(base + "/", headers: [("Host", host), ("Authorization", "Bearer \(token)")])
+                #expect(answer.status == 200, "\(host)")
+            }
             let login = try await daemon.admin.send(.post, "/v1/dashboard/login", as: DashboardLogin.self)
             let first = try await get(login.url)
             #expect(

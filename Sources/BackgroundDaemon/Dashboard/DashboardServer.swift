@@ -73,6 +73,9 @@ public struct DashboardServer: Service {
             throw Failure.notLoopback(configuration.host)
         }
         let router = Router()
+        if !configuration.allowRemote {
+            router.add(middleware: LoopbackHostMiddleware(listeningOn: configuration.host))
+        }
         let auth = self.auth
         let (views, metrics, store, clock) = (self.views, self.metrics, self.store, self.clock)
         router.get("login") { request, _ in
