@@ -1,5 +1,6 @@
 import BackgroundModel
 import BackgroundStore
+import BackgroundTransfers
 import Foundation
 import Logging
 
@@ -44,11 +45,7 @@ enum TokenFile {
         guard let infix = staged.range(of: stagedInfix, options: .backwards) else { throw CocoaError(.fileNoSuchFile) }
         let path = String(staged[..<infix.lowerBound])
         guard rename(staged, path) == 0 else { throw CocoaError(.fileWriteUnknown) }
-        let directory = open((path as NSString).deletingLastPathComponent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if directory >= 0 {
-            fsync(directory)
-            close(directory)
-        }
+        SafeFiles.syncDirectory(of: path)
     }
 
     /// At start: installs each staged token the store holds the hash of (a bgd killed between the
