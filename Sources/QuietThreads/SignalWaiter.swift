@@ -19,15 +19,13 @@ public final class SignalWaiter: @unchecked Sendable {
         for signal in signals { sigaddset(&set, signal) }
         pthread_sigmask(SIG_BLOCK, &set, nil)
         let waiting = set
-        let thread = Thread { [self] in
+        NamedThread.start(name) { [self] in
             var set = waiting
             var received: Int32 = 0
             while true {
                 if sigwait(&set, &received) == 0 { fire() }
             }
         }
-        thread.name = name
-        thread.start()
     }
 
     /// What a signal does, once the process can stop; a signal that came before fires it at once.

@@ -12,9 +12,7 @@ public final class WorkerThreads: @unchecked Sendable {
     /// Starts `count` threads named `name` (what `top -H` and /proc show).
     public init(count: Int, name: String) {
         for _ in 0..<count {
-            let thread = Thread { [unowned self] in self.work() }
-            thread.name = name
-            thread.start()
+            NamedThread.start(name) { [unowned self] in self.work() }
         }
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import QuietThreads
 
 #if canImport(Glibc)
     import Glibc
@@ -38,9 +39,7 @@ final class KernelChangeListener: @unchecked Sendable {
             }
             for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
             let listener = KernelChangeListener(sockets: [uevents, routes], stopPipe: (ends[0], ends[1]))
-            let thread = Thread { listener.listen(onChange: onChange) }
-            thread.name = "bgd-kernel-events"
-            thread.start()
+            NamedThread.start("bgd-kernel-events") { listener.listen(onChange: onChange) }
             return listener
         #else
             return nil

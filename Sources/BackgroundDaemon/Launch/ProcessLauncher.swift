@@ -1,5 +1,6 @@
 import BackgroundModel
 import Foundation
+import QuietThreads
 
 #if canImport(Glibc)
     import Glibc
@@ -178,13 +179,11 @@ public struct LaunchedProcess: Hashable, Sendable {
     public func waitForExit() async -> ExitStatus {
         let pid = processID
         return await withCheckedContinuation { continuation in
-            let thread = Thread {
+            NamedThread.start("bgd-wait-\(pid)") {
                 var status: Int32 = 0
                 while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
                 continuation.resume(returning: ExitStatus(waitStatus: status))
             }
-            thread.name = "bgd-wait-\(pid)"
-            thread.start()
         }
     }
 

@@ -185,8 +185,10 @@ public actor ProcessSupervisor: Service {
             }
         }
         processes[pid] = supervised
+        let startTicks = supervised.process.startTicks
+        let clock = self.clock
         Task { [weak self] in
-            await ProcessExitWatch.exited(pid)
+            await ProcessExitWatch.exited(pid, startTicks: startTicks, clock: clock)
             await self?.exited(pid, status: nil)
         }
     }

@@ -54,9 +54,7 @@ final class WallClockAlarm: @unchecked Sendable {
             self.watch = watch
             self.poke = (ends[0], ends[1])
             guard armWatch() else { return nil }
-            let thread = Thread { [unowned self] in self.run() }
-            thread.name = "bgd-wall-clock"
-            thread.start()
+            NamedThread.start("bgd-wall-clock") { [unowned self] in self.run() }
         #else
             return nil
         #endif
