@@ -29,6 +29,7 @@ MUST_BE_ZERO = [
     "out_of_order",
     "transfers_wrong_hash",
     "transfer_events_lost",
+    "transfer_files_left",
     "fetch_runs_duplicated",
     "tasks_lost",
     "integrity_not_ok",
@@ -385,9 +386,15 @@ def check(run_dir: str | Path) -> dict:
     # after the last `completed` (events are redelivered after a crash, so repeats are allowed;
     # a whole redelivered pair reads finished, completed, finished, completed).
     disorder = []
+    uploads = {str(t["id"]) for t in transfers if t.get("kind") == "upload" and t.get("id") is not None}
     for app in apps:
         for ident, seq in events[app].items():
             kinds = [k for k, _ in seq]
+            if ident in uploads:
+                # An upload hands no file over: `completed` alone, never a `finished`.
+                if "finished" in kinds:
+                    disorder.append({"app": app, "transfer": ident, "events": " ".join(kinds)})
+                continue
             first_finished = kinds.index("finished") if "finished" in kinds else None
             ok_before = any(k == "completed" and v == "ok" and (first_finished is None or i < first_finished)
                             for i, (k, v) in enumerate(seq))
@@ -414,14 +421,20 @@ def check(run_dir: str | Path) -> dict:
             unfinished.append(f"{label}: {row['state']}")
             continue
         hashes: list[str] = []
-        if t["kind"] == "app":
-            # Every ended transfer owes its app a terminal event; a completed one also the file.
+        if t["kind"] in ("app", "upload"):
+            # Every ended transfer owes its app a terminal event; a completed download also the file.
             seq = events[t["app"]].get(str(t["id"]), [])
             hashes = [v for k, v in seq if k == "finished"]
-            missing = [name for name, kind in (("didFinishDownloadingTo", "finished"), ("didCompleteWithError", "completed"))
+            owed = [("didCompleteWithError", "completed")]
+            if t["kind"] == "app":
+                owed.insert(0, ("didFinishDownloadingTo", "finished"))
+            missing = [name for name, kind in owed
                        if (kind == "completed" or row["state"] == "completed") and not any(k == kind for k, _ in seq)]
             if missing:
                 events_lost.append(f"{label}: {row['state']} but the app never got {' nor '.join(missing)}")
+                continue
+            if t["kind"] == "upload" and row["state"] == "completed" and ("completed", "ok") not in seq:
+                events_lost.append(f"{label}: completed but the app was told {[v for k, v in seq if k == 'completed']}")
                 continue
         if row["state"] != "completed":
             failed.append(f"{label}: {row['state']} {row['error'] or ''}".strip())
@@ -429,6 +442,10 @@ def check(run_dir: str | Path) -> dict:
         if t["kind"] == "operator":
             got = sha256_file(Path(t["destination"]))
             (right if got == t["sha256"] else wrong_hash).append(f"{label}: {got or 'no file'}")
+        elif t["kind"] == "upload":
+            # What the origin holds: nginx puts a PUT body in place only whole.
+            got = sha256_file(Path(t["uploaded_to"]))
+            (right if got == t["sha256"] else wrong_hash).append(f"{label}: the origin has {got or 'no file'}")
         else:
             bad = [h for h in hashes if h not in (t["sha256"], "missing")]
             redelivered_missing += sum(1 for h in hashes if h == "missing")
@@ -450,6 +467,21 @@ def check(run_dir: str | Path) -> dict:
     r["transfer_events_lost"] = len(events_lost)
     r["transfer_events_lost_details"] = events_lost
     r["transfer_finished_redelivered_without_file"] = redelivered_missing
+    # What bgd keeps for a transfer (its upload's copy, a download's partial file) goes when the
+    # transfer ends, and a copy a crash cut short goes at the next start: after the clean stop
+    # none of either is left.
+    left = []
+    ended = {ident for ident, row in trows.items() if row["state"] in ("completed", "failed", "cancelled")}
+    for directory in [state / "transfers"] + [containers / app / "transfers" for app in apps]:
+        for entry in sorted(directory.iterdir()) if directory.is_dir() else []:
+            name = entry.name
+            stem, _, suffix = name.rpartition(".")
+            if name.startswith(".copying-"):
+                left.append(f"{entry}: an upload's copy with no transfer")
+            elif suffix in ("upload", "partial") and stem.isdigit() and (int(stem) in ended or int(stem) not in trows):
+                left.append(f"{entry}: transfer {stem} {'ended' if int(stem) in ended else 'is not in the store'}")
+    r["transfer_files_left"] = len(left)
+    r["transfer_files_left_details"] = left
     r["transfer_restarts"] = sum(row["restarts"] or 0 for row in trows.values())
 
     # --- the volume-full windows: what bgd answered while it had no space ------------------------
@@ -506,13 +538,14 @@ def render(r: dict) -> str:
     for cause, n in r["push_duplicate_causes"].items():
         row(cause, n, indent=1)
     row("wrong app (seen by an app it was not for)", r["wrong_app"], "wrong_app")
-    row("out of order (finished → completed)", r["out_of_order"], "out_of_order")
+    row("out of order (finished → completed; none for an upload)", r["out_of_order"], "out_of_order")
     row("transfers accepted", f"{r['transfers_accepted']}/{r['transfers_requested']}")
     row("right SHA-256", r["transfers_right_hash"], indent=1)
     row("failed or cancelled (terminal, with an error)", r["transfers_failed"], indent=1)
     row("not finished at the end", r["transfers_unfinished"], indent=1)
     row("wrong SHA-256", r["transfers_wrong_hash"], "transfers_wrong_hash")
     row("transfer events lost (app never told)", r["transfer_events_lost"], "transfer_events_lost")
+    row("transfer files left behind (copies, partials)", r["transfer_files_left"], "transfer_files_left")
     row("fetch runs started / seen by the apps", f"{r['fetch_runs_started']}/{r['fetch_runs_seen']}")
     row("fetch runs seen twice", r["fetch_runs_duplicated"], "fetch_runs_duplicated")
     row("fetch runs given to a process already running", r["fetch_runs_in_event_launches"], indent=1)
@@ -548,7 +581,8 @@ def render(r: dict) -> str:
     for detail in r["bgd_crash_details"]:
         notes.append(f"uninjected end of bgd life {detail['life']} ({detail['mode']}): status {detail['returncode']}, "
                      f"we did {detail['we_did']}; {'; '.join(detail['fatal']) or 'see ' + str(detail['log'])}")
-    for key in ("transfers_wrong_hash_details", "transfer_events_lost_details", "transfers_unfinished_details", "transfers_failed_details"):
+    for key in ("transfers_wrong_hash_details", "transfer_events_lost_details", "transfers_unfinished_details", "transfers_failed_details",
+                "transfer_files_left_details"):
         for detail in r[key][:5]:
             notes.append(f"{key.replace('_details', '').replace('_', ' ')}: {detail}")
     for detail in r["out_of_order_details"][:5] + r["wrong_app_details"][:5] + r["push_duplicate_examples"][:5]:

@@ -49,6 +49,8 @@ FAILPOINTS = [
     "transfer.afterCheckpointFsync",
     "transfer.afterRename",
     "transfer.afterCompletionCommit",
+    "transfer.afterUploadCopy",
+    "transfer.afterUploadAccepted",
 ]
 FAULT_WEIGHTS = {"kill": 3, "failpoint": 3, "sigstop": 1, "app-kill": 2, "volume-full": 1, "clock": 1, "fsync-eio": 1}
 KEY_ID, TEAM_ID = "ABCDEFGHIJ", "TEAM123456"
@@ -324,7 +326,7 @@ class Campaign:
         self.fsync_trigger = self.run / "fsync-eio.trigger"
         self.push_port = free_port()
         self.files = json.loads((self.run / "www" / "manifest.json").read_text())
-        for sub in ("bgd", "containers", "transfers", "downloads", "push", "sock"):
+        for sub in ("bgd", "containers", "transfers", "downloads", "uploads", "push", "sock"):
             (self.run / sub).mkdir(exist_ok=True)
         self.pushes = Journal(self.run / "pushes.jsonl")
         self.fetches = Journal(self.run / "fetches.jsonl")
@@ -530,6 +532,13 @@ class Campaign:
         url = f"{self.origin}/{file}"
         record = {"n": n, "kind": kind, "file": file, "url": url, "app": app, "why": why,
                   "sha256": self.files[file]["sha256"], "size": self.files[file]["size"], "tries": []}
+        if kind == "upload":
+            # The app's own file in its container, PUT to the origin's WebDAV directory, where
+            # nginx puts a body in place only once all of it arrived.
+            source = self.state / "containers" / app / f"up-{n}.bin"
+            await asyncio.to_thread(shutil.copyfile, self.run / "www" / file, source)
+            url = f"{self.origin}/uploads/up-{n}.bin"
+            record.update(url=url, source=str(source), uploaded_to=str(self.run / "uploads" / f"up-{n}.bin"))
         for attempt in range(attempts):
             at, life = now(), self.bgd.life
             if kind == "operator":
@@ -541,6 +550,11 @@ class Campaign:
                     body = json.loads(body) if code == 0 else body.strip()[:300]
                 except ValueError:
                     pass
+            elif kind == "upload":
+                status, body = await asyncio.to_thread(
+                    api_call, self.sock, "POST", f"/v1/transfers?app={app}",
+                    {"session": "fixture", "url": url, "kind": "upload", "uploadFile": record["source"],
+                     "httpMethod": "PUT"}, 10)
             else:
                 status, body = await asyncio.to_thread(
                     api_call, self.sock, "POST", f"/v1/transfers?app={app}", {"session": "fixture", "url": url}, 10)
@@ -556,8 +570,8 @@ class Campaign:
 
     def transfer_plan(self) -> list[tuple[str, str]]:
         """A few of each: (kind, file), spread over the campaign."""
-        plan = [("operator", "8m.bin"), ("app", "1m.bin"), ("operator", "40m.bin"), ("app", "8m.bin"),
-                ("app", "1m.bin"), ("operator", "1m.bin")]
+        plan = [("operator", "8m.bin"), ("app", "1m.bin"), ("upload", "8m.bin"), ("operator", "40m.bin"),
+                ("app", "8m.bin"), ("upload", "1m.bin"), ("app", "1m.bin"), ("operator", "1m.bin")]
         extra = max(0, self.args.faults // 10 - len(plan))
         plan += [self.wrng.choice(plan) for _ in range(extra)]
         return plan
@@ -614,7 +628,9 @@ class Campaign:
         record["ready"] = await self.bgd.start(mode="failpoint", failpoint=name)
         record["life"] = self.bgd.life
         # Work that passes the failpoint; pushes flow all the time.
-        if name.startswith("transfer."):
+        if name.startswith("transfer.afterUpload"):
+            self.spawn(self.submit_transfer("upload", "8m.bin", self.rng.choice(self.apps), f"failpoint {name}", attempts=2))
+        elif name.startswith("transfer."):
             self.spawn(self.submit_transfer("app", "1m.bin", self.rng.choice(self.apps), f"failpoint {name}", attempts=2))
         elif name.startswith(("run.", "event.")):
             for app in self.apps:
@@ -786,7 +802,7 @@ class Campaign:
                 await self.bgd.ensure()
                 if index in transfer_at:
                     tkind, file = transfer_at[index]
-                    app = self.wrng.choice(self.apps) if tkind == "app" else None
+                    app = self.wrng.choice(self.apps) if tkind in ("app", "upload") else None
                     background.append(asyncio.create_task(self.submit_transfer(tkind, file, app, "workload")))
                 await asyncio.sleep(self.rng.uniform(0.3, 1.2))  # healthy time between faults
                 record = {"n": index + 1, "kind": kind, "at": now()}

@@ -63,7 +63,7 @@ bash Tests/Interop/setup.sh
 PY="$ROOT/.build/interop/venv/bin/python"
 
 RUN="$ROOT/.build/chaos/$seed-$(date -u +%Y%m%dT%H%M%SZ)"
-mkdir -p "$RUN"/{www,nginx/tmp,downloads}
+mkdir -p "$RUN"/{www,nginx/tmp,downloads,uploads}
 echo "run.sh: run directory $RUN"
 
 nginx_pid="" nemesis_pid=""
@@ -134,6 +134,13 @@ http {
     server {
         listen 127.0.0.1:$port;
         root $RUN/www;
+        # The apps' uploads (PUT): nginx writes a body to a temporary file and renames it into
+        # place only once all of it arrived, so a file here is a whole upload.
+        location /uploads/ {
+            root $RUN;
+            dav_methods PUT;
+            client_max_body_size 256m;
+        }
     }
 }
 EOF
