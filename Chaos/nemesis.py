@@ -44,6 +44,7 @@ from aioapns.exceptions import ConnectionClosed, ConnectionError as APNsConnecti
 FAILPOINTS = [
     "push.afterCommitBeforeAnswer",
     "run.afterStartCommit",
+    "run.afterLaunch",
     "run.afterResultCommit",
     "event.afterAckCommit",
     "transfer.afterCheckpointFsync",

@@ -56,9 +56,13 @@ extension Daemon {
     }
 
     /// Runs a previous bgd left in flight are closed as interrupted (their processes ended, if
-    /// still the same processes); apps it left stopped are continued — nobody else would.
-    static func settleWhatAPreviousBgdLeft(store: BackgroundStore, clock: any WallClock, logger: Logger) async throws {
-        for interrupted in try await store.closeInterruptedRuns(now: clock.now) {
+    /// still the same processes, and any process bgd started for them found by its environment);
+    /// apps it left stopped are continued — nobody else would.
+    static func settleWhatAPreviousBgdLeft(
+        store: BackgroundStore, socketPath: String, clock: any WallClock, logger: Logger
+    ) async throws {
+        let interruptedRuns = try await store.closeInterruptedRuns(now: clock.now)
+        for interrupted in interruptedRuns {
             logger.notice(
                 "Run was in flight when bgd stopped; recorded as interrupted",
                 metadata: ["app.id": "\(interrupted.run.app)", "run.id": "\(interrupted.run.id)"])
@@ -67,6 +71,13 @@ extension Daemon {
             {
                 logger.notice("Ended an app process left over from before", metadata: ["pid": "\(pid)"])
             }
+        }
+        // A bgd killed between starting a run's process and recording its pid left one nobody
+        // knows the pid of (in cgroup mode its cgroup went already), and whatever a recorded one
+        // started in a session of its own: each carries its run in its environment.
+        let runs = Set(interruptedRuns.map { $0.run.id.description })
+        for pid in ProcessSupervisor.endOrphans(ofRuns: runs, socketPath: socketPath) {
+            logger.notice("Ended an app process a previous bgd had started for a run", metadata: ["pid": "\(pid)"])
         }
         for leftover in try await store.takeSuspensions() where ProcessSupervisor.continueLeftover(leftover) {
             logger.notice(

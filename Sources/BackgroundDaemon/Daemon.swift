@@ -164,7 +164,8 @@ public struct Daemon: Service {
             mode: processMode, launcher: launcher ?? ProcessLauncher(helper: Confinement.helperPath()), clock: clock,
             killGrace: configuration.budget.killGrace, logger: Self.logger("bg.processes", like: logger))
 
-        try await Self.settleWhatAPreviousBgdLeft(store: store, clock: clock, logger: logger)
+        try await Self.settleWhatAPreviousBgdLeft(
+            store: store, socketPath: configuration.socketPath, clock: clock, logger: logger)
         try await Self.removeFilesOfEndedTransfers(store: store, stateDirectory: stateDirectory, logger: logger)
         _ = try await TokenFile.settleStaged(store: store, stateDirectory: stateDirectory, logger: logger)
         let usage = UsageTracker(store: store, configuration: configuration.usage)

@@ -87,10 +87,7 @@ struct LifecycleCrashTests {
             as: RegisteredApp.self)
         let run = try await admin.send(.post, "/v1/apps/\(app)/fetch", as: RunRecord.self)
         let pidFile = state + "/containers/\(app)/grandchild.pid"
-        var text = ""
-        for _ in 0..<5_000 where !text.hasSuffix("\n") {
-            text = (try? String(contentsOfFile: pidFile, encoding: .utf8)) ?? ""
-        }
+        let text = try await writtenLine(pidFile)
         let grandchild = try #require(Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)))
         defer { kill(grandchild, SIGKILL) }
         let group = try #require(CgroupProbe.directory(of: grandchild))
@@ -110,5 +107,59 @@ struct LifecycleCrashTests {
         #expect(await eventually { access(group, F_OK) != 0 }, "and removed the cgroup")
         next.signal(SIGTERM)
         _ = await next.waitForExit()
+    }
+
+    /// Without cgroups, a bgd killed after it started a run's process and before it recorded the
+    /// pid (failpoint `run.afterLaunch`) leaves a process nobody knows the pid of: the next bgd
+    /// finds it — and a grandchild in a session of its own — by the run in their environment.
+    @Test func theNextBgdEndsAProcessAKilledOneStartedButNeverRecorded() async throws {
+        let directory = TemporaryDirectory.make()
+        let state = directory + "/state"
+        let socket = directory + "/bgd.sock"
+        let arguments = ["--conditions", "unconstrained", "--app-cgroups", "off"]
+        var daemon: DaemonProcess? = try await DaemonProcess(
+            stateDirectory: state, socketPath: socket, arguments: arguments,
+            environment: ["BGD_FAILPOINT": "run.afterLaunch:once"])
+        let admin = DaemonClient(socketPath: socket)
+        let app = "com.example.unrecorded"
+        let fixture = try BuiltProducts.path(of: "bgd-fixture-app")
+        let script =
+            "echo $$ > app.pid; setsid sh -c 'trap \"\" TERM; exec sleep 1000' & echo $! > grandchild.pid; exec '\(fixture)' hang"
+        _ = try await admin.send(
+            .post, "/v1/apps",
+            body: RegisterAppRequest(
+                id: AppID(rawValue: app)!, launchCommand: LaunchCommand(["/bin/sh", "-c", script])!),
+            as: RegisteredApp.self)
+        _ = try? await admin.send(.post, "/v1/apps/\(app)/fetch", as: RunRecord.self)
+        _ = await daemon?.waitForExit()  // the failpoint ended it, as a kill -9 would
+        daemon = nil
+        func pid(in file: String) async throws -> Int32 {
+            let text = try await writtenLine(state + "/containers/\(app)/" + file)
+            return try #require(Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)))
+        }
+        let launched = try await pid(in: "app.pid")
+        let grandchild = try await pid(in: "grandchild.pid")
+        defer {
+            kill(-launched, SIGKILL)
+            kill(grandchild, SIGKILL)
+        }
+        #expect(
+            ((try? processState(grandchild)) ?? nil) != nil && ((try? processState(launched)) ?? nil) != nil,
+            "both outlive the killed bgd")
+        let next = try await DaemonProcess(stateDirectory: state, socketPath: socket, arguments: arguments)
+        #expect(await eventually { ((try? processState(launched)) ?? nil) == nil }, "the next bgd ended the app")
+        #expect(await eventually { ((try? processState(grandchild)) ?? nil) == nil }, "and its grandchild")
+        let history = try await admin.send(.get, "/v1/apps/\(app)/history", as: [RunRecord].self)
+        #expect(history.map(\.outcome) == [.interrupted])
+        #expect(history.first?.processID == nil, "the pid was never recorded")
+        next.signal(SIGTERM)
+        _ = await next.waitForExit()
+    }
+
+    /// The line a launched app's shell writes to `path`, once it is whole.
+    func writtenLine(_ path: String) async throws -> String {
+        let read = { (try? String(contentsOfFile: path, encoding: .utf8)) ?? "" }
+        try #require(await eventually { read().hasSuffix("\n") }, "\(path) was written")
+        return read()
     }
 }

@@ -23,6 +23,21 @@ enum AppProcessInfo {
         return terminal != 0 && foreground == group
     }
 
+    /// The environment the process started with (`/proc/<pid>/environ`); nil when it cannot be
+    /// read — gone, or another user's.
+    static func environment(of pid: Int32) -> [String: String]? {
+        guard let file = FileHandle(forReadingAtPath: "/proc/\(pid)/environ") else { return nil }
+        defer { try? file.close() }
+        guard let data = try? file.readToEnd() else { return nil }
+        var environment: [String: String] = [:]
+        for item in data.split(separator: 0) {
+            guard let equals = item.firstIndex(of: UInt8(ascii: "=")) else { continue }
+            environment[String(decoding: item[..<equals], as: UTF8.self)] =
+                String(decoding: item[item.index(after: equals)...], as: UTF8.self)
+        }
+        return environment
+    }
+
     /// User + system CPU time of the process itself (fields 14 and 15, in clock ticks).
     static func cpuMicroseconds(of pid: Int32) -> UInt64? {
         guard let fields = ProcStat.fields(of: pid), fields.count > 12, let user = UInt64(fields[11]),

@@ -506,6 +506,25 @@ public actor ProcessSupervisor: Service {
         return AppProcessInfo.signal(-processID, SIGKILL)
     }
 
+    /// At start: ends every process still running for one of `runs` (interrupted) that a bgd on
+    /// `socketPath` started — found in /proc by the run and socket bgd put in its environment,
+    /// which its descendants inherit. Returns the pids it ended; none where /proc is missing.
+    public static func endOrphans(ofRuns runs: Set<String>, socketPath: String) -> [Int32] {
+        guard !runs.isEmpty, let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else {
+            return []
+        }
+        var ended: [Int32] = []
+        for entry in entries {
+            guard let pid = Int32(entry), pid > 1, pid != getpid(),
+                let environment = AppProcessInfo.environment(of: pid),
+                environment[LaunchEnvironment.socket] == socketPath,
+                let run = environment[LaunchEnvironment.run], runs.contains(run)
+            else { continue }
+            if AppProcessInfo.signal(getpgid(pid) == pid ? -pid : pid, SIGKILL) { ended.append(pid) }
+        }
+        return ended
+    }
+
     /// At start: continues a process a killed bgd had stopped with SIGSTOP, if it is still that
     /// process (a frozen cgroup is thawed by `reclaimLeftovers`).
     public static func continueLeftover(_ leftover: SuspendedProcess) -> Bool {

@@ -284,6 +284,7 @@ public actor RunCoordinator: Service {
                     command: stored.launchCommand, environment: environment, workingDirectory: container,
                     logFile: container + "/launch.log", confinement: confinement),
                 for: app)
+            Failpoint.runAfterLaunch.hit()
             launches[process.processID] = Launch(app: app, token: token, run: run.id)
             try await store.recordLaunch(of: run.id, processID: process.processID, startTicks: process.startTicks)
             activity.emit(.processLaunched(app, processID: process.processID))

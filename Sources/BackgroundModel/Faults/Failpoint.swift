@@ -14,6 +14,8 @@ public enum Failpoint: String, CaseIterable, Sendable {
     case pushAfterCommitBeforeAnswer = "push.afterCommitBeforeAnswer"
     /// A run and its event are committed; the app has not been told or launched.
     case runAfterStartCommit = "run.afterStartCommit"
+    /// A run's app process is started; bgd has not recorded its pid.
+    case runAfterLaunch = "run.afterLaunch"
     /// The app's answer to a run is committed; the app has not had the reply.
     case runAfterResultCommit = "run.afterResultCommit"
     /// An app's acknowledgement is committed; the app has not had the reply.
