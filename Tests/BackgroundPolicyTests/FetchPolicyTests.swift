@@ -107,6 +107,15 @@ struct FetchPolicyTests {
         #expect(decision.reasons.map(\.code).contains(.clockWentBackwards))
     }
 
+    @Test func aTimeAFractionOfASecondAheadIsNoClockGoingBack() {
+        // A run's end read back from the store, rounded to the millisecond, on a clock that has
+        // not moved since (a test's frozen clock; a fast machine).
+        let now = minutes(0).addingTimeInterval(-0.0004)
+        let decision = policy.dueDecision(for: candidate(.minimum, runs: [(0, .newData)]), now: now)
+        #expect(decision.dueAt == now.addingTimeInterval(15 * 60))
+        #expect(!decision.reasons.map(\.code).contains(.clockWentBackwards))
+    }
+
     @Test func aClockJumpForwardWakesOnceNotForEveryMissedInterval() {
         // Days pass in one jump: the app is due once, and the plan launches it once.
         let plan = policy.plan(

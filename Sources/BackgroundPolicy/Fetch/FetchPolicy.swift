@@ -229,9 +229,11 @@ public struct FetchPolicy: Sendable {
     }
 
     /// A persisted time in the future means the wall clock went backwards: treat it as now,
-    /// so the app is not starved until the clock catches up.
+    /// so the app is not starved until the clock catches up. Under a second ahead is said
+    /// nothing of: the store keeps milliseconds, rounded, and NTP slews the clock by less.
     private func clamped(_ date: Date, now: Date, reasons: inout [DecisionReason]) -> Date {
         guard date > now else { return date }
+        guard date.timeIntervalSince(now) >= 1 else { return now }
         reasons.append(
             DecisionReason(
                 .clockWentBackwards,
