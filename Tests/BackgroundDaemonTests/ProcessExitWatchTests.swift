@@ -1,4 +1,5 @@
 @testable import BackgroundDaemon
+import BackgroundModel
 import BackgroundTesting
 import Foundation
 import Synchronization
@@ -55,6 +56,30 @@ struct ProcessExitWatchTests {
                 #expect(await eventually { exited.isSet(index) })
                 #expect(exited.setCount == processes.count - index)
             }
+        }
+    #endif
+
+    #if os(Linux)
+        /// A process bgd launched is waited for on the same thread: none of its own while it
+        /// lives (a suspended app may live for days), and its status is reaped as before.
+        @Test func aLaunchedProcessIsWaitedForWithoutAThreadOfItsOwn() async throws {
+            let directory = TemporaryDirectory.make()
+            let process = try ProcessLauncher(helper: nil).launch(
+                LaunchSpec(
+                    command: LaunchCommand(["/bin/sleep", "60"])!, environment: [:], workingDirectory: directory,
+                    logFile: directory + "/launch.log"))
+            let pid = process.processID
+            let status = Mutex<BackgroundDaemon.ExitStatus?>(nil)
+            Task {
+                let ended = await process.waitForExit()
+                status.withLock { $0 = ended }
+            }
+            #expect(await eventually { threads(named: "bgd-exits") == 1 })
+            #expect(threads(named: String("bgd-wait-\(pid)".prefix(15))) == 0)
+            kill(pid, SIGKILL)
+            #expect(await eventually { status.withLock { $0 } != nil })
+            #expect(status.withLock { $0 } == .signalled(SIGKILL))
+            #expect(ProcessExitWatch.isGone(pid, startTicks: process.startTicks), "reaped")
         }
     #endif
 

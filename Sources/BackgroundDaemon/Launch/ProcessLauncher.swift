@@ -175,9 +175,17 @@ public struct LaunchedProcess: Hashable, Sendable {
 
     /// Waits for the leader to exit and reaps it. Call once per process.
     ///
-    /// `waitpid` blocks, so it runs on a thread of its own, which ends with the process.
+    /// The kernel says when it exits: its pidfd joins those the one `PidfdWatcher` thread polls,
+    /// so a process that lives for days (an app suspended between runs) holds no thread; the
+    /// reap after that does not block. Where there is no pidfd, `waitpid` blocks on a thread of
+    /// its own, which ends with the process.
     public func waitForExit() async -> ExitStatus {
         let pid = processID
+        if await ProcessExitWatch.exitedChild(pid) {
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+            return ExitStatus(waitStatus: status)
+        }
         return await withCheckedContinuation { continuation in
             NamedThread.start("bgd-wait-\(pid)") {
                 var status: Int32 = 0

@@ -7,12 +7,13 @@ import Synchronization
     import Glibc
 #endif
 
-/// Waits until a process that is not bgd's child exits — an app the user started, which reported
-/// its pid. On Linux the kernel tells: the process's pidfd becomes readable, and one thread
-/// (`PidfdWatcher`) sleeps in poll(2) over every watched pidfd at once, ending when none is left.
-/// Where a pidfd cannot be had (macOS, a kernel before 5.3, a seccomp filter, out of
-/// descriptors) the process is looked at every `pollInterval` on bgd's clock instead: slower,
-/// never forever.
+/// Waits until a process exits: an app the user started, which reported its pid, or one bgd
+/// launched (`exitedChild`; its caller then reaps it). On Linux the kernel tells: the process's
+/// pidfd becomes readable, and one thread (`PidfdWatcher`) sleeps in poll(2) over every watched
+/// pidfd at once, ending when none is left. Where a pidfd cannot be had (macOS, a kernel before
+/// 5.3, a seccomp filter, out of descriptors), a user's process is looked at every
+/// `pollInterval` on bgd's clock instead — slower, never forever — and a child is waited for
+/// by a thread of its own.
 enum ProcessExitWatch {
     /// How often a process is looked at where the kernel cannot tell.
     static let pollInterval: Duration = .seconds(2)
@@ -38,6 +39,24 @@ enum ProcessExitWatch {
             // Cancelled: bgd is stopping, and nobody waits for the answer.
             guard (try? await clock.sleep(until: clock.now.adding(pollInterval))) != nil else { return }
         }
+    }
+
+    /// Waits for bgd's own child `pid` to exit (a zombie now, for the caller to reap without
+    /// blocking), on the kernel's word; false at once where the kernel cannot tell.
+    static func exitedChild(_ pid: Int32) async -> Bool {
+        #if os(Linux)
+            // A child's pid cannot be reused before it is reaped: the pidfd names this process.
+            let descriptor = pidfdOpen(pid, 0)
+            guard descriptor >= 0 else { return false }
+            guard PidfdWatcher.shared.isUsable else {
+                close(descriptor)
+                return false
+            }
+            await PidfdWatcher.shared.wait(for: descriptor)
+            return true
+        #else
+            return false
+        #endif
     }
 
     /// Whether `pid` no longer names the process that started at `startTicks`: gone, a zombie
