@@ -119,6 +119,8 @@ public struct Daemon: Service {
     private let taskDispatcher: TaskDispatcher
     /// The `/v1/` API's use cases and routes, wired once.
     private let api: DaemonAPI
+    /// The apps' outboxes and streams (tests open a stream without a socket).
+    var appEvents: AppEvents { api.events }
 
     /// The `/v1/` API as bgd serves it on its socket: errors in the API's JSON shape, the
     /// operator's gate, every route. Tests drive it without a socket (`app.test(.router)`).

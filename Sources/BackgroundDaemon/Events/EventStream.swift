@@ -6,6 +6,7 @@ import Hummingbird
 import HummingbirdCore
 import NIOCore
 import ServiceLifecycle
+import Synchronization
 
 /// One app's live event stream: newline-delimited JSON on one long response.
 ///
@@ -20,15 +21,19 @@ struct EventStream {
 
     func response(for request: Request) async throws -> Response {
         let subscription = try await events.connect(bearer)
+        // Ended once, whichever comes first: the body returns, or the response is dropped before
+        // its body ever runs — the server writes the head first, and an app whose socket closed
+        // by then never gets a body. Before, such a stream kept its slot (four and the app was
+        // refused `tooManyStreams` until bgd restarted) and counted as connected.
+        let lease = StreamLease(subscription: subscription, app: bearer.app, events: events)
         var headers = HTTPFields()
         headers[.contentType] = "application/x-ndjson"
         headers[.cacheControl] = "no-store"
         let events = self.events
-        let bearer = self.bearer
         return Response(
             status: .ok, headers: headers,
             body: ResponseBody { writer in
-                defer { events.disconnect(subscription, of: bearer.app) }
+                defer { lease.end() }
                 do {
                     // A stream never ends by itself: on a graceful shutdown, end it, so the server
                     // does not wait on it forever. The app reconnects to the next bgd.
@@ -77,4 +82,26 @@ struct EventStream {
             }
         }
     }
+}
+
+/// An app's hold on its event stream, let go of exactly once: by the stream's body when it ends,
+/// or when the response holding it goes away unsent.
+final class StreamLease: Sendable {
+    let subscription: EventBroker.Subscription
+    let app: AppID
+    let events: AppEvents
+    private let ended = Atomic<Bool>(false)
+
+    init(subscription: EventBroker.Subscription, app: AppID, events: AppEvents) {
+        self.subscription = subscription
+        self.app = app
+        self.events = events
+    }
+
+    func end() {
+        guard !ended.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        events.disconnect(subscription, of: app)
+    }
+
+    deinit { end() }
 }
