@@ -95,7 +95,11 @@ extension BackgroundStore {
         report.pagesFreed = try await writer.writeWithoutTransaction { db in
             let free = try Int.fetchOne(db, sql: "PRAGMA freelist_count") ?? 0
             try db.execute(sql: "PRAGMA incremental_vacuum")
-            return free - (try Int.fetchOne(db, sql: "PRAGMA freelist_count") ?? 0)
+            let freed = free - (try Int.fetchOne(db, sql: "PRAGMA freelist_count") ?? 0)
+            // Every page the vacuum moved went through the log: emptied now (readers willing),
+            // and the file cut to `walSizeLimit`, rather than kept at its peak.
+            if freed > 0 { try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
+            return freed
         }
         return report
     }

@@ -56,6 +56,9 @@ public struct BackgroundStore: Sendable {
         }
     }
 
+    /// The most the write-ahead log keeps on disk once a checkpoint has emptied it.
+    public static let walSizeLimit = 4 << 20
+
     private static func openDatabase(
         atPath path: String, durability: Durability, onCommit: (@Sendable (Duration) -> Void)?
     ) throws -> BackgroundStore {
@@ -70,6 +73,9 @@ public struct BackgroundStore: Sendable {
         let commits = Generation()
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA cache_size = -1024")
+            // The -wal file stays at its largest until the last connection closes — for a daemon,
+            // months — unless a limit has it cut back whenever a checkpoint empties it.
+            try db.execute(sql: "PRAGMA journal_size_limit = \(walSizeLimit)")
             try db.execute(sql: "PRAGMA synchronous = \(durability == .full ? "FULL" : "NORMAL")")
             if !db.configuration.readonly {
                 db.add(transactionObserver: CommitTimer(report: onCommit, commits: commits), extent: .databaseLifetime)
@@ -87,6 +93,7 @@ public struct BackgroundStore: Sendable {
             if try Int.fetchOne(db, sql: "PRAGMA auto_vacuum") != 2 {
                 try db.execute(sql: "PRAGMA auto_vacuum = INCREMENTAL")
                 try db.execute(sql: "VACUUM")
+                try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)")  // the whole file went through the log
             }
         }
         return try BackgroundStore(pool, commits: commits)

@@ -107,6 +107,26 @@ struct RetentionTests {
         #expect(after.free == 0)
     }
 
+    @Test func theWriteAheadLogShrinksBackAfterAPrune() async throws {
+        // A daemon holds its connections for months: SQLite keeps the -wal file at its largest
+        // until the last one closes, so without a limit the pages a prune moves stay on disk.
+        let path = TemporaryDirectory.make() + "/bgd.sqlite"
+        let store = try BackgroundStore.open(atPath: path, durability: .normal)
+        try await register(a, in: store)
+        let reasons = [DecisionReason(.predictedOpen, String(repeating: "why ", count: 3000))]
+        for i in 0..<800 {
+            let start = t0.addingTimeInterval(Double(i) * 600)
+            let run = try await store.startRun(
+                .fetch, for: a, trigger: .scheduled, reasons: reasons, budget: .seconds(30), now: start)
+            _ = try await store.finishRun(run.id, outcome: .newData, now: start.addingTimeInterval(10))
+        }
+        let report = try await store.prune(
+            .init(history: .seconds(86400), runsKeptPerApp: 10), now: t0.addingTimeInterval(60 * day))
+        #expect(report.pagesFreed > 1000)
+        let wal = try FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int ?? 0
+        #expect(wal <= BackgroundStore.walSizeLimit, "the -wal file is \(wal) bytes")
+    }
+
     // MARK: What an app or a provider could grow without end
 
     @Test func opensOfOneAppAMinuteApartOrLessCountOnce() async throws {
