@@ -22,6 +22,18 @@ struct RetentionTests {
             tokenHash: "hash-\(id)", now: t0)
     }
 
+    /// `count` finished fetch runs of app `a`, ten minutes apart from `t0`, each with a reason of
+    /// `words` words (to fill pages).
+    func finishRuns(_ count: Int, saying words: Int, in store: BackgroundStore) async throws {
+        let reasons = [DecisionReason(.predictedOpen, String(repeating: "why ", count: words))]
+        for i in 0..<count {
+            let start = t0.addingTimeInterval(Double(i) * 600)
+            let run = try await store.startRun(
+                .fetch, for: a, trigger: .scheduled, reasons: reasons, budget: .seconds(30), now: start)
+            _ = try await store.finishRun(run.id, outcome: .newData, now: start.addingTimeInterval(10))
+        }
+    }
+
     func push(_ number: Int, for app: AppID) -> NewPush {
         NewPush(
             app: app, apnsID: String(format: "00000000-0000-0000-0000-%012d", number), pushType: "background",
@@ -90,13 +102,7 @@ struct RetentionTests {
     @Test func theFileGivesItsPagesBack() async throws {
         let store = try openStore()
         try await register(a, in: store)
-        let reasons = [DecisionReason(.predictedOpen, String(repeating: "why ", count: 200))]
-        for i in 0..<600 {
-            let start = t0.addingTimeInterval(Double(i) * 600)
-            let run = try await store.startRun(
-                .fetch, for: a, trigger: .scheduled, reasons: reasons, budget: .seconds(30), now: start)
-            _ = try await store.finishRun(run.id, outcome: .newData, now: start.addingTimeInterval(10))
-        }
+        try await finishRuns(600, saying: 200, in: store)
         let before = try await store.pageCounts()
         let report = try await store.prune(
             .init(history: .seconds(86400), runsKeptPerApp: 10), now: t0.addingTimeInterval(60 * day))
@@ -113,13 +119,7 @@ struct RetentionTests {
         let path = TemporaryDirectory.make() + "/bgd.sqlite"
         let store = try BackgroundStore.open(atPath: path, durability: .normal)
         try await register(a, in: store)
-        let reasons = [DecisionReason(.predictedOpen, String(repeating: "why ", count: 3000))]
-        for i in 0..<800 {
-            let start = t0.addingTimeInterval(Double(i) * 600)
-            let run = try await store.startRun(
-                .fetch, for: a, trigger: .scheduled, reasons: reasons, budget: .seconds(30), now: start)
-            _ = try await store.finishRun(run.id, outcome: .newData, now: start.addingTimeInterval(10))
-        }
+        try await finishRuns(800, saying: 3000, in: store)
         let report = try await store.prune(
             .init(history: .seconds(86400), runsKeptPerApp: 10), now: t0.addingTimeInterval(60 * day))
         #expect(report.pagesFreed > 1000)
