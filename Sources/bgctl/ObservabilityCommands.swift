@@ -234,8 +234,14 @@ extension BGCtl {
             return nil
         }
 
+        /// `name` in this very binary's directory, however it was started: argv[0] is only
+        /// "bgctl" when the shell found it on PATH, which read as "./bgctl".
         static func besideMe(_ name: String) throws -> String {
-            let me = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+            let me =
+                (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+                .map { URL(fileURLWithPath: $0) }
+                ?? Bundle.main.executableURL?.resolvingSymlinksInPath()
+                ?? URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
             return me.deletingLastPathComponent().appendingPathComponent(name).path
         }
     }

@@ -55,8 +55,11 @@ struct InstallTests {
         bgd.signal(SIGTERM)
         #expect(await bgd.waitForExit() == 0)
 
-        // The unit runs the installed bgd and documents it with the installed README.
-        let service = try await Command.run(prefix + "/bin/bgctl", ["install-service"], environment: environment)
+        // The unit runs the installed bgd and documents it with the installed README — bgctl
+        // found on PATH, as a user types it, whose argv[0] is only "bgctl".
+        var onPath = environment
+        onPath["PATH"] = prefix + "/bin:" + (environment["PATH"] ?? "/usr/bin:/bin")
+        let service = try await Command.run("/usr/bin/env", ["bgctl", "install-service"], environment: onPath)
         #expect(service.status == 0, "\(service.standardError)")
         let unit = try String(contentsOfFile: root + "/config/systemd/user/bgd.service", encoding: .utf8)
         #expect(unit.contains("ExecStart=\(prefix)/bin/bgd\n"), "\(unit)")
@@ -64,8 +67,6 @@ struct InstallTests {
 
         // The installed relay, found on PATH as an operator runs it, prints a system unit that
         // runs that binary (and refuses what serve would).
-        var onPath = environment
-        onPath["PATH"] = prefix + "/bin:" + (environment["PATH"] ?? "/usr/bin:/bin")
         let relayUnit = try await Command.run(
             "/usr/bin/env",
             [
