@@ -215,6 +215,15 @@ extension BGCtl {
                 @OptionGroup var options: DaemonOptions
                 @Argument(help: "The key's id (bgctl push keys lists them).") var keyID: String
 
+                // It goes into the request's path: a space made a URL that could not be sent, told
+                // as "cannot reach bgd", and `ID?x` removed ID.
+                func validate() throws {
+                    guard ProviderKeyRegistration.isID(keyID) else {
+                        throw ValidationError(
+                            "'\(keyID)' is not a Key ID: 10 characters, A-Z and 0-9, as bgctl push keys lists them")
+                    }
+                }
+
                 func run() async throws {
                     try await options.call { try await $0.send(.delete, "/v1/push/keys/\(keyID)") }
                     options.done("removeKey", ["keyID": keyID], sentence: "Removed provider key \(keyID).")

@@ -113,13 +113,9 @@ extension BGCtl.Push {
                     "gatewayUnreachable", GatewayConnectionFailure.describe(error, gateway: gateway),
                     exit: BGCtlExit.unreachable)
             }
-            guard answer.status == 200 || !options.json else {
-                if ProviderJWT.refusesTheToken(answer.reason) {
-                    ProviderJWT.forget(keyID: keyID, teamID: teamID, key: signingKey)
-                }
-                return try options.printJSON(answer)
-            }
-            if options.json { return try options.printJSON(answer) }
+            // Under --json too a refusal is a failure: `{"error", "reason"}` on stderr and the
+            // status for its cause, so a script sees a 403 or 410 (it exited 0 before).
+            if answer.status == 200, options.json { return try options.printJSON(answer) }
             guard answer.status == 200 else {
                 if ProviderJWT.refusesTheToken(answer.reason) {
                     ProviderJWT.forget(keyID: keyID, teamID: teamID, key: signingKey)

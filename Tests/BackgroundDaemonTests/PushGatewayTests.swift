@@ -393,6 +393,15 @@ struct PushGatewayTests {
             #expect(wrongTeam.status == 77 && wrongTeam.standardError.contains("InvalidProviderToken"), "\(wrongTeam.standardError)")
             let again = try await send()
             #expect(again.status == 0, "\(again.standardError)")
+            // Under --json a refusal is a failure all the same: its status, and the error as
+            // JSON on stderr (it exited 0 with the answer on stdout).
+            let wrongTeamJSON = try await send(["--json"], teamID: "WRONGTEAM1")
+            #expect(
+                wrongTeamJSON.status == 77 && wrongTeamJSON.standardOutput.isEmpty
+                    && wrongTeamJSON.standardError.contains(#""error""#)
+                    && wrongTeamJSON.standardError.contains("InvalidProviderToken"), "\(wrongTeamJSON)")
+            let acceptedJSON = try await send(["--json"])
+            #expect(acceptedJSON.status == 0 && acceptedJSON.standardOutput.contains("200"), "\(acceptedJSON)")
             let refused = try await send(["--priority", "10"])
             #expect(refused.status == 65 && refused.standardError.contains("BadPriority"), "\(refused.standardError)")
             // The status and reason first, then what to check.
@@ -443,8 +452,8 @@ struct PushGatewayTests {
                 untrusted.status == 69 && untrusted.standardError.contains("its certificate is not one this machine trusts")
                     && untrusted.standardError.contains("--certificate FILE"), "\(untrusted.standardError)")
             #expect(
-                try await daemon.store.pushes(of: AppID(rawValue: Self.app)!).count == 3,
-                "the first send, the one after the mistyped team and the one with a slash")
+                try await daemon.store.pushes(of: AppID(rawValue: Self.app)!).count == 4,
+                "the first send, the one after the mistyped team, the one with --json and the one with a slash")
         }
     }
 

@@ -82,6 +82,12 @@ struct PushRegistrationTests {
                 #"{"keyID":"ABC123DEFG","teamID":"TEAM123456","topics":["com.example.a"],"publicKeyPEM":"-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----"}"#
             let answer = try await RawHTTP.request(daemon.socketPath, .POST, "/v1/push/keys", body: Data(forged.utf8))
             #expect(answer.status == 400 && answer.errorCode == "invalidProviderKey")
+            // A key id goes into the request's path: what is not one is a usage error, and
+            // removes nothing (`ABC123DEFG?x` removed ABC123DEFG; a space read as "cannot reach bgd").
+            for notAnID in ["ABC123DEFG?x", "A B", "abc123defg", "ABC/23DEFG"] {
+                let refused = try await bgctl(["push", "keys", "remove", notAnID], daemon)
+                #expect(refused.status == 64 && refused.standardError.contains("not a Key ID"), "\(notAnID): \(refused)")
+            }
             #expect(try await bgctl(["push", "keys", "remove", "ABC123DEFG"], daemon).status == 0)
             #expect(try await daemon.admin.send(.get, "/v1/push/keys", as: [ProviderKeyRegistration].self).isEmpty)
         }

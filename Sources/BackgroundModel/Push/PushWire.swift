@@ -36,10 +36,13 @@ public struct ProviderKeyRegistration: Hashable, Codable, Sendable {
     }
 
     /// Why bgd cannot take this key, or nil (the PEM itself is checked by bgd).
+    /// Whether `text` is a Key ID or Team ID as APNs gives them: 10 characters, A-Z and 0-9.
+    public static func isID(_ text: String) -> Bool {
+        text.count == 10 && text.allSatisfy { $0.isASCII && ($0.isUppercase || $0.isNumber) }
+    }
+
     public var problem: String? {
-        func isID(_ text: String) -> Bool {
-            text.count == 10 && text.allSatisfy { $0.isASCII && ($0.isUppercase || $0.isNumber) }
-        }
+        let isID = Self.isID
         if !isID(keyID) { return "'keyID' is the 10-character Key ID (A-Z, 0-9) APNs shows for the key" }
         if !isID(teamID) { return "'teamID' is the 10-character Team ID (A-Z, 0-9)" }
         if topics.isEmpty || topics.count > 100 || topics.contains(where: { AppID(rawValue: $0) == nil }) {
