@@ -612,6 +612,38 @@ struct PushRelayTests {
         }
     }
 
+    /// Enrolling with another relay while connected (`enroll --replace`) moves the uplink there:
+    /// the new relay learns the apps' tokens and gets the connection. The old connection stayed
+    /// up for as long as keep-alives held it, and the new relay never heard of the tokens.
+    @Test func enrollingAnewWhileConnectedMovesTheUplink() async throws {
+        try await RelayNode.with { first in
+            try await RelayNode.with { second in
+                try await TestDaemon.with { daemon in
+                    try await daemon.register(Self.app, command: ["/bin/true"], interval: .never)
+                    let token = try await daemon.admin.send(
+                        .post, "/v1/apps/\(Self.app)/push/token", as: DeviceTokenInfo.self
+                    ).token
+                    func enroll(_ node: RelayNode, _ extra: [String] = []) async throws {
+                        let enrolled = try await PushRegistrationTests().bgctl(
+                            ["push", "relay", "enroll", node.uplinkURL, "--certificate", node.certificatePath] + extra,
+                            daemon)
+                        #expect(enrolled.status == 0, "\(enrolled)")
+                    }
+                    func connected(to node: RelayNode) async -> Bool {
+                        let status = try? await daemon.admin.send(.get, "/v1/push/relay", as: PushRelayStatus.self)
+                        let owner = try? await node.store.tokenOwner(token)
+                        return status?.state == .connected && status?.url == node.uplinkURL
+                            && owner != nil && owner?.device == status?.device
+                    }
+                    try await enroll(first)
+                    #expect(await eventuallyAsync { await connected(to: first) }, "connected to the first relay")
+                    try await enroll(second, ["--replace"])
+                    #expect(await eventuallyAsync { await connected(to: second) }, "moved to the second relay")
+                }
+            }
+        }
+    }
+
     @Test func bgctlEnrollmentRefusesWhatItCannotUse() async throws {
         try await TestDaemon.with { daemon in
             let status = try await daemon.admin.send(.get, "/v1/push/relay", as: PushRelayStatus.self)

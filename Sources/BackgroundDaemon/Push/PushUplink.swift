@@ -62,6 +62,8 @@ public actor PushUplink: Service {
         case silent(Duration)
         case badURL(String)
         case closedByRelay(code: String, reason: String)
+        /// bgd was enrolled anew (another relay, or as another device) while this uplink ran.
+        case credentialChanged
 
         public var description: String {
             switch self {
@@ -71,6 +73,7 @@ public actor PushUplink: Service {
             case .silent(let wait): "no answer from the relay within \(wait) of a keep-alive"
             case .badURL(let url): "'\(url)' is not a relay URL (https://host:port)"
             case .closedByRelay(let code, let reason): "the relay ended the uplink (\(code)): \(reason)"
+            case .credentialChanged: "enrolled anew; the uplink moves to the new credential"
             }
         }
     }
@@ -248,6 +251,11 @@ public actor PushUplink: Service {
                 return
             } catch where Task.isCancelled {
                 return  // bgd is stopping: the connection ended with it, not lost
+            } catch Failure.credentialChanged {
+                logger.notice("Enrolled anew; moving the push relay uplink", metadata: ["relay": "\(node)"])
+                attempt = 0
+                backoff = .seconds(1)
+                continue
             } catch {
                 // The backoff is for a relay that cannot be reached or will not take the device.
                 // One that did (the uplink was up) and then lost it — a node stopped or killed,
@@ -291,7 +299,7 @@ public actor PushUplink: Service {
             // The credential first, as the relay reads it; the registrations follow it.
             try await outbound.write(ByteBuffer(string: credential.bearer + "\n"))
             sink.yield(try await registrations())
-            try await converse(reading: inbound, answering: sink) {
+            try await converse(reading: inbound, answering: sink, for: credential) {
                 for await buffer in up { try await outbound.write(buffer) }
                 throw Failure.closed
             }
@@ -309,6 +317,9 @@ public actor PushUplink: Service {
         guard let url = URL(string: node), url.scheme == "https", let host = url.host else { return nil }
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.applicationProtocols = [UplinkFrame.alpn, "h2"]
+        // An uplink bgd ends (enrolled anew, gone silent) is done with: waiting NIOSSL's default
+        // 5 s for the relay's close_notify only delayed the next connection by that much.
+        tls.shutdownTimeout = .seconds(1)
         if let certificate = trustedCertificate(credential) { tls.additionalTrustRoots = [.file(certificate)] }
         let context = try NIOSSLContext(configuration: tls)
         let (channel, negotiated) = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
@@ -358,13 +369,13 @@ public actor PushUplink: Service {
             let body = try? await response.body.collect(upTo: 4096)
             throw Failure.refused(status: Int(response.status.code), body: body.map { String(buffer: $0) } ?? "")
         }
-        try await converse(reading: response.body, answering: sink)
+        try await converse(reading: response.body, answering: sink, for: credential)
     }
 
     /// Reads the relay's lines and answers them, sends registrations as they change and keeps the
     /// connection alive, until one of them (or `alongside`) fails.
     private func converse<Body: AsyncSequence & Sendable>(
-        reading body: Body, answering sink: AsyncStream<ByteBuffer>.Continuation,
+        reading body: Body, answering sink: AsyncStream<ByteBuffer>.Continuation, for credential: RelayEnrollment,
         alongside: (@Sendable () async throws -> Void)? = nil
     ) async throws where Body.Element == ByteBuffer {
         lastReceived = clock.now
@@ -373,6 +384,10 @@ public actor PushUplink: Service {
             group.addTask {
                 while true {
                     try await self.changed.wait(until: nil, on: self.clock)
+                    // Enrolled anew meanwhile (`enroll --replace`): this connection speaks for a
+                    // credential that is gone, and would tell the old relay the apps' tokens for
+                    // as long as keep-alives held it up.
+                    guard await self.load() == credential else { throw Failure.credentialChanged }
                     sink.yield(try await self.registrations())
                 }
             }
