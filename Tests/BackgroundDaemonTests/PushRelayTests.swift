@@ -644,6 +644,43 @@ struct PushRelayTests {
         }
     }
 
+    /// A relay that forgot the device (a laptop off for months, a database restored from before
+    /// it enrolled) refuses its credential: bgd, told to use that relay (`--push-relay`), enrolls
+    /// again and names its tokens, so providers' pushes reach the apps again. It used to retry
+    /// the dead credential every 5 minutes for ever.
+    @Test func aDeviceTheRelayForgotEnrollsAgain() async throws {
+        try await RelayNode.with { node in
+            let directory = TemporaryDirectory.make()
+            let relay = PushUplink.Configuration(url: node.uplinkURL, certificate: node.certificatePath)
+            @Sendable func connected(_ daemon: TestDaemon, token: String) async -> String? {
+                let status = try? await daemon.admin.send(.get, "/v1/push/relay", as: PushRelayStatus.self)
+                let owner = try? await node.store.tokenOwner(token)
+                guard status?.state == .connected, let device = status?.device, owner?.device == device else { return nil }
+                return device
+            }
+            let (token, first) = try await TestDaemon.with(directory: directory, pushRelay: relay) { daemon in
+                try await daemon.register(Self.app, command: ["/bin/true"], interval: .never)
+                let token = try await daemon.admin.send(
+                    .post, "/v1/apps/\(Self.app)/push/token", as: DeviceTokenInfo.self
+                ).token
+                #expect(await eventuallyAsync { await connected(daemon, token: token) != nil }, "enrolled and connected")
+                return (token, await connected(daemon, token: token))
+            }
+            // Months later, bgd down all along: the relay forgets the device with its tokens.
+            let report = try await node.store.prune(
+                now: Date().addingTimeInterval(400 * 86400), holdFor: 86400, keepEnded: 86400, forgetAfter: 90 * 86400)
+            #expect(report.devicesForgotten == 1)
+            #expect(try await node.store.tokenOwner(token) == nil)
+            try await TestDaemon.with(directory: directory, pushRelay: relay) { daemon in
+                #expect(
+                    await eventuallyAsync { await connected(daemon, token: token) != nil },
+                    "enrolled again, its token named to the relay")
+                let again = await connected(daemon, token: token)
+                #expect(again != nil && again != first, "as a new device")
+            }
+        }
+    }
+
     @Test func bgctlEnrollmentRefusesWhatItCannotUse() async throws {
         try await TestDaemon.with { daemon in
             let status = try await daemon.admin.send(.get, "/v1/push/relay", as: PushRelayStatus.self)

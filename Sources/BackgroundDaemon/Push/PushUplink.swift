@@ -257,6 +257,11 @@ public actor PushUplink: Service {
                 backoff = .seconds(1)
                 continue
             } catch {
+                if Self.saysUnknownDevice(error), await enrollAgain(replacing: credential) {
+                    attempt = 0
+                    backoff = .seconds(1)
+                    continue
+                }
                 // The backoff is for a relay that cannot be reached or will not take the device.
                 // One that did (the uplink was up) and then lost it — a node stopped or killed,
                 // the connection gone silent — is tried again at once, on the next node: a minute
@@ -283,6 +288,38 @@ public actor PushUplink: Service {
                 backoff = networkChangedWhileDown ? .seconds(1) : min(backoff * 2, configuration.maximumBackoff)
                 networkChangedWhileDown = false
             }
+        }
+    }
+
+    /// Whether the relay refused the device's credential: it does not know the device (forgot it
+    /// after months unseen, or its database was restored from before the device enrolled).
+    static func saysUnknownDevice(_ error: any Error) -> Bool {
+        switch error {
+        case Failure.refused(status: 401, _): true
+        case Failure.closedByRelay(code: "unauthorized", _): true
+        default: false
+        }
+    }
+
+    /// The relay bgd was told to use (`--push-relay`) refused `credential`: enrolls with it again,
+    /// as at start — the connection that follows names every token anew, so providers' tokens
+    /// reach the apps again. A device enrolled by hand (`bgctl push relay enroll`, perhaps with
+    /// another relay) is left to its operator: the status says what the relay said. True when
+    /// a new credential is saved.
+    private func enrollAgain(replacing credential: RelayEnrollment) async -> Bool {
+        guard let url = configuration.url, Self.nodes(url).joined(separator: ",") == credential.url,
+            load() == credential
+        else { return false }
+        logger.notice(
+            "The push relay does not know this device (forgotten, or its database restored); enrolling again",
+            metadata: ["relay": "\(url)", "device": "\(credential.device)"])
+        do {
+            _ = try await enroll(
+                url: url, certificate: configuration.certificate, enrollmentToken: configuration.enrollmentToken)
+            return true
+        } catch {
+            logger.error("Cannot enroll with the push relay again", metadata: ["relay": "\(url)", "error": "\(error)"])
+            return false
         }
     }
 
