@@ -71,14 +71,21 @@ extension BGCtl {
         func run() async throws {
             let executable = try executable()
             let path = Self.unitPath()
-            try FileManager.default.createDirectory(
-                atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-            let documentation = Self.readme(near: executable)
-            try Self.unit(executable: executable, arguments: arguments, documentation: documentation)
-                .write(toFile: path, atomically: true, encoding: .utf8)
             let socketPath = Self.socketUnitPath()
-            try Self.socketUnit(listening: Self.socketArgument(in: arguments), documentation: documentation)
-                .write(toFile: socketPath, atomically: true, encoding: .utf8)
+            let directory = (path as NSString).deletingLastPathComponent
+            let documentation = Self.readme(near: executable)
+            // Said in the system's words with the path, not as Foundation's error dump.
+            do {
+                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+                try Self.unit(executable: executable, arguments: arguments, documentation: documentation)
+                    .write(toFile: path, atomically: true, encoding: .utf8)
+                try Self.socketUnit(listening: Self.socketArgument(in: arguments), documentation: documentation)
+                    .write(toFile: socketPath, atomically: true, encoding: .utf8)
+            } catch {
+                failCommand(
+                    "cannotWrite", "cannot write the units in \(directory): \(SystemErrorText.describe(error))",
+                    json: false, exit: BGCtlExit.failure)
+            }
             print("Wrote \(path) and \(socketPath). Either keep bgd running:")
             print("  systemctl --user daemon-reload && systemctl --user enable --now bgd")
             print("or let bgctl and apps start it when they first connect (socket activation):")

@@ -22,8 +22,9 @@ struct BGRelay: AsyncParsableCommand {
             --uplink-port, registers its apps' device tokens, and receives their pushes; a push waits \
             here, committed, until its device acknowledges it or it expires.
 
-            Exit status: 0 stopped; 64 bad usage; 69 a port in use; 78 a certificate to fix (not \
-            PEM, or lacking a --certificate-name).
+            Exit status: 0 stopped; 3 no such key (keys remove); 64 bad usage; 69 a port in use, or \
+            the database cannot be opened or reached (systemd restarts the unit: PostgreSQL may not \
+            be up yet); 78 a certificate to fix (not PEM, or lacking a --certificate-name).
             """,
         version: "0.1.0",
         subcommands: [Serve.self, Keys.self, SystemdUnit.self], defaultSubcommand: Serve.self)
@@ -53,11 +54,18 @@ struct RelayOptions: ParsableArguments {
     /// The store, prepared, and a task that runs what it needs while it is used (PostgreSQL's
     /// connection pool; nothing for SQLite): cancel it when done.
     func openStore(logger: Logger = Logger(label: "bgrelay")) async throws -> (any RelayStore, Task<Void, Never>) {
+        // Not a usage error (64), which the unit does not restart: a database not up yet at boot,
+        // or a disk that comes back, is worth another start.
+        func unavailable(_ sentence: String) -> ExitCode {
+            FileHandle.standardError.write(Data("bgrelay: \(sentence)\n".utf8))
+            return ExitCode(69)  // EX_UNAVAILABLE
+        }
         guard let database else {
             do {
                 return (try Relay.openStore(in: stateDirectory), Task {})
             } catch {
-                throw ValidationError("cannot open the relay's database in \(stateDirectory): \(error)")
+                throw unavailable(
+                    "cannot open the relay's database in \(stateDirectory): \(SystemErrorText.describe(error))")
             }
         }
         let store: PostgresRelayStore
@@ -68,10 +76,14 @@ struct RelayOptions: ParsableArguments {
         }
         let pool = Task { await store.runPool() }
         do {
-            try await store.prepare()
+            // Bounded: the pool retries an address nothing answers at for over a minute.
+            try await SystemClock().within(.seconds(15)) { try await store.prepare() }
         } catch {
             pool.cancel()
-            throw ValidationError("cannot use the PostgreSQL database at --database: \(String(reflecting: error))")
+            let server = URLComponents(string: database).map { "\($0.host ?? "?"):\($0.port ?? 5432)" } ?? "--database"
+            let why = error is DeadlineExceeded ? "no answer within 15 s" : String(reflecting: error)
+            throw unavailable(
+                "cannot use the PostgreSQL database at \(server) (is it running, and may this user connect?): \(why)")
         }
         return (store, pool)
     }
@@ -406,7 +418,8 @@ extension BGRelay {
 
             func run() async throws {
                 guard try await options.withStore({ try await $0.removeProviderKey(keyID) }) else {
-                    throw ValidationError("no provider key \(keyID); bgrelay keys lists them")
+                    FileHandle.standardError.write(Data("bgrelay: no provider key \(keyID); bgrelay keys lists them\n".utf8))
+                    throw ExitCode(3)  // as bgctl's "no such key"
                 }
                 print("Removed provider key \(keyID).")
             }

@@ -30,6 +30,24 @@ struct DaemonProcessTests {
         #expect(await first.waitForExit() == 0)
     }
 
+    /// A state directory or a socket directory bgd cannot make is said in the system's words,
+    /// with its path — not as Foundation's error dump.
+    @Test func aDirectoryBgdCannotMakeIsSaidPlainly() async throws {
+        let directory = TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = directory + "/a-file"
+        FileManager.default.createFile(atPath: file, contents: Data())
+        for (arguments, path) in [
+            (["--state-dir", file + "/state", "--socket", directory + "/bgd.sock"], file + "/state"),
+            (["--state-dir", directory + "/state", "--socket", file + "/run/bgd.sock"], file + "/run"),
+        ] {
+            let refused = try await Command.run(try BuiltProducts.path(of: "bgd"), arguments + ["--push-port", "off"])
+            #expect(
+                refused.status == 1 && refused.standardError.contains("cannot use \(path): Not a directory")
+                    && !refused.standardError.contains("Error Domain"), "\(refused)")
+        }
+    }
+
     /// Another state directory but the same socket: refused, and the first bgd's socket is
     /// neither bound over nor unlinked (probe D7).
     @Test func aSecondBgdOnTheSameSocketRefusesToStartAndLeavesItAlone() async throws {

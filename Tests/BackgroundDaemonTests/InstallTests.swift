@@ -59,6 +59,14 @@ struct InstallTests {
         // found on PATH, as a user types it, whose argv[0] is only "bgctl".
         var onPath = environment
         onPath["PATH"] = prefix + "/bin:" + (environment["PATH"] ?? "/usr/bin:/bin")
+        // Where the units cannot go: said with the path, in the system's words.
+        var unwritable = onPath
+        unwritable["XDG_CONFIG_HOME"] = prefix + "/bin/bgctl/config"
+        let refused = try await Command.run("/usr/bin/env", ["bgctl", "install-service"], environment: unwritable)
+        #expect(
+            refused.status == 1
+                && refused.standardError.contains("cannot write the units in \(prefix)/bin/bgctl/config/systemd/user: Not a directory")
+                && !refused.standardError.contains("Error Domain"), "\(refused)")
         let service = try await Command.run("/usr/bin/env", ["bgctl", "install-service"], environment: onPath)
         #expect(service.status == 0, "\(service.standardError)")
         let unit = try String(contentsOfFile: root + "/config/systemd/user/bgd.service", encoding: .utf8)

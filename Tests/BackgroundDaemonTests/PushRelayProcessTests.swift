@@ -165,10 +165,22 @@ struct PushRelayProcessTests {
             ["--enrollment-token", "short"], ["--enrollment-rate", "0"], ["--enrollment-token-file", "/nonexistent"],
             ["--enrollment-token", "0123456789abcdef0", "--enrollment-token-file", "/etc/hostname"],
             ["keys", "add", "--state-dir", directory, "--key-id", "short", "--team-id", "TEAM123456", "--topics", Self.app, "/etc/hostname"],
-            ["keys", "remove", "--state-dir", directory, "NOSUCHKEY1"],
         ] {
             let refused = try await Command.run(bgrelay, arguments)
             #expect(refused.status != 0 && !refused.standardError.isEmpty, "\(arguments): \(refused)")
+        }
+        // Not usage errors: a key that is not there (3, as bgctl says it), and a database that
+        // cannot be reached (69, which its systemd unit restarts; 64 it does not).
+        let noKey = try await Command.run(bgrelay, ["keys", "remove", "--state-dir", directory, "NOSUCHKEY1"])
+        #expect(noKey.status == 3 && noKey.standardError.contains("no provider key NOSUCHKEY1"), "\(noKey)")
+        for arguments in [
+            ["keys", "list", "--database", "postgres://bgrelay@127.0.0.1:1/relay"],
+            ["keys", "list", "--state-dir", "/proc/version/relay"],
+        ] {
+            let down = try await Command.run(bgrelay, arguments)
+            #expect(
+                down.status == 69 && down.standardError.hasPrefix("bgrelay: cannot ")
+                    && !down.standardError.contains("Usage:"), "\(arguments): \(down)")
         }
         let listed = try await Command.run(bgrelay, ["keys", "list", "--state-dir", directory])
         #expect(listed.standardOutput.contains("No provider keys"))

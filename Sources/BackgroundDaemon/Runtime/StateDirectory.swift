@@ -27,7 +27,8 @@ public final class StateDirectory: Sendable {
     public struct Unusable: Error, CustomStringConvertible {
         public var path: String
         public var reason: String
-        public var description: String { "cannot use the state directory \(path): \(reason)" }
+        /// The path says which: the state directory, the socket's directory or its lock.
+        public var description: String { "cannot use \(path): \(reason)" }
     }
 
     /// Creates the directory (0700) if needed and takes its lock; throws `AlreadyInUse` when
@@ -39,7 +40,7 @@ public final class StateDirectory: Sendable {
                 atPath: path + "/containers", withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             chmod(path, 0o700)
         } catch {
-            throw Unusable(path: path, reason: "\(error.localizedDescription)")
+            throw Unusable(path: path, reason: SystemErrorText.describe(error))
         }
         switch PidLock.take(path + "/bgd.lock") {
         case .taken(let lock): self.lock = lock
@@ -109,8 +110,12 @@ final class SocketClaim: Sendable {
                 path: socketPath, reason: "a Unix socket path must be shorter than 104 bytes; pass a shorter --socket")
         }
         let directory = (socketPath as NSString).deletingLastPathComponent
-        try FileManager.default.createDirectory(
-            atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        do {
+            try FileManager.default.createDirectory(
+                atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw StateDirectory.Unusable(path: directory, reason: SystemErrorText.describe(error))
+        }
         chmod(directory, 0o700)
         switch PidLock.take(socketPath + ".lock") {
         case .taken(let lock): self.lock = lock
