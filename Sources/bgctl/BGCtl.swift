@@ -10,6 +10,16 @@ struct BGCtl: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bgctl",
         abstract: "Drive and inspect bgd, the swift-background daemon.",
+        discussion: """
+            Every command that talks to bgd takes --json: its answer as JSON on stdout, and a \
+            failure as {"error": code, "reason": sentence} on stderr.
+
+            Exit status: 0 done; 1 anything else; 3 no such app, transfer, task or key; 4 refused \
+            by bgd's policy or state (a conflict, a limit, a full disk); 5 a download that ended \
+            failed or cancelled; 64 bad usage; 65 a malformed request or file; 66 a file that \
+            cannot be read; 69 bgd not running, or its socket (or push gateway) unreachable; 77 \
+            the operator's or provider's credential missing or wrong.
+            """,
         version: "0.1.0",
         subcommands: [
             Status.self, Apps.self, Register.self, Token.self, Unregister.self, SetInterval.self, History.self, Why.self,

@@ -168,6 +168,8 @@ struct InstallTests {
             for subcommand in command["subcommands"] as? [[String: Any]] ?? [] { visit(subcommand) }
         }
         visit(try #require(tool["command"] as? [String: Any]))
+        // Each page says what its exit statuses mean (bgctl's were only in the README).
+        #expect(manual.contains("Exit status: 0"), "docs/man/\(product).1 lists no exit statuses")
         #expect(missing.isEmpty, "docs/man/\(product).1 lacks \(Set(missing).sorted()); run Scripts/generate-manual.sh")
         #expect(unexplained.isEmpty, "arguments without help: \(unexplained)")
     }
