@@ -79,6 +79,8 @@ public actor PushUplink: Service {
     }
 
     private let configuration: Configuration
+    /// When bgd last enrolled again because the relay no longer knew the device.
+    private var lastEnrolledAgain: Date?
     private let store: BackgroundStore
     private let credentialPath: String
     private let clock: any WallClock
@@ -310,6 +312,12 @@ public actor PushUplink: Service {
         guard let url = configuration.url, Self.nodes(url).joined(separator: ",") == credential.url,
             load() == credential
         else { return false }
+        // At most once per longest backoff: a relay that enrolls a device and then refuses it
+        // (nodes that do not share one database) must not get enrollments in a tight loop.
+        if let last = lastEnrolledAgain, clock.now.timeIntervalSince(last) < configuration.maximumBackoff.seconds {
+            return false
+        }
+        lastEnrolledAgain = clock.now
         logger.notice(
             "The push relay does not know this device (forgotten, or its database restored); enrolling again",
             metadata: ["relay": "\(url)", "device": "\(credential.device)"])
