@@ -1,6 +1,7 @@
 import ArgumentParser
 import BackgroundModel
 import Foundation
+import QuietThreads
 
 #if canImport(Glibc)
     import Glibc

@@ -13,10 +13,13 @@ import Testing
 /// next bgd thaws it (and only it: its own cgroup, or the pid's start time must match).
 @Suite(.timeLimit(.minutes(5)))
 struct LifecycleCrashTests {
+    /// Each test's own (Swift Testing makes a new instance per test): bgd's state and socket,
+    /// kept across the killed bgd and the next.
+    let directory = TemporaryDirectory.make()
+    var state: String { directory + "/state" }
+    var socket: String { directory + "/bgd.sock" }
+
     @Test func theNextBgdContinuesAnAppAKilledOneHadSuspended() async throws {
-        let directory = TemporaryDirectory.make()
-        let state = directory + "/state"
-        let socket = directory + "/bgd.sock"
         let arguments = ["--suspension-delay", "0.05s", "--conditions", "unconstrained"]
         var daemon: DaemonProcess? = try await DaemonProcess(
             stateDirectory: state, socketPath: socket, arguments: arguments)
@@ -70,9 +73,6 @@ struct LifecycleCrashTests {
     /// ignores SIGTERM): the next bgd ends the whole leftover cgroup, grandchild included.
     @Test func theNextBgdEndsEverythingAKilledOneLaunched() async throws {
         guard CgroupProbe.available else { return }
-        let directory = TemporaryDirectory.make()
-        let state = directory + "/state"
-        let socket = directory + "/bgd.sock"
         let arguments = ["--conditions", "unconstrained"]
         var daemon: DaemonProcess? = try await DaemonProcess(
             stateDirectory: state, socketPath: socket, arguments: arguments)
@@ -113,9 +113,6 @@ struct LifecycleCrashTests {
     /// pid (failpoint `run.afterLaunch`) leaves a process nobody knows the pid of: the next bgd
     /// finds it — and a grandchild in a session of its own — by the run in their environment.
     @Test func theNextBgdEndsAProcessAKilledOneStartedButNeverRecorded() async throws {
-        let directory = TemporaryDirectory.make()
-        let state = directory + "/state"
-        let socket = directory + "/bgd.sock"
         let arguments = ["--conditions", "unconstrained", "--app-cgroups", "off"]
         var daemon: DaemonProcess? = try await DaemonProcess(
             stateDirectory: state, socketPath: socket, arguments: arguments,

@@ -21,20 +21,7 @@ enum ProcessExitWatch {
     /// Returns once `pid` has exited (or the pid names another process than the one that
     /// started at `startTicks`). `kernelNotice: false` skips the pidfd, as where it is missing.
     static func exited(_ pid: Int32, startTicks: Int64?, clock: any WallClock, kernelNotice: Bool = true) async {
-        #if os(Linux)
-            if kernelNotice {
-                let descriptor = pidfdOpen(pid, 0)
-                if descriptor >= 0 {
-                    if PidfdWatcher.shared.isUsable {
-                        await PidfdWatcher.shared.wait(for: descriptor)
-                        return
-                    }
-                    close(descriptor)
-                } else if errno == ESRCH {
-                    return  // already gone
-                }
-            }
-        #endif
+        if kernelNotice, await kernelSaysExited(pid) { return }
         while !isGone(pid, startTicks: startTicks) {
             // Cancelled: bgd is stopping, and nobody waits for the answer.
             guard (try? await clock.sleep(until: clock.now.adding(pollInterval))) != nil else { return }
@@ -42,12 +29,16 @@ enum ProcessExitWatch {
     }
 
     /// Waits for bgd's own child `pid` to exit (a zombie now, for the caller to reap without
-    /// blocking), on the kernel's word; false at once where the kernel cannot tell.
-    static func exitedChild(_ pid: Int32) async -> Bool {
+    /// blocking), on the kernel's word; false at once where the kernel cannot tell. A child's
+    /// pid cannot be reused before it is reaped, so the pidfd names this very process.
+    static func exitedChild(_ pid: Int32) async -> Bool { await kernelSaysExited(pid) }
+
+    /// True once the kernel said `pid` exited (its pidfd became readable, or it was gone
+    /// already); false at once where it cannot say — no pidfd, or no watcher thread.
+    private static func kernelSaysExited(_ pid: Int32) async -> Bool {
         #if os(Linux)
-            // A child's pid cannot be reused before it is reaped: the pidfd names this process.
             let descriptor = pidfdOpen(pid, 0)
-            guard descriptor >= 0 else { return false }
+            guard descriptor >= 0 else { return errno == ESRCH }
             guard PidfdWatcher.shared.isUsable else {
                 close(descriptor)
                 return false

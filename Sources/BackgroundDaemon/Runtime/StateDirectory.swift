@@ -1,5 +1,6 @@
 import BackgroundModel
 import Foundation
+import QuietThreads
 
 #if canImport(Glibc)
     import Glibc

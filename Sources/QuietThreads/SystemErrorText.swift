@@ -8,7 +8,8 @@ import Foundation
 
 /// What went wrong with a file, in the system's words ("Permission denied", "Not a directory"),
 /// for an error a person reads. Foundation's file errors print on Linux as a dump
-/// (`Error Domain=NSCocoaErrorDomain Code=513 "(null)" UserInfo={…}`) that names neither.
+/// (`Error Domain=NSCocoaErrorDomain Code=513 "(null)" UserInfo={…}`) that names neither. Here,
+/// not in BackgroundModel, because it reads the C library's `strerror`.
 public enum SystemErrorText {
     public static func describe(_ error: any Error) -> String {
         if let posix = error as? POSIXError { return String(cString: strerror(posix.code.rawValue)) }
