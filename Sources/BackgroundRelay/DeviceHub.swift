@@ -52,6 +52,16 @@ final class DeviceHub: Sendable {
     var connectedCount: Int { state.withLock { $0.sessions.count } }
     var connectedDevices: [String] { state.withLock { Array($0.sessions.keys) } }
 
+    /// One sweep of the silence check over every session (`SessionInbox.sweepQuiet`): the
+    /// sessions found silent `limit` sweeps in a row are told so, and end. Their devices.
+    func sweepSilent(limit: Int) -> [String] {
+        let silent = state.withLock { state in
+            state.sessions.filter { $0.value.inbox.sweepQuiet(limit: limit) }.map { ($0.key, $0.value.inbox) }
+        }
+        for (_, inbox) in silent { inbox.post(.silent) }
+        return silent.map(\.0)
+    }
+
     /// Ends every session (the node is stopping).
     func disconnectAll() {
         let inboxes = state.withLock { state in

@@ -23,6 +23,9 @@ public struct Relay: Sendable {
         /// `bgrelay-uplink/1`) beside the HTTP/2 stream. Off, every device holds an HTTP/2 stream,
         /// as with a relay from before the lines (what bgd's fallback is tested against).
         public var offersLines = true
+        /// An uplink whose device sends nothing, not even a keep-alive, this long is closed
+        /// (`UplinkSilence`): more than bgd's longest keep-alive interval.
+        public var uplinkSilence: Duration = .seconds(900)
 
         /// host:pid.
         public static var defaultNode: String {
@@ -131,6 +134,8 @@ public struct Relay: Sendable {
         if let shared = store as? PostgresRelayStore {
             services.append(Follower(store: shared, hub: hub, clock: clock, logger: logger))
         }
+        services.append(
+            UplinkSilence(limit: configuration.uplinkSilence, hub: hub, metrics: metrics, clock: clock, logger: logger))
         services.append(
             RelayPruner(store: store, hub: hub, retention: configuration.retention, metrics: metrics, clock: clock, logger: logger))
         return services + [

@@ -16,6 +16,7 @@ public final class RelayMetrics: Sendable {
         var latencyCount = 0
         var pruned = RelayPruneReport()
         var enrollmentsRefused: [String: Int] = [:]
+        var silentClosed = 0
     }
     private let state = Mutex(State())
 
@@ -25,6 +26,7 @@ public final class RelayMetrics: Sendable {
     func enrollmentRefused(_ code: String) { state.withLock { $0.enrollmentsRefused[code, default: 0] += 1 } }
     func connected(_ device: String) { state.withLock { $0.connects += 1 } }
     func disconnected(_ device: String) {}
+    func closedSilent(_ count: Int) { state.withLock { $0.silentClosed += count } }
     func pruned(_ report: RelayPruneReport) {
         state.withLock {
             $0.pruned.expired += report.expired
@@ -55,6 +57,9 @@ public final class RelayMetrics: Sendable {
             # HELP bgrelay_uplink_connections_total Uplinks opened to this node.
             # TYPE bgrelay_uplink_connections_total counter
             bgrelay_uplink_connections_total \(snapshot.connects)
+            # HELP bgrelay_uplinks_closed_silent_total Uplinks this node closed because their device sent nothing, not even a keep-alive, for --uplink-silence (gone without closing: wiped, its network dropped).
+            # TYPE bgrelay_uplinks_closed_silent_total counter
+            bgrelay_uplinks_closed_silent_total \(snapshot.silentClosed)
             # HELP bgrelay_enrollments_total Devices enrolled through this node.
             # TYPE bgrelay_enrollments_total counter
             bgrelay_enrollments_total \(snapshot.enrolled)

@@ -113,8 +113,14 @@ final class SessionRounds: @unchecked Sendable {
                 closing = true
                 let code = session.hub.isConnected(session.device) ? "superseded" : "stopping"
                 try await session.close(code: code, writer: &writer, inbox: inbox)
-            case .takenAway:
+            case .takenAway, .silent where closing:
                 break
+            case .silent:
+                // Said, in case the device is only slow, with the grace every closing gets: an
+                // HTTP/2 response ended while its request still streams makes AsyncHTTPClient
+                // (1.37, bgd's HTTP/2 uplink) trap.
+                closing = true
+                try await session.close(code: UplinkSession.silent, writer: &writer, inbox: inbox)
             case .frame(let frame):
                 if let refusal = await session.handle(frame, fencing: fencing) { refusals.append(refusal) }
             case .keepAlive:

@@ -35,9 +35,19 @@ extension UplinkServer {
             var writer: any ResponseBodyWriter = ChannelWriter(channel: channel)
             if let (device, secret) = Self.bearer(credential) {
                 let store = self.store
-                if try await clock.within(
-                    storeCallLimit, { try await store.authenticate(device: device, secret: secret) })
-                {
+                let known: Bool
+                do {
+                    known = try await clock.within(storeCallLimit) {
+                        try await store.authenticate(device: device, secret: secret)
+                    }
+                } catch {
+                    logger.error(
+                        "Cannot authenticate a device", metadata: ["device": "\(device)", "error": "\(error)"])
+                    try await writer.write(
+                        Self.closing(UplinkSession.unavailable, "this relay node cannot reach its database; connect again"))
+                    throw error
+                }
+                if known {
                     // The session goes on without this task; the connection closes when it ends.
                     try await session(of: device).start(inbox: reader.inbox, writer: writer) {
                         channel.close(promise: nil)

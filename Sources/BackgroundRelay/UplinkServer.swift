@@ -69,7 +69,20 @@ struct UplinkServer: Service {
                     .unauthorized, "unauthorized",
                     "send Authorization: Bearer <device>.<secret> (bgctl push relay enroll)")
             }
-            guard try await store.authenticate(device: device, secret: secret) else {
+            // Bounded, as every store call of a session is: a database that never answers fails
+            // the device's attempt (it connects again), and holds no stream open for good.
+            let known: Bool
+            do {
+                known = try await clock.within(storeCallLimit) {
+                    try await store.authenticate(device: device, secret: secret)
+                }
+            } catch {
+                logger.error("Cannot authenticate a device", metadata: ["device": "\(device)", "error": "\(error)"])
+                return Self.error(
+                    .serviceUnavailable, UplinkSession.unavailable,
+                    "this relay node cannot reach its database; connect again")
+            }
+            guard known else {
                 return Self.error(.unauthorized, "unauthorized", "unknown device or wrong secret; enroll again")
             }
             let session = uplink.session(of: device)

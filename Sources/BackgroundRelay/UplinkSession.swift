@@ -36,10 +36,14 @@ struct UplinkSession: Sendable {
         case ended
         /// Another uplink of the device took over, or the node stops.
         case takenAway
+        /// Nothing came from the device for the relay's silence limit (`UplinkSilence`).
+        case silent
     }
 
     /// The code of a refusal or a closing when the store failed (not the device's fault).
     static let unavailable = "unavailable"
+    /// The code of the closing of an uplink the device went silent on.
+    static let silent = "silent"
 
     /// How long a device has to close its side once told the uplink ends.
     static let closingGrace = 10.0
@@ -128,17 +132,21 @@ struct UplinkSession: Sendable {
     /// Tells the device the uplink ends, and gives it `closingGrace` to close its side (the
     /// response ends then, or when it has).
     func close(code: String, writer: inout any ResponseBodyWriter, inbox: SessionInbox) async throws {
-        let reason =
-            switch code {
-            case "superseded": "the device has a newer uplink"
-            case Self.unavailable: "this relay node cannot reach its database; connect again"
-            default: "this relay node is stopping; connect again"
-            }
-        try await writer.write(line(.closing(code: code, reason: reason)))
+        try await writer.write(line(.closing(code: code, reason: Self.reason(code))))
         let clock = self.clock
         Task {
             try? await clock.sleep(until: clock.now.addingTimeInterval(Self.closingGrace))
             inbox.post(.ended)
+        }
+    }
+
+    /// Why the relay ends an uplink, by its closing's code.
+    static func reason(_ code: String) -> String {
+        switch code {
+        case "superseded": "the device has a newer uplink"
+        case Self.silent: "nothing came from the device for too long, not even a keep-alive; connect again"
+        case Self.unavailable: "this relay node cannot reach its database; connect again"
+        default: "this relay node is stopping; connect again"
         }
     }
 
@@ -220,6 +228,9 @@ final class SessionInbox: Sendable {
         var rung = false
     }
     private let state = Mutex(State())
+    /// Whether the device sent a line since the last sweep, and how many sweeps in a row found
+    /// it had not (`UplinkSilence`); apart from `state`, which each take empties.
+    private let liveness = Mutex((heard: true, quietSweeps: 0))
     /// Told whenever something arrives (set once by the session; anything that arrived before
     /// is told at once).
     private let listener = ListenerSlot()
@@ -247,12 +258,26 @@ final class SessionInbox: Sendable {
 
     /// One line the device sent, without its newline: an empty one is a keep-alive.
     func post(line: [UInt8]) {
+        liveness.withLock { $0.heard = true }
         if line.isEmpty {
             post(.keepAlive)
         } else if let frame = UplinkFrame.decode(line) {
             if case .ack(let seq) = frame { acknowledge(seq) } else { post(.frame(frame)) }
         } else {
             post(.malformed(String(decoding: line.prefix(80), as: UTF8.self)))
+        }
+    }
+
+    /// One sweep of the silence check: true, once, when this is the `limit`th sweep in a row to
+    /// find that the device sent nothing since the one before.
+    func sweepQuiet(limit: Int) -> Bool {
+        liveness.withLock { liveness in
+            if liveness.heard {
+                liveness = (heard: false, quietSweeps: 0)
+                return false
+            }
+            liveness.quietSweeps += 1
+            return liveness.quietSweeps == limit
         }
     }
 

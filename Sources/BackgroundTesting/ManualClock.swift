@@ -6,8 +6,29 @@ import Synchronization
 /// `advance(to:)` passes their deadline; nothing ever waits for real time.
 public final class ManualClock: WallClock {
     private struct Sleeper {
-        var deadline: Date
+        /// A wall-clock deadline (`sleep(until:)`), or one in time passed (`sleep(for:)`), which
+        /// a `jump` does not move.
+        enum Deadline {
+            case wall(Date)
+            case elapsed(Duration)
+        }
+        var deadline: Deadline
         var continuation: CheckedContinuation<Void, any Error>
+
+        func isDue(now: Date, elapsed: Duration) -> Bool {
+            switch deadline {
+            case .wall(let date): date <= now
+            case .elapsed(let end): end <= elapsed
+            }
+        }
+
+        /// The wall-clock time it wakes at, were the clock not set meanwhile.
+        func wallDeadline(now: Date, elapsed: Duration) -> Date {
+            switch deadline {
+            case .wall(let date): date
+            case .elapsed(let end): now.adding(end - elapsed)
+            }
+        }
     }
     private struct State {
         var now: Date
@@ -24,14 +45,23 @@ public final class ManualClock: WallClock {
     /// Grows with every forward `advance`; a `jump` leaves it alone.
     public var elapsed: Duration { state.withLock { $0.elapsed } }
 
-    public func sleep(until deadline: Date) async throws {
+    public func sleep(until deadline: Date) async throws { try await sleep(.wall(deadline)) }
+
+    /// Wakes once `advance` has moved time on by `duration`; a `jump` of the wall clock
+    /// meanwhile does not count.
+    public func sleep(for duration: Duration) async throws {
+        try await sleep(.elapsed(elapsed + duration))
+    }
+
+    private func sleep(_ deadline: Sleeper.Deadline) async throws {
         let id = UUID()
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 let outcome = state.withLock { state -> Result<Void, any Error>? in
                     if Task.isCancelled { return .failure(CancellationError()) }
-                    if deadline <= state.now { return .success(()) }
-                    state.sleepers[id] = Sleeper(deadline: deadline, continuation: continuation)
+                    let sleeper = Sleeper(deadline: deadline, continuation: continuation)
+                    if sleeper.isDue(now: state.now, elapsed: state.elapsed) { return .success(()) }
+                    state.sleepers[id] = sleeper
                     return nil
                 }
                 if let outcome { continuation.resume(with: outcome) }
@@ -57,7 +87,7 @@ public final class ManualClock: WallClock {
         let due = state.withLock { state -> [Sleeper] in
             if passing { state.elapsed += date.duration(since: state.now) }
             state.now = date
-            let due = state.sleepers.filter { $0.value.deadline <= date }
+            let due = state.sleepers.filter { $0.value.isDue(now: date, elapsed: state.elapsed) }
             for id in due.keys { state.sleepers[id] = nil }
             return Array(due.values)
         }
@@ -68,5 +98,9 @@ public final class ManualClock: WallClock {
     public var sleeperCount: Int { state.withLock { $0.sleepers.count } }
 
     /// The earliest deadline any sleeper waits for.
-    public var nextDeadline: Date? { state.withLock { $0.sleepers.values.map(\.deadline).min() } }
+    public var nextDeadline: Date? {
+        state.withLock { state in
+            state.sleepers.values.map { $0.wallDeadline(now: state.now, elapsed: state.elapsed) }.min()
+        }
+    }
 }

@@ -155,7 +155,7 @@ struct BGD: AsyncParsableCommand {
 
     @Option(
         help:
-            "How often the relay uplink checks, when idle, that the connection still answers (an empty line, echoed; a silent one is replaced) (default: \(BGD.shown(BGD.Defaults.pushRelayKeepAlive))).",
+            "How often the relay uplink checks, when idle, that the connection still answers (an empty line, echoed; a silent one is replaced); 1s to 10m, as a relay closes an uplink silent for 15m (default: \(BGD.shown(BGD.Defaults.pushRelayKeepAlive))).",
         transform: parseDuration)
     var pushRelayKeepAlive: Duration = BGD.Defaults.pushRelayKeepAlive
 
@@ -252,7 +252,10 @@ struct BGD: AsyncParsableCommand {
                     "--push-relay is a relay's uplink URL, e.g. https://relay.example.net:2198: '\(node)' \(problem)")
             }
         }
-        guard pushRelayKeepAlive >= .seconds(1) else { throw ValidationError("--push-relay-keep-alive is at least 1s") }
+        guard pushRelayKeepAlive >= .seconds(1), pushRelayKeepAlive <= .seconds(600) else {
+            // A relay closes an uplink it heard nothing from for 15 minutes (bgrelay --uplink-silence).
+            throw ValidationError("--push-relay-keep-alive is 1s to 10m (a relay closes an uplink silent for 15m)")
+        }
         if pushRelayCa != nil, pushRelay == nil { throw ValidationError("--push-relay-ca goes with --push-relay") }
         if pushRelayEnrollmentToken != nil, pushRelay == nil {
             throw ValidationError("--push-relay-enrollment-token goes with --push-relay")

@@ -149,6 +149,10 @@ extension BGRelay {
             help: "A device not seen this long (no uplink to any node) is forgotten with its tokens and pushes; its bgd must enroll again (default 90d or --hold-pushes if longer; at least --hold-pushes).",
             transform: parseDuration)
         var forgetDevicesAfter: Duration?
+        @Option(
+            help: "An uplink whose device sends nothing, not even a keep-alive, this long is closed: a device gone without closing (wiped, its network dropped) holds no slot of --max-devices and counts as unseen. More than the devices' keep-alive interval (bgd's --push-relay-keep-alive, 270s by default, at most 10m) (default 15m).",
+            transform: parseDuration)
+        var uplinkSilence: Duration = .seconds(900)
 
         func validate() throws {
             if (certificate == nil) != (key == nil) { throw ValidationError("give --certificate and --key together") }
@@ -170,6 +174,9 @@ extension BGRelay {
             }
             guard holdPushes >= .seconds(60), keepHistory >= .seconds(60) else {
                 throw ValidationError("--hold-pushes and --keep-history are at least 1m")
+            }
+            guard uplinkSilence >= .seconds(4) else {
+                throw ValidationError("--uplink-silence is at least 4s (bgd's keep-alive is at most 10m)")
             }
             guard (forgetDevicesAfter ?? holdPushes) >= holdPushes else {
                 throw ValidationError(
@@ -229,17 +236,18 @@ extension BGRelay {
                 connections: ConnectionLimits(perPeer: maxDevicesPerAddress, total: maxDevices))
             provider.certificateNames = certificateName
             uplink.certificateNames = certificateName
+            var configuration = Relay.Configuration(
+                provider: provider,
+                uplink: uplink,
+                stateDirectory: options.stateDirectory, node: node ?? Relay.Configuration.defaultNode,
+                providerLimit: PushFloodLimit(perSecond: providerRate, burst: providerRate * 10),
+                retention: Relay.Retention(
+                    holdPending: holdPushes, keepEnded: keepHistory, forgetDevices: forgetDevicesAfter ?? max(.seconds(90 * 86400), holdPushes)),
+                enrollment: EnrollmentPolicy(
+                    token: try enrollmentTokenGiven(), limit: PushFloodLimit(perSecond: enrollmentRate, burst: enrollmentRate * 10)))
+            configuration.uplinkSilence = uplinkSilence
             let relay = Relay(
-                configuration: .init(
-                    provider: provider,
-                    uplink: uplink,
-                    stateDirectory: options.stateDirectory, node: node ?? Relay.Configuration.defaultNode,
-                    providerLimit: PushFloodLimit(perSecond: providerRate, burst: providerRate * 10),
-                    retention: Relay.Retention(
-                        holdPending: holdPushes, keepEnded: keepHistory, forgetDevices: forgetDevicesAfter ?? max(.seconds(90 * 86400), holdPushes)),
-                    enrollment: EnrollmentPolicy(
-                        token: try enrollmentTokenGiven(), limit: PushFloodLimit(perSecond: enrollmentRate, burst: enrollmentRate * 10))),
-                store: store, clock: clock, logger: logger, activity: { codePages?.noteActivity() })
+                configuration: configuration, store: store, clock: clock, logger: logger, activity: { codePages?.noteActivity() })
             // A listener that cannot start stops the others gracefully, not by cancelling them
             // into errors of their own beside the one that says what went wrong.
             let services: [any Service]

@@ -175,6 +175,9 @@ struct BGCtlTests {
             let next = bgdHelp[help.upperBound...].range(of: " --")?.lowerBound ?? bgdHelp.endIndex
             #expect(bgdHelp[help.upperBound..<next].contains("default: \(shown))"), "\(bgdHelp[help.upperBound..<next])")
         }
+        // A keep-alive longer than a relay's silence limit would have the uplink closed under it.
+        let slow = try await Command.run(try BuiltProducts.path(of: "bgd"), ["--push-relay-keep-alive", "11m"])
+        #expect(slow.status == 64 && slow.standardError.contains("--push-relay-keep-alive is 1s to 10m"), "\(slow)")
     }
 
     /// A listing's --json is bgd's answer byte for byte, as curl would print it: before, bgctl

@@ -161,7 +161,7 @@ struct PushRelayProcessTests {
         for arguments in [
             ["--port", "70000"], ["--certificate", "/x.pem"], ["--log-level", "loud"],
             ["--hold-pushes", "5x"], ["--keep-history", "1s"], ["--device-rate", "0"], ["--max-devices", "0"],
-            ["--forget-devices-after", "1d"], ["--hold-pushes", "100d", "--forget-devices-after", "90d"],
+            ["--forget-devices-after", "1d"], ["--uplink-silence", "1s"], ["--hold-pushes", "100d", "--forget-devices-after", "90d"],
             ["--enrollment-token", "short"], ["--enrollment-rate", "0"], ["--enrollment-token-file", "/nonexistent"],
             ["--enrollment-token", "0123456789abcdef0", "--enrollment-token-file", "/etc/hostname"],
             ["keys", "add", "--state-dir", directory, "--key-id", "short", "--team-id", "TEAM123456", "--topics", Self.app, "/etc/hostname"],

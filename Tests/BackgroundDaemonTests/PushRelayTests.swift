@@ -7,6 +7,7 @@ import BackgroundRelay
 import BackgroundTesting
 import Crypto
 import Foundation
+import Synchronization
 import Testing
 
 /// The push relay (issue 19): a provider talks the APNs provider API to bgrelay, and a device —
@@ -175,6 +176,58 @@ struct PushRelayTests {
             uplink.send(.ack(seq: push.seq))
             #expect(try await node.eventually { try await node.store.pushLog().map(\.state) == [.delivered] })
             uplink.close()
+        }
+    }
+
+    /// A device gone without closing (wiped, its NAT mapping dropped) sends nothing, not even a
+    /// keep-alive: the relay closes its uplink after `--uplink-silence` — over lines and over
+    /// HTTP/2 alike — and counts it, while a device that keeps talking keeps its uplink. Before,
+    /// such a connection held its slot of `--max-devices` for good, and kept its device "seen".
+    @Test func anUplinkTheDeviceWentSilentOnIsClosedAndOneThatTalksIsNot() async throws {
+        try await RelayNode.with(uplinkSilence: .seconds(2)) { node in
+            let client = node.client()
+            defer { _ = client.shutdown() }
+            let (talking, silentLine, silentStream) = (
+                try await RawUplink.enroll(node, client: client), try await RawUplink.enroll(node, client: client),
+                try await RawUplink.enroll(node, client: client)
+            )
+            let alive = try await RawLineUplink.connect(node, first: talking.bearer + "\n")
+            #expect(await alive.next() == .ready(device: talking.device))
+            let line = try await RawLineUplink.connect(node, first: silentLine.bearer + "\n")
+            #expect(await line.next() == .ready(device: silentLine.device))
+            let stream = try await RawUplink.connect(node, client: client, enrollment: silentStream)
+            #expect(await stream.next() == .ready(device: silentStream.device))
+
+            // The silent two hear why, then are hung up on; the talking one meanwhile keeps
+            // its keep-alives going, each echoed.
+            let done = Mutex(false)
+            let heard = Task { () -> [String?] in
+                defer { done.withLock { $0 = true } }
+                let said: [String?] = [await line.next().flatMap(Self.code), await stream.next().flatMap(Self.code)]
+                // As bgd does on a closing: ends its side. (AsyncHTTPClient 1.37 traps when the
+                // server ends a response whose request still streams and then resets the stream.)
+                stream.close()
+                return said + [await line.nextLine(), await stream.nextLine()].map { $0.map { _ in "more" } }
+            }
+            var echoes = 0
+            while !done.withLock({ $0 }) {
+                alive.sendLine("")
+                guard await alive.nextLine() == "" else { break }
+                echoes += 1
+            }
+            #expect(await heard.value == ["silent", "silent", nil, nil], "the silent uplinks' last words")
+            #expect(echoes > 0)
+            alive.sendLine("")
+            #expect(await alive.nextLine() == "", "the device that kept talking lost its uplink")
+            #expect(
+                try await node.eventually {
+                    alive.sendLine("")  // still talking
+                    guard await alive.nextLine() == "" else { return true }
+                    return try await node.metrics(client: client)["bgrelay_connected_devices"] == 1
+                })
+            let metrics = try await node.metrics(client: client)
+            #expect(metrics["bgrelay_uplinks_closed_silent_total"] == 2, "\(metrics)")
+            alive.close()
         }
     }
 

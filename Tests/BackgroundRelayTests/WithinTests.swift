@@ -46,6 +46,33 @@ struct WithinTests {
         await #expect(throws: DeadlineExceeded.self) { try await caller.value }
     }
 
+    /// The limit is time that passes, not the wall clock's reading: set back an hour while the
+    /// work hangs, the caller still gets its answer when the limit has passed; set forward two
+    /// days, it is not cut short.
+    @Test func aClockSetBackOrForwardNeitherStretchesNorCutsTheLimit() async throws {
+        let clock = ManualClock()
+        let caller = Task {
+            try await clock.within(.seconds(10)) { () async throws -> Int in
+                await withUnsafeContinuation { _ in }
+            }
+        }
+        #expect(await eventuallyYielding { clock.sleeperCount == 1 })
+        clock.jump(by: .seconds(-3600))
+        clock.jump(by: .seconds(2 * 86400))
+        for _ in 0..<1_000 { await Task.yield() }
+        #expect(clock.sleeperCount == 1, "a jump of the wall clock ended the wait")
+        clock.advance(by: .seconds(10))
+        await #expect(throws: DeadlineExceeded.self) { try await caller.value }
+    }
+
+    /// `sleep(for:)` on the system clock waits what it is asked, whatever `now` says.
+    @Test func theSystemClockSleepsForTimeThatPasses() async throws {
+        let clock = SystemClock()
+        let before = clock.elapsed
+        try await clock.sleep(for: .milliseconds(30))
+        #expect(clock.elapsed - before >= .milliseconds(30))
+    }
+
     /// Waits for another task's step without sleeping.
     func eventuallyYielding(_ condition: () -> Bool) async -> Bool {
         for _ in 0..<100_000 where !condition() { await Task.yield() }

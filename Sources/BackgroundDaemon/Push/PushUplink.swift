@@ -39,12 +39,17 @@ public actor PushUplink: Service {
         public var keepAlive: Duration
         public var answerWithin: Duration
         public var maximumBackoff: Duration
+        /// How long a connection may take to be an uplink: TLS up and the lines agreed, or the
+        /// HTTP/2 stream's response head. A relay that accepts and never answers (a stopped
+        /// node, a proxy whose upstream hangs) is then a failed attempt, not a hang for good.
+        public var connectWithin: Duration
 
         public init(
             url: String? = nil, certificate: String? = nil, enrollmentToken: String? = nil,
             keepAlive: Duration = .seconds(270), answerWithin: Duration = .seconds(30),
-            maximumBackoff: Duration = .seconds(300)
+            maximumBackoff: Duration = .seconds(300), connectWithin: Duration = .seconds(30)
         ) {
+            self.connectWithin = connectWithin
             self.url = url
             self.enrollmentToken = enrollmentToken
             self.certificate = certificate
@@ -97,7 +102,9 @@ public actor PushUplink: Service {
     /// Told how many pushes each read from the relay stored.
     private let stored: @Sendable (Int) -> Void
     private var status = PushRelayStatus(state: .off)
-    private var lastReceived = Date.distantPast
+    /// When the relay last sent anything, as time passed (`WallClock.elapsed`): the liveness
+    /// check must not take a clock set back for silence.
+    private var lastReceived = Duration.zero
     /// The connection's transport (`PushRelayStatus.transport`), shown once it is up.
     private var transport: String?
 
@@ -390,7 +397,7 @@ public actor PushUplink: Service {
         // The handshake is bounded: a relay that accepts and never answers (a stopped node) is a
         // failed attempt, and its connection is closed, not left open behind a hung uplink.
         do {
-            return try await clock.within(.seconds(30)) { try await negotiated.get() }
+            return try await clock.within(configuration.connectWithin) { try await negotiated.get() }
         } catch {
             channel.close(promise: nil)
             throw error
@@ -409,7 +416,11 @@ public actor PushUplink: Service {
         request.headers.add(name: "content-type", value: "application/x-ndjson")
         request.body = .stream(up, length: .unknown)
         sink.yield(try await registrations())
-        let response = try await client.execute(request, deadline: .distantFuture)
+        // The head within `connectWithin` (the relay authenticates the device first, its store
+        // call bounded to 10 s); the body is the uplink itself, for as long as it lives.
+        let response = try await clock.within(configuration.connectWithin) { [request] in
+            try await client.execute(request, deadline: .distantFuture)
+        }
         guard response.status == .ok else {
             let body = try? await response.body.collect(upTo: 4096)
             throw Failure.refused(status: Int(response.status.code), body: body.map { String(buffer: $0) } ?? "")
@@ -423,7 +434,7 @@ public actor PushUplink: Service {
         reading body: Body, answering sink: AsyncStream<ByteBuffer>.Continuation, for credential: RelayEnrollment,
         alongside: (@Sendable () async throws -> Void)? = nil
     ) async throws where Body.Element == ByteBuffer {
-        lastReceived = clock.now
+        lastReceived = clock.elapsed
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await self.read(body, answering: sink) }
             group.addTask {
@@ -448,7 +459,7 @@ public actor PushUplink: Service {
     ) async throws where Body.Element == ByteBuffer {
         var lines = UplinkLines()
         for try await buffer in body {
-            lastReceived = clock.now
+            lastReceived = clock.elapsed
             let read: [[UInt8]]
             do { read = try lines.append(buffer.readableBytesView) } catch { throw Failure.closed }
             // The pushes of one read are committed together (in order, with whatever came
@@ -568,10 +579,12 @@ public actor PushUplink: Service {
 
     private func keepAlive(_ sink: AsyncStream<ByteBuffer>.Continuation) async throws {
         while true {
-            try await probe.wait(until: clock.now.adding(configuration.keepAlive), on: clock)
-            let sent = clock.now
+            // On time that passes, not the wall clock's: a clock set back an hour would otherwise
+            // leave a dead connection unnoticed for an hour more.
+            try await probe.wait(for: configuration.keepAlive, on: clock)
+            let sent = clock.elapsed
             sink.yield(ByteBuffer(string: "\n"))
-            try await clock.sleep(until: sent.adding(configuration.answerWithin))
+            try await clock.sleep(for: configuration.answerWithin)
             if lastReceived < sent { throw Failure.silent(configuration.answerWithin) }
         }
     }

@@ -42,6 +42,19 @@ public final class Doorbell: Sendable {
         try Task.checkCancellation()
     }
 
+    /// Returns when rung, or once `duration` has really passed (`WallClock.sleep(for:)`: a clock
+    /// set meanwhile neither stretches nor shortens it). Throws `CancellationError` when the
+    /// task is cancelled.
+    public func wait(for duration: Duration, on clock: any WallClock) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await self.waitForRing() }
+            group.addTask { try await clock.sleep(for: duration) }
+            defer { group.cancelAll() }
+            _ = try await group.next()
+        }
+        try Task.checkCancellation()
+    }
+
     private func waitForRing() async {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in

@@ -11,18 +11,17 @@ extension WallClock {
     /// cancelled and left to end on its own: work that ignores cancellation (a database call
     /// stuck on a connection that will never answer) must not hold its caller, nor everyone
     /// queued behind the caller. A cancelled caller gets `CancellationError` at once, for the
-    /// same reason. (The limit is on the wall clock, as every sleep here is: a clock set back
-    /// while it runs lengthens it.)
+    /// same reason. The limit is time that really passes (`sleep(for:)`): a clock set back while
+    /// it runs does not lengthen it.
     public func within<T: Sendable>(
         _ limit: Duration, _ body: @escaping @Sendable () async throws -> T
     ) async throws -> T {
-        let deadline = now.adding(limit)
         let race = Race<T>()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 race.start(continuation)
                 let timer = Task {
-                    try? await self.sleep(until: deadline)
+                    try? await self.sleep(for: limit)
                     if !Task.isCancelled { race.finish(.failure(DeadlineExceeded(limit: limit))) }
                 }
                 race.work = Task {

@@ -12,6 +12,10 @@ public protocol WallClock: Sendable {
     var elapsed: Duration { get }
     /// Returns at or after `deadline`; throws `CancellationError` when the task is cancelled.
     func sleep(until deadline: Date) async throws
+    /// Returns once `duration` has really passed (`elapsed`), however the wall clock is set
+    /// meanwhile: for timeouts and liveness checks, which a clock set back an hour must not
+    /// stretch by an hour. Throws `CancellationError` when the task is cancelled.
+    func sleep(for duration: Duration) async throws
 }
 
 /// The real wall clock.
@@ -50,6 +54,13 @@ public struct SystemClock: WallClock {
         while case let remaining = deadline.timeIntervalSince(now), remaining > 0 {
             try await nap(min(.milliseconds(Int64((remaining * 1000).rounded(.up))), maximumNap))
         }
+        try Task.checkCancellation()
+    }
+
+    /// Naps on the monotonic clock (`Task.sleep`, or bgd's event-loop timers), which no one sets.
+    public func sleep(for duration: Duration) async throws {
+        let end = elapsed + duration
+        while case let remaining = end - elapsed, remaining > .zero { try await nap(remaining) }
         try Task.checkCancellation()
     }
 }

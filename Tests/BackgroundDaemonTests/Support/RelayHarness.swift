@@ -59,7 +59,8 @@ struct RelayNode: Sendable {
         providerLimit: PushFloodLimit = PushFloodLimit(perSecond: 5_000, burst: 50_000),
         deviceLimit: PushFloodLimit = PushFloodLimit(), clock: any WallClock = SystemClock(),
         retention: Relay.Retention = Relay.Retention(), enrollment: EnrollmentPolicy = EnrollmentPolicy(),
-        offersLines: Bool = true, _ body: @Sendable (RelayNode) async throws -> T
+        offersLines: Bool = true, uplinkSilence: Duration = .seconds(900),
+        _ body: @Sendable (RelayNode) async throws -> T
     ) async throws -> T {
         let directory = directory ?? TemporaryDirectory.make()
         let logger = Self.logger
@@ -67,6 +68,7 @@ struct RelayNode: Sendable {
             provider: .init(port: 0, floodLimit: deviceLimit), uplink: .init(port: 0), stateDirectory: directory,
             node: node, providerLimit: providerLimit, retention: retention, enrollment: enrollment)
         configuration.offersLines = offersLines
+        configuration.uplinkSilence = uplinkSilence
         let relay = Relay(
             configuration: configuration, store: try store ?? Relay.openStore(in: directory), clock: clock,
             logger: logger)

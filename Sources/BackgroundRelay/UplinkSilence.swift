@@ -1,0 +1,37 @@
+import BackgroundModel
+import Logging
+import ServiceLifecycle
+
+/// Closes the uplinks whose devices went silent. bgd sends a keep-alive every few minutes
+/// (`--push-relay-keep-alive`, 270 s by default); a device that sends nothing at all for
+/// `limit` is gone without having closed — wiped, switched off, its NAT mapping dropped — and
+/// its connection would otherwise hold a slot of `--max-devices` for good, and keep the device
+/// "seen", so never forgotten. Such a session is told `closing silent` and ends.
+///
+/// One task for every device: every quarter of `limit` (on time that passes, not the wall
+/// clock), each session is asked whether its device sent a line since the last look; the
+/// fourth look in a row to find none ends it — between `limit` and 1¼ × `limit` of silence.
+struct UplinkSilence: Service {
+    let limit: Duration
+    let hub: DeviceHub
+    let metrics: RelayMetrics
+    let clock: any WallClock
+    let logger: Logger
+
+    static let sweeps = 4
+
+    func run() async throws {
+        try? await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                try await clock.sleep(for: limit / Self.sweeps)
+                let silent = hub.sweepSilent(limit: Self.sweeps)
+                guard !silent.isEmpty else { continue }
+                metrics.closedSilent(silent.count)
+                for device in silent {
+                    logger.info(
+                        "Closing a silent uplink", metadata: ["device": "\(device)", "silent.for": "\(limit)"])
+                }
+            }
+        }
+    }
+}
