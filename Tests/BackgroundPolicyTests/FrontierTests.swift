@@ -249,6 +249,69 @@ struct OpenHistoryTests {
     }
 }
 
+extension OpenHistoryTests {
+    /// A week of a user's opens, day `d`: the alarm first after the night, mail after it, chat
+    /// in the evening, and `extra` at noon if given.
+    static func week(from first: Int, _ history: inout OpenHistory, extra: String? = nil) {
+        let day = 86400.0
+        for d in first..<(first + 7) {
+            let morning = Double(d) * day + 7 * 3600 + Double(d * 431 % 1800)
+            history.recordOpen(of: "alarm", at: morning)
+            history.recordOpen(of: "mail", at: morning + 300 + Double(d * 97 % 600))
+            if let extra { history.recordOpen(of: extra, at: Double(d) * day + 12 * 3600) }
+            history.recordOpen(of: "chat", at: Double(d) * day + 20 * 3600 + Double(d * 677 % 3600))
+            history.recordOpen(of: "mail", at: Double(d) * day + 20 * 3600 + 1800 + Double(d * 677 % 3600))
+        }
+    }
+
+    /// Forgetting the opens before a cutoff leaves the history that holds only the opens since:
+    /// every feature the model reads agrees, and an app with no open left is gone.
+    @Test func forgettingTheOldOpensLeavesTheHistoryOfTheRecentOnes() {
+        var longRunning = OpenHistory()
+        var recentOnly = OpenHistory()
+        for w in 0..<12 {
+            // "game" was used for the first four weeks only.
+            Self.week(from: w * 7, &longRunning, extra: w < 4 ? "game" : nil)
+            if w >= 4 { Self.week(from: w * 7, &recentOnly) }
+        }
+        longRunning.forget(before: 28 * day)  // midnight, in the night's idle
+        #expect(longRunning.allOpens == recentOnly.allOpens)
+        #expect(longRunning.appsByName == ["alarm", "chat", "mail"], "game, unopened since, is gone")
+        #expect(longRunning.opens["game"] == nil)
+        for app in recentOnly.appsByName {
+            #expect(longRunning.opens[app] == recentOnly.opens[app])
+            for t in stride(from: 84 * day, to: 85 * day, by: 3600) {
+                let a = OpenPredictor.features(of: app, at: t, in: longRunning, horizon: 3600)
+                let b = OpenPredictor.features(of: app, at: t, in: recentOnly, horizon: 3600)
+                for (x, y) in zip(a, b) { #expect(abs(x - y) < 1e-6, "\(app) at \(t / 3600) h: \(a) against \(b)") }
+            }
+        }
+        // Nothing older to drop: no change.
+        let before = longRunning.allOpens
+        longRunning.forget(before: 28 * day)
+        #expect(longRunning.allOpens == before)
+    }
+
+    /// The learned usage keeps `memory` of opens (bgd: the 8 weeks a restart reads), so months of
+    /// use hold what 8 weeks do, and an app abandoned months ago is neither kept nor woken.
+    @Test func monthsOfUseHoldOnlyTheMemoryOfOpens() {
+        var usage = LearnedUsage()
+        var history = OpenHistory()
+        for w in 0..<20 {
+            Self.week(from: w * 7, &history, extra: w < 4 ? "game" : nil)
+        }
+        var all: [(String, Double)] = []
+        for (app, times) in history.opens { for t in times { all.append((app, t)) } }
+        for (app, t) in all.sorted(by: { $0.1 < $1.1 }) { usage.recordOpen(of: app, at: t) }
+        let last = history.allOpens.last!
+        let kept = usage.history.allOpens
+        #expect(kept.first! >= last - 8 * 7 * day - day, "kept from \((last - kept.first!) / day) days back")
+        #expect(kept.count <= history.allOpens.count * 9 / 20, "\(kept.count) of \(history.allOpens.count) opens kept")
+        #expect(usage.history.opens["game"] == nil)
+        #expect(usage.estimate(of: "game", at: last + 3600) == nil, "an app unopened for 16 weeks is not planned")
+    }
+}
+
 /// The per-user logistic model learns a habit and says why.
 struct OpenPredictorTests {
     @Test func learnsADailyHabitAndNamesWhatMovedIt() {

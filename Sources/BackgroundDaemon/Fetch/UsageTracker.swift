@@ -35,6 +35,8 @@ public actor UsageTracker {
         ) {
             self.planning = planning
             self.learned = learned
+            // The model keeps what a rebuild reads, no more.
+            self.learned.memory = memory.seconds
             self.learning = learning
             self.planner = planner
             self.initialThreshold = initialThreshold

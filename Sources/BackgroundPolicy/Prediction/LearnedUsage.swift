@@ -26,6 +26,9 @@ public struct LearnedUsage: Sendable {
         /// After this long without any open the user is away: no more moments are learned from.
         public var dormancy: Double
         public var check: EstimateCheck.Configuration
+        /// Opens older than this are forgotten, once a day (`OpenHistory.forget`): bgd sets it
+        /// to what a rebuild reads, so the model it runs is the one a restart would rebuild.
+        public var memory: Double = 8 * 7 * 86400
 
         public init(
             history: OpenHistory.Configuration = .init(), predictor: OpenPredictor.Configuration = .init(),
@@ -73,6 +76,8 @@ public struct LearnedUsage: Sendable {
     public private(set) var budgets: [WakeBudget]
     /// The budget the daemon plans with.
     public var budget: WakeBudget { budgets[0] }
+    /// When opens older than `memory` were last forgotten.
+    private var forgottenAt = -Double.infinity
 
     public init(configuration: Configuration = .init()) { self.init(configuration: configuration, alsoAt: []) }
 
@@ -100,6 +105,10 @@ public struct LearnedUsage: Sendable {
             if t > last { learnMoments(after: last, before: t) }
         }
         history.recordOpen(of: app, at: t)
+        if t - forgottenAt >= 86400 {
+            history.forget(before: t - configuration.memory)
+            forgottenAt = t
+        }
         for index in budgets.indices { budgets[index].recordOpen(at: t) }
         predictor.learn(upTo: t, history: history)
         check.check(upTo: t, horizon: configuration.freshFor, history: history)

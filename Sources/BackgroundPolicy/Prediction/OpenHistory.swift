@@ -64,6 +64,11 @@ public struct OpenHistory: Sendable {
     private var wakeUps: [Double] = []
     private var morningHits: [String: Double] = [:]
     private var countedThisMorning: Set<String> = []
+    /// What each count above was raised by, and when, oldest first: `forget(before:)` takes
+    /// back what it drops.
+    private var followLog: [(at: Double, other: String, app: String)] = []
+    private var afterIdleLog: [(at: Double, app: String)] = []
+    private var morningLog: [(at: Double, app: String)] = []
     static let morningWindow = 2.0 * 3600
 
     public init(configuration: Configuration = .init()) { self.configuration = configuration }
@@ -92,6 +97,7 @@ public struct OpenHistory: Sendable {
         if let wokeUp = wakeUps.last, t - wokeUp <= Self.morningWindow, !countedThisMorning.contains(app) {
             countedThisMorning.insert(app)
             morningHits[app, default: 0] += 1
+            morningLog.append((t, app))
         }
         if opens[app] == nil {
             appsByName.insert(app, at: appsByName.firstIndex { $0 > app } ?? appsByName.endIndex)
@@ -112,10 +118,71 @@ public struct OpenHistory: Sendable {
         for (other, times) in opens where other != app && !seen.contains(other) {
             if let last = times.last, t - last <= configuration.followWindow {
                 followed[other, default: [:]][app, default: 0] += 1
+                followLog.append((t, other, app))
                 seen.insert(other)
             }
         }
-        if let previous = allOpens.last, t - previous >= configuration.longIdle { afterIdle[app, default: 0] += 1 }
+        if let previous = allOpens.last, t - previous >= configuration.longIdle {
+            afterIdle[app, default: 0] += 1
+            afterIdleLog.append((t, app))
+        }
+    }
+
+    /// Drops every open before `cutoff` and all it counted — rates, co-usage, after-idle and
+    /// morning shares — and the apps left with none: what remains is the history of the opens
+    /// since `cutoff` alone (up to rounding in the decayed rates), the one a model rebuilt from
+    /// them holds. bgd keeps its model to the window a restart reads (8 weeks), so a bgd that
+    /// has run for months neither grows with every open it ever saw nor plans differently from
+    /// one just started.
+    public mutating func forget(before cutoff: Double) {
+        guard let first = allOpens.first, first < cutoff else { return }
+        allOpens.removeFirst(allOpens.count(before: cutoff))
+        let keptWakeUps = wakeUps.count(before: cutoff)
+        wakeUps.removeFirst(keptWakeUps)
+        for (app, times) in starts {
+            let dropped = times.count(before: cutoff)
+            guard dropped > 0, let origin else { continue }
+            for t in times.prefix(dropped) {
+                let (weight, day, week) = (exp(decayRate * (t - origin)), daySlot(t), weekSlot(t))
+                daySlots[app]?[day] -= weight
+                weekSlots[app]?[week] -= weight
+            }
+            starts[app] = Array(times.dropFirst(dropped))
+        }
+        for (app, times) in opens {
+            let dropped = times.count(before: cutoff)
+            if dropped > 0 { opens[app] = Array(times.dropFirst(dropped)) }
+        }
+        let followDropped = followLog.prefix { $0.at < cutoff }.count
+        for entry in followLog.prefix(followDropped) { followed[entry.other]?[entry.app]? -= 1 }
+        followLog.removeFirst(followDropped)
+        // A history's first open has nothing before it to be idle from (a rebuild from the kept
+        // opens does not count it): neither does the first one kept.
+        let idleDropped = afterIdleLog.prefix { $0.at < cutoff || $0.at == allOpens.first }.count
+        for entry in afterIdleLog.prefix(idleDropped) { afterIdle[entry.app]? -= 1 }
+        afterIdleLog.removeFirst(idleDropped)
+        let morningDropped = morningLog.prefix { $0.at < cutoff }.count
+        for entry in morningLog.prefix(morningDropped) { morningHits[entry.app]? -= 1 }
+        morningLog.removeFirst(morningDropped)
+        // Apps with no open left are gone, as they would be from a rebuilt model.
+        let gone = Set(opens.filter { $0.value.isEmpty }.keys)
+        if !gone.isEmpty {
+            appsByName.removeAll { gone.contains($0) }
+            for app in gone {
+                (opens[app], starts[app], daySlots[app], weekSlots[app]) = (nil, nil, nil, nil)
+                (followed[app], afterIdle[app], morningHits[app]) = (nil, nil, nil)
+                countedThisMorning.remove(app)
+            }
+            for other in followed.keys { for app in gone { followed[other]?[app] = nil } }
+        }
+        // The decayed counts are kept inflated from `origin`: move it up to now and then (to the
+        // oldest open kept), so they never grow toward a Double's limit over the years.
+        if let origin, let kept = allOpens.first, kept - origin > 30 * configuration.halfLife {
+            let deflate = exp(-decayRate * (kept - origin))
+            for app in daySlots.keys { daySlots[app] = daySlots[app]!.map { $0 * deflate } }
+            for app in weekSlots.keys { weekSlots[app] = weekSlots[app]!.map { $0 * deflate } }
+            self.origin = kept
+        }
     }
 
     /// The app's decayed opens per day in the local window [t, t + length) of the day.

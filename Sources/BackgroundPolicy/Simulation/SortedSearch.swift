@@ -31,4 +31,7 @@ extension Array where Element: Comparable {
 
     /// How many elements are not before `value`.
     func count(notBefore value: Element) -> Int { count - firstIndex(notBefore: value) }
+
+    /// How many elements come before `value`.
+    func count(before value: Element) -> Int { firstIndex(notBefore: value) }
 }
