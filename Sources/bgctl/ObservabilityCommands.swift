@@ -55,8 +55,10 @@ extension BGCtl {
             }
             try Self.check(arguments, with: try executable())
             // Here, not in run(): a refusal from validate() is shown with this command's usage.
-            if FileManager.default.fileExists(atPath: Self.unitPath()) && !force {
-                throw ValidationError("\(Self.unitPath()) exists; add --force to replace it")
+            // Either unit: a bgd.socket of the user's own was replaced unasked when only the
+            // service was looked for.
+            for path in [Self.unitPath(), Self.socketUnitPath()] where FileManager.default.fileExists(atPath: path) && !force {
+                throw ValidationError("\(path) exists; add --force to replace it")
             }
         }
 

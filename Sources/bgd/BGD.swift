@@ -245,6 +245,13 @@ struct BGD: AsyncParsableCommand {
     var check = false
 
     func validate() throws {
+        // Said before anything starts, and by --check (bgctl install-service): a path the kernel
+        // cannot bind failed only once bgd was starting.
+        let socketPath = socket ?? DaemonLocation.defaultSocketPath(stateDirectory: stateDir ?? DaemonLocation.defaultStateDirectory())
+        guard socketPath.utf8.count < 104 else {
+            throw ValidationError(
+                "the socket path is \(socketPath.utf8.count) bytes, and a Unix socket path must be shorter than 104: pass a shorter --socket (or --state-dir)")
+        }
         for node in (pushRelay ?? "").split(separator: ",") {
             let node = node.trimmingCharacters(in: .whitespaces)
             if let problem = ServerURL.problem(with: node) {

@@ -178,6 +178,10 @@ struct BGCtlTests {
         // A keep-alive longer than a relay's silence limit would have the uplink closed under it.
         let slow = try await Command.run(try BuiltProducts.path(of: "bgd"), ["--push-relay-keep-alive", "11m"])
         #expect(slow.status == 64 && slow.standardError.contains("--push-relay-keep-alive is 1s to 10m"), "\(slow)")
+        // A socket path the kernel cannot bind is refused by --check, not at start.
+        let long = "/tmp/" + String(repeating: "s", count: 100) + "/bgd.sock"
+        let unbindable = try await Command.run(try BuiltProducts.path(of: "bgd"), ["--check", "--socket", long])
+        #expect(unbindable.status == 64 && unbindable.standardError.contains("shorter than 104"), "\(unbindable)")
     }
 
     /// A listing's --json is bgd's answer byte for byte, as curl would print it: before, bgctl
@@ -407,6 +411,15 @@ struct BGCtlTests {
         #expect(output.standardError.contains("exists; add --force"), "\(output.standardError)")
         #expect(output.standardError.contains("Usage: bgctl install-service"), "\(output.standardError)")
         #expect(try String(contentsOfFile: directory + "/systemd/user/bgd.service", encoding: .utf8) == "[Unit]\n")
+        // A socket unit alone (the user's own) is not replaced unasked either.
+        try FileManager.default.moveItem(
+            atPath: directory + "/systemd/user/bgd.service", toPath: directory + "/systemd/user/bgd.socket")
+        let socketOnly = try await Command.run(
+            try BuiltProducts.path(of: "bgctl"), ["install-service", "--bgd", try BuiltProducts.path(of: "bgd")],
+            environment: ProcessInfo.processInfo.environment.merging(["XDG_CONFIG_HOME": directory]) { $1 })
+        #expect(socketOnly.status == 64 && socketOnly.standardError.contains("bgd.socket exists"), "\(socketOnly)")
+        #expect(try String(contentsOfFile: directory + "/systemd/user/bgd.socket", encoding: .utf8) == "[Unit]\n")
+        #expect(!FileManager.default.fileExists(atPath: directory + "/systemd/user/bgd.service"), "nothing is written")
     }
 
     /// An app registered already: the error points at --replace, which keeps its history, and
