@@ -5,6 +5,7 @@ import BackgroundModel
 public struct BackgroundError: Error, Equatable, CustomStringConvertible {
     private enum Code: Equatable {
         case daemonUnreachable
+        case daemonUnresponsive
         case api(status: Int, code: String)
         case notLaunchedByDaemon
         case noTokenFile
@@ -31,6 +32,16 @@ public struct BackgroundError: Error, Equatable, CustomStringConvertible {
             .daemonUnreachable,
             "cannot reach bgd at \(socketPath) (\(underlying)); is it running? Start it with `swift run bgd` in a clone, "
                 + "or `systemctl --user start bgd` where it is installed as a service (bgctl install-service)")
+    }
+
+    /// bgd took the request and did not answer in time: it runs, but is busy or stuck. Not
+    /// "is it running?" — it is, and starting another would not help.
+    public static func daemonUnresponsive(_ socketPath: String, within timeout: Duration) -> BackgroundError {
+        BackgroundError(
+            .daemonUnresponsive,
+            "bgd at \(socketPath) took the request and did not answer within \(timeout.formatted(.units(allowed: [.seconds, .milliseconds]))): "
+                + "it is running but busy or stuck. Try again; if it keeps happening, see its log "
+                + "(journalctl --user -u bgd) or restart it (systemctl --user restart bgd)")
     }
 
     /// bgd answered with an API error: `apiCode` is the stable code, e.g. `unknownApp`.
@@ -61,6 +72,9 @@ public struct BackgroundError: Error, Equatable, CustomStringConvertible {
 
     /// Whether bgd could not be reached at all (not running, no socket, no permission to it).
     public var isDaemonUnreachable: Bool { code == .daemonUnreachable }
+
+    /// Whether bgd took the request and did not answer in time (running, but busy or stuck).
+    public var isDaemonUnresponsive: Bool { code == .daemonUnresponsive }
 
     /// The API's stable error code, when bgd answered with one, as bgd spelled it.
     public var apiCode: String? {

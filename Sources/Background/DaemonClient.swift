@@ -118,6 +118,8 @@ public struct DaemonClient: Sendable {
         let response: HTTPClientResponse
         do {
             response = try await http.execute(request, timeout: .milliseconds(Int64(timeout.seconds * 1000)))
+        } catch let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout {
+            throw BackgroundError.daemonUnresponsive(socketPath, within: timeout)
         } catch {
             throw BackgroundError.daemonUnreachable(socketPath, "\(error)")
         }
@@ -134,6 +136,8 @@ public struct DaemonClient: Sendable {
                 socketPath: socketPath, method: method.nio.rawValue, path: path, headers: headers, body: body,
                 timeout: timeout)
             return (answer.status, answer.body)
+        } catch where error.timedOut {
+            throw BackgroundError.daemonUnresponsive(socketPath, within: timeout)
         } catch {
             throw BackgroundError.daemonUnreachable(socketPath, error.reason)
         }

@@ -18,6 +18,8 @@ enum DirectExchange {
 
     struct Failure: Error, Equatable {
         var reason: String
+        /// bgd took the request and its answer did not come in time.
+        var timedOut = false
     }
 
     /// The largest answer read (bgd's largest listings are well under it).
@@ -55,7 +57,8 @@ enum DirectExchange {
             if count < 0 {
                 if errno == EINTR { continue }
                 throw errno == EAGAIN || errno == EWOULDBLOCK
-                    ? Failure(reason: "bgd did not answer within \(timeout.formatted(.units(allowed: [.seconds])))")
+                    ? Failure(
+                        reason: "bgd did not answer within \(timeout.formatted(.units(allowed: [.seconds])))", timedOut: true)
                     : Failure(reason: "reading bgd's answer failed: \(String(cString: strerror(errno)))")
             }
             if count == 0 {

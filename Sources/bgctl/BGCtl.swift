@@ -17,7 +17,8 @@ struct BGCtl: AsyncParsableCommand {
             Exit status: 0 done; 1 anything else; 3 no such app, transfer, task or key; 4 refused \
             by bgd's policy or state (a conflict, a limit, a full disk); 5 a download that ended \
             failed or cancelled; 64 bad usage; 65 a malformed request or file; 66 a file that \
-            cannot be read; 69 bgd not running, or its socket (or push gateway) unreachable; 77 \
+            cannot be read; 69 bgd not running, its socket (or push gateway) unreachable, or no answer \
+            in time; 77 \
             the operator's or provider's credential missing or wrong.
             """,
         version: "0.1.0",
@@ -85,7 +86,10 @@ struct DaemonOptions: ParsableArguments {
     /// Says why a call to bgd failed, with its code and the status for its cause, and exits.
     func fail(_ error: BackgroundError) -> Never {
         fail(
-            error.apiCode ?? (error.isDaemonUnreachable ? "daemonUnreachable" : "failed"), error.reason,
+            error.apiCode
+                ?? (error.isDaemonUnreachable
+                    ? "daemonUnreachable" : error.isDaemonUnresponsive ? "daemonUnresponsive" : "failed"),
+            error.reason,
             exit: BGCtlExit.status(for: error))
     }
 
@@ -189,7 +193,7 @@ enum BGCtlExit {
     static let permission: Int32 = 77
 
     static func status(for error: BackgroundError) -> Int32 {
-        if error.isDaemonUnreachable { return unreachable }
+        if error.isDaemonUnreachable || error.isDaemonUnresponsive { return unreachable }
         switch error.httpStatus {
         case 404: return notFound
         case 401, 403: return permission

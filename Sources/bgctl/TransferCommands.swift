@@ -153,7 +153,7 @@ extension BGCtl {
                         unreachableSince = nil
                         FileHandle.standardError.write(Data("\r\u{1B}[Kbgd is back; watching transfer \(record.id) again\n".utf8))
                     }
-                } catch let error as BackgroundError where error.isDaemonUnreachable {
+                } catch let error as BackgroundError where error.isDaemonUnreachable || error.isDaemonUnresponsive {
                     // bgd restarting (or killed and started again) keeps the transfer: wait for it
                     // rather than tell the user the download is lost.
                     let now = clock.now

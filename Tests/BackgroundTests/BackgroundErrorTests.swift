@@ -1,5 +1,10 @@
 import BackgroundModel
+import Foundation
 import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 @testable import Background
 
@@ -21,6 +26,46 @@ struct BackgroundErrorTests {
                 == .api(status: 404, code: "unknownApp", reason: "b"))
         #expect(BackgroundError.daemonUnreachable("/a", "x") == .daemonUnreachable("/b", "y"))
         #expect(BackgroundError.daemonUnreachable("/a", "x") != .disconnected)
+    }
+
+    /// A bgd that takes the request and does not answer in time runs, busy or stuck: it is said
+    /// so, with what to do, on both transports — not "cannot reach bgd; is it running?", which
+    /// sent people starting a second one. No socket at all is still "unreachable".
+    @Test func aBgdThatDoesNotAnswerInTimeIsNotCalledUnreachable() async throws {
+        let directory = NSTemporaryDirectory() + "bg-unresponsive-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/bgd.sock"
+        // Listening, never accepting: the connection waits in the backlog, the request is sent,
+        // no answer ever comes.
+        let listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        try #require(listener >= 0)
+        defer { close(listener) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (i, byte) in path.utf8.enumerated() { raw[i] = byte }
+        }
+        let listening = withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) == 0 && listen(listener, 8) == 0
+            }
+        }
+        try #require(listening)
+        for transport in [DaemonClient.Transport.direct, .eventLoop] {
+            let client = DaemonClient(socketPath: path, token: "t", transport: transport)
+            await #expect {
+                try await client.send(.get, "/v1/apps", as: [String].self, timeout: .milliseconds(300))
+            } throws: { error in
+                guard let error = error as? BackgroundError else { return false }
+                return error.isDaemonUnresponsive && !error.isDaemonUnreachable
+                    && error.reason.contains("did not answer within") && error.reason.contains("busy or stuck")
+            }
+        }
+        let gone = DaemonClient(socketPath: directory + "/none.sock", token: "t", transport: .direct)
+        await #expect {
+            try await gone.send(.get, "/v1/apps", as: [String].self, timeout: .milliseconds(300))
+        } throws: { error in (error as? BackgroundError)?.isDaemonUnreachable == true }
     }
 
     /// A foreground app whose token is not where it looks (a bgd on another --state-dir) is told
