@@ -47,8 +47,11 @@ public final class PostgresRelayStore: RelayStore {
         // a node seemed to after a PostgreSQL restart) would hold its row locks for good, and
         // every read of those pushes would wait on them: the server ends it instead.
         configuration.options.additionalStartupParameters = [("idle_in_transaction_session_timeout", "30s")]
-        listenerConfiguration = PostgresConnection.Configuration(
+        var listener = PostgresConnection.Configuration(
             host: host, port: port, username: user, password: password, database: database, tls: .disable)
+        // Named, so an operator (and a test) can tell it in pg_stat_activity.
+        listener.options.additionalStartupParameters = [("application_name", Self.listenerName)]
+        listenerConfiguration = listener
         // Its own warnings at error level: it warns once, harmlessly, when the first query waits
         // for `run()` to begin, which `runPool` then `prepare` always races.
         var background = logger
@@ -129,26 +132,62 @@ public final class PostgresRelayStore: RelayStore {
     /// On a connection of its own rather than one leased from the pool: a listener holds its
     /// connection for good, and after PostgreSQL restarts the pool (postgres-nio 1.33) made one
     /// connection again and gave it to the listener, leaving every provider's request waiting.
-    public func follow(onListening: @Sendable () -> Void, onPush: @escaping @Sendable (String) -> Void) async throws {
+    public func follow(
+        probing probe: ListenerProbe, on clock: any WallClock, onListening: @escaping @Sendable () -> Void,
+        onPush: @escaping @Sendable (String) -> Void
+    ) async throws {
         let connection = try await PostgresConnection.connect(
             configuration: listenerConfiguration, id: 0, logger: backgroundLogger)
+        let (credentials, logger) = (self.credentials, backgroundLogger)
         do {
-            try await connection.listen(on: "bgrelay") { notifications in
-                onListening()
-                for try await notification in notifications {
-                    let payload = notification.payload
-                    if payload.hasPrefix("push:") {
-                        onPush(String(payload.dropFirst(5)))
-                    } else if payload.hasPrefix("credentials:"), let version = Int(payload.dropFirst(12)) {
-                        credentials.advance(to: version)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    try await connection.listen(on: "bgrelay") { notifications in
+                        onListening()
+                        for try await notification in notifications {
+                            let payload = notification.payload
+                            if payload.hasPrefix("push:") {
+                                onPush(String(payload.dropFirst(5)))
+                            } else if payload.hasPrefix("credentials:"), let version = Int(payload.dropFirst(12)) {
+                                credentials.advance(to: version)
+                            }
+                        }
                     }
                 }
+                // A listening connection only reads: one the database no longer serves (its
+                // backend stuck, the host gone without a reset, a NAT that dropped it) would
+                // hear nothing for good, and no error would ever say so. A query on it, bounded,
+                // every so often: one that does not answer ends it, and the node listens anew.
+                group.addTask {
+                    while true {
+                        try await clock.sleep(for: probe.every)
+                        _ = try await clock.within(probe.within) {
+                            try await connection.query("SELECT 1", logger: logger).collect()
+                        }
+                    }
+                }
+                try await group.next()
+                group.cancelAll()
             }
         } catch {
             try? await connection.close()
             throw error
         }
         try? await connection.close()
+    }
+
+    /// The listening connection's application_name.
+    public static let listenerName = "bgrelay-listener"
+
+    /// How often the listening connection is checked, and how long its answer may take.
+    public struct ListenerProbe: Sendable {
+        public var every: Duration
+        public var within: Duration
+
+        public init(every: Duration = .seconds(60), within: Duration = .seconds(10)) {
+            self.every = every
+            self.within = within
+        }
     }
 
     // MARK: Devices and tokens

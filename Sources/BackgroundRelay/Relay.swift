@@ -26,6 +26,8 @@ public struct Relay: Sendable {
         /// An uplink whose device sends nothing, not even a keep-alive, this long is closed
         /// (`UplinkSilence`): more than bgd's longest keep-alive interval.
         public var uplinkSilence: Duration = .seconds(900)
+        /// Several nodes: how often the connection that hears the others' commits is checked.
+        public var listenerProbe = PostgresRelayStore.ListenerProbe()
 
         /// host:pid.
         public static var defaultNode: String {
@@ -132,7 +134,8 @@ public struct Relay: Sendable {
             })
         var services: [any Service] = []
         if let shared = store as? PostgresRelayStore {
-            services.append(Follower(store: shared, hub: hub, clock: clock, logger: logger))
+            services.append(
+                Follower(store: shared, hub: hub, probe: configuration.listenerProbe, clock: clock, logger: logger))
         }
         services.append(
             UplinkSilence(limit: configuration.uplinkSilence, hub: hub, metrics: metrics, clock: clock, logger: logger))
@@ -159,6 +162,7 @@ public struct Relay: Sendable {
 struct Follower: Service {
     let store: PostgresRelayStore
     let hub: DeviceHub
+    let probe: PostgresRelayStore.ListenerProbe
     let clock: any WallClock
     let logger: Logger
 
@@ -168,7 +172,9 @@ struct Follower: Service {
             while !Task.isCancelled {
                 let started = clock.elapsed
                 do {
-                    try await store.follow(onListening: { [hub] in hub.ringAll() }) { [hub] device in hub.ring([device]) }
+                    try await store.follow(probing: probe, on: clock, onListening: { [hub] in hub.ringAll() }) {
+                        [hub] device in hub.ring([device])
+                    }
                 } catch is CancellationError {
                     return
                 } catch {

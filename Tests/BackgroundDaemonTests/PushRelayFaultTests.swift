@@ -215,6 +215,59 @@ struct PushRelayFaultTests {
         daemon.signal(SIGTERM)
         _ = await daemon.waitForExit()
     }
+
+    /// The connection a node hears the other nodes' commits on stops answering — its backend
+    /// stopped (SIGSTOP), as a database host gone without a reset or a NAT that dropped the
+    /// connection would leave it: the node's probe finds it out, it listens anew, and a push
+    /// committed through another node meanwhile reaches the device it holds. Before, a listening
+    /// connection was never checked: the node heard nothing more, for good, and such pushes
+    /// waited for the device's next connection.
+    @Test func aNodeWhoseListeningConnectionStopsAnsweringListensAnew() async throws {
+        try await RelayNode.withNodes(2, listenerProbe: .init(every: .seconds(1), within: .seconds(2))) { nodes in
+            let clients = nodes.map { $0.client() }
+            defer { for client in clients { _ = client.shutdown() } }
+            nonisolated(unsafe) let key = P256.Signing.PrivateKey()
+            try await nodes[0].addProviderKey(key, topics: [Self.app])
+            let enrollment = try await RawUplink.enroll(nodes[0], client: clients[0])
+            let uplink = try await RawUplink.connect(nodes[0], client: clients[0], enrollment: enrollment)
+            #expect(await uplink.next() == .ready(device: enrollment.device))
+            let token = String(repeating: "5f", count: 32)
+            uplink.send(.register(token: token, topic: Self.app))
+            #expect(try await nodes[0].eventually { try await nodes[0].store.tokenOwner(token) != nil })
+
+            // Every listening backend stopped; SIGCONT afterwards, and they end (their clients
+            // are gone).
+            let store = try #require(nodes[0].store as? PostgresRelayStore)
+            var configuration = store.listenerConfiguration
+            configuration.options.additionalStartupParameters = []
+            let logger = Logger(label: "probe")
+            let admin = try await PostgresConnection.connect(configuration: configuration, id: 9, logger: logger)
+            var listeners: [Int32] = []
+            for try await pid in try await admin.query(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = \(PostgresRelayStore.listenerName)",
+                logger: logger
+            ).decode(Int32.self) {
+                listeners.append(pid)
+            }
+            try await admin.close()
+            #expect(listeners.count >= 2, "one listener a node: \(listeners)")
+            for pid in listeners { kill(pid, SIGSTOP) }
+            defer { for pid in listeners { kill(pid, SIGCONT) } }
+
+            let provider = PushGatewayTests.Provider(
+                client: clients[1], base: nodes[1].providerURL, key: key, now: SystemClock().now)
+            let id = "00000000-0000-4000-8000-0000000000aa"
+            #expect(try await provider.send(token: token, headers: [("apns-id", id)]).status == 200)
+            guard case .push(let push) = await uplink.next() else {
+                Issue.record("the push through the other node never came")
+                return
+            }
+            #expect(push.apnsID == id)
+            uplink.send(.ack(seq: push.seq))
+            #expect(try await nodes[0].eventually { try await nodes[0].store.pushLog().map(\.state) == [.delivered] })
+            uplink.close()
+        }
+    }
 }
 
 /// Relay processes on one database (one certificate, whichever node answers), the checker's own

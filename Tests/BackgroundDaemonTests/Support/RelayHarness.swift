@@ -29,7 +29,8 @@ struct RelayNode: Sendable {
     /// Several nodes on one PostgreSQL database of their own (a connection pool each, as
     /// processes would have), sharing one certificate.
     static func withNodes<T: Sendable>(
-        _ count: Int, _ body: @Sendable ([RelayNode]) async throws -> T
+        _ count: Int, listenerProbe: PostgresRelayStore.ListenerProbe = .init(),
+        _ body: @Sendable ([RelayNode]) async throws -> T
     ) async throws -> T {
         let url = try await TestPostgres.makeDatabase()
         let directory = TemporaryDirectory.make()
@@ -40,7 +41,8 @@ struct RelayNode: Sendable {
             let pool = Task { await store.runPool() }
             defer { pool.cancel() }
             try await store.prepare()
-            return try await with(directory: directory, store: store, node: "node\(index)") { node in
+            return try await with(directory: directory, store: store, node: "node\(index)", listenerProbe: listenerProbe) {
+                node in
                 try await start(index + 1, started + [node])
             }
         }
@@ -60,7 +62,7 @@ struct RelayNode: Sendable {
         deviceLimit: PushFloodLimit = PushFloodLimit(), clock: any WallClock = SystemClock(),
         retention: Relay.Retention = Relay.Retention(), enrollment: EnrollmentPolicy = EnrollmentPolicy(),
         offersLines: Bool = true, uplinkSilence: Duration = .seconds(900),
-        _ body: @Sendable (RelayNode) async throws -> T
+        listenerProbe: PostgresRelayStore.ListenerProbe = .init(), _ body: @Sendable (RelayNode) async throws -> T
     ) async throws -> T {
         let directory = directory ?? TemporaryDirectory.make()
         let logger = Self.logger
@@ -69,6 +71,7 @@ struct RelayNode: Sendable {
             node: node, providerLimit: providerLimit, retention: retention, enrollment: enrollment)
         configuration.offersLines = offersLines
         configuration.uplinkSilence = uplinkSilence
+        configuration.listenerProbe = listenerProbe
         let relay = Relay(
             configuration: configuration, store: try store ?? Relay.openStore(in: directory), clock: clock,
             logger: logger)
