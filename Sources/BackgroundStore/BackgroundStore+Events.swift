@@ -100,3 +100,34 @@ extension BackgroundStore {
         }
     }
 }
+
+extension BackgroundStore {
+    /// An app's event that waited unacknowledged until bgd stopped keeping it.
+    public struct ExpiredEvent: Sendable, Equatable {
+        public var app: AppID
+        public var event: AppEvent
+    }
+
+    /// Closes, as `expired`, every event that belongs to no run (a transfer's, its session's) and
+    /// that the app has not acknowledged since before `cutoff`; returns them. A run's events end
+    /// with their run; these have nothing to end them, and an app whose handler always crashed
+    /// before acknowledging kept each one, and the transfer it names, for good — and was
+    /// relaunched to take them, for good. Closed, they are pruned like any other.
+    public func expireSessionEvents(createdBefore cutoff: Date, now: Date) async throws -> [ExpiredEvent] {
+        try await writer.write { db in
+            let rows = try EventRow.filter(
+                EventRow.Columns.closedAt == nil && EventRow.Columns.runId == nil
+                    && Column("createdAt") < cutoff
+            ).order(EventRow.Columns.appId, EventRow.Columns.seq).fetchAll(db)
+            var expired: [ExpiredEvent] = []
+            for row in rows {
+                guard let app = AppID(rawValue: row.appId) else { continue }
+                try db.execute(
+                    sql: "UPDATE event SET closedAt = ?, closedBy = 'expired' WHERE appId = ? AND seq = ?",
+                    arguments: [now, row.appId, row.seq])
+                expired.append(ExpiredEvent(app: app, event: try AppEvent(row: row)))
+            }
+            return expired
+        }
+    }
+}

@@ -4,7 +4,9 @@ import GRDB
 
 /// What bgd keeps of finished work, so that a daemon running for months stays the size it had
 /// after the first ones. Nothing an app or a provider still waits for is ever deleted: queued
-/// pushes, unacknowledged events, runs in flight and what they hold, transfers not ended.
+/// pushes, unacknowledged events, runs in flight and what they hold, transfers not ended. (A
+/// transfer's events the app leaves unacknowledged for `history` are closed as expired first, by
+/// `expireSessionEvents`: nothing else would ever end them.)
 extension BackgroundStore {
     public struct Retention: Hashable, Sendable {
         /// Finished work older than this goes: ended runs, acknowledged events, ended transfers

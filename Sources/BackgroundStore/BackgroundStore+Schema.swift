@@ -44,7 +44,7 @@ extension BackgroundStore {
                 t.column("runId", .integer)
                 t.column("createdAt", .datetime).notNull()
                 t.column("closedAt", .datetime)  // acknowledged by the app, or settled by bgd
-                t.column("closedBy", .text)  // "app" or "runEnded"
+                t.column("closedBy", .text)  // "app", "runEnded" or "expired"
                 t.primaryKey(["appId", "seq"])
             }
             try db.create(table: "wakePlan") { t in

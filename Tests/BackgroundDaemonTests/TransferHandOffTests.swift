@@ -117,6 +117,50 @@ struct TransferHandOffTests {
         }
     }
 
+    /// Events an app never acknowledges do not stay for good: after `--keep-history` (30 days)
+    /// the pruner closes them as expired, removes the finished download the app never claimed,
+    /// and the transfer is pruned like any other. Before, they stayed open for ever, the
+    /// download and the transfer with them, and the app was relaunched to take them.
+    @Test func eventsTheAppNeverAcknowledgesExpireWithTheirDownload() async throws {
+        let origin = try await FaultyOrigin.start()
+        defer { Task { await origin.stop() } }
+        try await TestDaemon.with { daemon in
+            let app = AppID(rawValue: Self.app)!
+            try await daemon.register(Self.app, command: try fixture("newData"), interval: .never)
+            var activities = daemon.activity.subscribe().makeAsyncIterator()
+            let record = try await daemon.admin.send(
+                .post, "/v1/transfers?app=\(Self.app)",
+                body: TransferRequest(
+                    session: "fixture", url: origin.url(seed: 24, size: 1000), sessionSendsLaunchEvents: false),
+                as: TransferRecord.self)
+            while let activity = await activities.next() {
+                if case .transferEnded(let ended) = activity, ended.id == record.id { break }
+            }
+            let open = try await daemon.store.openEvents(for: app)
+            guard case .downloadFinished(_, _, _, let location)? = open.first?.body else {
+                Issue.record("no downloadFinished: \(open)")
+                return
+            }
+            #expect(FileManager.default.fileExists(atPath: location))
+
+            // 29 days on, a pruning pass keeps them; past 30, the next one expires them.
+            func prunedAfter(_ days: Int) async {
+                var passes = daemon.activity.subscribe().makeAsyncIterator()
+                daemon.clock.advance(by: .seconds(days * 86400))
+                while let activity = await passes.next() { if case .historyPruned = activity { return } }
+            }
+            await prunedAfter(29)
+            #expect(try await daemon.store.openEvents(for: app).count == 3)
+            #expect(FileManager.default.fileExists(atPath: location))
+            await prunedAfter(2)
+            #expect(try await daemon.store.openEvents(for: app).isEmpty)
+            let outbox = try await daemon.store.outbox(for: app)
+            #expect(outbox.map(\.closedBy) == ["expired", "expired", "expired"], "\(outbox)")
+            #expect(!FileManager.default.fileExists(atPath: location), "the unclaimed download is gone")
+            #expect(try await daemon.store.transfer(record.id) == nil, "the transfer is pruned with them")
+        }
+    }
+
     /// Apps cannot name where a download goes, nor see or cancel another app's transfers.
     @Test func appsStayInTheirOwnLane() async throws {
         try await TestDaemon.with { daemon in

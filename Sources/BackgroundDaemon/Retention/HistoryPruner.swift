@@ -1,5 +1,6 @@
 import BackgroundModel
 import BackgroundStore
+import BackgroundTransfers
 import Foundation
 import Logging
 import ServiceLifecycle
@@ -40,6 +41,7 @@ public struct HistoryPruner: Service {
 
     public func run() async throws {
         await doorbell.serve("retention", on: clock, logger: logger) {
+            try await expireUnacknowledged()
             let report = try await store.prune(configuration.retention, now: clock.now)
             if report.rowsDeleted > 0 {
                 logger.info(
@@ -52,6 +54,33 @@ public struct HistoryPruner: Service {
             }
             activity?.emit(.historyPruned(rows: report.rowsDeleted))
             return clock.now.adding(configuration.interval)
+        }
+    }
+
+    /// A transfer's events the app has not acknowledged in `retention.history` are closed as
+    /// expired (the app was relaunched to take them all that time), and a finished download it
+    /// never claimed is removed from its container: as on iOS, where the file at `location` is
+    /// gone once the delegate returns, a download is the app's to move when it is told. The
+    /// events commit closed first; a crash before the removal leaves the file, never an open
+    /// event that names a file that is gone.
+    private func expireUnacknowledged() async throws {
+        let now = clock.now
+        let expired = try await store.expireSessionEvents(
+            createdBefore: now.addingTimeInterval(-configuration.retention.history.seconds), now: now)
+        var removed: [AppID: Int] = [:]
+        for entry in expired {
+            guard case .downloadFinished(let transfer, _, _, let location) = entry.event.body,
+                (location as NSString).lastPathComponent.hasPrefix("\(transfer.rawValue)-")  // the name bgd gave it
+            else { continue }
+            if SafeFiles.remove(location) { removed[entry.app, default: 0] += 1 }
+        }
+        for (app, events) in Dictionary(grouping: expired, by: \.app).sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+            logger.warning(
+                "Expired transfer events the app never acknowledged (does its handler end before acknowledging?)",
+                metadata: [
+                    "app": "\(app)", "events": "\(events.count)", "downloads.removed": "\(removed[app] ?? 0)",
+                    "unacknowledged.for": "\(configuration.retention.history)",
+                ])
         }
     }
 }
