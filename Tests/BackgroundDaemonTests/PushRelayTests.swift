@@ -184,7 +184,10 @@ struct PushRelayTests {
     /// HTTP/2 alike — and counts it, while a device that keeps talking keeps its uplink. Before,
     /// such a connection held its slot of `--max-devices` for good, and kept its device "seen".
     @Test func anUplinkTheDeviceWentSilentOnIsClosedAndOneThatTalksIsNot() async throws {
-        try await RelayNode.with(uplinkSilence: .seconds(2)) { node in
+        // 4 s: four looks a second apart. The talking device keeps a keep-alive going every
+        // 100 ms from the moment it connects — under CI's load, connecting the other two took
+        // seconds, and a device that said nothing meanwhile was rightly found silent.
+        try await RelayNode.with(uplinkSilence: .seconds(4)) { node in
             let client = node.client()
             defer { _ = client.shutdown() }
             let (talking, silentLine, silentStream) = (
@@ -193,38 +196,33 @@ struct PushRelayTests {
             )
             let alive = try await RawLineUplink.connect(node, first: talking.bearer + "\n")
             #expect(await alive.next() == .ready(device: talking.device))
+            let stop = Mutex(false)
+            let talker = Task { () -> (echoes: Int, heardBack: Bool) in
+                var echoes = 0
+                while !stop.withLock({ $0 }) {
+                    alive.sendLine("")
+                    guard await alive.nextLine() == "" else { return (echoes, false) }
+                    echoes += 1
+                    try? await Task.sleep(for: .milliseconds(100))  // its keep-alive interval
+                }
+                return (echoes, true)
+            }
             let line = try await RawLineUplink.connect(node, first: silentLine.bearer + "\n")
             #expect(await line.next() == .ready(device: silentLine.device))
             let stream = try await RawUplink.connect(node, client: client, enrollment: silentStream)
             #expect(await stream.next() == .ready(device: silentStream.device))
 
-            // The silent two hear why, then are hung up on; the talking one meanwhile keeps
-            // its keep-alives going, each echoed.
-            let done = Mutex(false)
-            let heard = Task { () -> [String?] in
-                defer { done.withLock { $0 = true } }
-                let said: [String?] = [await line.next().flatMap(Self.code), await stream.next().flatMap(Self.code)]
-                // As bgd does on a closing: ends its side. (AsyncHTTPClient 1.37 traps when the
-                // server ends a response whose request still streams and then resets the stream.)
-                stream.close()
-                return said + [await line.nextLine(), await stream.nextLine()].map { $0.map { _ in "more" } }
-            }
-            var echoes = 0
-            while !done.withLock({ $0 }) {
-                alive.sendLine("")
-                guard await alive.nextLine() == "" else { break }
-                echoes += 1
-            }
-            #expect(await heard.value == ["silent", "silent", nil, nil], "the silent uplinks' last words")
-            #expect(echoes > 0)
-            alive.sendLine("")
-            #expect(await alive.nextLine() == "", "the device that kept talking lost its uplink")
-            #expect(
-                try await node.eventually {
-                    alive.sendLine("")  // still talking
-                    guard await alive.nextLine() == "" else { return true }
-                    return try await node.metrics(client: client)["bgrelay_connected_devices"] == 1
-                })
+            // The silent two hear why, then are hung up on.
+            let said: [String?] = [await line.next().flatMap(Self.code), await stream.next().flatMap(Self.code)]
+            // As bgd does on a closing: ends its side. (AsyncHTTPClient 1.37 traps when the
+            // server ends a response whose request still streams and then resets the stream.)
+            stream.close()
+            let after = [await line.nextLine(), await stream.nextLine()]
+            #expect(said == ["silent", "silent"] && after == [nil, nil], "the silent uplinks' last words: \(said) \(after)")
+            #expect(try await node.eventually { try await node.metrics(client: client)["bgrelay_connected_devices"] == 1 })
+            stop.withLock { $0 = true }
+            let talked = await talker.value
+            #expect(talked.heardBack && talked.echoes > 0, "the device that kept talking lost its uplink: \(talked)")
             let metrics = try await node.metrics(client: client)
             #expect(metrics["bgrelay_uplinks_closed_silent_total"] == 2, "\(metrics)")
             alive.close()

@@ -81,6 +81,13 @@ struct TransferFilesTests {
                 #expect(cancelled.status == 200)
             }
             #expect(await daemon.daemon.transferService.transfersNoted == 0)
+            // An app unregistered takes its transfers with it, and their notes.
+            for _ in 0..<5 { _ = try await upload(daemon, file, token: app.token) }
+            try await daemon.daemon.transferService.planOnce()
+            #expect(await daemon.daemon.transferService.transfersNoted == 5)
+            try await daemon.admin.send(.delete, "/v1/apps/com.example.up")
+            try await daemon.daemon.transferService.planOnce()
+            #expect(await daemon.daemon.transferService.transfersNoted == 0)
         }
     }
 

@@ -241,7 +241,9 @@ public actor TransferService: Service {
         let conditions = await self.conditions.effective
         var next: Date?
         func wake(at date: Date) { next = min(next ?? date, date) }
-        for transfer in try await store.activeTransfers()
+        let active = try await store.activeTransfers()
+        forgetNotes(keeping: Set(active.map(\.record.id)))
+        for transfer in active
         where attempts[transfer.record.id] == nil && !stopping.contains(transfer.record.id) {
             let id = transfer.record.id
             let snapshot = TransferPolicy.Snapshot(
@@ -322,6 +324,15 @@ public actor TransferService: Service {
 
     /// How many transfers this service holds notes of (tests: no more than are outstanding).
     package var transfersNoted: Int { progressSeen.count + unrecordedRetries.count }
+
+    /// Drops what is noted of transfers no longer outstanding that ended without `announce`: an
+    /// app unregistered takes its transfers with it, and their notes stayed for as long as bgd
+    /// ran.
+    private func forgetNotes(keeping outstanding: Set<TransferID>) {
+        func kept(_ id: TransferID) -> Bool { outstanding.contains(id) || attempts[id] != nil }
+        progressSeen = progressSeen.filter { kept($0.key) }
+        unrecordedRetries = unrecordedRetries.filter { kept($0.key) }
+    }
 
     /// One planning pass now, as the doorbell's would be (tests: without waiting for it).
     package func planOnce() async throws { _ = try await plan() }
