@@ -130,4 +130,20 @@ extension BackgroundStore {
             return expired
         }
     }
+
+    /// The downloads whose `downloadFinished` expired unacknowledged (while the closed event is
+    /// kept): the files the pruner removes, read from the store at every pass, so one a crash
+    /// left after the expiry committed is removed at the next.
+    public func expiredDownloads() async throws -> [(app: AppID, transfer: TransferID, location: String)] {
+        try await writer.read { db in
+            try EventRow.filter(
+                Column("closedBy") == "expired" && Column("kind") == "downloadFinished"
+            ).fetchAll(db).compactMap { row in
+                guard let app = AppID(rawValue: row.appId),
+                    case .downloadFinished(let transfer, _, _, let location) = try AppEvent(row: row).body
+                else { return nil }
+                return (app, transfer, location)
+            }
+        }
+    }
 }

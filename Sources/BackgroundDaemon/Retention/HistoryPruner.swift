@@ -61,24 +61,26 @@ public struct HistoryPruner: Service {
     /// expired (the app was relaunched to take them all that time), and a finished download it
     /// never claimed is removed from its container: as on iOS, where the file at `location` is
     /// gone once the delegate returns, a download is the app's to move when it is told. The
-    /// events commit closed first; a crash before the removal leaves the file, never an open
-    /// event that names a file that is gone.
+    /// events commit closed first, and the files to remove are read back from the closed events
+    /// at every pass: a crash between the two leaves the file until the next pass, never an
+    /// open event that names a file that is gone.
     private func expireUnacknowledged() async throws {
         let now = clock.now
         let expired = try await store.expireSessionEvents(
             createdBefore: now.addingTimeInterval(-configuration.retention.history.seconds), now: now)
         var removed: [AppID: Int] = [:]
-        for entry in expired {
-            guard case .downloadFinished(let transfer, _, _, let location) = entry.event.body,
-                (location as NSString).lastPathComponent.hasPrefix("\(transfer.rawValue)-")  // the name bgd gave it
-            else { continue }
-            if SafeFiles.remove(location) { removed[entry.app, default: 0] += 1 }
+        for download in try await store.expiredDownloads()
+        where (download.location as NSString).lastPathComponent.hasPrefix("\(download.transfer.rawValue)-") {
+            // Only the name bgd gave it; gone already (removed at an earlier pass) is no error.
+            if SafeFiles.remove(download.location) { removed[download.app, default: 0] += 1 }
         }
-        for (app, events) in Dictionary(grouping: expired, by: \.app).sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+        let apps = Set(expired.map(\.app)).union(removed.keys).sorted { $0.rawValue < $1.rawValue }
+        for app in apps {
             logger.warning(
                 "Expired transfer events the app never acknowledged (does its handler end before acknowledging?)",
                 metadata: [
-                    "app": "\(app)", "events": "\(events.count)", "downloads.removed": "\(removed[app] ?? 0)",
+                    "app": "\(app)", "events": "\(expired.filter { $0.app == app }.count)",
+                    "downloads.removed": "\(removed[app] ?? 0)",
                     "unacknowledged.for": "\(configuration.retention.history)",
                 ])
         }

@@ -88,7 +88,8 @@ public struct EventAcknowledgement: Hashable, Codable, Sendable {
 public struct OutboxEntry: Hashable, Codable, Sendable {
     public var event: AppEvent
     /// Nil while the event waits for the app; else when it was closed, and by whom:
-    /// `app` (acknowledged) or `runEnded` (its run ended, so it is no longer worth delivering).
+    /// `app` (acknowledged), `runEnded` (its run ended, so it is no longer worth delivering) or
+    /// `expired` (a transfer's, unacknowledged for `--keep-history`).
     public var closedAt: Date?
     public var closedBy: String?
 
