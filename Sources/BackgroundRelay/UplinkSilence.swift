@@ -8,9 +8,10 @@ import ServiceLifecycle
 /// its connection would otherwise hold a slot of `--max-devices` for good, and keep the device
 /// "seen", so never forgotten. Such a session is told `closing silent` and ends.
 ///
-/// One task for every device: every quarter of `limit` (on time that passes, not the wall
-/// clock), each session is asked whether its device sent a line since the last look; the
-/// fourth look in a row to find none ends it — between `limit` and 1¼ × `limit` of silence.
+/// One task for every device: every half of `limit` (on time that passes, not the wall clock),
+/// each session is asked whether its device sent a line since the last look; the second look in
+/// a row to find none ends it — between `limit` and 1½ × `limit` of silence. Looking every
+/// quarter cost an idle relay 0.27 wakeups a minute; every half, 0.13.
 struct UplinkSilence: Service {
     let limit: Duration
     let hub: DeviceHub
@@ -18,7 +19,7 @@ struct UplinkSilence: Service {
     let clock: any WallClock
     let logger: Logger
 
-    static let sweeps = 4
+    static let sweeps = 2
 
     func run() async throws {
         try? await cancelWhenGracefulShutdown {

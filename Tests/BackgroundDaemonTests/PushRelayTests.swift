@@ -184,7 +184,7 @@ struct PushRelayTests {
     /// HTTP/2 alike — and counts it, while a device that keeps talking keeps its uplink. Before,
     /// such a connection held its slot of `--max-devices` for good, and kept its device "seen".
     @Test func anUplinkTheDeviceWentSilentOnIsClosedAndOneThatTalksIsNot() async throws {
-        // 4 s: four looks a second apart. The talking device keeps a keep-alive going every
+        // 4 s: two looks 2 s apart. The talking device keeps a keep-alive going every
         // 100 ms from the moment it connects — under CI's load, connecting the other two took
         // seconds, and a device that said nothing meanwhile was rightly found silent.
         try await RelayNode.with(uplinkSilence: .seconds(4)) { node in
