@@ -144,16 +144,26 @@ struct TransferHandOffTests {
             #expect(FileManager.default.fileExists(atPath: location))
 
             // 29 days on, a pruning pass keeps them; past 30, the next one expires them.
-            func prunedAfter(_ days: Int) async {
+            @discardableResult
+            func prunedAfter(_ days: Int) async -> [Activity] {
                 var passes = daemon.activity.subscribe().makeAsyncIterator()
                 daemon.clock.advance(by: .seconds(days * 86400))
-                while let activity = await passes.next() { if case .historyPruned = activity { return } }
+                var seen: [Activity] = []
+                while let activity = await passes.next() {
+                    if case .historyPruned = activity { return seen }
+                    seen.append(activity)
+                }
+                return seen
             }
             await prunedAfter(29)
             #expect(try await daemon.store.openEvents(for: app).count == 3)
             #expect(FileManager.default.fileExists(atPath: location))
-            await prunedAfter(2)
+            let pass = await prunedAfter(2)
             #expect(try await daemon.store.openEvents(for: app).isEmpty)
+            #expect(pass.contains(.eventsExpired(app, events: 3, downloadsRemoved: 1)), "\(pass)")
+            let metrics = try await ObservabilityTests().get0(daemon)
+            let expiredTotal = metrics.split(separator: "\n").first { $0.hasPrefix("bgd_events_expired_total ") }
+            #expect(expiredTotal.flatMap { $0.split(separator: " ").last }.flatMap { Double($0) } ?? 0 >= 3, "\(metrics)")
             let outbox = try await daemon.store.outbox(for: app)
             #expect(outbox.map(\.closedBy) == ["expired", "expired", "expired"], "\(outbox)")
             #expect(!FileManager.default.fileExists(atPath: location), "the unclaimed download is gone")

@@ -95,6 +95,8 @@ struct MetricsRecorder: Service {
                     metrics.counter("bgd_pushes_total", [("outcome", outcome.rawValue)]).increment()
                 case .transferAttemptStarted:
                     metrics.counter("bgd_transfer_attempts_total").increment()
+                case .eventsExpired(_, let events, _):
+                    metrics.counter("bgd_events_expired_total").increment(by: Int64(events))
                 case .transferCheckpointed(let id, let bytes):
                     let delta = bytes - (bytesSeen[id] ?? 0)
                     bytesSeen[id] = bytes

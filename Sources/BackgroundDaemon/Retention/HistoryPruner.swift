@@ -76,6 +76,9 @@ public struct HistoryPruner: Service {
         }
         let apps = Set(expired.map(\.app)).union(removed.keys).sorted { $0.rawValue < $1.rawValue }
         for app in apps {
+            activity?.emit(
+                .eventsExpired(
+                    app, events: expired.filter { $0.app == app }.count, downloadsRemoved: removed[app] ?? 0))
             logger.warning(
                 "Expired transfer events the app never acknowledged (does its handler end before acknowledging?)",
                 metadata: [

@@ -35,6 +35,9 @@ public enum Activity: Hashable, Sendable {
     case backgroundTaskEnded(AppID, BackgroundTaskIdentifier)
     /// The app was told to run its expiration handlers: its background time ends at the date.
     case backgroundTimeExpiring(AppID, Date)
+    /// A pruning pass closed `events` of the app's transfer events as expired (unacknowledged
+    /// for `--keep-history`) and removed `downloadsRemoved` downloads it never claimed.
+    case eventsExpired(AppID, events: Int, downloadsRemoved: Int)
     /// A pruning pass ended, having deleted this many rows of finished history.
     case historyPruned(rows: Int)
 }
