@@ -19,6 +19,8 @@ public final class PostgresRelayStore: RelayStore {
     let backgroundLogger: Logger
     let logger: Logger
     public let credentials = CredentialsVersion()
+    /// When a token's pending pushes are cut back as they arrive.
+    let trim = PendingTrim()
     /// The most tokens a device may hold (`defaultTokensPerDevice`).
     public let tokensPerDevice: Int
 
@@ -107,6 +109,8 @@ public final class PostgresRelayStore: RelayStore {
                 // so each holds only the rows it is for).
                 "CREATE INDEX IF NOT EXISTS relay_push_ended ON relay_push (ended_at) WHERE state <> 'pending'",
                 "CREATE INDEX IF NOT EXISTS relay_push_waiting ON relay_push (accepted_at) WHERE state = 'pending'",
+                // A token's pending pushes, newest first, for the cut as pushes arrive.
+                "CREATE INDEX IF NOT EXISTS relay_push_pending_token ON relay_push (token, id) WHERE state = 'pending'",
                 // The pruner forgets tokens revoked long ago; a device at its limit, its oldest.
                 "CREATE INDEX IF NOT EXISTS relay_device_token_revoked ON relay_device_token (revoked_at) WHERE revoked_at IS NOT NULL",
                 "CREATE INDEX IF NOT EXISTS relay_device_token_device ON relay_device_token (device_id)",
@@ -423,6 +427,16 @@ public final class PostgresRelayStore: RelayStore {
                     try binds.append(row.state == .pending ? nil : now)
                 }
                 try await connection.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger)
+            }
+            // A token past its pending cap keeps its newest, as the pruner's pass would.
+            for token in trim.due(rows.filter { $0.state == .pending }.map(\.push.deviceToken)) {
+                try await connection.query(
+                    """
+                    UPDATE relay_push SET state = 'replaced', ended_at = \(now)
+                    WHERE state = 'pending' AND token = \(token) AND id <= (
+                        SELECT id FROM relay_push WHERE token = \(token) AND state = 'pending'
+                        ORDER BY id DESC OFFSET \(pendingPerToken) LIMIT 1)
+                    """, logger: logger)
             }
             for device in devices {
                 try await connection.query("SELECT pg_notify('bgrelay', \("push:" + device))", logger: logger)

@@ -1,6 +1,7 @@
 import BackgroundGateway
 import BackgroundModel
 import Foundation
+import Synchronization
 
 /// What a relay node keeps, and where: `SQLiteRelayStore` for a node on its own,
 /// `PostgresRelayStore` for several nodes sharing one database. Every method is one transaction;
@@ -98,11 +99,42 @@ public struct RelayPruneReport: Sendable, Equatable {
 /// revoked tokens make room; when all are active, `RelayRefusal.tooManyTokens`.
 public let defaultTokensPerDevice = 10_000
 
-/// The most pushes a token keeps pending: the pruner ends older ones as replaced. APNs keeps
-/// one per app while a device is offline, and bgd coalesces what arrives to the newest of each
-/// collapse id; without a bound, a provider sending to a device that never comes back (at the
-/// flood limit, 20 a second) would fill the store for `--hold-pushes` (52M rows in 30 days).
+/// The most pushes a token keeps pending: older ones end as replaced — as pushes arrive, every
+/// `PendingTrim.every`th for a token, and at each pruner's pass. APNs keeps one per app while a
+/// device is offline, and bgd coalesces what arrives to the newest of each collapse id; without
+/// a bound, a provider sending to a device that never comes back (at the flood limit, 20 a
+/// second) would fill the store for `--hold-pushes` (52M rows in 30 days), and with the
+/// pruner's hourly pass alone a token held up to 72,000 pushes (of up to 4 KB) between passes.
 let pendingPerToken = 1_000
+
+/// Says, as a node commits pushes, when a token's pending ones are to be cut back to
+/// `pendingPerToken`: after every `every` pushes this node committed for it. The cut walks the
+/// token's newest thousand, so it costs a sixty-fourth of that a push, and a token holds at
+/// most `pendingPerToken + every - 1` between cuts (plus what other nodes committed).
+final class PendingTrim: Sendable {
+    static let every = 64
+    private let counts = Mutex<[String: Int]>([:])
+
+    /// The tokens of `tokens` (one entry a push committed pending) whose cut is due now.
+    func due(_ tokens: [String]) -> Set<String> {
+        counts.withLock { counts in
+            // Bounded: a node that saw this many tokens counts afresh (a cut then comes late by
+            // at most `every` pushes, and the pruner's pass comes anyway).
+            if counts.count > 100_000 { counts.removeAll() }
+            var due: Set<String> = []
+            for token in tokens {
+                let count = counts[token, default: 0] + 1
+                if count >= Self.every {
+                    counts[token] = 0
+                    due.insert(token)
+                } else {
+                    counts[token] = count
+                }
+            }
+            return due
+        }
+    }
+}
 
 /// The most ended pushes kept per device, whatever their age (each with its payload, up to
 /// 4 KB): `--keep-history` alone let a device a provider floods at the limit (20 a second) keep

@@ -24,8 +24,9 @@ extension SQLiteRelayStore {
     public func commit(
         _ pushes: [AcceptedPush<RelayTokenOwner>], now: Date, connected: @escaping @Sendable (String) -> Bool
     ) async throws -> Set<String> {
-        try await database.write { db in
+        try await database.write { [trim] db in
             var devices: Set<String> = []
+            var pendingTokens: [String] = []
             for push in pushes {
                 let device = push.owner.device
                 if let collapseID = push.collapseID {
@@ -55,7 +56,20 @@ extension SQLiteRelayStore {
                         device, push.deviceToken, push.owner.topic, push.apnsID, push.pushType, push.priority,
                         push.collapseID, expiration, push.payload, now, state.rawValue, state == .pending ? nil : now,
                     ])
-                if state == .pending { devices.insert(device) }
+                if state == .pending {
+                    devices.insert(device)
+                    pendingTokens.append(push.deviceToken)
+                }
+            }
+            // A token past its pending cap keeps its newest, as the pruner's pass would.
+            for token in trim.due(pendingTokens) {
+                try db.execute(
+                    sql: """
+                        UPDATE push SET state = 'replaced', endedAt = ?
+                        WHERE state = 'pending' AND token = ? AND id <= (
+                            SELECT id FROM push WHERE token = ? AND state = 'pending'
+                            ORDER BY id DESC LIMIT 1 OFFSET ?)
+                        """, arguments: [now, token, token, pendingPerToken])
             }
             return devices
         }

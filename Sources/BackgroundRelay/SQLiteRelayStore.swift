@@ -14,6 +14,8 @@ public struct SQLiteRelayStore: RelayStore {
     public let credentials = CredentialsVersion()
     /// The most tokens a device may hold (`defaultTokensPerDevice`).
     public var tokensPerDevice = defaultTokensPerDevice
+    /// When a token's pending pushes are cut back as they arrive.
+    let trim = PendingTrim()
 
     /// Opens (creating if needed) the database at `path`.
     public static func open(atPath path: String) throws -> SQLiteRelayStore {
@@ -122,6 +124,11 @@ public struct SQLiteRelayStore: RelayStore {
             try db.execute(
                 sql: "UPDATE deviceToken SET revokedAt = registeredAt WHERE revokedAt IS NOT NULL AND (revokedAt = '' OR substr(revokedAt, 5, 1) <> '-')"
             )
+        }
+        migrator.registerMigration("relay-pendingByToken") { db in
+            // A token's pending pushes, newest first, for the cut as pushes arrive (partial: the
+            // cut names `state = 'pending'` as written, which SQLite needs to use it).
+            try db.execute(sql: "CREATE INDEX push_pendingByToken ON push(token, id) WHERE state = 'pending'")
         }
         return migrator
     }

@@ -306,7 +306,8 @@ struct RelayStoreTests {
     }
 
     /// A token keeps its newest 1,000 pushes pending: a provider sending to a device that never
-    /// comes back fills no more than that (APNs keeps one; bgd keeps the newest per collapse id).
+    /// comes back fills no more than that (APNs keeps one; bgd keeps the newest per collapse id),
+    /// cut back as the pushes arrive, not only at the pruner's hourly pass.
     @Test(arguments: Backend.available)
     func aTokenKeepsItsNewestPendingPushes(_ backend: Backend) async throws {
         try await withStore(backend) { store in
@@ -319,12 +320,37 @@ struct RelayStoreTests {
                 (0..<(pendingPerToken + 5)).map { push(owner, token: token, id: "flood-\($0)") }
                     + (0..<3).map { push(other, token: otherToken, id: "other-\($0)") },
                 now: now, connected: { _ in false })
+            // Cut as they came: the pruner's pass finds nothing more to do.
             let report = try await store.prune(now: now.addingTimeInterval(60), holdFor: 86400, keepEnded: 86400, forgetAfter: 1e9)
-            #expect(report == RelayPruneReport(replaced: 5))
+            #expect(report == RelayPruneReport())
             let log = try await store.pushLog()
             #expect(log.filter { $0.state == .replaced }.map(\.apnsID) == (0..<5).map { "flood-\($0)" }, "the oldest")
             #expect(log.filter { $0.state == .pending }.count == pendingPerToken + 3, "another token's are its own")
             #expect(try await store.prune(now: now.addingTimeInterval(120), holdFor: 86400, keepEnded: 86400, forgetAfter: 1e9) == RelayPruneReport())
+        }
+    }
+
+    /// A provider's pushes one request at a time (one commit each, as the provider side makes
+    /// them) to a device that never comes back: the token never holds more than its cap and the
+    /// cut's stride, with no pruner's pass at all, and the newest stay. Before, the cap came
+    /// only with the hourly pass: 72,000 pushes an hour at the flood limit.
+    @Test(arguments: Backend.available)
+    func aTokenFloodedOneCommitAtATimeStaysNearItsCap(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let token = String(repeating: "b3", count: 32)
+            let owner = try await registeredOwner(store, token: token)
+            var most = 0
+            for i in 0..<(pendingPerToken + 300) {
+                _ = try await store.commit([push(owner, token: token, id: "one-\(i)")], now: now, connected: { _ in false })
+                if i % 50 == 0 || i >= pendingPerToken + 250 {
+                    most = max(most, try await store.pushCounts()[.pending] ?? 0)
+                }
+            }
+            #expect(most < pendingPerToken + PendingTrim.every, "at most \(most) pending")
+            let log = try await store.pushLog()
+            let pending = log.filter { $0.state == .pending }.map(\.apnsID)
+            #expect(pending.last == "one-\(pendingPerToken + 299)", "the newest stays")
+            #expect(log.filter { $0.state == .replaced }.map(\.apnsID).first == "one-0", "the oldest went")
         }
     }
 
@@ -338,11 +364,11 @@ struct RelayStoreTests {
             let sent = pendingPerToken + endedPerDevice + 10
             _ = try await store.commit(
                 (0..<sent).map { push(owner, token: token, id: "flood-\($0)") }, now: now, connected: { _ in false })
-            // The oldest are replaced (ended) as a token's pending are capped; of those, the
-            // oldest go beyond the device's cap.
+            // The oldest were replaced (ended) as they came, a token's pending being capped; of
+            // those, the oldest go beyond the device's cap.
             let report = try await store.prune(
                 now: now.addingTimeInterval(60), holdFor: 86400, keepEnded: 86400, forgetAfter: 1e9)
-            #expect(report == RelayPruneReport(replaced: endedPerDevice + 10, deleted: 10))
+            #expect(report == RelayPruneReport(deleted: 10))
             let log = try await store.pushLog()
             #expect(log.filter { $0.state == .replaced }.map(\.apnsID) == (10..<(endedPerDevice + 10)).map { "flood-\($0)" })
             #expect(log.filter { $0.state == .pending }.count == pendingPerToken, "what waits is never deleted")
