@@ -160,13 +160,26 @@ final class UplinkLineReader: ChannelInboundHandler, @unchecked Sendable {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        deviceClosed()
+        context.fireChannelInactive()
+    }
+
+    /// The device closed its side — TLS close_notify, or its socket — and the connection stays
+    /// half open (the server allows remote half-closure): nothing more will come, so the
+    /// session ends and closes it. Before, it lived on until the silence check found it, held
+    /// its slot of `--max-devices`, and the device counted as connected.
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let event = event as? ChannelEvent, event == .inputClosed { deviceClosed() }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    private func deviceClosed() {
         if !taken {
             taken = true
             timer?.cancel()
             settle(.failure(NoCredential()))
         }
         end()
-        context.fireChannelInactive()
     }
 
     private func end() {

@@ -179,53 +179,74 @@ struct PushRelayTests {
         }
     }
 
+    /// A device that closes its line uplink — TLS close_notify, then its socket, as bgd does when
+    /// it stops — ends its session at once, on either close: the relay's server allows half
+    /// closure, so neither makes the connection inactive. Before, the session lived on until the
+    /// silence check (15 minutes), and the device counted as connected meanwhile.
+    @Test func aDeviceThatClosesItsLineUplinkEndsItsSessionAtOnce() async throws {
+        try await RelayNode.with { node in
+            let client = node.client()
+            defer { _ = client.shutdown() }
+            let device = try await RawUplink.enroll(node, client: client)
+            let uplink = try await RawLineUplink.connect(node, first: device.bearer + "\n")
+            #expect(await uplink.next() == .ready(device: device.device))
+            #expect(try await node.metrics(client: client)["bgrelay_connected_devices"] == 1)
+            uplink.close()
+            #expect(
+                try await node.eventually { try await node.metrics(client: client)["bgrelay_connected_devices"] == 0 },
+                "the session outlived its connection")
+        }
+    }
+
     /// A device gone without closing (wiped, its NAT mapping dropped) sends nothing, not even a
     /// keep-alive: the relay closes its uplink after `--uplink-silence` — over lines and over
     /// HTTP/2 alike — and counts it, while a device that keeps talking keeps its uplink. Before,
     /// such a connection held its slot of `--max-devices` for good, and kept its device "seen".
     @Test func anUplinkTheDeviceWentSilentOnIsClosedAndOneThatTalksIsNot() async throws {
-        // 4 s: two looks 2 s apart. The talking device keeps a keep-alive going every
-        // 100 ms from the moment it connects — under CI's load, connecting the other two took
-        // seconds, and a device that said nothing meanwhile was rightly found silent.
-        try await RelayNode.with(uplinkSilence: .seconds(4)) { node in
+        // The relay's time is the test's: its looks (every 2 s of a 4 s limit) and the closing's
+        // grace come as the test moves the clock, one second after each keep-alive of the
+        // talking device — so that one is never silent for more than a second.
+        let clock = ManualClock(now: SystemClock().now)
+        try await RelayNode.with(clock: clock, uplinkSilence: .seconds(4)) { node in
             let client = node.client()
-            defer { _ = client.shutdown() }
             let (talking, silentLine, silentStream) = (
                 try await RawUplink.enroll(node, client: client), try await RawUplink.enroll(node, client: client),
                 try await RawUplink.enroll(node, client: client)
             )
             let alive = try await RawLineUplink.connect(node, first: talking.bearer + "\n")
             #expect(await alive.next() == .ready(device: talking.device))
-            let stop = Mutex(false)
-            let talker = Task { () -> (echoes: Int, heardBack: Bool) in
-                var echoes = 0
-                while !stop.withLock({ $0 }) {
-                    alive.sendLine("")
-                    guard await alive.nextLine() == "" else { return (echoes, false) }
-                    echoes += 1
-                    try? await Task.sleep(for: .milliseconds(100))  // its keep-alive interval
-                }
-                return (echoes, true)
-            }
             let line = try await RawLineUplink.connect(node, first: silentLine.bearer + "\n")
             #expect(await line.next() == .ready(device: silentLine.device))
             let stream = try await RawUplink.connect(node, client: client, enrollment: silentStream)
             #expect(await stream.next() == .ready(device: silentStream.device))
 
             // The silent two hear why, then are hung up on.
-            let said: [String?] = [await line.next().flatMap(Self.code), await stream.next().flatMap(Self.code)]
-            // As bgd does on a closing: ends its side. (AsyncHTTPClient 1.37 traps when the
-            // server ends a response whose request still streams and then resets the stream.)
-            stream.close()
-            let after = [await line.nextLine(), await stream.nextLine()]
+            let ended = Mutex(false)
+            let lastWords = Task { () -> (said: [String?], after: [String?]) in
+                defer { ended.withLock { $0 = true } }
+                let said = [await line.next().flatMap(Self.code), await stream.next().flatMap(Self.code)]
+                // As bgd does on a closing: ends its side. (AsyncHTTPClient 1.37 traps when the
+                // server ends a response whose request still streams and then resets the stream.)
+                stream.close()
+                return (said, [await line.nextLine(), await stream.nextLine()])
+            }
+            var (echoes, heardBack) = (0, true)
+            while !ended.withLock({ $0 }) && heardBack && echoes < 10_000 {
+                alive.sendLine("")
+                heardBack = await alive.nextLine() == ""
+                echoes += 1
+                clock.advance(by: .seconds(1))
+            }
+            if !ended.withLock({ $0 }) { (line.close(), stream.close()) }
+            let (said, after) = await lastWords.value
             #expect(said == ["silent", "silent"] && after == [nil, nil], "the silent uplinks' last words: \(said) \(after)")
+            #expect(heardBack, "the device that kept talking lost its uplink after \(echoes) keep-alives")
             #expect(try await node.eventually { try await node.metrics(client: client)["bgrelay_connected_devices"] == 1 })
-            stop.withLock { $0 = true }
-            let talked = await talker.value
-            #expect(talked.heardBack && talked.echoes > 0, "the device that kept talking lost its uplink: \(talked)")
             let metrics = try await node.metrics(client: client)
             #expect(metrics["bgrelay_uplinks_closed_silent_total"] == 2, "\(metrics)")
             alive.close()
+            // Every connection closed before the node stops: its shutdown grace is on this clock.
+            try await client.shutdown()
         }
     }
 
