@@ -34,15 +34,10 @@ extension UplinkServer {
             }
             var writer: any ResponseBodyWriter = ChannelWriter(channel: channel)
             if let (device, secret) = Self.bearer(credential) {
-                let store = self.store
                 let known: Bool
                 do {
-                    known = try await clock.within(storeCallLimit) {
-                        try await store.authenticate(device: device, secret: secret)
-                    }
+                    known = try await authenticate(device: device, secret: secret)
                 } catch {
-                    logger.error(
-                        "Cannot authenticate a device", metadata: ["device": "\(device)", "error": "\(error)"])
                     try await writer.write(
                         Self.closing(UplinkSession.unavailable, "this relay node cannot reach its database; connect again"))
                     throw error

@@ -69,15 +69,10 @@ struct UplinkServer: Service {
                     .unauthorized, "unauthorized",
                     "send Authorization: Bearer <device>.<secret> (bgctl push relay enroll)")
             }
-            // Bounded, as every store call of a session is: a database that never answers fails
-            // the device's attempt (it connects again), and holds no stream open for good.
             let known: Bool
             do {
-                known = try await clock.within(storeCallLimit) {
-                    try await store.authenticate(device: device, secret: secret)
-                }
+                known = try await uplink.authenticate(device: device, secret: secret)
             } catch {
-                logger.error("Cannot authenticate a device", metadata: ["device": "\(device)", "error": "\(error)"])
                 return Self.error(
                     .serviceUnavailable, UplinkSession.unavailable,
                     "this relay node cannot reach its database; connect again")
@@ -142,6 +137,20 @@ struct UplinkServer: Service {
         if !Task.isCancelled { _ = try? await clock.within(grace) { await gate.drained() } }
         gate.closeAll()
         await gate.drained()
+    }
+
+    /// Whether `secret` is `device`'s. Bounded, as every store call of a session is: a database
+    /// that never answers fails the device's attempt (it is told `unavailable` and connects
+    /// again) and holds no connection open for good; the error is logged, and thrown.
+    func authenticate(device: String, secret: String) async throws -> Bool {
+        do {
+            return try await clock.within(storeCallLimit) {
+                try await store.authenticate(device: device, secret: secret)
+            }
+        } catch {
+            logger.error("Cannot authenticate a device", metadata: ["device": "\(device)", "error": "\(error)"])
+            throw error
+        }
     }
 
     /// The uplink session of an authenticated device, whichever transport carries it.

@@ -115,19 +115,14 @@ extension BackgroundStore {
     /// relaunched to take them, for good. Closed, they are pruned like any other.
     public func expireSessionEvents(createdBefore cutoff: Date, now: Date) async throws -> [ExpiredEvent] {
         try await writer.write { db in
-            let rows = try EventRow.filter(
-                EventRow.Columns.closedAt == nil && EventRow.Columns.runId == nil
-                    && Column("createdAt") < cutoff
-            ).order(EventRow.Columns.appId, EventRow.Columns.seq).fetchAll(db)
-            var expired: [ExpiredEvent] = []
-            for row in rows {
-                guard let app = AppID(rawValue: row.appId) else { continue }
-                try db.execute(
-                    sql: "UPDATE event SET closedAt = ?, closedBy = 'expired' WHERE appId = ? AND seq = ?",
-                    arguments: [now, row.appId, row.seq])
-                expired.append(ExpiredEvent(app: app, event: try AppEvent(row: row)))
+            let unclaimed = EventRow.filter(
+                EventRow.Columns.closedAt == nil && EventRow.Columns.runId == nil && Column("createdAt") < cutoff)
+            let rows = try unclaimed.order(EventRow.Columns.appId, EventRow.Columns.seq).fetchAll(db)
+            try unclaimed.updateAll(db, Column("closedAt").set(to: now), Column("closedBy").set(to: "expired"))
+            return try rows.compactMap { row in
+                guard let app = AppID(rawValue: row.appId) else { return nil }
+                return ExpiredEvent(app: app, event: try AppEvent(row: row))
             }
-            return expired
         }
     }
 

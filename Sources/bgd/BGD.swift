@@ -244,10 +244,14 @@ struct BGD: AsyncParsableCommand {
     )
     var check = false
 
+    /// --state-dir, or the default.
+    var stateDirectory: String { stateDir ?? DaemonLocation.defaultStateDirectory() }
+    /// --socket, or the default (which may be in the state directory).
+    var socketPath: String { socket ?? DaemonLocation.defaultSocketPath(stateDirectory: stateDirectory) }
+
     func validate() throws {
         // Said before anything starts, and by --check (bgctl install-service): a path the kernel
         // cannot bind failed only once bgd was starting.
-        let socketPath = socket ?? DaemonLocation.defaultSocketPath(stateDirectory: stateDir ?? DaemonLocation.defaultStateDirectory())
         guard socketPath.utf8.count < 104 else {
             throw ValidationError(
                 "the socket path is \(socketPath.utf8.count) bytes, and a Unix socket path must be shorter than 104: pass a shorter --socket (or --state-dir)")
@@ -408,8 +412,6 @@ struct BGD: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "bg.daemon")
-        let stateDirectory = stateDir ?? DaemonLocation.defaultStateDirectory()
-        let socketPath = socket ?? DaemonLocation.defaultSocketPath(stateDirectory: stateDirectory)
         // Started by bgd.socket: serve the socket systemd listens on (sd_listen_fds).
         let activated: ActivatedSocket?
         do {

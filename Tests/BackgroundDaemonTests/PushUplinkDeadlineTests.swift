@@ -17,9 +17,7 @@ import Testing
 /// had no deadline, and the device stayed deaf until bgd restarted.
 struct PushUplinkDeadlineTests {
     @Test func aRelayThatTakesTheConnectionAndNeverAnswersIsAFailedAttempt() async throws {
-        let directory = NSTemporaryDirectory() + "bgd-uplink-deadline-\(UUID().uuidString)"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let directory = TemporaryDirectory.make()
         // A listener that never accepts: the kernel completes the handshake, the request is sent,
         // nothing ever answers.
         let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)

@@ -95,22 +95,34 @@ struct TransferHandOffTests {
         }
     }
 
+    /// Registers the app (never woken) and has bgd download `seed`'s 1,000 bytes for it in a
+    /// session that sends no launch events; returns once the transfer ended: its record, and the
+    /// activity seen until then.
+    func transferWithoutLaunchEvents(
+        _ daemon: TestDaemon, from origin: FaultyOrigin, seed: Int
+    ) async throws -> (record: TransferRecord, seen: [Activity]) {
+        try await daemon.register(Self.app, command: try fixture("newData"), interval: .never)
+        var activities = daemon.activity.subscribe().makeAsyncIterator()
+        let record = try await daemon.admin.send(
+            .post, "/v1/transfers?app=\(Self.app)",
+            body: TransferRequest(
+                session: "fixture", url: origin.url(seed: seed, size: 1000), sessionSendsLaunchEvents: false),
+            as: TransferRecord.self)
+        var seen: [Activity] = []
+        while let activity = await activities.next() {
+            seen.append(activity)
+            if case .transferEnded(let ended) = activity, ended.id == record.id { break }
+        }
+        return (record, seen)
+    }
+
     /// sessionSendsLaunchEvents off: bgd does not launch the app; the events wait for it.
     @Test func withoutLaunchEventsTheEventsWaitForTheApp() async throws {
         let origin = try await FaultyOrigin.start()
         defer { Task { await origin.stop() } }
         try await TestDaemon.with { daemon in
-            try await daemon.register(Self.app, command: try fixture("newData"), interval: .never)
-            var activities = daemon.activity.subscribe().makeAsyncIterator()
-            let record = try await daemon.admin.send(
-                .post, "/v1/transfers?app=\(Self.app)",
-                body: TransferRequest(
-                    session: "fixture", url: origin.url(seed: 23, size: 1000), sessionSendsLaunchEvents: false),
-                as: TransferRecord.self)
-            while let activity = await activities.next() {
-                if case .processLaunched = activity { Issue.record("the app was launched") }
-                if case .transferEnded(let ended) = activity, ended.id == record.id { break }
-            }
+            let (_, seen) = try await transferWithoutLaunchEvents(daemon, from: origin, seed: 23)
+            #expect(!seen.contains { if case .processLaunched = $0 { true } else { false } }, "the app was launched")
             let open = try await daemon.store.openEvents(for: AppID(rawValue: Self.app)!)
             #expect(open.map(\.kind) == ["downloadFinished", "transferCompleted", "sessionEventsFinished"])
             #expect(log(daemon).isEmpty)
@@ -126,16 +138,7 @@ struct TransferHandOffTests {
         defer { Task { await origin.stop() } }
         try await TestDaemon.with { daemon in
             let app = AppID(rawValue: Self.app)!
-            try await daemon.register(Self.app, command: try fixture("newData"), interval: .never)
-            var activities = daemon.activity.subscribe().makeAsyncIterator()
-            let record = try await daemon.admin.send(
-                .post, "/v1/transfers?app=\(Self.app)",
-                body: TransferRequest(
-                    session: "fixture", url: origin.url(seed: 24, size: 1000), sessionSendsLaunchEvents: false),
-                as: TransferRecord.self)
-            while let activity = await activities.next() {
-                if case .transferEnded(let ended) = activity, ended.id == record.id { break }
-            }
+            let (record, _) = try await transferWithoutLaunchEvents(daemon, from: origin, seed: 24)
             let open = try await daemon.store.openEvents(for: app)
             guard case .downloadFinished(_, _, _, let location)? = open.first?.body else {
                 Issue.record("no downloadFinished: \(open)")

@@ -19,12 +19,7 @@ struct WithinTests {
     /// A caller cancelled while the work ignores it is not held until the limit.
     @Test func aCancelledCallerReturnsAtOnce() async throws {
         let clock = ManualClock()
-        let caller = Task {
-            try await clock.within(.seconds(10)) { () async throws -> Int in
-                await withUnsafeContinuation { _ in }
-            }
-        }
-        #expect(await eventuallyYielding { clock.sleeperCount == 1 })
+        let caller = await hangingCall(on: clock)
         caller.cancel()
         await #expect(throws: CancellationError.self) { try await caller.value }
         #expect(clock.now == ManualClock().now)  // no time had to pass
@@ -34,12 +29,7 @@ struct WithinTests {
     /// answer) does not hold its caller past the limit.
     @Test func workThatNeverEndsIsLeftBehindAtTheLimit() async throws {
         let clock = ManualClock()
-        let caller = Task {
-            try await clock.within(.seconds(10)) { () async throws -> Int in
-                await withUnsafeContinuation { _ in }  // never resumed, cancelled or not
-            }
-        }
-        #expect(await eventuallyYielding { clock.sleeperCount == 1 })
+        let caller = await hangingCall(on: clock)
         clock.advance(by: .seconds(9))
         #expect(clock.sleeperCount == 1)
         clock.advance(by: .seconds(1))
@@ -51,12 +41,7 @@ struct WithinTests {
     /// days, it is not cut short.
     @Test func aClockSetBackOrForwardNeitherStretchesNorCutsTheLimit() async throws {
         let clock = ManualClock()
-        let caller = Task {
-            try await clock.within(.seconds(10)) { () async throws -> Int in
-                await withUnsafeContinuation { _ in }
-            }
-        }
-        #expect(await eventuallyYielding { clock.sleeperCount == 1 })
+        let caller = await hangingCall(on: clock)
         clock.jump(by: .seconds(-3600))
         clock.jump(by: .seconds(2 * 86400))
         for _ in 0..<1_000 { await Task.yield() }
@@ -71,6 +56,18 @@ struct WithinTests {
         let before = clock.elapsed
         try await clock.sleep(for: .milliseconds(30))
         #expect(clock.elapsed - before >= .milliseconds(30))
+    }
+
+    /// A caller of `within(10 s)` whose work never ends, cancelled or not (a call on a
+    /// connection that will never answer) — once its timer is set.
+    func hangingCall(on clock: ManualClock) async -> Task<Int, any Error> {
+        let caller = Task {
+            try await clock.within(.seconds(10)) { () async throws -> Int in
+                await withUnsafeContinuation { _ in }
+            }
+        }
+        #expect(await eventuallyYielding { clock.sleeperCount == 1 })
+        return caller
     }
 
     /// Waits for another task's step without sleeping.

@@ -33,22 +33,23 @@ public final class Doorbell: Sendable {
     /// Returns when rung, or at `deadline` (nil: only when rung). Throws `CancellationError`
     /// when the task is cancelled.
     public func wait(until deadline: Date?, on clock: any WallClock) async throws {
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await self.waitForRing() }
-            if let deadline { group.addTask { try await clock.sleep(until: deadline) } }
-            defer { group.cancelAll() }
-            _ = try await group.next()
-        }
-        try Task.checkCancellation()
+        guard let deadline else { return try await wait(orAfter: nil) }
+        try await wait(orAfter: { try await clock.sleep(until: deadline) })
     }
 
     /// Returns when rung, or once `duration` has really passed (`WallClock.sleep(for:)`: a clock
     /// set meanwhile neither stretches nor shortens it). Throws `CancellationError` when the
     /// task is cancelled.
     public func wait(for duration: Duration, on clock: any WallClock) async throws {
+        try await wait(orAfter: { try await clock.sleep(for: duration) })
+    }
+
+    /// Returns when rung or when `sleep` returns, whichever comes first (only when rung if there
+    /// is no `sleep`).
+    private func wait(orAfter sleep: (@Sendable () async throws -> Void)?) async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await self.waitForRing() }
-            group.addTask { try await clock.sleep(for: duration) }
+            if let sleep { group.addTask(operation: sleep) }
             defer { group.cancelAll() }
             _ = try await group.next()
         }
