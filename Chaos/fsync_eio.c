@@ -7,17 +7,27 @@
 //   cc -shared -fPIC -O2 -o fsync_eio.so Chaos/fsync_eio.c -ldl
 //   LD_PRELOAD=$PWD/fsync_eio.so CHAOS_FSYNC_EIO=/tmp/trigger bgd …
 //
+// With CHAOS_FSYNC_EIO_ONLY=directories, only the fsyncs of directories fail — the sync that
+// makes a rename durable — so a test can fail that one step and no other
+// (TransferDiskErrorTests).
+//
 // No constructor and no setenv: Swift's runtime finds argv from `environ`, which must not move.
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-static int armed(void) {
+static int armed_for(int fd) {
     const char *trigger = getenv("CHAOS_FSYNC_EIO");
-    return trigger != NULL && access(trigger, F_OK) == 0;
+    if (trigger == NULL || access(trigger, F_OK) != 0) return 0;
+    const char *only = getenv("CHAOS_FSYNC_EIO_ONLY");
+    if (only == NULL || strcmp(only, "directories") != 0) return 1;
+    struct stat status;
+    return fstat(fd, &status) == 0 && S_ISDIR(status.st_mode);
 }
 
 static atomic_ulong failed;
@@ -30,14 +40,14 @@ static int fail(void) {
 
 int fsync(int fd) {
     static int (*real)(int);
-    if (armed()) return fail();
+    if (armed_for(fd)) return fail();
     if (!real) real = (int (*)(int))dlsym(RTLD_NEXT, "fsync");
     return real(fd);
 }
 
 int fdatasync(int fd) {
     static int (*real)(int);
-    if (armed()) return fail();
+    if (armed_for(fd)) return fail();
     if (!real) real = (int (*)(int))dlsym(RTLD_NEXT, "fdatasync");
     return real(fd);
 }

@@ -223,13 +223,19 @@ public enum SafeFiles {
         }
     }
 
-    /// Makes a rename durable by syncing the directory that holds the file.
-    public static func syncDirectory(of path: String) {
+    /// Makes a rename durable by syncing the directory that holds the file. A failed sync is
+    /// thrown, never retried and trusted (fsyncgate, reliability-matrix D4): the name may not
+    /// survive a crash, so the caller must not report it done.
+    public static func syncDirectory(of path: String) throws(Refusal) {
         let directory = (path as NSString).deletingLastPathComponent
         let descriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard descriptor >= 0 else { return }
-        fsync(descriptor)
-        close(descriptor)
+        guard descriptor >= 0 else {
+            throw Refusal(.fileError, "cannot open \(directory) to sync it: \(String(cString: strerror(errno)))")
+        }
+        defer { close(descriptor) }
+        guard fsync(descriptor) == 0 else {
+            throw Refusal(.fileError, "syncing \(directory) failed: \(String(cString: strerror(errno)))")
+        }
     }
 
     /// Moves a finished file into place. With `replacing` false the move never overwrites:

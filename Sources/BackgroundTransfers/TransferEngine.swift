@@ -148,12 +148,14 @@ public final class TransferEngine: Sendable {
     private func download(_ transfer: StoredTransfer, observer: Observer) async throws -> Outcome {
         var checkpoint = transfer.checkpoint
         let destination = transfer.record.destination ?? transfer.partialPath + ".done"
-        // Crashed between the move into place and its commit: the file is there; say so. (A
-        // crash between the link and the unlink of a no-replace move leaves both names on it.)
+        // Crashed between the move into place and its commit: the file is there; say so once its
+        // name is synced (the crash may have come before the sync). (A crash between the link and
+        // the unlink of a no-replace move leaves both names on it.)
         if let total = checkpoint.total, checkpoint.offset == total, SafeFiles.size(of: destination) == total,
             SafeFiles.size(of: transfer.partialPath) == nil || SafeFiles.sameFile(transfer.partialPath, destination)
         {
             SafeFiles.remove(transfer.partialPath)
+            if let unsynced = Self.syncName(of: destination, partial: transfer.partialPath) { return unsynced }
             return .completed(file: destination, statusCode: transfer.record.statusCode ?? 200)
         }
         // The partial file lost bytes the checkpoint promised (truncated, deleted): start over.
@@ -293,9 +295,23 @@ public final class TransferEngine: Sendable {
                 TransferError(.fileError, "cannot move the download to \(destination): \(error.description)"),
                 statusCode: statusCode)
         }
-        SafeFiles.syncDirectory(of: destination)
+        if let unsynced = Self.syncName(of: destination, partial: transfer.partialPath) { return unsynced }
         Failpoint.transferAfterRename.hit()
         return .completed(file: destination, statusCode: statusCode)
+    }
+
+    /// Syncs the directory `destination` was renamed into; nil once the name is durable. If the
+    /// sync fails the name may not survive a crash, and a failed sync is never tried again and
+    /// trusted (D4): the file goes back under its partial name, and the attempt ends as a retry
+    /// whose next attempt verifies it and moves it anew, with a sync of its own.
+    private static func syncName(of destination: String, partial: String) -> Outcome? {
+        do {
+            try SafeFiles.syncDirectory(of: destination)
+            return nil
+        } catch {
+            try? SafeFiles.moveIntoPlace(destination, to: partial, replacing: true)
+            return .retry(reason: "\(error.description); moving the download into place again", retryAfter: nil)
+        }
     }
 
     // MARK: Uploads

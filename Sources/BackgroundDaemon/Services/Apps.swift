@@ -55,7 +55,13 @@ struct Apps: Sendable {
             throw error
         }
         Failpoint.appAfterTokenCommit.hit()
-        if let staged { try? TokenFile.install(staged) }
+        if let staged {
+            do { try TokenFile.install(staged) } catch {
+                logger.error(
+                    "Cannot put the app's token in its container for good; bgctl token APP --rotate makes a new one",
+                    metadata: ["app.id": "\(registration.id)", "error": "\(error)"])
+            }
+        }
         activity.emit(.appRegistered(app.id))
         schedulerDoorbell.ring()
         logger.notice("App registered", metadata: ["app.id": "\(app.id)"])
@@ -98,7 +104,10 @@ struct Apps: Sendable {
             throw error
         }
         Failpoint.appAfterTokenCommit.hit()
-        do { try TokenFile.install(staged) } catch { throw ServiceError.tokenUnavailable(id) }
+        do { try TokenFile.install(staged) } catch {
+            broker.disconnect(id)  // the old token is refused either way
+            throw ServiceError.tokenUnavailable(id)
+        }
         broker.disconnect(id)
         logger.notice("App token rotated", metadata: ["app.id": "\(id)"])
         return token.rawValue

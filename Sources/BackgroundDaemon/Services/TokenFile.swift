@@ -40,12 +40,14 @@ enum TokenFile {
         return staged
     }
 
-    /// Puts a staged token in place (the store holds its hash now).
+    /// Puts a staged token in place (the store holds its hash now). Throws when the rename
+    /// fails, or its directory's sync does: the token may then not survive a crash (the app
+    /// would find the file gone, or its old token, and `bgctl token APP --rotate` makes anew).
     static func install(_ staged: String) throws {
         guard let infix = staged.range(of: stagedInfix, options: .backwards) else { throw CocoaError(.fileNoSuchFile) }
         let path = String(staged[..<infix.lowerBound])
         guard rename(staged, path) == 0 else { throw CocoaError(.fileWriteUnknown) }
-        SafeFiles.syncDirectory(of: path)
+        try SafeFiles.syncDirectory(of: path)
     }
 
     /// At start: installs each staged token the store holds the hash of (a bgd killed between the

@@ -171,7 +171,8 @@ public actor TransferService: Service {
                     if let copy {
                         try SafeFiles.moveIntoPlace(copy, to: path, replacing: true)
                         placed.withLock { $0 = path }
-                        SafeFiles.syncDirectory(of: path)
+                        // Not made durable, not made: the request fails, and nothing of it stays.
+                        try SafeFiles.syncDirectory(of: path)
                     }
                     return (path, nil)
                 }
