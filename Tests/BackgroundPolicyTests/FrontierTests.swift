@@ -314,6 +314,44 @@ extension OpenHistoryTests {
 
 /// The per-user logistic model learns a habit and says why.
 struct OpenPredictorTests {
+    /// A model that learned for 20 weeks and forgot all but the last 8 (as `LearnedUsage` does
+    /// daily) standardises its inputs as one that learned those 8 weeks alone, the model bgd
+    /// rebuilds at a restart — so `bgctl why` names the same pulls. Before, every example since
+    /// it started stayed in the mean and spread each input is standardised by. (The estimate
+    /// itself hardly moves either way: a fit absorbs the scaling, but for its small ridge.)
+    @Test func forgottenDaysLeaveTheStandardisationOfTheKeptOnes() {
+        let day = 86400.0
+        let configuration = OpenPredictor.Configuration(negativeSampling: 1)
+        var (everything, lastWeeks) = (OpenPredictor(configuration: configuration), OpenPredictor(configuration: configuration))
+        var history = OpenHistory()
+        let (weeks, kept) = (20, 8)
+        let from = Double((weeks - kept) * 7) * day
+        for d in 0..<(weeks * 7) {
+            for step in stride(from: 0.0, to: day, by: 1800) {
+                let t = Double(d) * day + step
+                everything.learn(upTo: t, history: history)
+                lastWeeks.learn(upTo: t, history: history)
+                let x = OpenPredictor.features(of: "news", at: t, in: history, horizon: 3600)
+                everything.observe("news", at: t, features: x)
+                if t >= from { lastWeeks.observe("news", at: t, features: x) }
+                // Twice a day for 12 weeks, then only in the morning.
+                if step == 9 * 3600 || (step == 21 * 3600 && t < from) { history.recordOpen(of: "news", at: t + 600) }
+            }
+            everything.forgetMoments(before: Double(d + 1) * day - Double(kept * 7) * day)
+        }
+        let end = Double(weeks * 7) * day
+        for hour in [8.5, 15.0, 20.5] {
+            let x = OpenPredictor.features(of: "news", at: end + hour * 3600, in: history, horizon: 3600)
+            let (a, b) = (everything.estimate(x), lastWeeks.estimate(x))
+            let apart = zip(a.contributions, b.contributions).map { abs($0 - $1) }.max() ?? 0
+            // The two exact fits, from different starting weights, agree on the estimate to 1e-4
+            // and on each feature's pull (which the centring moves) to a few hundredths — a
+            // feature and its square share it — against 0.3 to 0.7 without the forgetting.
+            #expect(apart < 0.1, "at \(hour) h: pulls \(a.contributions) after forgetting, \(b.contributions) from the last 8 weeks alone")
+            #expect(abs(a.probability - b.probability) < 1e-4)
+        }
+    }
+
     @Test func learnsADailyHabitAndNamesWhatMovedIt() {
         let day = 86400.0
         var history = OpenHistory()

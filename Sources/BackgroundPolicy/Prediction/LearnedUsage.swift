@@ -107,6 +107,7 @@ public struct LearnedUsage: Sendable {
         history.recordOpen(of: app, at: t)
         if t - forgottenAt >= 86400 {
             history.forget(before: t - configuration.memory)
+            predictor.forgetMoments(before: t - configuration.memory)
             forgottenAt = t
         }
         for index in budgets.indices { budgets[index].recordOpen(at: t) }

@@ -82,10 +82,14 @@ public struct OpenPredictor: Sendable {
     /// Weights of the model's inputs: the features, then the squares of the first `bent`.
     private var weights: [Double]
     private var bias: Double
-    /// Running mean and variance of each input (Welford), for standardising.
+    /// Running mean and variance of each input (Welford), for standardising: of every example
+    /// learned, less the days `forgetMoments` dropped.
     private var mean: [Double]
     private var m2: [Double]
     private var seen = 0.0
+    /// The same moments per day of the examples' times (oldest first), so a day's can be taken
+    /// back out when the model forgets it.
+    private var dailyMoments: [(day: Double, moments: InputMoments)] = []
     /// Examples waiting for their outcome: (when, app, features).
     private var pending: [(t: Double, app: String, x: [Double])] = []
     public private(set) var examplesLearned = 0
@@ -222,7 +226,7 @@ public struct OpenPredictor: Sendable {
                 continue
             }
             let label = history.isOpened(example.app, after: example.t, within: configuration.horizon) ? 1.0 : 0.0
-            update(example.x, label: label)
+            update(example.x, at: example.t, label: label)
             keep(example.x, at: example.t, label: label > 0)
         }
         pending.removeLast(pending.count - kept)
@@ -270,7 +274,20 @@ public struct OpenPredictor: Sendable {
         refits += 1
     }
 
-    private mutating func update(_ features: [Double], label: Double) {
+    /// Takes the examples of the days that ended before `t` out of the moments inputs are
+    /// standardised by, as `OpenHistory.forget` takes old opens out of the features: a model
+    /// that has run for months then standardises as one rebuilt from the opens bgd keeps, not
+    /// by every example since it started.
+    public mutating func forgetMoments(before t: Double) {
+        let keep = dailyMoments.firstIndex { ($0.day + 1) * 86400 > t } ?? dailyMoments.endIndex
+        guard keep > 0 else { return }
+        var total = InputMoments(count: seen, mean: mean, m2: m2)
+        for (_, moments) in dailyMoments[..<keep] { total.remove(moments) }
+        dailyMoments.removeFirst(keep)
+        (seen, mean, m2) = (total.count, total.mean, total.m2)
+    }
+
+    private mutating func update(_ features: [Double], at t: Double, label: Double) {
         let x = Self.input(features)
         seen += 1
         for i in x.indices {
@@ -278,6 +295,11 @@ public struct OpenPredictor: Sendable {
             mean[i] += delta / seen
             m2[i] += delta * (x[i] - mean[i])
         }
+        let day = (t / 86400).rounded(.down)
+        if dailyMoments.last?.day != day {
+            dailyMoments.append((day, InputMoments(inputs: x.count)))
+        }
+        dailyMoments[dailyMoments.count - 1].moments.add(x)
         examplesLearned += 1
         // After the first refit, the daily exact fits alone set the weights.
         guard refits == 0 else { return }
@@ -288,6 +310,43 @@ public struct OpenPredictor: Sendable {
             weights[i] -= rate * (error * standardised(x[i], i) + configuration.l2 * weights[i])
         }
         bias -= rate * error
+    }
+}
+
+/// The count, mean and sum of squared deviations of each input over some examples (Welford), and
+/// what is left once a part of them is taken out (Chan et al.'s merge, reversed).
+struct InputMoments: Sendable {
+    var count: Double
+    var mean: [Double]
+    var m2: [Double]
+
+    init(count: Double, mean: [Double], m2: [Double]) { (self.count, self.mean, self.m2) = (count, mean, m2) }
+    /// Of no example yet.
+    init(inputs: Int) { self.init(count: 0, mean: Array(repeating: 0, count: inputs), m2: Array(repeating: 0, count: inputs)) }
+
+    mutating func add(_ x: [Double]) {
+        count += 1
+        for i in x.indices {
+            let delta = x[i] - mean[i]
+            mean[i] += delta / count
+            m2[i] += delta * (x[i] - mean[i])
+        }
+    }
+
+    /// Takes out `part`, a subset of the examples these moments count.
+    mutating func remove(_ part: InputMoments) {
+        let rest = count - part.count
+        guard rest > 0.5 else {
+            self = InputMoments(inputs: mean.count)
+            return
+        }
+        for i in mean.indices {
+            let restMean = (count * mean[i] - part.count * part.mean[i]) / rest
+            let delta = part.mean[i] - restMean
+            m2[i] = max(0, m2[i] - part.m2[i] - delta * delta * rest * part.count / count)
+            mean[i] = restMean
+        }
+        count = rest
     }
 }
 
