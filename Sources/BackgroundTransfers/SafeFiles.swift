@@ -18,9 +18,20 @@ public enum SafeFiles {
         }
         public var code: Code
         public var description: String
-        public init(_ code: Code, _ description: String) {
+        /// The system's error (`errno`) when a call on the file system failed: a full disk is
+        /// not the request's fault, and the API says so (507 or 503, not 400).
+        public var systemError: Int32?
+        public init(_ code: Code, _ description: String, systemError: Int32? = nil) {
             self.code = code
             self.description = description
+            self.systemError = systemError
+        }
+
+        /// `fileError` for the call on the file system that just failed: "`what`: <strerror>",
+        /// with its errno.
+        static func systemFailure(_ what: String) -> Refusal {
+            let error = errno
+            return Refusal(.fileError, "\(what): \(String(cString: strerror(error)))", systemError: error)
         }
     }
 
@@ -73,7 +84,7 @@ public enum SafeFiles {
     /// Sets `path` to `mode`.
     public static func giveMode(_ mode: mode_t, to path: String) throws(Refusal) {
         guard chmod(path, mode) == 0 else {
-            throw Refusal(.fileError, "cannot set the mode of \(path): \(String(cString: strerror(errno)))")
+            throw Refusal.systemFailure("cannot set the mode of \(path)")
         }
     }
 
@@ -197,7 +208,7 @@ public enum SafeFiles {
     public static func copy(from source: Int32, to destination: String) throws(Refusal) {
         let output = openForWriting(destination, truncating: true)
         guard output >= 0 else {
-            throw Refusal(.fileError, "cannot write \(destination): \(String(cString: strerror(errno)))")
+            throw Refusal.systemFailure("cannot write \(destination)")
         }
         defer { close(output) }
         var buffer = [UInt8](repeating: 0, count: 1 << 16)
@@ -213,13 +224,13 @@ public enum SafeFiles {
                 let written = buffer.withUnsafeBytes { write(output, $0.baseAddress! + done, count - done) }
                 if written < 0 && errno == EINTR { continue }
                 guard written > 0 else {
-                    throw Refusal(.fileError, "writing \(destination) failed: \(String(cString: strerror(errno)))")
+                    throw Refusal.systemFailure("writing \(destination) failed")
                 }
                 done += written
             }
         }
         guard fsync(output) == 0 else {
-            throw Refusal(.fileError, "syncing \(destination) failed: \(String(cString: strerror(errno)))")
+            throw Refusal.systemFailure("syncing \(destination) failed")
         }
     }
 
@@ -230,11 +241,11 @@ public enum SafeFiles {
         let directory = (path as NSString).deletingLastPathComponent
         let descriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard descriptor >= 0 else {
-            throw Refusal(.fileError, "cannot open \(directory) to sync it: \(String(cString: strerror(errno)))")
+            throw Refusal.systemFailure("cannot open \(directory) to sync it")
         }
         defer { close(descriptor) }
         guard fsync(descriptor) == 0 else {
-            throw Refusal(.fileError, "syncing \(directory) failed: \(String(cString: strerror(errno)))")
+            throw Refusal.systemFailure("syncing \(directory) failed")
         }
     }
 
@@ -250,14 +261,14 @@ public enum SafeFiles {
             if to >= 0 { close(to) }
         }
         guard from >= 0, to >= 0 else {
-            throw Refusal(.fileError, "cannot move into \(destination): \(String(cString: strerror(errno)))")
+            throw Refusal.systemFailure("cannot move into \(destination)")
         }
         let (sourceName, destinationName) = (
             (source as NSString).lastPathComponent, (destination as NSString).lastPathComponent
         )
         if replacing {
             guard renameat(from, sourceName, to, destinationName) == 0 else {
-                throw Refusal(.fileError, "cannot move into \(destination): \(String(cString: strerror(errno)))")
+                throw Refusal.systemFailure("cannot move into \(destination)")
             }
             return
         }

@@ -15,11 +15,91 @@ import Testing
 @Suite(.timeLimit(.minutes(5)))
 struct FullDiskTests {
     @Test func aFullStateVolumeRefusesNewWorkAndKeepsServing() async throws {
+        try await withDaemonOnVolume(size: "4m") { _, state, socket, daemon in
+            let admin = DaemonClient(socketPath: socket)
+            func register(_ id: String) async throws -> RawHTTP.Answer {
+                let body = try WireCoding.makeEncoder().encode(
+                    RegisterAppRequest(id: AppID(rawValue: id)!, launchCommand: LaunchCommand(["/bin/true"])!))
+                return try await RawHTTP.request(socket, .POST, "/v1/apps", body: body)
+            }
+            #expect(try await register("com.example.before").status == 201)
+
+            // Fill the volume to the last byte.
+            let filler = state + "/filler"
+            let descriptor = open(filler, O_WRONLY | O_CREAT, 0o600)
+            let chunk = [UInt8](repeating: 7, count: 64 << 10)
+            while chunk.withUnsafeBytes({ write(descriptor, $0.baseAddress, chunk.count) }) > 0 {}
+            close(descriptor)
+
+            // Writes are refused with 507 and a reason (SQLite may still have room in its WAL for a
+            // few): never a 500, never a crash.
+            var statuses: [Int] = []
+            for index in 0..<300 where !statuses.contains(507) {
+                let answer = try await register("com.example.full\(index)")
+                statuses.append(answer.status)
+                if answer.status == 507 {
+                    #expect(answer.errorCode == "storageFull")
+                    #expect(String(decoding: answer.body, as: UTF8.self).contains("Free some space"))
+                }
+            }
+            #expect(statuses.contains(507), "refused once the disk was full: \(Set(statuses))")
+            #expect(Set(statuses).isSubset(of: [201, 507]), "only taken or refused: \(Set(statuses))")
+            // Reads still work, and what was stored is there.
+            let apps = try await admin.send(.get, "/v1/apps", as: [AppSummary].self)
+            #expect(apps.contains { $0.id.rawValue == "com.example.before" })
+            #expect(kill(daemon.processID, 0) == 0, "bgd is still running")
+
+            // Space again: work is taken again.
+            unlink(filler)
+            #expect(try await register("com.example.after").status == 201)
+            daemon.signal(SIGTERM)
+            #expect(await daemon.waitForExit() == 0)
+            let store = try BackgroundStore.open(atPath: state + "/bgd.sqlite")
+            #expect(try await store.integrityCheck() == "ok")
+            #expect(try await store.app(AppID(rawValue: "com.example.after")!) != nil)
+        }
+    }
+
+    /// An upload's copy that fills the state volume is the disk's trouble, not the request's:
+    /// 507 `storageFull`, as a full store answers, and no part of the copy stays. Before, it
+    /// answered 400 `fileError`, which tells a client not to send the same request again.
+    @Test func anUploadTheStateVolumeCannotHoldIsRefusedAsStorageFull() async throws {
+        try await withDaemonOnVolume(size: "8m") { directory, state, socket, daemon in
+            // Outside the volume: 6 MB, where 2 MB are left.
+            let source = directory + "/report.bin"
+            try Data(repeating: 7, count: 6 << 20).write(to: URL(fileURLWithPath: source))
+            let filler = state + "/filler"
+            let descriptor = open(filler, O_WRONLY | O_CREAT, 0o600)
+            let chunk = [UInt8](repeating: 7, count: 64 << 10)
+            while chunk.withUnsafeBytes({ write(descriptor, $0.baseAddress, chunk.count) }) > 0 {}
+            #expect(ftruncate(descriptor, lseek(descriptor, 0, SEEK_END) - (2 << 20)) == 0)
+            close(descriptor)
+            func submit() async throws -> RawHTTP.Answer {
+                let body = try WireCoding.makeEncoder().encode(
+                    TransferRequest(
+                        session: "reports", kind: .upload, url: URL(string: "http://127.0.0.1:9/up")!, uploadFile: source))
+                return try await RawHTTP.request(socket, .POST, "/v1/transfers", body: body)
+            }
+            let refused = try await submit()
+            #expect(refused.status == 507 && refused.errorCode == "storageFull", "\(refused.status) \(refused.errorCode ?? "")")
+            let left = try FileManager.default.contentsOfDirectory(atPath: state + "/transfers")
+            #expect(left.isEmpty, "the copy left \(left)")
+            unlink(filler)
+            #expect(try await submit().status == 201)
+            daemon.signal(SIGTERM)
+            #expect(await daemon.waitForExit() == 0)
+        }
+    }
+
+    /// A real bgd on a state volume of its own of `size` (a tmpfs: root, here and in CI),
+    /// unmounted whatever happens.
+    func withDaemonOnVolume(
+        size: String, _ body: (_ directory: String, _ state: String, _ socket: String, _ daemon: DaemonProcess) async throws -> Void
+    ) async throws {
         let directory = TemporaryDirectory.make()
         let state = directory + "/state"
         try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
-        // A small volume of our own (root: here and in CI). Unmounted whatever happens.
-        let mount = try await Command.run("/bin/mount", ["-t", "tmpfs", "-o", "size=4m", "tmpfs", state])
+        let mount = try await Command.run("/bin/mount", ["-t", "tmpfs", "-o", "size=\(size)", "tmpfs", state])
         guard mount.status == 0 else {
             Issue.record("cannot mount a tmpfs for the state (needs root): \(mount.standardError)")
             return
@@ -28,46 +108,6 @@ struct FullDiskTests {
         let socket = directory + "/bgd.sock"
         let daemon = try await DaemonProcess(
             stateDirectory: state, socketPath: socket, arguments: ["--push-port", "off"])
-        let admin = DaemonClient(socketPath: socket)
-        func register(_ id: String) async throws -> RawHTTP.Answer {
-            let body = try WireCoding.makeEncoder().encode(
-                RegisterAppRequest(id: AppID(rawValue: id)!, launchCommand: LaunchCommand(["/bin/true"])!))
-            return try await RawHTTP.request(socket, .POST, "/v1/apps", body: body)
-        }
-        #expect(try await register("com.example.before").status == 201)
-
-        // Fill the volume to the last byte.
-        let filler = state + "/filler"
-        let descriptor = open(filler, O_WRONLY | O_CREAT, 0o600)
-        let chunk = [UInt8](repeating: 7, count: 64 << 10)
-        while chunk.withUnsafeBytes({ write(descriptor, $0.baseAddress, chunk.count) }) > 0 {}
-        close(descriptor)
-
-        // Writes are refused with 507 and a reason (SQLite may still have room in its WAL for a
-        // few): never a 500, never a crash.
-        var statuses: [Int] = []
-        for index in 0..<300 where !statuses.contains(507) {
-            let answer = try await register("com.example.full\(index)")
-            statuses.append(answer.status)
-            if answer.status == 507 {
-                #expect(answer.errorCode == "storageFull")
-                #expect(String(decoding: answer.body, as: UTF8.self).contains("Free some space"))
-            }
-        }
-        #expect(statuses.contains(507), "refused once the disk was full: \(Set(statuses))")
-        #expect(Set(statuses).isSubset(of: [201, 507]), "only taken or refused: \(Set(statuses))")
-        // Reads still work, and what was stored is there.
-        let apps = try await admin.send(.get, "/v1/apps", as: [AppSummary].self)
-        #expect(apps.contains { $0.id.rawValue == "com.example.before" })
-        #expect(kill(daemon.processID, 0) == 0, "bgd is still running")
-
-        // Space again: work is taken again.
-        unlink(filler)
-        #expect(try await register("com.example.after").status == 201)
-        daemon.signal(SIGTERM)
-        #expect(await daemon.waitForExit() == 0)
-        let store = try BackgroundStore.open(atPath: state + "/bgd.sqlite")
-        #expect(try await store.integrityCheck() == "ok")
-        #expect(try await store.app(AppID(rawValue: "com.example.after")!) != nil)
+        try await body(directory, state, socket, daemon)
     }
 }

@@ -36,6 +36,12 @@ struct APIError: Error, HTTPResponseError {
             + "or the BGD_APP_TOKEN bgd gives a process it launches")
 
     /// Translates the errors of the layers below into what the client should read.
+    /// A file bgd writes (an upload's copy, say) found the disk full.
+    private static func diskFull(_ error: any Error) -> Bool {
+        guard let refusal = error as? SafeFiles.Refusal else { return false }
+        return refusal.systemError == ENOSPC || refusal.systemError == EDQUOT
+    }
+
     static func from(_ error: any Error) -> APIError? {
         switch error {
         case let error as APIError: error
@@ -73,11 +79,16 @@ struct APIError: Error, HTTPResponseError {
             APIError(
                 .notFound, .unknownTaskRequest,
                 "\(app) has no pending task request '\(identifier)'; `bgctl tasks` lists them")
-        case let error where StorageTrouble(error) == .full:
+        case let error where StorageTrouble(error) == .full || Self.diskFull(error):
             APIError(
                 HTTPResponse.Status(code: 507, reasonPhrase: "Insufficient Storage"), .storageFull,
                 "the disk holding bgd's state is full, so bgd takes nothing new; what it has is kept and still served. Free some space and try again"
             )
+        case let refusal as SafeFiles.Refusal where refusal.systemError != nil && refusal.code == .fileError:
+            // The disk's trouble (EIO, say), not the request's: the same request may go through later.
+            APIError(
+                .serviceUnavailable, .storageUnavailable,
+                "bgd cannot write its files just now (\(refusal.description)); try again shortly")
         case let error where StorageTrouble(error) == .unavailable:
             APIError(
                 .serviceUnavailable, .storageUnavailable,
