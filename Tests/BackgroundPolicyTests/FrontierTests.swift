@@ -314,6 +314,29 @@ extension OpenHistoryTests {
 
 /// The per-user logistic model learns a habit and says why.
 struct OpenPredictorTests {
+    /// Walks `days` from 0 in steps of 30 minutes: at each, every predictor learns what is due
+    /// and observes "news" where `observes(index, t)` says; then "news" is opened 10 minutes on
+    /// where `opened(t, timeOfDay)` says. `endOfDay(d)` runs after each day.
+    static func walkHalfHours(
+        _ predictors: inout [OpenPredictor], history: inout OpenHistory, days: Int,
+        observes: (Int, Double) -> Bool = { _, _ in true }, opened: (Double, Double) -> Bool,
+        endOfDay: (Int, inout [OpenPredictor]) -> Void = { _, _ in }
+    ) {
+        let day = 86400.0
+        for d in 0..<days {
+            for timeOfDay in stride(from: 0.0, to: day, by: 1800) {
+                let t = Double(d) * day + timeOfDay
+                let x = OpenPredictor.features(of: "news", at: t, in: history, horizon: 3600)
+                for index in predictors.indices {
+                    predictors[index].learn(upTo: t, history: history)
+                    if observes(index, t) { predictors[index].observe("news", at: t, features: x) }
+                }
+                if opened(t, timeOfDay) { history.recordOpen(of: "news", at: t + 600) }
+            }
+            endOfDay(d, &predictors)
+        }
+    }
+
     /// A model that learned for 20 weeks and forgot all but the last 8 (as `LearnedUsage` does
     /// daily) standardises its inputs as one that learned those 8 weeks alone, the model bgd
     /// rebuilds at a restart — so `bgctl why` names the same pulls. Before, every example since
@@ -322,23 +345,17 @@ struct OpenPredictorTests {
     @Test func forgottenDaysLeaveTheStandardisationOfTheKeptOnes() {
         let day = 86400.0
         let configuration = OpenPredictor.Configuration(negativeSampling: 1)
-        var (everything, lastWeeks) = (OpenPredictor(configuration: configuration), OpenPredictor(configuration: configuration))
+        var predictors = [OpenPredictor(configuration: configuration), OpenPredictor(configuration: configuration)]
         var history = OpenHistory()
         let (weeks, kept) = (20, 8)
         let from = Double((weeks - kept) * 7) * day
-        for d in 0..<(weeks * 7) {
-            for step in stride(from: 0.0, to: day, by: 1800) {
-                let t = Double(d) * day + step
-                everything.learn(upTo: t, history: history)
-                lastWeeks.learn(upTo: t, history: history)
-                let x = OpenPredictor.features(of: "news", at: t, in: history, horizon: 3600)
-                everything.observe("news", at: t, features: x)
-                if t >= from { lastWeeks.observe("news", at: t, features: x) }
-                // Twice a day for 12 weeks, then only in the morning.
-                if step == 9 * 3600 || (step == 21 * 3600 && t < from) { history.recordOpen(of: "news", at: t + 600) }
-            }
-            everything.forgetMoments(before: Double(d + 1) * day - Double(kept * 7) * day)
-        }
+        // The first learns every moment and forgets all but the last 8 weeks; the second learns
+        // only those. Twice a day for 12 weeks, then only in the morning.
+        Self.walkHalfHours(
+            &predictors, history: &history, days: weeks * 7, observes: { index, t in index == 0 || t >= from },
+            opened: { t, timeOfDay in timeOfDay == 9 * 3600 || (timeOfDay == 21 * 3600 && t < from) },
+            endOfDay: { d, predictors in predictors[0].forgetMoments(before: Double(d + 1 - kept * 7) * day) })
+        let (everything, lastWeeks) = (predictors[0], predictors[1])
         let end = Double(weeks * 7) * day
         for hour in [8.5, 15.0, 20.5] {
             let x = OpenPredictor.features(of: "news", at: end + hour * 3600, in: history, horizon: 3600)
@@ -355,16 +372,9 @@ struct OpenPredictorTests {
     @Test func learnsADailyHabitAndNamesWhatMovedIt() {
         let day = 86400.0
         var history = OpenHistory()
-        var predictor = OpenPredictor()
-        for d in 0..<28 {
-            for step in stride(from: 0.0, to: day, by: 1800) {
-                let t = Double(d) * day + step
-                predictor.learn(upTo: t, history: history)
-                let x = OpenPredictor.features(of: "news", at: t, in: history, horizon: 3600)
-                predictor.observe("news", at: t, features: x)
-                if step == 9 * 3600 { history.recordOpen(of: "news", at: t + 600) }  // every day at 9:10
-            }
-        }
+        var predictors = [OpenPredictor()]
+        Self.walkHalfHours(&predictors, history: &history, days: 28, opened: { _, timeOfDay in timeOfDay == 9 * 3600 })  // every day at 9:10
+        let predictor = predictors[0]
         #expect(predictor.examplesLearned > 1000)
         let t = 28 * day
         let before = predictor.estimate(
@@ -391,19 +401,12 @@ struct OpenPredictorRefitTests {
     /// the same as the online one does (before 9:10 likely, the afternoon not), and sharper.
     @Test func refitsDailyAndKeepsOnlyItsMemory() {
         var history = OpenHistory()
-        var online = OpenPredictor(configuration: .init(refitEvery: .seconds(1000 * 86400)))
-        var refitted = OpenPredictor(configuration: .init(memory: .seconds(14 * 86400)))
-        for d in 0..<42 {
-            for step in stride(from: 0.0, to: day, by: 1800) {
-                let t = Double(d) * day + step
-                online.learn(upTo: t, history: history)
-                refitted.learn(upTo: t, history: history)
-                let x = OpenPredictor.features(of: "news", at: t, in: history, horizon: 3600)
-                online.observe("news", at: t, features: x)
-                refitted.observe("news", at: t, features: x)
-                if step == 9 * 3600 { history.recordOpen(of: "news", at: t + 600) }
-            }
-        }
+        var predictors = [
+            OpenPredictor(configuration: .init(refitEvery: .seconds(1000 * 86400))),
+            OpenPredictor(configuration: .init(memory: .seconds(14 * 86400))),
+        ]
+        OpenPredictorTests.walkHalfHours(&predictors, history: &history, days: 42, opened: { _, timeOfDay in timeOfDay == 9 * 3600 })
+        let (online, refitted) = (predictors[0], predictors[1])
         #expect(online.refits == 0)
         #expect((40...42).contains(refitted.refits), "one a day after the first: \(refitted.refits)")
         // 14 days of 48 moments, the negatives one in ten: about 14 × (1 + 47 / 10).

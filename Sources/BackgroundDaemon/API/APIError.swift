@@ -35,13 +35,13 @@ struct APIError: Error, HTTPResponseError {
         "missing or unknown app token: send 'Authorization: Bearer <token>' with the token `bgctl register` printed, "
             + "or the BGD_APP_TOKEN bgd gives a process it launches")
 
-    /// Translates the errors of the layers below into what the client should read.
     /// A file bgd writes (an upload's copy, say) found the disk full.
     private static func diskFull(_ error: any Error) -> Bool {
         guard let refusal = error as? SafeFiles.Refusal else { return false }
         return refusal.systemError == ENOSPC || refusal.systemError == EDQUOT
     }
 
+    /// Translates the errors of the layers below into what the client should read.
     static func from(_ error: any Error) -> APIError? {
         switch error {
         case let error as APIError: error

@@ -104,11 +104,8 @@ struct Apps: Sendable {
             throw error
         }
         Failpoint.appAfterTokenCommit.hit()
-        do { try TokenFile.install(staged) } catch {
-            broker.disconnect(id)  // the old token is refused either way
-            throw ServiceError.tokenUnavailable(id)
-        }
-        broker.disconnect(id)
+        defer { broker.disconnect(id) }  // the old token is refused, whether or not the file is in place
+        do { try TokenFile.install(staged) } catch { throw ServiceError.tokenUnavailable(id) }
         logger.notice("App token rotated", metadata: ["app.id": "\(id)"])
         return token.rawValue
     }

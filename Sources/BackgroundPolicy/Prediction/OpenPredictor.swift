@@ -82,11 +82,9 @@ public struct OpenPredictor: Sendable {
     /// Weights of the model's inputs: the features, then the squares of the first `bent`.
     private var weights: [Double]
     private var bias: Double
-    /// Running mean and variance of each input (Welford), for standardising: of every example
-    /// learned, less the days `forgetMoments` dropped.
-    private var mean: [Double]
-    private var m2: [Double]
-    private var seen = 0.0
+    /// Running mean and variance of each input, for standardising: of every example learned,
+    /// less the days `forgetMoments` dropped.
+    private var moments: InputMoments
     /// The same moments per day of the examples' times (oldest first), so a day's can be taken
     /// back out when the model forgets it.
     private var dailyMoments: [(day: Double, moments: InputMoments)] = []
@@ -143,8 +141,7 @@ public struct OpenPredictor: Sendable {
         let n = Self.inputs
         weights = Array(repeating: 0, count: n)
         bias = -3  // opens in the next hour are rare: start there, not at even odds
-        mean = Array(repeating: 0, count: n)
-        m2 = Array(repeating: 0, count: n)
+        moments = InputMoments(inputs: n)
     }
 
     /// The features of `app` at `t`.
@@ -205,9 +202,9 @@ public struct OpenPredictor: Sendable {
     /// The mean and 1 ÷ standard deviation input `i` is standardised by (0 for an input that
     /// has not varied yet: it moves nothing).
     private func standardisation(_ i: Int) -> (mean: Double, inverse: Double) {
-        guard seen > 1 else { return (0, 0) }
-        let variance = m2[i] / (seen - 1)
-        return variance > 1e-12 ? (mean[i], 1 / variance.squareRoot()) : (0, 0)
+        guard moments.count > 1 else { return (0, 0) }
+        let variance = moments.m2[i] / (moments.count - 1)
+        return variance > 1e-12 ? (moments.mean[i], 1 / variance.squareRoot()) : (0, 0)
     }
 
     /// Remembers that `app` had features `x` at `t`; learned once its horizon has passed.
@@ -281,20 +278,13 @@ public struct OpenPredictor: Sendable {
     public mutating func forgetMoments(before t: Double) {
         let keep = dailyMoments.firstIndex { ($0.day + 1) * 86400 > t } ?? dailyMoments.endIndex
         guard keep > 0 else { return }
-        var total = InputMoments(count: seen, mean: mean, m2: m2)
-        for (_, moments) in dailyMoments[..<keep] { total.remove(moments) }
+        for (_, day) in dailyMoments[..<keep] { moments.remove(day) }
         dailyMoments.removeFirst(keep)
-        (seen, mean, m2) = (total.count, total.mean, total.m2)
     }
 
     private mutating func update(_ features: [Double], at t: Double, label: Double) {
         let x = Self.input(features)
-        seen += 1
-        for i in x.indices {
-            let delta = x[i] - mean[i]
-            mean[i] += delta / seen
-            m2[i] += delta * (x[i] - mean[i])
-        }
+        moments.add(x)
         let day = (t / 86400).rounded(.down)
         if dailyMoments.last?.day != day {
             dailyMoments.append((day, InputMoments(inputs: x.count)))
@@ -320,9 +310,8 @@ struct InputMoments: Sendable {
     var mean: [Double]
     var m2: [Double]
 
-    init(count: Double, mean: [Double], m2: [Double]) { (self.count, self.mean, self.m2) = (count, mean, m2) }
     /// Of no example yet.
-    init(inputs: Int) { self.init(count: 0, mean: Array(repeating: 0, count: inputs), m2: Array(repeating: 0, count: inputs)) }
+    init(inputs: Int) { (count, mean, m2) = (0, Array(repeating: 0, count: inputs), Array(repeating: 0, count: inputs)) }
 
     mutating func add(_ x: [Double]) {
         count += 1
