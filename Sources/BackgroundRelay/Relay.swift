@@ -150,7 +150,7 @@ public struct Relay: Sendable {
                 configuration: configuration.uplink, store: store, hub: hub, metrics: metrics,
                 certificateDirectory: configuration.stateDirectory, clock: clock, logger: logger, boundPort: uplinkPort,
                 node: configuration.node, enrollment: EnrollmentGate(configuration.enrollment),
-                offersLines: configuration.offersLines, activity: activity),
+                offersLines: configuration.offersLines, writeLimit: configuration.uplinkSilence, activity: activity),
         ]
     }
 }

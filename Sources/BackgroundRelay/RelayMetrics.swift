@@ -17,6 +17,7 @@ public final class RelayMetrics: Sendable {
         var pruned = RelayPruneReport()
         var enrollmentsRefused: [String: Int] = [:]
         var silentClosed = 0
+        var stalledCut = 0
     }
     private let state = Mutex(State())
 
@@ -27,6 +28,7 @@ public final class RelayMetrics: Sendable {
     func connected(_ device: String) { state.withLock { $0.connects += 1 } }
     func disconnected(_ device: String) {}
     func closedSilent(_ count: Int) { state.withLock { $0.silentClosed += count } }
+    func cutStalled() { state.withLock { $0.stalledCut += 1 } }
     func pruned(_ report: RelayPruneReport) {
         state.withLock {
             $0.pruned.expired += report.expired
@@ -60,6 +62,9 @@ public final class RelayMetrics: Sendable {
             # HELP bgrelay_uplinks_closed_silent_total Uplinks this node closed because their device sent nothing, not even a keep-alive, for --uplink-silence (gone without closing: wiped, its network dropped).
             # TYPE bgrelay_uplinks_closed_silent_total counter
             bgrelay_uplinks_closed_silent_total \(snapshot.silentClosed)
+            # HELP bgrelay_uplinks_cut_stalled_total Uplinks this node cut because a write to their device waited --uplink-silence (the device reads nothing).
+            # TYPE bgrelay_uplinks_cut_stalled_total counter
+            bgrelay_uplinks_cut_stalled_total \(snapshot.stalledCut)
             # HELP bgrelay_enrollments_total Devices enrolled through this node.
             # TYPE bgrelay_enrollments_total counter
             bgrelay_enrollments_total \(snapshot.enrolled)

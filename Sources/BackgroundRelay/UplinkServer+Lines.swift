@@ -44,9 +44,9 @@ extension UplinkServer {
                 }
                 if known {
                     // The session goes on without this task; the connection closes when it ends.
-                    try await session(of: device).start(inbox: reader.inbox, writer: writer) {
-                        channel.close(promise: nil)
-                    }
+                    try await session(of: device).start(
+                        inbox: reader.inbox, writer: writer, cut: { channel.cutBeneathTLS() }
+                    ) { channel.close(promise: nil) }
                     return
                 } else {
                     try await writer.write(Self.closing("unauthorized", "unknown device or wrong secret; enroll again"))
@@ -198,8 +198,8 @@ final class UplinkLineReader: ChannelInboundHandler, @unchecked Sendable {
 }
 
 /// The session's side of the connection: what it writes goes out as it is, each write awaited
-/// (a device that does not read holds the session up, not the relay's memory); finishing closes
-/// the connection.
+/// (a device that does not read holds the session up, not the relay's memory — for at most
+/// `--uplink-silence`, `StallBoundWriter`); finishing closes the connection.
 private struct ChannelWriter: ResponseBodyWriter {
     let channel: any Channel
 

@@ -25,6 +25,8 @@ struct UplinkServer: Service {
     let node: String
     let enrollment: EnrollmentGate
     let offersLines: Bool
+    /// How long a write to a device may wait (`StallBoundWriter`): the relay's `--uplink-silence`.
+    let writeLimit: Duration
     /// Every enrollment, uplink and round (`Relay.activity`).
     let activity: @Sendable () -> Void
 
@@ -46,7 +48,7 @@ struct UplinkServer: Service {
             boundPort.failedToPrepare(error)
             throw error
         }
-        let router = Router()
+        let router = Router(context: UplinkRequestContext.self)
         let (store, hub, clock, metrics, logger, enrollment, activity) = (
             self.store, self.hub, self.clock, self.metrics, self.logger, self.enrollment, self.activity
         )
@@ -62,7 +64,7 @@ struct UplinkServer: Service {
             logger.notice("Device enrolled", metadata: ["device": "\(device)"])
             return Self.json(RelayEnrollment(url: "", device: device, secret: secret))
         }
-        router.post("v1/uplink") { request, _ in
+        router.post("v1/uplink") { request, context in
             activity()
             guard let (device, secret) = Self.bearer(request.headers[.authorization]) else {
                 return Self.error(
@@ -85,8 +87,8 @@ struct UplinkServer: Service {
             headers[.contentType] = "application/x-ndjson"
             return Response(
                 status: .ok, headers: headers,
-                body: ResponseBody { writer in
-                    try await session.run(reading: request.body, writer: &writer)
+                body: ResponseBody { [stream = context.channel] writer in
+                    try await session.run(reading: request.body, writer: writer) { stream.close(promise: nil) }
                 })
         }
         router.get("metrics") { _, _ in
@@ -157,7 +159,7 @@ struct UplinkServer: Service {
     func session(of device: String) -> UplinkSession {
         UplinkSession(
             device: device, node: node, store: store, hub: hub, metrics: metrics, clock: clock, logger: logger,
-            activity: activity)
+            writeLimit: writeLimit, activity: activity)
     }
 
     /// "Bearer <device>.<secret>", split.
@@ -177,5 +179,17 @@ struct UplinkServer: Service {
 
     static func error(_ status: HTTPResponse.Status, _ code: String, _ reason: String) -> Response {
         json(["error": code, "reason": reason], status: status)
+    }
+}
+
+/// Hummingbird's basic request context, and the request's channel: an uplink's HTTP/2 stream,
+/// which its session closes when the device reads nothing (`StallBoundWriter`).
+struct UplinkRequestContext: RequestContext {
+    var coreContext: CoreRequestContextStorage
+    let channel: any Channel
+
+    init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        channel = source.channel
     }
 }

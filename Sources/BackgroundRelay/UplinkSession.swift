@@ -24,6 +24,8 @@ struct UplinkSession: Sendable {
     let metrics: RelayMetrics
     let clock: any WallClock
     let logger: Logger
+    /// How long a write to the device may wait before the connection is cut (`StallBoundWriter`).
+    let writeLimit: Duration
     /// Called at each round (`Relay.activity`).
     let activity: @Sendable () -> Void
 
@@ -49,11 +51,27 @@ struct UplinkSession: Sendable {
     static let closingGrace = 10.0
 
     /// The session over an HTTP/2 stream: a task reads the device's lines into the inbox.
-    func run(reading body: RequestBody, writer: inout any ResponseBodyWriter) async throws {
+    /// `cut` closes the stream (`bounding`).
+    func run(
+        reading body: RequestBody, writer: any ResponseBodyWriter, cut: @escaping @Sendable () -> Void
+    ) async throws {
         let inbox = SessionInbox()
         let reader = Task { await Self.read(body, into: inbox) }
         defer { reader.cancel() }
-        try await serve(inbox: inbox, writer: &writer)
+        var bounded: any ResponseBodyWriter = bounding(writer, cut: cut)
+        try await serve(inbox: inbox, writer: &bounded)
+    }
+
+    /// `writer`, each of its writes bounded by `writeLimit`: past it `cut` closes the connection
+    /// (or the stream), which fails the write, and the session ends.
+    func bounding(_ writer: any ResponseBodyWriter, cut: @escaping @Sendable () -> Void) -> StallBoundWriter {
+        StallBoundWriter(base: writer, limit: writeLimit, clock: clock) { [device, metrics, logger, writeLimit] in
+            logger.info(
+                "Cutting an uplink whose device reads nothing",
+                metadata: ["device": "\(device)", "write.waited": "\(writeLimit)"])
+            metrics.cutStalled()
+            cut()
+        }
     }
 
     /// Reads the device's lines into `inbox`, and no more while `SessionInbox.backlogLimit`
@@ -96,11 +114,12 @@ struct UplinkSession: Sendable {
     /// The session with no task of its own while it waits (the line uplink's: an idle device
     /// then costs its connection and this session's state, not a suspended task's stack): each
     /// time the inbox is signalled, a short task runs rounds until nothing is left, and
-    /// `ended` is called once the session has ended.
+    /// `ended` is called once the session has ended. `cut` closes the connection (`bounding`).
     func start(
-        inbox: SessionInbox, writer: any ResponseBodyWriter, ended: @escaping @Sendable () -> Void
+        inbox: SessionInbox, writer: any ResponseBodyWriter, cut: @escaping @Sendable () -> Void,
+        ended: @escaping @Sendable () -> Void
     ) async throws {
-        let rounds = try await begin(inbox: inbox, writer: writer)
+        let rounds = try await begin(inbox: inbox, writer: bounding(writer, cut: cut))
         inbox.listen { rounds.schedule(then: ended) }
     }
 
@@ -228,9 +247,10 @@ final class SessionInbox: Sendable {
         var rung = false
     }
     private let state = Mutex(State())
-    /// Whether the device sent a line since the last sweep, and how many sweeps in a row found
-    /// it had not (`UplinkSilence`); apart from `state`, which each take empties.
-    private let liveness = Mutex((heard: true, quietSweeps: 0))
+    /// Whether the device sent a line since the last sweep, how many sweeps in a row found it
+    /// had not (`UplinkSilence`), and whether it was found silent; apart from `state`, which
+    /// each take empties.
+    private let liveness = Mutex((heard: true, quietSweeps: 0, found: false))
     /// Told whenever something arrives (set once by the session; anything that arrived before
     /// is told at once).
     private let listener = ListenerSlot()
@@ -268,16 +288,21 @@ final class SessionInbox: Sendable {
         }
     }
 
-    /// One sweep of the silence check: true, once, when this is the `limit`th sweep in a row to
-    /// find that the device sent nothing since the one before.
+    /// One sweep of the silence check: true, once in the session's life, when this is the
+    /// `limit`th sweep in a row to find that the device sent nothing since the one before. Once:
+    /// a session told so ends, and one held up by a device that reads nothing (which the relay
+    /// then stops reading, so hears nothing) was counted and logged as silent at every few sweeps
+    /// until its write was cut.
     func sweepQuiet(limit: Int) -> Bool {
         liveness.withLock { liveness in
+            guard !liveness.found else { return false }
             if liveness.heard {
-                liveness = (heard: false, quietSweeps: 0)
+                (liveness.heard, liveness.quietSweeps) = (false, 0)
                 return false
             }
             liveness.quietSweeps += 1
-            return liveness.quietSweeps == limit
+            liveness.found = liveness.quietSweeps == limit
+            return liveness.found
         }
     }
 

@@ -150,7 +150,7 @@ extension BGRelay {
             transform: parseDuration)
         var forgetDevicesAfter: Duration?
         @Option(
-            help: "An uplink whose device sends nothing, not even a keep-alive, this long is closed: a device gone without closing (wiped, its network dropped) holds no slot of --max-devices and counts as unseen. More than the devices' keep-alive interval (bgd's --push-relay-keep-alive, 270s by default, at most 10m) (default 15m).",
+            help: "An uplink whose device sends nothing, not even a keep-alive, this long is closed: a device gone without closing (wiped, its network dropped) holds no slot of --max-devices and counts as unseen. One whose device reads nothing this long (a write to it still waits) is cut. More than the devices' keep-alive interval (bgd's --push-relay-keep-alive, 270s by default, at most 10m) (default 15m).",
             transform: parseDuration)
         var uplinkSilence: Duration = .seconds(900)
 

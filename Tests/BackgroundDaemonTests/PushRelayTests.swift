@@ -198,6 +198,45 @@ struct PushRelayTests {
         }
     }
 
+    /// A device that stops reading (hung, its socket never drained) holds its session's write.
+    /// Before, a held-up session read nothing more — not the silence check's `silent`, not the
+    /// device's next uplink taking over, not its FIN — so it never ended, and each such
+    /// connection held a slot of the connection limits for good. A write waiting
+    /// `--uplink-silence` now cuts the connection, and the device's next uplink is served.
+    @Test func anUplinkWhoseDeviceReadsNothingIsCutAndTheDeviceConnectsAgain() async throws {
+        let clock = ManualClock(now: SystemClock().now)
+        try await RelayNode.with(clock: clock, uplinkSilence: .seconds(4)) { node in
+            let client = node.client()
+            defer { _ = client.shutdown() }
+            let device = try await RawUplink.enroll(node, client: client)
+            let stuck = try await RawLineUplink.connect(node, first: device.bearer + "\n", receiveBuffer: 4_096)
+            #expect(await stuck.next() == .ready(device: device.device))
+            try await stuck.stopReading()
+            // Each line not a frame is answered with a refusal of about 130 bytes, which the device
+            // never takes: the sockets' buffers fill, the session's write waits, and the relay
+            // stops reading. Until then the device is heard, so never silent.
+            let garbage = String(repeating: "x", count: 100)
+            var (cut, seconds) = (false, 0)
+            while !cut && seconds < 300 {
+                for _ in 0..<1_000 { stuck.sendLine(garbage) }
+                clock.advance(by: .seconds(1))
+                seconds += 1
+                cut = try await node.metrics(client: client)["bgrelay_uplinks_cut_stalled_total"] == 1
+            }
+            #expect(cut, "the stalled uplink was not cut within \(seconds) s of the relay's time")
+            #expect(
+                try await node.eventually { try await node.metrics(client: client)["bgrelay_connected_devices"] == 0 },
+                "the cut session is still connected")
+            stuck.close()
+            let again = try await RawLineUplink.connect(node, first: device.bearer + "\n")
+            #expect(await again.next() == .ready(device: device.device))
+            again.sendLine("")
+            #expect(await again.nextLine() == "", "the new uplink does not echo a keep-alive")
+            again.close()
+            #expect(try await node.eventually { try await node.metrics(client: client)["bgrelay_connected_devices"] == 0 })
+        }
+    }
+
     /// A device gone without closing (wiped, its NAT mapping dropped) sends nothing, not even a
     /// keep-alive: the relay closes its uplink after `--uplink-silence` — over lines and over
     /// HTTP/2 alike — and counts it, while a device that keeps talking keeps its uplink. Before,

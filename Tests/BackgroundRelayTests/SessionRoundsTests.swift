@@ -64,6 +64,47 @@ struct SessionRoundsTests {
         }
     }
 
+    /// A connection whose device stops reading: `ready` goes out, every later write waits until
+    /// the connection is cut, and then fails.
+    final class StallingWriter: ResponseBodyWriter, Sendable {
+        private struct State {
+            var written = 0
+            var waiting: CheckedContinuation<Void, any Error>?
+            var cut = false
+        }
+        private let state = Mutex(State())
+
+        struct Cut: Error {}
+
+        func write(_ buffer: ByteBuffer) async throws {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let now: Result<Void, any Error>? = state.withLock { state in
+                    if state.cut { return .failure(Cut()) }
+                    state.written += 1
+                    if state.written == 1 { return .success(()) }
+                    state.waiting = continuation
+                    return nil
+                }
+                if let now { continuation.resume(with: now) }
+            }
+        }
+
+        func finish(_ trailingHeaders: HTTPFields?) async throws {}
+
+        /// The connection closes: the waiting write fails.
+        func cut() {
+            let waiting = state.withLock { state in
+                state.cut = true
+                defer { state.waiting = nil }
+                return state.waiting
+            }
+            waiting?.resume(throwing: Cut())
+        }
+
+        var isWaiting: Bool { state.withLock { $0.waiting != nil } }
+        var wasCut: Bool { state.withLock { $0.cut } }
+    }
+
     final class Count: Sendable {
         private let count = Mutex(0)
         var value: Int { count.withLock { $0 } }
@@ -107,11 +148,11 @@ struct SessionRoundsTests {
         let rounds = Count()
         let session = UplinkSession(
             device: device, node: "n1", store: store, hub: hub, metrics: RelayMetrics(), clock: clock,
-            logger: Logger(label: "test"), activity: { rounds.add() })
+            logger: Logger(label: "test"), writeLimit: .seconds(60), activity: { rounds.add() })
         let writer = RecordingWriter()
         let inbox = SessionInbox()
         let ends = Count()
-        try await session.start(inbox: inbox, writer: writer) { ends.add() }
+        try await session.start(inbox: inbox, writer: writer, cut: {}) { ends.add() }
 
         #expect(try await eventually { writer.pushIDs == ["a", "b"] })
         let first = try #require(writer.lines.first)
@@ -153,11 +194,11 @@ struct SessionRoundsTests {
         let hub = DeviceHub()
         let session = UplinkSession(
             device: device, node: "n1", store: store, hub: hub, metrics: RelayMetrics(), clock: clock,
-            logger: Logger(label: "test"), activity: {})
+            logger: Logger(label: "test"), writeLimit: .seconds(60), activity: {})
         let writer = RecordingWriter(failAfter: 1)  // `ready` goes out; the connection breaks after
         let inbox = SessionInbox()
         let ends = Count()
-        try await session.start(inbox: inbox, writer: writer) { ends.add() }
+        try await session.start(inbox: inbox, writer: writer, cut: {}) { ends.add() }
         #expect(hub.isConnected(device))
         inbox.post(line: [])  // a keep-alive: its echo fails
         #expect(try await eventually { ends.value == 1 })
@@ -174,13 +215,61 @@ struct SessionRoundsTests {
         let (device, _) = try await store.enroll(now: clock.now)
         let session = UplinkSession(
             device: device, node: "n1", store: store, hub: hub, metrics: RelayMetrics(), clock: clock,
-            logger: Logger(label: "test"), activity: {})
+            logger: Logger(label: "test"), writeLimit: .seconds(60), activity: {})
         let inbox = SessionInbox()
         await #expect(throws: RecordingWriter.Refused.self) {
-            try await session.start(inbox: inbox, writer: RecordingWriter(failAfter: 0)) {}
+            try await session.start(inbox: inbox, writer: RecordingWriter(failAfter: 0), cut: {}) {}
         }
         // Off the hub, and nobody listens: what arrives is left untaken.
         #expect(!hub.isConnected(device) && !inbox.isListened)
         }
+    }
+
+    /// A device that stops reading holds its session's write for good, and a held-up session
+    /// reads nothing more from its inbox — not the silence check's `silent`, not a takeover — so
+    /// it never ended, and its connection held a slot of the connection limits. A write waiting
+    /// `writeLimit` cuts the connection, which fails it, and the session ends.
+    @Test func aWriteTheDeviceNeverTakesIsCutAtTheLimitAndTheSessionEnds() async throws {
+        try await withStore { store in
+        let clock = ManualClock()
+        let (device, _) = try await store.enroll(now: clock.now)
+        let hub = DeviceHub()
+        let metrics = RelayMetrics()
+        let session = UplinkSession(
+            device: device, node: "n1", store: store, hub: hub, metrics: metrics, clock: clock,
+            logger: Logger(label: "test"), writeLimit: .seconds(60), activity: {})
+        let writer = StallingWriter()
+        let inbox = SessionInbox()
+        let ends = Count()
+        try await session.start(inbox: inbox, writer: writer, cut: { writer.cut() }) { ends.add() }
+        inbox.post(line: [])  // a keep-alive: its echo waits
+        #expect(try await eventually { writer.isWaiting && clock.sleeperCount == 1 })
+        inbox.post(.silent)  // unread while the write waits
+        clock.advance(by: .seconds(59))
+        for _ in 0..<1_000 { await Task.yield() }
+        #expect(ends.value == 0 && !writer.wasCut, "cut before its limit")
+        clock.advance(by: .seconds(1))
+        #expect(try await eventually { ends.value == 1 })
+        #expect(writer.wasCut && !hub.isConnected(device) && !inbox.isListened)
+        #expect(await metrics.exposition(store: store, hub: hub).contains("bgrelay_uplinks_cut_stalled_total 1"))
+        }
+    }
+
+    /// The silence check finds a session silent once in its life: the second sweep in a row to
+    /// hear nothing, never again after. Before, a session held up by a device that reads nothing
+    /// (whose lines the relay then stops reading) was heard now and then and found silent again
+    /// and again — counted and logged each time.
+    @Test func aSessionIsFoundSilentOnce() {
+        let hub = DeviceHub()
+        let (talking, silent) = (SessionInbox(), SessionInbox())
+        _ = hub.connect("talking", inbox: talking)
+        _ = hub.connect("silent", inbox: silent)
+        var found: [[String]] = []
+        for _ in 0..<6 {
+            talking.post(line: [])
+            found.append(hub.sweepSilent(limit: 2))
+            if found.count == 3 { silent.post(line: []) }  // heard once after it was found silent
+        }
+        #expect(found == [[], [], ["silent"], [], [], []])
     }
 }

@@ -226,17 +226,25 @@ final class RawLineUplink: RawDevice {
         self.lines = lines
     }
 
-    static func connect(_ node: RelayNode, first: String) async throws -> RawLineUplink {
-        try await connect(port: node.uplinkPort, certificatePath: node.certificatePath, first: first)
+    static func connect(_ node: RelayNode, first: String, receiveBuffer: Int? = nil) async throws -> RawLineUplink {
+        try await connect(
+            port: node.uplinkPort, certificatePath: node.certificatePath, first: first, receiveBuffer: receiveBuffer)
     }
 
-    static func connect(port: Int, certificatePath: String, first: String) async throws -> RawLineUplink {
+    /// `receiveBuffer`: the socket's (SO_RCVBUF), for a device that is to stop reading soon.
+    static func connect(
+        port: Int, certificatePath: String, first: String, receiveBuffer: Int? = nil
+    ) async throws -> RawLineUplink {
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.additionalTrustRoots = [.file(certificatePath)]
         tls.applicationProtocols = [UplinkFrame.alpn]
         let context = try NIOSSLContext(configuration: tls)
         let (lines, sink) = AsyncStream<String>.makeStream()
-        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        var bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        if let receiveBuffer {
+            bootstrap = bootstrap.channelOption(.socketOption(.so_rcvbuf), value: .init(receiveBuffer))
+        }
+        let channel = try await bootstrap
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(
@@ -252,6 +260,9 @@ final class RawLineUplink: RawDevice {
     func sendLine(_ line: String) { channel.writeAndFlush(ByteBuffer(string: line + "\n"), promise: nil) }
 
     func close() { channel.close(promise: nil) }
+
+    /// Reads nothing more: what the relay writes fills the socket's buffers, then waits.
+    func stopReading() async throws { try await channel.setOption(.autoRead, value: false) }
 }
 
 /// Hands each line a connection reads to `sink`, and finishes it when the connection closes.
