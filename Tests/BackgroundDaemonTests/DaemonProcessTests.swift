@@ -102,6 +102,31 @@ struct DaemonProcessTests {
         #expect(try await store.apps().map(\.id.rawValue) == ["com.example.a", "com.example.b"])
     }
 
+    /// An open dashboard tab holds `/events` (server-sent events) open: the stop must not wait on
+    /// it. Before, bgd waited for the tab forever, and systemd killed it at TimeoutStopSec.
+    /// (A long-poll's: `LongPollTests`.)
+    @Test func sigtermStopsWhileADashboardTabIsOpen() async throws {
+        let directory = TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let port = try freeLoopbackPort()
+        let daemon = try await DaemonProcess(
+            stateDirectory: directory + "/state", socketPath: directory + "/bgd.sock",
+            arguments: ["--http", "127.0.0.1:\(port)"])
+        let token = try String(contentsOfFile: directory + "/state/dashboard-token", encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let tab = try Spawned(
+            "/usr/bin/env",
+            ["curl", "-sN", "-H", "Authorization: Bearer \(token)", "http://127.0.0.1:\(port)/events"])
+        let page = OutputWatcher(tab.output)
+        #expect(await page.wait(for: ": bgd"), "the tab's stream did not open: \(page.text)")
+        daemon.signal(SIGTERM)
+        let stopped = waitUntilGone(daemon.processID, timeoutMilliseconds: 30_000)
+        #expect(stopped, "bgd still runs 30 s after SIGTERM, waiting on the open tab")
+        if !stopped { daemon.signal(SIGKILL) }
+        #expect(await daemon.waitForExit() == 0)
+        #expect(await tab.waitForExit() == 0, "the tab's stream did not end with bgd")
+    }
+
     @Test func killDashNineDuringAFetchLosesAndDoublesNothing() async throws {
         let directory = TemporaryDirectory.make()
         defer { try? FileManager.default.removeItem(atPath: directory) }

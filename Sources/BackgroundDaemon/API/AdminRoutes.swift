@@ -69,9 +69,10 @@ struct AdminRoutes {
             return try JSONResponse.make(try await runs.forecast(try context.appID(), hours: hours))
         }
         v1.post("apps/:id/fetch") { request, context in
-            let wait = try request.uri.waitQuery()
-            let run = try await runs.simulateFetch(try context.appID(), wait: wait)
-            return try JSONResponse.make(run, status: wait == nil ? .accepted : .ok)
+            let (wait, app) = (try request.uri.waitQuery(), try context.appID())
+            return try await LongPoll.answer(request, waiting: wait) {
+                try JSONResponse.make(try await runs.simulateFetch(app, wait: wait), status: wait == nil ? .accepted : .ok)
+            }
         }
         v1.post("apps/:id/opens") { _, context in
             try await apps.recordOpen(of: try context.appID())
@@ -83,8 +84,10 @@ struct AdminRoutes {
             return try JSONResponse.make(try await runs.setFetchInterval(update.interval, for: try context.appID()))
         }
         v1.get("runs/:run") { request, context in
-            let wait = try request.uri.waitQuery() ?? .zero
-            return try JSONResponse.make(try await runs.run(try context.parameters.runID(), waitingUpTo: wait))
+            let (wait, run) = (try request.uri.waitQuery() ?? .zero, try context.parameters.runID())
+            return try await LongPoll.answer(request, waiting: wait) {
+                try JSONResponse.make(try await runs.run(run, waitingUpTo: wait))
+            }
         }
         v1.get("env") { _, _ in try JSONResponse.make(await conditions.report) }
         v1.put("env") { request, _ in

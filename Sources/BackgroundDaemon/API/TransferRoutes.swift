@@ -55,9 +55,10 @@ struct TransferRoutes {
                 try await transfers.submit(transfer, from: .operator, for: owner), status: .created)
         }
         admin.get(":transfer") { request, context in
-            let wait = try request.uri.waitQuery() ?? .zero
-            return try JSONResponse.make(
-                try await transfers.transfer(try context.parameters.transferID(), for: .operator, waitingUpTo: wait))
+            let (wait, transfer) = (try request.uri.waitQuery() ?? .zero, try context.parameters.transferID())
+            return try await LongPoll.answer(request, waiting: wait) {
+                try JSONResponse.make(try await transfers.transfer(transfer, for: .operator, waitingUpTo: wait))
+            }
         }
         admin.delete(":transfer") { _, context in
             try JSONResponse.make(try await transfers.cancel(try context.parameters.transferID(), by: .operator))

@@ -147,12 +147,16 @@ struct DashboardViews: Sendable {
         var headers = HTTPFields()
         headers[.contentType] = "text/event-stream"
         headers[.cacheControl] = "no-store"
-        let feed = activity.subscribe()
+        let (feed, endFeed) = activity.subscription()
         return Response(
             status: .ok, headers: headers,
             body: ResponseBody { writer in
                 try await writer.write(ByteBuffer(string: ": bgd\n\n"))
                 do {
+                    // The feed never ends by itself: on a graceful shutdown it is ended, and the
+                    // response with it. Before, an open tab held bgd's stop until it was killed
+                    // (systemd's TimeoutStopSec). The page reconnects to the next bgd
+                    // (EventSource does by itself).
                     try await withGracefulShutdownHandler {
                         try await request.body.consumeWithCancellationOnInboundClose { _ in
                             for await activity in feed {
@@ -162,6 +166,7 @@ struct DashboardViews: Sendable {
                             }
                         }
                     } onGracefulShutdown: {
+                        endFeed()
                     }
                 } catch is CancellationError {
                     return

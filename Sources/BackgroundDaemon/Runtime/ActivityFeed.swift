@@ -53,15 +53,22 @@ public final class ActivityFeed: Sendable {
         for continuation in continuations { continuation.yield(activity) }
     }
 
+    /// How many listen now (each dashboard tab, each long-poll, the metrics, …).
+    public var subscriberCount: Int { subscribers.withLock { $0.count } }
+
     /// A stream of everything emitted from now on.
-    public func subscribe() -> AsyncStream<Activity> {
+    public func subscribe() -> AsyncStream<Activity> { subscription().stream }
+
+    /// A stream of everything emitted from now on, and what ends it from outside (a long-lived
+    /// reader whose loop must end when bgd stops: the dashboard's server-sent events).
+    public func subscription() -> (stream: AsyncStream<Activity>, end: @Sendable () -> Void) {
         let (stream, continuation) = AsyncStream<Activity>.makeStream(bufferingPolicy: .bufferingNewest(10_000))
         let id = UUID()
         subscribers.withLock { $0[id] = continuation }
         continuation.onTermination = { [weak self] _ in
             _ = self?.subscribers.withLock { $0.removeValue(forKey: id) }
         }
-        return stream
+        return (stream, { continuation.finish() })
     }
 }
 

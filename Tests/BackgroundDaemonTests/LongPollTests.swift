@@ -1,0 +1,78 @@
+import Background
+import BackgroundModel
+import BackgroundTesting
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `?wait=` long-polls (`bgctl … --wait`): they end with their client and with bgd's stop, and
+/// keep working one after another on a pooling client although each closes its connection.
+@Suite(.timeLimit(.minutes(5)))
+struct LongPollTests {
+    /// A client that leaves a long-poll (`bgctl … --wait` interrupted with ^C) leaves nothing
+    /// behind. Before, the wait held a subscription to bgd's activity for the rest of its time,
+    /// up to ten minutes; a script that retried in a loop piled them up.
+    @Test func aLongPollWhoseClientLeavesEndsAtOnce() async throws {
+        try await TestDaemon.with { daemon in
+            let token = try #require(DaemonClient.operatorToken(socketPath: daemon.socketPath))
+            let before = daemon.activity.subscriberCount
+            // A run that does not exist yet is waited for like one in flight.
+            let poll = try Spawned(
+                "/usr/bin/env",
+                [
+                    "curl", "-s", "--unix-socket", daemon.socketPath, "-H", "Authorization: Bearer \(token)",
+                    "http://bgd/v1/runs/999?wait=600",
+                ])
+            #expect(try await eventually { daemon.activity.subscriberCount == before + 1 }, "the long-poll did not begin")
+            poll.signal(SIGKILL)
+            _ = await poll.waitForExit()
+            #expect(
+                try await eventually { daemon.activity.subscriberCount == before },
+                "the long-poll outlived its client")
+        }
+    }
+
+    /// Each answer to a long-poll closes its connection (`Connection: close`): the next request
+    /// of a pooling client goes on a new one, and every one is answered.
+    @Test func longPollsOneAfterAnotherOnOneClientAreAllAnswered() async throws {
+        try await TestDaemon.with { daemon in
+            _ = try await daemon.admin.send(
+                .post, "/v1/apps",
+                body: RegisterAppRequest(
+                    id: AppID(rawValue: "com.example.poll")!, launchCommand: LaunchCommand(["/bin/true"])!),
+                as: RegisteredApp.self)
+            let admin = daemon.admin
+            for _ in 0..<5 {
+                let run = try await admin.send(.post, "/v1/apps/com.example.poll/fetch?wait=60", as: RunRecord.self)
+                #expect(run.outcome != nil, "the run had not ended: \(run)")
+                let again = try await admin.send(.get, "/v1/runs/\(run.id)?wait=1", as: RunRecord.self)
+                #expect(again.id == run.id)
+                _ = try await admin.send(.get, "/v1/status", as: DaemonStatus.self)
+            }
+        }
+    }
+
+    /// bgd's stop answers a long-poll at once, with what is so then. Before, the stop waited out
+    /// the poll: up to ten minutes of bgd's clock (here, which never moves: for good), and
+    /// systemd killed bgd at TimeoutStopSec.
+    @Test func bgdsStopAnswersALongPollAtOnce() async throws {
+        let poll = try await TestDaemon.with { daemon in
+            let before = daemon.activity.subscriberCount
+            let admin = daemon.admin
+            // A run that does not exist yet is waited for like one in flight.
+            let poll = Task {
+                try await admin.send(.get, "/v1/runs/999?wait=600", as: RunRecord.self, timeout: .seconds(700))
+            }
+            #expect(try await eventually { daemon.activity.subscriberCount == before + 1 }, "the long-poll did not begin")
+            return poll
+        }
+        await #expect {
+            _ = try await poll.value
+        } throws: { error in
+            (error as? BackgroundError)?.apiErrorCode == .unknownRun
+        }
+    }
+}
