@@ -93,8 +93,11 @@ struct UplinkSession: Sendable {
             }
         } catch is CancellationError {
             return
-        } catch {
+        } catch is UplinkLines.TooLong {
             inbox.post(.malformed("a line longer than \(UplinkFrame.maximumLine) bytes"))
+        } catch {
+            // The stream broke (reset by the device, the connection lost): it ended, as a close
+            // does — not "a line too long", which is what every error was said to be before.
         }
         inbox.post(.ended)
     }

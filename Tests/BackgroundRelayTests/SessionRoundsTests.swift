@@ -272,4 +272,30 @@ struct SessionRoundsTests {
         }
         #expect(found == [[], [], ["silent"], [], [], []])
     }
+
+    /// An HTTP/2 uplink's body that breaks (the device reset its stream, the connection was
+    /// lost) ends the session as a close does; only a line too long is said to be one. Before,
+    /// every error of the body was reported to the device as "a line longer than 16384 bytes".
+    @Test func aBrokenStreamEndsTheSessionAndOnlyALongLineIsSaidToBeOne() async {
+        struct Reset: Error {}
+        func read(_ chunks: [String], then failure: (any Error)?) async -> [String] {
+            let (body, sink) = AsyncThrowingStream<ByteBuffer, any Error>.makeStream()
+            for chunk in chunks { sink.yield(ByteBuffer(string: chunk)) }
+            sink.finish(throwing: failure)
+            let inbox = SessionInbox()
+            await UplinkSession.read(body, into: inbox)
+            return inbox.take().events.map { event in
+                switch event {
+                case .keepAlive: "keepAlive"
+                case .ended: "ended"
+                case .malformed(let text): "malformed: \(text)"
+                default: "\(event)"
+                }
+            }
+        }
+        #expect(await read(["\n"], then: Reset()) == ["keepAlive", "ended"])
+        #expect(
+            await read([String(repeating: "x", count: UplinkFrame.maximumLine + 1)], then: nil)
+                == ["malformed: a line longer than \(UplinkFrame.maximumLine) bytes", "ended"])
+    }
 }
