@@ -126,6 +126,24 @@ extension BackgroundStore {
         }
     }
 
+    /// Moves on by `interval` the creation of every open event that belongs to no run and was
+    /// created at or before `cutoff`: stamped by a wall clock that was `interval` behind (set
+    /// forward since), it was created that much later than it says. Expiry
+    /// (`expireSessionEvents`) counts from it, and would otherwise close such events — and
+    /// remove the downloads they name — as soon as the clock was set right. How many moved.
+    public func carryForwardSessionEvents(createdBy cutoff: Date, by interval: TimeInterval) async throws -> Int {
+        try await writer.write { db in
+            let rows = try EventRow.filter(
+                EventRow.Columns.closedAt == nil && EventRow.Columns.runId == nil && Column("createdAt") <= cutoff
+            ).fetchAll(db)
+            for var row in rows {
+                row.createdAt = row.createdAt.addingTimeInterval(interval)
+                try row.update(db)
+            }
+            return rows.count
+        }
+    }
+
     /// The downloads whose `downloadFinished` expired unacknowledged (while the closed event is
     /// kept): the files the pruner removes, read from the store at every pass, so one a crash
     /// left after the expiry committed is removed at the next.

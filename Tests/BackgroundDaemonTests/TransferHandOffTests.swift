@@ -178,6 +178,44 @@ struct TransferHandOffTests {
         }
     }
 
+    /// A wall clock set forward by more than `--keep-history` — a device with no battery-backed
+    /// clock, booted in the past and set right by NTP — expires nothing: the unacknowledged
+    /// events were stamped by the clock that was behind, and keep the time they had. They
+    /// expire once the history has really passed. Before, the next pass closed them and
+    /// removed the unclaimed download at once.
+    @Test func aWallClockSetForwardExpiresNothingEarly() async throws {
+        let origin = try await FaultyOrigin.start()
+        defer { Task { await origin.stop() } }
+        try await TestDaemon.with { daemon in
+            let app = AppID(rawValue: Self.app)!
+            _ = try await transferWithoutLaunchEvents(daemon, from: origin, seed: 25)
+            guard case .downloadFinished(_, _, _, let location)? = try await daemon.store.openEvents(for: app).first?.body
+            else {
+                Issue.record("no downloadFinished")
+                return
+            }
+            func pass(_ move: () -> Void) async -> [Activity] {
+                var passes = daemon.activity.subscribe().makeAsyncIterator()
+                move()
+                daemon.daemon.pruneDoorbell.ring()
+                var seen: [Activity] = []
+                while let activity = await passes.next() {
+                    if case .historyPruned = activity { return seen }
+                    seen.append(activity)
+                }
+                return seen
+            }
+            // Set 40 days forward, no time passing: a pass expires nothing.
+            let jumped = await pass { daemon.clock.jump(by: .seconds(40 * 86400)) }
+            #expect(!jumped.contains { if case .eventsExpired = $0 { true } else { false } }, "\(jumped)")
+            #expect(try await daemon.store.openEvents(for: app).count == 3)
+            #expect(FileManager.default.fileExists(atPath: location), "the download was removed")
+            // 31 days really pass: they expire.
+            let later = await pass { daemon.clock.advance(by: .seconds(31 * 86400)) }
+            #expect(later.contains(.eventsExpired(app, events: 3, downloadsRemoved: 1)), "\(later)")
+        }
+    }
+
     /// Apps cannot name where a download goes, nor see or cancel another app's transfers.
     @Test func appsStayInTheirOwnLane() async throws {
         try await TestDaemon.with { daemon in

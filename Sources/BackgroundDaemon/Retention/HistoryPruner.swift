@@ -40,7 +40,9 @@ public struct HistoryPruner: Service {
     }
 
     public func run() async throws {
+        let jumps = WallClockJumps(clock: clock)
         await doorbell.serve("retention", on: clock, logger: logger) {
+            try await carryForward(across: jumps.forwardJump())
             try await expireUnacknowledged()
             let report = try await store.prune(configuration.retention, now: clock.now)
             if report.rowsDeleted > 0 {
@@ -55,6 +57,20 @@ public struct HistoryPruner: Service {
             activity?.emit(.historyPruned(rows: report.rowsDeleted))
             return clock.now.adding(configuration.interval)
         }
+    }
+
+    /// The wall clock was set `jump` seconds forward since the last pass: the open events
+    /// stamped before it (all those stamped by `now - jump`) are moved on by as much, so that
+    /// none expires, and no unclaimed download is removed, for days that did not pass. Before, a
+    /// device that booted with its clock in the past and was set right by NTP lost them at the
+    /// next pass. A jump while bgd was not running is not seen (nothing measured the time between).
+    private func carryForward(across jump: TimeInterval) async throws {
+        guard jump > 0 else { return }
+        let moved = try await store.carryForwardSessionEvents(
+            createdBy: clock.now.addingTimeInterval(-jump), by: jump)
+        logger.notice(
+            "The wall clock was set forward: unacknowledged events keep the time they had",
+            metadata: ["jump.seconds": "\(Int(jump))", "events": "\(moved)"])
     }
 
     /// A transfer's events the app has not acknowledged in `retention.history` are closed as
