@@ -237,6 +237,47 @@ struct PushRelayTests {
         }
     }
 
+    /// The same over HTTP/2: a device (Python's h2, from the interop venv) that grants the relay
+    /// no flow-control window holds the session's write on its stream. After `--uplink-silence`
+    /// the stream is reset — the stream's own channel closed, not the connection — and the
+    /// session ends.
+    @Test(
+        .enabled(
+            if: FileManager.default.isExecutableFile(atPath: PushInteropTests.python),
+            "needs the interop venv: run Tests/Interop/setup.sh (CI does)"))
+    func anHTTP2UplinkWhoseDeviceReadsNothingIsCut() async throws {
+        let clock = ManualClock(now: SystemClock().now)
+        try await RelayNode.with(clock: clock, uplinkSilence: .seconds(4)) { node in
+            let client = node.client()
+            defer { _ = client.shutdown() }
+            let device = try await RawUplink.enroll(node, client: client)
+            let stalled = try Spawned(
+                PushInteropTests.python,
+                [
+                    PushInteropTests.root + "/Tests/Interop/stalled_uplink_device.py", "localhost",
+                    String(node.uplinkPort), node.certificatePath, device.bearer,
+                ], mergeErrors: true)
+            let said = OutputWatcher(stalled.output)
+            // Only then does the relay's time move: its write waits, so the silence check's
+            // `silent` goes unread, as a takeover would.
+            #expect(await said.wait(for: "stalled"), "the relay's writes did not fill the window: \(said.text)")
+            var (cut, seconds) = (false, 0)
+            while !cut && seconds < 300 {
+                clock.advance(by: .seconds(1))
+                seconds += 1
+                cut = try await node.metrics(client: client)["bgrelay_uplinks_cut_stalled_total"] == 1
+            }
+            #expect(cut, "the stalled stream was not cut within \(seconds) s of the relay's time")
+            if !cut { stalled.signal(SIGKILL) }
+            #expect(await said.wait(for: "reset"), "the device saw no reset: \(said.text)")
+            #expect(
+                try await node.eventually { try await node.metrics(client: client)["bgrelay_connected_devices"] == 0 },
+                "the cut session is still connected")
+            stalled.signal(SIGKILL)
+            _ = await stalled.waitForExit()
+        }
+    }
+
     /// A device gone without closing (wiped, its NAT mapping dropped) sends nothing, not even a
     /// keep-alive: the relay closes its uplink after `--uplink-silence` — over lines and over
     /// HTTP/2 alike — and counts it, while a device that keeps talking keeps its uplink. Before,
