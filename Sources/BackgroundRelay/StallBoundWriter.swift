@@ -1,6 +1,7 @@
 import BackgroundModel
 import Hummingbird
 import NIOCore
+import Synchronization
 
 /// A session's writer whose every write must end within `limit`, or the connection is cut.
 ///
@@ -15,27 +16,49 @@ struct StallBoundWriter: ResponseBodyWriter {
     var base: any ResponseBodyWriter
     let limit: Duration
     let clock: any WallClock
-    /// Closes the connection (a line uplink's) or the stream (an HTTP/2 uplink's).
+    /// Closes the connection under the session.
     let cut: @Sendable () -> Void
 
     mutating func write(_ buffer: ByteBuffer) async throws {
-        let timer = armed()
-        defer { timer.cancel() }
+        let watch = StallWatch(limit: limit, clock: clock, cut: cut)
+        defer { watch.writeEnded() }
         try await base.write(buffer)
     }
 
     /// Bounded too: ending an HTTP/2 response waits on the stream's flow control as a write does.
     consuming func finish(_ trailingHeaders: HTTPFields?) async throws {
-        let timer = armed()
-        defer { timer.cancel() }
+        let watch = StallWatch(limit: limit, clock: clock, cut: cut)
+        defer { watch.writeEnded() }
         try await base.finish(trailingHeaders)
     }
+}
 
-    /// Cuts the connection after `limit` unless cancelled first (the write ended).
-    private func armed() -> Task<Void, any Error> {
-        Task { [clock, limit, cut] in
-            try await clock.sleep(for: limit)
+/// One write's timer: cuts after `limit` unless the write ended first. Which came first is
+/// decided under one lock, so a write that ends as the limit passes is not cut (nor counted).
+private final class StallWatch: Sendable {
+    private struct State {
+        var settled = false
+        var timer: Task<Void, Never>?
+    }
+    private let state = Mutex(State())
+
+    init(limit: Duration, clock: any WallClock, cut: @escaping @Sendable () -> Void) {
+        let timer = Task { [self] in
+            guard (try? await clock.sleep(for: limit)) != nil, settle() else { return }
             cut()
+        }
+        state.withLock { $0.timer = timer }
+    }
+
+    func writeEnded() {
+        if settle() { state.withLock { $0.timer }?.cancel() }
+    }
+
+    /// Whether this call is the first to settle the race.
+    private func settle() -> Bool {
+        state.withLock { state in
+            defer { state.settled = true }
+            return !state.settled
         }
     }
 }

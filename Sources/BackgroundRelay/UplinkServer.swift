@@ -88,7 +88,12 @@ struct UplinkServer: Service {
             return Response(
                 status: .ok, headers: headers,
                 body: ResponseBody { [stream = context.channel] writer in
-                    try await session.run(reading: request.body, writer: writer) { stream.close(promise: nil) }
+                    // The whole connection: closing the stream alone queues a reset behind what
+                    // the connection cannot write, so a device that reads nothing at all never
+                    // sees it, and the stream never closes (a device's uplink is its connection).
+                    try await session.run(reading: request.body, writer: writer) {
+                        (stream.parent ?? stream).cutBeneathTLS()
+                    }
                 })
         }
         router.get("metrics") { _, _ in
@@ -183,7 +188,7 @@ struct UplinkServer: Service {
 }
 
 /// Hummingbird's basic request context, and the request's channel: an uplink's HTTP/2 stream,
-/// which its session closes when the device reads nothing (`StallBoundWriter`).
+/// whose connection its session cuts when the device reads nothing (`StallBoundWriter`).
 struct UplinkRequestContext: RequestContext {
     var coreContext: CoreRequestContextStorage
     let channel: any Channel

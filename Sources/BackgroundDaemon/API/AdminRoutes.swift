@@ -69,9 +69,12 @@ struct AdminRoutes {
             return try JSONResponse.make(try await runs.forecast(try context.appID(), hours: hours))
         }
         v1.post("apps/:id/fetch") { request, context in
-            let (wait, app) = (try request.uri.waitQuery(), try context.appID())
+            let wait = try request.uri.waitQuery()
+            // Started whether or not the client stays for its end.
+            let started = try await runs.simulateFetch(try context.appID())
+            guard let wait else { return try JSONResponse.make(started, status: .accepted) }
             return try await LongPoll.answer(request, waiting: wait) {
-                try JSONResponse.make(try await runs.simulateFetch(app, wait: wait), status: wait == nil ? .accepted : .ok)
+                try JSONResponse.make(try await runs.run(started.id, waitingUpTo: wait))
             }
         }
         v1.post("apps/:id/opens") { _, context in

@@ -14,8 +14,14 @@ enum LongPoll {
         _ request: Request, waiting wait: Duration?, _ answer: () async throws -> Response
     ) async throws -> Response {
         guard let wait, wait > .zero else { return try await answer() }
-        var response = try await request.body.consumeWithCancellationOnInboundClose { _ in try await answer() }
-        response.headers[.connection] = "close"
-        return response
+        do {
+            var response = try await request.body.consumeWithCancellationOnInboundClose { _ in try await answer() }
+            response.headers[.connection] = "close"
+            return response
+        } catch is CancellationError {
+            // The client left (or the server was cancelled): nobody reads this, and it is no
+            // failure to log.
+            return Response(status: .noContent, headers: [.connection: "close"])
+        }
     }
 }

@@ -33,15 +33,14 @@ struct Runs: Sendable {
         return run
     }
 
-    /// `bgctl simulate fetch`: a run through exactly the production path, started now; with a
-    /// wait, the run as it stands once it has ended or the wait is over.
-    func simulateFetch(_ id: AppID, wait: Duration?) async throws -> RunRecord {
+    /// `bgctl simulate fetch`: a run through exactly the production path, started now (a caller
+    /// that waits for its end does so with `run(_:waitingUpTo:)`, which its leaving cancels;
+    /// the start is not).
+    func simulateFetch(_ id: AppID) async throws -> RunRecord {
         _ = try await apps.require(id)
-        let started = try await coordinator.start(
+        return try await coordinator.start(
             .fetch, for: id, trigger: .manual,
             reasons: [DecisionReason(.manualRequest, "requested with bgctl simulate fetch")])
-        guard let wait else { return started }
-        return try await run(started.id, waitingUpTo: wait)
     }
 
     /// What `bgctl why` shows.
