@@ -26,6 +26,9 @@ public struct Relay: Sendable {
         /// An uplink whose device sends nothing, not even a keep-alive, this long is closed
         /// (`UplinkSilence`): more than bgd's longest keep-alive interval.
         public var uplinkSilence: Duration = .seconds(900)
+        /// How long a write to a device may wait before its connection is cut
+        /// (`StallBoundWriter`); nil, `uplinkSilence` (bgrelay has no flag of its own for it).
+        public var uplinkWriteLimit: Duration?
         /// Several nodes: how often the connection that hears the others' commits is checked.
         public var listenerProbe = PostgresRelayStore.ListenerProbe()
 
@@ -150,7 +153,8 @@ public struct Relay: Sendable {
                 configuration: configuration.uplink, store: store, hub: hub, metrics: metrics,
                 certificateDirectory: configuration.stateDirectory, clock: clock, logger: logger, boundPort: uplinkPort,
                 node: configuration.node, enrollment: EnrollmentGate(configuration.enrollment),
-                offersLines: configuration.offersLines, writeLimit: configuration.uplinkSilence, activity: activity),
+                offersLines: configuration.offersLines, writeLimit: configuration.uplinkWriteLimit ?? configuration.uplinkSilence,
+                activity: activity),
         ]
     }
 }

@@ -61,7 +61,7 @@ struct RelayNode: Sendable {
         providerLimit: PushFloodLimit = PushFloodLimit(perSecond: 5_000, burst: 50_000),
         deviceLimit: PushFloodLimit = PushFloodLimit(), clock: any WallClock = SystemClock(),
         retention: Relay.Retention = Relay.Retention(), enrollment: EnrollmentPolicy = EnrollmentPolicy(),
-        offersLines: Bool = true, uplinkSilence: Duration = .seconds(900),
+        offersLines: Bool = true, uplinkSilence: Duration = .seconds(900), uplinkWriteLimit: Duration? = nil,
         listenerProbe: PostgresRelayStore.ListenerProbe = .init(), _ body: @Sendable (RelayNode) async throws -> T
     ) async throws -> T {
         let directory = directory ?? TemporaryDirectory.make()
@@ -71,6 +71,7 @@ struct RelayNode: Sendable {
             node: node, providerLimit: providerLimit, retention: retention, enrollment: enrollment)
         configuration.offersLines = offersLines
         configuration.uplinkSilence = uplinkSilence
+        configuration.uplinkWriteLimit = uplinkWriteLimit
         configuration.listenerProbe = listenerProbe
         let relay = Relay(
             configuration: configuration, store: try store ?? Relay.openStore(in: directory), clock: clock,
