@@ -262,10 +262,6 @@ final class RawLineUplink: RawDevice {
 
     func close() { channel.close(promise: nil) }
 
-    /// Whether what it sends goes out (NIO holds under its high-water mark), rather than piling
-    /// up here behind a relay that stopped reading.
-    var isWritable: Bool { channel.isWritable }
-
     /// Reads nothing more: what the relay writes fills the socket's buffers, then waits.
     func stopReading() async throws { try await channel.setOption(.autoRead, value: false) }
 }
