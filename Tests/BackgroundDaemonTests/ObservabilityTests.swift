@@ -7,6 +7,7 @@ import BackgroundTesting
 import Foundation
 import NIOCore
 import NIOHTTP1
+import Synchronization
 import Testing
 
 #if canImport(Glibc)
@@ -34,6 +35,12 @@ struct ObservabilityTests {
         return (Int(response.status.code), String(buffer: body), response.headers)
     }
 
+    /// The dashboard's token, as bgd wrote it for its operator.
+    func dashboardToken(_ daemon: TestDaemon) throws -> String {
+        try String(contentsOfFile: daemon.directory + "/state/dashboard-token", encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
     @Test func theDashboardWantsItsTokenAndLoginLinksWorkOnce() async throws {
         try await TestDaemon.with(dashboard: .init(port: 0)) { daemon in
             let dashboard = try #require(daemon.daemon.dashboard)
@@ -42,8 +49,7 @@ struct ObservabilityTests {
             #expect(try await get(base + "/").status == 401)
             #expect(try await get(base + "/metrics").status == 401)
             #expect(try await get(base + "/", headers: [("Authorization", "Bearer nope")]).status == 401)
-            let token = try String(contentsOfFile: daemon.directory + "/state/dashboard-token", encoding: .utf8)
-                .trimmingCharacters(in: .whitespacesAndNewlines)
+            let token = try dashboardToken(daemon)
             let permissions =
                 try FileManager.default.attributesOfItem(atPath: daemon.directory + "/state/dashboard-token")[
                     .posixPermissions] as? Int
@@ -86,6 +92,34 @@ struct ObservabilityTests {
         }
     }
 
+    /// An open tab on a quiet bgd hears a comment every 30 s of bgd's clock, so a proxy in front
+    /// (nginx closes a response silent for a minute) keeps it open, and a write finds a tab
+    /// whose machine went away. Before, nothing was written until bgd next did something.
+    @Test func anOpenDashboardTabHearsAKeepAliveWhileBgdIsQuiet() async throws {
+        try await TestDaemon.with(dashboard: .init(port: 0)) { daemon in
+            let port = await try #require(daemon.daemon.dashboard).boundPort.wait()
+            var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)/events")
+            request.headers.add(name: "Authorization", value: "Bearer \(try dashboardToken(daemon))")
+            let client = HTTPClient(eventLoopGroupProvider: .singleton)
+            defer { _ = client.shutdown() }
+            let response = try await client.execute(request, timeout: .seconds(30))
+            #expect(response.status == .ok && response.headers["content-type"] == ["text/event-stream"])
+            let (heard, body) = (Heard(), response.body)
+            let reader = Task {
+                for try await part in body { heard.text.withLock { $0 += String(buffer: part) } }
+            }
+            defer { reader.cancel() }
+            func keepAlives() -> Int { heard.text.withLock { $0.components(separatedBy: ": keep-alive\n\n").count - 1 } }
+            #expect(await eventually { heard.text.withLock { $0.hasPrefix(": bgd\n\n") } }, "the stream did not open")
+            for expected in 1...2 {
+                daemon.clock.advance(by: .seconds(30))
+                #expect(await eventually { keepAlives() == expected }, "keep-alives heard: \(heard.text.withLock { $0 })")
+            }
+        }
+    }
+
+    final class Heard: Sendable { let text = Mutex("") }
+
     /// The overview's "wakes in 24 h" are bgd's own: a run the operator asked for spends none.
     @Test func theOverviewCountsOnlyBgdsOwnWakes() async throws {
         try await TestDaemon.with(dashboard: .init(port: 0)) { daemon in
@@ -96,8 +130,7 @@ struct ObservabilityTests {
             }
             #expect(run.trigger == .manual && run.outcome == .newData, "\(run)")
             let port = await try #require(daemon.daemon.dashboard).boundPort.wait()
-            let token = try String(contentsOfFile: daemon.directory + "/state/dashboard-token", encoding: .utf8)
-                .trimmingCharacters(in: .whitespacesAndNewlines)
+            let token = try dashboardToken(daemon)
             let page = try await get("http://127.0.0.1:\(port)/", headers: [("Authorization", "Bearer \(token)")])
             #expect(page.body.contains("<td data-label=\"wakes in 24 h\">0"), "\(page.body)")
         }

@@ -142,7 +142,8 @@ struct DashboardViews: Sendable {
         return marks
     }
 
-    /// Server-sent events: a line per thing the daemon does, so open pages re-render.
+    /// Server-sent events: a line per thing the daemon does, so open pages re-render, and a
+    /// keep-alive comment every 30 s (`DashboardEventLines`).
     func events(_ request: Request) -> Response {
         var headers = HTTPFields()
         headers[.contentType] = "text/event-stream"
@@ -151,7 +152,6 @@ struct DashboardViews: Sendable {
         return Response(
             status: .ok, headers: headers,
             body: ResponseBody { writer in
-                try await writer.write(ByteBuffer(string: ": bgd\n\n"))
                 do {
                     // The feed never ends by itself: on a graceful shutdown it is ended, and the
                     // response with it. Before, an open tab held bgd's stop until it was killed
@@ -159,10 +159,8 @@ struct DashboardViews: Sendable {
                     // (EventSource does by itself).
                     try await withGracefulShutdownHandler {
                         try await request.body.consumeWithCancellationOnInboundClose { _ in
-                            for await activity in feed {
-                                // Progress alone does not warrant a re-render.
-                                if case .transferCheckpointed = activity { continue }
-                                try await writer.write(ByteBuffer(string: "data: \(Self.kind(of: activity))\n\n"))
+                            for await line in DashboardEventLines.make(feed: feed, clock: clock) {
+                                try await writer.write(ByteBuffer(string: line))
                             }
                         }
                     } onGracefulShutdown: {
@@ -173,10 +171,5 @@ struct DashboardViews: Sendable {
                 }
                 try await writer.finish(nil)
             })
-    }
-
-    static func kind(of activity: Activity) -> String {
-        let text = "\(activity)"
-        return String(text.prefix { $0 != "(" })
     }
 }
