@@ -22,6 +22,8 @@ public final class BackgroundApplication: Sendable {
     /// The app's own directory in bgd's state (set when bgd launched the process).
     public let containerPath: String?
     let client: DaemonClient
+    /// What "now" is for this process (`SystemClock` but in tests).
+    let clock: any WallClock
     /// The app's background URL sessions, by identifier.
     let sessions = SessionRegistry()
     /// Pushes answered already, by apns-id (a push is offered again when its run is cut short).
@@ -80,11 +82,20 @@ public final class BackgroundApplication: Sendable {
     }
 
     /// For a process the user started: the app id and the token `bgctl register` printed.
-    public convenience init(appID: AppID, token: String, socketPath: String = DaemonLocation.defaultSocketPath()) {
-        self.init(appID: appID, token: token, socketPath: socketPath, launchReason: nil, containerPath: nil)
+    /// `clock` is the time `backgroundTimeRemaining` and the reconnect's pauses go by (a test's
+    /// clock moves as its bgd's does).
+    public convenience init(
+        appID: AppID, token: String, socketPath: String = DaemonLocation.defaultSocketPath(),
+        clock: any WallClock = SystemClock()
+    ) {
+        self.init(appID: appID, token: token, socketPath: socketPath, launchReason: nil, containerPath: nil, clock: clock)
     }
 
-    init(appID: AppID, token: String, socketPath: String, launchReason: LaunchReason?, containerPath: String?) {
+    init(
+        appID: AppID, token: String, socketPath: String, launchReason: LaunchReason?, containerPath: String?,
+        clock: any WallClock = SystemClock()
+    ) {
+        self.clock = clock
         self.appID = appID
         self.launchReason = launchReason
         self.containerPath = containerPath
@@ -177,7 +188,6 @@ public final class BackgroundApplication: Sendable {
                 everConnected = true
                 pause = .milliseconds(100)
             }
-            let clock = SystemClock()
             try await clock.sleep(until: clock.now.adding(pause))
             pause = min(pause * 2, .seconds(5))
         }

@@ -226,16 +226,20 @@ struct LifecycleTests {
     @Test func beginIsRefusedOnceTheTimeIsOver() async throws {
         try await TestDaemon.with { daemon in
             let token = try await daemon.register(Self.app, command: ["/bin/false"], interval: .never).token
+            // The app's time is bgd's: what remains is counted down as bgd's clock moves.
             let application = BackgroundApplication(
-                appID: AppID(rawValue: Self.app)!, token: token, socketPath: daemon.socketPath)
+                appID: AppID(rawValue: Self.app)!, token: token, socketPath: daemon.socketPath, clock: daemon.clock)
             try await application.applicationDidBecomeActive()
             #expect(application.backgroundTimeRemaining == .infinity)
             let first = await application.beginBackgroundTask(withName: "foreground work")
             #expect(first != .invalid)
             await application.endBackgroundTask(first)
             try await application.applicationDidEnterBackground()
-            #expect(application.backgroundTimeRemaining <= 30)
-            daemon.clock.advance(by: .seconds(31))
+            #expect(application.backgroundTimeRemaining == 30)
+            daemon.clock.advance(by: .seconds(12))
+            #expect(application.backgroundTimeRemaining == 18)
+            daemon.clock.advance(by: .seconds(19))
+            #expect(application.backgroundTimeRemaining == 0)
             let refused = await application.beginBackgroundTask(withName: "too late")
             #expect(refused == .invalid)
             #expect(

@@ -44,7 +44,7 @@ extension BackgroundApplication {
         let (appState, deadline) = state.withLock { ($0.applicationState, $0.backgroundDeadline) }
         if appState.isForeground { return .infinity }
         guard let deadline else { return .infinity }
-        return max(0, deadline.timeIntervalSince(SystemClock().now))
+        return max(0, deadline.timeIntervalSince(clock.now))
     }
 
     /// Runs `body` with background time held: a task named `name` is begun first and ended
