@@ -112,8 +112,7 @@ struct DaemonProcessTests {
         let daemon = try await DaemonProcess(
             stateDirectory: directory + "/state", socketPath: directory + "/bgd.sock",
             arguments: ["--http", "127.0.0.1:\(port)"])
-        let token = try String(contentsOfFile: directory + "/state/dashboard-token", encoding: .utf8)
-            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let token = try ObservabilityTests.dashboardToken(inState: directory + "/state")
         let tab = try Spawned(
             "/usr/bin/env",
             ["curl", "-sN", "-H", "Authorization: Bearer \(token)", "http://127.0.0.1:\(port)/events"])

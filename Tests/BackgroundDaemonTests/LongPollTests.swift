@@ -45,7 +45,7 @@ struct LongPollTests {
                     id: AppID(rawValue: "com.example.poll")!, launchCommand: LaunchCommand(["/bin/true"])!),
                 as: RegisteredApp.self)
             let admin = daemon.admin
-            for _ in 0..<5 {
+            for _ in 0..<2 {
                 let run = try await admin.send(.post, "/v1/apps/com.example.poll/fetch?wait=60", as: RunRecord.self)
                 #expect(run.outcome != nil, "the run had not ended: \(run)")
                 let again = try await admin.send(.get, "/v1/runs/\(run.id)?wait=1", as: RunRecord.self)

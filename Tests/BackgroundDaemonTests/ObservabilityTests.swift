@@ -35,10 +35,14 @@ struct ObservabilityTests {
         return (Int(response.status.code), String(buffer: body), response.headers)
     }
 
-    /// The dashboard's token, as bgd wrote it for its operator.
-    func dashboardToken(_ daemon: TestDaemon) throws -> String {
-        try String(contentsOfFile: daemon.directory + "/state/dashboard-token", encoding: .utf8)
+    /// The dashboard's token, as bgd wrote it for its operator in its state directory.
+    static func dashboardToken(inState directory: String) throws -> String {
+        try String(contentsOfFile: directory + "/dashboard-token", encoding: .utf8)
             .trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    func dashboardToken(_ daemon: TestDaemon) throws -> String {
+        try Self.dashboardToken(inState: daemon.directory + "/state")
     }
 
     @Test func theDashboardWantsItsTokenAndLoginLinksWorkOnce() async throws {

@@ -149,14 +149,7 @@ struct TransferHandOffTests {
             // 29 days on, a pruning pass keeps them; past 30, the next one expires them.
             @discardableResult
             func prunedAfter(_ days: Int) async -> [Activity] {
-                var passes = daemon.activity.subscribe().makeAsyncIterator()
-                daemon.clock.advance(by: .seconds(days * 86400))
-                var seen: [Activity] = []
-                while let activity = await passes.next() {
-                    if case .historyPruned = activity { return seen }
-                    seen.append(activity)
-                }
-                return seen
+                await Self.activity(of: daemon, untilPrunedAfter: { daemon.clock.advance(by: .seconds(days * 86400)) })
             }
             await prunedAfter(29)
             #expect(try await daemon.store.openEvents(for: app).count == 3)
@@ -178,6 +171,18 @@ struct TransferHandOffTests {
         }
     }
 
+    /// What the daemon does after `move` up to its next pruning pass.
+    static func activity(of daemon: TestDaemon, untilPrunedAfter move: () -> Void) async -> [Activity] {
+        var passes = daemon.activity.subscribe().makeAsyncIterator()
+        move()
+        var seen: [Activity] = []
+        while let activity = await passes.next() {
+            if case .historyPruned = activity { return seen }
+            seen.append(activity)
+        }
+        return seen
+    }
+
     /// A wall clock set forward by more than `--keep-history` — a device with no battery-backed
     /// clock, booted in the past and set right by NTP — expires nothing: the unacknowledged
     /// events were stamped by the clock that was behind, and keep the time they had. They
@@ -194,16 +199,12 @@ struct TransferHandOffTests {
                 Issue.record("no downloadFinished")
                 return
             }
+            // A jump wakes no timer: the pass is rung for.
             func pass(_ move: () -> Void) async -> [Activity] {
-                var passes = daemon.activity.subscribe().makeAsyncIterator()
-                move()
-                daemon.daemon.pruneDoorbell.ring()
-                var seen: [Activity] = []
-                while let activity = await passes.next() {
-                    if case .historyPruned = activity { return seen }
-                    seen.append(activity)
+                await Self.activity(of: daemon) {
+                    move()
+                    daemon.daemon.pruneDoorbell.ring()
                 }
-                return seen
             }
             // Set 40 days forward, no time passing: a pass expires nothing.
             let jumped = await pass { daemon.clock.jump(by: .seconds(40 * 86400)) }

@@ -6,8 +6,9 @@ with a refusal of ~130 bytes, ~78 KB in all), and then grants the relay no flow-
 it keeps reading the socket (so pings and settings are answered and a reset is seen) but never
 acknowledges the data, so the relay's writes on the stream wait. Prints "ready" once the relay's
 first bytes arrived, "stalled" once the relay has used the whole initial window (65,535 bytes)
-and so waits to write the rest, "reset" when the relay resets the stream (the cut), "ended" or
-"closed" otherwise.
+and so waits to write the rest, and "closed" when the relay closes the connection (the cut: a
+reset of the stream alone would queue behind what a device that reads nothing never takes).
+"reset" (then it exits) or "ended" would mean the relay only reset or ended the stream.
 
 Usage: python stalled_uplink_device.py HOST PORT CA_FILE "Bearer DEVICE.SECRET"
 """

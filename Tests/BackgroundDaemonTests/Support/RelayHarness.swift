@@ -132,6 +132,19 @@ struct RelayNode: Sendable {
     func eventually(_ condition: () async throws -> Bool) async rethrows -> Bool {
         try await eventuallyAsync(condition)
     }
+
+    /// Moves `clock` (this node's) a second at a time, up to `limit`, until the node has cut an
+    /// uplink whose device reads nothing (`bgrelay_uplinks_cut_stalled_total`): the seconds it
+    /// took, or nil.
+    func secondsUntilAStalledUplinkIsCut(
+        moving clock: ManualClock, client: HTTPClient, limit: Int = 300
+    ) async throws -> Int? {
+        for seconds in 1...limit {
+            clock.advance(by: .seconds(1))
+            if try await metrics(client: client)["bgrelay_uplinks_cut_stalled_total"] == 1 { return seconds }
+        }
+        return nil
+    }
 }
 
 /// A device as the relay sees it, speaking the uplink by hand: enroll, then one HTTP/2 stream

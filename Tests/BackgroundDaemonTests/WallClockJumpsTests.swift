@@ -1,0 +1,24 @@
+import BackgroundTesting
+import Testing
+
+@testable import BackgroundDaemon
+
+/// What the pruner takes for a wall clock set forward (and carries open events over): a jump
+/// beyond drift, reported once. Time passing, drift and a clock set back are none.
+struct WallClockJumpsTests {
+    @Test func onlyAClockSetForwardBeyondDriftIsAJump() {
+        let clock = ManualClock()
+        let jumps = WallClockJumps(clock: clock)
+        clock.advance(by: .seconds(86400))  // a day passing, asleep or not
+        #expect(jumps.forwardJump() == 0)
+        clock.jump(by: .seconds(59))  // drift, NTP's slewing: under the tolerance
+        #expect(jumps.forwardJump() == 0)
+        clock.jump(by: .seconds(40 * 86400))
+        #expect(jumps.forwardJump() == 40 * 86400)
+        #expect(jumps.forwardJump() == 0, "a jump is reported once")
+        clock.jump(by: .seconds(-3 * 86400))  // set back
+        #expect(jumps.forwardJump() == 0)
+        clock.advance(by: .seconds(3600))
+        #expect(jumps.forwardJump() == 0, "time passing after a set-back is no jump")
+    }
+}
