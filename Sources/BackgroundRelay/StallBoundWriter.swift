@@ -35,7 +35,7 @@ struct StallBoundWriter: ResponseBodyWriter {
 
 /// One write's timer: cuts after `limit` unless the write ended first. Which came first is
 /// decided under one lock, so a write that ends as the limit passes is not cut (nor counted).
-private final class StallWatch: Sendable {
+final class StallWatch: Sendable {
     private struct State {
         var settled = false
         var timer: Task<Void, Never>?
@@ -53,6 +53,9 @@ private final class StallWatch: Sendable {
     func writeEnded() {
         if settle() { state.withLock { $0.timer }?.cancel() }
     }
+
+    /// Returns once the timer has cut or given up (what a test of the race waits for).
+    func timerEnded() async { await state.withLock { $0.timer }?.value }
 
     /// Whether this call is the first to settle the race.
     private func settle() -> Bool {

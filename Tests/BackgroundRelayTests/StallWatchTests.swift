@@ -1,0 +1,77 @@
+import BackgroundModel
+import BackgroundTesting
+import Foundation
+import Synchronization
+import Testing
+
+@testable import BackgroundRelay
+
+/// A write's timer (`StallWatch`) against the write itself, when both end at the limit: which
+/// came first is settled once, so a write that ended is not cut (nor counted) by a timer whose
+/// sleep had already returned, and a timer that settled first cuts once.
+struct StallWatchTests {
+    /// A `ManualClock` whose `sleep(for:)`, once the clock has reached its end, parks until the
+    /// test opens the gate — the moment between a timer's sleep returning and its next step,
+    /// held open. The gate ignores cancellation, as a sleep that has returned does.
+    final class GatedClock: WallClock {
+        let manual = ManualClock()
+        private let gate = Mutex<(parked: CheckedContinuation<Void, Never>?, open: Bool)>((nil, false))
+
+        var now: Date { manual.now }
+        var elapsed: Duration { manual.elapsed }
+        func sleep(until deadline: Date) async throws { try await manual.sleep(until: deadline) }
+
+        func sleep(for duration: Duration) async throws {
+            try await manual.sleep(for: duration)
+            await withCheckedContinuation { continuation in
+                let open = gate.withLock { gate in
+                    if !gate.open { gate.parked = continuation }
+                    return gate.open
+                }
+                if open { continuation.resume() }
+            }
+        }
+
+        var isParked: Bool { gate.withLock { $0.parked != nil } }
+
+        func openGate() {
+            gate.withLock { gate in
+                gate.open = true
+                defer { gate.parked = nil }
+                return gate.parked
+            }?.resume()
+        }
+    }
+
+    /// The limit passes, and the write ends before the timer goes on: no cut.
+    @Test func aWriteThatEndsAsTheLimitPassesIsNotCut() async throws {
+        let (clock, cuts) = (GatedClock(), SessionRoundsTests.Count())
+        let watch = StallWatch(limit: .seconds(60), clock: clock) { cuts.add() }
+        #expect(try await runUntilParked(clock), "the timer did not reach its limit")
+        watch.writeEnded()
+        clock.openGate()
+        await watch.timerEnded()
+        #expect(cuts.value == 0, "a write that had ended was cut")
+    }
+
+    /// The limit passes and the timer goes on before the write ends: one cut, and the write's
+    /// end after it changes nothing.
+    @Test func aTimerThatGoesOnFirstCutsOnce() async throws {
+        let (clock, cuts) = (GatedClock(), SessionRoundsTests.Count())
+        let watch = StallWatch(limit: .seconds(60), clock: clock) { cuts.add() }
+        #expect(try await runUntilParked(clock), "the timer did not reach its limit")
+        clock.openGate()
+        await watch.timerEnded()
+        watch.writeEnded()
+        #expect(cuts.value == 1)
+    }
+
+    /// Moves the clock to the limit once the timer sleeps, and returns once its sleep has
+    /// returned and it waits at the gate.
+    func runUntilParked(_ clock: GatedClock) async throws -> Bool {
+        let waits = SessionRoundsTests()
+        guard try await waits.eventually({ clock.manual.sleeperCount == 1 }) else { return false }
+        clock.manual.advance(by: .seconds(60))
+        return try await waits.eventually { clock.isParked }
+    }
+}
