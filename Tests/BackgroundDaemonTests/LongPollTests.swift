@@ -35,6 +35,38 @@ struct LongPollTests {
         }
     }
 
+    /// `bgctl fetch APP --wait` interrupted (^C) leaves the run it started to run on: the client
+    /// leaving ends the wait, not the run, which goes on to its end (here its budget's).
+    @Test func aFetchWhoseWaiterLeavesRunsOn() async throws {
+        try await TestDaemon.with { daemon in
+            let app = "com.example.waited"
+            try await daemon.register(app, command: [try BuiltProducts.path(of: "bgd-fixture-app"), "hang"], interval: .never)
+            let token = try #require(DaemonClient.operatorToken(socketPath: daemon.socketPath))
+            let before = daemon.activity.subscriberCount
+            var poll: Spawned?
+            let started = try await daemon.waitFor({ activity -> RunRecord? in
+                if case .runStarted(let run) = activity, run.app.rawValue == app { return run }
+                return nil
+            }) {
+                poll = try Spawned(
+                    "/usr/bin/env",
+                    [
+                        "curl", "-s", "-X", "POST", "--unix-socket", daemon.socketPath, "-H",
+                        "Authorization: Bearer \(token)", "http://bgd/v1/apps/\(app)/fetch?wait=600",
+                    ])
+            }
+            #expect(try await eventually { daemon.activity.subscriberCount > before }, "the long-poll did not begin")
+            poll?.signal(SIGKILL)
+            _ = await poll?.waitForExit()
+            #expect(try await eventually { daemon.activity.subscriberCount == before }, "the long-poll outlived its client")
+            let run = try await daemon.admin.send(.get, "/v1/runs/\(started.id)", as: RunRecord.self)
+            #expect(run.outcome == nil, "the run ended with its waiter: \(run)")
+            // It ends as any run does: its budget (30 s of bgd's clock) runs out on the hung app.
+            let ended = try await daemon.waitForRunEnd(of: app) { daemon.clock.advance(by: .seconds(60)) }
+            #expect(ended.id == started.id && ended.outcome == .expired, "\(ended)")
+        }
+    }
+
     /// Each answer to a long-poll closes its connection (`Connection: close`): the next request
     /// of a pooling client goes on a new one, and every one is answered.
     @Test func longPollsOneAfterAnotherOnOneClientAreAllAnswered() async throws {
