@@ -64,8 +64,8 @@ struct SessionRoundsTests {
         }
     }
 
-    /// A connection whose device stops reading: `ready` goes out, every later write waits until
-    /// the connection is cut, and then fails.
+    /// A connection whose device stops reading: `ready` goes out, every later write — and the
+    /// response's end — waits until the connection is cut, and then fails.
     final class StallingWriter: ResponseBodyWriter, Sendable {
         private struct State {
             var written = 0
@@ -77,19 +77,25 @@ struct SessionRoundsTests {
         struct Cut: Error {}
 
         func write(_ buffer: ByteBuffer) async throws {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                let now: Result<Void, any Error>? = state.withLock { state in
-                    if state.cut { return .failure(Cut()) }
-                    state.written += 1
-                    if state.written == 1 { return .success(()) }
-                    state.waiting = continuation
-                    return nil
-                }
-                if let now { continuation.resume(with: now) }
+            let first = state.withLock { state in
+                state.written += 1
+                return state.written == 1 && !state.cut
             }
+            if !first { try await stall() }
         }
 
-        func finish(_ trailingHeaders: HTTPFields?) async throws {}
+        func finish(_ trailingHeaders: HTTPFields?) async throws { try await stall() }
+
+        /// Waits until the connection is cut, then fails (at once if it was).
+        private func stall() async throws {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let cut = state.withLock { state in
+                    if !state.cut { state.waiting = continuation }
+                    return state.cut
+                }
+                if cut { continuation.resume(throwing: Cut()) }
+            }
+        }
 
         /// The connection closes: the waiting write fails.
         func cut() {

@@ -6,10 +6,29 @@ import Testing
 
 @testable import BackgroundRelay
 
-/// A write's timer (`StallWatch`) against the write itself, when both end at the limit: which
-/// came first is settled once, so a write that ended is not cut (nor counted) by a timer whose
-/// sleep had already returned, and a timer that settled first cuts once.
-struct StallWatchTests {
+/// The bound on a session's writes (`StallBoundWriter`): the response's end is bounded as a write
+/// is, and a write's timer (`StallWatch`) against the write itself, when both end at the limit:
+/// which came first is settled once, so a write that ended is not cut (nor counted) by a timer
+/// whose sleep had already returned, and a timer that settled first cuts once.
+struct StallBoundWriterTests {
+    /// Ending an HTTP/2 response waits on the stream's flow control as a write does: a device
+    /// that takes nothing holds it until the limit, then the connection is cut.
+    @Test func anEndTheDeviceNeverTakesIsCutAtTheLimit() async throws {
+        let (clock, writer, cuts) = (ManualClock(), SessionRoundsTests.StallingWriter(), SessionRoundsTests.Count())
+        let bounded = StallBoundWriter(base: writer, limit: .seconds(60), clock: clock) {
+            cuts.add()
+            writer.cut()
+        }
+        let ending = Task { try await bounded.finish(nil) }
+        #expect(try await SessionRoundsTests().eventually { writer.isWaiting && clock.sleeperCount == 1 })
+        clock.advance(by: .seconds(59))
+        #expect(clock.sleeperCount == 1 && cuts.value == 0, "cut before its limit")
+        clock.advance(by: .seconds(1))
+        #expect(try await SessionRoundsTests().eventually { cuts.value == 1 }, "not cut at the limit")
+        if cuts.value == 0 { writer.cut() }  // the end would wait for good
+        await #expect(throws: SessionRoundsTests.StallingWriter.Cut.self) { try await ending.value }
+    }
+
     /// A `ManualClock` whose `sleep(for:)`, once the clock has reached its end, parks until the
     /// test opens the gate — the moment between a timer's sleep returning and its next step,
     /// held open. The gate ignores cancellation, as a sleep that has returned does.
