@@ -17,22 +17,46 @@ struct LongPollTests {
     /// up to ten minutes; a script that retried in a loop piled them up.
     @Test func aLongPollWhoseClientLeavesEndsAtOnce() async throws {
         try await TestDaemon.with { daemon in
-            let token = try #require(DaemonClient.operatorToken(socketPath: daemon.socketPath))
             let before = daemon.activity.subscriberCount
             // A run that does not exist yet is waited for like one in flight.
-            let poll = try Spawned(
-                "/usr/bin/env",
-                [
-                    "curl", "-s", "--unix-socket", daemon.socketPath, "-H", "Authorization: Bearer \(token)",
-                    "http://bgd/v1/runs/999?wait=600",
-                ])
+            let poll = try longPoll(daemon, "/v1/runs/999?wait=600")
             #expect(try await eventually { daemon.activity.subscriberCount == before + 1 }, "the long-poll did not begin")
-            poll.signal(SIGKILL)
-            _ = await poll.waitForExit()
-            #expect(
-                try await eventually { daemon.activity.subscriberCount == before },
-                "the long-poll outlived its client")
+            #expect(try await leave(poll, daemon, subscribersBefore: before), "the long-poll outlived its client")
         }
+    }
+
+    /// The same for a transfer's (`bgctl transfer wait`), here one held for a network.
+    @Test func aTransferLongPollWhoseClientLeavesEndsAtOnce() async throws {
+        let transfers = TransferTests()
+        try await transfers.withOrigin { origin, daemon in
+            _ = try await daemon.admin.send(
+                .put, "/v1/env", body: ConditionOverrides(network: DeviceConditions.Network.none),
+                as: ConditionsReport.self)
+            let (record, _) = try await transfers.download(origin.url(seed: 13, size: 1000), daemon)
+            let before = daemon.activity.subscriberCount
+            let poll = try longPoll(daemon, "/v1/transfers/\(record.id)?wait=600")
+            #expect(try await eventually { daemon.activity.subscriberCount == before + 1 }, "the long-poll did not begin")
+            #expect(try await leave(poll, daemon, subscribersBefore: before), "the long-poll outlived its client")
+            #expect(try await daemon.admin.send(.get, "/v1/transfers/\(record.id)", as: TransferRecord.self).state == .waiting)
+        }
+    }
+
+    /// `curl` on a `?wait=` request to bgd's socket, as `bgctl … --wait` makes it.
+    func longPoll(_ daemon: TestDaemon, method: String = "GET", _ path: String) throws -> Spawned {
+        let token = try #require(DaemonClient.operatorToken(socketPath: daemon.socketPath))
+        return try Spawned(
+            "/usr/bin/env",
+            [
+                "curl", "-s", "-X", method, "--unix-socket", daemon.socketPath, "-H", "Authorization: Bearer \(token)",
+                "http://bgd\(path)",
+            ])
+    }
+
+    /// Kills `poll` (^C), and says whether bgd let go of its wait's subscription to its activity.
+    func leave(_ poll: Spawned, _ daemon: TestDaemon, subscribersBefore before: Int) async throws -> Bool {
+        poll.signal(SIGKILL)
+        _ = await poll.waitForExit()
+        return try await eventually { daemon.activity.subscriberCount == before }
     }
 
     /// `bgctl fetch APP --wait` interrupted (^C) leaves the run it started to run on: the client
@@ -41,24 +65,18 @@ struct LongPollTests {
         try await TestDaemon.with { daemon in
             let app = "com.example.waited"
             try await daemon.register(app, command: [try BuiltProducts.path(of: "bgd-fixture-app"), "hang"], interval: .never)
-            let token = try #require(DaemonClient.operatorToken(socketPath: daemon.socketPath))
             let before = daemon.activity.subscriberCount
             var poll: Spawned?
             let started = try await daemon.waitFor({ activity -> RunRecord? in
                 if case .runStarted(let run) = activity, run.app.rawValue == app { return run }
                 return nil
             }) {
-                poll = try Spawned(
-                    "/usr/bin/env",
-                    [
-                        "curl", "-s", "-X", "POST", "--unix-socket", daemon.socketPath, "-H",
-                        "Authorization: Bearer \(token)", "http://bgd/v1/apps/\(app)/fetch?wait=600",
-                    ])
+                poll = try longPoll(daemon, method: "POST", "/v1/apps/\(app)/fetch?wait=600")
             }
             #expect(try await eventually { daemon.activity.subscriberCount > before }, "the long-poll did not begin")
-            poll?.signal(SIGKILL)
-            _ = await poll?.waitForExit()
-            #expect(try await eventually { daemon.activity.subscriberCount == before }, "the long-poll outlived its client")
+            if let poll {
+                #expect(try await leave(poll, daemon, subscribersBefore: before), "the long-poll outlived its client")
+            }
             let run = try await daemon.admin.send(.get, "/v1/runs/\(started.id)", as: RunRecord.self)
             #expect(run.outcome == nil, "the run ended with its waiter: \(run)")
             // It ends as any run does: its budget (30 s of bgd's clock) runs out on the hung app.
