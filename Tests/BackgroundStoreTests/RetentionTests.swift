@@ -206,16 +206,42 @@ struct RetentionTests {
         #expect(try await store.deviceTokens().map(\.token) == [active.token], "the active token stays, whatever its age")
     }
 
+    /// A transfer of app `a` created and ended (cancelled) at `at`: its two session events.
+    func endedTransfer(_ number: Int, at: Date, in store: BackgroundStore) async throws -> TransferID {
+        let request = TransferRequest(session: "s", url: URL(string: "https://example.com/\(number)")!)
+        let created = try await store.createTransfer(request, app: a, now: at) { id in
+            (partial: "/nonexistent/\(id).partial", destination: nil)
+        }
+        _ = try await store.finishTransfer(created.record.id, .cancelled, now: at)
+        return created.record.id
+    }
+
+    /// A wall clock set forward (`carryForwardSessionEvents`) moves on the open session events
+    /// stamped by then, and only those: not a run's (which ends with its run), not one stamped
+    /// after, not one acknowledged. Expiry then counts from the moved stamps.
+    @Test func aClockSetForwardCarriesOnlyTheOpenSessionEventsStampedBefore() async throws {
+        let store = try openStore()
+        try await register(a, in: store)
+        _ = try await endedTransfer(1, at: t0, in: store)
+        _ = try await store.acknowledge(upTo: try await store.lastEventSequence(for: a), for: a, now: t0)
+        _ = try await endedTransfer(2, at: t0, in: store)  // two open session events
+        let run = try await store.startRun(.fetch, for: a, trigger: .manual, reasons: [], budget: .seconds(30), now: t0)
+        _ = try await endedTransfer(3, at: t0.addingTimeInterval(2 * day), in: store)  // after the jump
+
+        let moved = try await store.carryForwardSessionEvents(createdBy: t0.addingTimeInterval(day), by: 40 * day)
+        #expect(moved == 2, "the second transfer's two events, and nothing else")
+        let expired = try await store.expireSessionEvents(createdBefore: t0.addingTimeInterval(3 * day), now: t0)
+        #expect(expired.count == 2, "the third's, which kept its stamp: \(expired.map(\.event.body))")
+        let open = try await store.openEvents(for: a)
+        #expect(open.count == 3, "the second transfer's two, carried past the cutoff, and the run's")
+        #expect(open.contains { if case .fetch(let id, _) = $0.body { id == run.id } else { false } })
+    }
+
     @Test func anEndedTransferStaysOnlyWhileItsOwnEventsAreUnacknowledged() async throws {
         let store = try openStore()
         try await register(a, in: store)
         func transfer(_ number: Int) async throws -> TransferID {
-            let request = TransferRequest(session: "s", url: URL(string: "https://example.com/\(number)")!)
-            let created = try await store.createTransfer(request, app: a, now: t0) { id in
-                (partial: "/nonexistent/\(id).partial", destination: nil)
-            }
-            _ = try await store.finishTransfer(created.record.id, .cancelled, now: t0.addingTimeInterval(Double(number)))
-            return created.record.id
+            try await endedTransfer(number, at: t0.addingTimeInterval(Double(number)), in: store)
         }
         // The app acknowledged the first transfer's events, not the second's.
         let first = try await transfer(1)
