@@ -4,6 +4,8 @@
 # wakeups (context switches, all threads) per minute, and bgd's voluntary switches per thread.
 # Two bgds side by side: one with only its socket, one with the push gateway and the dashboard
 # listening too. Bar (issue 17): <= 1 wakeup a minute (cron's), <= 20 MB.
+# A fourth bgd serves the dashboard with one tab open (`curl -N` on /events): what its
+# keep-alive comment (every 30 s while a tab is open) costs.
 # A third bgd runs with BGD_KEEP_CODE_PAGES=1 — without giving its code pages back once quiet
 # (Sources/BackgroundDaemon/Runtime/IdleCodePages.swift) — for the RSS that costs; the memory
 # columns split RSS into what the process alone holds (anonymous and dirty pages) and its
@@ -21,7 +23,7 @@ swift build -c release --product bgd >/dev/null
 swift build -c release --product bgctl >/dev/null
 bin=$(swift build -c release --show-bin-path)
 work=$(mktemp -d /tmp/bgd-bench-XXXX)
-trap 'kill $bgd $listening $keeping $cronpid $probe 2>/dev/null || true; rm -rf "$work"' EXIT
+trap 'kill $bgd $listening $keeping $tabbed $tab $cronpid $probe 2>/dev/null || true; rm -rf "$work"' EXIT
 cat > "$work/probe.swift" <<'SWIFT'
 @main struct Probe { static func main() async throws { try await Task.sleep(for: .seconds(86400)) } }
 SWIFT
@@ -36,12 +38,19 @@ bgd=$!
 listening=$!
 BGD_KEEP_CODE_PAGES=1 "$bin/bgd" --state-dir "$work/state3" --socket "$work/bgd3.sock" --push-port off 2>"$work/bgd3.log" &
 keeping=$!
+tabport=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$bin/bgd" --state-dir "$work/state4" --socket "$work/bgd4.sock" --push-port off --http "127.0.0.1:$tabport" \
+    2>"$work/bgd4.log" &
+tabbed=$!
 until grep -q "bgd is ready" "$work/bgd.log" 2>/dev/null && grep -q "bgd is ready" "$work/bgd2.log" 2>/dev/null \
-    && grep -q "bgd is ready" "$work/bgd3.log" 2>/dev/null; do
+    && grep -q "bgd is ready" "$work/bgd3.log" 2>/dev/null && grep -q "bgd is ready" "$work/bgd4.log" 2>/dev/null; do
     sleep 0.1
 done
+curl -sN -H "Authorization: Bearer $(cat "$work/state4/dashboard-token")" "http://127.0.0.1:$tabport/events" \
+    > "$work/tab.out" &
+tab=$!
 for i in $(seq 1 50); do
-    for sock in "$work/bgd.sock" "$work/bgd2.sock" "$work/bgd3.sock"; do
+    for sock in "$work/bgd.sock" "$work/bgd2.sock" "$work/bgd3.sock" "$work/bgd4.sock"; do
         "$bin/bgctl" register "com.example.app$i" --interval 1h --quiet --socket "$sock" -- /bin/true >/dev/null
     done
 done
@@ -64,17 +73,20 @@ if command -v perf >/dev/null && perf stat -e context-switches -p $$ -- true >/d
     p1=$!
     count $listening > "$work/bgd2.count" &
     p4=$!
+    count $tabbed > "$work/bgd4.count" &
+    p5=$!
     count $cronpid > "$work/cron.count" &
     p2=$!
     count $probe > "$work/probe.count" &
     p3=$!
     threads_before=$(thread_switches $bgd)
-    wait $p1 $p2 $p3 $p4
+    wait $p1 $p2 $p3 $p4 $p5
     threads_after=$(thread_switches $bgd)
     bw=$(cat "$work/bgd.count"); cw=$(cat "$work/cron.count"); pw=$(cat "$work/probe.count"); how="perf context-switches"
-    lw=$(cat "$work/bgd2.count")
+    lw=$(cat "$work/bgd2.count"); tw=$(cat "$work/bgd4.count")
     [[ "$bw" =~ ^[0-9]+$ ]] || bw=0
     [[ "$lw" =~ ^[0-9]+$ ]] || lw=0
+    [[ "$tw" =~ ^[0-9]+$ ]] || tw=0
     [[ "$cw" =~ ^[0-9]+$ ]] || cw=0
     [[ "$pw" =~ ^[0-9]+$ ]] || pw=0
 else
@@ -82,10 +94,12 @@ else
     # threads that come and go).
     switches() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/^voluntary_ctxt_switches/ {s += $2} END {print s}'; }
     b0=$(switches $bgd); c0=$(switches $cronpid); p0=$(switches $probe); l0=$(switches $listening)
+    t0=$(switches $tabbed)
     threads_before=$(thread_switches $bgd)
     sleep "$window"
     threads_after=$(thread_switches $bgd)
     bw=$(( $(switches $bgd) - b0 )); lw=$(( $(switches $listening) - l0 )); cw=$(( $(switches $cronpid) - c0 )); pw=$(( $(switches $probe) - p0 ))
+    tw=$(( $(switches $tabbed) - t0 ))
     how="voluntary switches of live threads"
 fi
 mb() { awk -v f="$2" '$1 == f":" {printf "%.1f", $2 / 1024}' /proc/"$1"/smaps_rollup; }
@@ -96,13 +110,14 @@ row() {  # row LABEL PID WAKEUPS
 printf '%-30s %8s %8s %8s %8s %14s\n' "daemon (idle ${window}s)" "RSS MB" "PSS MB" "anon MB" "dirty MB" "wakeups / min"
 row "bgd, 50 apps" $bgd "$(per_minute $bw)"
 row "bgd + gateway + dashboard" $listening "$(per_minute $lw)"
+row "bgd + dashboard, a tab open" $tabbed "$(per_minute $tw)"
 row "bgd keeping its code pages" $keeping "-"
 row "cron (anchor, same run)" $cronpid "$(per_minute $cw)"
 row "Swift, one Task.sleep (floor)" $probe "$(per_minute $pw)"
 echo "the first bgd's threads (name: voluntary switches per minute; threads that came or went are left out):"
 join <(echo "$threads_before") <(echo "$threads_after") \
     | awk -v w="$window" '{ d = $5 - $3; if (d > 0) printf "  %-7s %-22s %6.1f\n", $1, $2, d * 60 / w }' | sort -k3 -rn
-echo "(wakeups counted as $how)"
+echo "(wakeups counted as $how; the open tab heard $(grep -c '^: keep-alive' "$work/tab.out") keep-alives)"
 echo "threads in bgd: $(ls /proc/$bgd/task | wc -l); $(nproc) cores; $(uname -r)"
 if command -v strace >/dev/null; then
     echo "what the first bgd asked of the kernel in 60 s more (strace -f -c; nothing listed: no syscalls at all):"
