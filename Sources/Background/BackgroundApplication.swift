@@ -188,7 +188,7 @@ public final class BackgroundApplication: Sendable {
                 everConnected = true
                 pause = .milliseconds(100)
             }
-            try await clock.sleep(until: clock.now.adding(pause))
+            try await clock.sleep(for: pause)
             pause = min(pause * 2, .seconds(5))
         }
     }

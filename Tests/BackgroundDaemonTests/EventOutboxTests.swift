@@ -19,6 +19,40 @@ struct EventOutboxTests {
         return nil
     }
 
+    /// An open stream hears `hello` again every 30 s of bgd's time (`KeepAlive`), so a client's
+    /// read timeout does not fire on a quiet bgd — also when the wall clock was set back an hour
+    /// meanwhile (before, the next one then waited for the hour).
+    @Test func anOpenStreamHearsAKeepAliveAfterTheClockIsSetBack() async throws {
+        try await TestDaemon.with { daemon in
+            let registered = try await daemon.register("com.example.kept", command: ["/bin/false"], interval: .never)
+            let messages = try await DaemonClient(socketPath: daemon.socketPath, token: registered.token)
+                .stream("/v1/app/events")
+            let hellos = ObservabilityTests.Tally()
+            let reader = Task {
+                for try await message in messages { if case .hello = message { hellos.count.withLock { $0 += 1 } } }
+            }
+            defer { reader.cancel() }
+            #expect(await eventually { hellos.count.withLock { $0 } == 1 }, "no hello")
+            // The keep-alive starts sleeping once it hears of the stream, at a moment the test
+            // cannot see: 30 s of bgd's time at a time until it has spoken; then once more after
+            // the wall clock is set back (it sleeps again as soon as it has spoken).
+            func movesUntilHello(_ count: Int) async -> Int {
+                var moves = 0
+                while hellos.count.withLock({ $0 }) < count && moves < 5 {
+                    daemon.clock.advance(by: .seconds(30))
+                    moves += 1
+                    _ = await eventually { hellos.count.withLock { $0 } >= count }
+                }
+                return moves
+            }
+            let moves = await movesUntilHello(2)
+            #expect(hellos.count.withLock { $0 } >= 2, "no keep-alive in \(moves * 30) s of bgd's time")
+            daemon.clock.jump(by: .seconds(-3600))
+            let after = await movesUntilHello(3)
+            #expect(hellos.count.withLock { $0 } >= 3, "no keep-alive in \(after * 30) s of bgd's time after a set-back")
+        }
+    }
+
     @Test func anUnacknowledgedEventComesAgainAfterAReconnect() async throws {
         try await TestDaemon.with { daemon in
             let registered = try await daemon.register("com.example.outbox", command: ["/bin/false"], interval: .never)

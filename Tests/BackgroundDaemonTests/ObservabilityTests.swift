@@ -97,15 +97,17 @@ struct ObservabilityTests {
     }
 
     /// An open tab on a quiet bgd hears a comment every 30 s of bgd's clock, so a proxy in front
-    /// (nginx closes a response silent for a minute) keeps it open, and a write finds a tab
-    /// whose machine went away. Before, nothing was written until bgd next did something.
+    /// (nginx closes a response silent for a minute) keeps it open, and TCP can find a tab whose
+    /// machine went away. Before, nothing was written until bgd next did something. A tab
+    /// closed takes its subscription to bgd's activity with it.
     @Test func anOpenDashboardTabHearsAKeepAliveWhileBgdIsQuiet() async throws {
         try await TestDaemon.with(dashboard: .init(port: 0)) { daemon in
+            let before = daemon.activity.subscriberCount
             let port = await try #require(daemon.daemon.dashboard).boundPort.wait()
             var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)/events")
             request.headers.add(name: "Authorization", value: "Bearer \(try dashboardToken(daemon))")
             let client = HTTPClient(eventLoopGroupProvider: .singleton)
-            defer { _ = client.shutdown() }
+            defer { _ = client.shutdown() }  // on a failure; a second shutdown only fails its future
             let response = try await client.execute(request, timeout: .seconds(30))
             #expect(response.status == .ok && response.headers["content-type"] == ["text/event-stream"])
             let (heard, body) = (Heard(), response.body)
@@ -116,13 +118,21 @@ struct ObservabilityTests {
             func keepAlives() -> Int { heard.text.withLock { $0.components(separatedBy: ": keep-alive\n\n").count - 1 } }
             #expect(await eventually { heard.text.withLock { $0.hasPrefix(": bgd\n\n") } }, "the stream did not open")
             for expected in 1...2 {
+                // The wall clock set back an hour before the second changes nothing: the period
+                // is of time that passes.
+                if expected == 2 { daemon.clock.jump(by: .seconds(-3600)) }
                 daemon.clock.advance(by: .seconds(30))
                 #expect(await eventually { keepAlives() == expected }, "keep-alives heard: \(heard.text.withLock { $0 })")
             }
+            #expect(daemon.activity.subscriberCount == before + 1)
+            reader.cancel()
+            try await client.shutdown()  // the tab closed
+            #expect(await eventually { daemon.activity.subscriberCount == before }, "the closed tab's subscription stayed")
         }
     }
 
     final class Heard: Sendable { let text = Mutex("") }
+    final class Tally: Sendable { let count = Mutex(0) }
 
     /// The overview's "wakes in 24 h" are bgd's own: a run the operator asked for spends none.
     @Test func theOverviewCountsOnlyBgdsOwnWakes() async throws {

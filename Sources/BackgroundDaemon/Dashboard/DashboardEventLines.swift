@@ -6,10 +6,11 @@ import Foundation
 /// every `keepAlive` whatever happens.
 ///
 /// The comment keeps a quiet bgd's open tab connected: a proxy in front of the dashboard closes
-/// a response silent for a minute (nginx's `proxy_read_timeout`), and a tab whose machine went
-/// away without a FIN held its subscription until bgd next had something to say — a write is
-/// how TCP finds the peer gone. It costs a wakeup every `keepAlive`, and only while a tab is
-/// open. The lines end when the feed does (bgd stopping).
+/// a response silent for a minute (nginx's `proxy_read_timeout`). And a tab whose machine went
+/// away without a FIN held its subscription until bgd next had something to say: only writes
+/// let TCP find the peer gone (once its retransmissions give up, about 15 minutes on Linux).
+/// It costs a wakeup every `keepAlive` (8 context switches a minute, BM11), and only while a
+/// tab is open. The lines end when the feed does (bgd stopping).
 enum DashboardEventLines {
     static let opening = ": bgd\n\n"
     static let keepAliveLine = ": keep-alive\n\n"
@@ -21,7 +22,9 @@ enum DashboardEventLines {
         let (lines, sink) = AsyncStream<String>.makeStream(bufferingPolicy: .bufferingNewest(10_000))
         // The first keep-alive is due `keepAlive` after the opening, whenever the timer's task
         // gets to sleep (what a test that moves the clock once it read the opening relies on).
-        let firstDue = clock.now.adding(keepAlive)
+        // On the time that really passes (`elapsed`): a wall clock set back an hour must not
+        // silence the tab for an hour.
+        let firstDue = clock.elapsed + keepAlive
         sink.yield(opening)
         let forward = Task {
             for await activity in feed {
@@ -33,9 +36,10 @@ enum DashboardEventLines {
         }
         let tick = Task {
             var due = firstDue
-            while (try? await clock.sleep(until: due)) != nil {
-                due = clock.now.adding(keepAlive)
-                sink.yield(keepAliveLine)
+            while (try? await clock.sleep(for: max(.zero, due - clock.elapsed))) != nil {
+                due = clock.elapsed + keepAlive
+                // Ended before the cancellation below was in place (the feed ended at once).
+                if case .terminated = sink.yield(keepAliveLine) { return }
             }
         }
         sink.onTermination = { _ in

@@ -19,7 +19,9 @@ struct KeepAlive: Service {
                         try await broker.streamOpened.wait(until: nil, on: clock)
                         continue
                     }
-                    try await clock.sleep(until: clock.now.adding(period))
+                    // On the time that really passes: a wall clock set back must not silence
+                    // the streams (`WallClock.sleep(for:)`).
+                    try await clock.sleep(for: period)
                     broker.keepAlive()
                 }
             }
