@@ -186,7 +186,7 @@ struct Follower: Service {
                 }
                 // A listener that held for a while lost it afresh: quick to retry again.
                 if clock.elapsed - started > .seconds(30) { pause = .milliseconds(100) }
-                try await clock.sleep(until: clock.now.adding(pause))
+                try await clock.sleep(for: pause)
                 pause = min(pause * 2, .seconds(5))
             }
         }

@@ -122,7 +122,7 @@ struct UplinkServer: Service {
                 // Sessions never end by themselves: end them, then cut what outlives the grace.
                 hub.disconnectAll()
                 Task {
-                    try? await clock.sleep(until: clock.now.adding(grace))
+                    try? await clock.sleep(for: grace)
                     gate.closeAll()
                 }
             }

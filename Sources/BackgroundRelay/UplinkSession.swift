@@ -157,7 +157,7 @@ struct UplinkSession: Sendable {
         try await writer.write(line(.closing(code: code, reason: Self.reason(code))))
         let clock = self.clock
         Task {
-            try? await clock.sleep(until: clock.now.addingTimeInterval(Self.closingGrace))
+            try? await clock.sleep(for: .seconds(Self.closingGrace))
             inbox.post(.ended)
         }
     }

@@ -27,7 +27,7 @@ enum PriorKnowledgePost {
                 try await exchange(host: host, port: port, url: url, headers: headers, body: body, timeout: timeout)
             }
             group.addTask {
-                try await clock.sleep(until: clock.now.addingTimeInterval(timeout.seconds))
+                try await clock.sleep(for: timeout)
                 return nil
             }
             defer { group.cancelAll() }

@@ -170,7 +170,7 @@ extension BGCtl {
                             "bgd has not come back in 2m; transfer \(record.id) carries on once it does: bgctl transfers shows it",
                             exit: BGCtlExit.unreachable)
                     }
-                    try await clock.sleep(until: now.addingTimeInterval(0.5))
+                    try await clock.sleep(for: .milliseconds(500))
                     continue
                 } catch let error as BackgroundError {
                     options.fail(error)

@@ -24,7 +24,7 @@ enum ProcessExitWatch {
         if kernelNotice, await kernelSaysExited(pid) { return }
         while !isGone(pid, startTicks: startTicks) {
             // Cancelled: bgd is stopping, and nobody waits for the answer.
-            guard (try? await clock.sleep(until: clock.now.adding(pollInterval))) != nil else { return }
+            guard (try? await clock.sleep(for: pollInterval)) != nil else { return }
         }
     }
 

@@ -100,7 +100,7 @@ public struct PushGateway<Destinations: PushDestinations>: Service {
             }
         } onGracefulShutdown: {
             Task {
-                try? await clock.sleep(until: clock.now.adding(grace))
+                try? await clock.sleep(for: grace)
                 if gate.openCount > 0 {
                     logger.notice(
                         "Closing push connections still open after the grace period",
