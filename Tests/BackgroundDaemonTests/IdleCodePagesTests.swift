@@ -69,12 +69,17 @@ struct IdleCodePagesTests {
         // Measured after a release that follows a request, not the first one: with a 1-second
         // quiet period on a loaded machine, the first can come while the tail of the start
         // (first certificates, the store's first pass) still runs and faults code back after it.
+        // The fewer of two quiet periods' figures: once in a run of 200 tests, something faulted
+        // 28 MB of code back between the release's log line and the reading (44 MB kept).
         try await enroll()
         #expect(await quiet.output.wait(for: "times=2"), "after an enrollment: \(quiet.output.text)")
-        let (given, keeping) = (Self.residentCode(of: quiet.process.processID), Self.residentCode(of: kept.process.processID))
-        #expect(given * 2 < keeping, "resident code: \(given) kB given back, \(keeping) kB kept")
+        let first = Self.residentCode(of: quiet.process.processID)
         try await enroll()
         #expect(await quiet.output.wait(for: "times=3"), "after another: \(quiet.output.text)")
+        let (given, keeping) = (
+            min(first, Self.residentCode(of: quiet.process.processID)), Self.residentCode(of: kept.process.processID)
+        )
+        #expect(given * 2 < keeping, "resident code: \(given) kB given back (\(first) the first time), \(keeping) kB kept")
         #expect(!kept.output.text.contains("Gave the code pages back"))
     }
 
