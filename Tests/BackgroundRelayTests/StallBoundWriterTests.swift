@@ -1,7 +1,6 @@
 import BackgroundModel
 import BackgroundTesting
 import Foundation
-import Synchronization
 import Testing
 
 @testable import BackgroundRelay
@@ -27,39 +26,6 @@ struct StallBoundWriterTests {
         #expect(try await SessionRoundsTests().eventually { cuts.value == 1 }, "not cut at the limit")
         if cuts.value == 0 { writer.cut() }  // the end would wait for good
         await #expect(throws: SessionRoundsTests.StallingWriter.Cut.self) { try await ending.value }
-    }
-
-    /// A `ManualClock` whose `sleep(for:)`, once the clock has reached its end, parks until the
-    /// test opens the gate — the moment between a timer's sleep returning and its next step,
-    /// held open. The gate ignores cancellation, as a sleep that has returned does.
-    final class GatedClock: WallClock {
-        let manual = ManualClock()
-        private let gate = Mutex<(parked: CheckedContinuation<Void, Never>?, open: Bool)>((nil, false))
-
-        var now: Date { manual.now }
-        var elapsed: Duration { manual.elapsed }
-        func sleep(until deadline: Date) async throws { try await manual.sleep(until: deadline) }
-
-        func sleep(for duration: Duration) async throws {
-            try await manual.sleep(for: duration)
-            await withCheckedContinuation { continuation in
-                let open = gate.withLock { gate in
-                    if !gate.open { gate.parked = continuation }
-                    return gate.open
-                }
-                if open { continuation.resume() }
-            }
-        }
-
-        var isParked: Bool { gate.withLock { $0.parked != nil } }
-
-        func openGate() {
-            gate.withLock { gate in
-                gate.open = true
-                defer { gate.parked = nil }
-                return gate.parked
-            }?.resume()
-        }
     }
 
     /// The limit passes, and the write ends before the timer goes on: no cut.
