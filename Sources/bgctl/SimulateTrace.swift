@@ -1,7 +1,7 @@
 import ArgumentParser
 import BackgroundModel
-import BackgroundProviderKeys
 import BackgroundPolicy
+import BackgroundProviderKeys
 import Foundation
 
 extension BGCtl.Simulate {
@@ -25,15 +25,25 @@ extension BGCtl.Simulate {
         )
         var policies: [String] = []
         @Option(help: "Write every wake the last policy decided as CSV user,app,wake_utc.") var wakesOut: String?
+        @Option(
+            help:
+                "With --policy learned: write every moment its model scored as CSV user,app,moment_utc,estimate,opened (within the hour after) and the model's features, for study outside it."
+        )
+        var momentsOut: String?
         @Option(parsing: .unconditional, help: "The users' offset from UTC in hours, for time-of-day habits.")
         var utcOffset: Double = 0
-        @Option(parsing: .unconditional, help: "Wakes a day per expected open a day: the budget of the planners (learned, hour-of-day, reopen, adaptive).")
+        @Option(
+            parsing: .unconditional,
+            help:
+                "Wakes a day per expected open a day: the budget of the planners (learned, hour-of-day, reopen, adaptive)."
+        )
         var wakesPerOpen: Double = 0.9
-        @Option(parsing: .unconditional, help: "10-minute slots each side that share a slot's count (time-of-day smoothing).") var smoothing:
-            Int = 1
-        @Option(parsing: .unconditional, help: "Expected session starts a wake must serve, before the budget adjusts it.")
-        var initialThreshold:
-            Double = 0.3
+        @Option(
+            parsing: .unconditional,
+            help: "10-minute slots each side that share a slot's count (time-of-day smoothing).") var smoothing: Int = 1
+        @Option(
+            parsing: .unconditional, help: "Expected session starts a wake must serve, before the budget adjusts it.")
+        var initialThreshold: Double = 0.3
         @Flag(help: "Print JSON instead of a table.") var json = false
         @Flag(
             help:
@@ -53,7 +63,13 @@ extension BGCtl.Simulate {
             }
             if frontier, let other = policies.first(where: { !FrontierReport.plannerNames.contains($0) }) {
                 throw ValidationError(
-                    "--frontier runs the planners \(FrontierReport.plannerNames.joined(separator: ", ")); '\(other)' is not one")
+                    "--frontier runs the planners \(FrontierReport.plannerNames.joined(separator: ", ")); '\(other)' is not one"
+                )
+            }
+            if momentsOut != nil, frontier || policies != [FrontierReplay.Planner.learned.rawValue] {
+                throw ValidationError(
+                    "--moments-out records the learned planner's model: use it with --policy learned alone, without --frontier"
+                )
             }
             guard (-14...14).contains(utcOffset) else {
                 throw ValidationError("--utc-offset is in hours, from -14 to 14")
@@ -100,11 +116,17 @@ extension BGCtl.Simulate {
                     lastWakes = replay.wakes(for: trace, policy: reference)
                     results.append((policy, FreshnessScore(trace: trace, wakes: lastWakes)))
                 } else if let planner = FrontierReplay.Planner(rawValue: policy) {
-                    lastWakes = planners.wakes(for: trace, planner: planner, wakesPerOpen: wakesPerOpen)
+                    if planner == .learned, let momentsOut {
+                        let replayed = planners.learnedMoments(for: trace, wakesPerOpen: wakesPerOpen)
+                        lastWakes = replayed.wakes
+                        write(momentsCSV(replayed.moments), to: momentsOut)
+                    } else {
+                        lastWakes = planners.wakes(for: trace, planner: planner, wakesPerOpen: wakesPerOpen)
+                    }
                     results.append((policy, FreshnessScore.strict(trace: trace, wakes: lastWakes)))
                 }
             }
-            if let wakesOut { try writeWakes(lastWakes, to: wakesOut) }
+            if let wakesOut { writeWakes(lastWakes, to: wakesOut) }
             try printScores(results)
         }
 
@@ -169,15 +191,38 @@ extension BGCtl.Simulate {
 
         private func minutes(_ duration: Duration) -> String { String(format: "%.1f", duration.seconds / 60) }
 
-        private func writeWakes(_ wakes: [AppOpenTrace.Key: [Date]], to path: String) throws {
+        /// The moments as CSV, one row each: who, which app, when, the estimate, whether it came
+        /// true, and the features the estimate was made from.
+        private func momentsCSV(_ moments: [FrontierReplay.LabelledMoment]) -> String {
+            let header =
+                ["user", "app", "moment_utc", "estimate", "opened"] + OpenPredictor.Feature.allCases.map(\.rawValue)
+            var text = header.joined(separator: ",") + "\n"
+            for labelled in moments {
+                let moment = labelled.moment
+                let fields =
+                    [
+                        labelled.user, moment.app, "\(Int64(moment.at.rounded()))", "\(moment.estimate)",
+                        labelled.opened ? "1" : "0",
+                    ]
+                    + moment.features.map { "\($0)" }
+                text += fields.joined(separator: ",") + "\n"
+            }
+            return text
+        }
+
+        private func writeWakes(_ wakes: [AppOpenTrace.Key: [Date]], to path: String) {
             var lines = ["user,app,wake_utc"]
             for key in wakes.keys.sorted() {
                 for wake in wakes[key] ?? [] {
                     lines.append("\(key.user),\(key.app),\(Int64(wake.timeIntervalSince1970.rounded()))")
                 }
             }
+            write(lines.joined(separator: "\n") + "\n", to: path)
+        }
+
+        private func write(_ text: String, to path: String) {
             do {
-                try (lines.joined(separator: "\n") + "\n").write(toFile: path, atomically: true, encoding: .utf8)
+                try text.write(toFile: path, atomically: true, encoding: .utf8)
             } catch {
                 failCommand(
                     "fileUnwritable", "cannot write \(path): \(error.localizedDescription)", json: json,

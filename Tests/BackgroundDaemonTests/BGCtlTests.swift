@@ -65,6 +65,65 @@ struct BGCtlTests {
         }
     }
 
+    /// `--moments-out` writes every moment the learned planner's model scored: its features and
+    /// whether the app was opened in the hour after, which is what the model learns to estimate.
+    @Test func simulateTraceWritesTheMomentsTheLearnedModelScored() async throws {
+        let bgctl = try BuiltProducts.path(of: "bgctl")
+        let directory = TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        // Ten days: mail at 13:00 and 21:00 UTC, news at 13:30.
+        let start = 1_364_083_200  // 2013-03-24 00:00 UTC
+        var opens: [(app: String, at: Int)] = []
+        for day in 0..<10 {
+            opens += [("mail", start + day * 86400 + 13 * 3600), ("news", start + day * 86400 + 13 * 3600 + 1800)]
+            opens.append(("mail", start + day * 86400 + 21 * 3600))
+        }
+        let trace = "user,app,open_utc\n" + opens.map { "u1,\($0.app),\($0.at)\n" }.joined()
+        try trace.write(toFile: directory + "/daily.csv", atomically: true, encoding: .utf8)
+        let run = try await Command.run(
+            bgctl,
+            [
+                "simulate", "trace", directory + "/daily.csv", "--policy", "learned", "--moments-out",
+                directory + "/moments.csv",
+            ])
+        #expect(run.status == 0, "\(run.standardError)")
+        let lines = try String(contentsOfFile: directory + "/moments.csv", encoding: .utf8).split(separator: "\n")
+        let header =
+            "user,app,moment_utc,estimate,opened,sinceLastOpen,sinceSecondLastOpen,gapRatio,overallRate,"
+            + "hourOfDayRate,hourOfWeekRate,days7,days28,sameWeekday,userIdle,userActiveLastHour,coUsage,"
+            + "firstAfterIdle,morningHabit"
+        #expect(lines.first.map(String.init) == header)
+        let rows = lines.dropFirst().map { $0.split(separator: ",").map(String.init) }
+        // Every 10 minutes of nine days and a half, for whichever of the two apps is stale.
+        #expect(rows.count > 2000, "\(rows.count) moments")
+        var positives = 0
+        for row in rows {
+            try #require(row.count == 19, "\(row)")
+            let (app, moment) = (row[1], try #require(Int(row[2])))
+            let estimate = try #require(Double(row[3]))
+            #expect(row[0] == "u1" && (0...1).contains(estimate), "\(row)")
+            // Only an app not opened in the hour before is a moment, and its label is the trace's.
+            let last = try #require(opens.last { $0.app == app && $0.at < moment }?.at, "\(row)")
+            #expect(moment - last >= 3600, "\(row)")
+            let opened = opens.contains { $0.app == app && $0.at > moment && $0.at <= moment + 3600 }
+            #expect(row[4] == (opened ? "1" : "0"), "\(row)")
+            positives += opened ? 1 : 0
+        }
+        // Six moments in the hour before each of the 27 opens after the first day's.
+        #expect(positives >= 27 * 6, "\(positives)")
+        // A file it cannot write is an error that says so.
+        let unwritable = try await Command.run(
+            bgctl,
+            [
+                "simulate", "trace", directory + "/daily.csv", "--policy", "learned", "--moments-out",
+                directory + "/missing/moments.csv",
+            ])
+        #expect(unwritable.status != 0)
+        #expect(
+            unwritable.standardError.contains("cannot write \(directory)/missing/moments.csv"),
+            "\(unwritable.standardError)")
+    }
+
     @Test func simulateTraceRefusesBadInput() async throws {
         let bgctl = try BuiltProducts.path(of: "bgctl")
         let directory = TemporaryDirectory.make()
@@ -86,13 +145,31 @@ struct BGCtlTests {
                 ["simulate", "trace", directory + "/bad.csv", "--wakes-per-open", "-1"], 64,
                 "--wakes-per-open must be in (0, 100]"
             ),
-            (["simulate", "trace", directory + "/bad.csv", "--smoothing", "-3"], 64, "--smoothing is a number of slots"),
+            (
+                ["simulate", "trace", directory + "/bad.csv", "--smoothing", "-3"], 64,
+                "--smoothing is a number of slots"
+            ),
+            (
+                [
+                    "simulate", "trace", directory + "/bad.csv", "--policy", "oracle", "--moments-out",
+                    directory + "/m.csv",
+                ],
+                64, "--moments-out records the learned planner's model"
+            ),
+            (
+                [
+                    "simulate", "trace", directory + "/bad.csv", "--frontier", "--policy", "learned", "--moments-out",
+                    directory + "/m.csv",
+                ], 64, "use it with --policy learned alone, without --frontier"
+            ),
         ]
         for (arguments, status, message) in cases {
             let output = try await Command.run(bgctl, arguments)
             #expect(output.status == status, "\(arguments)")
             #expect(output.standardError.contains(message), "\(output.standardError)")
-            #expect(output.standardError.contains("Usage: bgctl simulate trace") == (status == 64), "\(output.standardError)")
+            #expect(
+                output.standardError.contains("Usage: bgctl simulate trace") == (status == 64),
+                "\(output.standardError)")
             #expect(!output.standardError.contains("Usage: bgctl <subcommand>"), "\(output.standardError)")
         }
         try "user,app,open_utc\nu1,mail,1364095883\nu1,mail,1364099483\n".write(
@@ -145,7 +222,8 @@ struct BGCtlTests {
             .deletingLastPathComponent()
         for target in ["bgctl", "bgd", "bgrelay"] {
             let directory = checkout.appendingPathComponent("Sources/" + target)
-            for file in try FileManager.default.contentsOfDirectory(atPath: directory.path) where file.hasSuffix(".swift") {
+            for file in try FileManager.default.contentsOfDirectory(atPath: directory.path)
+            where file.hasSuffix(".swift") {
                 let text = try String(contentsOf: directory.appendingPathComponent(file), encoding: .utf8)
                 for part in text.components(separatedBy: "CommandConfiguration(").dropFirst() {
                     let arguments = part.drop { $0.isWhitespace }
@@ -168,12 +246,14 @@ struct BGCtlTests {
         for (option, shown) in [
             ("--fetch-budget <fetch-budget>", "30s"), ("--fetch-floor <fetch-floor>", "15m"),
             ("--keep-history <keep-history>", "30d"), ("--transfer-checkpoint <transfer-checkpoint>", "8MiB"),
-            ("--unused-app-interval <unused-app-interval>", "6h"), ("--push-relay-keep-alive <push-relay-keep-alive>", "4m30s"),
+            ("--unused-app-interval <unused-app-interval>", "6h"),
+            ("--push-relay-keep-alive <push-relay-keep-alive>", "4m30s"),
             ("--upload-quota <upload-quota>", "4GiB"),
         ] {
             let help = try #require(bgdHelp.range(of: option), "\(option) in \(bgdHelp)")
             let next = bgdHelp[help.upperBound...].range(of: " --")?.lowerBound ?? bgdHelp.endIndex
-            #expect(bgdHelp[help.upperBound..<next].contains("default: \(shown))"), "\(bgdHelp[help.upperBound..<next])")
+            #expect(
+                bgdHelp[help.upperBound..<next].contains("default: \(shown))"), "\(bgdHelp[help.upperBound..<next])")
         }
         // A keep-alive longer than a relay's silence limit would have the uplink closed under it.
         let slow = try await Command.run(try BuiltProducts.path(of: "bgd"), ["--push-relay-keep-alive", "11m"])
@@ -204,7 +284,8 @@ struct BGCtlTests {
                 #expect(printed.standardOutput == String(decoding: answer.body, as: UTF8.self) + "\n", "\(arguments)")
             }
             let apps = try await RawHTTP.request(daemon.socketPath, .GET, "/v1/apps")
-            #expect(String(decoding: apps.body, as: UTF8.self).contains("14.236Z"), "bgd's own time, to the millisecond")
+            #expect(
+                String(decoding: apps.body, as: UTF8.self).contains("14.236Z"), "bgd's own time, to the millisecond")
         }
     }
 
@@ -273,20 +354,26 @@ struct BGCtlTests {
             }
             let bgctl = try BuiltProducts.path(of: "bgctl")
             let narrow = ProcessInfo.processInfo.environment.merging(["COLUMNS": "100"]) { $1 }
-            let fitted = try await Command.run(bgctl, ["history", app, "--socket", daemon.socketPath], environment: narrow)
+            let fitted = try await Command.run(
+                bgctl, ["history", app, "--socket", daemon.socketPath], environment: narrow)
             let lines = fitted.standardOutput.split(separator: "\n")
-            #expect(fitted.status == 0 && lines.count == 2 && lines.allSatisfy { $0.count <= 100 }, "\(fitted.standardOutput)")
+            #expect(
+                fitted.status == 0 && lines.count == 2 && lines.allSatisfy { $0.count <= 100 },
+                "\(fitted.standardOutput)")
             #expect(!fitted.standardOutput.contains("\u{1B}["), "no colour into a pipe")
             let whole = try await Command.run(
                 bgctl, ["history", app, "--full", "--socket", daemon.socketPath], environment: narrow)
             #expect(whole.standardOutput.split(separator: "\n").contains { $0.count > 100 }, "\(whole.standardOutput)")
-            #expect(whole.standardOutput.range(of: #"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}"#, options: .regularExpression) != nil)
+            #expect(
+                whole.standardOutput.range(of: #"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}"#, options: .regularExpression)
+                    != nil)
 
             // On a terminal (script(1) gives bgctl one): a crashed run is red; NO_COLOR turns it off.
             let command = "\(bgctl) history \(app) --socket \(daemon.socketPath)"
             // (The test runner may run with NO_COLOR set; the first run is without it.)
             let colourful = ProcessInfo.processInfo.environment.filter { $0.key != "NO_COLOR" }
-            let onTerminal = try await Command.run("/usr/bin/script", ["-qec", command, "/dev/null"], environment: colourful)
+            let onTerminal = try await Command.run(
+                "/usr/bin/script", ["-qec", command, "/dev/null"], environment: colourful)
             #expect(onTerminal.standardOutput.contains("\u{1B}[31mcrashed"), "\(onTerminal.standardOutput)")
             let noColour = try await Command.run(
                 "/usr/bin/script", ["-qec", command, "/dev/null"],
@@ -319,12 +406,14 @@ struct BGCtlTests {
             #expect(unknown.status == 3, "no such app")
             #expect(unknown.standardError.contains("no app com.example.nope is registered"))
             let unknownJSON = try await bgctl(daemon, "why", "com.example.nope", "--json")
-            let error = try JSONSerialization.jsonObject(with: Data(unknownJSON.standardError.utf8)) as? [String: String]
+            let error =
+                try JSONSerialization.jsonObject(with: Data(unknownJSON.standardError.utf8)) as? [String: String]
             #expect(unknownJSON.status == 3 && error?["error"] == "unknownApp", "\(unknownJSON.standardError)")
             #expect(error?["reason"]?.contains("no app com.example.nope is registered") == true)
             // The progress line comes only for an app bgd knows.
             let unknownFetch = try await Command.run(
-                try BuiltProducts.path(of: "bgctl"), ["simulate", "fetch", "com.example.nope", "--socket", daemon.socketPath])
+                try BuiltProducts.path(of: "bgctl"),
+                ["simulate", "fetch", "com.example.nope", "--socket", daemon.socketPath])
             #expect(unknownFetch.status == 3, "\(unknownFetch.standardError)")
             #expect(unknownFetch.standardError.contains("no app com.example.nope is registered"))
             #expect(!unknownFetch.standardError.contains("Waking"), "\(unknownFetch.standardError)")
@@ -340,7 +429,8 @@ struct BGCtlTests {
             let noDaemonJSON = try await Command.run(
                 try BuiltProducts.path(of: "bgctl"),
                 ["status", "--json", "--socket", daemon.directory + "/nobody.sock"])
-            #expect(noDaemonJSON.standardError.contains(#""error":"daemonUnreachable""#), "\(noDaemonJSON.standardError)")
+            #expect(
+                noDaemonJSON.standardError.contains(#""error":"daemonUnreachable""#), "\(noDaemonJSON.standardError)")
             // Given a directory (the state directory, say) for the socket: said so.
             let directoryGiven = try await Command.run(
                 try BuiltProducts.path(of: "bgctl"), ["status", "--socket", daemon.directory])
@@ -361,37 +451,75 @@ struct BGCtlTests {
             try #"{"aps":{"content-available":1}}"#.write(toFile: payload, atomically: true, encoding: .utf8)
             let ids = ["--key-id", "ABC123DEFG", "--team-id", "TEAM123456"]
             let cases: [([String], Int32, String)] = [
-                (["push", "send", "com.example.x", payload, "--key", directory + "/nokey.p8"] + ids, 66, "no such file: \(directory)/nokey.p8"),
-                (["push", "send", "com.example.x", directory + "/missing.json", "--key", payload] + ids, 66, "no such file: \(directory)/missing.json"),
-                (["push", "send", "com.example.x", payload, "--key", payload] + ids, 65, "is not a P-256 private key in PEM"),
+                (
+                    ["push", "send", "com.example.x", payload, "--key", directory + "/nokey.p8"] + ids, 66,
+                    "no such file: \(directory)/nokey.p8"
+                ),
+                (
+                    ["push", "send", "com.example.x", directory + "/missing.json", "--key", payload] + ids, 66,
+                    "no such file: \(directory)/missing.json"
+                ),
+                (
+                    ["push", "send", "com.example.x", payload, "--key", payload] + ids, 65,
+                    "is not a P-256 private key in PEM"
+                ),
                 (["push", "jwt", "--key", directory + "/nokey.p8"] + ids, 66, "no such file: \(directory)/nokey.p8"),
-                (["push", "keys", "add", "--topics", "com.example.x", directory + "/nokey.p8"] + ids, 66, "no such file: \(directory)/nokey.p8"),
+                (
+                    ["push", "keys", "add", "--topics", "com.example.x", directory + "/nokey.p8"] + ids, 66,
+                    "no such file: \(directory)/nokey.p8"
+                ),
                 (["push", "keys", "add", "--topics", "com.example.x", payload] + ids, 65, "is not a P-256 key in PEM"),
                 (["register", "--manifest", directory + "/bad.json"], 66, "no such file: \(directory)/bad.json"),
                 (["register", "--manifest", payload], 65, "unknown field 'aps'"),
-                (["push", "keys", "add", "--key-id", "SHORT", "--team-id", "TEAM123456", "--topics", "com.example.x", payload], 64, "Usage: bgctl push keys add"),
+                (
+                    [
+                        "push", "keys", "add", "--key-id", "SHORT", "--team-id", "TEAM123456", "--topics",
+                        "com.example.x", payload,
+                    ], 64, "Usage: bgctl push keys add"
+                ),
                 // A device that never ends is refused once past what such a file weighs, not read for ever.
-                (["push", "keys", "add", "--topics", "com.example.x", "/dev/zero"] + ids, 65, "/dev/zero is larger than 1 MiB"),
-                (["push", "send", "com.example.x", "/dev/zero", "--key", payload] + ids, 65, "/dev/zero is larger than 1 MiB"),
+                (
+                    ["push", "keys", "add", "--topics", "com.example.x", "/dev/zero"] + ids, 65,
+                    "/dev/zero is larger than 1 MiB"
+                ),
+                (
+                    ["push", "send", "com.example.x", "/dev/zero", "--key", payload] + ids, 65,
+                    "/dev/zero is larger than 1 MiB"
+                ),
                 // A relay's certificate that is a key: said so (65), not as a relay TLS cannot reach.
-                (["push", "relay", "enroll", "https://127.0.0.1:2198", "--certificate", payload, "--replace"], 65, "is not a PEM certificate"),
+                (
+                    ["push", "relay", "enroll", "https://127.0.0.1:2198", "--certificate", payload, "--replace"], 65,
+                    "is not a PEM certificate"
+                ),
                 // URLs no connection could be made to are usage errors, checked before anything is sent.
                 (["push", "relay", "enroll", "https://127.0.0.1:99999"], 64, "a port is 1 to 65535"),
                 (["push", "relay", "enroll", "ftp://relay.example.net"], 64, "http or https"),
-                (["push", "send", "com.example.x", payload, "--key", payload, "--gateway", "https://127.0.0.1:99999"] + ids, 64, "a port is 1 to 65535"),
-                (["push", "send", "com.example.x", payload, "--key", payload, "--gateway", "ftp://x"] + ids, 64, "http or https"),
+                (
+                    [
+                        "push", "send", "com.example.x", payload, "--key", payload, "--gateway",
+                        "https://127.0.0.1:99999",
+                    ] + ids, 64, "a port is 1 to 65535"
+                ),
+                (
+                    ["push", "send", "com.example.x", payload, "--key", payload, "--gateway", "ftp://x"] + ids, 64,
+                    "http or https"
+                ),
                 (["download", "http://127.0.0.1:99999/x", "--to", directory + "/x"], 64, "a port is 1 to 65535"),
                 (["status", "--socket", ""], 64, "--socket is a path"),
                 (["download", "http://127.0.0.1:8/x", "--to", ""], 64, "--to is a file's path"),
             ]
             for (arguments, status, message) in cases {
                 // push jwt needs no bgd, and takes no --socket.
-                let socket = arguments[1] == "jwt" || arguments.contains("--socket") ? [] : ["--socket", daemon.socketPath]
+                let socket =
+                    arguments[1] == "jwt" || arguments.contains("--socket") ? [] : ["--socket", daemon.socketPath]
                 let output = try await Command.run(try BuiltProducts.path(of: "bgctl"), arguments + socket)
                 #expect(output.status == status, "\(arguments): \(output.standardError)")
                 #expect(output.standardError.contains(message), "\(arguments): \(output.standardError)")
-                #expect(output.standardError.contains("Usage:") == (status == 64), "\(arguments): \(output.standardError)")
-                #expect(!output.standardError.contains("Usage: bgctl <subcommand>"), "\(arguments): \(output.standardError)")
+                #expect(
+                    output.standardError.contains("Usage:") == (status == 64), "\(arguments): \(output.standardError)")
+                #expect(
+                    !output.standardError.contains("Usage: bgctl <subcommand>"), "\(arguments): \(output.standardError)"
+                )
             }
             let json = try await bgctl(daemon, "register", "--manifest", directory + "/bad.json", "--json")
             #expect(json.standardError.contains(#""error":"fileUnreadable""#), "\(json.standardError)")

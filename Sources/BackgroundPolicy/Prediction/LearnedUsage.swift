@@ -79,6 +79,21 @@ public struct LearnedUsage: Sendable {
     /// When opens older than `memory` were last forgotten.
     private var forgottenAt = -Double.infinity
 
+    /// A moment the model learned from: an app not fresh by an open, its features then and the
+    /// estimate the budget's threshold saw (`bgctl simulate trace --moments-out`, for studying
+    /// the model outside it).
+    public struct ScoredMoment: Sendable {
+        public var at: Double
+        public var app: String
+        public var estimate: Double
+        public var features: [Double]
+    }
+
+    /// Whether `scoredMoments` keeps every moment learned from: off in bgd, whose months of
+    /// moments nobody reads.
+    public var keepsScoredMoments = false
+    public private(set) var scoredMoments: [ScoredMoment] = []
+
     public init(configuration: Configuration = .init()) { self.init(configuration: configuration, alsoAt: []) }
 
     /// With a budget at each of `otherWakesPerOpen` too, each fed the same candidates.
@@ -179,7 +194,9 @@ public struct LearnedUsage: Sendable {
     }
 
     /// Whether a stale app with `estimate` at `t` clears `budget`'s threshold and fits in it.
-    public func wake(at t: Double, estimate: OpenPredictor.Estimate, budget: WakeBudget) -> Result<PlannedWake, Holdback> {
+    public func wake(
+        at t: Double, estimate: OpenPredictor.Estimate, budget: WakeBudget
+    ) -> Result<PlannedWake, Holdback> {
         guard estimate.probability >= budget.threshold else {
             return .failure(.belowThreshold(at: t, estimate, threshold: budget.threshold))
         }
@@ -238,6 +255,9 @@ public struct LearnedUsage: Sendable {
                 let quarter = EstimateCheck.quarter(of: moment, in: history)
                 check.record(app, at: moment, quarter: quarter, estimate: raw)
                 let score = check.scaled(raw, quarter: quarter).probability
+                if keepsScoredMoments {
+                    scoredMoments.append(ScoredMoment(at: moment, app: app, estimate: score, features: x))
+                }
                 for index in budgets.indices {
                     budgets[index].consider(app, score: score, at: moment, lastOpen: lastOpen)
                 }

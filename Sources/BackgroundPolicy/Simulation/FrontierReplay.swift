@@ -52,9 +52,11 @@ public struct FrontierReplay: Sendable {
         guard !budgets.isEmpty else { return result }
         for user in trace.users {
             let events = trace.events(of: user).map { (t: $0.at.timeIntervalSince1970, app: $0.app) }
+            var unread: [LearnedUsage.ScoredMoment]? = nil
             let perBudget =
                 planner == .learned
-                ? replayLearned(events, budgets: budgets) : replayBaseline(events, planner: planner, budgets: budgets)
+                ? replayLearned(events, budgets: budgets, scoredMoments: &unread)
+                : replayBaseline(events, planner: planner, budgets: budgets)
             for (index, wakes) in perBudget.enumerated() {
                 for (app, times) in wakes {
                     result[index][AppOpenTrace.Key(user: user, app: app)] = times.map(Date.init(timeIntervalSince1970:))
@@ -64,12 +66,49 @@ public struct FrontierReplay: Sendable {
         return result
     }
 
+    /// A moment the learned planner scored, with what came after it in the trace.
+    public struct LabelledMoment: Sendable {
+        public var user: String
+        public var moment: LearnedUsage.ScoredMoment
+        /// Whether the app was opened within `freshFor` after the moment: what the model learns
+        /// to estimate.
+        public var opened: Bool
+    }
+
+    /// The learned planner's wakes at `wakesPerOpen`, and every moment its model scored and
+    /// learned from, labelled from the trace (users in name order, moments in time order).
+    public func learnedMoments(
+        for trace: AppOpenTrace, wakesPerOpen: Double
+    ) -> (wakes: [AppOpenTrace.Key: [Date]], moments: [LabelledMoment]) {
+        var result: [AppOpenTrace.Key: [Date]] = [:]
+        var moments: [LabelledMoment] = []
+        for user in trace.users {
+            let events = trace.events(of: user).map { (t: $0.at.timeIntervalSince1970, app: $0.app) }
+            var scored: [LearnedUsage.ScoredMoment]? = []
+            let wakes = replayLearned(events, budgets: [wakesPerOpen], scoredMoments: &scored)[0]
+            for (app, times) in wakes {
+                result[AppOpenTrace.Key(user: user, app: app)] = times.map(Date.init(timeIntervalSince1970:))
+            }
+            for moment in scored ?? [] {
+                let opens = trace.opens[AppOpenTrace.Key(user: user, app: moment.app)] ?? []
+                let next = opens.firstIndex { $0.timeIntervalSince1970 > moment.at }
+                let opened = next.map { opens[$0].timeIntervalSince1970 <= moment.at + freshFor } ?? false
+                moments.append(LabelledMoment(user: user, moment: moment, opened: opened))
+            }
+        }
+        return (result, moments)
+    }
+
     /// The learned planner exactly as the daemon runs it: `LearnedUsage` learns from the moments
     /// between opens when the next open arrives, and each decision asks it whether to wake —
-    /// once per app per moment, whatever the number of budgets.
-    private func replayLearned(_ events: [(t: Double, app: String)], budgets: [Double]) -> [[String: [Double]]] {
+    /// once per app per moment, whatever the number of budgets. Every moment the model scored
+    /// is kept in `scoredMoments` unless it is nil.
+    private func replayLearned(
+        _ events: [(t: Double, app: String)], budgets: [Double], scoredMoments: inout [LearnedUsage.ScoredMoment]?
+    ) -> [[String: [Double]]] {
         var usage = LearnedUsage(
             configuration: learnedConfiguration(wakesPerOpen: budgets[0]), alsoAt: Array(budgets.dropFirst()))
+        usage.keepsScoredMoments = scoredMoments != nil
         var wakes = Array(repeating: [String: [Double]](), count: budgets.count)
         walk(events) { t, app in
             usage.recordOpen(of: app, at: t)
@@ -94,6 +133,7 @@ public struct FrontierReplay: Sendable {
                 }
             }
         }
+        if scoredMoments != nil { scoredMoments = usage.scoredMoments }
         return wakes
     }
 
