@@ -219,6 +219,9 @@ public struct Daemon: Service {
         pruner = HistoryPruner(
             store: store, configuration: configuration.retention, clock: clock, doorbell: pruneDoorbell,
             activity: activity,
+            eventsExpired: { [coordinator] app, openRemaining in
+                await coordinator.eventsExpired(for: app, openRemaining: openRemaining)
+            },
             logger: Self.logger("bg.retention", like: logger))
         let pruneAfterPushes = PruneAfterPushes(
             threshold: 10 * configuration.retention.retention.pushesKeptPerApp, pruner: pruneDoorbell)

@@ -267,16 +267,81 @@ struct RunCoordinatorTests {
         }
     }
 
+    /// A run launched for transfer events whose events then expire unacknowledged (the app was
+    /// away past their retention) has nothing left to deliver: the pruning pass that closes them
+    /// ends it `cancelled` and tells its process to exit, as the last acknowledgement would.
+    /// Before, it sat out its 30 s budget and ended `expired`, blaming the app.
+    @Test func anEventsRunWhoseEventsExpireEndsAtOnce() async throws {
+        try await withHarness { h in
+            try await finishATransfer(of: h)
+            h.clock.advance(by: .seconds(31 * 86400))
+            await h.coordinator.deliverEvents(to: h.app)
+            let run = try #require(try await h.store.runs(of: h.app).first)
+            #expect(run.trigger == .transferEvents && run.isRunning)
+            let told = try await pruneOnce(h)
+            #expect(told == [0])
+            // The clock has not moved: ended by the pass, not by its budget.
+            #expect(await until { (try? await h.store.run(run.id)?.outcome) == .cancelled })
+            let ended = try #require(try await h.store.run(run.id))
+            #expect(ended.detail == "its transfer events expired unacknowledged" && ended.endedAt == h.clock.now)
+            #expect(
+                await h.supervisor.phase(of: 2_000_000_001)
+                    == .exitRequested(terminateAt: h.clock.now.addingTimeInterval(5), killGrace: .seconds(5)))
+        }
+    }
+
+    /// The same run with a newer event still open goes on: it has that one to deliver.
+    @Test func anEventsRunWithEventsLeftGoesOnWhenOlderOnesExpire() async throws {
+        try await withHarness { h in
+            try await finishATransfer(of: h)
+            h.clock.advance(by: .seconds(31 * 86400))
+            try await finishATransfer(of: h)
+            await h.coordinator.deliverEvents(to: h.app)
+            let run = try #require(try await h.store.runs(of: h.app).first)
+            let told = try await pruneOnce(h)
+            #expect(told.count == 1 && told[0] > 0, "\(told)")
+            #expect(try await h.store.run(run.id)?.isRunning == true)
+        }
+    }
+
+    /// A transfer of the harness's app ends now (cancelled): its events wait in the outbox.
+    private func finishATransfer(of h: Harness) async throws {
+        let request = TransferRequest(session: "s", url: URL(string: "http://127.0.0.1:9/f")!)
+        let transfer = try await h.store.createTransfer(request, app: h.app, now: h.clock.now) { id in
+            (partial: "/nonexistent/\(id).partial", destination: nil)
+        }
+        _ = try await h.store.finishTransfer(transfer.record.id, .cancelled, now: h.clock.now)
+    }
+
+    /// Runs the real pruner (30 days' retention) for its first pass, wired to the coordinator as
+    /// bgd wires it, and returns the open counts it told the coordinator of.
+    private func pruneOnce(_ h: Harness) async throws -> [Int] {
+        let told = Mutex<[Int]>([])
+        let activity = ActivityFeed()
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        let pruner = HistoryPruner(
+            store: h.store, configuration: .init(), clock: h.clock, activity: activity,
+            eventsExpired: { [coordinator = h.coordinator] app, openRemaining in
+                told.withLock { $0.append(openRemaining) }
+                await coordinator.eventsExpired(for: app, openRemaining: openRemaining)
+            }, logger: logger)
+        // The pass ends with `historyPruned`, after it has told the coordinator.
+        let feed = activity.subscribe()
+        let task = Task { try await pruner.run() }
+        defer { task.cancel() }
+        for await item in feed {
+            if case .historyPruned = item { break }
+        }
+        return told.withLock { $0 }
+    }
+
     /// An app that crashes on its transfer events is not launched again at every transfer's end:
     /// twice at once, then after a wait (a minute, doubling); the events wait for it, and a
     /// timer brings them back.
     @Test func anAppThatCrashesOnItsEventsIsLaunchedForThemAtAPace() async throws {
         try await withHarness { h in
-            let request = TransferRequest(session: "s", url: URL(string: "http://127.0.0.1:9/f")!)
-            let transfer = try await h.store.createTransfer(request, app: h.app, now: h.clock.now) { id in
-                (partial: "/nonexistent/\(id).partial", destination: nil)
-            }
-            _ = try await h.store.finishTransfer(transfer.record.id, .cancelled, now: h.clock.now)
+            try await finishATransfer(of: h)
             for launch in 1...3 {
                 await h.coordinator.deliverEvents(to: h.app)
                 #expect(h.launcher.launches.count == launch)

@@ -25,13 +25,18 @@ public struct HistoryPruner: Service {
     let clock: any WallClock
     let doorbell: Doorbell
     let activity: ActivityFeed?
+    /// Told of each app whose transfer events a pass expired, with how many it has still open:
+    /// a run launched for them has nothing left to deliver (`RunCoordinator.eventsExpired`).
+    let eventsExpired: (@Sendable (AppID, _ openRemaining: Int) async -> Void)?
     let logger: Logger
 
     public init(
         store: BackgroundStore, configuration: Configuration, clock: any WallClock, doorbell: Doorbell = Doorbell(),
-        activity: ActivityFeed? = nil, logger: Logger
+        activity: ActivityFeed? = nil, eventsExpired: (@Sendable (AppID, _ openRemaining: Int) async -> Void)? = nil,
+        logger: Logger
     ) {
         self.activity = activity
+        self.eventsExpired = eventsExpired
         self.store = store
         self.configuration = configuration
         self.clock = clock
@@ -91,6 +96,11 @@ public struct HistoryPruner: Service {
             if SafeFiles.remove(download.location) { removed[download.app, default: 0] += 1 }
         }
         let apps = Set(expired.map(\.app)).union(removed.keys).sorted { $0.rawValue < $1.rawValue }
+        if let eventsExpired {
+            for app in Set(expired.map(\.app)).sorted(by: { $0.rawValue < $1.rawValue }) {
+                await eventsExpired(app, try await store.openEventCount(for: app))
+            }
+        }
         for app in apps {
             activity?.emit(
                 .eventsExpired(

@@ -244,8 +244,24 @@ public actor RunCoordinator: Service {
     /// ends `eventsHandled`, and its process is told to exit and ended after the linger grace.
     public func eventsAcknowledged(by app: AppID, openRemaining: Int) async {
         guard openRemaining == 0 else { return }
+        await endEventsRuns(of: app, outcome: .eventsHandled, detail: nil)
+    }
+
+    /// The app's transfer events went unacknowledged past their retention and were closed as
+    /// expired (`HistoryPruner`); with none left open, a run launched for them has nothing to
+    /// deliver: it ends `cancelled` and its process is told to exit, as when the app acknowledges
+    /// the last one. Before, it sat out its budget and ended `expired`, which blamed the app and
+    /// counted toward `EventsRelaunchBackoff`.
+    public func eventsExpired(for app: AppID, openRemaining: Int) async {
+        guard openRemaining == 0 else { return }
+        await endEventsRuns(of: app, outcome: .cancelled, detail: "its transfer events expired unacknowledged")
+    }
+
+    /// Ends the app's runs launched for transfer events and tells their processes to exit, then
+    /// ended after the linger grace.
+    private func endEventsRuns(of app: AppID, outcome: RunOutcome, detail: String?) async {
         for (id, flight) in flights where flight.run.app == app && flight.run.trigger == .transferEvents {
-            await end(id, outcome: .eventsHandled, detail: nil)
+            await end(id, outcome: outcome, detail: detail)
             for (pid, launch) in launches where launch.run == id && !launch.exitRequested {
                 launches[pid]?.exitRequested = true
                 await supervisor.end(pid, after: configuration.lingerGrace, grace: configuration.budget.killGrace)

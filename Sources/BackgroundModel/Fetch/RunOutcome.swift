@@ -15,7 +15,8 @@ public enum RunOutcome: String, Codable, Sendable, CaseIterable {
     case launchFailed
     /// bgd stopped while the run was in flight; found and closed at the next start.
     case interrupted
-    /// The app was unregistered, or bgd shut down cleanly, while the run was in flight.
+    /// The app was unregistered, or bgd shut down cleanly, while the run was in flight; or the
+    /// transfer events a `transferEvents` run was launched for expired unacknowledged.
     case cancelled
     /// A run launched for transfer events (trigger `transferEvents`): the app acknowledged every
     /// one (`urlSessionDidFinishEvents`).
