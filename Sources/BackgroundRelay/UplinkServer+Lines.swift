@@ -137,7 +137,12 @@ final class UplinkLineReader: ChannelInboundHandler, @unchecked Sendable {
                 taken = true
                 timer?.cancel()
                 timer = nil
-                settle(.success(String(decoding: first[0], as: UTF8.self)))
+                // Handed out once this read has been taken in whole: a device that sent its
+                // credential and closed in the same flush (the TLS close_notify comes right after
+                // the line, in the same read) has ended by then, and its session takes nothing
+                // over (`UplinkSession.begin`).
+                let credential = String(decoding: first[0], as: UTF8.self)
+                context.eventLoop.execute { [self] in settle(.success(credential)) }
                 // The frames after it may be as long as the uplink allows.
                 lines = UplinkLines()
                 buffer.moveReaderIndex(to: newline + 1)

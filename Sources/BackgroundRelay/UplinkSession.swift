@@ -107,7 +107,7 @@ struct UplinkSession: Sendable {
     func serve(inbox: SessionInbox, writer: inout any ResponseBodyWriter) async throws {
         let (signal, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         inbox.listen { wake.yield() }
-        let rounds = try await begin(inbox: inbox, writer: writer)
+        guard let rounds = try await begin(inbox: inbox, writer: writer) else { return }
         defer { rounds.end() }
         for await _ in signal {
             if try await rounds.round() == .ended { return }
@@ -122,13 +122,20 @@ struct UplinkSession: Sendable {
         inbox: SessionInbox, writer: any ResponseBodyWriter, cut: @escaping @Sendable () -> Void,
         ended: @escaping @Sendable () -> Void
     ) async throws {
-        let rounds = try await begin(inbox: inbox, writer: bounding(writer, cut: cut))
+        guard let rounds = try await begin(inbox: inbox, writer: bounding(writer, cut: cut)) else { return ended() }
         inbox.listen { rounds.schedule(then: ended) }
     }
 
     /// Takes the device's connection on this node: registered with the hub (which rings the
-    /// inbox once), the device claimed, `ready` sent.
-    private func begin(inbox: SessionInbox, writer: any ResponseBodyWriter) async throws -> SessionRounds {
+    /// inbox once), the device claimed, `ready` sent. Nil when the connection ended before it
+    /// got here — a device, or a stray copy of its credential, that authenticated and closed at
+    /// once: it takes nothing, and the device's live session, if it has one, goes on. Before, it
+    /// took the device over (the live session was told `superseded`, which bgd backs off from)
+    /// and ended in its first round, leaving the device no session on the node until it
+    /// connected again; a push sent `apns-expiration: 0` meanwhile was dropped. (A close that
+    /// arrives while the claim is being made still takes the device over.)
+    private func begin(inbox: SessionInbox, writer: any ResponseBodyWriter) async throws -> SessionRounds? {
+        guard !inbox.hasEnded else { return nil }
         let id = hub.connect(device, inbox: inbox)
         let fencing: Int64
         do {
@@ -277,6 +284,15 @@ final class SessionInbox: Sendable {
     func post(_ event: UplinkSession.Event) {
         state.withLock { $0.events.append(event) }
         wake()
+    }
+
+    /// Whether the device's side has ended and no session has taken that in yet.
+    var hasEnded: Bool {
+        state.withLock { state in
+            state.events.contains {
+                if case .ended = $0 { true } else { false }
+            }
+        }
     }
 
     /// One line the device sent, without its newline: an empty one is a keep-alive.

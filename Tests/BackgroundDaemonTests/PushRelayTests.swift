@@ -206,6 +206,40 @@ struct PushRelayTests {
         }
     }
 
+    /// A connection that sends the device's credential and closes at once (a stray copy of the
+    /// credential, a probe, bgd stopped while it connected) takes nothing: the device's live
+    /// uplink goes on. Before, it took the device over — the live session was told `superseded`,
+    /// which bgd backs off from — and then ended in its first round, leaving the device with no
+    /// session on the node, where a push sent `apns-expiration: 0` was dropped.
+    @Test func aConnectionThatAuthenticatesAndClosesTakesNothingOver() async throws {
+        let token = String(repeating: "e2", count: 32)
+        try await withDevice(registering: token) { device in
+            let (node, client) = (device.node, device.client)
+            let live = try await RawLineUplink.connect(node, first: device.enrollment.bearer + "\n")
+            #expect(await live.next() == .ready(device: device.enrollment.device))
+            let stray = try await RawLineUplink.connect(
+                node, first: device.enrollment.bearer + "\n", thenCloseOutput: true)
+            // The relay is done with the stray once it has closed the connection.
+            var strayHeard: [String] = []
+            while let line = await stray.nextLine() { strayHeard.append(line) }
+            #expect(strayHeard.isEmpty, "\(strayHeard)")
+            // The live uplink echoes a keep-alive: it was not told it is superseded.
+            live.sendLine("")
+            #expect(await live.nextLine() == "")
+            #expect(try await node.metrics(client: client)["bgrelay_connected_devices"] == 1)
+            // A push that must go now or never goes to it.
+            let answer = try await device.provider.send(token: token, headers: [("apns-expiration", "0")])
+            #expect(answer.status == 200)
+            guard case .push(let push)? = await live.next() else {
+                Issue.record("the live uplink got no push")
+                return
+            }
+            live.send(.ack(seq: push.seq))
+            #expect(try await node.eventually { try await node.store.pushLog().map(\.state) == [.delivered] })
+            live.close()
+        }
+    }
+
     /// A device that stops reading (hung, its socket never drained) holds its session's write.
     /// Before, a held-up session read nothing more — not the silence check's `silent`, not the
     /// device's next uplink taking over, not its FIN — so it never ended, and each such

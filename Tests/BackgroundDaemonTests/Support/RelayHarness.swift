@@ -10,6 +10,7 @@ import Logging
 import NIOCore
 import NIOPosix
 import NIOSSL
+import NIOTLS
 import ServiceLifecycle
 import Synchronization
 
@@ -240,20 +241,28 @@ final class RawLineUplink: RawDevice {
         self.lines = lines
     }
 
-    static func connect(_ node: RelayNode, first: String, receiveBuffer: Int? = nil) async throws -> RawLineUplink {
+    /// `thenCloseOutput`: once the TLS handshake is done, the device sends `first` and closes its
+    /// side (TLS close_notify, then the socket's write side) in one write, as one TCP segment,
+    /// and still reads until the relay closes.
+    static func connect(
+        _ node: RelayNode, first: String, receiveBuffer: Int? = nil, thenCloseOutput: Bool = false
+    ) async throws -> RawLineUplink {
         try await connect(
-            port: node.uplinkPort, certificatePath: node.certificatePath, first: first, receiveBuffer: receiveBuffer)
+            port: node.uplinkPort, certificatePath: node.certificatePath, first: first, receiveBuffer: receiveBuffer,
+            thenCloseOutput: thenCloseOutput)
     }
 
     /// `receiveBuffer`: the socket's (SO_RCVBUF), for a device that is to stop reading soon.
     static func connect(
-        port: Int, certificatePath: String, first: String, receiveBuffer: Int? = nil
+        port: Int, certificatePath: String, first: String, receiveBuffer: Int? = nil, thenCloseOutput: Bool = false
     ) async throws -> RawLineUplink {
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.additionalTrustRoots = [.file(certificatePath)]
         tls.applicationProtocols = [UplinkFrame.alpn]
         let context = try NIOSSLContext(configuration: tls)
         let (lines, sink) = AsyncStream<String>.makeStream()
+        let corker = OutputCorker()
+        let handshake = MultiThreadedEventLoopGroup.singleton.any().makePromise(of: Void.self)
         var bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
         if let receiveBuffer {
             bootstrap = bootstrap.channelOption(.socketOption(.so_rcvbuf), value: .init(receiveBuffer))
@@ -261,13 +270,22 @@ final class RawLineUplink: RawDevice {
         let channel = try await bootstrap
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(corker)
                     try channel.pipeline.syncOperations.addHandler(
                         try NIOSSLClientHandler(context: context, serverHostname: "localhost"))
+                    try channel.pipeline.syncOperations.addHandler(HandshakeWatcher(done: handshake))
                     try channel.pipeline.syncOperations.addHandler(LineCollector(sink: sink))
                 }
             }
             .connect(host: "localhost", port: port).get()
-        try await channel.writeAndFlush(ByteBuffer(string: first))
+        if thenCloseOutput {
+            try await handshake.futureResult.get()
+            try await channel.eventLoop.submit { corker.corked = true }.get()
+            channel.write(ByteBuffer(string: first), promise: nil)
+            try await channel.close(mode: .output)
+        } else {
+            try await channel.writeAndFlush(ByteBuffer(string: first))
+        }
         return RawLineUplink(channel: channel, lines: lines)
     }
 
@@ -301,5 +319,58 @@ private final class LineCollector: ChannelInboundHandler, Sendable {
     func channelInactive(context: ChannelHandlerContext) {
         sink.finish()
         context.fireChannelInactive()
+    }
+}
+
+/// Tells when the TLS handshake is done.
+private final class HandshakeWatcher: ChannelInboundHandler, Sendable {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+    private let done: EventLoopPromise<Void>
+
+    init(done: EventLoopPromise<Void>) { self.done = done }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case .handshakeCompleted = event as? TLSUserEvent { done.succeed() }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        done.fail(ChannelError.ioOnClosedChannel)
+        context.fireChannelInactive()
+    }
+}
+
+/// Beneath TLS: once corked, holds every write until the output is closed, then writes them
+/// all at once before closing it — a device's last line and its close_notify in one segment.
+/// Its state is the event loop's alone.
+private final class OutputCorker: ChannelOutboundHandler, @unchecked Sendable {
+    typealias OutboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+    var corked = false
+    private var held = ByteBuffer()
+    private var promises: [EventLoopPromise<Void>] = []
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        guard corked else { return context.write(data, promise: promise) }
+        var buffer = unwrapOutboundIn(data)
+        held.writeBuffer(&buffer)
+        if let promise { promises.append(promise) }
+    }
+
+    func flush(context: ChannelHandlerContext) {
+        if !corked { context.flush() }
+    }
+
+    func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+        if corked {
+            corked = false
+            let written = context.eventLoop.makePromise(of: Void.self)
+            for waiting in promises { written.futureResult.cascade(to: waiting) }
+            promises = []
+            context.writeAndFlush(wrapOutboundOut(held), promise: written)
+            held = ByteBuffer()
+        }
+        context.close(mode: mode, promise: promise)
     }
 }
