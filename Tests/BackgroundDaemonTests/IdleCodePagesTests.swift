@@ -53,7 +53,7 @@ struct IdleCodePagesTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let quiet = try await RelayProcess(
             stateDirectory: directory + "/quiet", arguments: ["--log-level", "info"],
-            environment: ["BGRELAY_CODE_PAGES_QUIET_SECONDS": "1"])
+            environment: ["BGRELAY_CODE_PAGES_QUIET_SECONDS": "2"])
         let kept = try await RelayProcess(
             stateDirectory: directory + "/kept", environment: ["BGRELAY_KEEP_CODE_PAGES": "1"])
         #expect(await quiet.output.wait(for: "times=1"), "\(quiet.output.text)")
@@ -66,20 +66,22 @@ struct IdleCodePagesTests {
             let enrolled = try await client.execute(request, timeout: .seconds(30))
             #expect(enrolled.status == .ok, "the code runs again: \(enrolled.status)")
         }
-        // Measured after a release that follows a request, not the first one: with a 1-second
-        // quiet period on a loaded machine, the first can come while the tail of the start
-        // (first certificates, the store's first pass) still runs and faults code back after it.
-        // The fewer of two quiet periods' figures: once in a run of 200 tests, something faulted
-        // 28 MB of code back between the release's log line and the reading (44 MB kept).
-        try await enroll()
-        #expect(await quiet.output.wait(for: "times=2"), "after an enrollment: \(quiet.output.text)")
-        let first = Self.residentCode(of: quiet.process.processID)
-        try await enroll()
-        #expect(await quiet.output.wait(for: "times=3"), "after another: \(quiet.output.text)")
-        let (given, keeping) = (
-            min(first, Self.residentCode(of: quiet.process.processID)), Self.residentCode(of: kept.process.processID)
-        )
-        #expect(given * 2 < keeping, "resident code: \(given) kB given back (\(first) the first time), \(keeping) kB kept")
+        // Measured after releases that follow a request, not the first one: with a quiet period
+        // of seconds on a loaded machine, the first can come while the tail of the start (first
+        // certificates, the store's first pass) still runs and faults code back after it. Under
+        // a full test run the tail of a request can be starved as long: twice in runs of 130 to
+        // 200 tests, something faulted 28 MB of code back between the release's log line and the
+        // reading, in two quiet periods in a row (5–7 MB alone, 44 MB kept). So the fewest of up
+        // to four quiet periods' figures counts; a relay that gives nothing back is never under.
+        let keeping = Self.residentCode(of: kept.process.processID)
+        var readings: [Int] = []
+        for period in 2...5 {
+            try await enroll()
+            #expect(await quiet.output.wait(for: "times=\(period)"), "after an enrollment: \(quiet.output.text)")
+            readings.append(Self.residentCode(of: quiet.process.processID))
+            if readings.min()! * 2 < keeping { break }
+        }
+        #expect(readings.min()! * 2 < keeping, "resident code: \(readings) kB given back, \(keeping) kB kept")
         #expect(!kept.output.text.contains("Gave the code pages back"))
     }
 
