@@ -137,10 +137,10 @@ final class UplinkLineReader: ChannelInboundHandler, @unchecked Sendable {
                 taken = true
                 timer?.cancel()
                 timer = nil
-                // Handed out once this read has been taken in whole: a device that sent its
-                // credential and closed in the same flush (the TLS close_notify comes right after
-                // the line, in the same read) has ended by then, and its session takes nothing
-                // over (`UplinkSession.begin`).
+                // Handed out once the event loop has taken in everything the socket had (its
+                // tasks run after the read loop): a device that sent its credential and closed in
+                // the same flush (NIOSSL passes the line on, then `inputClosed`, in one call) has
+                // ended by then, and its session takes nothing over (`UplinkSession.begin`).
                 let credential = String(decoding: first[0], as: UTF8.self)
                 context.eventLoop.execute { [self] in settle(.success(credential)) }
                 // The frames after it may be as long as the uplink allows.

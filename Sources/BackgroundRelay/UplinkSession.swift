@@ -132,8 +132,10 @@ struct UplinkSession: Sendable {
     /// once: it takes nothing, and the device's live session, if it has one, goes on. Before, it
     /// took the device over (the live session was told `superseded`, which bgd backs off from)
     /// and ended in its first round, leaving the device no session on the node until it
-    /// connected again; a push sent `apns-expiration: 0` meanwhile was dropped. (A close that
-    /// arrives while the claim is being made still takes the device over.)
+    /// connected again; a push sent `apns-expiration: 0` meanwhile was dropped. Lines sent along
+    /// with the close are dropped with it (an ack there: its push goes again at the next uplink).
+    /// The same holds for an HTTP/2 uplink whose request body ended first. (A close that arrives
+    /// while the claim is being made still takes the device over.)
     private func begin(inbox: SessionInbox, writer: any ResponseBodyWriter) async throws -> SessionRounds? {
         guard !inbox.hasEnded else { return nil }
         let id = hub.connect(device, inbox: inbox)

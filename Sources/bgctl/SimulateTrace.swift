@@ -117,9 +117,7 @@ extension BGCtl.Simulate {
                     results.append((policy, FreshnessScore(trace: trace, wakes: lastWakes)))
                 } else if let planner = FrontierReplay.Planner(rawValue: policy) {
                     if planner == .learned, let momentsOut {
-                        let replayed = planners.learnedMoments(for: trace, wakesPerOpen: wakesPerOpen)
-                        lastWakes = replayed.wakes
-                        write(momentsCSV(replayed.moments), to: momentsOut)
+                        lastWakes = writeMoments(of: trace, replaying: planners, to: momentsOut)
                     } else {
                         lastWakes = planners.wakes(for: trace, planner: planner, wakesPerOpen: wakesPerOpen)
                     }
@@ -191,23 +189,43 @@ extension BGCtl.Simulate {
 
         private func minutes(_ duration: Duration) -> String { String(format: "%.1f", duration.seconds / 60) }
 
-        /// The moments as CSV, one row each: who, which app, when, the estimate, whether it came
-        /// true, and the features the estimate was made from.
-        private func momentsCSV(_ moments: [FrontierReplay.LabelledMoment]) -> String {
-            let header =
-                ["user", "app", "moment_utc", "estimate", "opened"] + OpenPredictor.Feature.allCases.map(\.rawValue)
-            var text = header.joined(separator: ",") + "\n"
-            for labelled in moments {
-                let moment = labelled.moment
-                let fields =
-                    [
-                        labelled.user, moment.app, "\(Int64(moment.at.rounded()))", "\(moment.estimate)",
-                        labelled.opened ? "1" : "0",
-                    ]
-                    + moment.features.map { "\($0)" }
-                text += fields.joined(separator: ",") + "\n"
+        /// Replays the learned planner, writing every moment its model scored to `path` as CSV,
+        /// one user at a time: who, which app, when, the estimate, whether it came true, and the
+        /// features the estimate was made from. Its wakes.
+        private func writeMoments(
+            of trace: AppOpenTrace, replaying planners: FrontierReplay, to path: String
+        ) -> [AppOpenTrace.Key: [Date]] {
+            do {
+                guard FileManager.default.createFile(atPath: path, contents: nil),
+                    let file = FileHandle(forWritingAtPath: path)
+                else {
+                    failCommand(
+                        "fileUnwritable",
+                        "cannot write \(path): cannot create it (is its directory there and writable?)",
+                        json: json, exit: BGCtlExit.failure)
+                }
+                defer { try? file.close() }
+                let header =
+                    ["user", "app", "moment_utc", "estimate", "opened"] + OpenPredictor.Feature.allCases.map(\.rawValue)
+                try file.write(contentsOf: Data((header.joined(separator: ",") + "\n").utf8))
+                return try planners.learnedMoments(for: trace, wakesPerOpen: wakesPerOpen) { moments in
+                    var text = ""
+                    for labelled in moments {
+                        let moment = labelled.moment
+                        let fields =
+                            [
+                                labelled.user, moment.app, "\(Int64(moment.at.rounded()))", "\(moment.estimate)",
+                                labelled.opened ? "1" : "0",
+                            ] + moment.features.map { "\($0)" }
+                        text += fields.joined(separator: ",") + "\n"
+                    }
+                    try file.write(contentsOf: Data(text.utf8))
+                }
+            } catch {
+                failCommand(
+                    "fileUnwritable", "cannot write \(path): \(error.localizedDescription)", json: json,
+                    exit: BGCtlExit.failure)
             }
-            return text
         }
 
         private func writeWakes(_ wakes: [AppOpenTrace.Key: [Date]], to path: String) {

@@ -23,7 +23,7 @@ scored days, which the planner's online budget cannot: the shares are above the 
 frontier, and only their differences between models mean something.
 
 Figures (session 38, 2026-11-29; planner = the planner's own estimates; trees: 200 rounds at
-rate 0.05, 100 at depth 2 when stacked):
+rate 0.05, 100 at depth 2 when stacked; the script's rows, set out as a table):
 
     u00 (34.9 days, 540 free opens + 1,340 session starts)   0.5x   1x     1.5x   2x     3x     4x
     planner                                                  0.439  0.535  0.598  0.646  0.699  0.759
@@ -56,26 +56,38 @@ WARMUP_DAYS, MEMORY_DAYS = 7, 28
 BUDGETS = [0.5, 1, 1.5, 2, 3, 4]
 
 
+# OpenPredictor.Feature, in its order: the first nine are the app's own history.
+FEATURES = [
+    "sinceLastOpen", "sinceSecondLastOpen", "gapRatio", "overallRate", "hourOfDayRate", "hourOfWeekRate",
+    "days7", "days28", "sameWeekday", "userIdle", "userActiveLastHour", "coUsage", "firstAfterIdle",
+    "morningHabit",
+]
+
+
 def load(path, user):
     times, apps, estimates, labels, features = [], [], [], [], []
     with open(path) as f:
-        reader = csv.reader(f)
-        next(reader)
+        reader = csv.DictReader(f)
+        missing = [name for name in ["user", "app", "moment_utc", "estimate", "opened"] + FEATURES
+                   if name not in reader.fieldnames]
+        if missing:
+            sys.exit(f"{path} lacks the columns {', '.join(missing)}: write it with bgctl simulate trace --moments-out")
         for row in reader:
-            if row[0] != user:
+            if row["user"] != user:
                 continue
-            times.append(float(row[2]))
-            apps.append(row[1])
-            estimates.append(float(row[3]))
-            labels.append(row[4] == "1")
-            features.append([float(v) for v in row[5:]])
+            times.append(float(row["moment_utc"]))
+            apps.append(row["app"])
+            estimates.append(float(row["estimate"]))
+            labels.append(row["opened"] == "1")
+            features.append([float(row[name]) for name in FEATURES])
     return np.array(times), np.array(apps), np.array(estimates), np.array(labels), np.array(features)
 
 
 def inputs(x):
     """The planner's inputs: the 14 features, the nine of the app's history squared, and the
     user's activity in the last hour times the app's rate at this hour (OpenPredictor)."""
-    return np.hstack([x, x[:, :9] ** 2, (x[:, 10] * x[:, 4])[:, None]])
+    column = FEATURES.index
+    return np.hstack([x, x[:, :9] ** 2, (x[:, column("userActiveLastHour")] * x[:, column("hourOfDayRate")])[:, None]])
 
 
 def logit(p):

@@ -96,11 +96,6 @@ public struct HistoryPruner: Service {
             if SafeFiles.remove(download.location) { removed[download.app, default: 0] += 1 }
         }
         let apps = Set(expired.map(\.app)).union(removed.keys).sorted { $0.rawValue < $1.rawValue }
-        if let eventsExpired {
-            for app in Set(expired.map(\.app)).sorted(by: { $0.rawValue < $1.rawValue }) {
-                await eventsExpired(app, try await store.openEventCount(for: app))
-            }
-        }
         for app in apps {
             activity?.emit(
                 .eventsExpired(
@@ -112,6 +107,12 @@ public struct HistoryPruner: Service {
                     "downloads.removed": "\(removed[app] ?? 0)",
                     "unacknowledged.for": "\(configuration.retention.history)",
                 ])
+        }
+        // After the report: the events are closed whatever the count's read does, and a read
+        // that fails leaves the run to its budget, as before, without losing the report.
+        guard let eventsExpired else { return }
+        for app in Set(expired.map(\.app)).sorted(by: { $0.rawValue < $1.rawValue }) {
+            if let open = try? await store.openEventCount(for: app) { await eventsExpired(app, open) }
         }
     }
 }

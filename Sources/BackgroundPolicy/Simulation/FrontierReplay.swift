@@ -75,13 +75,13 @@ public struct FrontierReplay: Sendable {
         public var opened: Bool
     }
 
-    /// The learned planner's wakes at `wakesPerOpen`, and every moment its model scored and
-    /// learned from, labelled from the trace (users in name order, moments in time order).
+    /// The learned planner's wakes at `wakesPerOpen`; every moment its model scored and learned
+    /// from, labelled from the trace, goes to `each`, one user at a time (users in name order,
+    /// moments in time order), so a trace of many users is never held whole.
     public func learnedMoments(
-        for trace: AppOpenTrace, wakesPerOpen: Double
-    ) -> (wakes: [AppOpenTrace.Key: [Date]], moments: [LabelledMoment]) {
+        for trace: AppOpenTrace, wakesPerOpen: Double, each: ([LabelledMoment]) throws -> Void
+    ) rethrows -> [AppOpenTrace.Key: [Date]] {
         var result: [AppOpenTrace.Key: [Date]] = [:]
-        var moments: [LabelledMoment] = []
         for user in trace.users {
             let events = trace.events(of: user).map { (t: $0.at.timeIntervalSince1970, app: $0.app) }
             var scored: [LearnedUsage.ScoredMoment]? = []
@@ -89,14 +89,24 @@ public struct FrontierReplay: Sendable {
             for (app, times) in wakes {
                 result[AppOpenTrace.Key(user: user, app: app)] = times.map(Date.init(timeIntervalSince1970:))
             }
-            for moment in scored ?? [] {
-                let opens = trace.opens[AppOpenTrace.Key(user: user, app: moment.app)] ?? []
-                let next = opens.firstIndex { $0.timeIntervalSince1970 > moment.at }
-                let opened = next.map { opens[$0].timeIntervalSince1970 <= moment.at + freshFor } ?? false
-                moments.append(LabelledMoment(user: user, moment: moment, opened: opened))
-            }
+            var opens: [String: [Double]] = [:]
+            try each(
+                (scored ?? []).map { moment in
+                    let times =
+                        opens[moment.app]
+                        ?? {
+                            let times = (trace.opens[AppOpenTrace.Key(user: user, app: moment.app)] ?? [])
+                                .map(\.timeIntervalSince1970)
+                            opens[moment.app] = times
+                            return times
+                        }()
+                    // The first open after the moment (not at it: an open at the moment made it).
+                    let next = times.firstIndex(notBefore: moment.at.nextUp)
+                    let opened = next < times.count && times[next] <= moment.at + freshFor
+                    return LabelledMoment(user: user, moment: moment, opened: opened)
+                })
         }
-        return (result, moments)
+        return result
     }
 
     /// The learned planner exactly as the daemon runs it: `LearnedUsage` learns from the moments

@@ -261,8 +261,6 @@ final class RawLineUplink: RawDevice {
         tls.applicationProtocols = [UplinkFrame.alpn]
         let context = try NIOSSLContext(configuration: tls)
         let (lines, sink) = AsyncStream<String>.makeStream()
-        let corker = OutputCorker()
-        let handshake = MultiThreadedEventLoopGroup.singleton.any().makePromise(of: Void.self)
         var bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
         if let receiveBuffer {
             bootstrap = bootstrap.channelOption(.socketOption(.so_rcvbuf), value: .init(receiveBuffer))
@@ -270,16 +268,20 @@ final class RawLineUplink: RawDevice {
         let channel = try await bootstrap
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(corker)
+                    // A handler of its own for each channel: a connection to "localhost" may try
+                    // more than one address, each on a channel that runs this.
+                    try channel.pipeline.syncOperations.addHandler(OutputCorker())
                     try channel.pipeline.syncOperations.addHandler(
                         try NIOSSLClientHandler(context: context, serverHostname: "localhost"))
-                    try channel.pipeline.syncOperations.addHandler(HandshakeWatcher(done: handshake))
+                    try channel.pipeline.syncOperations.addHandler(HandshakeWatcher())
                     try channel.pipeline.syncOperations.addHandler(LineCollector(sink: sink))
                 }
             }
             .connect(host: "localhost", port: port).get()
         if thenCloseOutput {
-            try await handshake.futureResult.get()
+            let handshake = try await channel.pipeline.handler(type: HandshakeWatcher.self).get()
+            try await handshake.done(on: channel.eventLoop).get()
+            let corker = try await channel.pipeline.handler(type: OutputCorker.self).get()
             try await channel.eventLoop.submit { corker.corked = true }.get()
             channel.write(ByteBuffer(string: first), promise: nil)
             try await channel.close(mode: .output)
@@ -322,21 +324,32 @@ private final class LineCollector: ChannelInboundHandler, Sendable {
     }
 }
 
-/// Tells when the TLS handshake is done.
-private final class HandshakeWatcher: ChannelInboundHandler, Sendable {
+/// Tells when the TLS handshake is done: its promise is made when the handler is added and
+/// completed, one way or the other, by the time it is removed (a debug build traps on a promise
+/// left unfulfilled). Its state is the event loop's alone.
+private final class HandshakeWatcher: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
-    private let done: EventLoopPromise<Void>
+    private var promise: EventLoopPromise<Void>?
 
-    init(done: EventLoopPromise<Void>) { self.done = done }
+    /// Done when the handshake is; failed if the connection ended first.
+    func done(on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+        eventLoop.flatSubmit { [self] in
+            promise?.futureResult ?? eventLoop.makeFailedFuture(ChannelError.ioOnClosedChannel)
+        }
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) { promise = context.eventLoop.makePromise() }
+
+    func handlerRemoved(context: ChannelHandlerContext) { promise?.fail(ChannelError.ioOnClosedChannel) }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if case .handshakeCompleted = event as? TLSUserEvent { done.succeed() }
+        if case .handshakeCompleted = event as? TLSUserEvent { promise?.succeed() }
         context.fireUserInboundEventTriggered(event)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        done.fail(ChannelError.ioOnClosedChannel)
+        promise?.fail(ChannelError.ioOnClosedChannel)
         context.fireChannelInactive()
     }
 }
@@ -360,6 +373,12 @@ private final class OutputCorker: ChannelOutboundHandler, @unchecked Sendable {
 
     func flush(context: ChannelHandlerContext) {
         if !corked { context.flush() }
+    }
+
+    /// The connection ended while corked: what was held never went.
+    func handlerRemoved(context: ChannelHandlerContext) {
+        for waiting in promises { waiting.fail(ChannelError.ioOnClosedChannel) }
+        promises = []
     }
 
     func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
