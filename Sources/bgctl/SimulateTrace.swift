@@ -235,12 +235,8 @@ extension BGCtl.Simulate {
                     lines.append("\(key.user),\(key.app),\(Int64(wake.timeIntervalSince1970.rounded()))")
                 }
             }
-            write(lines.joined(separator: "\n") + "\n", to: path)
-        }
-
-        private func write(_ text: String, to path: String) {
             do {
-                try text.write(toFile: path, atomically: true, encoding: .utf8)
+                try (lines.joined(separator: "\n") + "\n").write(toFile: path, atomically: true, encoding: .utf8)
             } catch {
                 failCommand(
                     "fileUnwritable", "cannot write \(path): \(error.localizedDescription)", json: json,

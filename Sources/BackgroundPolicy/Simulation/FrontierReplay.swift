@@ -52,10 +52,9 @@ public struct FrontierReplay: Sendable {
         guard !budgets.isEmpty else { return result }
         for user in trace.users {
             let events = trace.events(of: user).map { (t: $0.at.timeIntervalSince1970, app: $0.app) }
-            var unread: [LearnedUsage.ScoredMoment]? = nil
             let perBudget =
                 planner == .learned
-                ? replayLearned(events, budgets: budgets, scoredMoments: &unread)
+                ? replayLearned(events, budgets: budgets).wakes
                 : replayBaseline(events, planner: planner, budgets: budgets)
             for (index, wakes) in perBudget.enumerated() {
                 for (app, times) in wakes {
@@ -84,25 +83,17 @@ public struct FrontierReplay: Sendable {
         var result: [AppOpenTrace.Key: [Date]] = [:]
         for user in trace.users {
             let events = trace.events(of: user).map { (t: $0.at.timeIntervalSince1970, app: $0.app) }
-            var scored: [LearnedUsage.ScoredMoment]? = []
-            let wakes = replayLearned(events, budgets: [wakesPerOpen], scoredMoments: &scored)[0]
-            for (app, times) in wakes {
+            let replayed = replayLearned(events, budgets: [wakesPerOpen], keepingMoments: true)
+            for (app, times) in replayed.wakes[0] {
                 result[AppOpenTrace.Key(user: user, app: app)] = times.map(Date.init(timeIntervalSince1970:))
             }
-            var opens: [String: [Double]] = [:]
             try each(
-                (scored ?? []).map { moment in
-                    let times =
-                        opens[moment.app]
-                        ?? {
-                            let times = (trace.opens[AppOpenTrace.Key(user: user, app: moment.app)] ?? [])
-                                .map(\.timeIntervalSince1970)
-                            opens[moment.app] = times
-                            return times
-                        }()
-                    // The first open after the moment (not at it: an open at the moment made it).
-                    let next = times.firstIndex(notBefore: moment.at.nextUp)
-                    let opened = next < times.count && times[next] <= moment.at + freshFor
+                replayed.moments.map { moment in
+                    // Opened in (moment, moment + freshFor]: the last open by the horizon's end is
+                    // after the moment (an open at the moment is the one that made it).
+                    let opens = trace.opens[AppOpenTrace.Key(user: user, app: moment.app)] ?? []
+                    let last = opens.last(notAfter: Date(timeIntervalSince1970: moment.at + freshFor))
+                    let opened = last.map { $0.timeIntervalSince1970 > moment.at } ?? false
                     return LabelledMoment(user: user, moment: moment, opened: opened)
                 })
         }
@@ -111,14 +102,14 @@ public struct FrontierReplay: Sendable {
 
     /// The learned planner exactly as the daemon runs it: `LearnedUsage` learns from the moments
     /// between opens when the next open arrives, and each decision asks it whether to wake —
-    /// once per app per moment, whatever the number of budgets. Every moment the model scored
-    /// is kept in `scoredMoments` unless it is nil.
+    /// once per app per moment, whatever the number of budgets. With `keepingMoments`, every
+    /// moment the model scored too.
     private func replayLearned(
-        _ events: [(t: Double, app: String)], budgets: [Double], scoredMoments: inout [LearnedUsage.ScoredMoment]?
-    ) -> [[String: [Double]]] {
+        _ events: [(t: Double, app: String)], budgets: [Double], keepingMoments: Bool = false
+    ) -> (wakes: [[String: [Double]]], moments: [LearnedUsage.ScoredMoment]) {
         var usage = LearnedUsage(
             configuration: learnedConfiguration(wakesPerOpen: budgets[0]), alsoAt: Array(budgets.dropFirst()))
-        usage.keepsScoredMoments = scoredMoments != nil
+        usage.keepsScoredMoments = keepingMoments
         var wakes = Array(repeating: [String: [Double]](), count: budgets.count)
         walk(events) { t, app in
             usage.recordOpen(of: app, at: t)
@@ -143,8 +134,7 @@ public struct FrontierReplay: Sendable {
                 }
             }
         }
-        if scoredMoments != nil { scoredMoments = usage.scoredMoments }
-        return wakes
+        return (wakes, usage.scoredMoments)
     }
 
     /// The configuration of `LearnedUsage` this replay's settings describe.
