@@ -103,7 +103,7 @@ struct ObservabilityTests {
     @Test func anOpenDashboardTabHearsAKeepAliveWhileBgdIsQuiet() async throws {
         try await TestDaemon.with(dashboard: .init(port: 0)) { daemon in
             let before = daemon.activity.subscriberCount
-            let port = await try #require(daemon.daemon.dashboard).boundPort.wait()
+            let port = try await #require(daemon.daemon.dashboard).boundPort.wait()
             var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)/events")
             request.headers.add(name: "Authorization", value: "Bearer \(try dashboardToken(daemon))")
             let client = HTTPClient(eventLoopGroupProvider: .singleton)
@@ -143,7 +143,7 @@ struct ObservabilityTests {
                 _ = try await daemon.admin.send(.post, "/v1/apps/\(app)/fetch", as: RunRecord.self)
             }
             #expect(run.trigger == .manual && run.outcome == .newData, "\(run)")
-            let port = await try #require(daemon.daemon.dashboard).boundPort.wait()
+            let port = try await #require(daemon.daemon.dashboard).boundPort.wait()
             let token = try dashboardToken(daemon)
             let page = try await get("http://127.0.0.1:\(port)/", headers: [("Authorization", "Bearer \(token)")])
             #expect(page.body.contains("<td data-label=\"wakes in 24 h\">0"), "\(page.body)")

@@ -159,7 +159,8 @@ struct TransferHandOffTests {
             #expect(pass.contains(.eventsExpired(app, events: 3, downloadsRemoved: 1)), "\(pass)")
             let metrics = try await ObservabilityTests().get0(daemon)
             let expiredTotal = metrics.split(separator: "\n").first { $0.hasPrefix("bgd_events_expired_total ") }
-            #expect(expiredTotal.flatMap { $0.split(separator: " ").last }.flatMap { Double($0) } ?? 0 >= 3, "\(metrics)")
+            #expect(
+                expiredTotal.flatMap { $0.split(separator: " ").last }.flatMap { Double($0) } ?? 0 >= 3, "\(metrics)")
             let outbox = try await daemon.store.outbox(for: app)
             #expect(outbox.map(\.closedBy) == ["expired", "expired", "expired"], "\(outbox)")
             #expect(!FileManager.default.fileExists(atPath: location), "the unclaimed download is gone")
@@ -168,6 +169,40 @@ struct TransferHandOffTests {
             await prunedAfter(1)
             #expect(!FileManager.default.fileExists(atPath: location), "the next pass removes it")
             #expect(try await daemon.store.transfer(record.id) == nil, "the transfer is pruned with them")
+        }
+    }
+
+    /// A run launched for transfer events ends at the pruning pass that expires them: the app
+    /// was handed its download and never acknowledged it (`--keep-history` here shorter than
+    /// the run's 30 s budget). It ends `cancelled`, not `expired`: nothing is left to deliver,
+    /// and the app is not blamed. Before bgd wired the pruner to its runs, the run sat out its
+    /// budget and ended `expired`, which counts toward the relaunch backoff.
+    @Test func aRunForEventsThatExpireEndsAtThePass() async throws {
+        let origin = try await FaultyOrigin.start()
+        defer { Task { await origin.stop() } }
+        try await TestDaemon.with(retention: .init(retention: .init(history: .seconds(10)))) { daemon in
+            let app = AppID(rawValue: Self.app)!
+            try await daemon.register(Self.app, command: try fixture("hang-on-download"), interval: .never)
+            var activities = daemon.activity.subscribe().makeAsyncIterator()
+            _ = try await daemon.admin.send(
+                .post, "/v1/transfers?app=\(Self.app)",
+                body: TransferRequest(session: "fixture", url: origin.url(seed: 26, size: 1000)),
+                as: TransferRecord.self)
+            var run: RunRecord?
+            while run == nil, let activity = await activities.next() {
+                if case .runStarted(let started) = activity, started.app == app { run = started }
+            }
+            let started = try #require(run)
+            #expect(started.trigger == .transferEvents)
+
+            let pass = await Self.activity(of: daemon) {
+                daemon.clock.advance(by: .seconds(11))
+                daemon.daemon.pruneDoorbell.ring()
+            }
+            #expect(pass.contains(.eventsExpired(app, events: 3, downloadsRemoved: 1)), "\(pass)")
+            let ended = pass.compactMap { if case .runEnded(let run) = $0, run.id == started.id { run } else { nil } }
+            #expect(ended.map(\.outcome) == [.cancelled], "the run ended at the pass: \(pass)")
+            #expect(ended.first?.detail == "its transfer events expired unacknowledged")
         }
     }
 
@@ -194,7 +229,8 @@ struct TransferHandOffTests {
         try await TestDaemon.with { daemon in
             let app = AppID(rawValue: Self.app)!
             _ = try await transferWithoutLaunchEvents(daemon, from: origin, seed: 25)
-            guard case .downloadFinished(_, _, _, let location)? = try await daemon.store.openEvents(for: app).first?.body
+            guard
+                case .downloadFinished(_, _, _, let location)? = try await daemon.store.openEvents(for: app).first?.body
             else {
                 Issue.record("no downloadFinished")
                 return

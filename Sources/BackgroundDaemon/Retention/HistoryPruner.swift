@@ -47,21 +47,27 @@ public struct HistoryPruner: Service {
     public func run() async throws {
         let jumps = WallClockJumps(clock: clock)
         await doorbell.serve("retention", on: clock, logger: logger) {
-            try await carryForward(across: jumps.forwardJump())
-            try await expireUnacknowledged()
-            let report = try await store.prune(configuration.retention, now: clock.now)
-            if report.rowsDeleted > 0 {
-                logger.info(
-                    "Pruned finished history",
-                    metadata: [
-                        "runs": "\(report.runs)", "events": "\(report.events)", "pushes": "\(report.pushes)",
-                        "transfers": "\(report.transfers)", "opens": "\(report.opens)",
-                        "pages.freed": "\(report.pagesFreed)",
-                    ])
-            }
-            activity?.emit(.historyPruned(rows: report.rowsDeleted))
+            try await pass(forwardJump: jumps.forwardJump())
             return clock.now.adding(configuration.interval)
         }
+    }
+
+    /// One pruning pass, after the wall clock was set `forwardJump` seconds forward (0: not).
+    /// `run` makes one now and then; a test makes one and sees what it throws.
+    public func pass(forwardJump: TimeInterval = 0) async throws {
+        try await carryForward(across: forwardJump)
+        try await expireUnacknowledged()
+        let report = try await store.prune(configuration.retention, now: clock.now)
+        if report.rowsDeleted > 0 {
+            logger.info(
+                "Pruned finished history",
+                metadata: [
+                    "runs": "\(report.runs)", "events": "\(report.events)", "pushes": "\(report.pushes)",
+                    "transfers": "\(report.transfers)", "opens": "\(report.opens)",
+                    "pages.freed": "\(report.pagesFreed)",
+                ])
+        }
+        activity?.emit(.historyPruned(rows: report.rowsDeleted))
     }
 
     /// The wall clock was set `jump` seconds forward since the last pass: the open events

@@ -20,6 +20,8 @@ import Synchronization
 ///   later ones answer `.newData`.
 /// - `crash-on-download`: the first time a download is handed over, abort inside
 ///   `didFinishDownloadingTo` (before acknowledging); behave afterwards.
+/// - `hang-on-download`: never return from `didFinishDownloadingTo`, so the download is never
+///   acknowledged while the process lives.
 ///
 /// Every process has the background session "fixture"; its events are logged as
 /// `handleEvents <session>`, `finished <transfer> <sha256 of the file>`, `completed <transfer> <ok|code>`,
@@ -43,7 +45,8 @@ struct FixtureApp {
         let session = BackgroundURLSession(
             configuration: .background(withIdentifier: "fixture"),
             delegate: TransferRecorder(
-                log: log, container: application.containerPath ?? ".", crashOnce: behaviour == "crash-on-download"),
+                log: log, container: application.containerPath ?? ".", crashOnce: behaviour == "crash-on-download",
+                hangs: behaviour == "hang-on-download"),
             application: application)
         _ = session
         // The run this process was launched for (BGD_RUN) is its first fetch; a later fetch is
@@ -154,10 +157,12 @@ final class TransferRecorder: BackgroundURLSessionDelegate {
     let log: Log
     let container: String
     let crashOnce: Bool
-    init(log: Log, container: String, crashOnce: Bool) {
+    let hangs: Bool
+    init(log: Log, container: String, crashOnce: Bool, hangs: Bool) {
         self.log = log
         self.container = container
         self.crashOnce = crashOnce
+        self.hangs = hangs
     }
 
     func urlSession(
@@ -172,6 +177,8 @@ final class TransferRecorder: BackgroundURLSessionDelegate {
             FileManager.default.createFile(atPath: marker, contents: nil)
             abort()
         }
+        // The delegate is synchronous: the thread that delivers events stops here for good.
+        while hangs { pause() }
         try? FileManager.default.moveItem(at: location, to: kept)
     }
 
