@@ -27,15 +27,14 @@ struct JournalLogHandler: LogHandler {
         set { metadata[key] = newValue }
     }
 
-    func log(
-        level: Logger.Level, message: Logger.Message, metadata explicit: Logger.Metadata?, source: String, file: String,
-        function: String, line: UInt
-    ) {
-        let all = metadata.merging(explicit ?? [:]) { $1 }
-        if let nativeSocket, JournalSocket.shared.send(Self.native(level, label, message, all), to: nativeSocket) {
+    func log(event: LogEvent) {
+        let all = metadata.merging(event.metadata ?? [:]) { $1 }
+        if let nativeSocket,
+            JournalSocket.shared.send(Self.native(event.level, label, event.message, all), to: nativeSocket)
+        {
             return
         }
-        var text = "<\(Self.priority(level))>\(label): \(Self.flatten(message.description))"
+        var text = "<\(Self.priority(event.level))>\(label): \(Self.flatten(event.message.description))"
         for (key, value) in all.sorted(by: { $0.key < $1.key }) {
             text += " \(key)=\(Self.quoted(Self.flatten("\(value)")))"
         }

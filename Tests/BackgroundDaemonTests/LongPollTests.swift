@@ -20,7 +20,7 @@ struct LongPollTests {
             let before = daemon.activity.subscriberCount
             // A run that does not exist yet is waited for like one in flight.
             let poll = try longPoll(daemon, "/v1/runs/999?wait=600")
-            #expect(try await eventually { daemon.activity.subscriberCount == before + 1 }, "the long-poll did not begin")
+            #expect(await eventually { daemon.activity.subscriberCount == before + 1 }, "the long-poll did not begin")
             #expect(try await leave(poll, daemon, subscribersBefore: before), "the long-poll outlived its client")
         }
     }
@@ -35,7 +35,7 @@ struct LongPollTests {
             let (record, _) = try await transfers.download(origin.url(seed: 13, size: 1000), daemon)
             let before = daemon.activity.subscriberCount
             let poll = try longPoll(daemon, "/v1/transfers/\(record.id)?wait=600")
-            #expect(try await eventually { daemon.activity.subscriberCount == before + 1 }, "the long-poll did not begin")
+            #expect(await eventually { daemon.activity.subscriberCount == before + 1 }, "the long-poll did not begin")
             #expect(try await leave(poll, daemon, subscribersBefore: before), "the long-poll outlived its client")
             #expect(try await daemon.admin.send(.get, "/v1/transfers/\(record.id)", as: TransferRecord.self).state == .waiting)
         }
@@ -56,7 +56,7 @@ struct LongPollTests {
     func leave(_ poll: Spawned, _ daemon: TestDaemon, subscribersBefore before: Int) async throws -> Bool {
         poll.signal(SIGKILL)
         _ = await poll.waitForExit()
-        return try await eventually { daemon.activity.subscriberCount == before }
+        return await eventually { daemon.activity.subscriberCount == before }
     }
 
     /// `bgctl fetch APP --wait` interrupted (^C) leaves the run it started to run on: the client
@@ -73,7 +73,7 @@ struct LongPollTests {
             }) {
                 poll = try longPoll(daemon, method: "POST", "/v1/apps/\(app)/fetch?wait=600")
             }
-            #expect(try await eventually { daemon.activity.subscriberCount > before }, "the long-poll did not begin")
+            #expect(await eventually { daemon.activity.subscriberCount > before }, "the long-poll did not begin")
             #expect(try await leave(try #require(poll), daemon, subscribersBefore: before), "the long-poll outlived its client")
             let run = try await daemon.admin.send(.get, "/v1/runs/\(started.id)", as: RunRecord.self)
             #expect(run.outcome == nil, "the run ended with its waiter: \(run)")
@@ -115,7 +115,7 @@ struct LongPollTests {
             let poll = Task {
                 try await admin.send(.get, "/v1/runs/999?wait=600", as: RunRecord.self, timeout: .seconds(700))
             }
-            #expect(try await eventually { daemon.activity.subscriberCount == before + 1 }, "the long-poll did not begin")
+            #expect(await eventually { daemon.activity.subscriberCount == before + 1 }, "the long-poll did not begin")
             return poll
         }
         await #expect {
