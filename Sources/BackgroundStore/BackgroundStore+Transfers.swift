@@ -94,7 +94,9 @@ extension BackgroundStore {
     public func outstandingTransferCount(of app: AppID) async throws -> Int {
         try await writer.read { db in
             try TransferRow.filter(TransferRow.Columns.appId == app.rawValue)
-                .filter(TransferState.allCases.filter { !$0.isFinal }.map(\.rawValue).contains(TransferRow.Columns.state))
+                .filter(
+                    TransferState.allCases.filter { !$0.isFinal }.map(\.rawValue).contains(TransferRow.Columns.state)
+                )
                 .fetchCount(db)
         }
     }
@@ -123,18 +125,24 @@ extension BackgroundStore {
     }
 
     /// Bytes up to `checkpoint.offset` are synced: they will not be fetched again (for an upload
-    /// the server took: all of it, with its answer's status).
+    /// the server took: all of it, with its answer's status). Only bytes beyond those already
+    /// kept are progress, which ends a run of failures and holds off `noProgress`: a checkpoint
+    /// saved as an answer's headers arrive, or again after a body that broke before its first
+    /// byte, is none — else a server that always answers and then drops the connection was
+    /// retried at the first backoff's pace for ever and never failed for lack of progress.
     public func saveCheckpoint(
         _ id: TransferID, _ checkpoint: DownloadCheckpoint, restarted: Bool, statusCode: Int? = nil, now: Date
     ) async throws {
         _ = try await update(id) { row in
             if restarted { row.restarts += 1 }
             if let statusCode { row.statusCode = statusCode }
+            if checkpoint.offset > row.bytesDone {
+                row.consecutiveFailures = 0
+                row.lastProgressAt = now
+            }
             row.bytesDone = checkpoint.offset
             row.bytesTotal = checkpoint.total
             row.validator = checkpoint.validator.map(ColumnJSON.encode)
-            row.consecutiveFailures = 0
-            row.lastProgressAt = now
         }
     }
 

@@ -19,7 +19,8 @@ struct TransferTests {
     ) -> TransferService.Configuration {
         TransferService.Configuration(
             backoff: RetryBackoff(base: .seconds(2), maximum: .seconds(60), retryAfterRange: 30...86400),
-            engine: .init(checkpointInterval: checkpointInterval, readTimeout: readTimeout, connectTimeout: .seconds(1)))
+            engine: .init(checkpointInterval: checkpointInterval, readTimeout: readTimeout, connectTimeout: .seconds(1))
+        )
     }
     static let transfers = transfers()
 
@@ -218,7 +219,8 @@ struct TransferTests {
                 ("file:///etc/passwd", .badURL, "http or https"),
             ]
             for (location, code, says) in refusals {
-                let (bad, _) = try await download(origin.url(seed: 8, size: 1000, faults: ["location": location]), daemon)
+                let (bad, _) = try await download(
+                    origin.url(seed: 8, size: 1000, faults: ["location": location]), daemon)
                 let refused = try await waitForEnd(bad.id, daemon)
                 #expect(refused.state == .failed && refused.error?.code == code, "\(location): \(refused)")
                 #expect(refused.error?.message.contains(says) == true, "\(location): \(refused)")
@@ -410,6 +412,39 @@ struct TransferTests {
         }
     }
 
+    /// T1/T7: a server that answers every attempt and drops the connection before the first
+    /// byte moves nothing: the retries back off (2, 4, 8 … 60 s) and the no-progress timeout
+    /// fails the transfer. Before, the checkpoint saved as each answer's headers arrived counted
+    /// as progress: every retry came after the first backoff (1–2 s), and noProgress never came.
+    @Test func answersWithoutBytesAreNoProgress() async throws {
+        let origin = try await FaultyOrigin.start()
+        defer { Task { await origin.stop() } }
+        var configuration = Self.transfers
+        configuration.noProgressTimeout = .seconds(600)
+        try await TestDaemon.with(clock: ManualClock(now: Self.start), transfers: configuration) { daemon in
+            var activities = daemon.activity.subscribe().makeAsyncIterator()
+            let (record, _) = try await download(
+                origin.url(seed: 67, size: 100_000, faults: ["drop-after": "0"]), daemon)
+            var delays: [TimeInterval] = []
+            var ended: TransferRecord?
+            while ended == nil, delays.count <= 30, let activity = await activities.next() {
+                switch activity {
+                case .transferRetryScheduled(let id, let at, _) where id == record.id:
+                    delays.append(at.timeIntervalSince(daemon.clock.now))
+                    daemon.clock.advance(to: at)
+                case .transferEnded(let done) where done.id == record.id:
+                    ended = done
+                default:
+                    continue
+                }
+            }
+            // Each delay is the backoff's window (2 s doubling, at most 60 s) times 0.5–1.
+            #expect(delays.count >= 4 && delays[3] >= 8 && delays.suffix(3).allSatisfy { $0 >= 30 }, "\(delays)")
+            #expect(ended?.state == .failed && ended?.error?.code == .noProgress, "\(String(describing: ended))")
+            #expect(ended?.attempts ?? 0 > 1 && ended?.bytesTransferred == 0)
+        }
+    }
+
     /// The wall clock set two days ahead (an NTP step, a user) fails no transfer for lack of
     /// progress: the timeout counts time that really passed (reliability-matrix D14; the chaos
     /// campaign's faketime lives failed six this way).
@@ -550,13 +585,15 @@ struct TransferCommandTests {
                     session: "12345", url: URL(string: "http://127.0.0.1:9/first")!, waitsForConnectivity: true),
                 as: TransferRecord.self)
             let known = try await bgctl(
-                ["download", "http://127.0.0.1:9/second", "--app", "com.example.sessions", "--no-wait", "--json"], daemon)
+                ["download", "http://127.0.0.1:9/second", "--app", "com.example.sessions", "--no-wait", "--json"],
+                daemon)
             let record = try WireCoding.makeDecoder().decode(TransferRecord.self, from: Data(known.standardOutput.utf8))
             #expect(record.session == "12345", "\(known)")
             #expect(known.standardError.contains("background session 12345"), "\(known.standardError)")
             let unknown = try await bgctl(
                 ["download", "http://127.0.0.1:9/third", "--app", "com.example.fresh", "--no-wait", "--json"], daemon)
-            let fresh = try WireCoding.makeDecoder().decode(TransferRecord.self, from: Data(unknown.standardOutput.utf8))
+            let fresh = try WireCoding.makeDecoder().decode(
+                TransferRecord.self, from: Data(unknown.standardOutput.utf8))
             #expect(fresh.session == "bgctl" && unknown.standardError.contains("no background session bgd knows of"))
             // Once the app has a session of its own, that one: "bgctl" was this command's fallback.
             _ = try await daemon.admin.send(
@@ -567,7 +604,8 @@ struct TransferCommandTests {
                 ["download", "http://127.0.0.1:9/fifth", "--app", "com.example.fresh", "--no-wait", "--json"], daemon)
             #expect(own.status == 0, "\(own)")
             #expect(
-                try WireCoding.makeDecoder().decode(TransferRecord.self, from: Data(own.standardOutput.utf8)).session == "own")
+                try WireCoding.makeDecoder().decode(TransferRecord.self, from: Data(own.standardOutput.utf8)).session
+                    == "own")
         }
     }
 
@@ -582,8 +620,12 @@ struct TransferCommandTests {
             #expect(done.standardOutput.contains("done"), "\(done.standardOutput)")
             // As curl and aria2 users expect: what and where before the bar, size, time and
             // average speed at the end.
-            #expect(done.standardError.contains("→ \(path)") && done.standardError.contains("Transfer "), "\(done.standardError)")
-            #expect(done.standardOutput.contains("293.0 KiB in") && done.standardOutput.contains("/s average"), "\(done.standardOutput)")
+            #expect(
+                done.standardError.contains("→ \(path)") && done.standardError.contains("Transfer "),
+                "\(done.standardError)")
+            #expect(
+                done.standardOutput.contains("293.0 KiB in") && done.standardOutput.contains("/s average"),
+                "\(done.standardOutput)")
             #expect(
                 FaultyOrigin.sha256Digest(of: try Data(contentsOf: URL(fileURLWithPath: path)))
                     == FaultyOrigin.sha256(seed: 41, size: 300_000))
@@ -617,11 +659,14 @@ struct TransferCommandTests {
                 (["download", "http://127.0.0.1:9/x", "--sha256", "xyz"], 64),
                 (["download", "http://127.0.0.1:9/x", "--session", "s1"], 64),
                 (["transfers", "cancel", "999"], 3), (["transfers", "pause", "999"], 3),
-                (["transfers", "resume", "999"], 3), (["transfers", "retry", "999"], 3), (["transfers", "retry", "x"], 64),
+                (["transfers", "resume", "999"], 3), (["transfers", "retry", "999"], 3),
+                (["transfers", "retry", "x"], 64),
             ] {
                 let refused = try await bgctl(arguments, daemon)
                 #expect(refused.status == status && !refused.standardError.isEmpty, "\(arguments): \(refused)")
-                if status == 3 { #expect(refused.standardError.contains("no transfer 999"), "\(arguments): \(refused)") }
+                if status == 3 {
+                    #expect(refused.standardError.contains("no transfer 999"), "\(arguments): \(refused)")
+                }
             }
             // --to a directory: the file goes in it under the URL's name; a trailing slash says
             // "directory" even for one that is not there (refused, no file made for it).
@@ -631,18 +676,22 @@ struct TransferCommandTests {
             let saved = try await bgctl(["download", small.absoluteString, "--to", into], daemon)
             #expect(saved.status == 0, "\(saved)")
             #expect(FileManager.default.fileExists(atPath: into + "/" + small.lastPathComponent))
-            let missing = try await bgctl(["download", small.absoluteString, "--to", daemon.directory + "/nodir/"], daemon)
+            let missing = try await bgctl(
+                ["download", small.absoluteString, "--to", daemon.directory + "/nodir/"], daemon)
             #expect(missing.status != 0, "\(missing)")
-            #expect(!FileManager.default.fileExists(atPath: daemon.directory + "/nodir"), "no file named as the directory")
+            #expect(
+                !FileManager.default.fileExists(atPath: daemon.directory + "/nodir"), "no file named as the directory")
             let completedAgain = try await bgctl(["transfers", "retry", "1"], daemon)
-            #expect(completedAgain.status == 4 && completedAgain.standardError.contains("completed"), "\(completedAgain)")
+            #expect(
+                completedAgain.status == 4 && completedAgain.standardError.contains("completed"), "\(completedAgain)")
             let cancelCompleted = try await bgctl(["transfers", "cancel", "1"], daemon)
             #expect(
                 cancelCompleted.status == 4 && cancelCompleted.standardError.contains("had already ended (completed)"),
                 "\(cancelCompleted)")
             let cancelCompletedJSON = try await bgctl(["transfers", "cancel", "1", "--json"], daemon)
             #expect(
-                cancelCompletedJSON.status == 4 && cancelCompletedJSON.standardError.contains(#""error":"transferNotActive""#),
+                cancelCompletedJSON.status == 4
+                    && cancelCompletedJSON.standardError.contains(#""error":"transferNotActive""#),
                 "\(cancelCompletedJSON)")
         }
     }
@@ -659,12 +708,18 @@ struct TransferCommandTests {
         let path = directory + "/file.bin"
         let done = try await Command.run(
             try BuiltProducts.path(of: "bgctl"),
-            ["download", origin.url(seed: 43, size: 100_000).absoluteString, "--to", path, "--socket", daemon.socketPath])
+            [
+                "download", origin.url(seed: 43, size: 100_000).absoluteString, "--to", path, "--socket",
+                daemon.socketPath,
+            ])
         #expect(done.status == 0, "\(done.standardError)")
         let mode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
-        #expect(mode == 0o666 & ~Self.umask(), "mode \(String(mode ?? 0, radix: 8)), umask \(String(Self.umask(), radix: 8))")
+        #expect(
+            mode == 0o666 & ~Self.umask(),
+            "mode \(String(mode ?? 0, radix: 8)), umask \(String(Self.umask(), radix: 8))")
         // bgd's own files stay the user's alone.
-        let store = try FileManager.default.attributesOfItem(atPath: directory + "/state/bgd.sqlite")[.posixPermissions] as? Int
+        let store =
+            try FileManager.default.attributesOfItem(atPath: directory + "/state/bgd.sqlite")[.posixPermissions] as? Int
         #expect(store == 0o600)
         daemon.signal(SIGTERM)
         #expect(await daemon.waitForExit() == 0)
@@ -676,9 +731,12 @@ struct TransferCommandTests {
     @Test func interactiveDownloadsFailFastAndRetryStartsAgain() async throws {
         // A short connect timeout for the durable attempts, which retry the refused port until it.
         try await TestDaemon.with(transfers: .init(engine: .init(connectTimeout: .seconds(1)))) { daemon in
-            let refused = try await bgctl(["download", "http://127.0.0.1:9/nothing", "--to", daemon.directory + "/a"], daemon)
+            let refused = try await bgctl(
+                ["download", "http://127.0.0.1:9/nothing", "--to", daemon.directory + "/a"], daemon)
             #expect(refused.status == 5, "\(refused)")
-            #expect(refused.standardError.contains("cannotConnect: connection refused") && refused.standardError.contains("--retry-forever"))
+            #expect(
+                refused.standardError.contains("cannotConnect: connection refused")
+                    && refused.standardError.contains("--retry-forever"))
             let failed = try await records(daemon)
             #expect(failed.count == 1 && failed[0].state == .failed && failed[0].attempts == 1, "\(failed)")
 
@@ -692,15 +750,20 @@ struct TransferCommandTests {
             // Durable: bgd keeps retrying with backoff; retry makes it go now.
             var activities = daemon.activity.subscribe().makeAsyncIterator()
             let durable = try await bgctl(
-                ["download", "http://127.0.0.1:9/later", "--to", daemon.directory + "/b", "--retry-forever", "--no-wait", "--json"],
+                [
+                    "download", "http://127.0.0.1:9/later", "--to", daemon.directory + "/b", "--retry-forever",
+                    "--no-wait", "--json",
+                ],
                 daemon)
-            let id = try WireCoding.makeDecoder().decode(TransferRecord.self, from: Data(durable.standardOutput.utf8)).id
+            let id = try WireCoding.makeDecoder().decode(TransferRecord.self, from: Data(durable.standardOutput.utf8))
+                .id
             var retriesScheduled = 0
             while retriesScheduled < 1, let activity = await activities.next() {
                 if case .transferRetryScheduled(id, _, _) = activity { retriesScheduled += 1 }
             }
             let waiting = try await daemon.admin.send(.get, "/v1/transfers/\(id)", as: TransferRecord.self)
-            #expect(waiting.state == .waiting && (waiting.nextAttemptAt ?? .distantPast) > daemon.clock.now, "\(waiting)")
+            #expect(
+                waiting.state == .waiting && (waiting.nextAttemptAt ?? .distantPast) > daemon.clock.now, "\(waiting)")
             let now = try await bgctl(["transfers", "retry", id.description], daemon)
             #expect(now.status == 0 && now.standardOutput.contains("retrying now"), "\(now)")
             // The clock has not moved: only the retry asked for can make the second attempt.
@@ -713,7 +776,8 @@ struct TransferCommandTests {
             // Cancelled while bgctl watches it: a transfer's own status, and "cancelled" said once.
             let watched = Task {
                 try await bgctl(
-                    ["download", "http://127.0.0.1:9/cancelled", "--to", daemon.directory + "/c", "--retry-forever"], daemon)
+                    ["download", "http://127.0.0.1:9/cancelled", "--to", daemon.directory + "/c", "--retry-forever"],
+                    daemon)
             }
             var watchedID: TransferID?
             while watchedID == nil, let activity = await activities.next() {
