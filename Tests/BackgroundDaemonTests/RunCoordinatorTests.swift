@@ -265,6 +265,27 @@ struct RunCoordinatorTests {
         }
     }
 
+    /// Events that come while the process launched for earlier ones is on its way out (told to
+    /// exit, it reads no more) launch the app again once that process has exited, and not
+    /// before: two processes would be handed the same events. Before, the news went to the
+    /// exiting process, and the events waited for whatever launched the app next.
+    @Test func eventsThatComeWhileTheProcessExitsLaunchTheAppOnceItHasExited() async throws {
+        try await withHarness { h in
+            try await finishATransfer(of: h)
+            await h.coordinator.deliverEvents(to: h.app)
+            let first = try #require(try await h.store.runs(of: h.app).first)
+            await h.coordinator.eventsAcknowledged(by: h.app, openRemaining: 0)
+            #expect(await firstLaunchIsToldToExit(h))
+            try await finishATransfer(of: h)
+            await h.coordinator.deliverEvents(to: h.app)
+            #expect(h.launcher.launches.count == 1, "launched beside the exiting process")
+            h.launcher.exit(2_000_000_001, .exited(0))
+            #expect(await until { h.launcher.launches.count == 2 }, "not launched for the new events")
+            let second = try #require(try await h.store.runs(of: h.app).first)
+            #expect(second.id != first.id && second.trigger == .transferEvents && second.isRunning)
+        }
+    }
+
     /// A run launched for transfer events whose events then expire unacknowledged (the app was
     /// away past their retention) has nothing left to deliver: the pruning pass that closes them
     /// ends it `cancelled` and tells its process to exit, as the last acknowledgement would.

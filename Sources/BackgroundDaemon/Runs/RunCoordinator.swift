@@ -90,6 +90,9 @@ public actor RunCoordinator: Service {
     private var launches: [Int32: Launch] = [:]
     /// Apps whose transfer events wait for a launch the backoff put off, and until when.
     private var deferredEvents: [AppID: Date] = [:]
+    /// Apps whose transfer events came while their only launched process was on its way out
+    /// (told to exit, it reads no more): launched for them again once it has exited.
+    private var eventsAfterExit: Set<AppID> = []
     private let timers = Doorbell()
 
     public init(
@@ -208,10 +211,18 @@ public actor RunCoordinator: Service {
     /// again only after `EventsRelaunchBackoff`'s wait; the events wait meanwhile (a timer
     /// brings them back).
     public func deliverEvents(to app: AppID) async {
-        if broker.isConnected(app) || launches.values.contains(where: { $0.app == app }) {
+        if broker.isConnectedInForeground(app)
+            || launches.values.contains(where: { $0.app == app && !$0.exitRequested })
+        {
             deferredEvents[app] = nil
             await lifecycle?.startedEvents(for: app)
             broker.eventsAvailable(for: app)
+            return
+        }
+        if launches.values.contains(where: { $0.app == app }) {
+            // A process launched for the app is exiting: told so, it reads no more events, and a
+            // second process beside it would be handed the same ones. Once it has exited.
+            eventsAfterExit.insert(app)
             return
         }
         let now = clock.now
@@ -346,11 +357,15 @@ public actor RunCoordinator: Service {
         }
         activity.emit(.processExited(launch.app, processID: exit.processID, status: status))
         logger.debug("App exited", metadata: ["app.id": "\(launch.app)", "status": "\(status)"])
+        if !launches.values.contains(where: { $0.app == launch.app }), eventsAfterExit.remove(launch.app) != nil {
+            await deliverEvents(to: launch.app)
+        }
     }
 
     /// The app was unregistered: forget its runs and end its processes.
     public func appUnregistered(_ app: AppID) async {
         flights = flights.filter { $0.value.run.app != app }
+        eventsAfterExit.remove(app)
         await supervisor.endAll(of: app)
         tokens.revokeLaunchTokens(of: app)
         broker.disconnect(app)
