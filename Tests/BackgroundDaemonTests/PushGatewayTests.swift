@@ -129,7 +129,9 @@ struct PushGatewayTests {
                 #expect(answer.status == 200, "\(answer)")
             }
             // 120 recorded: without the rings all of them would stay until the timer's pass.
-            try await daemon.waitUntil { try await daemon.store.pushes(of: AppID(rawValue: Self.app)!, limit: 200).count <= 30 }
+            try await daemon.waitUntil {
+                try await daemon.store.pushes(of: AppID(rawValue: Self.app)!, limit: 200).count <= 30
+            }
         }
     }
 
@@ -265,6 +267,33 @@ struct PushGatewayTests {
         }
     }
 
+    /// A push sent `apns-expiration: 0` (now or never) while the app runs a fetch is dropped,
+    /// not held until the run ends; one sent without waits for it. Before, both waited, and the
+    /// now-or-never push reached the app up to a budget later (a processing task's: minutes).
+    @Test func aNowOrNeverPushIsNotHeldForARunInFlight() async throws {
+        try await withGateway(command: [try BuiltProducts.path(of: "bgd-fixture-app"), "hang"]) {
+            provider, daemon, tokenOf in
+            let token = try await tokenOf(Self.app)
+            let app = AppID(rawValue: Self.app)!
+            _ = try await daemon.admin.send(.post, "/v1/apps/\(Self.app)/fetch", as: RunRecord.self)
+            func handled(_ headers: [(String, String)]) async throws -> PushDispatch {
+                try await daemon.waitFor(
+                    { activity -> PushDispatch? in
+                        if case .pushHandled(app, _, let outcome) = activity { return outcome }
+                        return nil
+                    },
+                    after: {
+                        let answer = try await provider.send(token: token, headers: headers)
+                        #expect(answer.status == 200)
+                    })
+            }
+            #expect(try await handled([("apns-expiration", "0")]) == .dropped)
+            let dropped = try #require(try await daemon.store.pushes(of: app).first)
+            #expect(dropped.reasonCode == .pushExpired && dropped.reason?.contains("now or never") == true)
+            #expect(try await handled([]) == .waiting)
+        }
+    }
+
     /// Beyond its allowance an app is not woken; the pushes that wait are coalesced to the newest,
     /// which goes when the next wake is allowed; one that expires first is dropped with a reason.
     @Test func throttledPushesKeepTheNewestAndExpire() async throws {
@@ -381,7 +410,8 @@ struct PushGatewayTests {
             let noToken = try await send()
             #expect(
                 noToken.status == 3 && noToken.standardError.contains("has no device token")
-                    && noToken.standardError.contains("bgctl push token \(Self.app) --create"), "\(noToken.standardError)")
+                    && noToken.standardError.contains("bgctl push token \(Self.app) --create"),
+                "\(noToken.standardError)")
             _ = try await tokenOf(Self.app)  // as the app registering for pushes makes it
             let sent = try await send()
             #expect(
@@ -390,7 +420,9 @@ struct PushGatewayTests {
             // A mistyped team id is refused, and does not cost the right one its token: bgd took
             // that one less than 20 minutes ago and takes it again (a new one would be 429).
             let wrongTeam = try await send(teamID: "WRONGTEAM1")
-            #expect(wrongTeam.status == 77 && wrongTeam.standardError.contains("InvalidProviderToken"), "\(wrongTeam.standardError)")
+            #expect(
+                wrongTeam.status == 77 && wrongTeam.standardError.contains("InvalidProviderToken"),
+                "\(wrongTeam.standardError)")
             let again = try await send()
             #expect(again.status == 0, "\(again.standardError)")
             // Under --json a refusal is a failure all the same: its status, and the error as
@@ -416,7 +448,8 @@ struct PushGatewayTests {
                 noSuchDevice.standardError.contains("BadDeviceToken: no app has this device token")
                     && noSuchDevice.standardError.contains("bgctl push token"), "\(noSuchDevice.standardError)")
             let notAToken = try await send(["--token", "ab cd"])
-            #expect(notAToken.status == 64 && notAToken.standardError.contains("hexadecimal"), "\(notAToken.standardError)")
+            #expect(
+                notAToken.status == 64 && notAToken.standardError.contains("hexadecimal"), "\(notAToken.standardError)")
             let large = daemon.directory + "/large.json"
             try (#"{"aps":{"content-available":1},"pad":""# + String(repeating: "x", count: 4200) + #""}"#).write(
                 toFile: large, atomically: true, encoding: .utf8)
@@ -434,22 +467,26 @@ struct PushGatewayTests {
             #expect(
                 refusedConnection.status == 69
                     && refusedConnection.standardError.contains(
-                        "cannot connect to https://127.0.0.1:1: connection refused — is bgd's push gateway listening there?")
+                        "cannot connect to https://127.0.0.1:1: connection refused — is bgd's push gateway listening there?"
+                    )
                     && !refusedConnection.standardError.contains("SingleConnectionFailure"),
                 "\(refusedConnection.standardError)")
             let noCertificate = try await send(["--certificate", daemon.directory + "/none.crt"])
             #expect(
-                noCertificate.status == 66 && noCertificate.standardError.contains("no such file: \(daemon.directory)/none.crt"),
+                noCertificate.status == 66
+                    && noCertificate.standardError.contains("no such file: \(daemon.directory)/none.crt"),
                 "\(noCertificate.standardError)")
             // The gateway's URL with a slash after it is the same gateway.
-            let gateway = try #require(try await daemon.admin.send(.get, "/v1/status", as: DaemonStatus.self).pushGateway)
+            let gateway = try #require(
+                try await daemon.admin.send(.get, "/v1/status", as: DaemonStatus.self).pushGateway)
             let slash = try await send(["--gateway", gateway + "/"])
             #expect(slash.status == 0, "\(slash.standardError)")
             // A certificate that is not the gateway's: said so, with what to pass.
             _ = try GatewayCertificate.loadOrCreate(in: daemon.directory + "/other", now: Date())
             let untrusted = try await send(["--certificate", daemon.directory + "/other/push-gateway.crt"])
             #expect(
-                untrusted.status == 69 && untrusted.standardError.contains("its certificate is not one this machine trusts")
+                untrusted.status == 69
+                    && untrusted.standardError.contains("its certificate is not one this machine trusts")
                     && untrusted.standardError.contains("--certificate FILE"), "\(untrusted.standardError)")
             #expect(
                 try await daemon.store.pushes(of: AppID(rawValue: Self.app)!).count == 4,

@@ -67,6 +67,15 @@ actor PushDispatcher: Service {
                         // Unregistered since this pass read the apps (its pushes went with it):
                         // the apps after it are still served.
                         break
+                    } catch StoreError.runAlreadyInFlight where push.expiration == PushThrottle.nowOrNever {
+                        // Sent to be delivered at once or not at all: a run of the app's can hold
+                        // it for its whole budget (a processing task's: minutes).
+                        try await store.dropPush(
+                            push.id,
+                            reason: DecisionReason(
+                                .pushExpired,
+                                "apns-expiration 0 (now or never): the app was running a fetch or an earlier push"))
+                        activity.emit(.pushHandled(app, push.id, .dropped))
                     } catch StoreError.runAlreadyInFlight {
                         // A fetch or an earlier push is running: again when it ends (the coordinator rings us).
                         try await store.notePushWaiting(

@@ -8,6 +8,8 @@ public struct PushThrottle: Hashable, Sendable {
     /// Wakes an app may get per hour from pushes, and how many may come back to back.
     public var wakesPerHour: Double
     public var burst: Double
+    /// `apns-expiration: 0`: deliver at once or not at all, never later.
+    public static let nowOrNever = Date(timeIntervalSince1970: 0)
 
     public init(wakesPerHour: Double = 3, burst: Double = 2) {
         self.wakesPerHour = max(0.01, wakesPerHour)
@@ -50,7 +52,7 @@ public struct PushThrottle: Hashable, Sendable {
     public func decide(expiration: Date?, allowance: Allowance?, now: Date) -> Decision {
         let current = refilled(allowance, now: now)
         let rate = "\(Self.format(wakesPerHour)) an hour, \(Self.format(burst)) back to back"
-        let never = Date(timeIntervalSince1970: 0)
+        let never = Self.nowOrNever
         if current.tokens >= 1 {
             if let expiration, expiration != never, expiration < now {
                 return .expired(
