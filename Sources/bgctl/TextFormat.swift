@@ -82,13 +82,13 @@ enum TextFormat {
         }
     }
 
-    nonisolated(unsafe) private static let clock = formatter(with: "HH:mm zzz")
-    nonisolated(unsafe) private static let dayAndClock = formatter(with: "yyyy-MM-dd HH:mm zzz")
+    private static let clock = formatter(with: "HH:mm zzz")
+    private static let dayAndClock = formatter(with: "yyyy-MM-dd HH:mm zzz")
 
     /// Local time, ISO-like, with the zone: "2026-11-24 12:05:00 CET".
     static func timestamp(_ date: Date) -> String { formatter.string(from: date) }
 
-    nonisolated(unsafe) private static let formatter = formatter(with: "yyyy-MM-dd HH:mm:ss zzz")
+    private static let formatter = formatter(with: "yyyy-MM-dd HH:mm:ss zzz")
 
     private static func formatter(with format: String) -> DateFormatter {
         let formatter = DateFormatter()

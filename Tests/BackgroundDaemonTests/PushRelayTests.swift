@@ -365,7 +365,10 @@ struct PushRelayTests {
                 echoes += 1
                 clock.advance(by: .seconds(1))
             }
-            if !ended.withLock({ $0 }) { (line.close(), stream.close()) }
+            if !ended.withLock({ $0 }) {
+                line.close()
+                stream.close()
+            }
             let (said, after) = await lastWords.value
             #expect(said == ["silent", "silent"] && after == [nil, nil], "the silent uplinks' last words: \(said) \(after)")
             #expect(heardBack, "the device that kept talking lost its uplink after \(echoes) keep-alives")

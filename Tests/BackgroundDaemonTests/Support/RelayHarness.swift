@@ -296,7 +296,7 @@ final class RawLineUplink: RawDevice {
     func close() { channel.close(promise: nil) }
 
     /// Reads nothing more: what the relay writes fills the socket's buffers, then waits.
-    func stopReading() async throws { try await channel.setOption(.autoRead, value: false) }
+    func stopReading() async throws { try await channel.setOption(.autoRead, value: false).get() }
 }
 
 /// Hands each line a connection reads to `sink`, and finishes it when the connection closes.
