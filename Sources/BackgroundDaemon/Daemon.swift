@@ -274,13 +274,15 @@ public struct Daemon: Service {
             dashboard = nil
         }
         self.api = api
-        // Who hears of a process that ended: the runs of one bgd launched, the lifecycle of one the user started.
+        // Who hears of a process that ended: the runs of one bgd launched; of one the user started,
+        // the runs given to it and its lifecycle.
         let coordinator = self.coordinator, lifecycle = self.lifecycle
         // Weakly: the supervisor outlives neither, and a cycle would keep the state directory locked.
         await supervisor.onExit { [weak coordinator, weak lifecycle] exit in
             if exit.launched {
                 await coordinator?.processExited(exit)
             } else {
+                await coordinator?.runningAppExited(exit)
                 await lifecycle?.processExited(exit.processID, of: exit.app)
             }
         }
@@ -300,8 +302,10 @@ public struct Daemon: Service {
             services: [
                 supervisor, coordinator, scheduler, keepAlive, transfers, lifecycle, taskDispatcher, pruner,
                 MetricsRecorder(metrics: metrics, activity: activity),
-            ] + (configuration.releasesIdleCodePages
-                ? [QuietCodePages(pages: IdleCodePages(clock: clock), activity: activity)] : []) + (conditionsPoller.map { [$0] } ?? [])
+            ]
+                + (configuration.releasesIdleCodePages
+                    ? [QuietCodePages(pages: IdleCodePages(clock: clock), activity: activity)] : [])
+                + (conditionsPoller.map { [$0] } ?? [])
                 + (pushGateway.map { [$0] } ?? []) + [pushDispatcher, pushUplink]
                 + (dashboard.map { [$0] } ?? [])
                 + (SystemdWatchdog.interval().map {

@@ -108,7 +108,9 @@ struct LifecycleTests {
             // suspended again after the delay when it stays in the background.
             let resumed = try await daemon.waitFor(
                 { activity -> DecisionReason?? in
-                    if case .lifecycleChanged(let changed, .background, let reason) = activity, changed.rawValue == Self.app {
+                    if case .lifecycleChanged(let changed, .background, let reason) = activity,
+                        changed.rawValue == Self.app
+                    {
                         return .some(reason)
                     }
                     return nil
@@ -118,6 +120,25 @@ struct LifecycleTests {
             #expect(await eventually { !isSuspended(app.process.processID) }, "thawed")
             _ = try await waitForSuspension(daemon) { daemon.clock.advance(by: .seconds(5)) }
             #expect(await app.settlesSuspended())
+        }
+    }
+
+    /// An app the user runs that dies handling a run bgd gave it (no launch: it was running):
+    /// the run ends `crashed` as its process exits, as a launched process's would, and a push it
+    /// carried would go again. Before, bgd told only the app's lifecycle of the exit, and the run
+    /// sat out its budget and ended `expired`.
+    @Test func aRunGivenToARunningAppEndsWhenItsProcessDies() async throws {
+        try await TestDaemon.with { daemon in
+            let token = try await daemon.register(Self.app, command: ["/bin/false"], interval: .never).token
+            let app = try await startForeground("crash-on-fetch", in: daemon, token: token)
+            defer { app.stop() }
+            let run = try await daemon.admin.send(.post, "/v1/apps/\(Self.app)/fetch", as: RunRecord.self)
+            #expect(!run.launched)
+            // The virtual clock stands still: only the exit can end the run.
+            #expect(try await eventuallyAsync { try await daemon.store.run(run.id)?.outcome != nil })
+            let ended = try await daemon.store.run(run.id)
+            #expect(ended?.outcome == .crashed, "\(String(describing: ended))")
+            #expect(ended?.detail?.contains("before answering") == true && app.log.contains("fetch"))
         }
     }
 

@@ -58,6 +58,8 @@ public actor RunCoordinator: Service {
         var budget: RunBudget
         /// The app's CPU time when the run started (what the run cost is the difference).
         var cpuAtStart: UInt64 = 0
+        /// Given to the app as the user runs it (no launch): its process's exit ends the run.
+        var toRunningApp = false
     }
 
     /// A process launched for the app's background work: its launch token, and the run it
@@ -182,6 +184,7 @@ public actor RunCoordinator: Service {
                 "wake.reason": "\(run.reasons.first?.code.rawValue ?? "none")",
             ])
         if broker.isConnectedInForeground(run.app) {
+            flights[run.id]?.toRunningApp = true
             await lifecycle?.startedEvents(for: run.app)
             broker.eventsAvailable(for: run.app)
         } else if let pid = launches.first(where: { $0.value.app == run.app && !$0.value.exitRequested })?.key,
@@ -359,6 +362,18 @@ public actor RunCoordinator: Service {
         logger.debug("App exited", metadata: ["app.id": "\(launch.app)", "status": "\(status)"])
         if !launches.values.contains(where: { $0.app == launch.app }), eventsAfterExit.remove(launch.app) != nil {
             await deliverEvents(to: launch.app)
+        }
+    }
+
+    /// A process the user started for `app` exited (the supervisor took it on when it reported
+    /// its state). A run given to the app as it ran will not be answered: it ends `crashed`, as
+    /// a launched process's does, and a push it carried goes again. Before, it sat out its
+    /// budget and ended `expired`, which dropped the push (and a processing task's held the
+    /// app's next run for minutes).
+    public func runningAppExited(_ exit: ProcessSupervisor.Exit) async {
+        let status = exit.status ?? .exited(0)
+        for (id, flight) in flights where flight.run.app == exit.app && flight.toRunningApp {
+            await end(id, outcome: .crashed, detail: "the app (process \(exit.processID)) \(status) before answering")
         }
     }
 

@@ -15,6 +15,7 @@ import Foundation
 /// - `idle`: asks for no time at all.
 /// - `crash`: aborts while holding the task.
 /// - `scoped`: `withBackgroundTime`, whose work waits for cancellation.
+/// - `crash-on-fetch`: holds the task, as `ignore`; aborts in its fetch handler.
 /// - `spin`: asks for no time, and burns CPU on a thread of its own (yielding between bursts):
 ///   a frozen app's CPU time stands still.
 ///
@@ -30,6 +31,7 @@ enum ForegroundFixture {
         let application = BackgroundApplication(appID: app, token: arguments[2], socketPath: arguments[3])
         application.onBackgroundFetch {
             log.append("fetch")
+            if mode == "crash-on-fetch" { abort() }
             return .newData
         }
         let notes = application.lifecycleNotifications()
