@@ -15,10 +15,13 @@ public final class GatedClock: WallClock {
 
     public var now: Date { manual.now }
     public var elapsed: Duration { manual.elapsed }
+    public var awake: Duration { manual.awake }
     public func sleep(until deadline: Date) async throws { try await manual.sleep(until: deadline) }
 
-    public func sleep(for duration: Duration) async throws {
-        try await manual.sleep(for: duration)
+    public func sleep(for duration: Duration) async throws { try await sleep(untilElapsed: elapsed + duration) }
+
+    public func sleep(untilElapsed end: Duration) async throws {
+        try await manual.sleep(untilElapsed: end)
         await withCheckedContinuation { continuation in
             let open = gate.withLock { gate in
                 if !gate.open { gate.parked = continuation }

@@ -33,6 +33,7 @@ public final class ManualClock: WallClock {
     private struct State {
         var now: Date
         var elapsed: Duration = .zero
+        var awake: Duration = .zero
         var sleepers: [UUID: Sleeper] = [:]
     }
     private let state: Mutex<State>
@@ -45,6 +46,9 @@ public final class ManualClock: WallClock {
     /// Grows with every forward `advance`; a `jump` leaves it alone.
     public var elapsed: Duration { state.withLock { $0.elapsed } }
 
+    /// Grows with every forward `advance`; a `jump` and a `suspend` leave it alone.
+    public var awake: Duration { state.withLock { $0.awake } }
+
     public func sleep(until deadline: Date) async throws { try await sleep(.wall(deadline)) }
 
     /// Wakes once `advance` has moved time on by `duration`; a `jump` of the wall clock
@@ -52,6 +56,8 @@ public final class ManualClock: WallClock {
     public func sleep(for duration: Duration) async throws {
         try await sleep(.elapsed(elapsed + duration))
     }
+
+    public func sleep(untilElapsed end: Duration) async throws { try await sleep(.elapsed(end)) }
 
     private func sleep(_ deadline: Sleeper.Deadline) async throws {
         let id = UUID()
@@ -77,15 +83,25 @@ public final class ManualClock: WallClock {
 
     /// Sets the time and wakes the sleepers now due. Time going forward has passed (`elapsed`
     /// grows by as much); set backwards, it is a jump of the wall clock.
-    public func advance(to date: Date) { move(to: date, passing: date > now) }
+    public func advance(to date: Date) {
+        let passing = date > now
+        move(to: date, passing: passing, awake: passing)
+    }
 
     /// The wall clock is set (an NTP step, a user, `faketime`) by `duration`, forwards or back:
     /// `now` moves, `elapsed` does not.
-    public func jump(by duration: Duration) { move(to: now.adding(duration), passing: false) }
+    public func jump(by duration: Duration) { move(to: now.adding(duration), passing: false, awake: false) }
 
-    private func move(to date: Date, passing: Bool) {
+    /// The machine is suspended for `duration` (a laptop's lid closed) and resumes: `now` and
+    /// `elapsed` move on by as much, `awake` does not.
+    public func suspend(for duration: Duration) {
+        move(to: now.adding(duration), passing: duration > .zero, awake: false)
+    }
+
+    private func move(to date: Date, passing: Bool, awake: Bool) {
         let due = state.withLock { state -> [Sleeper] in
             if passing { state.elapsed += date.duration(since: state.now) }
+            if awake { state.awake += date.duration(since: state.now) }
             state.now = date
             let due = state.sleepers.filter { $0.value.isDue(now: date, elapsed: state.elapsed) }
             for id in due.keys { state.sleepers[id] = nil }

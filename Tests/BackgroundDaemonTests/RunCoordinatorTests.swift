@@ -203,6 +203,49 @@ struct RunCoordinatorTests {
         }
     }
 
+    /// A run's budget counts the time the machine runs: a suspend in the middle (a laptop's lid
+    /// closed for an hour) spends none of it, and the run expires 30 s of running after it
+    /// started, its SIGKILL 5 s after that. Before, it expired at the resume, its process
+    /// killed at once with no SIGTERM, and the app was blamed for the machine's sleep.
+    @Test func aRunsBudgetDoesNotCountTheMachinesSleep() async throws {
+        try await withHarness { h in
+            let run = try await h.coordinator.start(.fetch, for: h.app, trigger: .scheduled, reasons: [])
+            h.clock.advance(by: .seconds(10))
+            h.clock.suspend(for: .seconds(3600))
+            h.clock.advance(by: .seconds(19))
+            #expect(try await h.store.run(run.id)?.outcome == nil)
+            h.clock.advance(by: .seconds(1))
+            #expect(await until { (try? await h.store.run(run.id)?.outcome) == .expired })
+            #expect(try await h.store.run(run.id)?.endedAt == run.startedAt.addingTimeInterval(3630))
+            #expect(
+                await h.supervisor.phase(of: 2_000_000_001)
+                    == .terminating(killAt: run.startedAt.addingTimeInterval(3635)))
+        }
+    }
+
+    /// Nor does the wall clock's setting move it: set back an hour, the run still expires after
+    /// 30 s (before, an hour and 30 s later, holding the app's next run that long); set forward
+    /// two days, it does not expire at once (before, the step expired and killed every run in
+    /// flight — an NTP step at boot on a machine without a battery-backed clock).
+    @Test func aRunsBudgetIgnoresTheWallClocksSetting() async throws {
+        try await withHarness { h in
+            let back = try await h.coordinator.start(.fetch, for: h.app, trigger: .scheduled, reasons: [])
+            h.clock.jump(by: .seconds(-3600))
+            h.clock.advance(by: .seconds(30))
+            #expect(await until { (try? await h.store.run(back.id)?.outcome) == .expired })
+            h.launcher.exit(2_000_000_001, .signalled(15))
+            #expect(await until { await h.supervisor.phase(of: 2_000_000_001) == nil })
+
+            let forward = try await h.coordinator.start(.fetch, for: h.app, trigger: .scheduled, reasons: [])
+            h.clock.jump(by: .seconds(2 * 86400))
+            h.clock.advance(by: .seconds(29))
+            #expect(try await h.store.run(forward.id)?.outcome == nil)
+            h.clock.advance(by: .seconds(1))
+            #expect(await until { (try? await h.store.run(forward.id)?.outcome) == .expired })
+            #expect(try await h.store.run(forward.id)?.endedAt == forward.startedAt.addingTimeInterval(2 * 86400 + 30))
+        }
+    }
+
     /// An answer ends the run at once; the process is told to exit and ended after the linger.
     @Test func anAnsweredRunsProcessIsEndedAfterTheLinger() async throws {
         try await withHarness { h in

@@ -58,6 +58,10 @@ public actor RunCoordinator: Service {
         var budget: RunBudget
         /// The app's CPU time when the run started (what the run cost is the difference).
         var cpuAtStart: UInt64 = 0
+        /// `WallClock.awake` when the run started: its budget counts the time the machine ran
+        /// since, not the wall clock, which a suspend or a clock set forward moves past the
+        /// deadline at once (and one set back stretched by as much).
+        var awakeAtStart: Duration
         /// Given to the app as the user runs it (no launch): its process's exit ends the run.
         var toRunningApp = false
     }
@@ -120,7 +124,7 @@ public actor RunCoordinator: Service {
     // MARK: Service
 
     public func run() async throws {
-        await timers.serve("runs", on: clock, logger: logger) { await self.superviseBudgets() }
+        await timers.serve("runs", on: clock, logger: logger, untilElapsed: { await self.superviseBudgets() })
         // bgd is stopping: the supervisor ends the processes; the runs are made up at the next start.
         for id in flights.keys {
             await end(id, outcome: .interrupted, detail: "bgd shut down while the run was in flight")
@@ -157,11 +161,10 @@ public actor RunCoordinator: Service {
     /// has not answered by the expiration lead.
     public func expireEarly(_ id: RunID) -> Bool {
         guard var flight = flights[id] else { return false }
-        let now = clock.now
-        let endAt = now.adding(flight.budget.expirationLead)
-        if endAt < flight.budget.deadline(startingAt: flight.run.startedAt) {
+        let ran = clock.awake - flight.awakeAtStart
+        if ran + flight.budget.expirationLead < flight.budget.budget {
             // Shift the budget so that it ends expirationLead from now.
-            flight.budget.budget = flight.budget.expirationLead + now.duration(since: flight.run.startedAt)
+            flight.budget.budget = flight.budget.expirationLead + ran
         }
         flights[id] = flight
         warn(flight)
@@ -175,7 +178,8 @@ public actor RunCoordinator: Service {
         Failpoint.runAfterStartCommit.hit()
         await supervisor.startMemoryPeak(of: run.app)
         flights[run.id] = Flight(
-            run: run, budget: budget, cpuAtStart: await supervisor.cpuMicroseconds(of: run.app))
+            run: run, budget: budget, cpuAtStart: await supervisor.cpuMicroseconds(of: run.app),
+            awakeAtStart: clock.awake)
         activity.emit(.runStarted(run))
         logger.info(
             "Run started",
@@ -388,17 +392,27 @@ public actor RunCoordinator: Service {
 
     // MARK: Budgets
 
-    private func superviseBudgets() async -> Date? {
-        let now = clock.now
-        var next: Date?
-        func wake(at date: Date) { next = min(next ?? date, date) }
+    /// The run's own time: its start plus the time the machine has run since (`awake`).
+    private func budgetNow(of flight: Flight) -> Date {
+        flight.run.startedAt.adding(clock.awake - flight.awakeAtStart)
+    }
+
+    /// Warns and expires the runs whose budget is up; returns when to look again on the clock's
+    /// `elapsed`, not a date: a budget's end is so much running time away, whatever the wall
+    /// clock is set to meanwhile.
+    private func superviseBudgets() async -> Duration? {
+        let (now, elapsed) = (clock.now, clock.elapsed)
+        var next: Duration?
+        func wake(after wait: Duration) { next = min(next ?? elapsed + wait, elapsed + wait) }
+        func wake(at date: Date) { wake(after: date.duration(since: now)) }
         for (id, flight) in flights {
-            switch flight.budget.step(startedAt: flight.run.startedAt, warned: flight.warned, now: now) {
+            let ran = budgetNow(of: flight)
+            switch flight.budget.step(startedAt: flight.run.startedAt, warned: flight.warned, now: ran) {
             case .wait(let until):
-                wake(at: until)
+                wake(after: until.duration(since: ran))
             case .warn(let nextAt):
                 warn(flight)
-                wake(at: nextAt)
+                wake(after: nextAt.duration(since: ran))
             case .terminate, .kill:
                 // Even when the deadline is found already past (the machine slept, the clock
                 // jumped), the app hears of the expiration before it is ended.
@@ -444,7 +458,8 @@ public actor RunCoordinator: Service {
         await end(id, outcome: .expired, detail: "no answer within the \(flight.budget.budget.humanDescription) budget")
         let now = clock.now
         // SIGKILL follows the grace period after the deadline (at once if that has passed too).
-        let killAt = max(now, flight.budget.killTime(startingAt: flight.run.startedAt))
+        let killAt = now.adding(
+            max(.zero, flight.budget.killTime(startingAt: flight.run.startedAt).duration(since: budgetNow(of: flight))))
         for (pid, launch) in launches where launch.run == id {
             launches[pid]?.exitRequested = true
             await supervisor.terminate(pid, killAt: killAt)

@@ -44,6 +44,11 @@ public final class Doorbell: Sendable {
         try await wait(orAfter: { try await clock.sleep(for: duration) })
     }
 
+    /// Returns when rung, or once the clock's `elapsed` has reached `end`.
+    public func wait(untilElapsed end: Duration, on clock: any WallClock) async throws {
+        try await wait(orAfter: { try await clock.sleep(untilElapsed: end) })
+    }
+
     /// Returns when rung or when `sleep` returns, whichever comes first (only when rung if there
     /// is no `sleep`).
     private func wait(orAfter sleep: (@Sendable () async throws -> Void)?) async throws {
@@ -91,11 +96,38 @@ extension Doorbell {
         _ name: String, on clock: any WallClock, logger: Logger,
         _ iteration: @escaping @Sendable () async throws -> Date?
     ) async {
+        await loop(
+            name, logger: logger, iteration, retryingAfter: { clock.now.adding($0) },
+            waiting: { try await self.wait(until: $0, on: clock) })
+    }
+
+    /// The same loop for a service whose iteration says when on the clock's `elapsed` to go
+    /// round again rather than at what wall-clock time (a run's budget): time that really
+    /// passes, which a wall clock set meanwhile neither stretches nor shortens.
+    func serve(
+        _ name: String, on clock: any WallClock, logger: Logger,
+        untilElapsed iteration: @escaping @Sendable () async throws -> Duration?
+    ) async {
+        await loop(
+            name, logger: logger, iteration, retryingAfter: { clock.elapsed + $0 },
+            waiting: { next in
+                if let next {
+                    try await self.wait(untilElapsed: next, on: clock)
+                } else {
+                    try await self.wait(until: nil, on: clock)
+                }
+            })
+    }
+
+    private func loop<Next: Sendable>(
+        _ name: String, logger: Logger, _ iteration: @escaping @Sendable () async throws -> Next?,
+        retryingAfter: @escaping @Sendable (Duration) -> Next, waiting: @escaping @Sendable (Next?) async throws -> Void
+    ) async {
         do {
             try await cancelWhenGracefulShutdown {
                 var pause = Duration.seconds(1)
                 while !Task.isCancelled {
-                    let next: Date?
+                    let next: Next?
                     do {
                         next = try await iteration()
                         pause = .seconds(1)
@@ -105,10 +137,10 @@ extension Doorbell {
                         logger.error(
                             "Service failed a pass; trying again",
                             metadata: ["service": "\(name)", "error": "\(error)", "retry.in": "\(pause)"])
-                        next = clock.now.adding(pause)
+                        next = retryingAfter(pause)
                         pause = min(pause * 2, .seconds(60))
                     }
-                    try await self.wait(until: next, on: clock)
+                    try await waiting(next)
                 }
             }
         } catch {}

@@ -10,12 +10,20 @@ public protocol WallClock: Sendable {
     /// not jump when the wall clock does (reliability-matrix D14: a no-progress timeout must
     /// not fire because the date moved two days).
     var elapsed: Duration { get }
+    /// Time the machine has been running since an arbitrary origin: as `elapsed`, but standing
+    /// still while the machine is suspended (`SuspendingClock`). What a run's budget counts —
+    /// an app frozen with the machine has not had its time.
+    var awake: Duration { get }
     /// Returns at or after `deadline`; throws `CancellationError` when the task is cancelled.
     func sleep(until deadline: Date) async throws
     /// Returns once `duration` has really passed (`elapsed`), however the wall clock is set
     /// meanwhile: for timeouts and liveness checks, which a clock set back an hour must not
     /// stretch by an hour. Throws `CancellationError` when the task is cancelled.
     func sleep(for duration: Duration) async throws
+    /// Returns once `elapsed` has reached `end` — `sleep(for:)` from an instant read earlier, so
+    /// that time passing between that reading and the sleep is not waited for twice. Throws
+    /// `CancellationError` when the task is cancelled.
+    func sleep(untilElapsed end: Duration) async throws
 }
 
 /// The real wall clock.
@@ -46,6 +54,9 @@ public struct SystemClock: WallClock {
     private static let origin = ContinuousClock.now
     public var elapsed: Duration { Self.origin.duration(to: .now) }
 
+    private static let awakeOrigin = SuspendingClock.now
+    public var awake: Duration { Self.awakeOrigin.duration(to: .now) }
+
     public func sleep(until deadline: Date) async throws {
         if let sleepUntil {
             try await sleepUntil(deadline)
@@ -58,8 +69,9 @@ public struct SystemClock: WallClock {
     }
 
     /// Naps on the monotonic clock (`Task.sleep`, or bgd's event-loop timers), which no one sets.
-    public func sleep(for duration: Duration) async throws {
-        let end = elapsed + duration
+    public func sleep(for duration: Duration) async throws { try await sleep(untilElapsed: elapsed + duration) }
+
+    public func sleep(untilElapsed end: Duration) async throws {
         while case let remaining = end - elapsed, remaining > .zero { try await nap(remaining) }
         try Task.checkCancellation()
     }
