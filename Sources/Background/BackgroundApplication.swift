@@ -75,8 +75,9 @@ public final class BackgroundApplication: Sendable {
         socketPath: String = DaemonLocation.defaultSocketPath()
     ) throws {
         let path = DaemonLocation.appTokenPath(of: appID, stateDirectory: stateDirectory)
-        guard let token = try? String(contentsOfFile: path, encoding: .utf8)
-            .trimmingCharacters(in: .whitespacesAndNewlines), !token.isEmpty
+        guard
+            let token = try? String(contentsOfFile: path, encoding: .utf8)
+                .trimmingCharacters(in: .whitespacesAndNewlines), !token.isEmpty
         else { throw BackgroundError.noTokenFile(path, app: appID) }
         self.init(appID: appID, token: token, socketPath: socketPath)
     }
@@ -88,7 +89,8 @@ public final class BackgroundApplication: Sendable {
         appID: AppID, token: String, socketPath: String = DaemonLocation.defaultSocketPath(),
         clock: any WallClock = SystemClock()
     ) {
-        self.init(appID: appID, token: token, socketPath: socketPath, launchReason: nil, containerPath: nil, clock: clock)
+        self.init(
+            appID: appID, token: token, socketPath: socketPath, launchReason: nil, containerPath: nil, clock: clock)
     }
 
     init(
@@ -197,7 +199,7 @@ public final class BackgroundApplication: Sendable {
     private func runConnection(reconnected: Bool, onHello: @escaping @Sendable () -> Void) async throws {
         let messages = try await client.stream("/v1/app/events")
         // bgd tracks a launched process from the start (its pid, for its background time).
-        if isLaunchedInBackground { try? await reportState(.background) }
+        if isLaunchedInBackground { _ = try? await reportState(.background) }
         try await withThrowingTaskGroup(of: Void.self) { group in
             defer { group.cancelAll() }
             for try await message in messages {
@@ -205,7 +207,7 @@ public final class BackgroundApplication: Sendable {
                 case .hello:
                     onHello()
                     // A new bgd knows nothing of this process: tell it what state the app is in.
-                    if reconnected { try? await reportState(currentStateForReport) }
+                    if reconnected { _ = try? await reportState(currentStateForReport) }
                     continue
                 case .event(let event):
                     guard claim(event.seq) else {
