@@ -321,14 +321,16 @@ extension BackgroundStore {
     /// Queues accepted pushes in one transaction (group commit: one fsync for all of them);
     /// alert pushes are only recorded, they wake nothing. Committed before the gateway's 200.
     /// A push whose apns-id the app already has is a provider's retry: it is not stored again
-    /// (APNs treats a replay as one notification).
+    /// (APNs treats a replay as one notification). One for an app unregistered since its token
+    /// was checked (between the gateway's look and this commit) is not stored: it would wait
+    /// for good, under no app, and go to the next app registered under that id.
     public func enqueuePushes(_ pushes: [NewPush], now: Date) async throws {
         try await writer.write { db in
             let statement = try db.makeStatement(
                 sql: """
                     INSERT INTO push(appId, apnsId, pushType, priority, collapseId, expiration, payload, receivedAt, state,
                         reasonCode, reason)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM app WHERE id = ?)
                     ON CONFLICT(appId, apnsId) DO NOTHING
                     """)
             for push in pushes {
@@ -336,7 +338,7 @@ extension BackgroundStore {
                     push.app.rawValue, push.apnsID, push.pushType, push.priority, push.collapseID, push.expiration,
                     push.payload, now,
                     (push.dropped != nil ? PushState.dropped : push.pushType == "background" ? .queued : .recorded).rawValue,
-                    push.dropped?.code.rawValue, push.dropped?.detail,
+                    push.dropped?.code.rawValue, push.dropped?.detail, push.app.rawValue,
                 ])
             }
         }

@@ -54,6 +54,18 @@ struct PushStoreTests {
         #expect(Set(pushes.map(\.state)) == [.queued, .recorded])
     }
 
+    /// A push accepted for an app that is unregistered before the push commits (the gateway
+    /// checked its token a moment before) is not stored. Before, it waited queued for good,
+    /// under no app: every dispatch pass tried it, and an app registered again under that id
+    /// was handed it.
+    @Test func aPushForAnAppUnregisteredMeanwhileIsNotStored() async throws {
+        let f = try await StoreFixture()
+        #expect(try await f.store.unregister(f.app, now: f.now))
+        try await f.store.enqueuePushes([f.backgroundPush(1)], now: f.now)
+        #expect(try await f.store.appsWithQueuedPushes().isEmpty)
+        #expect(try await f.store.pushes(of: f.app).isEmpty)
+    }
+
     @Test func droppingAndNotingTouchOnlyAQueuedPush() async throws {
         let f = try await StoreFixture()
         try await f.store.enqueuePushes([f.backgroundPush(1)], now: f.now)
