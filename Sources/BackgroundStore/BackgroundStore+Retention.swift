@@ -16,8 +16,11 @@ extension BackgroundStore {
         /// Opens are the usage models' evidence: kept at least as long as they read back
         /// (the adaptive learner eight weeks, the learned model as far as it goes).
         public var opens: Duration
-        /// The latest runs of each app stay whatever their age: the fetch policy anchors an app's
-        /// next wake on its last run and backs off on its last failures.
+        /// The latest runs of each app stay whatever their age, and as many of its latest
+        /// fetches (with app-refresh tasks): the fetch policy anchors an app's next wake on its
+        /// last fetch and backs off on its last failures, and an app woken often for pushes
+        /// would otherwise push its last fetch out. Latest by id, the order they started in, as
+        /// the policy reads them: not by a start time a clock that ran ahead stamped.
         public var runsKeptPerApp: Int
         /// Settled pushes (delivered, replaced, dropped, recorded) are kept for `history`, but
         /// at most this many of each app's, newest first: a provider may send as fast as the
@@ -71,12 +74,14 @@ extension BackgroundStore {
             from: "run",
             where: """
                 outcome IS NOT NULL AND endedAt < ?
-                AND id NOT IN (SELECT r.id FROM run r WHERE r.appId = run.appId ORDER BY r.startedAt DESC LIMIT ?)
+                AND id NOT IN (SELECT r.id FROM run r WHERE r.appId = run.appId ORDER BY r.id DESC LIMIT ?)
+                AND id NOT IN (SELECT r.id FROM run r WHERE r.appId = run.appId AND \(Self.fetchLikeRuns)
+                    ORDER BY r.id DESC LIMIT ?)
                 AND id NOT IN (SELECT runId FROM event WHERE closedAt IS NULL AND runId IS NOT NULL)
                 AND id NOT IN (SELECT runId FROM push WHERE runId IS NOT NULL AND state IN ('\(PushState.queued.rawValue)', '\(PushState.delivering.rawValue)'))
                 AND id NOT IN (SELECT runId FROM taskRequest WHERE runId IS NOT NULL)
                 """,
-            [cutoff, retention.runsKeptPerApp], batch: batch)
+            [cutoff, retention.runsKeptPerApp, retention.runsKeptPerApp], batch: batch)
         report.transfers = try await deleteInBatches(
             from: "transfer",
             where: """

@@ -4,6 +4,11 @@ import Foundation
 import GRDB
 
 extension BackgroundStore {
+    /// The runs the fetch policy learns from and anchors an app's next fetch on (SQL over the
+    /// `run` table's columns): fetches and app-refresh tasks, which ride on fetch wakes.
+    static let fetchLikeRuns =
+        "(kind = '\(RunKind.fetch.rawValue)' OR (kind = '\(RunKind.task.rawValue)' AND taskKind = '\(TaskKind.appRefresh.rawValue)'))"
+
     /// Starts a run of any kind: the run, the app's event and what the run takes (a push, a task
     /// request, the throttle allowance) in one transaction — a `kill -9` leaves all or nothing.
     ///
@@ -159,8 +164,7 @@ extension BackgroundStore {
             // app: made per app through the query interface (SQL generation and the authorizer
             // each time), a bgd with 1,000 apps spent ~0.4 s of CPU on them from its start
             // through its first planning passes, against ~0.04 s now (perf, session 26).
-            let fetchLike =
-                "(kind = '\(RunKind.fetch.rawValue)' OR (kind = '\(RunKind.task.rawValue)' AND taskKind = '\(TaskKind.appRefresh.rawValue)'))"
+            let fetchLike = Self.fetchLikeRuns
             // Newest first by id, the order they were started in: a run stamped by a clock that
             // was days ahead must not stay "the last run" once the clock comes back (it made
             // every later run look older, and the interrupted one was made up again and again).
@@ -174,7 +178,9 @@ extension BackgroundStore {
                     ORDER BY startedAt DESC LIMIT ?
                     """)
             let pendingRefresh = try db.cachedStatement(
-                sql: "SELECT identifier, earliestBeginDate FROM taskRequest WHERE appId = ? AND kind = ? AND runId IS NULL")
+                sql:
+                    "SELECT identifier, earliestBeginDate FROM taskRequest WHERE appId = ? AND kind = ? AND runId IS NULL"
+            )
             return try apps.map { row in
                 let app = try StoredApp(row: row)
                 let runs = try RunRow.fetchAll(recentRuns, arguments: [row.id, recentRunLimit + 1])
@@ -193,7 +199,8 @@ extension BackgroundStore {
                             row.id, RunOutcome.newData.rawValue, RunOutcome.noData.rawValue, answersSince, answerLimit,
                         ]
                     ).map {
-                        FetchCandidate.Answer(at: $0.startedAt, broughtNewData: $0.outcome == RunOutcome.newData.rawValue)
+                        FetchCandidate.Answer(
+                            at: $0.startedAt, broughtNewData: $0.outcome == RunOutcome.newData.rawValue)
                     }
                 }
                 let isRunning =

@@ -99,6 +99,48 @@ struct RetentionTests {
         #expect(try await store.runs(of: a, limit: 100).count == 10)
     }
 
+    /// An app's last fetch stays however many pushes woke it since: the fetch policy anchors its
+    /// next fetch there. Before, the kept runs were the latest of any kind, and an app woken
+    /// often for pushes lost its last fetch a month on (then fetched as if it never had).
+    @Test func theLastFetchStaysAmongManyPushRuns() async throws {
+        let store = try openStore()
+        try await register(a, in: store)
+        let fetch = try await store.startRun(
+            .fetch, for: a, trigger: .scheduled, reasons: [], budget: .seconds(30), now: t0)
+        _ = try await store.finishRun(fetch.id, outcome: .newData, now: t0.addingTimeInterval(5))
+        for i in 1...5 {
+            try await store.enqueuePushes([push(i, for: a)], now: t0)
+            let queued = try #require(try await store.coalesceQueuedPushes(of: a))
+            let start = t0.addingTimeInterval(Double(i) * day)
+            let run = try await store.startRun(
+                .push(queued.id, apnsID: queued.apnsID, payload: "{}", allowance: nil), for: a,
+                trigger: .remoteNotification, reasons: [], budget: .seconds(30), now: start)
+            _ = try await store.finishRun(run.id, outcome: .newData, now: start.addingTimeInterval(5))
+        }
+        _ = try await store.prune(
+            .init(history: .seconds(30 * 86400), runsKeptPerApp: 2), now: t0.addingTimeInterval(40 * day))
+        let kept = try await store.runs(of: a, limit: 100)
+        #expect(kept.map(\.kind) == [.push, .push, .fetch], "\(kept.map(\.kind))")
+        #expect(kept.last?.id == fetch.id)
+    }
+
+    /// The latest runs kept are the last started, not the ones stamped latest: a clock that
+    /// ran a year ahead for one run must not keep that run in place of the ones after it.
+    @Test func theRunsKeptAreTheLastStartedWhateverTheirStamps() async throws {
+        let store = try openStore()
+        try await register(a, in: store)
+        var ids: [RunID] = []
+        for start in [t0.addingTimeInterval(365 * day), t0] {
+            let run = try await store.startRun(
+                .fetch, for: a, trigger: .scheduled, reasons: [], budget: .seconds(30), now: start)
+            _ = try await store.finishRun(run.id, outcome: .newData, now: start.addingTimeInterval(5))
+            ids.append(run.id)
+        }
+        _ = try await store.prune(
+            .init(history: .seconds(30 * 86400), runsKeptPerApp: 1), now: t0.addingTimeInterval(400 * day))
+        #expect(try await store.runs(of: a, limit: 100).map(\.id) == [ids[1]])
+    }
+
     @Test func theFileGivesItsPagesBack() async throws {
         let store = try openStore()
         try await register(a, in: store)
@@ -135,14 +177,18 @@ struct RetentionTests {
         try await register(b, in: store)
         #expect(try await store.recordOpen(of: a, at: t0))
         #expect(try await store.recordOpen(of: a, at: t0.addingTimeInterval(30)) == false, "30 s later: the same use")
-        #expect(try await store.recordOpen(of: a, at: t0.addingTimeInterval(-59)) == false, "either way (a clock set back)")
+        #expect(
+            try await store.recordOpen(of: a, at: t0.addingTimeInterval(-59)) == false, "either way (a clock set back)")
         #expect(try await store.recordOpen(of: b, at: t0.addingTimeInterval(30)), "another app's open is its own")
         #expect(try await store.recordOpen(of: a, at: t0.addingTimeInterval(60)))
         // A client reporting opens in a loop stores one a minute.
         for second in stride(from: 61.0, to: 600, by: 0.5) {
             try await store.recordOpen(of: a, at: t0.addingTimeInterval(second))
         }
-        #expect(try await store.opens(of: a).map { $0.timeIntervalSince(t0) } == [0, 60, 120, 180, 240, 300, 360, 420, 480, 540])
+        #expect(
+            try await store.opens(of: a).map { $0.timeIntervalSince(t0) } == [
+                0, 60, 120, 180, 240, 300, 360, 420, 480, 540,
+            ])
         #expect(try await store.opens(of: b).count == 1)
     }
 
@@ -177,7 +223,8 @@ struct RetentionTests {
         let report = try await store.prune(.init(pushesKeptPerApp: 10), now: t0.addingTimeInterval(60), batch: 7)
         #expect(report.pushes == 30, "A's 30 oldest alerts; none of B's 5")
         let kept = try await store.pushes(of: a, limit: 100)
-        #expect(kept.filter { $0.state == .recorded }.map(\.apnsID) == (30..<40).reversed().map { push($0, for: a).apnsID })
+        #expect(
+            kept.filter { $0.state == .recorded }.map(\.apnsID) == (30..<40).reversed().map { push($0, for: a).apnsID })
         #expect(kept.filter { $0.state == .queued }.count == 2, "queued pushes are never pruned")
         #expect(try await store.pushes(of: b).count == 5)
         #expect(try await store.prune(.init(pushesKeptPerApp: 10), now: t0.addingTimeInterval(60)).rowsDeleted == 0)
@@ -197,13 +244,16 @@ struct RetentionTests {
         let active = try await store.deviceToken(for: a, makingWith: { String(repeating: "f", count: 64) }, now: t0)
         let kept = try await store.deviceTokens()
         #expect(kept.count == BackgroundStore.revokedTokensKeptPerApp + 1)
-        #expect(Set(kept.filter { $0.revokedAt != nil }.map(\.token)) == Set(issued.suffix(BackgroundStore.revokedTokensKeptPerApp)))
+        #expect(
+            Set(kept.filter { $0.revokedAt != nil }.map(\.token))
+                == Set(issued.suffix(BackgroundStore.revokedTokensKeptPerApp)))
         #expect(try await store.deviceTokenOwner(issued.last!)?.revokedAt != nil, "a recent one still answers 410")
         #expect(try await store.deviceTokenOwner(issued.first!) == nil, "the oldest are forgotten")
 
         let report = try await store.prune(.init(history: .seconds(30 * 86400)), now: t0.addingTimeInterval(31 * day))
         #expect(report.deviceTokens == BackgroundStore.revokedTokensKeptPerApp)
-        #expect(try await store.deviceTokens().map(\.token) == [active.token], "the active token stays, whatever its age")
+        #expect(
+            try await store.deviceTokens().map(\.token) == [active.token], "the active token stays, whatever its age")
     }
 
     /// A transfer of app `a` created and ended (cancelled) at `at`: its two session events.
@@ -247,7 +297,8 @@ struct RetentionTests {
         let first = try await transfer(1)
         _ = try await store.acknowledge(upTo: try await store.lastEventSequence(for: a), for: a, now: t0)
         let second = try await transfer(2)
-        #expect(try await store.openEvents(for: a).count == 2, "the second's transferCompleted and sessionEventsFinished")
+        #expect(
+            try await store.openEvents(for: a).count == 2, "the second's transferCompleted and sessionEventsFinished")
 
         let report = try await store.prune(.init(history: .seconds(86400)), now: t0.addingTimeInterval(2 * day))
         #expect(report.transfers == 1, "an open event no longer holds every ended transfer of its app")
