@@ -74,6 +74,9 @@ struct RunCoordinatorTests {
         let launcher: RecordingLauncher
         let supervisor: ProcessSupervisor
         let coordinator: RunCoordinator
+        let broker: EventBroker
+        /// Not run (no timers): it knows what apps the user runs report of themselves.
+        let lifecycle: LifecycleSupervisor
         let app = AppID(rawValue: "com.example.recorded")!
         static let budget = RunBudget(budget: .seconds(30), expirationLead: .seconds(5), killGrace: .seconds(5))
         static let processingBudget = Duration.seconds(600)
@@ -91,17 +94,23 @@ struct RunCoordinatorTests {
         let supervisor = ProcessSupervisor(
             mode: .signals("test"), launcher: launcher, clock: clock, killGrace: Harness.budget.killGrace,
             logger: logger)
+        let broker = EventBroker()
+        let activity = ActivityFeed()
+        let lifecycle = LifecycleSupervisor(
+            policy: BackgroundTimePolicy(), store: store, broker: broker, activity: activity, clock: clock,
+            supervisor: supervisor, killGrace: Harness.budget.killGrace, logger: logger)
         let coordinator = RunCoordinator(
-            store: store, stateDirectory: stateDirectory, broker: EventBroker(), supervisor: supervisor,
+            store: store, stateDirectory: stateDirectory, broker: broker, supervisor: supervisor,
             tokens: TokenIssuer(),
-            activity: ActivityFeed(), clock: clock,
+            activity: activity, clock: clock,
             configuration: .init(
                 budget: Harness.budget, processingBudget: Harness.processingBudget, lingerGrace: .seconds(5),
                 socketPath: directory + "/bgd.sock", confineApps: false),
-            schedulerDoorbell: Doorbell(), logger: logger)
+            schedulerDoorbell: Doorbell(), lifecycle: lifecycle, logger: logger)
         await supervisor.onExit { exit in await coordinator.processExited(exit) }
         let harness = Harness(
-            store: store, clock: clock, launcher: launcher, supervisor: supervisor, coordinator: coordinator)
+            store: store, clock: clock, launcher: launcher, supervisor: supervisor, coordinator: coordinator,
+            broker: broker, lifecycle: lifecycle)
         _ = try await store.register(
             RegisterAppRequest(id: harness.app, launchCommand: LaunchCommand(["/usr/bin/recorded-app", "--flag"])!),
             tokenHash: "x", now: clock.now)
@@ -326,6 +335,55 @@ struct RunCoordinatorTests {
             #expect(await until { h.launcher.launches.count == 2 }, "not launched for the new events")
             let second = try #require(try await h.store.runs(of: h.app).first)
             #expect(second.id != first.id && second.trigger == .transferEvents && second.isRunning)
+        }
+    }
+
+    /// A run given to the app the user runs ends when that process exits, not when another of
+    /// its processes does (an older instance still shutting down, noticed late): the run is the
+    /// newer one's to answer. Before, any exit of the app's ended it `crashed`, the push it
+    /// carried went again, and the newer process's answer was refused.
+    @Test func aRunGivenToARunningAppEndsOnlyWithItsOwnProcess() async throws {
+        try await withHarness { h in
+            guard let stream = h.broker.subscribe(h.app, isLaunched: false) else {
+                Issue.record("no stream")
+                return
+            }
+            defer { h.broker.unsubscribe(stream) }
+            _ = await h.lifecycle.report(
+                LifecycleReport(state: .background, processID: 4_000_002), from: h.app, launched: false)
+            let run = try await h.coordinator.start(.fetch, for: h.app, trigger: .scheduled, reasons: [])
+            #expect(!run.launched)
+            func exited(_ pid: Int32) async {
+                await h.coordinator.runningAppExited(
+                    ProcessSupervisor.Exit(app: h.app, processID: pid, status: nil, launched: false))
+            }
+            await exited(4_000_001)
+            #expect(try await h.store.run(run.id)?.isRunning == true, "ended by another process's exit")
+            await exited(4_000_002)
+            let ended = try await h.store.run(run.id)
+            #expect(
+                ended?.outcome == .crashed && ended?.detail?.contains("4000002") == true, "\(String(describing: ended))"
+            )
+        }
+    }
+
+    /// Events that came while a launched process was exiting, and that another process has
+    /// handled since, launch nothing when the exiting one is gone. Before, the exit launched the
+    /// app for events already acknowledged: a run with nothing to deliver, ended `expired`.
+    @Test func eventsHandledMeanwhileLaunchNothingAtTheExit() async throws {
+        try await withHarness { h in
+            try await finishATransfer(of: h)
+            await h.coordinator.deliverEvents(to: h.app)
+            await h.coordinator.eventsAcknowledged(by: h.app, openRemaining: 0)
+            try await finishATransfer(of: h)
+            await h.coordinator.deliverEvents(to: h.app)  // the first process is exiting: noted for its exit
+            // The events are handled meanwhile (here: acknowledged outright).
+            for event in try await h.store.openEvents(for: h.app) {
+                try await h.store.acknowledge(upTo: event.seq, for: h.app, now: h.clock.now)
+            }
+            h.launcher.exit(2_000_000_001, .exited(0))
+            #expect(await until { await h.supervisor.phase(of: 2_000_000_001) == nil })
+            #expect(h.launcher.launches.count == 1, "launched for events already handled")
         }
     }
 

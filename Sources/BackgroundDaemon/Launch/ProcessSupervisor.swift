@@ -50,6 +50,13 @@ public actor ProcessSupervisor: Service {
         /// How it ended, for a process bgd launched (and so reaped); nil for one it was told about.
         public var status: ExitStatus?
         public var launched: Bool
+
+        public init(app: AppID, processID: Int32, status: ExitStatus?, launched: Bool) {
+            self.app = app
+            self.processID = processID
+            self.status = status
+            self.launched = launched
+        }
     }
 
     private struct Supervised {
@@ -423,7 +430,9 @@ public actor ProcessSupervisor: Service {
 
     /// Bounds a launched process's log now (see `LaunchLog.keepWithin`).
     private func trimLog(of supervised: Supervised) {
-        guard let log = supervised.log, LaunchLog.keepWithin(descriptor: log.descriptor, reader: log.reader, path: log.path) else { return }
+        guard let log = supervised.log,
+            LaunchLog.keepWithin(descriptor: log.descriptor, reader: log.reader, path: log.path)
+        else { return }
         logger.notice(
             "The app's launch log passed its limit while the app ran; its last part is now launch.log.1",
             metadata: ["app.id": "\(supervised.app)", "pid": "\(supervised.process.processID)"])

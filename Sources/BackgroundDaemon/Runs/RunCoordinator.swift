@@ -64,6 +64,9 @@ public actor RunCoordinator: Service {
         var awakeAtStart: Duration
         /// Given to the app as the user runs it (no launch): its process's exit ends the run.
         var toRunningApp = false
+        /// That process, as the app last reported it (nil: it has not): another's exit (an
+        /// older instance still shutting down) leaves the run alone.
+        var runningAppProcess: Int32?
     }
 
     /// A process launched for the app's background work: its launch token, and the run it
@@ -141,9 +144,11 @@ public actor RunCoordinator: Service {
     ) async throws -> RunRecord {
         var budget = configuration.budget
         if case .task(_, .processing) = start { budget.budget = configuration.processingBudget }
+        // Read with the start time: the budget counts from the run's start, not from after its commit.
+        let (now, awake) = (clock.now, clock.awake)
         let run = try await store.startRun(
-            start, for: app, trigger: trigger, reasons: reasons, budget: budget.budget, now: clock.now)
-        return try await carryOut(run, reason: Self.launchReason(for: start), budget: budget)
+            start, for: app, trigger: trigger, reasons: reasons, budget: budget.budget, now: now)
+        return try await carryOut(run, reason: Self.launchReason(for: start), budget: budget, awakeAtStart: awake)
     }
 
     /// What the launched process is told it was started for.
@@ -174,12 +179,14 @@ public actor RunCoordinator: Service {
 
     /// A recorded run starts: supervised from now, its event goes to the app in the foreground or
     /// the app is launched for it.
-    private func carryOut(_ run: RunRecord, reason: LaunchReason, budget: RunBudget) async throws -> RunRecord {
+    private func carryOut(
+        _ run: RunRecord, reason: LaunchReason, budget: RunBudget, awakeAtStart: Duration
+    ) async throws -> RunRecord {
         Failpoint.runAfterStartCommit.hit()
         await supervisor.startMemoryPeak(of: run.app)
         flights[run.id] = Flight(
             run: run, budget: budget, cpuAtStart: await supervisor.cpuMicroseconds(of: run.app),
-            awakeAtStart: clock.awake)
+            awakeAtStart: awakeAtStart)
         activity.emit(.runStarted(run))
         logger.info(
             "Run started",
@@ -187,8 +194,12 @@ public actor RunCoordinator: Service {
                 "app.id": "\(run.app)", "run.id": "\(run.id)", "wake.trigger": "\(run.trigger)",
                 "wake.reason": "\(run.reasons.first?.code.rawValue ?? "none")",
             ])
+        // Whichever process takes the run reads every open event: none waits for an exit.
+        eventsAfterExit.remove(run.app)
         if broker.isConnectedInForeground(run.app) {
             flights[run.id]?.toRunningApp = true
+            let process = await lifecycle?.status(of: run.app)?.processID
+            flights[run.id]?.runningAppProcess = process
             await lifecycle?.startedEvents(for: run.app)
             broker.eventsAvailable(for: run.app)
         } else if let pid = launches.first(where: { $0.value.app == run.app && !$0.value.exitRequested })?.key,
@@ -222,6 +233,7 @@ public actor RunCoordinator: Service {
             || launches.values.contains(where: { $0.app == app && !$0.exitRequested })
         {
             deferredEvents[app] = nil
+            eventsAfterExit.remove(app)
             await lifecycle?.startedEvents(for: app)
             broker.eventsAvailable(for: app)
             return
@@ -364,7 +376,10 @@ public actor RunCoordinator: Service {
         }
         activity.emit(.processExited(launch.app, processID: exit.processID, status: status))
         logger.debug("App exited", metadata: ["app.id": "\(launch.app)", "status": "\(status)"])
-        if !launches.values.contains(where: { $0.app == launch.app }), eventsAfterExit.remove(launch.app) != nil {
+        // Events that came while it was exiting, unless another process has taken them since.
+        if !launches.values.contains(where: { $0.app == launch.app }), eventsAfterExit.remove(launch.app) != nil,
+            (try? await store.openEventCount(for: launch.app)) ?? 1 > 0
+        {
             await deliverEvents(to: launch.app)
         }
     }
@@ -376,7 +391,10 @@ public actor RunCoordinator: Service {
     /// app's next run for minutes).
     public func runningAppExited(_ exit: ProcessSupervisor.Exit) async {
         let status = exit.status ?? .exited(0)
-        for (id, flight) in flights where flight.run.app == exit.app && flight.toRunningApp {
+        for (id, flight) in flights
+        where flight.run.app == exit.app && flight.toRunningApp
+            && (flight.runningAppProcess ?? exit.processID) == exit.processID
+        {
             await end(id, outcome: .crashed, detail: "the app (process \(exit.processID)) \(status) before answering")
         }
     }
@@ -446,7 +464,10 @@ public actor RunCoordinator: Service {
 
     private func warn(_ flight: Flight) {
         flights[flight.run.id]?.warned = true
-        broker.send(.expire(run: flight.run.id, deadline: flight.run.deadline), to: flight.run.app)
+        // The budget's end as it stands now (a suspend or `expireEarly` moved it from the stored one).
+        let deadline = clock.now.adding(
+            flight.budget.deadline(startingAt: flight.run.startedAt).duration(since: budgetNow(of: flight)))
+        broker.send(.expire(run: flight.run.id, deadline: deadline), to: flight.run.app)
         activity.emit(.expirationWarned(flight.run.app, flight.run.id))
         logger.debug(
             "Expiration warning sent", metadata: ["app.id": "\(flight.run.app)", "run.id": "\(flight.run.id)"])
