@@ -244,7 +244,8 @@ public final class PostgresRelayStore: RelayStore {
     /// After a new token of `device` went in: at most `limit` tokens stay, the oldest revoked
     /// going first; all active, the registration is refused (and rolled back). The device's
     /// row is locked first, so two registrations of one device count one after the other.
-    static func makeRoom(for device: String, limit: Int, _ connection: PostgresConnection, logger: Logger) async throws {
+    static func makeRoom(for device: String, limit: Int, _ connection: PostgresConnection, logger: Logger) async throws
+    {
         try await connection.query("SELECT id FROM relay_device WHERE id = \(device) FOR UPDATE", logger: logger)
         var held = 0
         for try await count in try await connection.query(
@@ -339,7 +340,8 @@ public final class PostgresRelayStore: RelayStore {
         var keys: [ProviderKeyRegistration] = []
         for try await (id, team, topics, publicKey, added) in rows.decode((String, String, String, String, Date).self) {
             let list = (try? JSONDecoder().decode([String].self, from: Data(topics.utf8))) ?? []
-            keys.append(ProviderKeyRegistration(keyID: id, teamID: team, topics: list, publicKeyPEM: publicKey, addedAt: added))
+            keys.append(
+                ProviderKeyRegistration(keyID: id, teamID: team, topics: list, publicKeyPEM: publicKey, addedAt: added))
         }
         return keys
     }
@@ -377,14 +379,6 @@ public final class PostgresRelayStore: RelayStore {
             var collapsing: [String: Int] = [:]
             for push in pushes {
                 let device = push.owner.device
-                if let collapseID = push.collapseID {
-                    try await connection.query(
-                        """
-                        UPDATE relay_push SET state = 'replaced', ended_at = \(now)
-                        WHERE device_id = \(device) AND topic = \(push.owner.topic) AND collapse_id = \(collapseID)
-                            AND state = 'pending'
-                        """, logger: logger)
-                }
                 var expiration = push.expiration
                 var state = RelayPushState.pending
                 if let given = expiration, given.timeIntervalSince1970 == 0 {
@@ -395,10 +389,20 @@ public final class PostgresRelayStore: RelayStore {
                         state = .expired
                     }
                 }
-                if let collapseID = push.collapseID {
+                // Only a push that will wait takes the place of the one waiting: a now-or-never
+                // push that ends at once displaces nothing (APNs does not store it).
+                if let collapseID = push.collapseID, state == .pending {
+                    try await connection.query(
+                        """
+                        UPDATE relay_push SET state = 'replaced', ended_at = \(now)
+                        WHERE device_id = \(device) AND topic = \(push.owner.topic) AND collapse_id = \(collapseID)
+                            AND state = 'pending'
+                        """, logger: logger)
                     let key = device + "\u{0}" + push.owner.topic + "\u{0}" + collapseID
-                    if let earlier = collapsing[key], rows[earlier].state == .pending { rows[earlier].state = .replaced }
-                    if state == .pending { collapsing[key] = rows.count }
+                    if let earlier = collapsing[key], rows[earlier].state == .pending {
+                        rows[earlier].state = .replaced
+                    }
+                    collapsing[key] = rows.count
                 }
                 rows.append((push, expiration, state))
                 if state == .pending { devices.insert(device) }
@@ -412,7 +416,9 @@ public final class PostgresRelayStore: RelayStore {
                 var binds = PostgresBindings(capacity: 12 * 400)
                 for (index, row) in rows[chunk..<min(chunk + 400, rows.count)].enumerated() {
                     let first = index * 12
-                    sql += (index == 0 ? " " : ", ") + "(" + (1...12).map { "$\(first + $0)" }.joined(separator: ", ") + ")"
+                    sql +=
+                        (index == 0 ? " " : ", ") + "(" + (1...12).map { "$\(first + $0)" }.joined(separator: ", ")
+                        + ")"
                     try binds.append(row.push.owner.device)
                     try binds.append(row.push.deviceToken)
                     try binds.append(row.push.owner.topic)
@@ -445,7 +451,8 @@ public final class PostgresRelayStore: RelayStore {
         }
     }
 
-    private static func isClaimed(_ device: String, connection: PostgresConnection, logger: Logger) async throws -> Bool {
+    private static func isClaimed(_ device: String, connection: PostgresConnection, logger: Logger) async throws -> Bool
+    {
         for try await claimedBy in try await connection.query(
             "SELECT claimed_by FROM relay_device WHERE id = \(device)", logger: logger
         ).decode(String?.self) {
@@ -475,7 +482,9 @@ public final class PostgresRelayStore: RelayStore {
         guard current == fencing else { throw RelayRefusal.superseded }
     }
 
-    public func pendingPushes(of device: String, excluding sent: Set<Int64>, fencing: Int64, now: Date)
+    public func pendingPushes(
+        of device: String, excluding sent: Set<Int64>, fencing: Int64, now: Date
+    )
         async throws -> [RelayedPush]
     {
         let logger = self.logger
@@ -533,11 +542,14 @@ public final class PostgresRelayStore: RelayStore {
     public func markSeen(_ devices: [String], now: Date) async throws {
         for start in stride(from: 0, to: devices.count, by: pruneBatch) {
             let batch = Array(devices[start..<min(start + pruneBatch, devices.count)])
-            try await client.query("UPDATE relay_device SET last_seen_at = \(now) WHERE id = ANY(\(batch))", logger: logger)
+            try await client.query(
+                "UPDATE relay_device SET last_seen_at = \(now) WHERE id = ANY(\(batch))", logger: logger)
         }
     }
 
-    public func prune(now: Date, holdFor: TimeInterval, keepEnded: TimeInterval, forgetAfter: TimeInterval)
+    public func prune(
+        now: Date, holdFor: TimeInterval, keepEnded: TimeInterval, forgetAfter: TimeInterval
+    )
         async throws -> RelayPruneReport
     {
         var report = RelayPruneReport()

@@ -29,13 +29,6 @@ extension SQLiteRelayStore {
             var pendingTokens: [String] = []
             for push in pushes {
                 let device = push.owner.device
-                if let collapseID = push.collapseID {
-                    try db.execute(
-                        sql: """
-                            UPDATE push SET state = 'replaced', endedAt = ?
-                            WHERE deviceId = ? AND topic = ? AND collapseId = ? AND state = 'pending'
-                            """, arguments: [now, device, push.owner.topic, collapseID])
-                }
                 var expiration = push.expiration
                 var state = RelayPushState.pending
                 if let given = expiration, given.timeIntervalSince1970 == 0 {
@@ -45,6 +38,15 @@ extension SQLiteRelayStore {
                     } else {
                         state = .expired
                     }
+                }
+                // Only a push that will wait takes the place of the one waiting: a now-or-never
+                // push that ends at once displaces nothing (APNs does not store it).
+                if let collapseID = push.collapseID, state == .pending {
+                    try db.execute(
+                        sql: """
+                            UPDATE push SET state = 'replaced', endedAt = ?
+                            WHERE deviceId = ? AND topic = ? AND collapseId = ? AND state = 'pending'
+                            """, arguments: [now, device, push.owner.topic, collapseID])
                 }
                 try db.execute(
                     sql: """
@@ -92,7 +94,9 @@ extension SQLiteRelayStore {
 
     /// The device's pending pushes but those in `sent`, oldest first; those whose expiration
     /// passed end as expired now instead.
-    public func pendingPushes(of device: String, excluding sent: Set<Int64>, fencing: Int64, now: Date)
+    public func pendingPushes(
+        of device: String, excluding sent: Set<Int64>, fencing: Int64, now: Date
+    )
         async throws -> [RelayedPush]
     {
         try await database.write { db in
@@ -150,7 +154,9 @@ extension SQLiteRelayStore {
         }
     }
 
-    public func prune(now: Date, holdFor: TimeInterval, keepEnded: TimeInterval, forgetAfter: TimeInterval)
+    public func prune(
+        now: Date, holdFor: TimeInterval, keepEnded: TimeInterval, forgetAfter: TimeInterval
+    )
         async throws -> RelayPruneReport
     {
         var report = RelayPruneReport()
@@ -247,7 +253,8 @@ extension SQLiteRelayStore {
                 guard !gone.isEmpty else { return (0, 0, nil) }
                 let ids = databaseQuestionMarks(count: gone.count)
                 try db.execute(sql: "DELETE FROM push WHERE deviceId IN (\(ids))", arguments: StatementArguments(gone))
-                try db.execute(sql: "DELETE FROM deviceToken WHERE deviceId IN (\(ids))", arguments: StatementArguments(gone))
+                try db.execute(
+                    sql: "DELETE FROM deviceToken WHERE deviceId IN (\(ids))", arguments: StatementArguments(gone))
                 let tokens = db.changesCount
                 try db.execute(sql: "DELETE FROM device WHERE id IN (\(ids))", arguments: StatementArguments(gone))
                 // With the change: the provider side's caches hold the tokens' owners.

@@ -305,6 +305,27 @@ struct RelayStoreTests {
         }
     }
 
+    /// A now-or-never push to a device that is away ends expired and displaces nothing: the push
+    /// with the same collapse id still waits for the device. Before, it replaced that push and
+    /// then expired itself, and the device got neither.
+    @Test(arguments: Backend.available)
+    func aNowOrNeverPushThatEndsAtOnceReplacesNothing(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let token = String(repeating: "e1", count: 32)
+            let owner = try await registeredOwner(store, token: token)
+            _ = try await store.commit(
+                [push(owner, token: token, id: "kept", collapse: "score")], now: now, connected: { _ in false })
+            _ = try await store.commit(
+                [push(owner, token: token, id: "gone", collapse: "score", expiration: Date(timeIntervalSince1970: 0))],
+                now: now, connected: { _ in false })
+            #expect(try await store.pushLog().map(\.state) == [.pending, .expired])
+            let fencing = try await store.claim(device: owner.device, node: "a", now: now)
+            #expect(
+                try await store.pendingPushes(of: owner.device, excluding: [], fencing: fencing, now: now).map(\.apnsID)
+                    == ["kept"])
+        }
+    }
+
     /// A token keeps its newest 1,000 pushes pending: a provider sending to a device that never
     /// comes back fills no more than that (APNs keeps one; bgd keeps the newest per collapse id),
     /// cut back as the pushes arrive, not only at the pruner's hourly pass.
