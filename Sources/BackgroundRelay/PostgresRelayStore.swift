@@ -690,7 +690,13 @@ public final class PostgresRelayStore: RelayStore {
         return report
     }
 
-    /// The node whose uplink holds the device's newest claim (for operators and checkers).
+    public func release(device: String, fencing: Int64) async throws {
+        try await client.query(
+            "UPDATE relay_device SET claimed_by = NULL WHERE id = \(device) AND fencing = \(fencing)", logger: logger)
+    }
+
+    /// The node whose uplink holds the device's newest claim (for operators and checkers), nil
+    /// while none does.
     public func claimHolder(of device: String) async throws -> String? {
         for try await holder in try await client.query(
             "SELECT claimed_by FROM relay_device WHERE id = \(device)", logger: logger

@@ -38,11 +38,16 @@ public protocol RelayStore: Sendable {
     ) async throws -> Set<String>
     /// A new claim on `device` for `node`: its fencing token.
     func claim(device: String, node: String, now: Date) async throws -> Int64
+    /// The session that made the claim `fencing` ended: no node holds the device now, unless a
+    /// newer claim was made since. (A now-or-never push to it then ends at once.)
+    func release(device: String, fencing: Int64) async throws
     /// The device's pending pushes but those in `sent` (what its session sent and awaits the
     /// acknowledgement of), oldest first, under the claim `fencing`. Not "after the last one
     /// sent": on PostgreSQL a push's id is taken when it is inserted and it is seen when its
     /// transaction commits, so one with a lower id can appear after a higher one was read.
-    func pendingPushes(of device: String, excluding sent: Set<Int64>, fencing: Int64, now: Date) async throws
+    func pendingPushes(
+        of device: String, excluding sent: Set<Int64>, fencing: Int64, now: Date
+    ) async throws
         -> [RelayedPush]
     /// Pushes `seqs` are delivered (under the claim `fencing`), in one transaction; returns when
     /// each newly delivered one was accepted (one not pending, or not the device's, is skipped).
@@ -57,7 +62,9 @@ public protocol RelayStore: Sendable {
     /// device or its end — unless the device is gone: one not seen for `forgetAfter` (no uplink
     /// opened, none held by a node that said so with `markSeen`) is forgotten with its tokens
     /// and pushes.
-    func prune(now: Date, holdFor: TimeInterval, keepEnded: TimeInterval, forgetAfter: TimeInterval) async throws
+    func prune(
+        now: Date, holdFor: TimeInterval, keepEnded: TimeInterval, forgetAfter: TimeInterval
+    ) async throws
         -> RelayPruneReport
     /// These devices hold an uplink to this node now (each node's pruner says so at every pass,
     /// so a device connected for months is not taken for gone).
@@ -84,7 +91,9 @@ public struct RelayPruneReport: Sendable, Equatable {
     /// (one used after this is refused, 401: enroll again).
     public var devicesForgotten = 0
 
-    public init(expired: Int = 0, replaced: Int = 0, deleted: Int = 0, tokensForgotten: Int = 0, devicesForgotten: Int = 0) {
+    public init(
+        expired: Int = 0, replaced: Int = 0, deleted: Int = 0, tokensForgotten: Int = 0, devicesForgotten: Int = 0
+    ) {
         self.expired = expired
         self.replaced = replaced
         self.deleted = deleted

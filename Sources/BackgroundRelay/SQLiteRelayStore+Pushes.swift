@@ -86,6 +86,13 @@ extension SQLiteRelayStore {
         }
     }
 
+    public func release(device: String, fencing: Int64) async throws {
+        try await database.write { db in
+            try db.execute(
+                sql: "UPDATE device SET claimedBy = NULL WHERE id = ? AND fencing = ?", arguments: [device, fencing])
+        }
+    }
+
     /// Throws `superseded` unless `fencing` is the device's newest claim.
     private static func checkClaim(_ db: Database, device: String, fencing: Int64) throws {
         let current = try Int64.fetchOne(db, sql: "SELECT fencing FROM device WHERE id = ?", arguments: [device])

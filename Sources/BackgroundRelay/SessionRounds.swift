@@ -87,13 +87,17 @@ final class SessionRounds: @unchecked Sendable {
         }
     }
 
-    /// The session is over: off the hub and the metrics, its inbox told nobody.
+    /// The session is over: off the hub and the metrics, its inbox told nobody, and its claim on
+    /// the device given up — on PostgreSQL, a claim no node gave up made the device count as
+    /// connected for good, and a now-or-never push to it waited a minute instead of ending.
     func end() {
         guard !finished else { return }
         finished = true
         inbox.stopListening()
         session.hub.disconnect(session.device, session: hubID)
         session.metrics.disconnected(session.device)
+        let (session, fencing) = (self.session, self.fencing)
+        Task { _ = try? await session.bounded { try await $0.release(device: session.device, fencing: fencing) } }
     }
 
     /// One round: whatever the inbox gathered.
@@ -113,7 +117,8 @@ final class SessionRounds: @unchecked Sendable {
                 closing = true
                 let code = session.hub.isConnected(session.device) ? "superseded" : "stopping"
                 try await session.close(code: code, writer: &writer, inbox: inbox)
-            case .takenAway, .silent where closing:
+            case .takenAway,
+                .silent where closing:
                 break
             case .silent:
                 // Said, in case the device is only slow, with the grace every closing gets: an
@@ -145,7 +150,8 @@ final class SessionRounds: @unchecked Sendable {
         owed = false
         let pushes: [RelayedPush]
         do {
-            pushes = try await session.bounded { [device = session.device, unacknowledged, fencing, clock = session.clock] in
+            pushes = try await session.bounded {
+                [device = session.device, unacknowledged, fencing, clock = session.clock] in
                 try await $0.pendingPushes(of: device, excluding: unacknowledged, fencing: fencing, now: clock.now)
             }
         } catch RelayRefusal.superseded {

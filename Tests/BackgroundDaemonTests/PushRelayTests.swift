@@ -982,7 +982,17 @@ struct PushRelayNodesTests {
             #expect(await onNode2.next() == nil, "the superseded uplink ends once the device closed its side")
             onNode0.send(.ack(seq: push.seq))
             #expect(try await nodes[0].eventually { try await nodes[0].store.pushLog().map(\.state).allSatisfy { $0 == .delivered } })
+            // Node 2's session ended without giving up node 0's claim; node 0's, when the device
+            // goes, gives it up: a now-or-never push then ends at once, as on one node (before,
+            // the device counted as held for good, and such a push waited a minute).
+            let store = try #require(nodes[0].store as? PostgresRelayStore)
+            #expect(try await store.claimHolder(of: enrollment.device) == "node0")
             onNode0.close()
+            #expect(try await nodes[0].eventually { try await store.claimHolder(of: enrollment.device) == nil })
+            let nowOrNever = try await providers[1].send(
+                token: token, headers: [("apns-id", "00000000-0000-0000-0000-000000000010"), ("apns-expiration", "0")])
+            #expect(nowOrNever.status == 200)
+            #expect(try await store.pushLog().last?.state == .expired)
         }
     }
 }

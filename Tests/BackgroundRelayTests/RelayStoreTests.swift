@@ -326,6 +326,30 @@ struct RelayStoreTests {
         }
     }
 
+    /// Across nodes, a device counts as held while some session has its newest claim: once
+    /// that session gives the claim up (an older one's ending changes nothing), a now-or-never
+    /// push to the device ends at once, as on one node. Before, no claim was ever given up,
+    /// and such a push waited a minute for a device long gone.
+    @Test(.enabled(if: TestPostgres.isAvailable, "needs PostgreSQL: eval \"$(Tests/Postgres/start.sh)\" (CI does)"))
+    func aClaimGivenUpHoldsTheDeviceNoLonger() async throws {
+        try await withStore(.postgres) { store in
+            let token = String(repeating: "e2", count: 32)
+            let owner = try await registeredOwner(store, token: token)
+            let older = try await store.claim(device: owner.device, node: "a", now: now)
+            let newer = try await store.claim(device: owner.device, node: "b", now: now)
+            func nowOrNever(_ id: String) async throws {
+                _ = try await store.commit(
+                    [push(owner, token: token, id: id, expiration: Date(timeIntervalSince1970: 0))], now: now,
+                    connected: { _ in false })
+            }
+            try await store.release(device: owner.device, fencing: older)
+            try await nowOrNever("held elsewhere")
+            try await store.release(device: owner.device, fencing: newer)
+            try await nowOrNever("held nowhere")
+            #expect(try await store.pushLog().map(\.state) == [.pending, .expired])
+        }
+    }
+
     /// A token keeps its newest 1,000 pushes pending: a provider sending to a device that never
     /// comes back fills no more than that (APNs keeps one; bgd keeps the newest per collapse id),
     /// cut back as the pushes arrive, not only at the pruner's hourly pass.
