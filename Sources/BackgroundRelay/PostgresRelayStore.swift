@@ -494,6 +494,7 @@ public final class PostgresRelayStore: RelayStore {
                 """
                 UPDATE relay_push SET state = 'expired', ended_at = \(now)
                 WHERE device_id = \(device) AND state = 'pending' AND expiration IS NOT NULL AND expiration < \(now)
+                    AND id <> ALL(\(Array(sent)))
                 """, logger: logger)
             // No row locks: the device's row (FOR SHARE) and the fencing token keep sessions
             // apart. SKIP LOCKED passed over a row another transaction held (a commit replacing

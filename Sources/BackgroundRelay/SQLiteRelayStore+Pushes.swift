@@ -100,7 +100,8 @@ extension SQLiteRelayStore {
     }
 
     /// The device's pending pushes but those in `sent`, oldest first; those whose expiration
-    /// passed end as expired now instead.
+    /// passed end as expired now instead — not those in `sent`, which the device may be
+    /// acknowledging (the pruner gives them a minute's grace).
     public func pendingPushes(
         of device: String, excluding sent: Set<Int64>, fencing: Int64, now: Date
     )
@@ -108,13 +109,14 @@ extension SQLiteRelayStore {
     {
         try await database.write { db in
             try Self.checkClaim(db, device: device, fencing: fencing)
+            // json_each: one argument however many were sent (a `NOT IN` list would need one each).
+            let sentList = "[" + sent.map(String.init).joined(separator: ",") + "]"
             try db.execute(
                 sql: """
                     UPDATE push SET state = 'expired', endedAt = ?
                     WHERE deviceId = ? AND state = 'pending' AND expiration IS NOT NULL AND expiration < ?
-                    """, arguments: [now, device, now])
-            // json_each: one argument however many were sent (a `NOT IN` list would need one each).
-            let sentList = "[" + sent.map(String.init).joined(separator: ",") + "]"
+                        AND id NOT IN (SELECT value FROM json_each(?))
+                    """, arguments: [now, device, now, sentList])
             return try Row.fetchAll(
                 db,
                 sql: """

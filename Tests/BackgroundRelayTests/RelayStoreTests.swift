@@ -326,6 +326,28 @@ struct RelayStoreTests {
         }
     }
 
+    /// A push sent to the device just before its expiration, whose acknowledgement is on its
+    /// way, is not expired by the session's next read: the device has it. Before, a read rung
+    /// by another push in between marked it expired, and the acknowledgement changed nothing.
+    @Test(arguments: Backend.available)
+    func aSentPushAwaitingItsAcknowledgementIsNotExpiredUnderIt(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let token = String(repeating: "e3", count: 32)
+            let owner = try await registeredOwner(store, token: token)
+            _ = try await store.commit(
+                [push(owner, token: token, id: "late", expiration: now.addingTimeInterval(1))], now: now,
+                connected: { _ in true })
+            let fencing = try await store.claim(device: owner.device, node: "a", now: now)
+            let sent = try await store.pendingPushes(of: owner.device, excluding: [], fencing: fencing, now: now)
+            #expect(sent.map(\.apnsID) == ["late"])
+            let seqs = Set(sent.map(\.seq))
+            let later = now.addingTimeInterval(2)
+            #expect(try await store.pendingPushes(of: owner.device, excluding: seqs, fencing: fencing, now: later).isEmpty)
+            #expect(try await store.deliver(Array(seqs), device: owner.device, fencing: fencing, now: later).count == 1)
+            #expect(try await store.pushLog().map(\.state) == [.delivered])
+        }
+    }
+
     /// Across nodes, a device counts as held while some session has its newest claim: once
     /// that session gives the claim up (an older one's ending changes nothing), a now-or-never
     /// push to the device ends at once, as on one node. Before, no claim was ever given up,
