@@ -2,11 +2,11 @@ import BackgroundModel
 import Foundation
 import Synchronization
 
-/// A `ManualClock` whose `sleep(for:)`, once the clock has reached its end, parks until the
-/// test opens the gate: the moment between a timer's sleep returning and its next step, held
-/// open (a race between a timer and what it times, settled one way or the other on purpose).
-/// The gate ignores cancellation, as a sleep that has returned does. `sleep(until:)` is the
-/// manual clock's own.
+/// A `ManualClock` whose `sleep(for:)` and `sleep(untilElapsed:)`, once the clock has reached
+/// their end, park until the test opens the gate: the moment between a timer's sleep returning
+/// and its next step, held open (a race between a timer and what it times, settled one way or
+/// the other on purpose). The gate ignores cancellation, as a sleep that has returned does.
+/// `sleep(until:)` is the manual clock's own.
 public final class GatedClock: WallClock {
     public let manual = ManualClock()
     private let gate = Mutex<(parked: CheckedContinuation<Void, Never>?, open: Bool)>((nil, false))
@@ -17,8 +17,6 @@ public final class GatedClock: WallClock {
     public var elapsed: Duration { manual.elapsed }
     public var awake: Duration { manual.awake }
     public func sleep(until deadline: Date) async throws { try await manual.sleep(until: deadline) }
-
-    public func sleep(for duration: Duration) async throws { try await sleep(untilElapsed: elapsed + duration) }
 
     public func sleep(untilElapsed end: Duration) async throws {
         try await manual.sleep(untilElapsed: end)

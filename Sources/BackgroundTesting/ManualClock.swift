@@ -51,12 +51,8 @@ public final class ManualClock: WallClock {
 
     public func sleep(until deadline: Date) async throws { try await sleep(.wall(deadline)) }
 
-    /// Wakes once `advance` has moved time on by `duration`; a `jump` of the wall clock
-    /// meanwhile does not count.
-    public func sleep(for duration: Duration) async throws {
-        try await sleep(.elapsed(elapsed + duration))
-    }
-
+    /// Wakes once `advance` has moved `elapsed` to `end`; a `jump` of the wall clock meanwhile
+    /// does not count (`sleep(for:)` is this from `elapsed` now).
     public func sleep(untilElapsed end: Duration) async throws { try await sleep(.elapsed(end)) }
 
     private func sleep(_ deadline: Sleeper.Deadline) async throws {

@@ -424,13 +424,13 @@ public actor RunCoordinator: Service {
         func wake(after wait: Duration) { next = min(next ?? elapsed + wait, elapsed + wait) }
         func wake(at date: Date) { wake(after: date.duration(since: now)) }
         for (id, flight) in flights {
-            let ran = budgetNow(of: flight)
-            switch flight.budget.step(startedAt: flight.run.startedAt, warned: flight.warned, now: ran) {
+            let runNow = budgetNow(of: flight)
+            switch flight.budget.step(startedAt: flight.run.startedAt, warned: flight.warned, now: runNow) {
             case .wait(let until):
-                wake(after: until.duration(since: ran))
+                wake(after: until.duration(since: runNow))
             case .warn(let nextAt):
                 warn(flight)
-                wake(after: nextAt.duration(since: ran))
+                wake(after: nextAt.duration(since: runNow))
             case .terminate, .kill:
                 // Even when the deadline is found already past (the machine slept, the clock
                 // jumped), the app hears of the expiration before it is ended.

@@ -26,6 +26,10 @@ public protocol WallClock: Sendable {
     func sleep(untilElapsed end: Duration) async throws
 }
 
+extension WallClock {
+    public func sleep(for duration: Duration) async throws { try await sleep(untilElapsed: elapsed + duration) }
+}
+
 /// The real wall clock.
 public struct SystemClock: WallClock {
     /// Bounds how late a sleeper wakes if the wall clock jumps while it naps.
@@ -69,8 +73,6 @@ public struct SystemClock: WallClock {
     }
 
     /// Naps on the monotonic clock (`Task.sleep`, or bgd's event-loop timers), which no one sets.
-    public func sleep(for duration: Duration) async throws { try await sleep(untilElapsed: elapsed + duration) }
-
     public func sleep(untilElapsed end: Duration) async throws {
         while case let remaining = end - elapsed, remaining > .zero { try await nap(remaining) }
         try Task.checkCancellation()
