@@ -1,4 +1,5 @@
 import BackgroundModel
+import BackgroundPolicy
 import Foundation
 import GRDB
 
@@ -11,7 +12,8 @@ extension BackgroundStore {
     public struct Retention: Hashable, Sendable {
         /// Finished work older than this goes: ended runs, acknowledged events, ended transfers
         /// whose events the app has acknowledged, pushes delivered, replaced or dropped, and
-        /// revoked device tokens.
+        /// revoked device tokens. Ended runs stay at least `FetchYield.answerMemory`: the fetch
+        /// policy reads their answers that far back.
         public var history: Duration
         /// Opens are the usage models' evidence: kept at least as long as they read back
         /// (the adaptive learner eight weeks, the learned model as far as it goes).
@@ -81,7 +83,10 @@ extension BackgroundStore {
                 AND id NOT IN (SELECT runId FROM push WHERE runId IS NOT NULL AND state IN ('\(PushState.queued.rawValue)', '\(PushState.delivering.rawValue)'))
                 AND id NOT IN (SELECT runId FROM taskRequest WHERE runId IS NOT NULL)
                 """,
-            [cutoff, retention.runsKeptPerApp, retention.runsKeptPerApp], batch: batch)
+            [
+                now.addingTimeInterval(-max(retention.history, FetchYield.answerMemory).seconds),
+                retention.runsKeptPerApp, retention.runsKeptPerApp,
+            ], batch: batch)
         report.transfers = try await deleteInBatches(
             from: "transfer",
             where: """

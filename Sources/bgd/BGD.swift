@@ -79,7 +79,7 @@ struct BGD: AsyncParsableCommand {
 
     @Option(
         help:
-            "Finished work older than this is deleted (ended runs, acknowledged events, ended transfers, settled pushes; each app's latest 20 runs and anything still waited for stay); a transfer's events an app has not acknowledged in this long expire, with a download it never claimed (default: \(BGD.shown(BGD.Defaults.keepHistory))).",
+            "Finished work older than this is deleted (ended runs, acknowledged events, ended transfers, settled pushes; each app's latest 20 runs, runs of the last 28d and anything still waited for stay); a transfer's events an app has not acknowledged in this long expire, with a download it never claimed (default: \(BGD.shown(BGD.Defaults.keepHistory))).",
         transform: parseDuration)
     var keepHistory: Duration = BGD.Defaults.keepHistory
 

@@ -323,18 +323,13 @@ struct RunCoordinatorTests {
     /// exiting process, and the events waited for whatever launched the app next.
     @Test func eventsThatComeWhileTheProcessExitsLaunchTheAppOnceItHasExited() async throws {
         try await withHarness { h in
-            try await finishATransfer(of: h)
-            await h.coordinator.deliverEvents(to: h.app)
-            let first = try #require(try await h.store.runs(of: h.app).first)
-            await h.coordinator.eventsAcknowledged(by: h.app, openRemaining: 0)
+            try await eventsArriveWhileTheFirstProcessExits(h)
             #expect(await firstLaunchIsToldToExit(h))
-            try await finishATransfer(of: h)
-            await h.coordinator.deliverEvents(to: h.app)
             #expect(h.launcher.launches.count == 1, "launched beside the exiting process")
-            h.launcher.exit(2_000_000_001, .exited(0))
-            #expect(await until { h.launcher.launches.count == 2 }, "not launched for the new events")
-            let second = try #require(try await h.store.runs(of: h.app).first)
-            #expect(second.id != first.id && second.trigger == .transferEvents && second.isRunning)
+            #expect(await exits(h, 2_000_000_001, .exited(0)))
+            #expect(h.launcher.launches.count == 2, "not launched for the new events")
+            let runs = try await h.store.runs(of: h.app)
+            #expect(runs.count == 2 && runs[0].trigger == .transferEvents && runs[0].isRunning)
         }
     }
 
@@ -364,6 +359,16 @@ struct RunCoordinatorTests {
             #expect(
                 ended?.outcome == .crashed && ended?.detail?.contains("4000002") == true, "\(String(describing: ended))"
             )
+
+            // A process bgd launched for the app reported last (it lingers after its run): the
+            // run is still the one the user runs, and its exit ends it.
+            _ = await h.lifecycle.report(
+                LifecycleReport(state: .background, processID: 4_000_003), from: h.app, launched: false)
+            _ = await h.lifecycle.report(
+                LifecycleReport(state: .background, processID: 4_000_004), from: h.app, launched: true)
+            let next = try await h.coordinator.start(.fetch, for: h.app, trigger: .scheduled, reasons: [])
+            await exited(4_000_003)
+            #expect(try await h.store.run(next.id)?.outcome == .crashed)
         }
     }
 
@@ -372,19 +377,46 @@ struct RunCoordinatorTests {
     /// app for events already acknowledged: a run with nothing to deliver, ended `expired`.
     @Test func eventsHandledMeanwhileLaunchNothingAtTheExit() async throws {
         try await withHarness { h in
-            try await finishATransfer(of: h)
-            await h.coordinator.deliverEvents(to: h.app)
-            await h.coordinator.eventsAcknowledged(by: h.app, openRemaining: 0)
-            try await finishATransfer(of: h)
-            await h.coordinator.deliverEvents(to: h.app)  // the first process is exiting: noted for its exit
+            try await eventsArriveWhileTheFirstProcessExits(h)
             // The events are handled meanwhile (here: acknowledged outright).
             for event in try await h.store.openEvents(for: h.app) {
                 try await h.store.acknowledge(upTo: event.seq, for: h.app, now: h.clock.now)
             }
-            h.launcher.exit(2_000_000_001, .exited(0))
-            #expect(await until { await h.supervisor.phase(of: 2_000_000_001) == nil })
+            #expect(await exits(h, 2_000_000_001, .exited(0)))
             #expect(h.launcher.launches.count == 1, "launched for events already handled")
         }
+    }
+
+    /// The events noted for an exiting process's exit are kept when another process of the
+    /// app starts meanwhile (here for a fetch) and ends without handling them: the last exit
+    /// launches the app for them. (An earlier mend dropped the note at that start, and they
+    /// waited for the next transfer's end.)
+    @Test func eventsNotedForAnExitOutliveAProcessThatDoesNotHandleThem() async throws {
+        try await withHarness { h in
+            try await eventsArriveWhileTheFirstProcessExits(h)
+            _ = try await h.coordinator.start(.fetch, for: h.app, trigger: .scheduled, reasons: [])
+            #expect(h.launcher.launches.count == 2)
+            #expect(await exits(h, 2_000_000_002, .signalled(11)))  // the fetch's process crashes
+            #expect(await exits(h, 2_000_000_001, .exited(0)))
+            #expect(h.launcher.launches.count == 3, "not launched for the events left open")
+        }
+    }
+
+    /// The harness's app is launched for a transfer's events and handles them (that process,
+    /// the first launch, is told to exit); another transfer ends while it is exiting.
+    private func eventsArriveWhileTheFirstProcessExits(_ h: Harness) async throws {
+        try await finishATransfer(of: h)
+        await h.coordinator.deliverEvents(to: h.app)
+        await h.coordinator.eventsAcknowledged(by: h.app, openRemaining: 0)
+        try await finishATransfer(of: h)
+        await h.coordinator.deliverEvents(to: h.app)
+    }
+
+    /// Process `pid` exits with `status`; true once the supervisor (and so the coordinator,
+    /// which it tells first) is done with it.
+    private func exits(_ h: Harness, _ pid: Int32, _ status: BackgroundDaemon.ExitStatus) async -> Bool {
+        h.launcher.exit(pid, status)
+        return await until { await h.supervisor.phase(of: pid) == nil }
     }
 
     /// A run launched for transfer events whose events then expire unacknowledged (the app was

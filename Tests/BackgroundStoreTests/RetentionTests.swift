@@ -99,6 +99,21 @@ struct RetentionTests {
         #expect(try await store.runs(of: a, limit: 100).count == 10)
     }
 
+    /// A history shorter than the month of answers the fetch policy reads keeps the runs that
+    /// hold them that month: `--keep-history 7d` prunes events and pushes after a week, runs
+    /// after 28 days. Before, a week's history planned from a week of answers beyond the latest
+    /// few.
+    @Test func runsStayAsLongAsThePolicyReadsTheirAnswers() async throws {
+        let store = try openStore()
+        try await register(a, in: store)
+        try await finishRuns(5, saying: 1, in: store)
+        let week = BackgroundStore.Retention(history: .seconds(7 * 86400), runsKeptPerApp: 1)
+        _ = try await store.prune(week, now: t0.addingTimeInterval(27 * day))
+        #expect(try await store.runs(of: a, limit: 100).count == 5)
+        _ = try await store.prune(week, now: t0.addingTimeInterval(29 * day))
+        #expect(try await store.runs(of: a, limit: 100).count == 1)
+    }
+
     /// An app's last fetch stays however many pushes woke it since: the fetch policy anchors its
     /// next fetch there. Before, the kept runs were the latest of any kind, and an app woken
     /// often for pushes lost its last fetch a month on (then fetched as if it never had).

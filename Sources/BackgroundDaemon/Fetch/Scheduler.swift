@@ -43,8 +43,8 @@ public struct Scheduler: Service {
         self.metrics = metrics
     }
 
-    /// How far back apps' `.newData`/`.noData` answers are read for `FetchYield` (four half-lives).
-    static let answerMemory: TimeInterval = 28 * 86400
+    /// How far back apps' `.newData`/`.noData` answers are read for `FetchYield`.
+    static let answerMemory: TimeInterval = FetchYield.answerMemory.seconds
 
     public func run() async throws {
         await doorbell.serve("scheduler", on: clock, logger: logger) { try await self.iterate() }
@@ -54,7 +54,9 @@ public struct Scheduler: Service {
     /// per planning pass and only under systemd.
     private static func tellSystemd(_ plan: FetchPlan, apps: Int, now: Date) {
         guard SystemdNotify.isUnderSystemd else { return }
-        let next = plan.decisions.compactMap { decision in decision.dueAt.map { ($0, decision.app) } }.min { $0.0 < $1.0 }
+        let next = plan.decisions.compactMap { decision in decision.dueAt.map { ($0, decision.app) } }.min {
+            $0.0 < $1.0
+        }
         let wake = next.map { "; next wake \($0.1) in \(max(.zero, $0.0.duration(since: now)).humanDescription)" } ?? ""
         SystemdNotify.send("STATUS=\(apps) apps\(wake)")
     }
@@ -98,7 +100,7 @@ public struct Scheduler: Service {
                 // Plan again at once: the apps just started now show as running, with their reasons.
                 if launched.isEmpty { return plan.nextEvaluation }
             }
-        } catch where Task.isCancelled {
+        } catch  where Task.isCancelled {
             throw CancellationError()  // bgd is stopping: not a failed pass
         } catch {
             logger.warning("Scheduling failed; will retry", metadata: ["error": "\(error)"])

@@ -286,6 +286,12 @@ public actor LifecycleSupervisor: Service {
 
     public func status(of app: AppID) -> LifecycleStatus? { entries[app].map { status(of: app, $0) } }
 
+    /// The process of `app` the user runs, as it last reported itself; nil when the last to
+    /// report was one bgd launched (or none has).
+    public func runningProcess(of app: AppID) -> Int32? {
+        entries[app].flatMap { $0.launched ? nil : $0.processID }
+    }
+
     /// Every tracked app's status by app, in one call (the app listing), and the version it is.
     public func statusesByApp() -> (statuses: [AppID: LifecycleStatus], version: Int) {
         (Dictionary(uniqueKeysWithValues: entries.map { ($0.key, status(of: $0.key, $0.value)) }), version)

@@ -64,8 +64,9 @@ public actor RunCoordinator: Service {
         var awakeAtStart: Duration
         /// Given to the app as the user runs it (no launch): its process's exit ends the run.
         var toRunningApp = false
-        /// That process, as the app last reported it (nil: it has not): another's exit (an
-        /// older instance still shutting down) leaves the run alone.
+        /// That process, as the app last reported it (nil: it has not, or a process bgd
+        /// launched reported last): another's exit (an older instance still shutting down)
+        /// leaves the run alone.
         var runningAppProcess: Int32?
     }
 
@@ -194,11 +195,9 @@ public actor RunCoordinator: Service {
                 "app.id": "\(run.app)", "run.id": "\(run.id)", "wake.trigger": "\(run.trigger)",
                 "wake.reason": "\(run.reasons.first?.code.rawValue ?? "none")",
             ])
-        // Whichever process takes the run reads every open event: none waits for an exit.
-        eventsAfterExit.remove(run.app)
         if broker.isConnectedInForeground(run.app) {
             flights[run.id]?.toRunningApp = true
-            let process = await lifecycle?.status(of: run.app)?.processID
+            let process = await lifecycle?.runningProcess(of: run.app)
             flights[run.id]?.runningAppProcess = process
             await lifecycle?.startedEvents(for: run.app)
             broker.eventsAvailable(for: run.app)
@@ -233,7 +232,6 @@ public actor RunCoordinator: Service {
             || launches.values.contains(where: { $0.app == app && !$0.exitRequested })
         {
             deferredEvents[app] = nil
-            eventsAfterExit.remove(app)
             await lifecycle?.startedEvents(for: app)
             broker.eventsAvailable(for: app)
             return
@@ -376,7 +374,9 @@ public actor RunCoordinator: Service {
         }
         activity.emit(.processExited(launch.app, processID: exit.processID, status: status))
         logger.debug("App exited", metadata: ["app.id": "\(launch.app)", "status": "\(status)"])
-        // Events that came while it was exiting, unless another process has taken them since.
+        // Events that came while it was exiting, unless another process has handled them since.
+        // (The note stays until the app's last launched process is gone: one that took them and
+        // crashed leaves them to this.)
         if !launches.values.contains(where: { $0.app == launch.app }), eventsAfterExit.remove(launch.app) != nil,
             (try? await store.openEventCount(for: launch.app)) ?? 1 > 0
         {

@@ -9,6 +9,10 @@ import Foundation
 /// again once the evidence has aged, and the estimate is pulled towards the app's overall rate so
 /// that a single `.noData` decides nothing.
 public struct FetchYield: Hashable, Sendable {
+    /// How far back apps' `.newData`/`.noData` answers are read (four of the default half-lives):
+    /// the runs that hold them are kept at least this long, whatever `--keep-history` says.
+    public static let answerMemory: Duration = .seconds(28 * 86400)
+
     public struct Configuration: Hashable, Sendable {
         /// An answer counts half as much after this long.
         public var halfLife: Duration
