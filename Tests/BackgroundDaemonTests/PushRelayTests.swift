@@ -177,12 +177,7 @@ struct PushRelayTests {
             uplink.send(.register(token: token, topic: Self.app))
             #expect(try await node.eventually { try await node.store.tokenOwner(token)?.device == a.device })
             #expect(try await provider(node, client: client, key: key).send(token: token).status == 200)
-            guard case .push(let push)? = await uplink.next() else {
-                Issue.record("no push came down the line uplink")
-                return
-            }
-            uplink.send(.ack(seq: push.seq))
-            #expect(try await node.eventually { try await node.store.pushLog().map(\.state) == [.delivered] })
+            #expect(try await uplink.acknowledgesThePush(on: node), "no push came down the line uplink")
             uplink.close()
         }
     }
@@ -230,12 +225,7 @@ struct PushRelayTests {
             // A push that must go now or never goes to it.
             let answer = try await device.provider.send(token: token, headers: [("apns-expiration", "0")])
             #expect(answer.status == 200)
-            guard case .push(let push)? = await live.next() else {
-                Issue.record("the live uplink got no push")
-                return
-            }
-            live.send(.ack(seq: push.seq))
-            #expect(try await node.eventually { try await node.store.pushLog().map(\.state) == [.delivered] })
+            #expect(try await live.acknowledgesThePush(on: node), "the live uplink got no push")
             live.close()
         }
     }

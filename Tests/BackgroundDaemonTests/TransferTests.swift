@@ -24,17 +24,19 @@ struct TransferTests {
     }
     static let transfers = transfers()
 
-    /// Runs `body` with an origin and a daemon, and stops both.
+    /// Runs `body` with an origin and a daemon (its transfers' configuration as `adjusting` leaves
+    /// it), and stops both.
     func withOrigin<T: Sendable>(
         readTimeout: Duration = .seconds(20), checkpointInterval: Int64 = 256 << 10,
+        adjusting adjust: (inout TransferService.Configuration) -> Void = { _ in },
         _ body: @Sendable (FaultyOrigin, TestDaemon) async throws -> T
     ) async throws -> T {
         let origin = try await FaultyOrigin.start()
+        var configuration = Self.transfers(readTimeout: readTimeout, checkpointInterval: checkpointInterval)
+        adjust(&configuration)
         do {
-            let result = try await TestDaemon.with(
-                clock: ManualClock(now: Self.start),
-                transfers: Self.transfers(readTimeout: readTimeout, checkpointInterval: checkpointInterval)
-            ) { daemon in
+            let result = try await TestDaemon.with(clock: ManualClock(now: Self.start), transfers: configuration) {
+                daemon in
                 try await body(origin, daemon)
             }
             await origin.stop()
@@ -398,11 +400,7 @@ struct TransferTests {
     /// A transfer that moves no byte for the no-progress timeout fails with noProgress, with the
     /// last error as the reason.
     @Test func noProgressFailsATransfer() async throws {
-        let origin = try await FaultyOrigin.start()
-        defer { Task { await origin.stop() } }
-        var configuration = Self.transfers
-        configuration.noProgressTimeout = .seconds(3600)
-        try await TestDaemon.with(clock: ManualClock(now: Self.start), transfers: configuration) { daemon in
+        try await withOrigin(adjusting: { $0.noProgressTimeout = .seconds(3600) }) { origin, daemon in
             let (record, _) = try await download(
                 origin.url(seed: 65, size: 1000, faults: ["status": "503", "retry-after": "600"]), daemon)
             let ended = try await waitForEnd(record.id, daemon, maximumRetries: 20)
@@ -417,11 +415,7 @@ struct TransferTests {
     /// fails the transfer. Before, the checkpoint saved as each answer's headers arrived counted
     /// as progress: every retry came after the first backoff (1–2 s), and noProgress never came.
     @Test func answersWithoutBytesAreNoProgress() async throws {
-        let origin = try await FaultyOrigin.start()
-        defer { Task { await origin.stop() } }
-        var configuration = Self.transfers
-        configuration.noProgressTimeout = .seconds(600)
-        try await TestDaemon.with(clock: ManualClock(now: Self.start), transfers: configuration) { daemon in
+        try await withOrigin(adjusting: { $0.noProgressTimeout = .seconds(600) }) { origin, daemon in
             var activities = daemon.activity.subscribe().makeAsyncIterator()
             let (record, _) = try await download(
                 origin.url(seed: 67, size: 100_000, faults: ["drop-after": "0"]), daemon)
@@ -449,11 +443,7 @@ struct TransferTests {
     /// progress: the timeout counts time that really passed (reliability-matrix D14; the chaos
     /// campaign's faketime lives failed six this way).
     @Test func aClockJumpIsNoLackOfProgress() async throws {
-        let origin = try await FaultyOrigin.start()
-        defer { Task { await origin.stop() } }
-        var configuration = Self.transfers
-        configuration.noProgressTimeout = .seconds(3600)
-        try await TestDaemon.with(clock: ManualClock(now: Self.start), transfers: configuration) { daemon in
+        try await withOrigin(adjusting: { $0.noProgressTimeout = .seconds(3600) }) { origin, daemon in
             let (record, _, _) = try await firstRetry(daemon) {
                 try await download(
                     origin.url(seed: 66, size: 1000, faults: ["status": "503", "retry-after": "600"]), daemon
@@ -539,11 +529,7 @@ struct TransferTests {
     /// The bandwidth cap holds two downloads together under the rate (a lower bound on real time:
     /// pacing is real-time behaviour, like a read timeout).
     @Test func theBandwidthCapIsShared() async throws {
-        let origin = try await FaultyOrigin.start()
-        defer { Task { await origin.stop() } }
-        var configuration = Self.transfers
-        configuration.engine.bandwidthLimit = 1 << 20
-        try await TestDaemon.with(clock: ManualClock(now: Self.start), transfers: configuration) { daemon in
+        try await withOrigin(adjusting: { $0.engine.bandwidthLimit = 1 << 20 }) { origin, daemon in
             let began = ContinuousClock.now
             let (first, _) = try await download(origin.url(seed: 91, size: 1 << 20), daemon)
             let (second, _) = try await download(origin.url(seed: 92, size: 1 << 20), daemon)

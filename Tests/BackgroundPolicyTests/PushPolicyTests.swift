@@ -234,6 +234,18 @@ struct PushThrottleTests {
             code(throttle.decide(expiration: now.addingTimeInterval(7200), allowance: spent, now: now))
                 == .pushThrottled)
     }
+
+    /// A push that finds the app running waits for the run, unless it was sent now or never.
+    @Test func aPushThatFindsTheAppRunningWaitsUnlessNowOrNever() {
+        func code(_ outcome: PushThrottle.WhileAppRuns) -> ReasonCode {
+            switch outcome {
+            case .waits(let reason), .expired(let reason): reason.code
+            }
+        }
+        #expect(code(PushThrottle.whileAppRuns(expiration: nil)) == .pushWaitsForRun)
+        #expect(code(PushThrottle.whileAppRuns(expiration: now.addingTimeInterval(60))) == .pushWaitsForRun)
+        #expect(code(PushThrottle.whileAppRuns(expiration: PushThrottle.nowOrNever)) == .pushExpired)
+    }
 }
 
 struct PushFloodLimitTests {

@@ -43,9 +43,6 @@ public struct Scheduler: Service {
         self.metrics = metrics
     }
 
-    /// How far back apps' `.newData`/`.noData` answers are read for `FetchYield`.
-    static let answerMemory: TimeInterval = FetchYield.answerMemory.seconds
-
     public func run() async throws {
         await doorbell.serve("scheduler", on: clock, logger: logger) { try await self.iterate() }
     }
@@ -67,7 +64,7 @@ public struct Scheduler: Service {
             while true {
                 let now = clock.now
                 let candidates = try await store.fetchCandidates(
-                    answersSince: now.addingTimeInterval(-Self.answerMemory))
+                    answersSince: now.addingTimeInterval(-FetchYield.answerMemory.seconds))
                 let outlook = await usage.outlook(now: now)
                 let plan = policy.plan(
                     for: candidates, runningCount: candidates.count { $0.isRunning }, usage: outlook,
@@ -100,7 +97,7 @@ public struct Scheduler: Service {
                 // Plan again at once: the apps just started now show as running, with their reasons.
                 if launched.isEmpty { return plan.nextEvaluation }
             }
-        } catch  where Task.isCancelled {
+        } catch where Task.isCancelled {
             throw CancellationError()  // bgd is stopping: not a failed pass
         } catch {
             logger.warning("Scheduling failed; will retry", metadata: ["error": "\(error)"])

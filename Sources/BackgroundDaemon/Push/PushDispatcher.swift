@@ -67,23 +67,17 @@ actor PushDispatcher: Service {
                         // Unregistered since this pass read the apps (its pushes went with it):
                         // the apps after it are still served.
                         break
-                    } catch StoreError.runAlreadyInFlight where push.expiration == PushThrottle.nowOrNever {
-                        // Sent to be delivered at once or not at all: a run of the app's can hold
-                        // it for its whole budget (a processing task's: minutes).
-                        try await store.dropPush(
-                            push.id,
-                            reason: DecisionReason(
-                                .pushExpired,
-                                "apns-expiration 0 (now or never): the app was running a fetch or an earlier push"))
-                        activity.emit(.pushHandled(app, push.id, .dropped))
                     } catch StoreError.runAlreadyInFlight {
-                        // A fetch or an earlier push is running: again when it ends (the coordinator rings us).
-                        try await store.notePushWaiting(
-                            push.id,
-                            reason: DecisionReason(
-                                .pushWaitsForRun,
-                                "the app is running a fetch or an earlier push; this one goes when that run ends"))
-                        activity.emit(.pushHandled(app, push.id, .waiting))
+                        // A fetch or an earlier push is running: again when it ends (the coordinator
+                        // rings us), unless it had to go now or never.
+                        switch PushThrottle.whileAppRuns(expiration: push.expiration) {
+                        case .waits(let reason):
+                            try await store.notePushWaiting(push.id, reason: reason)
+                            activity.emit(.pushHandled(app, push.id, .waiting))
+                        case .expired(let reason):
+                            try await store.dropPush(push.id, reason: reason)
+                            activity.emit(.pushHandled(app, push.id, .dropped))
+                        }
                     }
                 }
                 break

@@ -68,7 +68,9 @@ struct Runs: Sendable {
         _ = try await apps.require(id)
         let now = clock.now
         let planned = try await planNow(now)
-        guard let candidate = planned.candidates.first(where: { $0.app == id }) else { throw StoreError.appNotFound(id) }
+        guard let candidate = planned.candidates.first(where: { $0.app == id }) else {
+            throw StoreError.appNotFound(id)
+        }
         var forecast = planned.outlook.forecast(
             for: candidate, policy: fetchPolicy, conditions: planned.conditions,
             until: now.addingTimeInterval(Double(hours) * 3600), now: now)
@@ -88,10 +90,13 @@ struct Runs: Sendable {
     }
 
     /// The plan over every app as the scheduler would make it at `now`, and what it read.
-    private func planNow(_ now: Date) async throws -> (
+    private func planNow(
+        _ now: Date
+    ) async throws -> (
         candidates: [FetchCandidate], outlook: UsageOutlook, conditions: DeviceConditions, plan: FetchPlan
     ) {
-        let candidates = try await store.fetchCandidates(answersSince: now.addingTimeInterval(-Scheduler.answerMemory))
+        let candidates = try await store.fetchCandidates(
+            answersSince: now.addingTimeInterval(-FetchYield.answerMemory.seconds))
         let outlook = await usage.outlook(now: now)
         let conditions = await self.conditions.effective
         let plan = fetchPolicy.plan(

@@ -48,6 +48,27 @@ public struct PushThrottle: Hashable, Sendable {
         Allowance.refilled(allowance, perSecond: wakesPerHour / 3600, burst: burst, now: now)
     }
 
+    /// What becomes of a push whose wake was allowed while the app runs a fetch or an earlier push.
+    public enum WhileAppRuns: Hashable, Sendable {
+        /// It goes when that run ends.
+        case waits(DecisionReason)
+        /// Sent now or never (`apns-expiration: 0`): a run can hold it for its whole budget (a
+        /// processing task's: minutes), so it is dropped.
+        case expired(DecisionReason)
+    }
+
+    /// What becomes of a push with `expiration` that finds the app running a fetch or an earlier push.
+    public static func whileAppRuns(expiration: Date?) -> WhileAppRuns {
+        if expiration == nowOrNever {
+            return .expired(
+                DecisionReason(
+                    .pushExpired, "apns-expiration 0 (now or never): the app was running a fetch or an earlier push"))
+        }
+        return .waits(
+            DecisionReason(
+                .pushWaitsForRun, "the app is running a fetch or an earlier push; this one goes when that run ends"))
+    }
+
     /// What to do with the newest waiting push of an app at `now`.
     public func decide(expiration: Date?, allowance: Allowance?, now: Date) -> Decision {
         let current = refilled(allowance, now: now)

@@ -42,7 +42,9 @@ struct RelayNode: Sendable {
             let pool = Task { await store.runPool() }
             defer { pool.cancel() }
             try await store.prepare()
-            return try await with(directory: directory, store: store, node: "node\(index)", listenerProbe: listenerProbe) {
+            return try await with(
+                directory: directory, store: store, node: "node\(index)", listenerProbe: listenerProbe
+            ) {
                 node in
                 try await start(index + 1, started + [node])
             }
@@ -217,6 +219,14 @@ protocol RawDevice: Sendable {
 extension RawDevice {
     func send(_ frame: UplinkFrame) { sendLine(String(decoding: frame.encoded(), as: UTF8.self)) }
 
+    /// Takes the next frame as a push and acknowledges it; whether it was one, and `node` then
+    /// records it (the only push it holds) delivered.
+    func acknowledgesThePush(on node: RelayNode) async throws -> Bool {
+        guard case .push(let push)? = await next() else { return false }
+        send(.ack(seq: push.seq))
+        return try await node.eventually { try await node.store.pushLog().map(\.state) == [.delivered] }
+    }
+
     /// The next line the relay sent (nil once it ended the uplink).
     func nextLine() async -> String? {
         var iterator = lines.makeAsyncIterator()
@@ -265,7 +275,8 @@ final class RawLineUplink: RawDevice {
         if let receiveBuffer {
             bootstrap = bootstrap.channelOption(.socketOption(.so_rcvbuf), value: .init(receiveBuffer))
         }
-        let channel = try await bootstrap
+        let channel =
+            try await bootstrap
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     // A handler of its own for each channel: a connection to "localhost" may try
