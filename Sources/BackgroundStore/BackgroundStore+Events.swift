@@ -109,16 +109,18 @@ extension BackgroundStore {
     }
 
     /// Closes, as `expired`, every event that belongs to no run (a transfer's, its session's) and
-    /// that the app has not acknowledged since before `cutoff`; returns them. A run's events end
+    /// that the app has left unacknowledged for `age` by `ages`; returns them. A run's events end
     /// with their run; these have nothing to end them, and an app whose handler always crashed
     /// before acknowledging kept each one, and the transfer it names, for good — and was
     /// relaunched to take them, for good. Closed, they are pruned like any other.
-    public func expireSessionEvents(createdBefore cutoff: Date, now: Date) async throws -> [ExpiredEvent] {
-        try await writer.write { db in
-            let unclaimed = EventRow.filter(
-                EventRow.Columns.closedAt == nil && EventRow.Columns.runId == nil && Column("createdAt") < cutoff)
+    public func expireSessionEvents(olderThan age: Duration, ages: StampAges) async throws -> [ExpiredEvent] {
+        let created = ages.condition("createdAt", olderThan: age)
+        return try await writer.write { db in
+            let unclaimed = EventRow.filter(EventRow.Columns.closedAt == nil && EventRow.Columns.runId == nil)
+                .filter(sql: created.sql, arguments: created.arguments)
             let rows = try unclaimed.order(EventRow.Columns.appId, EventRow.Columns.seq).fetchAll(db)
-            try unclaimed.updateAll(db, Column("closedAt").set(to: now), Column("closedBy").set(to: "expired"))
+            try unclaimed.updateAll(
+                db, Column("closedAt").set(to: ages.now), Column("closedBy").set(to: "expired"))
             return try rows.compactMap { row in
                 guard let app = AppID(rawValue: row.appId) else { return nil }
                 return ExpiredEvent(app: app, event: try AppEvent(row: row))

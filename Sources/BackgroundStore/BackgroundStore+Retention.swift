@@ -57,25 +57,36 @@ extension BackgroundStore {
     /// write waits long behind it, then returns the freed pages to the file system
     /// (`incremental_vacuum`: the file shrinks).
     public func prune(_ retention: Retention, now: Date, batch: Int = 500) async throws -> PruneReport {
-        let cutoff = now.addingTimeInterval(-retention.history.seconds)
+        try await prune(retention, ages: StampAges(now: now), batch: batch)
+    }
+
+    /// Prunes what is older than `retention` keeps by `ages`: across the steps of the wall clock
+    /// forward it names, by the time that really passed.
+    public func prune(_ retention: Retention, ages: StampAges, batch: Int = 500) async throws -> PruneReport {
+        func older(_ column: String, than age: Duration) -> (sql: String, arguments: StatementArguments) {
+            ages.condition(column, olderThan: age)
+        }
         var report = PruneReport()
+        let closed = older("closedAt", than: retention.history)
         report.events = try await deleteInBatches(
-            from: "event", where: "closedAt IS NOT NULL AND closedAt < ?", [cutoff], batch: batch)
+            from: "event", where: "closedAt IS NOT NULL AND \(closed.sql)", closed.arguments, batch: batch)
         // The very term of the partial index push_settledByApp (migration boundedGrowth): SQLite
         // uses a partial index only for a query that names its condition as written.
         let settled =
             "state IN ('\(PushState.delivered.rawValue)', '\(PushState.replaced.rawValue)', "
             + "'\(PushState.dropped.rawValue)', '\(PushState.recorded.rawValue)')"
+        let received = older("receivedAt", than: retention.history)
         report.pushes = try await deleteInBatches(
-            from: "push", where: "\(settled) AND receivedAt < ?", [cutoff], batch: batch)
+            from: "push", where: "\(settled) AND \(received.sql)", received.arguments, batch: batch)
         for (app, oldestKept) in try await oldestSettledPushesKept(retention.pushesKeptPerApp, settled: settled) {
             report.pushes += try await deleteInBatches(
                 from: "push", where: "appId = ? AND id < ? AND \(settled)", [app, oldestKept], batch: batch)
         }
+        let ended = older("endedAt", than: max(retention.history, FetchYield.answerMemory))
         report.runs = try await deleteInBatches(
             from: "run",
             where: """
-                outcome IS NOT NULL AND endedAt < ?
+                outcome IS NOT NULL AND \(ended.sql)
                 AND id NOT IN (SELECT r.id FROM run r WHERE r.appId = run.appId ORDER BY r.id DESC LIMIT ?)
                 AND id NOT IN (SELECT r.id FROM run r WHERE r.appId = run.appId AND \(Self.fetchLikeRuns)
                     ORDER BY r.id DESC LIMIT ?)
@@ -83,15 +94,13 @@ extension BackgroundStore {
                 AND id NOT IN (SELECT runId FROM push WHERE runId IS NOT NULL AND state IN ('\(PushState.queued.rawValue)', '\(PushState.delivering.rawValue)'))
                 AND id NOT IN (SELECT runId FROM taskRequest WHERE runId IS NOT NULL)
                 """,
-            [
-                now.addingTimeInterval(-max(retention.history, FetchYield.answerMemory).seconds),
-                retention.runsKeptPerApp, retention.runsKeptPerApp,
-            ], batch: batch)
+            ended.arguments + [retention.runsKeptPerApp, retention.runsKeptPerApp], batch: batch)
+        let finished = older("finishedAt", than: retention.history)
         report.transfers = try await deleteInBatches(
             from: "transfer",
             where: """
                 state IN ('\(TransferState.completed.rawValue)', '\(TransferState.failed.rawValue)', '\(TransferState.cancelled.rawValue)')
-                AND finishedAt < ?
+                AND \(finished.sql)
                 AND id NOT IN (SELECT transferId FROM (
                     SELECT json_extract(body, '$.transferCompleted.transfer') AS transferId FROM event
                     WHERE closedAt IS NULL AND kind = 'transferCompleted'
@@ -99,11 +108,12 @@ extension BackgroundStore {
                     SELECT json_extract(body, '$.downloadFinished.transfer') FROM event
                     WHERE closedAt IS NULL AND kind = 'downloadFinished') WHERE transferId IS NOT NULL)
                 """,
-            [cutoff], batch: batch)
+            finished.arguments, batch: batch)
+        let revoked = older("revokedAt", than: retention.history)
         report.deviceTokens = try await deleteInBatches(
-            from: "deviceToken", where: "revokedAt IS NOT NULL AND revokedAt < ?", [cutoff], batch: batch)
-        report.opens = try await deleteInBatches(
-            from: "usage", where: "openedAt < ?", [now.addingTimeInterval(-retention.opens.seconds)], batch: batch)
+            from: "deviceToken", where: "revokedAt IS NOT NULL AND \(revoked.sql)", revoked.arguments, batch: batch)
+        let opened = older("openedAt", than: retention.opens)
+        report.opens = try await deleteInBatches(from: "usage", where: opened.sql, opened.arguments, batch: batch)
         report.pagesFreed = try await writer.writeWithoutTransaction { db in
             let free = try Int.fetchOne(db, sql: "PRAGMA freelist_count") ?? 0
             try db.execute(sql: "PRAGMA incremental_vacuum")

@@ -1,4 +1,6 @@
+import BackgroundStore
 import BackgroundTesting
+import Foundation
 import Testing
 
 @testable import BackgroundDaemon
@@ -20,5 +22,21 @@ struct WallClockJumpsTests {
         #expect(jumps.forwardJump() == 0)
         clock.advance(by: .seconds(3600))
         #expect(jumps.forwardJump() == 0, "time passing after a set-back is no jump")
+    }
+
+    /// Each jump is a step for the pruner's ages (`StampAges`): the clock's reading before it, and
+    /// the time really passed since, until `remembered` has passed.
+    @Test func aJumpIsRememberedAsAStepUntilItCannotMatter() {
+        let clock = ManualClock()
+        let jumps = WallClockJumps(clock: clock, remembered: .seconds(10 * 86400))
+        let before = clock.now
+        clock.jump(by: .seconds(40 * 86400))
+        #expect(jumps.forwardJump() == 40 * 86400)
+        #expect(jumps.ages() == StampAges(now: clock.now, steps: [.init(before: before, since: .zero)]))
+        clock.advance(by: .seconds(86400))
+        #expect(jumps.ages().steps == [.init(before: before, since: .seconds(86400))])
+        clock.advance(by: .seconds(9 * 86400))
+        _ = jumps.forwardJump()
+        #expect(jumps.ages() == StampAges(now: clock.now), "forgotten once the longest age has passed")
     }
 }

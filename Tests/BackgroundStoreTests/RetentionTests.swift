@@ -295,7 +295,8 @@ struct RetentionTests {
 
         let moved = try await store.carryForwardSessionEvents(createdBy: t0.addingTimeInterval(day), by: 40 * day)
         #expect(moved == 2, "the second transfer's two events, and nothing else")
-        let expired = try await store.expireSessionEvents(createdBefore: t0.addingTimeInterval(3 * day), now: t0)
+        let expired = try await store.expireSessionEvents(
+            olderThan: .seconds(day), ages: StampAges(now: t0.addingTimeInterval(4 * day)))
         #expect(expired.count == 2, "the third's, which kept its stamp: \(expired.map(\.event.body))")
         let open = try await store.openEvents(for: a)
         #expect(open.count == 3, "the second transfer's two, carried past the cutoff, and the run's")

@@ -1,4 +1,5 @@
 import BackgroundModel
+import BackgroundPolicy
 import BackgroundStore
 import BackgroundTransfers
 import Foundation
@@ -29,6 +30,9 @@ public struct HistoryPruner: Service {
     /// a run launched for them has nothing left to deliver (`RunCoordinator.eventsExpired`).
     let eventsExpired: (@Sendable (AppID, _ openRemaining: Int) async -> Void)?
     let logger: Logger
+    /// The wall clock's steps forward since bgd started, which a pass does not count as time
+    /// passed (`StampAges`).
+    private let jumps: WallClockJumps
 
     public init(
         store: BackgroundStore, configuration: Configuration, clock: any WallClock, doorbell: Doorbell = Doorbell(),
@@ -42,22 +46,24 @@ public struct HistoryPruner: Service {
         self.clock = clock
         self.doorbell = doorbell
         self.logger = logger
+        let retention = configuration.retention
+        jumps = WallClockJumps(
+            clock: clock, remembered: max(retention.history, retention.opens, FetchYield.answerMemory))
     }
 
     public func run() async throws {
-        let jumps = WallClockJumps(clock: clock)
         await doorbell.serve("retention", on: clock, logger: logger) {
-            try await pass(forwardJump: jumps.forwardJump())
+            try await pass()
             return clock.now.adding(configuration.interval)
         }
     }
 
-    /// One pruning pass, after the wall clock was set `forwardJump` seconds forward (0: not).
-    /// `run` makes one now and then; a test makes one and sees what it throws.
-    public func pass(forwardJump: TimeInterval = 0) async throws {
-        try await carryForward(across: forwardJump)
-        try await expireUnacknowledged()
-        let report = try await store.prune(configuration.retention, now: clock.now)
+    /// One pruning pass. `run` makes one now and then; a test makes one and sees what it throws.
+    public func pass() async throws {
+        try await carryForward(across: jumps.forwardJump())
+        let ages = jumps.ages()
+        try await expireUnacknowledged(ages: ages)
+        let report = try await store.prune(configuration.retention, ages: ages)
         if report.rowsDeleted > 0 {
             logger.info(
                 "Pruned finished history",
@@ -75,6 +81,7 @@ public struct HistoryPruner: Service {
     /// none expires, and no unclaimed download is removed, for days that did not pass. Before, a
     /// device that booted with its clock in the past and was set right by NTP lost them at the
     /// next pass. A jump while bgd was not running is not seen (nothing measured the time between).
+    /// (While bgd runs, `StampAges` alone would keep them; the moved stamps outlast a restart.)
     private func carryForward(across jump: TimeInterval) async throws {
         guard jump > 0 else { return }
         let moved = try await store.carryForwardSessionEvents(
@@ -91,10 +98,8 @@ public struct HistoryPruner: Service {
     /// events commit closed first, and the files to remove are read back from the closed events
     /// at every pass: a crash between the two leaves the file until the next pass, never an
     /// open event that names a file that is gone.
-    private func expireUnacknowledged() async throws {
-        let now = clock.now
-        let expired = try await store.expireSessionEvents(
-            createdBefore: now.addingTimeInterval(-configuration.retention.history.seconds), now: now)
+    private func expireUnacknowledged(ages: StampAges) async throws {
+        let expired = try await store.expireSessionEvents(olderThan: configuration.retention.history, ages: ages)
         var removed: [AppID: Int] = [:]
         for download in try await store.expiredDownloads()
         where (download.location as NSString).lastPathComponent.hasPrefix("\(download.transfer.rawValue)-") {
