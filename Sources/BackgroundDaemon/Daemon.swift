@@ -96,7 +96,7 @@ public struct Daemon: Service {
     public let clock: any WallClock
     private let stateDirectory: StateDirectory
     private let coordinator: RunCoordinator
-    private let scheduler: Scheduler
+    let scheduler: Scheduler
     private let keepAlive: KeepAlive
     /// Rung by `bgctl` to prune now (tests, the soak benchmark), and after every 10 × an app's
     /// kept pushes stored (`PruneAfterPushes`).
@@ -116,7 +116,7 @@ public struct Daemon: Service {
     public let metrics: DaemonMetrics
     /// The dashboard, when configured.
     public let dashboard: DashboardServer?
-    private let taskDispatcher: TaskDispatcher
+    let taskDispatcher: TaskDispatcher
     /// The `/v1/` API's use cases and routes, wired once.
     private let api: DaemonAPI
     /// The apps' outboxes and streams (tests open a stream without a socket).

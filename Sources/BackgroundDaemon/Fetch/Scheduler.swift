@@ -71,28 +71,7 @@ public struct Scheduler: Service {
                     conditions: await conditions.effective, now: now)
                 try await store.savePlan(plan.decisions, from: candidates, now: now)
                 Self.tellSystemd(plan, apps: candidates.count, now: now)
-                var launched: [AppID] = []
-                for start in plan.starts {
-                    let app = start.app
-                    do {
-                        let reasons = plan.decision(for: app)?.reasons ?? []
-                        if let due = plan.decision(for: app)?.dueAt {
-                            metrics?.recordSchedulingLag(now.duration(since: due))
-                        }
-                        switch start.work {
-                        case .fetch:
-                            _ = try await coordinator.start(.fetch, for: app, trigger: .scheduled, reasons: reasons)
-                        case .refreshTask(let identifier):
-                            _ = try await coordinator.start(
-                                .task(identifier: identifier, kind: .appRefresh), for: app, trigger: .scheduled,
-                                reasons: reasons + [DecisionReason(.taskStarted, "app refresh task \(identifier)")])
-                        }
-                        launched.append(app)
-                        if start.servesPredictedOpen { await usage.recordWake(at: now) }
-                    } catch StoreError.runAlreadyInFlight {
-                        continue  // started by someone else (bgctl simulate fetch) since the snapshot
-                    }
-                }
+                let launched = try await start(plan, now: now)
                 activity.emit(.planned(launched: launched, nextEvaluation: plan.nextEvaluation))
                 // Plan again at once: the apps just started now show as running, with their reasons.
                 if launched.isEmpty { return plan.nextEvaluation }
@@ -103,5 +82,36 @@ public struct Scheduler: Service {
             logger.warning("Scheduling failed; will retry", metadata: ["error": "\(error)"])
             return clock.now.adding(retryAfterFailure)
         }
+    }
+
+    /// Starts what the plan says is due; returns the apps started. An app unregistered, or a
+    /// refresh request cancelled, since the snapshot is passed over: the next pass plans without
+    /// it. Before, it failed the whole pass, and every other app due waited 30 s.
+    func start(_ plan: FetchPlan, now: Date) async throws -> [AppID] {
+        var launched: [AppID] = []
+        for start in plan.starts {
+            let app = start.app
+            do {
+                let reasons = plan.decision(for: app)?.reasons ?? []
+                if let due = plan.decision(for: app)?.dueAt {
+                    metrics?.recordSchedulingLag(now.duration(since: due))
+                }
+                switch start.work {
+                case .fetch:
+                    _ = try await coordinator.start(.fetch, for: app, trigger: .scheduled, reasons: reasons)
+                case .refreshTask(let identifier):
+                    _ = try await coordinator.start(
+                        .task(identifier: identifier, kind: .appRefresh), for: app, trigger: .scheduled,
+                        reasons: reasons + [DecisionReason(.taskStarted, "app refresh task \(identifier)")])
+                }
+                launched.append(app)
+                if start.servesPredictedOpen { await usage.recordWake(at: now) }
+            } catch StoreError.runAlreadyInFlight {
+                continue  // started by someone else (bgctl simulate fetch) since the snapshot
+            } catch StoreError.appNotFound, StoreError.taskRequestNotFound {
+                continue  // gone since the snapshot
+            }
+        }
+        return launched
     }
 }

@@ -81,25 +81,11 @@ actor TaskDispatcher: Service {
             stopping.formIntersection(running)
             started = started.filter { running.contains($0.key) }
             let pending = try await store.pendingTaskRequests().filter { $0.request.kind == .processing }
-            for item in pending
-            where policy.waitingReason(for: item.request, conditions: effective, appInForeground: foreground, now: now)
-                == nil
-            {
-                do {
-                    let run = try await coordinator.start(
-                        .task(identifier: item.request.identifier, kind: .processing), for: item.app,
-                        trigger: .scheduled,
-                        reasons: [
-                            DecisionReason(
-                                .taskStarted,
-                                "processing task \(item.request.identifier): its conditions hold and no app is in the foreground"
-                            )
-                        ])
-                    started[run.id] = item.request
-                } catch StoreError.runAlreadyInFlight {
-                    continue  // the app is busy; again when its run ends (the coordinator rings us)
-                }
-            }
+            try await start(
+                pending.filter {
+                    policy.waitingReason(for: $0.request, conditions: effective, appInForeground: foreground, now: now)
+                        == nil
+                })
             return policy.nextCheck(for: pending.map(\.request), now: now)
         } catch where Task.isCancelled {
             // bgd is stopping (a SIGTERM, another listener that failed): the loop ends quietly,
@@ -108,6 +94,30 @@ actor TaskDispatcher: Service {
         } catch {
             logger.warning("Task dispatch failed; will retry", metadata: ["error": "\(error)"])
             return clock.now.addingTimeInterval(30)
+        }
+    }
+
+    /// Starts the processing tasks whose conditions hold. One whose app was unregistered, or
+    /// that was cancelled, since they were read is passed over. Before, it failed the whole pass,
+    /// and every other task due waited 30 s.
+    func start(_ due: [PendingTaskRequest]) async throws {
+        for item in due {
+            do {
+                let run = try await coordinator.start(
+                    .task(identifier: item.request.identifier, kind: .processing), for: item.app,
+                    trigger: .scheduled,
+                    reasons: [
+                        DecisionReason(
+                            .taskStarted,
+                            "processing task \(item.request.identifier): its conditions hold and no app is in the foreground"
+                        )
+                    ])
+                started[run.id] = item.request
+            } catch StoreError.runAlreadyInFlight {
+                continue  // the app is busy; again when its run ends (the coordinator rings us)
+            } catch StoreError.appNotFound, StoreError.taskRequestNotFound {
+                continue  // gone since they were read
+            }
         }
     }
 }

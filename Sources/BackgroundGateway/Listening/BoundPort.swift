@@ -39,7 +39,7 @@ public final class BoundPort: Sendable {
     package func serve(flag: String, address: String, _ listener: () async throws -> Void) async throws {
         do {
             try await listener()
-        } catch  where port == nil {
+        } catch where port == nil {
             let failure = ListenerFailed(flag: flag, address: address, error: error)
             fail(failure)
             throw failure
