@@ -28,7 +28,7 @@ enum PushRefusalHint {
         case .badPriority:
             return "a background push goes at priority 5 (bgctl's default for it); 10 is for alerts"
         case .payloadTooLarge:
-            return "a payload is at most 4096 bytes"
+            return "a payload is at most 4096 bytes (5120 for a voip push)"
         default:
             return nil
         }

@@ -50,7 +50,7 @@ extension BGCtl.Push {
             }
             // It goes into the request's path: anything but hex digits made a URL that could not
             // be sent, told as "cannot reach the push gateway".
-            if let token, token.isEmpty || token.count > 200 || !token.allSatisfy(\.isHexDigit) {
+            if let token, !HexDigits.matches(token, length: 1...200) {
                 throw ValidationError(
                     "--token is a device token, hexadecimal digits (bgctl push token APP shows the app's), not '\(token.prefix(80))'")
             }

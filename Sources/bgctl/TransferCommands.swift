@@ -48,7 +48,7 @@ extension BGCtl {
             if app == nil && session != nil {
                 throw ValidationError("--session goes with --app: it names the app's background session")
             }
-            if let sha256, sha256.count != 64 || !sha256.allSatisfy(\.isHexDigit) {
+            if let sha256, !HexDigits.matches(sha256, length: 64...64) {
                 throw ValidationError("--sha256 is 64 hexadecimal digits, not '\(sha256)'")
             }
         }

@@ -130,7 +130,8 @@ struct APIBadInputTests {
                     a.token, 400, "invalidTransfer"
                 ),
                 (
-                    .POST, "/v1/transfers", Data(#"{"session":"s","url":"http://[::1]:0/x","destination":"/tmp/x"}"#.utf8),
+                    .POST, "/v1/transfers",
+                    Data(#"{"session":"s","url":"http://[::1]:0/x","destination":"/tmp/x"}"#.utf8),
                     nil, 400, "invalidTransfer"
                 ),
                 (
@@ -147,13 +148,33 @@ struct APIBadInputTests {
                 // at every start; a transfer's stalled every transfer).
                 (
                     .POST, "/v1/app/task-requests",
-                    Data(#"{"identifier":"t","kind":"processing","earliestBeginDate":"10000-01-01T00:00:00Z","requiresNetworkConnectivity":false,"requiresExternalPower":false}"#.utf8),
+                    Data(
+                        #"{"identifier":"t","kind":"processing","earliestBeginDate":"10000-01-01T00:00:00Z","requiresNetworkConnectivity":false,"requiresExternalPower":false}"#
+                            .utf8),
                     a.token, 400, "malformedRequest"
                 ),
                 (
                     .POST, "/v1/app/transfers",
-                    Data(#"{"session":"s","url":"http://127.0.0.1:8/x","earliestBegin":"9999-12-31T23:59:59.9999Z"}"#.utf8),
+                    Data(
+                        #"{"session":"s","url":"http://127.0.0.1:8/x","earliestBegin":"9999-12-31T23:59:59.9999Z"}"#
+                            .utf8),
                     a.token, 400, "malformedRequest"
+                ),
+                // Names bgctl prints back to a terminal hold no control characters (an escape
+                // sequence ran in the operator's terminal); a checksum is ASCII hex, not fullwidth.
+                (
+                    .POST, "/v1/app/background-tasks", Data(#"{"name":"\u001b]2;owned\u0007\nfake row"}"#.utf8),
+                    a.token, 400, "invalidTaskName"
+                ),
+                (
+                    .POST, "/v1/app/transfers", Data(#"{"session":"s\u001b[2J","url":"http://127.0.0.1:8/x"}"#.utf8),
+                    a.token, 400, "invalidTransfer"
+                ),
+                (
+                    .POST, "/v1/app/transfers",
+                    Data(
+                        #"{"session":"s","url":"http://127.0.0.1:8/x","sha256":"\#(String(repeating: "\u{FF41}", count: 64))"}"#
+                            .utf8), a.token, 400, "invalidTransfer"
                 ),
             ]
             for (method, path, body, token, status, code) in cases {
@@ -231,7 +252,9 @@ struct APIBadInputTests {
             }
             let thousandth = try await RawHTTP.request(
                 daemon.socketPath, .POST, "/v1/app/transfers",
-                body: Data(#"{"session":"s","url":"http://127.0.0.1:9/y","earliestBegin":"\#(WireCoding.format(later))"}"#.utf8),
+                body: Data(
+                    #"{"session":"s","url":"http://127.0.0.1:9/y","earliestBegin":"\#(WireCoding.format(later))"}"#.utf8
+                ),
                 token: app.token)
             #expect(thousandth.status == 201, "\(thousandth)")
             let refused = try await RawHTTP.request(
@@ -258,8 +281,10 @@ struct APIBadInputTests {
                 _ = try await daemon.store.finishTransfer(created.record.id, .cancelled, now: daemon.clock.now)
             }
             #expect(try await daemon.store.openEventCount(for: app.app.id) == 10_000)
-            let body = Data(#"{"session":"s","url":"http://127.0.0.1:9/x","earliestBegin":"2100-01-01T00:00:00Z"}"#.utf8)
-            let refused = try await RawHTTP.request(daemon.socketPath, .POST, "/v1/app/transfers", body: body, token: app.token)
+            let body = Data(
+                #"{"session":"s","url":"http://127.0.0.1:9/x","earliestBegin":"2100-01-01T00:00:00Z"}"#.utf8)
+            let refused = try await RawHTTP.request(
+                daemon.socketPath, .POST, "/v1/app/transfers", body: body, token: app.token)
             #expect(refused.status == 429 && refused.errorCode == "tooManyUnacknowledgedEvents", "\(refused)")
             #expect(String(decoding: refused.body, as: UTF8.self).contains("acknowledge"), "says what to do")
             #expect(try await daemon.store.outstandingTransferCount(of: app.app.id) == 0, "nothing was made")
@@ -270,7 +295,8 @@ struct APIBadInputTests {
                 daemon.socketPath, .POST, "/v1/app/events/ack", body: Data(#"{"seq":\#(last.rawValue)}"#.utf8),
                 token: app.token)
             #expect(ack.status < 300, "\(ack)")
-            let accepted = try await RawHTTP.request(daemon.socketPath, .POST, "/v1/app/transfers", body: body, token: app.token)
+            let accepted = try await RawHTTP.request(
+                daemon.socketPath, .POST, "/v1/app/transfers", body: body, token: app.token)
             #expect(accepted.status == 201, "\(accepted)")
         }
     }

@@ -252,8 +252,12 @@ struct LifecycleTests {
                 appID: AppID(rawValue: Self.app)!, token: token, socketPath: daemon.socketPath, clock: daemon.clock)
             try await application.applicationDidBecomeActive()
             #expect(application.backgroundTimeRemaining == .infinity)
-            let first = await application.beginBackgroundTask(withName: "foreground work")
-            #expect(first != .invalid)
+            // Any name, as iOS takes it: the library makes it printable (bgd refuses control
+            // characters, which bgctl would print to the operator's terminal).
+            let first = await application.beginBackgroundTask(withName: "foreground\nwork")
+            #expect(first != .invalid, "\(application.lastBackgroundTaskRefusal ?? "")")
+            let held = try await daemon.admin.send(.get, "/v1/tasks", as: TasksOverview.self).lifecycles.first?.tasks
+            #expect(held?.map(\.name) == ["foreground work"])
             await application.endBackgroundTask(first)
             try await application.applicationDidEnterBackground()
             #expect(application.backgroundTimeRemaining == 30)

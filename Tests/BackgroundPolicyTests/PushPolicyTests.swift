@@ -65,6 +65,35 @@ struct PushRequestValidatorTests {
         #expect(reason(validate(body: Data(#"{"aps":{"content-available":1},"x":\#(deep)}"#.utf8))) == .invalidPayload)
     }
 
+    /// Control characters are no topic and no collapse id (before, a topic with ESC passed as
+    /// `isASCII`, and a collapse id with a newline was stored); a device token is ASCII hex, not
+    /// the fullwidth digits `Character.isHexDigit` also takes.
+    @Test func controlCharactersAndFullwidthDigitsAreRefused() {
+        #expect(reason(validate(headers: [("apns-topic", "com.example.news\u{1B}")])) == .badTopic)
+        #expect(reason(validate(headers: [("apns-topic", "com.example.news\u{01}")])) == .badTopic)
+        #expect(reason(validate(headers: [("apns-collapse-id", "scores\u{0A}fake")])) == .badCollapseId)
+        #expect(reason(validate(headers: [("apns-collapse-id", "scores\u{9B}")])) == .badCollapseId)
+        // 61 ASCII digits and a fullwidth zero (3 bytes): 64 bytes.
+        let fullwidth = String(Self.token.dropLast(3)) + "\u{FF10}"
+        #expect(fullwidth.utf8.count == 64)
+        #expect(reason(validate(path: "/3/device/" + fullwidth)) == .badDeviceToken)
+        #expect(HexDigits.matches(Self.token.uppercased(), length: 64...64))
+    }
+
+    /// VoIP pushes may be 5120 bytes; every other type 4096 (APNs' "Sending notification requests").
+    @Test func aVoIPPushMayCarryFiveKilobytes() throws {
+        func push(type: String, size: Int) -> Result<ValidatedPush, APNsReason> {
+            let padding = String(repeating: "x", count: size - 28)
+            let body = Data(#"{"aps":{"alert":"a"},"p":"\#(padding)"}"#.utf8)
+            precondition(body.count == size)
+            return validate(headers: [("apns-push-type", type), ("apns-priority", "10")], body: body)
+        }
+        #expect(try push(type: "voip", size: 5120).get().pushType == .voip)
+        #expect(reason(push(type: "voip", size: 5121)) == .payloadTooLarge)
+        #expect(try push(type: "alert", size: 4096).get().pushType == .alert)
+        #expect(reason(push(type: "alert", size: 4097)) == .payloadTooLarge)
+    }
+
     @Test func alertPushesAreAcceptedAndTheTypeIsInferred() throws {
         let alert = try validate(
             headers: [("apns-push-type", ""), ("apns-priority", "")], body: Data(#"{"aps":{"alert":"hi"}}"#.utf8)

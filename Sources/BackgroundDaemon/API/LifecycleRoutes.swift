@@ -24,6 +24,7 @@ struct LifecycleRoutes {
             var request = request
             let bearer = try context.appCaller()
             let begin = try await request.decodeJSON(BeginBackgroundTaskRequest.self)
+            if let problem = begin.problem { throw APIError(.badRequest, .invalidTaskName, problem) }
             switch await lifecycle.beginTask(named: begin.name, for: bearer.app, launched: bearer.isLaunched) {
             case .success(let grant): return try JSONResponse.make(grant, status: .created)
             case .failure(.timeOver(let refusal)): throw ServiceError.backgroundTimeExpired(refusal.reason.detail)

@@ -187,7 +187,7 @@ public struct PushGateway<Destinations: PushDestinations>: Service {
             streamConfiguration: .init(additionalChannelHandlers: [EndStreamCoalescer.Installer()]))
     }
 
-    /// Reads at most 4097 bytes of the body — a larger one is refused without being buffered —
+    /// Reads at most 5121 bytes of the body — a larger one is refused without being buffered —
     /// and answers as APNs does: empty body and `apns-id` on success, `{"reason"}` otherwise.
     static func respond(to request: Request, intake: PushIntake<Destinations>) async throws -> Response {
         var body = Data()
@@ -213,8 +213,8 @@ public struct PushGateway<Destinations: PushDestinations>: Service {
 }
 
 enum PushRequestLimit {
-    /// One byte over the payload limit: enough to know it is too large.
-    static let maximumRead = 4097
+    /// One byte over the largest payload limit (a VoIP push's): enough to know it is too large.
+    static let maximumRead = PushRequestValidator.maximumVoIPPayload + 1
 }
 
 /// Where a push listener listens, how it secures itself, and what it allows.

@@ -55,6 +55,12 @@ public struct HeldBackgroundTask: Hashable, Codable, Sendable {
 public struct BeginBackgroundTaskRequest: Hashable, Codable, Sendable {
     public var name: String?
     public init(name: String?) { self.name = name }
+
+    /// Why bgd cannot take this request, or nil.
+    public var problem: String? {
+        guard let name, PrintableText.hasControlCharacters(name) else { return nil }
+        return "'name' must be printable text: no control characters (newlines, escapes)"
+    }
 }
 
 /// The answer: the task's identifier and when background time ends (nil: unlimited, the app is

@@ -102,6 +102,9 @@ public struct TransferRequest: Hashable, Codable, Sendable {
     /// Why bgd cannot take this request, or nil. Checked before anything is stored.
     public var problem: String? {
         if session.isEmpty || session.utf8.count > 200 { return "'session' must be 1 to 200 bytes" }
+        if PrintableText.hasControlCharacters(session) {
+            return "'session' must be printable text: no control characters (newlines, escapes)"
+        }
         if let taskDescription, taskDescription.utf8.count > 1000 { return "'taskDescription' is at most 1000 bytes" }
         if let problem = ServerURL.problem(with: url) { return "'url' " + problem }
         switch kind {
@@ -113,7 +116,7 @@ public struct TransferRequest: Hashable, Codable, Sendable {
             }
             if let httpMethod, !["POST", "PUT"].contains(httpMethod) { return "'httpMethod' is POST or PUT" }
         }
-        if let sha256, sha256.count != 64 || !sha256.allSatisfy(\.isHexDigit) {
+        if let sha256, !HexDigits.matches(sha256, length: 64...64) {
             return "'sha256' is 64 hex digits"
         }
         if !(timeoutForResource > .zero) { return "'timeoutForResource' must be positive" }

@@ -17,6 +17,8 @@ public enum APIErrorCode: String, Codable, Sendable, CaseIterable {
     case invalidRunID
     case invalidTaskID
     case invalidTaskIdentifier
+    /// A background task's name with a control character in it.
+    case invalidTaskName
     case invalidTransfer
     case invalidTransferID
     case invalidConditions

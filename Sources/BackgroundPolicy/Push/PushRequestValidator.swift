@@ -23,11 +23,14 @@ public struct ValidatedPush: Hashable, Sendable {
 public enum PushRequestValidator {
     /// "Limited to a maximum size of 4 KB (4096 bytes)".
     public static let maximumPayload = 4096
+    /// "For Voice over Internet Protocol (VoIP) notifications, the maximum payload size is 5 KB
+    /// (5120 bytes)."
+    public static let maximumVoIPPayload = 5120
     /// Nesting deeper than this is refused: no sane payload needs it, and parsers pay for it.
     public static let maximumDepth = 32
 
     /// Validates a request. `bodySize` is the number of bytes the gateway read, which it stops
-    /// at `maximumPayload + 1`, so a larger body is refused without ever being buffered.
+    /// at `maximumVoIPPayload + 1`, so a larger body is refused without ever being buffered.
     public static func validate(
         method: String, path: String, headers: [(name: String, value: String)], body: Data, bodySize: Int
     ) -> Result<ValidatedPush, APNsReason> {
@@ -35,7 +38,7 @@ public enum PushRequestValidator {
         guard path.hasPrefix("/3/device/") else { return .failure(.badPath) }
         let token = String(path.dropFirst("/3/device/".count))
         guard !token.isEmpty else { return .failure(.missingDeviceToken) }
-        guard token.utf8.count == 64, token.allSatisfy(\.isHexDigit) else { return .failure(.badDeviceToken) }
+        guard HexDigits.matches(token, length: 64...64) else { return .failure(.badDeviceToken) }
 
         var apns: [String: String] = [:]
         for (name, value) in headers {
@@ -44,15 +47,21 @@ public enum PushRequestValidator {
             guard apns[key] == nil else { return .failure(.duplicateHeaders) }
             apns[key] = value
         }
-        guard bodySize <= maximumPayload else { return .failure(.payloadTooLarge) }
+        let isVoIP = apns["apns-push-type"] == PushType.voip.rawValue
+        guard bodySize <= (isVoIP ? maximumVoIPPayload : maximumPayload) else { return .failure(.payloadTooLarge) }
         guard bodySize > 0, !body.isEmpty else { return .failure(.payloadEmpty) }
 
         if let id = apns["apns-id"], !isCanonicalUUID(id) { return .failure(.badMessageId) }
         guard let topic = apns["apns-topic"], !topic.isEmpty else { return .failure(.missingTopic) }
-        guard topic.utf8.count <= 255, topic.allSatisfy({ $0.isASCII && !$0.isWhitespace }) else {
+        // Printable ASCII, no space: a bundle id with a suffix. A control character is no topic.
+        guard topic.utf8.count <= 255, topic.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
             return .failure(.badTopic)
         }
-        if let collapse = apns["apns-collapse-id"], collapse.utf8.count > 64 { return .failure(.badCollapseId) }
+        if let collapse = apns["apns-collapse-id"],
+            collapse.utf8.count > 64 || PrintableText.hasControlCharacters(collapse)
+        {
+            return .failure(.badCollapseId)
+        }
         var expiration: Date?
         if let raw = apns["apns-expiration"] {
             guard let seconds = Int64(raw.trimmingCharacters(in: .whitespaces)), seconds >= 0,
