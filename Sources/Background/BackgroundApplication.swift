@@ -36,7 +36,13 @@ public final class BackgroundApplication: Sendable {
         var fetchHandler: FetchHandler?
         var remoteNotificationHandler: RemoteNotificationHandler?
         var delegate: (any BackgroundApplicationDelegate)?
+        /// The highest sequence number taken to handle.
         var lastHandled: EventSequence?
+        /// Events being handled now: one sent again meanwhile (a reconnect) is not taken twice.
+        var handling: Set<EventSequence> = []
+        /// Events taken but given up unhandled when their connection ended (a session the app
+        /// had not created): sent again, they are taken anew, not taken for handled.
+        var givenUp: Set<EventSequence> = []
         /// The handlers in flight, so an expiration can cancel exactly that one.
         var running: [RunID: Task<BackgroundFetchResult?, Never>] = [:]
         /// Sessions whose events this launch has announced with `handleEventsForBackgroundURLSession`.
@@ -200,6 +206,30 @@ public final class BackgroundApplication: Sendable {
         let messages = try await client.stream("/v1/app/events")
         // bgd tracks a launched process from the start (its pid, for its background time).
         if isLaunchedInBackground { _ = try? await reportState(.background) }
+        let deliveries = SessionDeliveries(application: self)
+        do {
+            try await handle(messages, deliveries: deliveries, reconnected: reconnected, onHello: onHello)
+        } catch {
+            await endConnection(deliveries)
+            throw error
+        }
+        await endConnection(deliveries)
+    }
+
+    /// What a connection leaves: its sessions' deliveries stopped, and the events it took but
+    /// did not finish given up, so that bgd's sending them again hands them over anew.
+    private func endConnection(_ deliveries: SessionDeliveries) async {
+        await deliveries.stop()
+        state.withLock { state in
+            state.givenUp.formUnion(state.handling)
+            state.handling.removeAll()
+        }
+    }
+
+    private func handle(
+        _ messages: StreamMessages, deliveries: SessionDeliveries, reconnected: Bool,
+        onHello: @escaping @Sendable () -> Void
+    ) async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in
             defer { group.cancelAll() }
             for try await message in messages {
@@ -210,8 +240,11 @@ public final class BackgroundApplication: Sendable {
                     if reconnected { _ = try? await reportState(currentStateForReport) }
                     continue
                 case .event(let event):
-                    guard claim(event.seq) else {
-                        try await acknowledge(event.seq)  // seen before: the ack was lost
+                    switch take(event.seq) {
+                    case .new: break
+                    case .beingHandled: continue
+                    case .handledBefore:
+                        try await acknowledge(event.seq)  // the ack was lost
                         continue
                     }
                     switch event.body {
@@ -223,10 +256,18 @@ public final class BackgroundApplication: Sendable {
                         group.addTask { await self.reportResult(run: run, seq: event.seq, handler: handler) }
                     case .downloadFinished(_, let session, _, _), .transferCompleted(_, let session, _, _, _),
                         .sessionEventsFinished(let session):
-                        // In order, one at a time: a session's events keep their order, and the
-                        // ack after each covers only what was handled.
-                        await deliverTransferEvent(event.body, session: session)
-                        try await acknowledge(event.seq)
+                        // In order within the session, one at a time, each acknowledged alone
+                        // as it is handled: here, in order with everything else, to a session
+                        // the app has created; else queued for it, out of the way: a session the
+                        // app has not created yet holds its own events, not every fetch, push
+                        // and expiration after them.
+                        announceEvents(for: session)
+                        if !deliveries.isQueuing(session), sessions.existing(session) != nil {
+                            _ = await deliverTransferEvent(event.body, session: session)
+                            try await finish(event.seq)
+                        } else {
+                            deliveries.enqueue(event, session: session)
+                        }
                     }
                 case .control(.transferProgress(let transfer, let session, let bytes, let expected)):
                     sessions.existing(session)?.progress(transfer, bytes: bytes, expected: expected)
@@ -239,7 +280,7 @@ public final class BackgroundApplication: Sendable {
                 case .control(.exit):
                     if isLaunchedInBackground {
                         try await group.waitForAll()
-                        return
+                        return  // a session's events still waiting for it stay with bgd
                     }
                 }
             }
@@ -254,13 +295,25 @@ public final class BackgroundApplication: Sendable {
         return current == .suspended ? .background : current
     }
 
-    /// Records `seq` as handled; false when it was handled before (a redelivery).
-    private func claim(_ seq: EventSequence) -> Bool {
+    private enum Taking { case new, beingHandled, handledBefore }
+
+    /// Takes `seq` to handle, unless it is being handled now, or was handled before (bgd sends
+    /// it again when the acknowledgement was lost).
+    private func take(_ seq: EventSequence) -> Taking {
         state.withLock { state in
-            if let last = state.lastHandled, seq <= last { return false }
-            state.lastHandled = seq
-            return true
+            if state.handling.contains(seq) { return .beingHandled }
+            if state.givenUp.remove(seq) == nil, let last = state.lastHandled, seq <= last { return .handledBefore }
+            state.lastHandled = max(state.lastHandled ?? seq, seq)
+            state.handling.insert(seq)
+            return .new
         }
+    }
+
+    /// `seq` is handled: acknowledged alone, so that no event before it still being handled
+    /// (a slow fetch, a session not yet created) is closed with it.
+    func finish(_ seq: EventSequence) async throws {
+        _ = state.withLock { $0.handling.remove(seq) }
+        try await client.send(.post, "/v1/app/events/ack", body: EventAcknowledgement(seq: seq, only: true))
     }
 
     /// Starts the app's handler for a run's event (fetch, push or task) in a task of its own,
@@ -305,6 +358,9 @@ public final class BackgroundApplication: Sendable {
             handlerTask.cancel()
         }
         state.withLock { _ = $0.running.removeValue(forKey: run) }
+        // The connection ended under the handler: the event is given up, not answered, and
+        // handled anew when bgd sends it again.
+        if result == nil && Task.isCancelled { return }
         if let result {
             do {
                 _ = try await client.send(
@@ -313,7 +369,7 @@ public final class BackgroundApplication: Sendable {
                 // Too late: bgd already recorded the run as expired. Nothing to do.
             } catch {}
         }
-        try? await acknowledge(seq)
+        try? await finish(seq)
     }
 
     /// The app's answer; nil when the handler gave up because it was cancelled (expired).
@@ -362,21 +418,26 @@ public final class BackgroundApplication: Sendable {
         task?.cancel()
     }
 
-    /// `handleEventsForBackgroundURLSession` first (once per session per launch, when launched
-    /// for its events), then the session — waiting for the app to create it.
-    private func deliverTransferEvent(_ body: AppEvent.Body, session identifier: String) async {
-        if launchReason == .urlSession, let delegate {
-            let first = state.withLock { $0.announcedSessions.insert(identifier).inserted }
-            if first {
-                delegate.application(self, handleEventsForBackgroundURLSession: identifier, completionHandler: {})
-            }
+    /// `handleEventsForBackgroundURLSession`, once per session per launch, when launched for its
+    /// events: where the app creates the session again.
+    private func announceEvents(for identifier: String) {
+        guard launchReason == .urlSession, let delegate else { return }
+        if state.withLock({ $0.announcedSessions.insert(identifier).inserted }) {
+            delegate.application(self, handleEventsForBackgroundURLSession: identifier, completionHandler: {})
         }
-        let session = await sessions.session(identifier)
-        session.deliver(body)
-        if case .sessionEventsFinished = body { _ = state.withLock { $0.announcedSessions.remove(identifier) } }
     }
 
+    /// The event to its session, once the app has created it. Returns false, delivering
+    /// nothing, when cancelled while waiting for the session.
+    func deliverTransferEvent(_ body: AppEvent.Body, session identifier: String) async -> Bool {
+        guard let session = await sessions.session(identifier) else { return false }
+        session.deliver(body)
+        if case .sessionEventsFinished = body { _ = state.withLock { $0.announcedSessions.remove(identifier) } }
+        return true
+    }
+
+    /// An event handled before whose acknowledgement was lost.
     private func acknowledge(_ seq: EventSequence) async throws {
-        try await client.send(.post, "/v1/app/events/ack", body: EventAcknowledgement(seq: seq))
+        try await client.send(.post, "/v1/app/events/ack", body: EventAcknowledgement(seq: seq, only: true))
     }
 }

@@ -22,15 +22,17 @@ extension BackgroundStore {
         }
     }
 
-    /// Acknowledges every event of the app up to and including `seq`. Acknowledging again is
-    /// harmless; returns how many events this call closed.
+    /// Acknowledges every event of the app up to and including `seq` (or, `only`, that one).
+    /// Acknowledging again is harmless; returns how many events this call closed.
     @discardableResult
-    public func acknowledge(upTo seq: EventSequence, for id: AppID, now: Date) async throws -> Int {
+    public func acknowledge(
+        upTo seq: EventSequence, only: Bool = false, for id: AppID, now: Date
+    ) async throws -> Int {
         try await writer.write { db in
             try db.execute(
                 sql: """
                     UPDATE event SET closedAt = ?, closedBy = 'app'
-                    WHERE appId = ? AND seq <= ? AND closedAt IS NULL
+                    WHERE appId = ? AND seq \(only ? "=" : "<=") ? AND closedAt IS NULL
                     """,
                 arguments: [now, id.rawValue, seq.rawValue])
             return db.changesCount

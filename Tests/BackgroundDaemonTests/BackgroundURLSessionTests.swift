@@ -64,6 +64,68 @@ struct BackgroundURLSessionTests {
         }
     }
 
+    /// A session's events wait for the app to create the session, and hold only themselves: a
+    /// fetch sent after them is handled, they stay open in bgd (the library acknowledges each
+    /// event alone), cancelling `run()` returns, and once the app creates the session they are
+    /// delivered. Before, the wait sat in the stream's loop: the fetch was never handled, no
+    /// expiration either, and `run()` could not be cancelled.
+    @Test func eventsForASessionNotYetCreatedHoldOnlyThemselves() async throws {
+        let origin = try await FaultyOrigin.start()
+        defer { Task { await origin.stop() } }
+        try await TestDaemon.with { daemon in
+            let registered = try await daemon.register(Self.app, command: ["/bin/true"], interval: .never)
+            // A download of the app's session "later" (made before an update, say) that ended while
+            // no process of the app ran.
+            _ = try await DaemonClient(socketPath: daemon.socketPath, token: registered.token).send(
+                .post, "/v1/app/transfers",
+                body: TransferRequest(
+                    session: "later", url: origin.url(seed: 74, size: 1000), sessionSendsLaunchEvents: false),
+                as: TransferRecord.self)
+            func sessionEvents() async throws -> [OutboxEntry] {
+                try await daemon.admin.send(.get, "/v1/apps/\(Self.app)/events", as: [OutboxEntry].self).filter {
+                    if case .fetch = $0.event.body { false } else { true }
+                }
+            }
+            try await daemon.waitUntil {
+                try await sessionEvents().contains {
+                    if case .sessionEventsFinished = $0.event.body { true } else { false }
+                }
+            }
+
+            let application = BackgroundApplication(
+                appID: AppID(rawValue: Self.app)!, token: registered.token, socketPath: daemon.socketPath)
+            application.onBackgroundFetch { .newData }
+            var first: Task<Void, any Error>?
+            try await daemon.waitFor({ if case .appConnected = $0 { () } else { nil } }) {
+                first = Task { try await application.run() }
+            }
+            let fetch = try await daemon.admin.send(.post, "/v1/apps/\(Self.app)/fetch?wait=30", as: RunRecord.self)
+            #expect(fetch.outcome == .newData, "the fetch behind the session's events is handled")
+            #expect(try await sessionEvents().allSatisfy { $0.closedAt == nil }, "the fetch's ack closed no other")
+            first?.cancel()
+            _ = await first?.result  // returns: nothing waits for the session any more
+
+            // The app creates the session: its events, given up by the first connection, come again
+            // and are delivered, in order, and acknowledged.
+            let session = BackgroundURLSession(
+                configuration: .background(withIdentifier: "later"), application: application)
+            var events = session.events.makeAsyncIterator()
+            let second = Task { try await application.run() }
+            defer { second.cancel() }
+            var seen: [String] = []
+            while seen.last != "eventsFinished", let event = await events.next() {
+                switch event {
+                case .downloadFinished: seen.append("downloadFinished")
+                case .completed: seen.append("completed")
+                case .eventsFinished: seen.append("eventsFinished")
+                case .progress: continue
+                }
+            }
+            #expect(seen == ["downloadFinished", "completed", "eventsFinished"])
+            try await daemon.waitUntil { try await sessionEvents().allSatisfy { $0.closedBy == "app" } }
+        }
+    }
+
     /// D13: the partial file is cut short while paused: the checkpoint is not trusted, the
     /// download starts over and still ends with the right bytes.
     @Test func aTruncatedPartialIsNotTrusted() async throws {

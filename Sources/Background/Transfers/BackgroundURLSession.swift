@@ -243,30 +243,38 @@ public final class BackgroundURLSession: Sendable {
 final class SessionRegistry: Sendable {
     private struct State {
         var sessions: [String: BackgroundURLSession] = [:]
-        var waiters: [String: [CheckedContinuation<BackgroundURLSession, Never>]] = [:]
+        var waiters: [String: [UUID: CheckedContinuation<BackgroundURLSession?, Never>]] = [:]
     }
     private let state = Mutex(State())
 
     func register(_ session: BackgroundURLSession) {
         let waiters = state.withLock { state in
             state.sessions[session.configuration.identifier] = session
-            return state.waiters.removeValue(forKey: session.configuration.identifier) ?? []
+            return state.waiters.removeValue(forKey: session.configuration.identifier) ?? [:]
         }
-        for waiter in waiters { waiter.resume(returning: session) }
+        for waiter in waiters.values { waiter.resume(returning: session) }
     }
 
     func existing(_ identifier: String) -> BackgroundURLSession? { state.withLock { $0.sessions[identifier] } }
 
     /// The session, once the app has created it (events wait for it, in order, as on iOS where
-    /// the app recreates the session in `handleEventsForBackgroundURLSession`).
-    func session(_ identifier: String) async -> BackgroundURLSession {
-        await withCheckedContinuation { continuation in
-            let found: BackgroundURLSession? = state.withLock { state in
-                if let session = state.sessions[identifier] { return session }
-                state.waiters[identifier, default: []].append(continuation)
-                return nil
+    /// the app recreates the session in `handleEventsForBackgroundURLSession`); nil when the
+    /// wait is cancelled (the connection ended).
+    func session(_ identifier: String) async -> BackgroundURLSession? {
+        let waiter = UUID()
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                // Some(nil): cancelled before the wait began.
+                let found: BackgroundURLSession?? = state.withLock { state in
+                    if let session = state.sessions[identifier] { return session }
+                    if Task.isCancelled { return .some(nil) }
+                    state.waiters[identifier, default: [:]][waiter] = continuation
+                    return nil
+                }
+                if let found { continuation.resume(returning: found) }
             }
-            if let found { continuation.resume(returning: found) }
+        } onCancel: {
+            state.withLock { $0.waiters[identifier]?.removeValue(forKey: waiter) }?.resume(returning: nil)
         }
     }
 }

@@ -17,7 +17,7 @@ struct AppRoutes {
         app.post("events/ack") { request, context in
             var request = request
             let ack = try await request.decodeJSON(EventAcknowledgement.self)
-            try await events.acknowledge(upTo: ack.seq, for: try context.appCaller().app)
+            try await events.acknowledge(upTo: ack.seq, only: ack.only == true, for: try context.appCaller().app)
             return Response(status: .noContent)
         }
         app.post("runs/:run/result") { request, context in

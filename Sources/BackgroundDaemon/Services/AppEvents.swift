@@ -19,10 +19,10 @@ struct AppEvents: Sendable {
     }
 
     /// The app has handled every event up to `seq`.
-    func acknowledge(upTo seq: EventSequence, for app: AppID) async throws {
+    func acknowledge(upTo seq: EventSequence, only: Bool = false, for app: AppID) async throws {
         let last = try await store.lastEventSequence(for: app)
         guard seq.rawValue >= 1, seq <= last else { throw Refusal.neverSent(seq, last: last) }
-        try await store.acknowledge(upTo: seq, for: app, now: clock.now)
+        try await store.acknowledge(upTo: seq, only: only, for: app, now: clock.now)
         Failpoint.eventAfterAckCommit.hit()
         // Counted, not read: with thousands left open, reading them all made each ack cost 135 ms.
         await coordinator.eventsAcknowledged(by: app, openRemaining: try await store.openEventCount(for: app))

@@ -81,7 +81,14 @@ public struct FetchResultReport: Hashable, Codable, Sendable {
 /// Acknowledges every event up to and including `seq` (`POST /v1/app/events/ack`).
 public struct EventAcknowledgement: Hashable, Codable, Sendable {
     public var seq: EventSequence
-    public init(seq: EventSequence) { self.seq = seq }
+    /// True: this event alone. Nil or false: every event up to and including it. The library
+    /// acknowledges each event alone as its handler ends: one session's events that wait for the
+    /// app to create the session stay open while later ones are handled.
+    public var only: Bool?
+    public init(seq: EventSequence, only: Bool? = nil) {
+        self.seq = seq
+        self.only = only
+    }
 }
 
 /// An event in an app's outbox, with its delivery state (`GET /v1/apps/{id}/events`).
