@@ -3,6 +3,7 @@ import BackgroundDaemon
 import BackgroundModel
 import BackgroundTesting
 import Foundation
+import Synchronization
 import Testing
 
 /// The SDK's async face of background sessions, from a foreground app connected to a live daemon.
@@ -122,7 +123,27 @@ struct BackgroundURLSessionTests {
                 }
             }
             #expect(seen == ["downloadFinished", "completed", "eventsFinished"])
-            try await daemon.waitUntil { try await sessionEvents().allSatisfy { $0.closedBy == "app" } }
+            // Each acknowledged after its delivery (nothing in bgd's activity says so).
+            #expect(try await eventuallyAsync { try await sessionEvents().allSatisfy { $0.closedBy == "app" } })
+        }
+    }
+
+    /// A delegate beside an async caller is handed the file where it is (the caller's
+    /// `Downloads`), not bgd's hand-off place it has just left.
+    @Test func aDelegateBesideAnAsyncCallerIsHandedTheFileWhereItIs() async throws {
+        let origin = try await FaultyOrigin.start()
+        defer { Task { await origin.stop() } }
+        try await TestDaemon.with { daemon in
+            let registered = try await daemon.register(Self.app, command: ["/bin/true"], interval: .never)
+            let application = BackgroundApplication(
+                appID: AppID(rawValue: Self.app)!, token: registered.token, socketPath: daemon.socketPath)
+            let delegate = LocationRecorder()
+            let session = BackgroundURLSession(
+                configuration: .background(withIdentifier: "both"), delegate: delegate, application: application)
+            let connection = Task { try await application.run() }
+            defer { connection.cancel() }
+            let (file, _) = try await session.download(from: origin.url(seed: 75, size: 2000))
+            #expect(delegate.seen.withLock { $0 } == [file.path: true], "the delegate's location held the file")
         }
     }
 
@@ -166,5 +187,16 @@ struct BackgroundURLSessionTests {
             #expect(
                 FaultyOrigin.sha256Digest(of: try Data(contentsOf: file)) == FaultyOrigin.sha256(seed: 73, size: size))
         }
+    }
+}
+
+/// Records each location a delegate is handed, and whether a file was there.
+final class LocationRecorder: BackgroundURLSessionDelegate {
+    let seen = Mutex<[String: Bool]>([:])
+
+    func urlSession(
+        _ session: BackgroundURLSession, downloadTask: BackgroundURLSessionTask, didFinishDownloadingTo location: URL
+    ) {
+        seen.withLock { $0[location.path] = FileManager.default.fileExists(atPath: location.path) }
     }
 }

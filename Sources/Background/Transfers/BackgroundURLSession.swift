@@ -180,13 +180,17 @@ public final class BackgroundURLSession: Sendable {
             let task = BackgroundURLSessionTask(id: id, taskDescription: description, kind: .download)
             let file = URL(fileURLWithPath: location)
             let awaited = state.withLock { $0.waiters[id] != nil }
+            var location = file
             if awaited || hasListeners {
                 // Async callers own the file: it leaves bgd's hand-off place before the ack.
                 let kept = keep(file, id: id)
                 state.withLock { $0.finishedFiles[id] = kept }
-                broadcast(.downloadFinished(task, location: kept ?? file))
+                location = kept ?? file
+                broadcast(.downloadFinished(task, location: location))
             }
-            delegate?.urlSession(self, downloadTask: task, didFinishDownloadingTo: file)
+            // Where the file is now: before, a delegate beside an async caller was handed the
+            // hand-off place the file had just left.
+            delegate?.urlSession(self, downloadTask: task, didFinishDownloadingTo: location)
             // As on iOS: whatever the delegate did not move is gone when it returns.
             try? FileManager.default.removeItem(at: file)
         case .transferCompleted(let id, _, let description, let statusCode, let error):
