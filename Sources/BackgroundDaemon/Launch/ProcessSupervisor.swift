@@ -362,6 +362,7 @@ public actor ProcessSupervisor: Service {
 
     private func exited(_ pid: Int32, status: ExitStatus?) async {
         guard var supervised = processes[pid] else { return }
+        let wasFrozen = supervised.control.phase == .frozen
         supervised.control.exited()
         processes[pid] = supervised
         let exit = Exit(app: supervised.app, processID: pid, status: status, launched: supervised.launched)
@@ -378,10 +379,25 @@ public actor ProcessSupervisor: Service {
             } else {
                 AppProcessInfo.signal(-pid, SIGKILL)  // whatever the app left behind in its group
             }
-        } else if let cgroup = supervised.cgroup, !cgroup.isPopulated {
-            retiredCPU[supervised.app, default: 0] += cgroup.cpuMicroseconds ?? 0
-            cgroup.remove()
-            mode.cgroups?.forgetOrigin(of: cgroup)
+        } else if let cgroup = supervised.cgroup {
+            // A user's process is gone (the freezer lets SIGKILL through: the OOM killer, kill -9),
+            // and what it started stays the user's: thawed, or a group frozen while the app was
+            // suspended would hold it stopped as long as bgd runs, and given back the cgroup the
+            // process came from, as when bgd stops.
+            if cgroup.isPopulated && !processes.values.contains(where: { $0.cgroup == cgroup }) {
+                cgroup.thaw()
+                if let origin = supervised.origin {
+                    for member in cgroup.processes { _ = cgroup.release(member, to: origin) }
+                }
+            }
+            if !cgroup.isPopulated {
+                retiredCPU[supervised.app, default: 0] += cgroup.cpuMicroseconds ?? 0
+                cgroup.remove()
+                mode.cgroups?.forgetOrigin(of: cgroup)
+            }
+        } else if wasFrozen {
+            // Stopped with its process group (SIGSTOP to -pid): the rest of the group goes on.
+            AppProcessInfo.signal(-pid, SIGCONT)
         }
         if !processes.values.contains(where: { $0.log != nil }) { nextLogCheck = nil }
         exitDoorbell.ring()
