@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import BackgroundModel
+import BackgroundPolicy
 import BackgroundStore
 import Foundation
 import Logging
@@ -125,7 +126,6 @@ public actor PushUplink: Service {
     }
 
     public func currentStatus() -> PushRelayStatus { status }
-
 
     /// The relay's CA to trust: bgd's `--push-relay-ca` when it is for the relay enrolled with
     /// (a path corrected there must not lose to the one saved at enrollment), else the one saved
@@ -523,6 +523,15 @@ public actor PushUplink: Service {
                     "Dropped a relayed push for a token bgd did not issue", metadata: ["apns-id": "\(push.apnsID)"])
                 continue
             }
+            if let refusal = PushRequestValidator.validateRelayed(
+                token: push.token, topic: push.topic, apnsID: push.apnsID, pushType: push.pushType,
+                priority: push.priority, collapseID: push.collapseID, payload: push.payload)
+            {
+                logger.warning(
+                    "Dropped a relayed push bgd's own gateway would refuse (is the relay a release that checks less?)",
+                    metadata: ["apns-id": "\(push.apnsID)", "reason": "\(refusal.rawValue)", "app.id": "\(owner.app)"])
+                continue
+            }
             let dropped = owner.revokedAt.map { revoked in
                 DecisionReason(
                     .pushTokenRevoked,
@@ -571,7 +580,8 @@ public actor PushUplink: Service {
         let found = try await store.deviceTokenOwners(missing)
         owners.merge(found) { $1 }
         // Kept only if nothing moved while the store was read (an actor call may interleave).
-        if generation == store.pushCredentials.current, generation == knownOwnersGeneration, knownOwners.count < 100_000 {
+        if generation == store.pushCredentials.current, generation == knownOwnersGeneration, knownOwners.count < 100_000
+        {
             knownOwners.merge(found) { $1 }
         }
         return owners

@@ -104,6 +104,24 @@ public enum PushRequestValidator {
                 collapseID: apns["apns-collapse-id"], apnsID: apns["apns-id"], payload: body))
     }
 
+    /// A push a relay sent on: the gateway's request rules again (a relay is a peer, and one
+    /// with a bug, or another's, must not queue what bgd's own gateway refuses: a background
+    /// push at priority 10, a payload that is no JSON, a collapse id of kilobytes). The
+    /// expiration is not checked here: the uplink keeps it within what the store holds.
+    public static func validateRelayed(
+        token: String, topic: String, apnsID: String, pushType: String, priority: Int, collapseID: String?,
+        payload: Data
+    ) -> APNsReason? {
+        var headers: [(name: String, value: String)] = [
+            ("apns-topic", topic), ("apns-id", apnsID), ("apns-push-type", pushType), ("apns-priority", "\(priority)"),
+        ]
+        if let collapseID { headers.append(("apns-collapse-id", collapseID)) }
+        let result = validate(
+            method: "POST", path: "/3/device/\(token)", headers: headers, body: payload, bodySize: payload.count)
+        guard case .failure(let reason) = result else { return nil }
+        return reason
+    }
+
     /// The `aps` dictionary of a JSON object body, or why not.
     static func parse(_ body: Data) -> Result<[String: Any], APNsReason> {
         guard String(data: body, encoding: .utf8) != nil, depth(of: body) <= maximumDepth,
