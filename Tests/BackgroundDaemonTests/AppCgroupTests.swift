@@ -118,7 +118,7 @@ struct AppCgroupTests {
     /// Registers `app` and starts it as the user would, in foreground-fixture `mode`; returns
     /// once it has left the foreground.
     func registerAndLaunchInTheBackground(
-        _ app: String, mode: String, on daemon: TestDaemon
+        _ app: String, mode: String, on daemon: TestDaemon, joining cgroup: String? = nil
     ) async throws -> LaunchedProcess {
         let token = try await daemon.register(app, command: ["/bin/false"], interval: .never).token
         var process: LaunchedProcess?
@@ -129,8 +129,8 @@ struct AppCgroupTests {
             },
             after: {
                 process = try launchForegroundApp(
-                    app, token: token, socket: daemon.socketPath, log: daemon.directory + "/\(mode).log", mode: mode,
-                    in: daemon.directory)
+                    app, token: token, socket: daemon.socketPath, log: daemon.directory + "/\(app).log", mode: mode,
+                    in: daemon.directory, joining: cgroup)
             })
         return try #require(process)
     }
@@ -198,6 +198,29 @@ struct AppCgroupTests {
             #expect(!CgroupProbe.isFrozen(helper.processID))
             #expect(await eventually { !FileManager.default.fileExists(atPath: group) }, "the app's group is removed")
         }
+    }
+
+    /// An app the user starts from another app bgd holds (a launcher, a terminal app) starts in
+    /// that app's group. Taken on, it is given back, when bgd stops, where the first came from.
+    /// Before, it had no origin and stayed in bgd's group after bgd had stopped.
+    @Test func anAppStartedFromAnotherHeldAppIsGivenBackWhereThatOneCameFrom() async throws {
+        guard CgroupProbe.available else { return }
+        let origin = try #require(CgroupProbe.directory(of: getpid()))
+        let inner = Mutex<LaunchedProcess?>(nil)
+        try await TestDaemon.with { daemon in
+            let outer = try await registerAndLaunchInTheBackground("com.example.launcher", mode: "idle", on: daemon)
+            defer { outer.signalGroup(SIGKILL) }
+            let outerGroup = try #require(CgroupProbe.directory(of: outer.processID))
+            let started = try await registerAndLaunchInTheBackground(
+                "com.example.started", mode: "idle", on: daemon, joining: outerGroup)
+            inner.withLock { $0 = started }
+            #expect(
+                CgroupProbe.directory(of: started.processID)?.hasSuffix("/com.example.started@\(started.processID)")
+                    == true)
+        }
+        let started = try #require(inner.withLock { $0 })
+        defer { started.signalGroup(SIGKILL) }
+        #expect(CgroupProbe.directory(of: started.processID) == origin, "given back where the launcher came from")
     }
 
     /// A launched app that started a grandchild in a session of its own which ignores SIGTERM:

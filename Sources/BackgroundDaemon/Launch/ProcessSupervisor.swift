@@ -170,10 +170,12 @@ public actor ProcessSupervisor: Service {
         if maySignal, let cgroups = mode.cgroups {
             do {
                 let group = try cgroups.adopted(app, processID: pid)
-                // Still in the group a killed bgd moved it into (it could not be given back):
-                // where it came from is what that bgd wrote down.
+                // Still in one of bgd's groups — the one a killed bgd moved it into (it could not
+                // be given back), or the group of the app it was started from (a launcher, a
+                // terminal app bgd holds): where it came from is what was written down for that
+                // group. Before, the second had no origin and stayed in bgd's group for good.
                 let origin = cgroups.directory(of: pid).flatMap {
-                    cgroups.contains($0) ? cgroups.recordedOrigin(of: group) : $0
+                    cgroups.contains($0) ? cgroups.recordedOrigin(of: AppCgroup(path: $0, memoryPath: nil)) : $0
                 }
                 // Written before the move: a bgd killed right after it leaves what it needs.
                 if let origin { cgroups.recordOrigin(origin, of: group) }
