@@ -261,7 +261,6 @@ public final class BackgroundApplication: Sendable {
                         // the app has created; else queued for it, out of the way: a session the
                         // app has not created yet holds its own events, not every fetch, push
                         // and expiration after them.
-                        announceEvents(for: session)
                         if !deliveries.isQueuing(session), sessions.existing(session) != nil {
                             _ = await deliverTransferEvent(event.body, session: session)
                             try await finish(event.seq)
@@ -427,9 +426,11 @@ public final class BackgroundApplication: Sendable {
         }
     }
 
-    /// The event to its session, once the app has created it. Returns false, delivering
-    /// nothing, when cancelled while waiting for the session.
+    /// The event to its session: announced first (where the app creates the session again),
+    /// then delivered once the session is there. Returns false, delivering nothing, when
+    /// cancelled while waiting for the session.
     func deliverTransferEvent(_ body: AppEvent.Body, session identifier: String) async -> Bool {
+        announceEvents(for: identifier)
         guard let session = await sessions.session(identifier) else { return false }
         session.deliver(body)
         if case .sessionEventsFinished = body { _ = state.withLock { $0.announcedSessions.remove(identifier) } }

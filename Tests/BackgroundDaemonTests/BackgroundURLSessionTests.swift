@@ -128,9 +128,11 @@ struct BackgroundURLSessionTests {
         }
     }
 
-    /// A delegate beside an async caller is handed the file where it is (the caller's
-    /// `Downloads`), not bgd's hand-off place it has just left.
-    @Test func aDelegateBesideAnAsyncCallerIsHandedTheFileWhereItIs() async throws {
+    /// Who gets a finished download: a `download(from:)` caller, whose file it is (the delegate
+    /// is not handed it, as iOS's async methods return the file instead); else the delegate
+    /// first, at bgd's hand-off place, and what it leaves goes to `events`. Before, a listener's
+    /// copy moved the file first and the delegate was handed the place it had just left.
+    @Test func aFinishedDownloadHasOneOwner() async throws {
         let origin = try await FaultyOrigin.start()
         defer { Task { await origin.stop() } }
         try await TestDaemon.with { daemon in
@@ -143,7 +145,17 @@ struct BackgroundURLSessionTests {
             let connection = Task { try await application.run() }
             defer { connection.cancel() }
             let (file, _) = try await session.download(from: origin.url(seed: 75, size: 2000))
-            #expect(delegate.seen.withLock { $0 } == [file.path: true], "the delegate's location held the file")
+            #expect(FileManager.default.fileExists(atPath: file.path), "the caller's")
+            #expect(delegate.seen.withLock { $0 }.isEmpty, "the delegate was not handed the caller's file")
+
+            var events = session.events.makeAsyncIterator()
+            let task = try await session.downloadTask(with: origin.url(seed: 76, size: 2000))
+            while let event = await events.next() {
+                if case .completed(let done, _, _) = event, done.taskIdentifier == task.taskIdentifier { break }
+            }
+            let seen = delegate.seen.withLock { $0 }
+            #expect(seen.count == 1 && seen.values.allSatisfy { $0 }, "handed a file that was there: \(seen)")
+            #expect(FileManager.default.fileExists(atPath: daemon.directory + "/taken-\(task.taskIdentifier)"))
         }
     }
 
@@ -190,7 +202,8 @@ struct BackgroundURLSessionTests {
     }
 }
 
-/// Records each location a delegate is handed, and whether a file was there.
+/// Records each location a delegate is handed, and whether a file was there; takes the file
+/// (to `taken-<id>` beside the daemon's state), as an iOS delegate must.
 final class LocationRecorder: BackgroundURLSessionDelegate {
     let seen = Mutex<[String: Bool]>([:])
 
@@ -198,5 +211,10 @@ final class LocationRecorder: BackgroundURLSessionDelegate {
         _ session: BackgroundURLSession, downloadTask: BackgroundURLSessionTask, didFinishDownloadingTo location: URL
     ) {
         seen.withLock { $0[location.path] = FileManager.default.fileExists(atPath: location.path) }
+        // <directory>/state/containers/<app>/transfers/<file>: five components off is <directory>.
+        var directory = location
+        for _ in 0..<5 { directory.deleteLastPathComponent() }
+        try? FileManager.default.moveItem(
+            at: location, to: directory.appendingPathComponent("taken-\(downloadTask.taskIdentifier)"))
     }
 }

@@ -179,19 +179,23 @@ public final class BackgroundURLSession: Sendable {
         case .downloadFinished(let id, _, let description, let location):
             let task = BackgroundURLSessionTask(id: id, taskDescription: description, kind: .download)
             let file = URL(fileURLWithPath: location)
-            let awaited = state.withLock { $0.waiters[id] != nil }
-            var location = file
-            if awaited || hasListeners {
-                // Async callers own the file: it leaves bgd's hand-off place before the ack.
+            if state.withLock({ $0.waiters[id] != nil }) {
+                // A `download(from:)` caller owns the file, as iOS's async methods return it
+                // instead of calling the delegate: it leaves bgd's hand-off place before the ack.
                 let kept = keep(file, id: id)
                 state.withLock { $0.finishedFiles[id] = kept }
-                location = kept ?? file
-                broadcast(.downloadFinished(task, location: location))
+                broadcast(.downloadFinished(task, location: kept ?? file))
+            } else {
+                // The delegate takes it first, as on iOS; what it leaves is for `events`.
+                // (Before, a listener's keep moved the file first and the delegate was handed
+                // the place it had just left.)
+                delegate?.urlSession(self, downloadTask: task, didFinishDownloadingTo: file)
+                if hasListeners {
+                    let left = FileManager.default.fileExists(atPath: file.path) ? keep(file, id: id) : nil
+                    broadcast(.downloadFinished(task, location: left ?? file))
+                }
             }
-            // Where the file is now: before, a delegate beside an async caller was handed the
-            // hand-off place the file had just left.
-            delegate?.urlSession(self, downloadTask: task, didFinishDownloadingTo: location)
-            // As on iOS: whatever the delegate did not move is gone when it returns.
+            // As on iOS: whatever nobody took is gone once the event is handled.
             try? FileManager.default.removeItem(at: file)
         case .transferCompleted(let id, _, let description, let statusCode, let error):
             let task = BackgroundURLSessionTask(id: id, taskDescription: description, kind: .download)

@@ -14,7 +14,9 @@ public struct BackgroundURLSessionConfiguration: Sendable {
     /// Launch the app for the session's events when it is not running (iOS's default: yes).
     public var sessionSendsLaunchEvents = true
 
+    /// Any identifier, as iOS takes: control characters (which bgd refuses in names it prints)
+    /// become spaces, here, so that the session and its events agree on the name.
     public static func background(withIdentifier identifier: String) -> BackgroundURLSessionConfiguration {
-        BackgroundURLSessionConfiguration(identifier: identifier)
+        BackgroundURLSessionConfiguration(identifier: PrintableText.printable(identifier))
     }
 }
