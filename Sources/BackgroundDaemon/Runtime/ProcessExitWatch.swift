@@ -125,8 +125,12 @@ enum ProcessExitWatch {
                 var drain = [UInt8](repeating: 0, count: 64)
                 while read(changed.read, &drain, drain.count) > 0 {}
                 for entry in polled.dropFirst() where entry.revents != 0 {
+                    // The waiter out first, then the descriptor closed: closed first, its number
+                    // could be a new pidfd of another launch by the time the waiter was looked up,
+                    // and that launch's waiter would be resumed (and this one never).
+                    let waiter = state.withLock { $0.waiters.removeValue(forKey: entry.fd) }
                     close(entry.fd)
-                    state.withLock { $0.waiters.removeValue(forKey: entry.fd) }?.resume()
+                    waiter?.resume()
                 }
             }
         }
