@@ -71,10 +71,48 @@ struct SysfsConditionsTests {
         try sysfs.laptop(network: "eth0")
         try sysfs.write("class/net/eth0/operstate", "down")
         #expect(SysfsConditions(root: sysfs.root).read().conditions.network == .none)
-        // A tunnel says "unknown" but has a carrier: that is a network.
+        // A tunnel alone carries nothing: a VPN daemon holds tun0 open ("unknown", with a
+        // carrier) whether or not there is a network under it.
         try sysfs.write("class/net/tun0/operstate", "unknown")
         try sysfs.write("class/net/tun0/carrier", "1")
+        try sysfs.write("class/net/tun0/type", "65534")
+        #expect(SysfsConditions(root: sysfs.root).read().conditions.network == .none)
+        // ppp says "unknown" too, with a carrier: that is a network (a modem's).
+        try sysfs.write("class/net/ppp0/operstate", "unknown")
+        try sysfs.write("class/net/ppp0/carrier", "1")
+        try sysfs.write("class/net/ppp0/type", "512")
         #expect(SysfsConditions(root: sysfs.root).read().conditions.network == .unmetered)
+    }
+
+    /// A VPN on a cellular modem is metered; containers' bridge and ports are no network of
+    /// their own; a container's own veth is its network. Before, any tunnel, bridge or port up
+    /// counted as an unmetered network.
+    @Test func tunnelsAndBridgesRideOnTheLinkUnderThem() throws {
+        let cellular = FakeSysfs()
+        try cellular.laptop(network: "wwan0")
+        try cellular.write("class/net/wg0/operstate", "unknown")
+        try cellular.write("class/net/wg0/carrier", "1")
+        try cellular.write("class/net/wg0/type", "65534")
+        #expect(SysfsConditions(root: cellular.root).read().conditions.network == .metered)
+
+        let host = FakeSysfs()
+        try host.laptop(network: "eth0")
+        try host.write("class/net/eth0/operstate", "down")
+        try host.write("class/net/eth0/device/vendor", "0x8086")
+        try host.write("class/net/docker0/operstate", "up")
+        try host.write("class/net/docker0/bridge/forward_delay", "1500")
+        try host.write("class/net/veth1a2b/operstate", "up")
+        try host.write("class/net/veth1a2b/brport/state", "3")
+        #expect(SysfsConditions(root: host.root).read().conditions.network == .none)
+        // The Ethernet card in a bridge of its own (a VM host's br0) still counts.
+        try host.write("class/net/eth0/operstate", "up")
+        try host.write("class/net/eth0/brport/state", "3")
+        #expect(SysfsConditions(root: host.root).read().conditions.network == .unmetered)
+
+        let container = FakeSysfs()
+        try container.write("class/net/eth0/operstate", "up")
+        try container.write("class/net/eth0/type", "1")
+        #expect(SysfsConditions(root: container.root).read().conditions.network == .unmetered)
     }
 
     /// Garbage in the files, a mouse's battery, no sysfs at all: sensible answers, no crash.
@@ -186,10 +224,10 @@ struct DaemonConditionsTests {
         try "yes (guessed)\n".write(toFile: answer, atomically: true, encoding: .utf8)
         let nmcli = directory + "/nmcli"
         try """
-            #!/bin/sh
-            [ "$*" = "-t -g GENERAL.METERED device show eth0" ] || exit 10
-            cat \(answer)
-            """.write(toFile: nmcli, atomically: true, encoding: .utf8)
+        #!/bin/sh
+        [ "$*" = "-t -g GENERAL.METERED device show eth0" ] || exit 10
+        cat \(answer)
+        """.write(toFile: nmcli, atomically: true, encoding: .utf8)
         try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: nmcli)
         let routes = directory + "/route"
         try "Iface\tDestination\tGateway\tFlags\neth0\t0000A8C0\t00000000\t0001\neth0\t00000000\t0100A8C0\t0003\n"

@@ -2,7 +2,8 @@ import BackgroundModel
 import Foundation
 
 /// Reads the machine's power and network from Linux's sysfs: `class/power_supply/*` (type,
-/// online, status, capacity) and `class/net/*` (operstate, carrier, uevent's DEVTYPE).
+/// online, status, capacity) and `class/net/*` (operstate, carrier, uevent's DEVTYPE, and type,
+/// bridge, brport and device to pass over tunnels and bridges).
 ///
 /// The root is a parameter so that tests can lay out a sysfs tree of their own. Where there is
 /// no sysfs (macOS) the machine reads as plugged in and online: an unknown is not a reason to
@@ -38,7 +39,9 @@ public struct SysfsConditions: Sendable {
                 sources.append(path)
                 batteryFound = true
                 // A percentage: anything else (a driver's garbage) is bounded, not summed into an overflow.
-                if let capacity = value(path + "/capacity").flatMap(Int.init) { levels.append(min(max(capacity, 0), 100)) }
+                if let capacity = value(path + "/capacity").flatMap(Int.init) {
+                    levels.append(min(max(capacity, 0), 100))
+                }
                 if ["Charging", "Full"].contains(value(path + "/status")) { batteryCharging = true }
             default:
                 continue
@@ -59,6 +62,7 @@ public struct SysfsConditions: Sendable {
         var up: [(name: String, metered: Bool)] = []
         for name in entries(of: directory) where name != "lo" {
             let path = directory + "/" + name
+            if ridesOnAnotherLink(path) { continue }
             let state = value(path + "/operstate")
             // Some virtual links (tun, ppp) say "unknown" while carrying traffic; their carrier tells.
             guard state == "up" || (state == "unknown" && value(path + "/carrier") == "1") else { continue }
@@ -70,6 +74,22 @@ public struct SysfsConditions: Sendable {
         if up.isEmpty { return .none }
         return up.allSatisfy(\.metered) ? .metered : .unmetered
     }
+
+    /// Plumbing whose traffic goes out over another link, which counts for itself: a tunnel
+    /// (tun, WireGuard, GRE, IPIP, SIT), a bridge, a virtual port of a bridge (a container's
+    /// veth on the host). Counted, a VPN daemon holding tun0 open made a laptop with no network
+    /// look online, one on cellular with a VPN look unmetered, and running containers kept an
+    /// offline host online.
+    private func ridesOnAnotherLink(_ path: String) -> Bool {
+        if let type = value(path + "/type").flatMap(Int.init), Self.tunnelTypes.contains(type) { return true }
+        let manager = FileManager.default
+        if manager.fileExists(atPath: path + "/bridge") { return true }
+        return manager.fileExists(atPath: path + "/brport") && !manager.fileExists(atPath: path + "/device")
+    }
+
+    /// `ARPHRD_` types of tunnels (if_arp.h): TUNNEL, TUNNEL6, SIT, IPGRE, IP6GRE, NONE (tun,
+    /// WireGuard). A physical link is 1 (Ethernet, Wi-Fi), ppp 512, a raw-IP modem 519.
+    static let tunnelTypes: Set<Int> = [768, 769, 776, 778, 823, 65534]
 
     private func entries(of directory: String) -> [String] {
         ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).sorted()
