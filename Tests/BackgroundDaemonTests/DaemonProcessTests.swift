@@ -48,6 +48,53 @@ struct DaemonProcessTests {
         }
     }
 
+    /// A `--socket` in a directory that was there: the directory keeps its mode (bgd made it
+    /// 0700, even $HOME, or /tmp as root); one anybody may write to without the sticky bit is
+    /// refused. An operator token file others could read is replaced by a new token; one another
+    /// user made is refused (they may know it).
+    @Test func aSocketsDirectoryAndTokenAreTrustedOnlyAsBgdsUsers() async throws {
+        let directory = TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let shared = directory + "/shared"
+        #expect(mkdir(shared, 0o755) == 0 && chmod(shared, 0o755) == 0)
+        let socket = shared + "/bgd.sock"
+        let token = socket + ".operator-token"
+        func mode(_ path: String) -> mode_t {
+            var info = stat()
+            return stat(path, &info) == 0 ? info.st_mode & 0o7777 : 0
+        }
+        func start() async throws -> String {
+            let daemon = try await DaemonProcess(stateDirectory: directory + "/state", socketPath: socket)
+            daemon.signal(SIGTERM)
+            #expect(await daemon.waitForExit() == 0)
+            return try String(contentsOfFile: token, encoding: .utf8)
+        }
+        let first = try await start()
+        #expect(mode(shared) == 0o755, "the directory keeps its mode")
+        #expect(mode(token) == 0o600)
+
+        #expect(chmod(token, 0o644) == 0)
+        let second = try await start()
+        #expect(second != first && mode(token) == 0o600, "a token others could read is replaced")
+        #expect(try await start() == second, "and then kept")
+
+        #expect(chown(token, 65534, 65534) == 0)
+        let squatted = try await Command.run(
+            try BuiltProducts.path(of: "bgd"),
+            ["--state-dir", directory + "/state", "--socket", socket, "--push-port", "off"])
+        #expect(
+            squatted.status == 1 && squatted.standardError.contains("belongs to user 65534, not to bgd's"),
+            "\(squatted)")
+
+        let open = directory + "/open"
+        #expect(mkdir(open, 0o777) == 0 && chmod(open, 0o777) == 0)
+        let refused = try await Command.run(
+            try BuiltProducts.path(of: "bgd"),
+            ["--state-dir", directory + "/state", "--socket", open + "/bgd.sock", "--push-port", "off"])
+        #expect(
+            refused.status == 1 && refused.standardError.contains("anybody may write to it"), "\(refused)")
+    }
+
     /// Another state directory but the same socket: refused, and the first bgd's socket is
     /// neither bound over nor unlinked (probe D7).
     @Test func aSecondBgdOnTheSameSocketRefusesToStartAndLeavesItAlone() async throws {

@@ -16,11 +16,12 @@ public struct OperatorCredential: Sendable {
     public let path: String
     private let digest: [UInt8]
 
-    /// Reads the token beside `socketPath`, or makes one.
+    /// Reads the token beside `socketPath`, or makes one. A token file another user owns is
+    /// refused (they may know the token: with a `--socket` in a shared directory, they could
+    /// have made it first); one others could read is replaced by a new token.
     public init(socketPath: String) throws {
         path = DaemonLocation.operatorTokenPath(socketPath: socketPath)
-        var token =
-            (try? String(contentsOfFile: path, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+        var token = try Self.kept(at: path) ?? ""
         if token.count < 32 {
             token = TokenIssuer().makeToken().rawValue
             let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
@@ -28,6 +29,7 @@ public struct OperatorCredential: Sendable {
                 throw StateDirectory.Unusable(
                     path: path, reason: "cannot write the operator token: \(String(cString: strerror(errno)))")
             }
+            fchmod(descriptor, 0o600)  // an existing file keeps its mode through O_TRUNC
             let line = token + "\n"
             let written = line.withCString { write(descriptor, $0, strlen($0)) }
             fsync(descriptor)
@@ -36,8 +38,28 @@ public struct OperatorCredential: Sendable {
                 throw StateDirectory.Unusable(path: path, reason: "cannot write the operator token")
             }
         }
-        chmod(path, 0o600)
         digest = Array(SHA256.hash(data: Data(token.utf8)))
+    }
+
+    /// The token in the file at `path`, if there is one bgd may trust: bgd's user's, readable by
+    /// nobody else. Nil when there is none, or when others could have read it (a new one is made).
+    private static func kept(at path: String) throws -> String? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { return nil }
+        guard info.st_uid == geteuid() else {
+            throw StateDirectory.Unusable(
+                path: path,
+                reason:
+                    "the operator token file belongs to user \(info.st_uid), not to bgd's: whoever made it may know the token. Remove it, or pass a --socket in a directory only you can write"
+            )
+        }
+        guard info.st_mode & 0o077 == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
+        let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: false)
+        let data = (try? handle.read(upToCount: 4096)) ?? Data()
+        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     /// Whether `presented` is the operator token (compared by digest, so the time taken says

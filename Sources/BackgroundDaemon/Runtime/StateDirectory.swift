@@ -111,13 +111,27 @@ final class SocketClaim: Sendable {
                 path: socketPath, reason: "a Unix socket path must be shorter than 104 bytes; pass a shorter --socket")
         }
         let directory = (socketPath as NSString).deletingLastPathComponent
-        do {
-            try FileManager.default.createDirectory(
-                atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        } catch {
-            throw StateDirectory.Unusable(path: directory, reason: SystemErrorText.describe(error))
+        var info = stat()
+        if stat(directory, &info) == 0 {
+            // A directory that was there keeps its mode: a --socket in $HOME (or /tmp, as root)
+            // once made that directory 0700. One anybody may write to without the sticky bit
+            // lets anybody replace the socket.
+            if info.st_mode & 0o002 != 0 && info.st_mode & S_ISVTX == 0 {
+                throw StateDirectory.Unusable(
+                    path: directory,
+                    reason:
+                        "anybody may write to it and replace bgd's socket; pass a --socket in a directory only you can write (the default is $XDG_RUNTIME_DIR/bgd)"
+                )
+            }
+        } else {
+            do {
+                try FileManager.default.createDirectory(
+                    atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            } catch {
+                throw StateDirectory.Unusable(path: directory, reason: SystemErrorText.describe(error))
+            }
+            chmod(directory, 0o700)  // whatever the umask
         }
-        chmod(directory, 0o700)
         switch PidLock.take(socketPath + ".lock") {
         case .taken(let lock): self.lock = lock
         case .held(let holder): throw SocketInUse(socketPath: socketPath, holder: holder)
