@@ -103,6 +103,23 @@ struct RelayStoreTests {
             expiration: expiration, payload: Data(#"{"aps":{"content-available":1}}"#.utf8))
     }
 
+    /// A revoke names a token as a registration does: 64 hex digits. Before, a revoke's token
+    /// was taken as it came, and one with NUL in it failed on PostgreSQL as the store's trouble,
+    /// not the device's; now both stores refuse it as `malformedToken`, and nothing changes.
+    @Test(arguments: Backend.available)
+    func aRevokeOfNoTokenIsRefused(_ backend: Backend) async throws {
+        try await withStore(backend) { store in
+            let token = String(repeating: "ab", count: 32)
+            let owner = try await registeredOwner(store, token: token)
+            for bad in [token.dropLast() + "\u{0}", "", String(repeating: "zz", count: 32), token + "ab"] {
+                await #expect(throws: RelayRefusal.malformedToken(String(bad))) {
+                    try await store.revoke(token: String(bad), device: owner.device, at: now)
+                }
+            }
+            #expect(try await store.tokenOwner(token)?.revokedAt == nil)
+        }
+    }
+
     @Test(arguments: Backend.available)
     func aDeviceAuthenticatesWithItsSecretOnly(_ backend: Backend) async throws {
         try await withStore(backend) { store in
