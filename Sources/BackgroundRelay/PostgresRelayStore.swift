@@ -374,6 +374,20 @@ public final class PostgresRelayStore: RelayStore {
     ) async throws -> Set<String> {
         let logger = self.logger
         return try await transaction { connection in
+            // One commit at a time per device, topic and collapse id, across nodes: under READ
+            // COMMITTED two at once each replaced only what the other had not yet committed, and
+            // both pushes waited. Taken in one order, so two groups never wait on each other.
+            let collapseKeys = Set(
+                pushes.compactMap { push in
+                    push.collapseID.map { push.owner.device + "\n" + push.owner.topic + "\n" + $0 }  // no NUL in text
+                })
+            if !collapseKeys.isEmpty {
+                try await connection.query(
+                    """
+                    SELECT pg_advisory_xact_lock(hashtextextended(key, 0))
+                    FROM (SELECT key FROM unnest(\(collapseKeys.sorted())::text[]) AS key ORDER BY key) AS sorted
+                    """, logger: logger)
+            }
             var devices: Set<String> = []
             var rows: [(push: AcceptedPush<RelayTokenOwner>, expiration: Date?, state: RelayPushState)] = []
             /// The row of this group that is pending for each device, topic and collapse id: a

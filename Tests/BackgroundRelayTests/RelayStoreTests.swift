@@ -524,6 +524,32 @@ struct RelayStoreTests {
         }
     }
 
+    /// Two nodes commit pushes with the same collapse id for one device at the same moment: one
+    /// stays pending, as on one node. Before, each transaction's replacement missed the other's
+    /// uncommitted push (READ COMMITTED), and both waited for the device.
+    @Test(.enabled(if: TestPostgres.isAvailable, "needs PostgreSQL: eval \"$(Tests/Postgres/start.sh)\" (CI does)"))
+    func twoNodesCollapsingAtOnceLeaveOnePushPending() async throws {
+        let url = try await TestPostgres.makeDatabase()
+        let nodes = try (0..<2).map { _ in try PostgresRelayStore(url: url, logger: Logger(label: "test")) }
+        let pools = nodes.map { node in Task { await node.runPool() } }
+        defer { for pool in pools { pool.cancel() } }
+        try await nodes[0].prepare()
+        let token = String(repeating: "ab", count: 32)
+        let owner = try await registeredOwner(nodes[0], token: token)
+        var doubled = 0
+        for round in 0..<40 {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for (index, node) in nodes.enumerated() {
+                    let accepted = push(owner, token: token, id: "\(round)-\(index)", collapse: "score")
+                    group.addTask { _ = try await node.commit([accepted], now: now, connected: { _ in true }) }
+                }
+                try await group.waitForAll()
+            }
+            if try await nodes[0].pushCounts()[.pending] != 1 { doubled += 1 }
+        }
+        #expect(doubled == 0, "\(doubled) of 40 rounds left two pushes with one collapse id pending")
+    }
+
     /// A connection left inside a transaction (a client hung between two statements) would hold
     /// the row locks of the pushes it read FOR UPDATE for good, and every read SKIP LOCKED pass
     /// over them: the server is told to end such a session.
