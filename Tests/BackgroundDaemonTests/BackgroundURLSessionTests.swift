@@ -1,10 +1,11 @@
-import Background
 import BackgroundDaemon
 import BackgroundModel
 import BackgroundTesting
 import Foundation
 import Synchronization
 import Testing
+
+@testable import Background
 
 /// The SDK's async face of background sessions, from a foreground app connected to a live daemon.
 @Suite(.timeLimit(.minutes(5)))
@@ -156,6 +157,9 @@ struct BackgroundURLSessionTests {
             let seen = delegate.seen.withLock { $0 }
             #expect(seen.count == 1 && seen.values.allSatisfy { $0 }, "handed a file that was there: \(seen)")
             #expect(FileManager.default.fileExists(atPath: daemon.directory + "/taken-\(task.taskIdentifier)"))
+            // No end is kept for a caller when none waits: before, each one was, for as long as
+            // the app ran.
+            #expect(session.earlyCount == 0)
         }
     }
 

@@ -19,7 +19,11 @@ public final class BackgroundURLSession: Sendable {
     private struct State {
         var waiters: [TransferID: CheckedContinuation<Outcome, Never>] = [:]
         var finishedFiles: [TransferID: URL] = [:]
+        /// Ends that came before their caller waited for them, kept while a call is between its
+        /// submission and its wait (`awaiting`), and only then: an app that never waits (a
+        /// delegate's) kept every end it was told of for as long as it ran.
         var early: [TransferID: Outcome] = [:]
+        var awaiting = 0
         var listeners: [UUID: AsyncStream<BackgroundURLSessionEvent>.Continuation] = [:]
     }
 
@@ -97,6 +101,8 @@ public final class BackgroundURLSession: Sendable {
     public func download(
         from url: URL, taskDescription: String? = nil, sha256: String? = nil
     ) async throws -> (URL, BackgroundURLSessionTask) {
+        beginAwaiting()
+        defer { endAwaiting() }
         let task = try await downloadTask(with: url, taskDescription: taskDescription, sha256: sha256)
         let outcome = await wait(for: task.taskIdentifier)
         if let error = outcome.error { throw error }
@@ -108,6 +114,8 @@ public final class BackgroundURLSession: Sendable {
     public func upload(
         fileAt file: URL, to url: URL, httpMethod: String = "POST"
     ) async throws -> (Int?, BackgroundURLSessionTask) {
+        beginAwaiting()
+        defer { endAwaiting() }
         let task = try await uploadTask(fromFile: file, to: url, httpMethod: httpMethod)
         let outcome = await wait(for: task.taskIdentifier)
         if let error = outcome.error { throw error }
@@ -157,6 +165,19 @@ public final class BackgroundURLSession: Sendable {
                 .post, "/v1/app/transfers", body: request, as: TransferRecord.self))
     }
 
+    private func beginAwaiting() { state.withLock { $0.awaiting += 1 } }
+
+    /// The last call waiting is done: the ends kept meanwhile were none of theirs.
+    private func endAwaiting() {
+        state.withLock { state in
+            state.awaiting -= 1
+            if state.awaiting == 0 { state.early.removeAll() }
+        }
+    }
+
+    /// How many ends are kept for callers not yet waiting (tests).
+    var earlyCount: Int { state.withLock { $0.early.count } }
+
     private func wait(for id: TransferID) async -> Outcome {
         await withCheckedContinuation { continuation in
             let early: Outcome? = state.withLock { state in
@@ -205,7 +226,7 @@ public final class BackgroundURLSession: Sendable {
                 let outcome = Outcome(
                     file: state.finishedFiles.removeValue(forKey: id), error: error, statusCode: statusCode)
                 let waiter = state.waiters.removeValue(forKey: id)
-                if waiter == nil { state.early[id] = outcome }
+                if waiter == nil && state.awaiting > 0 { state.early[id] = outcome }
                 return (waiter, outcome)
             }
             waiter?.resume(returning: outcome)
