@@ -356,7 +356,10 @@ public final class BackgroundApplication: Sendable {
         } onCancel: {
             handlerTask.cancel()
         }
-        state.withLock { _ = $0.running.removeValue(forKey: run) }
+        state.withLock { state in
+            state.running[run] = nil
+            state.runningTasks[run] = nil  // (it was kept for good: a BGTask per task run)
+        }
         // The connection ended under the handler: the event is given up, not answered, and
         // handled anew when bgd sends it again.
         if result == nil && Task.isCancelled { return }
@@ -407,6 +410,9 @@ public final class BackgroundApplication: Sendable {
 
     private func expire(_ run: RunID) {
         let (task, delegate, backgroundTask) = state.withLock { ($0.running[run], $0.delegate, $0.runningTasks[run]) }
+        // A run answered meanwhile: nothing of it is left to wrap up (its expiration handlers
+        // ran after its answer before).
+        guard task != nil || backgroundTask != nil else { return }
         if let backgroundTask {
             // A BGTask's own expiration handler, which may still call setTaskCompleted(success: false).
             backgroundTask.expire()

@@ -1,10 +1,11 @@
-import Background
 import BackgroundDaemon
 import BackgroundModel
 import BackgroundPolicy
 import BackgroundTesting
 import Foundation
 import Testing
+
+@testable import Background
 
 /// `BGTaskScheduler`: the real one's limits and errors, processing tasks that wait for their
 /// conditions and a quiet device and stop when either goes, refresh tasks planned by the fetch
@@ -185,6 +186,31 @@ struct TaskSchedulerTests {
             #expect(run.taskIdentifier == Self.refresh && run.outcome == .newData, "\(run)")
             #expect(log(daemon) == ["task \(Self.refresh) appRefresh"])
             #expect(try await application.taskScheduler.pendingTaskRequests().isEmpty)
+        }
+    }
+
+    /// A task carried out by the app as it runs (connected, not launched): once answered,
+    /// nothing of it is kept in the app. Before, its BGTask was, for as long as the app ran, and
+    /// an expiration that crossed the answer ran its handler after the fact.
+    @Test func aTaskAnsweredLeavesNothingBehindInTheApp() async throws {
+        try await TestDaemon.with { daemon in
+            let registered = try await daemon.register(
+                Self.app, command: ["/bin/false"], interval: .never, taskIdentifiers: [Self.processing])
+            let application = BackgroundApplication(
+                appID: AppID(rawValue: Self.app)!, token: registered.token, socketPath: daemon.socketPath)
+            application.taskScheduler.register(forTaskWithIdentifier: Self.processing) { task in
+                task.setTaskCompleted(success: true)
+            }
+            var connection: Task<Void, any Error>?
+            try await daemon.waitFor({ if case .appConnected = $0 { () } else { nil } }) {
+                connection = Task { try await application.run() }
+            }
+            defer { connection?.cancel() }
+            let run = try await daemon.waitForRunEnd(of: Self.app) {
+                try await application.taskScheduler.submit(ProcessingTaskRequest(identifier: Self.processing))
+            }
+            #expect(run.outcome == .newData && run.launched == false, "\(run)")
+            #expect(application.state.withLock { $0.runningTasks.isEmpty && $0.running.isEmpty })
         }
     }
 
