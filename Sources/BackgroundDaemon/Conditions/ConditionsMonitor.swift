@@ -52,6 +52,8 @@ public actor ConditionsMonitor {
     private var sensed: DeviceConditions
     private var sources: [String]
     private var overrides: ConditionOverrides
+    /// NetworkManager's last verdict, and what it was asked for.
+    private var metered: MeteredVerdict?
 
     init(
         configuration: Configuration, store: BackgroundStore, doorbells: [Doorbell], networkDoorbells: [Doorbell] = [],
@@ -62,7 +64,7 @@ public actor ConditionsMonitor {
         self.doorbells = doorbells
         self.networkDoorbells = networkDoorbells
         self.logger = logger
-        (sensed, sources) = Self.sense(configuration)
+        (sensed, sources, metered) = Self.sense(configuration, kept: nil)
         overrides = try await store.conditionOverrides()
     }
 
@@ -79,11 +81,13 @@ public actor ConditionsMonitor {
         announce(from: before)
     }
 
-    /// Senses again now.
+    /// Senses again now: on the poll (no `cause`) everything; for a kernel event, NetworkManager
+    /// only if the links up or the default route changed. Before, every event asked it (a
+    /// process forked), a battery's uevent at each percent and an address's renewal included.
     public func refresh(because cause: String? = nil) {
         if let cause { logger.debug("Reading the conditions again", metadata: ["cause": "\(cause)"]) }
         let before = effective
-        (sensed, sources) = Self.sense(configuration)
+        (sensed, sources, metered) = Self.sense(configuration, kept: cause == nil ? nil : metered)
         announce(from: before)
     }
 
@@ -98,18 +102,39 @@ public actor ConditionsMonitor {
 
     /// sysfs for power and the network's state; NetworkManager, where it is there, for whether
     /// the network is metered (its word over sysfs's guess from the device type).
-    private static func sense(_ configuration: Configuration) -> (DeviceConditions, [String]) {
+    /// With `kept`, NetworkManager's verdict is taken from it when it was given for the same
+    /// links up and default route.
+    private static func sense(
+        _ configuration: Configuration, kept: MeteredVerdict?
+    ) -> (DeviceConditions, [String], MeteredVerdict?) {
         switch configuration.sensing {
         case .sysfs(let root):
             var (conditions, sources) = SysfsConditions(root: root).read()
-            if conditions.network != .none, let verdict = configuration.networkManager.read() {
-                conditions.network = verdict.metered ? .metered : .unmetered
-                sources.append(verdict.source)
+            guard conditions.network != .none else { return (conditions, sources, nil) }
+            let asked = MeteredVerdict.Question(
+                links: sources.filter { $0.contains("/class/net/") },
+                device: configuration.networkManager.defaultDevice())
+            let verdict =
+                kept.flatMap { $0.question == asked ? $0 : nil }
+                ?? MeteredVerdict(question: asked, answer: configuration.networkManager.read())
+            if let answer = verdict.answer {
+                conditions.network = answer.metered ? .metered : .unmetered
+                sources.append(answer.source)
             }
-            return (conditions, sources)
+            return (conditions, sources, verdict)
         case .fixed(let conditions):
-            return (conditions, ["fixed by bgd's configuration"])
+            return (conditions, ["fixed by bgd's configuration"], nil)
         }
+    }
+
+    /// NetworkManager's word on whether the network is metered, and what it was asked for.
+    struct MeteredVerdict: Sendable {
+        struct Question: Equatable, Sendable {
+            var links: [String]
+            var device: String?
+        }
+        var question: Question
+        var answer: (metered: Bool, source: String)?
     }
 
     /// Reads the conditions again when the kernel says something changed, and on the poll.

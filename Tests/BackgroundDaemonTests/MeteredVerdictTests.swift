@@ -1,0 +1,58 @@
+import BackgroundModel
+import BackgroundStore
+import BackgroundTesting
+import Foundation
+import Logging
+import Testing
+
+@testable import BackgroundDaemon
+
+/// NetworkManager is asked again (a process forked) only when it may answer otherwise: on the
+/// poll, or when the links up or the default route changed. A kernel event that changed neither
+/// (a battery's uevent at each percent, an address's lifetime renewed) reuses its last word.
+/// Before, every event forked nmcli.
+struct MeteredVerdictTests {
+    @Test func networkManagerIsAskedOnlyWhenItMayAnswerOtherwise() async throws {
+        let sysfs = FakeSysfs()
+        try sysfs.laptop(onAC: false, capacity: 90)
+        let directory = TemporaryDirectory.make()
+        let asked = directory + "/asked"
+        let nmcli = directory + "/nmcli"
+        try """
+        #!/bin/sh
+        echo "$*" >> \(asked)
+        echo "yes (guessed)"
+        """.write(toFile: nmcli, atomically: true, encoding: .utf8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: nmcli)
+        let routes = directory + "/route"
+        try "Iface\tDestination\tGateway\tFlags\neth0\t00000000\t0100A8C0\t0003\n"
+            .write(toFile: routes, atomically: true, encoding: .utf8)
+        let store = try BackgroundStore.open(atPath: directory + "/bgd.sqlite", durability: .normal)
+        let monitor = try await ConditionsMonitor(
+            configuration: .init(
+                sensing: .sysfs(root: sysfs.root), kernelEvents: false,
+                networkManager: NetworkManagerMetered(nmcli: nmcli, routes: routes)),
+            store: store, doorbells: [], logger: Logger(label: "test"))
+        func times() -> Int {
+            ((try? String(contentsOfFile: asked, encoding: .utf8)) ?? "").split(separator: "\n").count
+        }
+        let first = await monitor.effective
+        #expect(times() == 1 && first.network == .metered)
+
+        // The battery's charge moves, an address is renewed: the same links, the same route.
+        try sysfs.write("class/power_supply/BAT0/capacity", "89")
+        await monitor.refresh(because: "power_supply uevent")
+        await monitor.refresh(because: "a network link or address")
+        #expect(times() == 1, "nobody asked NetworkManager again")
+        let later = await monitor.effective
+        #expect(later == DeviceConditions(power: .battery, batteryLevel: 89, network: .metered))
+
+        // Another link comes up: asked again.
+        try sysfs.write("class/net/wlan0/operstate", "up")
+        await monitor.refresh(because: "a network link or address")
+        #expect(times() == 2)
+        // The poll asks whatever changed.
+        await monitor.refresh()
+        #expect(times() == 3)
+    }
+}
