@@ -244,7 +244,7 @@ public final class BackgroundApplication: Sendable {
                     case .new: break
                     case .beingHandled: continue
                     case .handledBefore:
-                        try await acknowledge(event.seq)  // the ack was lost
+                        try await finish(event.seq)  // again: the ack was lost
                         continue
                     }
                     switch event.body {
@@ -308,8 +308,9 @@ public final class BackgroundApplication: Sendable {
         }
     }
 
-    /// `seq` is handled: acknowledged alone, so that no event before it still being handled
-    /// (a slow fetch, a session not yet created) is closed with it.
+    /// `seq` is handled (or was, and its acknowledgement was lost): acknowledged alone, so that
+    /// no event before it still being handled (a slow fetch, a session not yet created) is
+    /// closed with it.
     func finish(_ seq: EventSequence) async throws {
         _ = state.withLock { $0.handling.remove(seq) }
         try await client.send(.post, "/v1/app/events/ack", body: EventAcknowledgement(seq: seq, only: true))
@@ -441,10 +442,5 @@ public final class BackgroundApplication: Sendable {
         session.deliver(body)
         if case .sessionEventsFinished = body { _ = state.withLock { $0.announcedSessions.remove(identifier) } }
         return true
-    }
-
-    /// An event handled before whose acknowledgement was lost.
-    private func acknowledge(_ seq: EventSequence) async throws {
-        try await client.send(.post, "/v1/app/events/ack", body: EventAcknowledgement(seq: seq, only: true))
     }
 }

@@ -12,7 +12,8 @@ extension BackgroundApplication {
     ) async -> BackgroundTaskIdentifier {
         do {
             let grant = try await client.send(
-                .post, "/v1/app/background-tasks", body: BeginBackgroundTaskRequest(name: name.map(PrintableText.printable)),
+                .post, "/v1/app/background-tasks",
+                body: BeginBackgroundTaskRequest(name: name.map(PrintableText.printable)),
                 as: BackgroundTaskGrant.self)
             let expiringAlready = state.withLock { state in
                 state.expirationHandlers[grant.id] = expirationHandler ?? {}
