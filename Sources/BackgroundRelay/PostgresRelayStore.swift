@@ -265,9 +265,9 @@ public final class PostgresRelayStore: RelayStore {
     }
 
     public func revoke(token: String, device: String, at: Date) async throws {
+        let token = token.lowercased()
         // As a registration's: a token with NUL in it ended the device's session on PostgreSQL.
         guard SQLiteRelayStore.isToken(token) else { throw RelayRefusal.malformedToken(token) }
-        let token = token.lowercased()
         let logger = self.logger
         let version = try await transaction { connection -> Int? in
             var owner: String?

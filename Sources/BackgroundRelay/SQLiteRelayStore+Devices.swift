@@ -122,9 +122,9 @@ extension SQLiteRelayStore {
     /// token nobody registered does nothing (bgd names every revoked token on connecting, also
     /// one revoked before the relay ever heard of it).
     public func revoke(token: String, device: String, at: Date) async throws {
+        let token = token.lowercased()
         // As a registration's: a token with NUL in it ended the device's session on PostgreSQL.
         guard SQLiteRelayStore.isToken(token) else { throw RelayRefusal.malformedToken(token) }
-        let token = token.lowercased()
         let version = try await database.write { db -> Int? in
             let owner = try String.fetchOne(db, sql: "SELECT deviceId FROM deviceToken WHERE token = ?", arguments: [token])
             guard let owner else { return nil }

@@ -94,6 +94,11 @@ struct SysfsConditionsTests {
         try cellular.write("class/net/wg0/carrier", "1")
         try cellular.write("class/net/wg0/type", "65534")
         #expect(SysfsConditions(root: cellular.root).read().conditions.network == .metered)
+        // A QMI modem in raw-IP mode says NONE as tun does, but it is hardware: still the network.
+        try cellular.write("class/net/wwan0/type", "65534")
+        try cellular.write("class/net/wwan0/device/vendor", "0x1199")
+        try cellular.write("class/net/wg0/operstate", "down")
+        #expect(SysfsConditions(root: cellular.root).read().conditions.network == .metered)
 
         let host = FakeSysfs()
         try host.laptop(network: "eth0")

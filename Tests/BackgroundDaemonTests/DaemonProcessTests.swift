@@ -78,13 +78,15 @@ struct DaemonProcessTests {
         #expect(second != first && mode(token) == 0o600, "a token others could read is replaced")
         #expect(try await start() == second, "and then kept")
 
-        #expect(chown(token, 65534, 65534) == 0)
-        let squatted = try await Command.run(
-            try BuiltProducts.path(of: "bgd"),
-            ["--state-dir", directory + "/state", "--socket", socket, "--push-port", "off"])
-        #expect(
-            squatted.status == 1 && squatted.standardError.contains("belongs to user 65534, not to bgd's"),
-            "\(squatted)")
+        if geteuid() == 0 {  // only root may give the file to another user (here and in CI)
+            #expect(chown(token, 65534, 65534) == 0)
+            let squatted = try await Command.run(
+                try BuiltProducts.path(of: "bgd"),
+                ["--state-dir", directory + "/state", "--socket", socket, "--push-port", "off"])
+            #expect(
+                squatted.status == 1 && squatted.standardError.contains("belongs to user 65534, not to bgd's"),
+                "\(squatted)")
+        }
 
         let open = directory + "/open"
         #expect(mkdir(open, 0o777) == 0 && chmod(open, 0o777) == 0)

@@ -21,9 +21,10 @@ struct MeteredVerdictTests {
         try """
         #!/bin/sh
         echo "$*" >> \(asked)
-        echo "yes (guessed)"
+        cat \(directory)/answer
         """.write(toFile: nmcli, atomically: true, encoding: .utf8)
         try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: nmcli)
+        try "yes (guessed)\n".write(toFile: directory + "/answer", atomically: true, encoding: .utf8)
         let routes = directory + "/route"
         try "Iface\tDestination\tGateway\tFlags\neth0\t00000000\t0100A8C0\t0003\n"
             .write(toFile: routes, atomically: true, encoding: .utf8)
@@ -54,5 +55,13 @@ struct MeteredVerdictTests {
         // The poll asks whatever changed.
         await monitor.refresh()
         #expect(times() == 3)
+        // No answer (a connection still activating says "unknown"): the next event asks again.
+        try "unknown\n".write(toFile: directory + "/answer", atomically: true, encoding: .utf8)
+        await monitor.refresh()
+        try "yes\n".write(toFile: directory + "/answer", atomically: true, encoding: .utf8)
+        await monitor.refresh(because: "a network link or address")
+        #expect(times() == 5)
+        let answered = await monitor.effective
+        #expect(answered.network == .metered)
     }
 }

@@ -117,6 +117,9 @@ struct RelayStoreTests {
                 }
             }
             #expect(try await store.tokenOwner(token)?.revokedAt == nil)
+            // In capitals it is the same token, as a registration takes it.
+            try await store.revoke(token: token.uppercased(), device: owner.device, at: now)
+            #expect(try await store.tokenOwner(token)?.revokedAt == now)
         }
     }
 

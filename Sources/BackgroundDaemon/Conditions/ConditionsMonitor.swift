@@ -115,7 +115,7 @@ public actor ConditionsMonitor {
                 links: sources.filter { $0.contains("/class/net/") },
                 device: configuration.networkManager.defaultDevice())
             let verdict =
-                kept.flatMap { $0.question == asked ? $0 : nil }
+                kept.flatMap { $0.question == asked && $0.answer != nil ? $0 : nil }  // no answer: ask again
                 ?? MeteredVerdict(question: asked, answer: configuration.networkManager.read())
             if let answer = verdict.answer {
                 conditions.network = answer.metered ? .metered : .unmetered

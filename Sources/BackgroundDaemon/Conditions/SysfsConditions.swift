@@ -81,14 +81,15 @@ public struct SysfsConditions: Sendable {
     /// look online, one on cellular with a VPN look unmetered, and running containers kept an
     /// offline host online.
     private func ridesOnAnotherLink(_ path: String) -> Bool {
-        if let type = value(path + "/type").flatMap(Int.init), Self.tunnelTypes.contains(type) { return true }
         let manager = FileManager.default
-        if manager.fileExists(atPath: path + "/bridge") { return true }
-        return manager.fileExists(atPath: path + "/brport") && !manager.fileExists(atPath: path + "/device")
+        // Hardware is never plumbing, whatever its type: a QMI modem in raw-IP mode is NONE too.
+        if manager.fileExists(atPath: path + "/device") { return false }
+        if let type = value(path + "/type").flatMap(Int.init), Self.tunnelTypes.contains(type) { return true }
+        return manager.fileExists(atPath: path + "/bridge") || manager.fileExists(atPath: path + "/brport")
     }
 
     /// `ARPHRD_` types of tunnels (if_arp.h): TUNNEL, TUNNEL6, SIT, IPGRE, IP6GRE, NONE (tun,
-    /// WireGuard). A physical link is 1 (Ethernet, Wi-Fi), ppp 512, a raw-IP modem 519.
+    /// WireGuard). A physical link is 1 (Ethernet, Wi-Fi), ppp 512, a raw-IP modem 519 or NONE.
     static let tunnelTypes: Set<Int> = [768, 769, 776, 778, 823, 65534]
 
     private func entries(of directory: String) -> [String] {

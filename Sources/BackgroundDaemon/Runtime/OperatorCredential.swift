@@ -24,12 +24,14 @@ public struct OperatorCredential: Sendable {
         var token = try Self.kept(at: path) ?? ""
         if token.count < 32 {
             token = TokenIssuer().makeToken().rawValue
-            let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
+            // A new file, not the old one rewritten: whoever opened that one while others could
+            // read it would read the new token through the descriptor they hold.
+            unlink(path)
+            let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
             guard descriptor >= 0 else {
                 throw StateDirectory.Unusable(
                     path: path, reason: "cannot write the operator token: \(String(cString: strerror(errno)))")
             }
-            fchmod(descriptor, 0o600)  // an existing file keeps its mode through O_TRUNC
             let line = token + "\n"
             let written = line.withCString { write(descriptor, $0, strlen($0)) }
             fsync(descriptor)
@@ -44,7 +46,7 @@ public struct OperatorCredential: Sendable {
     /// The token in the file at `path`, if there is one bgd may trust: bgd's user's, readable by
     /// nobody else. Nil when there is none, or when others could have read it (a new one is made).
     private static func kept(at path: String) throws -> String? {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)  // a FIFO would block
         guard descriptor >= 0 else { return nil }
         defer { close(descriptor) }
         var info = stat()
