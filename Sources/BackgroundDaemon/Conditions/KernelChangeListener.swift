@@ -51,6 +51,14 @@ final class KernelChangeListener: @unchecked Sendable {
         self.stopPipe = stopPipe
     }
 
+    /// The pipe lives as long as the listener (the thread holds it while it runs): closed by a
+    /// thread that ended early (a failed poll), its numbers could be another file's by the time
+    /// `stop` wrote its byte — the store's, say.
+    deinit {
+        close(stopPipe.read)
+        close(stopPipe.write)
+    }
+
     /// Ends the thread; it closes the sockets on its way out.
     func stop() {
         var byte: UInt8 = 1
@@ -88,8 +96,6 @@ final class KernelChangeListener: @unchecked Sendable {
         private func listen(onChange: @Sendable (String) -> Void) {
             defer {
                 for descriptor in sockets { close(descriptor) }
-                close(stopPipe.read)
-                close(stopPipe.write)
             }
             var entries = (sockets + [stopPipe.read]).map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
             var buffer = [UInt8](repeating: 0, count: 16 * 1024)
