@@ -38,7 +38,7 @@ public final class BackgroundApplication: Sendable {
         var delegate: (any BackgroundApplicationDelegate)?
         /// The highest sequence number taken to handle.
         var lastHandled: EventSequence?
-        /// Events being handled now: one sent again meanwhile (a reconnect) is not taken twice.
+        /// Events being handled now: one bgd sends again meanwhile is not taken twice.
         var handling: Set<EventSequence> = []
         /// Events taken but given up unhandled when their connection ended (a session the app
         /// had not created): sent again, they are taken anew, not taken for handled.
@@ -359,7 +359,7 @@ public final class BackgroundApplication: Sendable {
         }
         state.withLock { state in
             state.running[run] = nil
-            state.runningTasks[run] = nil  // (it was kept for good: a BGTask per task run)
+            state.runningTasks[run] = nil
         }
         // The connection ended under the handler: the event is given up, not answered, and
         // handled anew when bgd sends it again.

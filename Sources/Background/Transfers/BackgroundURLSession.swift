@@ -167,12 +167,16 @@ public final class BackgroundURLSession: Sendable {
 
     private func beginAwaiting() { state.withLock { $0.awaiting += 1 } }
 
-    /// The last call waiting is done: the ends kept meanwhile were none of theirs.
+    /// The last call waiting is done: the ends kept meanwhile were none of theirs, nor their
+    /// files.
     private func endAwaiting() {
-        state.withLock { state in
+        let unclaimed = state.withLock { state -> [URL] in
             state.awaiting -= 1
-            if state.awaiting == 0 { state.early.removeAll() }
+            guard state.awaiting == 0 else { return [] }
+            defer { state.early.removeAll() }
+            return state.early.values.compactMap(\.file)
         }
+        for file in unclaimed { try? FileManager.default.removeItem(at: file) }
     }
 
     /// How many ends are kept for callers not yet waiting (tests).
@@ -200,9 +204,12 @@ public final class BackgroundURLSession: Sendable {
         case .downloadFinished(let id, _, let description, let location):
             let task = BackgroundURLSessionTask(id: id, taskDescription: description, kind: .download)
             let file = URL(fileURLWithPath: location)
-            if state.withLock({ $0.waiters[id] != nil }) {
-                // A `download(from:)` caller owns the file, as iOS's async methods return it
-                // instead of calling the delegate: it leaves bgd's hand-off place before the ack.
+            // A `download(from:)` caller owns the file, as iOS's async methods return it instead
+            // of calling the delegate: it leaves bgd's hand-off place before the ack. One that has
+            // not begun to wait yet (the end came before bgd's answer to the submission) may be
+            // this download's: with no delegate to take it, it is kept for that caller.
+            let forCaller = state.withLock { $0.waiters[id] != nil || ($0.awaiting > 0 && delegate == nil) }
+            if forCaller {
                 let kept = keep(file, id: id)
                 state.withLock { $0.finishedFiles[id] = kept }
                 broadcast(.downloadFinished(task, location: kept ?? file))

@@ -14,7 +14,8 @@ import QuietThreads
 /// coming and going). One thread blocks in `poll` on them and costs nothing while nothing
 /// happens. A burst of messages (a link coming up sends a dozen) is one change.
 final class KernelChangeListener: @unchecked Sendable {
-    // @unchecked: the descriptors are set once; the thread owns them until `stop` tells it to end.
+    // @unchecked: the descriptors are set once; the thread owns the sockets until `stop` tells it
+    // to end, and the listener the stop pipe.
     private let sockets: [Int32]
     private let stopPipe: (read: Int32, write: Int32)
 

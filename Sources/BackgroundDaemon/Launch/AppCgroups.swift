@@ -132,6 +132,16 @@ public struct AppCgroups: Sendable {
         if let file = originFile(of: group) { unlink(file) }
     }
 
+    /// Removes a user's group once nothing is in it, with the note of where its processes came
+    /// from; false while something is.
+    @discardableResult
+    public func retire(_ group: AppCgroup) -> Bool {
+        guard !group.isPopulated else { return false }
+        group.remove()
+        forgetOrigin(of: group)
+        return true
+    }
+
     private func originFile(of group: AppCgroup) -> String? {
         originsDirectory.map { $0 + "/" + (group.path as NSString).lastPathComponent }
     }
@@ -223,6 +233,11 @@ public struct AppCgroup: Sendable, Hashable {
     /// Moves `pid` back to the group it came from (bgd stopping: nothing of it stays around the
     /// user's process). False where that group is gone or refuses.
     public func release(_ pid: Int32, to origin: String) -> Bool { Self.write("\(pid)", to: origin + "/cgroup.procs") }
+
+    /// Moves every process in it back to `origin` (those that may not go stay).
+    public func releaseAll(to origin: String) {
+        for pid in processes { _ = release(pid, to: origin) }
+    }
 
     public var processes: [Int32] {
         ((try? String(contentsOfFile: path + "/cgroup.procs", encoding: .utf8)) ?? "").split(separator: "\n").compactMap

@@ -388,15 +388,10 @@ public actor ProcessSupervisor: Service {
             // process came from, as when bgd stops.
             if cgroup.isPopulated && !processes.values.contains(where: { $0.cgroup == cgroup }) {
                 cgroup.thaw()
-                if let origin = supervised.origin {
-                    for member in cgroup.processes { _ = cgroup.release(member, to: origin) }
-                }
+                if let origin = supervised.origin { cgroup.releaseAll(to: origin) }
             }
-            if !cgroup.isPopulated {
-                retiredCPU[supervised.app, default: 0] += cgroup.cpuMicroseconds ?? 0
-                cgroup.remove()
-                mode.cgroups?.forgetOrigin(of: cgroup)
-            }
+            let used = cgroup.cpuMicroseconds ?? 0
+            if mode.cgroups?.retire(cgroup) == true { retiredCPU[supervised.app, default: 0] += used }
         } else if wasFrozen {
             // Stopped with its process group (SIGSTOP to -pid): the rest of the group goes on.
             AppProcessInfo.signal(-pid, SIGCONT)
@@ -464,11 +459,8 @@ public actor ProcessSupervisor: Service {
             // The process and whatever it started go back; the note of where to stays until the
             // group is empty.
             if let cgroup = supervised.cgroup, let origin = supervised.origin {
-                for member in cgroup.processes { _ = cgroup.release(member, to: origin) }
-                if !cgroup.isPopulated {
-                    cgroup.remove()
-                    mode.cgroups?.forgetOrigin(of: cgroup)
-                }
+                cgroup.releaseAll(to: origin)
+                mode.cgroups?.retire(cgroup)
             }
         }
         let launched = processes.filter { $0.value.launched }.map(\.key)
@@ -485,13 +477,8 @@ public actor ProcessSupervisor: Service {
         if let cgroups = mode.cgroups {
             for (group, adopted) in cgroups.leftovers() {
                 // A user's group whose process exited before its children: they go back too.
-                if adopted, let origin = cgroups.recordedOrigin(of: group) {
-                    for member in group.processes { _ = group.release(member, to: origin) }
-                }
-                if !group.isPopulated {
-                    group.remove()
-                    cgroups.forgetOrigin(of: group)
-                }
+                if adopted, let origin = cgroups.recordedOrigin(of: group) { group.releaseAll(to: origin) }
+                cgroups.retire(group)
             }
             cgroups.removeIfEmpty()
         }
@@ -509,9 +496,7 @@ public actor ProcessSupervisor: Service {
             if adopted {
                 if group.isFrozen { thawed += 1 }
                 group.thaw()
-                if let origin = cgroups.recordedOrigin(of: group) {
-                    for pid in group.processes { _ = group.release(pid, to: origin) }
-                }
+                if let origin = cgroups.recordedOrigin(of: group) { group.releaseAll(to: origin) }
                 if !group.isPopulated { cgroups.forgetOrigin(of: group) }
             } else if group.isPopulated {
                 ended += group.processes.count

@@ -47,10 +47,10 @@ public struct OperatorCredential: Sendable {
     /// nobody else. Nil when there is none, or when others could have read it (a new one is made).
     private static func kept(at path: String) throws -> String? {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)  // a FIFO would block
-        guard descriptor >= 0 else { return nil }
-        defer { close(descriptor) }
+        defer { if descriptor >= 0 { close(descriptor) } }
         var info = stat()
-        guard fstat(descriptor, &info) == 0 else { return nil }
+        // One bgd cannot even open (another user's, 0600) is still another user's.
+        guard (descriptor >= 0 ? fstat(descriptor, &info) : lstat(path, &info)) == 0 else { return nil }
         guard info.st_uid == geteuid() else {
             throw StateDirectory.Unusable(
                 path: path,
@@ -58,7 +58,7 @@ public struct OperatorCredential: Sendable {
                     "the operator token file belongs to user \(info.st_uid), not to bgd's: whoever made it may know the token. Remove it, or pass a --socket in a directory only you can write"
             )
         }
-        guard info.st_mode & 0o077 == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
+        guard descriptor >= 0, info.st_mode & 0o077 == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
         let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: false)
         let data = (try? handle.read(upToCount: 4096)) ?? Data()
         return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)

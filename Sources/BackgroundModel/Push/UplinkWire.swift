@@ -96,7 +96,7 @@ public enum UplinkFrame: Codable, Sendable, Equatable {
     private static let decoder = JSONDecoder()
 
     /// The longest line either side reads; a longer one ends the uplink (a push's payload is at
-    /// most 4 KB, base64 under 6 KB).
+    /// most 5 KB, a VoIP push's; base64 under 7 KB).
     public static let maximumLine = 16 * 1024
 }
 
