@@ -270,8 +270,8 @@ public final class BackgroundApplication: Sendable {
                     }
                 case .control(.transferProgress(let transfer, let session, let bytes, let expected)):
                     sessions.existing(session)?.progress(transfer, bytes: bytes, expected: expected)
-                case .control(.expire(let run, _)):
-                    expire(run)
+                case .control(.expire(let run, let deadline)):
+                    expire(run, deadline: deadline)
                 case .control(.backgroundTimeExpiring(let deadline)):
                     backgroundTimeExpiring(deadline: deadline)
                 case .control(.lifecycle(let newState, let deadline)):
@@ -409,19 +409,30 @@ public final class BackgroundApplication: Sendable {
         }
     }
 
-    private func expire(_ run: RunID) {
+    /// bgd says the run's time ends at `deadline`.
+    private func expire(_ run: RunID, deadline: Date) {
         let (task, delegate, backgroundTask) = state.withLock { ($0.running[run], $0.delegate, $0.runningTasks[run]) }
         // A run answered meanwhile: nothing of it is left to wrap up (its expiration handlers
         // ran after its answer before).
         guard task != nil || backgroundTask != nil else { return }
         if let backgroundTask {
-            // A BGTask's own expiration handler, which may still call setTaskCompleted(success: false).
+            // A BGTask's own expiration handler, whose answer may come after it returns: Apple's
+            // pattern cancels an operation queue there and calls setTaskCompleted(success: false)
+            // from the last operation's completion. The handler is cancelled when the time is up,
+            // not at once: before, such an answer was lost and the run ended `expired`.
             backgroundTask.expire()
+            if let task {
+                let clock = self.clock
+                Task {
+                    try? await clock.sleep(until: deadline)
+                    task.cancel()
+                }
+            }
         } else {
             // The delegate first, as on iOS: it saves state while the handler still runs.
             delegate?.applicationBackgroundFetchWillExpire(self)
+            task?.cancel()
         }
-        task?.cancel()
     }
 
     /// `handleEventsForBackgroundURLSession`, once per session per launch, when launched for its

@@ -214,6 +214,46 @@ struct TaskSchedulerTests {
         }
     }
 
+    /// A task's expiration handler whose answer comes after it returns (Apple's pattern:
+    /// cancel an operation queue, call setTaskCompleted(success: false) from the last
+    /// operation's completion): the answer stands, and the run ends `failed`, before its time is
+    /// up. Before, the handler was cancelled with the expiration, the answer was lost, and the
+    /// run ended `expired` at the deadline.
+    @Test func anAnswerThatFollowsTheExpirationHandlerStands() async throws {
+        try await TestDaemon.with { daemon in
+            let registered = try await daemon.register(
+                Self.app, command: ["/bin/false"], interval: .never, taskIdentifiers: [Self.processing])
+            let application = BackgroundApplication(
+                appID: AppID(rawValue: Self.app)!, token: registered.token, socketPath: daemon.socketPath,
+                clock: daemon.clock)
+            application.taskScheduler.register(forTaskWithIdentifier: Self.processing) { task in
+                task.expirationHandler = {
+                    Task {
+                        await Task.yield()  // the queue's operations wind down first
+                        task.setTaskCompleted(success: false)
+                    }
+                }
+            }
+            var connection: Task<Void, any Error>?
+            try await daemon.waitFor({ if case .appConnected = $0 { () } else { nil } }) {
+                connection = Task { try await application.run() }
+            }
+            defer { connection?.cancel() }
+            try await application.taskScheduler.submit(ProcessingTaskRequest(identifier: Self.processing))
+            #expect(try await eventuallyAsync { try await daemon.store.runningTasks().count == 1 })
+            _ = try await daemon.admin.send(
+                .post, "/v1/tasks/expire",
+                body: TaskTarget(app: AppID(rawValue: Self.app)!, identifier: Self.processing),
+                as: RunningTask.self)
+            #expect(
+                try await eventuallyAsync {
+                    try await daemon.store.runs(of: AppID(rawValue: Self.app)!).first?.outcome != nil
+                })
+            let run = try await daemon.store.runs(of: AppID(rawValue: Self.app)!).first
+            #expect(run?.outcome == .failed, "\(String(describing: run))")
+        }
+    }
+
     /// `bgctl tasks run` / `bgctl tasks expire`: Apple's private debugger commands, public.
     @Test func bgctlRunsAndExpiresATask() async throws {
         try await TestDaemon.with(
