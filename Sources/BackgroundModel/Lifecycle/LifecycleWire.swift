@@ -57,10 +57,7 @@ public struct BeginBackgroundTaskRequest: Hashable, Codable, Sendable {
     public init(name: String?) { self.name = name }
 
     /// Why bgd cannot take this request, or nil.
-    public var problem: String? {
-        guard let name, PrintableText.hasControlCharacters(name) else { return nil }
-        return "'name' must be printable text: no control characters (newlines, escapes)"
-    }
+    public var problem: String? { name.flatMap { PrintableText.problem(with: $0, in: "name") } }
 }
 
 /// The answer: the task's identifier and when background time ends (nil: unlimited, the app is

@@ -102,9 +102,7 @@ public struct TransferRequest: Hashable, Codable, Sendable {
     /// Why bgd cannot take this request, or nil. Checked before anything is stored.
     public var problem: String? {
         if session.isEmpty || session.utf8.count > 200 { return "'session' must be 1 to 200 bytes" }
-        if PrintableText.hasControlCharacters(session) {
-            return "'session' must be printable text: no control characters (newlines, escapes)"
-        }
+        if let problem = PrintableText.problem(with: session, in: "session") { return problem }
         if let taskDescription, taskDescription.utf8.count > 1000 { return "'taskDescription' is at most 1000 bytes" }
         if let problem = ServerURL.problem(with: url) { return "'url' " + problem }
         switch kind {

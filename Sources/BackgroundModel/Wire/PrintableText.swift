@@ -7,6 +7,12 @@ public enum PrintableText {
         text.unicodeScalars.contains { $0.properties.generalCategory == .control }
     }
 
+    /// Why the `field` of a request cannot be `text`, or nil.
+    public static func problem(with text: String, in field: String) -> String? {
+        hasControlCharacters(text)
+            ? "'\(field)' must be printable text: no control characters (newlines, escapes)" : nil
+    }
+
     /// `text` with each control character made a space: what the library sends for a name its
     /// caller gave, where iOS takes any string.
     public static func printable(_ text: String) -> String {
