@@ -135,6 +135,16 @@ struct AppCgroupTests {
         return try #require(process)
     }
 
+    /// Lets the app's background time run out (6 s on the daemon's clock): returns once bgd has
+    /// suspended it.
+    func suspendInTheBackground(_ app: String, on daemon: TestDaemon) async throws {
+        _ = try await daemon.waitFor(
+            { activity -> Bool? in
+                if case .lifecycleChanged(let id, .suspended, _) = activity, id.rawValue == app { return true }
+                return nil
+            }, after: { daemon.clock.advance(by: .seconds(6)) })
+    }
+
     /// A frozen app gets no CPU, and a thawed one does again. The app burns CPU in short bursts;
     /// while it is frozen a busy loop of the test's own is the clock: 200 ms of its CPU time pass,
     /// and the app's cgroup has not used a millisecond meanwhile.
@@ -145,11 +155,7 @@ struct AppCgroupTests {
             let process = try await registerAndLaunchInTheBackground(app, mode: "spin", on: daemon)
             let pid = process.processID
             defer { process.signalGroup(SIGKILL) }
-            _ = try await daemon.waitFor(
-                { activity -> Bool? in
-                    if case .lifecycleChanged(let id, .suspended, _) = activity, id.rawValue == app { return true }
-                    return nil
-                }, after: { daemon.clock.advance(by: .seconds(6)) })
+            try await suspendInTheBackground(app, on: daemon)
             #expect(CgroupProbe.isFrozen(pid))
             let frozenAt = try #require(CgroupProbe.cpuMicroseconds(of: pid))
             let busy = try Spawned("/bin/sh", ["-c", "while :; do :; done"])
@@ -184,11 +190,7 @@ struct AppCgroupTests {
             let helper = try Spawned("/bin/sleep", ["1000"])
             defer { helper.signal(SIGKILL) }
             try "\(helper.processID)".write(toFile: group + "/cgroup.procs", atomically: false, encoding: .utf8)
-            _ = try await daemon.waitFor(
-                { activity -> Bool? in
-                    if case .lifecycleChanged(let id, .suspended, _) = activity, id.rawValue == app { return true }
-                    return nil
-                }, after: { daemon.clock.advance(by: .seconds(6)) })
+            try await suspendInTheBackground(app, on: daemon)
             #expect(CgroupProbe.isFrozen(helper.processID))
 
             kill(pid, SIGKILL)

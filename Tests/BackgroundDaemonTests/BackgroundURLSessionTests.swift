@@ -12,13 +12,24 @@ import Testing
 struct BackgroundURLSessionTests {
     static let app = "com.example.sessions"
 
-    @Test func downloadUploadEventsAndTasks() async throws {
+    /// A local origin and a daemon with the app registered, and the app's instance in this
+    /// process, not yet connected.
+    func withApp(
+        transfers: TransferService.Configuration = .init(),
+        _ body: @Sendable (FaultyOrigin, TestDaemon, BackgroundApplication) async throws -> Void
+    ) async throws {
         let origin = try await FaultyOrigin.start()
         defer { Task { await origin.stop() } }
-        try await TestDaemon.with { daemon in
+        try await TestDaemon.with(transfers: transfers) { daemon in
             let registered = try await daemon.register(Self.app, command: ["/bin/true"], interval: .never)
             let application = BackgroundApplication(
                 appID: AppID(rawValue: Self.app)!, token: registered.token, socketPath: daemon.socketPath)
+            try await body(origin, daemon, application)
+        }
+    }
+
+    @Test func downloadUploadEventsAndTasks() async throws {
+        try await withApp { origin, daemon, application in
             let session = BackgroundURLSession(
                 configuration: .background(withIdentifier: "sdk"), application: application)
             let connection = Task { try await application.run() }
@@ -72,13 +83,10 @@ struct BackgroundURLSessionTests {
     /// delivered. Before, the wait sat in the stream's loop: the fetch was never handled, no
     /// expiration either, and `run()` could not be cancelled.
     @Test func eventsForASessionNotYetCreatedHoldOnlyThemselves() async throws {
-        let origin = try await FaultyOrigin.start()
-        defer { Task { await origin.stop() } }
-        try await TestDaemon.with { daemon in
-            let registered = try await daemon.register(Self.app, command: ["/bin/true"], interval: .never)
+        try await withApp { origin, daemon, application in
             // A download of the app's session "later" (made before an update, say) that ended while
             // no process of the app ran.
-            _ = try await DaemonClient(socketPath: daemon.socketPath, token: registered.token).send(
+            _ = try await application.client.send(
                 .post, "/v1/app/transfers",
                 body: TransferRequest(
                     session: "later", url: origin.url(seed: 74, size: 1000), sessionSendsLaunchEvents: false),
@@ -94,8 +102,6 @@ struct BackgroundURLSessionTests {
                 }
             }
 
-            let application = BackgroundApplication(
-                appID: AppID(rawValue: Self.app)!, token: registered.token, socketPath: daemon.socketPath)
             application.onBackgroundFetch { .newData }
             var first: Task<Void, any Error>?
             try await daemon.waitFor({ if case .appConnected = $0 { () } else { nil } }) {
@@ -134,12 +140,7 @@ struct BackgroundURLSessionTests {
     /// first, at bgd's hand-off place, and what it leaves goes to `events`. Before, a listener's
     /// copy moved the file first and the delegate was handed the place it had just left.
     @Test func aFinishedDownloadHasOneOwner() async throws {
-        let origin = try await FaultyOrigin.start()
-        defer { Task { await origin.stop() } }
-        try await TestDaemon.with { daemon in
-            let registered = try await daemon.register(Self.app, command: ["/bin/true"], interval: .never)
-            let application = BackgroundApplication(
-                appID: AppID(rawValue: Self.app)!, token: registered.token, socketPath: daemon.socketPath)
+        try await withApp { origin, daemon, application in
             let delegate = LocationRecorder()
             let session = BackgroundURLSession(
                 configuration: .background(withIdentifier: "both"), delegate: delegate, application: application)
@@ -166,12 +167,8 @@ struct BackgroundURLSessionTests {
     /// D13: the partial file is cut short while paused: the checkpoint is not trusted, the
     /// download starts over and still ends with the right bytes.
     @Test func aTruncatedPartialIsNotTrusted() async throws {
-        let origin = try await FaultyOrigin.start()
-        defer { Task { await origin.stop() } }
-        try await TestDaemon.with(transfers: .init(engine: .init(checkpointInterval: 256 << 10))) { daemon in
-            let registered = try await daemon.register(Self.app, command: ["/bin/true"], interval: .never)
-            let application = BackgroundApplication(
-                appID: AppID(rawValue: Self.app)!, token: registered.token, socketPath: daemon.socketPath)
+        try await withApp(transfers: .init(engine: .init(checkpointInterval: 256 << 10))) {
+            origin, daemon, application in
             let session = BackgroundURLSession(
                 configuration: .background(withIdentifier: "sdk"), application: application)
             let connection = Task { try await application.run() }

@@ -20,6 +20,13 @@ struct FakeSysfs {
         try (value + "\n").write(to: url, atomically: true, encoding: .utf8)
     }
 
+    /// A link that says "unknown" with a carrier, as tun, WireGuard and ppp do, of ARPHRD `type`.
+    func carrierLink(_ name: String, type: Int) throws {
+        try write("class/net/\(name)/operstate", "unknown")
+        try write("class/net/\(name)/carrier", "1")
+        try write("class/net/\(name)/type", "\(type)")
+    }
+
     func laptop(onAC: Bool = false, capacity: Int = 80, network: String = "eth0") throws {
         try write("class/power_supply/AC/type", "Mains")
         try write("class/power_supply/AC/online", onAC ? "1" : "0")
@@ -73,14 +80,10 @@ struct SysfsConditionsTests {
         #expect(SysfsConditions(root: sysfs.root).read().conditions.network == .none)
         // A tunnel alone carries nothing: a VPN daemon holds tun0 open ("unknown", with a
         // carrier) whether or not there is a network under it.
-        try sysfs.write("class/net/tun0/operstate", "unknown")
-        try sysfs.write("class/net/tun0/carrier", "1")
-        try sysfs.write("class/net/tun0/type", "65534")
+        try sysfs.carrierLink("tun0", type: 65534)
         #expect(SysfsConditions(root: sysfs.root).read().conditions.network == .none)
         // ppp says "unknown" too, with a carrier: that is a network (a modem's).
-        try sysfs.write("class/net/ppp0/operstate", "unknown")
-        try sysfs.write("class/net/ppp0/carrier", "1")
-        try sysfs.write("class/net/ppp0/type", "512")
+        try sysfs.carrierLink("ppp0", type: 512)
         #expect(SysfsConditions(root: sysfs.root).read().conditions.network == .unmetered)
     }
 
@@ -90,9 +93,7 @@ struct SysfsConditionsTests {
     @Test func tunnelsAndBridgesRideOnTheLinkUnderThem() throws {
         let cellular = FakeSysfs()
         try cellular.laptop(network: "wwan0")
-        try cellular.write("class/net/wg0/operstate", "unknown")
-        try cellular.write("class/net/wg0/carrier", "1")
-        try cellular.write("class/net/wg0/type", "65534")
+        try cellular.carrierLink("wg0", type: 65534)
         #expect(SysfsConditions(root: cellular.root).read().conditions.network == .metered)
         // A QMI modem in raw-IP mode says NONE as tun does, but it is hardware: still the network.
         try cellular.write("class/net/wwan0/type", "65534")
