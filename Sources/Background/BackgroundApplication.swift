@@ -175,8 +175,9 @@ public final class BackgroundApplication: Sendable {
     /// again what state it is in, and goes on. Nothing is missed meanwhile: bgd's outbox keeps
     /// every event until the app acknowledges it, and an event seen before is acknowledged, not
     /// handled twice. It throws when bgd cannot be reached at all at first, and when bgd refuses
-    /// it (an unregistered app, a revoked token). A process bgd launched ends with its stream:
-    /// its launch was bgd's, and a new bgd launches it anew.
+    /// it for good (an unregistered app, a revoked token: `isLastingRefusal`); bgd saying "not
+    /// now" (too many streams for a moment, its storage failing) is tried again. A process bgd
+    /// launched ends with its stream: its launch was bgd's, and a new bgd launches it anew.
     public func run() async throws {
         guard !isLaunchedInBackground else { return try await runConnection(reconnected: false, onHello: {}) }
         let connected = Mutex(false)
@@ -186,11 +187,13 @@ public final class BackgroundApplication: Sendable {
             connected.withLock { $0 = false }
             do {
                 try await runConnection(reconnected: everConnected, onHello: { connected.withLock { $0 = true } })
-            } catch let error as BackgroundError where error.httpStatus != nil {
-                throw error  // bgd answered, and refused: trying again would not change its mind
+            } catch let error as BackgroundError where error.isLastingRefusal {
+                throw error  // bgd refused this app: trying again would not change its mind
             } catch {
                 if Task.isCancelled { throw CancellationError() }
-                if !everConnected && !connected.withLock({ $0 }) { throw error }  // never reached: say so
+                // Never reached: say so. bgd answering "not now" (429, 5xx) is reached.
+                let answered = (error as? BackgroundError)?.httpStatus != nil
+                if !everConnected && !connected.withLock({ $0 }) && !answered { throw error }
             }
             if connected.withLock({ $0 }) {
                 everConnected = true

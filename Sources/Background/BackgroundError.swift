@@ -86,6 +86,14 @@ public struct BackgroundError: Error, Equatable, CustomStringConvertible {
     /// code this library does not know yet — `apiCode` has it).
     public var apiErrorCode: APIErrorCode? { apiCode.flatMap(APIErrorCode.init(rawValue:)) }
 
+    /// Whether bgd answered with a refusal that asking again will not change: a 4xx (an unknown
+    /// app, a revoked token, a request this library got wrong), but not 408 or 429, which ask
+    /// the caller to try again later. A 5xx is bgd's own trouble, and passes too.
+    public var isLastingRefusal: Bool {
+        guard let status = httpStatus else { return false }
+        return (400..<500).contains(status) && status != 408 && status != 429
+    }
+
     /// The HTTP status, when bgd answered with an error.
     public var httpStatus: Int? {
         if case .api(let status, _) = code { return status }
