@@ -6,6 +6,7 @@ public struct BackgroundError: Error, Equatable, CustomStringConvertible {
     private enum Code: Equatable {
         case daemonUnreachable
         case daemonUnresponsive
+        case socketNotPermitted
         case api(status: Int, code: String)
         case notLaunchedByDaemon
         case noTokenFile
@@ -32,6 +33,15 @@ public struct BackgroundError: Error, Equatable, CustomStringConvertible {
             .daemonUnreachable,
             "cannot reach bgd at \(socketPath) (\(underlying)); is it running? Start it with `swift run bgd` in a clone, "
                 + "or `systemctl --user start bgd` where it is installed as a service (bgctl install-service)")
+    }
+
+    /// bgd's socket is there, but not this user's to connect to: bgd is likely running, as
+    /// another user. Not "is it running?" — starting another would not help.
+    public static func socketNotPermitted(_ socketPath: String) -> BackgroundError {
+        BackgroundError(
+            .socketNotPermitted,
+            "bgd's socket \(socketPath) is not this user's to use (permission denied): run as the user bgd runs as, "
+                + "or pass --socket (BGD_SOCKET) for a bgd of your own")
     }
 
     /// bgd took the request and did not answer in time: it runs, but is busy or stuck. Not
@@ -72,6 +82,9 @@ public struct BackgroundError: Error, Equatable, CustomStringConvertible {
 
     /// Whether bgd could not be reached at all (not running, no socket, no permission to it).
     public var isDaemonUnreachable: Bool { code == .daemonUnreachable }
+
+    /// Whether bgd's socket is not this user's to use (`socketNotPermitted`).
+    public var isSocketNotPermitted: Bool { code == .socketNotPermitted }
 
     /// Whether bgd took the request and did not answer in time (running, but busy or stuck).
     public var isDaemonUnresponsive: Bool { code == .daemonUnresponsive }

@@ -127,7 +127,9 @@ public struct DaemonClient: Sendable {
         return (Int(response.status.code), Data(buffer.readableBytesView))
     }
 
-    private func exchangeDirectly(_ method: Method, _ path: String, body: Data?, timeout: Duration) throws -> (Int, Data) {
+    private func exchangeDirectly(
+        _ method: Method, _ path: String, body: Data?, timeout: Duration
+    ) throws -> (Int, Data) {
         var headers: [(String, String)] = []
         if let bearer { headers.append(("Authorization", "Bearer \(bearer)")) }
         if body != nil { headers.append(("Content-Type", "application/json")) }
@@ -138,6 +140,8 @@ public struct DaemonClient: Sendable {
             return (answer.status, answer.body)
         } catch where error.timedOut {
             throw BackgroundError.daemonUnresponsive(socketPath, within: timeout)
+        } catch where error.permissionDenied {
+            throw BackgroundError.socketNotPermitted(socketPath)
         } catch {
             throw BackgroundError.daemonUnreachable(socketPath, error.reason)
         }
@@ -161,7 +165,9 @@ public struct DaemonClient: Sendable {
 
     private func makeRequest(_ method: Method, _ path: String) throws -> HTTPClientRequest {
         if let problem = SocketProbe.problem(connectingTo: socketPath) {
-            throw BackgroundError.daemonUnreachable(socketPath, problem)
+            throw problem.permissionDenied
+                ? BackgroundError.socketNotPermitted(socketPath)
+                : BackgroundError.daemonUnreachable(socketPath, problem.reason)
         }
         guard let url = URL(httpURLWithSocketPath: socketPath, uri: path) else {
             throw BackgroundError.daemonUnreachable(socketPath, "not a usable socket path")

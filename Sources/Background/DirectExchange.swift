@@ -20,6 +20,8 @@ enum DirectExchange {
         var reason: String
         /// bgd took the request and its answer did not come in time.
         var timedOut = false
+        /// The socket is not this user's to connect to.
+        var permissionDenied = false
     }
 
     /// The largest answer read (bgd's largest listings are well under it).
@@ -35,11 +37,12 @@ enum DirectExchange {
         let descriptor: Int32
         switch SocketProbe.connection(to: socketPath) {
         case .success(let connected): descriptor = connected
-        case .failure(let problem): throw Failure(reason: problem.reason)
+        case .failure(let problem): throw Failure(reason: problem.reason, permissionDenied: problem.permissionDenied)
         }
         defer { close(descriptor) }
         var limit = timeval(
-            tv_sec: .init(min(timeout.components.seconds, 86400)), tv_usec: .init(timeout.components.attoseconds / 1_000_000_000_000))
+            tv_sec: .init(min(timeout.components.seconds, 86400)),
+            tv_usec: .init(timeout.components.attoseconds / 1_000_000_000_000))
         if limit.tv_sec == 0 && limit.tv_usec == 0 { limit.tv_usec = 1 }  // zero would mean "no limit"
         setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
@@ -58,7 +61,8 @@ enum DirectExchange {
                 if errno == EINTR { continue }
                 throw errno == EAGAIN || errno == EWOULDBLOCK
                     ? Failure(
-                        reason: "bgd did not answer within \(timeout.formatted(.units(allowed: [.seconds])))", timedOut: true)
+                        reason: "bgd did not answer within \(timeout.formatted(.units(allowed: [.seconds])))",
+                        timedOut: true)
                     : Failure(reason: "reading bgd's answer failed: \(String(cString: strerror(errno)))")
             }
             if count == 0 {
@@ -77,7 +81,9 @@ enum DirectExchange {
     private static func write(_ data: Data, to descriptor: Int32) throws(Failure) {
         var done = 0
         while done < data.count {
-            let written = data.withUnsafeBytes { sendWithoutSignal(descriptor, $0.baseAddress! + done, data.count - done) }
+            let written = data.withUnsafeBytes {
+                sendWithoutSignal(descriptor, $0.baseAddress! + done, data.count - done)
+            }
             if written < 0 {
                 if errno == EINTR { continue }
                 throw Failure(reason: "sending the request failed: \(String(cString: strerror(errno)))")
@@ -133,7 +139,8 @@ enum DirectExchange {
         let lineEnd = Data("\r\n".utf8)
         while true {
             guard let sizeEnd = body.range(of: lineEnd, in: position..<body.endIndex) else { return nil }
-            let sizeText = String(decoding: body[position..<sizeEnd.lowerBound], as: UTF8.self)
+            let sizeText =
+                String(decoding: body[position..<sizeEnd.lowerBound], as: UTF8.self)
                 .split(separator: ";", maxSplits: 1).first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
             guard let size = Int(sizeText, radix: 16), size >= 0, size <= answerLimit - decoded.count else {
                 throw Failure(reason: "bgd's answer has a chunk size of '\(sizeText.prefix(20))'")

@@ -11,18 +11,21 @@ import Foundation
 /// with bgd down would sit for the whole timeout instead of saying so at once.
 enum SocketProbe {
     /// Nil when a connection succeeds; otherwise why it failed.
-    static func problem(connectingTo path: String) -> String? {
+    static func problem(connectingTo path: String) -> Problem? {
         switch connection(to: path) {
         case .success(let descriptor):
             close(descriptor)
             return nil
         case .failure(let problem):
-            return problem.reason
+            return problem
         }
     }
 
     struct Problem: Error {
         var reason: String
+        /// The socket, or a directory on its way, is not this user's to use: bgd may well be
+        /// running, as another user.
+        var permissionDenied = false
     }
 
     /// A connected socket (the caller closes it), or why there is none.
@@ -45,7 +48,7 @@ enum SocketProbe {
         guard result != 0 else { return .success(descriptor) }
         let code = errno
         close(descriptor)
-        return .failure(Problem(reason: describe(code, at: path)))
+        return .failure(Problem(reason: describe(code, at: path), permissionDenied: code == EACCES || code == EPERM))
     }
 
     /// The socket address of `path`; nil if it is too long for one.

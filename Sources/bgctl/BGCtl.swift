@@ -19,11 +19,13 @@ struct BGCtl: AsyncParsableCommand {
             failed or cancelled; 64 bad usage; 65 a malformed request or file; 66 a file that \
             cannot be read; 69 bgd not running, its socket (or push gateway) unreachable, or no answer \
             in time; 77 \
-            the operator's or provider's credential missing or wrong.
+            the operator's or provider's credential missing or wrong, or bgd's socket or token \
+            another user's.
             """,
         version: "0.1.0",
         subcommands: [
-            Status.self, Apps.self, Register.self, Token.self, Unregister.self, SetInterval.self, History.self, Why.self,
+            Status.self, Apps.self, Register.self, Token.self, Unregister.self, SetInterval.self, History.self,
+            Why.self,
             Forecast.self,
             Open.self, Usage.self, Env.self, Download.self, Transfers.self, Push.self, Tasks.self, Simulate.self,
             Dashboard.self, InstallService.self, UninstallService.self,
@@ -54,7 +56,10 @@ struct BGCtl: AsyncParsableCommand {
 
 /// Flags every command shares.
 struct DaemonOptions: ParsableArguments {
-    @Option(help: "bgd's socket (default: $BGD_SOCKET, else $XDG_RUNTIME_DIR/bgd/bgd.sock, else run/bgd.sock in bgd's state directory).")
+    @Option(
+        help:
+            "bgd's socket (default: $BGD_SOCKET, else $XDG_RUNTIME_DIR/bgd/bgd.sock, else run/bgd.sock in bgd's state directory)."
+    )
     var socket: String?
 
     @Flag(help: "Print JSON instead of text, for scripts.")
@@ -85,12 +90,24 @@ struct DaemonOptions: ParsableArguments {
 
     /// Says why a call to bgd failed, with its code and the status for its cause, and exits.
     func fail(_ error: BackgroundError) -> Never {
-        fail(
+        let code =
             error.apiCode
-                ?? (error.isDaemonUnreachable
-                    ? "daemonUnreachable" : error.isDaemonUnresponsive ? "daemonUnresponsive" : "failed"),
-            error.reason,
-            exit: BGCtlExit.status(for: error))
+            ?? (error.isDaemonUnreachable
+                ? "daemonUnreachable"
+                : error.isDaemonUnresponsive
+                    ? "daemonUnresponsive" : error.isSocketNotPermitted ? "socketNotPermitted" : "failed")
+        fail(code, unreadableTokenReason(for: error) ?? error.reason, exit: BGCtlExit.status(for: error))
+    }
+
+    /// bgd's 401 tells an HTTP client to send the operator token "or use bgctl"; to bgctl run by a
+    /// user who may connect (a group socket) but not read the token, say that instead.
+    private func unreadableTokenReason(for error: BackgroundError) -> String? {
+        let path = DaemonLocation.operatorTokenPath(socketPath: client.socketPath)
+        guard error.httpStatus == 401, FileManager.default.fileExists(atPath: path),
+            !FileManager.default.isReadableFile(atPath: path)
+        else { return nil }
+        return "cannot read bgd's operator token \(path) (permission denied): bgctl acts as bgd's operator, "
+            + "so run it as the user bgd runs as"
     }
 
     /// Says why the command failed, on stderr, and exits with `status`.
@@ -194,6 +211,7 @@ enum BGCtlExit {
 
     static func status(for error: BackgroundError) -> Int32 {
         if error.isDaemonUnreachable || error.isDaemonUnresponsive { return unreachable }
+        if error.isSocketNotPermitted { return permission }
         switch error.httpStatus {
         case 404: return notFound
         case 401, 403: return permission

@@ -31,7 +31,8 @@ extension BGCtl {
                         run.trigger.rawValue,
                         run.outcome?.rawValue ?? "running", run.duration?.humanDescription ?? "-", run.cpuDescription,
                         run.memoryDescription,
-                        run.reasons.map(\.code.rawValue).joined(separator: ","), TextFormat.reason(run.detail ?? "", now: now),
+                        run.reasons.map(\.code.rawValue).joined(separator: ","),
+                        TextFormat.reason(run.detail ?? "", now: now),
                     ]
                 })
         }
@@ -60,7 +61,9 @@ extension BGCtl {
                 print("\(app) is not planned to be woken.")
             }
             print("  fetch interval: \(why.fetchInterval)")
-            for reason in why.reasons { print("  - \(reason.code.rawValue): \(TextFormat.reason(reason.detail, now: now))") }
+            for reason in why.reasons {
+                print("  - \(reason.code.rawValue): \(TextFormat.reason(reason.detail, now: now))")
+            }
             if let last = why.recentRuns.first {
                 print(
                     "  last run: \(last.outcome?.rawValue ?? "?") \(TextFormat.when(last.startedAt, now: now))\(last.detail.map { " (\(TextFormat.reason($0, now: now)))" } ?? "")"
@@ -77,7 +80,8 @@ extension BGCtl {
 
         static func describe(_ push: PushRecord, now: Date) -> String {
             let tries = push.triesDescription.map { ", \($0)" } ?? ""
-            let what = "\(push.state.rawValue) \(push.apnsID) (received \(TextFormat.when(push.receivedAt, now: now))\(tries))"
+            let what =
+                "\(push.state.rawValue) \(push.apnsID) (received \(TextFormat.when(push.receivedAt, now: now))\(tries))"
             guard let code = push.reasonCode else { return what + ": not looked at yet" }
             return what + " — \(code.rawValue): \(TextFormat.reason(push.reason ?? "", now: now))"
         }
@@ -108,14 +112,18 @@ extension BGCtl {
                     "  earliest allowed \(TextFormat.when(earliest, now: now)): "
                         + forecast.earliestReasons.map(\.code.rawValue).joined(separator: ", "))
             } else {
-                for reason in forecast.earliestReasons { print("  - \(reason.code.rawValue): \(TextFormat.reason(reason.detail, now: now))") }
+                for reason in forecast.earliestReasons {
+                    print("  - \(reason.code.rawValue): \(TextFormat.reason(reason.detail, now: now))")
+                }
             }
             for wake in forecast.wakes {
                 print(
                     "  \(TextFormat.when(wake.at, now: now))  \(String(format: "%.2f", wake.expectedStarts))  \(TextFormat.reason(wake.reason.detail, now: now))"
                 )
             }
-            if let holdback = forecast.holdback { print("  then: \(holdback.code.rawValue): \(TextFormat.reason(holdback.detail, now: now))") }
+            if let holdback = forecast.holdback {
+                print("  then: \(holdback.code.rawValue): \(TextFormat.reason(holdback.detail, now: now))")
+            }
         }
     }
 
@@ -144,16 +152,19 @@ extension BGCtl {
                 let run = try await options.call {
                     try await $0.send(.post, path, as: RunRecord.self, timeout: .seconds(130))
                 }
-                if options.json { return try options.printJSON(run) }
-                guard let outcome = run.outcome else {
-                    return print(
+                if options.json {
+                    try options.printJSON(run)
+                } else if let outcome = run.outcome {
+                    print(
+                        "Run \(run.id): \(outcome.rawValue) after \(run.duration?.humanDescription ?? "?")\(run.detail.map { " — \($0)" } ?? "")"
+                    )
+                } else {
+                    print(
                         "Run \(run.id) started (\(run.launched ? "launched the app" : "sent to the connected app")); `bgctl history \(app)` shows its result."
                     )
                 }
-                print(
-                    "Run \(run.id): \(outcome.rawValue) after \(run.duration?.humanDescription ?? "?")\(run.detail.map { " — \($0)" } ?? "")"
-                )
-                if !outcome.isAnswer { throw ExitCode.failure }
+                // A script reading --json learns the same from the status as a person from the line.
+                if let outcome = run.outcome, !outcome.isAnswer { throw ExitCode.failure }
             }
         }
     }

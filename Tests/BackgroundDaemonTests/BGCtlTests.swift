@@ -379,6 +379,13 @@ struct BGCtlTests {
                 "/usr/bin/script", ["-qec", command, "/dev/null"],
                 environment: ProcessInfo.processInfo.environment.merging(["NO_COLOR": "1"]) { $1 })
             #expect(noColour.standardOutput.contains("crashed") && !noColour.standardOutput.contains("\u{1B}[31m"))
+
+            // A fetch that ends without the app's answer exits 1 (README's table), with --json too.
+            for json in [false, true] {
+                let fetch = try await Command.run(
+                    bgctl, ["simulate", "fetch", app, "--socket", daemon.socketPath] + (json ? ["--json"] : []))
+                #expect(fetch.status == 1 && fetch.standardOutput.contains("crashed"), "json \(json): \(fetch)")
+            }
         }
     }
 
@@ -437,6 +444,34 @@ struct BGCtlTests {
             #expect(
                 directoryGiven.status == 69 && directoryGiven.standardError.contains("it is a directory, not a socket"),
                 "\(directoryGiven.standardError)")
+        }
+    }
+
+    /// Another user's bgd is running, not missing: bgctl says whose socket or token it is, exits
+    /// 77, and does not advise starting a second bgd. (Root passes every permission: the check
+    /// runs bgctl as nobody, so it needs root to switch to nobody.)
+    @Test(.enabled(if: getuid() == 0)) func anotherUsersBgdIsSaidToBeAnotherUsers() async throws {
+        try await TestDaemon.with { daemon in
+            let bgctl = try BuiltProducts.path(of: "bgctl")
+            func asNobody(_ arguments: [String]) async throws -> Command.Output {
+                try await Command.run(
+                    "/usr/bin/setpriv",
+                    ["--reuid=nobody", "--regid=nogroup", "--clear-groups", bgctl] + arguments
+                        + ["--socket", daemon.socketPath])
+            }
+            let refused = try await asNobody(["status", "--json"])
+            #expect(refused.status == 77, "\(refused)")
+            #expect(refused.standardError.contains(#""error":"socketNotPermitted""#), "\(refused.standardError)")
+            #expect(refused.standardError.contains("run as the user bgd runs as"), "\(refused.standardError)")
+            #expect(!refused.standardError.contains("swift run bgd"), "\(refused.standardError)")
+
+            // A socket others may connect to, with the operator token still bgd's user's alone.
+            #expect(chmod(daemon.socketPath, 0o666) == 0)
+            let noToken = try await asNobody(["apps"])
+            #expect(noToken.status == 77, "\(noToken)")
+            #expect(
+                noToken.standardError.contains("cannot read bgd's operator token")
+                    && !noToken.standardError.contains("or use bgctl"), "\(noToken.standardError)")
         }
     }
 
