@@ -74,9 +74,9 @@ struct EventStream {
             }
         }
         try await sendOpenEvents()
-        for await signal in subscription.signals {
-            switch signal {
-            case .eventsAvailable: try await sendOpenEvents()
+        for await delivery in subscription.deliveries {
+            switch delivery {
+            case .openEvents: try await sendOpenEvents()
             case .control(let message): try await send(.control(message))
             case .keepAlive: try await send(.hello(app: bearer.app, launchedForRun: bearer.launchedForRun))
             }
