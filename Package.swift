@@ -305,6 +305,8 @@ let package = Package(
             name: "BackgroundStoreTests",
             dependencies: [
                 "BackgroundStore", "BackgroundModel", "BackgroundPolicy", "BackgroundTesting",
+                // To read the query plans of what the store asks SQLite (EventIndexTests).
+                .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: swiftSettings
         ),

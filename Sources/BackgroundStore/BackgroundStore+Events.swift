@@ -5,7 +5,8 @@ import GRDB
 extension BackgroundStore {
     /// The app's events not yet acknowledged or settled, oldest first: what a (re)connecting
     /// app is sent.
-    public func openEvents(for id: AppID, after seq: EventSequence? = nil, limit: Int? = nil) async throws -> [AppEvent] {
+    public func openEvents(for id: AppID, after seq: EventSequence? = nil, limit: Int? = nil) async throws -> [AppEvent]
+    {
         try await writer.read { db in
             var request = EventRow.filter(EventRow.Columns.appId == id.rawValue && EventRow.Columns.closedAt == nil)
                 .filter(EventRow.Columns.seq > (seq?.rawValue ?? 0))
@@ -18,7 +19,8 @@ extension BackgroundStore {
     /// How many events the app has not acknowledged.
     public func openEventCount(for id: AppID) async throws -> Int {
         try await writer.read { db in
-            try EventRow.filter(EventRow.Columns.appId == id.rawValue && EventRow.Columns.closedAt == nil).fetchCount(db)
+            try EventRow.filter(EventRow.Columns.appId == id.rawValue && EventRow.Columns.closedAt == nil).fetchCount(
+                db)
         }
     }
 
@@ -153,9 +155,9 @@ extension BackgroundStore {
     /// left after the expiry committed is removed at the next.
     public func expiredDownloads() async throws -> [(app: AppID, transfer: TransferID, location: String)] {
         try await writer.read { db in
-            try EventRow.filter(
-                Column("closedBy") == "expired" && Column("kind") == "downloadFinished"
-            ).fetchAll(db).compactMap { row in
+            // The very terms of the partial index event_expiredDownload, as written.
+            try EventRow.filter(sql: "closedBy = 'expired' AND kind = 'downloadFinished'").fetchAll(db).compactMap {
+                row in
                 guard let app = AppID(rawValue: row.appId),
                     case .downloadFinished(let transfer, _, _, let location) = try AppEvent(row: row).body
                 else { return nil }

@@ -206,7 +206,9 @@ extension BackgroundStore {
             // earliestBeginDate, a transfer's earliestBegin) was stored as GRDB writes it — a
             // five-digit year, or '' near Int64.max seconds — and reading it back traps: bgd
             // crashed at every start. Such a value becomes the last second of 9999 (StorableDates).
-            for (table, column) in [("push", "expiration"), ("taskRequest", "earliestBeginDate"), ("transfer", "nextAttemptAt")] {
+            for (table, column) in [
+                ("push", "expiration"), ("taskRequest", "earliestBeginDate"), ("transfer", "nextAttemptAt"),
+            ] {
                 try db.execute(
                     sql: """
                         UPDATE \(table) SET \(column) = '9999-12-31 23:59:59.000'
@@ -225,13 +227,37 @@ extension BackgroundStore {
                     CREATE INDEX push_settledByApp ON push(appId, id)
                     WHERE state IN ('delivered', 'replaced', 'dropped', 'recorded')
                     """)
-            try db.execute(sql: "CREATE INDEX deviceToken_byRevoked ON deviceToken(appId, revokedAt) WHERE revokedAt IS NOT NULL")
+            try db.execute(
+                sql: "CREATE INDEX deviceToken_byRevoked ON deviceToken(appId, revokedAt) WHERE revokedAt IS NOT NULL")
         }
         migrator.registerMigration("pushesOfUnregisteredApps") { db in
             // Before session 31 an unregistered app's pushes stayed, and a queued one stopped
             // every push dispatch after it (BackgroundStore.unregister).
             try db.execute(sql: "DELETE FROM push WHERE appId NOT IN (SELECT id FROM app)")
             try db.execute(sql: "DELETE FROM pushAllowance WHERE appId NOT IN (SELECT id FROM app)")
+        }
+        migrator.registerMigration("openEvents") { db in
+            // The event table keeps every app's events for the history (30 days), most of them
+            // closed; what bgd asks at every acknowledgement, run end and pruner pass is about
+            // the open few, and read the whole table (or the app's whole history) without these
+            // (EventIndexTests). Partial: an event leaves them as it closes.
+            try db.execute(sql: "CREATE INDEX event_open ON event(appId, seq) WHERE closedAt IS NULL")
+            try db.execute(
+                sql: "CREATE INDEX event_openOfRun ON event(runId) WHERE closedAt IS NULL AND runId IS NOT NULL")
+            try db.execute(
+                sql: "CREATE INDEX event_openOfSession ON event(createdAt) WHERE closedAt IS NULL AND runId IS NULL")
+            try db.execute(
+                sql:
+                    "CREATE INDEX event_expiredDownload ON event(appId) WHERE closedBy = 'expired' AND kind = 'downloadFinished'"
+            )
+            // A store that ran boundedGrowth as first written (one day, in development) has a
+            // full push(appId, id) index, which the planner prefers over push_queued.
+            try db.execute(sql: "DROP INDEX IF EXISTS push_byApp")
+            try db.execute(
+                sql: """
+                    CREATE INDEX IF NOT EXISTS push_settledByApp ON push(appId, id)
+                    WHERE state IN ('delivered', 'replaced', 'dropped', 'recorded')
+                    """)
         }
         return migrator
     }
