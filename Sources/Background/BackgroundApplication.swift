@@ -371,9 +371,16 @@ public final class BackgroundApplication: Sendable {
             do {
                 _ = try await client.send(
                     .post, "/v1/app/runs/\(run)/result", body: FetchResultReport(result: result), as: RunRecord.self)
-            } catch let error as BackgroundError where error.apiErrorCode == .runAlreadyEnded {
-                // Too late: bgd already recorded the run as expired. Nothing to do.
-            } catch {}
+            } catch let error as BackgroundError where error.apiErrorCode == .runAlreadyEnded || error.isLastingRefusal
+            {
+                // Too late (bgd already recorded the run as expired), or never to be taken.
+            } catch {
+                // Not taken for now (bgd's disk is full, or bgd went away): the event stays open.
+                // bgd writes the answer it holds as soon as it can, which settles the event; a
+                // bgd that dies first makes the run up, as it never said the answer was taken.
+                state.withLock { _ = $0.handling.remove(seq) }
+                return
+            }
         }
         try? await finish(seq)
     }

@@ -77,11 +77,14 @@ struct FullDiskTests {
             func submit() async throws -> RawHTTP.Answer {
                 let body = try WireCoding.makeEncoder().encode(
                     TransferRequest(
-                        session: "reports", kind: .upload, url: URL(string: "http://127.0.0.1:9/up")!, uploadFile: source))
+                        session: "reports", kind: .upload, url: URL(string: "http://127.0.0.1:9/up")!,
+                        uploadFile: source))
                 return try await RawHTTP.request(socket, .POST, "/v1/transfers", body: body)
             }
             let refused = try await submit()
-            #expect(refused.status == 507 && refused.errorCode == "storageFull", "\(refused.status) \(refused.errorCode ?? "")")
+            #expect(
+                refused.status == 507 && refused.errorCode == "storageFull",
+                "\(refused.status) \(refused.errorCode ?? "")")
             let left = try FileManager.default.contentsOfDirectory(atPath: state + "/transfers")
             #expect(left.isEmpty, "the copy left \(left)")
             unlink(filler)
@@ -91,10 +94,67 @@ struct FullDiskTests {
         }
     }
 
+    /// An app's answer that bgd takes but cannot write (a full disk) is said as the disk's trouble
+    /// (507), not as "already ended" — which told the app to acknowledge its event and forget
+    /// it — and is written once space is back, here by the graceful shutdown. Before, a
+    /// shutdown dropped it, and the next bgd recorded the run as interrupted and made it up.
+    @Test func anAnswerTheDiskCannotTakeIsHeldAndWrittenBeforeShutdown() async throws {
+        try await withDaemonOnVolume(size: "4m") { _, state, socket, daemon in
+            let admin = DaemonClient(socketPath: socket)
+            let registered = try await admin.send(
+                .post, "/v1/apps",
+                body: RegisterAppRequest(
+                    id: AppID(rawValue: "com.example.full")!, launchCommand: LaunchCommand(["/bin/false"])!,
+                    fetchInterval: .never),
+                as: RegisteredApp.self)
+            // The app, connected: the fetch's event comes on its stream.
+            let app = DaemonClient(socketPath: socket, token: registered.token)
+            var messages = try await app.stream("/v1/app/events").makeAsyncIterator()
+            _ = try await messages.next()  // hello
+            let run = try await admin.send(.post, "/v1/apps/com.example.full/fetch", as: RunRecord.self)
+            var seen: StreamMessage?
+            while seen == nil {
+                guard let message = try await messages.next() else { break }
+                if case .event = message { seen = message }
+            }
+            #expect(seen != nil, "the fetch's event reached the app")
+
+            // The volume fills up, to the last page SQLite's log had room for.
+            let filler = state + "/filler"
+            let descriptor = open(filler, O_WRONLY | O_CREAT, 0o600)
+            let chunk = [UInt8](repeating: 7, count: 64 << 10)
+            while chunk.withUnsafeBytes({ write(descriptor, $0.baseAddress, chunk.count) }) > 0 {}
+            close(descriptor)
+            var full = false
+            for index in 0..<300 where !full {
+                let body = try WireCoding.makeEncoder().encode(
+                    RegisterAppRequest(
+                        id: AppID(rawValue: "com.example.filler\(index)")!, launchCommand: LaunchCommand(["/bin/true"])!
+                    ))
+                full = try await RawHTTP.request(socket, .POST, "/v1/apps", body: body).status == 507
+            }
+            #expect(full)
+            let answer = try await RawHTTP.request(
+                socket, .POST, "/v1/app/runs/\(run.id)/result",
+                body: try WireCoding.makeEncoder().encode(FetchResultReport(result: .newData)), token: registered.token)
+            #expect(
+                answer.status == 507 && answer.errorCode == "storageFull", "\(answer.status) \(answer.errorCode ?? "")")
+
+            // Space again, and bgd stops at once (before its retry, five seconds on).
+            unlink(filler)
+            daemon.signal(SIGTERM)
+            #expect(await daemon.waitForExit() == 0)
+            let store = try BackgroundStore.open(atPath: state + "/bgd.sqlite")
+            #expect(try await store.run(run.id)?.outcome == .newData, "the answer the app gave stands")
+            #expect(try await store.openEvents(for: registered.app.id).isEmpty, "its event settled with the run")
+        }
+    }
+
     /// A real bgd on a state volume of its own of `size` (a tmpfs: root, here and in CI),
     /// unmounted whatever happens.
     func withDaemonOnVolume(
-        size: String, _ body: (_ directory: String, _ state: String, _ socket: String, _ daemon: DaemonProcess) async throws -> Void
+        size: String,
+        _ body: (_ directory: String, _ state: String, _ socket: String, _ daemon: DaemonProcess) async throws -> Void
     ) async throws {
         let directory = TemporaryDirectory.make()
         let state = directory + "/state"

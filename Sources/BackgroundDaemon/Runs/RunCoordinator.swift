@@ -129,6 +129,9 @@ public actor RunCoordinator: Service {
 
     public func run() async throws {
         await timers.serve("runs", on: clock, logger: logger, untilElapsed: { await self.superviseBudgets() })
+        // Ends the store could not take (a full disk) are written now if they can be: an answer
+        // lost here would make its run up at the next start, and the app handle it again.
+        for (id, end) in unrecordedEnds { _ = await record(end: end, of: id) }
         // bgd is stopping: the supervisor ends the processes; the runs are made up at the next start.
         for id in flights.keys {
             await end(id, outcome: .interrupted, detail: "bgd shut down while the run was in flight")
@@ -352,15 +355,24 @@ public actor RunCoordinator: Service {
     ) async throws -> RunRecord {
         guard let run = try await store.run(runID), run.app == app else { throw Failure.runNotFound(runID) }
         guard let record = await end(runID, outcome: RunOutcome(result), detail: nil) else {
+            // Taken but not yet written (a full disk): said as the disk's trouble (507, 503), not
+            // as "already ended" — the app then leaves its event open, and the end written later
+            // settles it; a bgd that dies first makes the run up, as it never said it was done.
+            if let held = unrecordedEnds[runID] { throw held.trouble }
             throw Failure.runAlreadyEnded(try await store.run(runID) ?? run)
         }
         Failpoint.runAfterResultCommit.hit()
-        for (pid, launch) in launches where launch.app == app && launch.run == runID {
+        await dismissLaunches(of: runID, for: app)
+        return record
+    }
+
+    /// The processes bgd launched for an answered run: told to exit, and ended after the linger.
+    private func dismissLaunches(of runID: RunID, for app: AppID) async {
+        for (pid, launch) in launches where launch.app == app && launch.run == runID && !launch.exitRequested {
             launches[pid]?.exitRequested = true
             await supervisor.end(pid, after: configuration.lingerGrace, grace: configuration.budget.killGrace)
             broker.send(.exit, to: app)
         }
-        return record
     }
 
     /// A process launched for the app ended (the supervisor reaped it).
@@ -450,7 +462,12 @@ public actor RunCoordinator: Service {
         }
         if !unrecordedEnds.isEmpty {
             if let retryAt = nextEndRetry, retryAt <= now {
-                for (id, end) in unrecordedEnds { _ = await record(end: end, of: id) }
+                for (id, end) in unrecordedEnds {
+                    // An answer written at last: its launched process is done, as at once.
+                    if let record = await record(end: end, of: id), end.outcome.isAnswer {
+                        await dismissLaunches(of: id, for: record.app)
+                    }
+                }
                 nextEndRetry = nil
             }
             if !unrecordedEnds.isEmpty {
@@ -527,6 +544,8 @@ public actor RunCoordinator: Service {
         var detail: String?
         var at: Date
         var usage: RunUsage?
+        /// Why the store did not take it, the last time it was tried.
+        var trouble: any Error = CancellationError()
     }
     private var unrecordedEnds: [RunID: UnrecordedEnd] = [:]
     private var nextEndRetry: Date?
@@ -551,7 +570,9 @@ public actor RunCoordinator: Service {
             logger.error(
                 "Cannot record the end of a run; trying again in a few seconds",
                 metadata: ["run.id": "\(id)", "error": "\(error)"])
-            unrecordedEnds[id] = end
+            var held = end
+            held.trouble = error
+            unrecordedEnds[id] = held
             timers.ring()
             return nil
         }
