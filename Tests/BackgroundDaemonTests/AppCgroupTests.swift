@@ -345,7 +345,7 @@ extension AppCgroupTests {
             let second = try await supervisor.launch(spec, for: app).processID
             let shared = CgroupProbe.directory(of: first)
             #expect(shared != nil && shared == CgroupProbe.directory(of: second), "one cgroup for the app")
-            await supervisor.terminate(first, killAt: clock.now.adding(.seconds(1)))
+            await supervisor.terminate(first, killAfter: .seconds(1))
             #expect(await eventually { ((try? processState(first)) ?? nil) == nil }, "the first ended")
             #expect(((try? processState(second)) ?? nil) != nil, "the second runs on")
             await supervisor.kill(second)

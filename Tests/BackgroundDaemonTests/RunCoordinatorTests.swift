@@ -194,6 +194,7 @@ struct RunCoordinatorTests {
     @Test func anUnansweredRunExpiresAndItsProcessIsEndedOnTime() async throws {
         try await withHarness { h in
             let run = try await h.coordinator.start(.fetch, for: h.app, trigger: .scheduled, reasons: [])
+            let started = h.clock.elapsed
             let pid = Int32(2_000_000_001)
             #expect(await h.supervisor.phase(of: pid) == .running)
             h.clock.advance(by: .seconds(29))
@@ -202,7 +203,7 @@ struct RunCoordinatorTests {
             #expect(await until { (try? await h.store.run(run.id)?.outcome) == .expired })
             #expect(
                 await until {
-                    await h.supervisor.phase(of: pid) == .terminating(killAt: run.startedAt.addingTimeInterval(35))
+                    await h.supervisor.phase(of: pid) == .terminating(killAt: started + .seconds(35))
                 })
             h.clock.advance(by: .seconds(5))
             #expect(await until { await h.supervisor.phase(of: pid) == .killed })
@@ -219,6 +220,7 @@ struct RunCoordinatorTests {
     @Test func aRunsBudgetDoesNotCountTheMachinesSleep() async throws {
         try await withHarness { h in
             let run = try await h.coordinator.start(.fetch, for: h.app, trigger: .scheduled, reasons: [])
+            let started = h.clock.elapsed
             h.clock.advance(by: .seconds(10))
             h.clock.suspend(for: .seconds(3600))
             h.clock.advance(by: .seconds(19))
@@ -228,7 +230,7 @@ struct RunCoordinatorTests {
             #expect(try await h.store.run(run.id)?.endedAt == run.startedAt.addingTimeInterval(3630))
             #expect(
                 await h.supervisor.phase(of: 2_000_000_001)
-                    == .terminating(killAt: run.startedAt.addingTimeInterval(3635)))
+                    == .terminating(killAt: started + .seconds(3635)))
         }
     }
 
@@ -252,6 +254,21 @@ struct RunCoordinatorTests {
             h.clock.advance(by: .seconds(1))
             #expect(await until { (try? await h.store.run(forward.id)?.outcome) == .expired })
             #expect(try await h.store.run(forward.id)?.endedAt == forward.startedAt.addingTimeInterval(2 * 86400 + 30))
+
+            // Its process has its grace whatever the wall clock does meanwhile: set forward a
+            // day, no SIGKILL at once (before, the kill time was a wall date, and passed); set
+            // back, SIGKILL still 5 s after the SIGTERM (before, an hour later).
+            let expired = h.clock.elapsed
+            #expect(
+                await until {
+                    await h.supervisor.phase(of: 2_000_000_002) == .terminating(killAt: expired + .seconds(5))
+                })
+            h.clock.jump(by: .seconds(86400))
+            h.clock.advance(by: .seconds(1))
+            #expect(await h.supervisor.phase(of: 2_000_000_002) == .terminating(killAt: expired + .seconds(5)))
+            h.clock.jump(by: .seconds(-2 * 86400))
+            h.clock.advance(by: .seconds(4))
+            #expect(await until { await h.supervisor.phase(of: 2_000_000_002) == .killed })
         }
     }
 
@@ -263,14 +280,14 @@ struct RunCoordinatorTests {
             h.clock.advance(by: .seconds(2))
             let answered = try await h.coordinator.reportResult(.newData, for: run.id, from: h.app)
             #expect(answered.outcome == .newData && answered.cpuMicroseconds != nil)
-            let answeredAt = h.clock.now
+            let answeredAt = h.clock.elapsed
             #expect(
                 await h.supervisor.phase(of: pid)
-                    == .exitRequested(terminateAt: answeredAt.addingTimeInterval(5), killGrace: .seconds(5)))
+                    == .exitRequested(terminateAt: answeredAt + .seconds(5), killGrace: .seconds(5)))
             h.clock.advance(by: .seconds(5))
             #expect(
                 await until {
-                    await h.supervisor.phase(of: pid) == .terminating(killAt: answeredAt.addingTimeInterval(10))
+                    await h.supervisor.phase(of: pid) == .terminating(killAt: answeredAt + .seconds(10))
                 })
             h.launcher.exit(pid, .exited(0))
             #expect(await until { await h.supervisor.phase(of: pid) == nil })
@@ -457,7 +474,7 @@ struct RunCoordinatorTests {
     /// Whether the harness's first launch was told to exit and is ended after the 5 s linger.
     private func firstLaunchIsToldToExit(_ h: Harness) async -> Bool {
         await h.supervisor.phase(of: 2_000_000_001)
-            == .exitRequested(terminateAt: h.clock.now.addingTimeInterval(5), killGrace: .seconds(5))
+            == .exitRequested(terminateAt: h.clock.elapsed + .seconds(5), killGrace: .seconds(5))
     }
 
     /// A transfer of the harness's app ends now (cancelled): its events wait in the outbox.

@@ -5,8 +5,8 @@ import Testing
 
 /// `ProcessControl` as tables: a phase, a step, the action and the phase after it.
 struct ProcessControlTests {
-    static let t0 = Date(timeIntervalSince1970: 1_767_603_600)
-    static func at(_ seconds: Double) -> Date { t0.addingTimeInterval(seconds) }
+    /// A moment on the clock's `elapsed`, `seconds` after the test's start.
+    static func at(_ seconds: Double) -> Duration { .seconds(1000) + .milliseconds(Int64(seconds * 1000)) }
 
     enum Step: CustomStringConvertible {
         case freeze, thaw, kill, exited, spare

@@ -106,7 +106,7 @@ public actor ProcessSupervisor: Service {
     private var retiredCPU: [AppID: UInt64] = [:]
     private let timers = Doorbell()
     /// When the running processes' launch logs are next looked at (nil: none is running).
-    private var nextLogCheck: Date?
+    private var nextLogCheck: Duration?
     private let exitDoorbell = Doorbell()
     private let launches: AsyncStream<LaunchedProcess>
     private let launchContinuation: AsyncStream<LaunchedProcess>.Continuation
@@ -151,7 +151,7 @@ public actor ProcessSupervisor: Service {
         processes[process.processID] = Supervised(
             app: app, process: process, launched: true, cgroup: cgroup, mayStop: true, maySignal: true, log: log)
         if log != nil && nextLogCheck == nil {
-            nextLogCheck = clock.now.adding(LaunchLog.checkInterval)
+            nextLogCheck = clock.elapsed + LaunchLog.checkInterval
             timers.ring()
         }
         launchContinuation.yield(process)
@@ -239,9 +239,9 @@ public actor ProcessSupervisor: Service {
         apply(to: pid) { $0.end(after: after, grace: grace, now: $1) }
     }
 
-    /// SIGTERM now, SIGKILL at `killAt`.
-    public func terminate(_ pid: Int32, killAt: Date) {
-        apply(to: pid) { $0.terminate(killAt: killAt, now: $1) }
+    /// SIGTERM now, SIGKILL `killAfter` from now (time that passes, whatever the wall clock does).
+    public func terminate(_ pid: Int32, killAfter: Duration) {
+        apply(to: pid) { $0.terminate(killAt: $1 + killAfter, now: $1) }
     }
 
     /// A planned end is off (the process has work again).
@@ -260,9 +260,9 @@ public actor ProcessSupervisor: Service {
         }
     }
 
-    private func apply(to pid: Int32, _ change: (inout ProcessControl, Date) -> ProcessControl.Action) {
+    private func apply(to pid: Int32, _ change: (inout ProcessControl, Duration) -> ProcessControl.Action) {
         guard var supervised = processes[pid] else { return }
-        let action = change(&supervised.control, clock.now)
+        let action = change(&supervised.control, clock.elapsed)
         processes[pid] = supervised
         _ = perform(action, on: supervised)
         timers.ring()
@@ -406,7 +406,8 @@ public actor ProcessSupervisor: Service {
     public func run() async throws {
         await withDiscardingTaskGroup { group in
             group.addTask {
-                await self.timers.serve("processes", on: self.clock, logger: self.logger) { await self.tick() }
+                await self.timers.serve(
+                    "processes", on: self.clock, logger: self.logger, untilElapsed: { await self.tick() })
                 await self.shutDown(graceful: !Task.isCancelled)
                 self.launchContinuation.finish()
             }
@@ -420,9 +421,9 @@ public actor ProcessSupervisor: Service {
         }
     }
 
-    private func tick() -> Date? {
-        let now = clock.now
-        var next: Date?
+    private func tick() -> Duration? {
+        let now = clock.elapsed
+        var next: Duration?
         for (pid, var supervised) in processes {
             let action = supervised.control.tick(now: now)
             processes[pid] = supervised
@@ -434,7 +435,7 @@ public actor ProcessSupervisor: Service {
                 for supervised in processes.values where supervised.control.phase != .frozen { trimLog(of: supervised) }
                 // Only while a process bgd launched lives: an idle bgd has no timer for this.
                 nextLogCheck =
-                    processes.values.contains { $0.log != nil } ? now.adding(LaunchLog.checkInterval) : nil
+                    processes.values.contains { $0.log != nil } ? now + LaunchLog.checkInterval : nil
             }
             if let check = nextLogCheck { next = min(next ?? check, check) }
         }
@@ -465,12 +466,12 @@ public actor ProcessSupervisor: Service {
         }
         let launched = processes.filter { $0.value.launched }.map(\.key)
         for pid in launched {
-            if graceful { terminate(pid, killAt: clock.now.adding(killGrace)) } else { kill(pid) }
+            if graceful { terminate(pid, killAfter: killGrace) } else { kill(pid) }
         }
         if graceful && !launched.isEmpty {
-            let deadline = clock.now.adding(killGrace)
-            while processes.values.contains(where: \.launched) && clock.now < deadline {
-                do { try await exitDoorbell.wait(until: deadline, on: clock) } catch { break }
+            let deadline = clock.elapsed + killGrace
+            while processes.values.contains(where: \.launched) && clock.elapsed < deadline {
+                do { try await exitDoorbell.wait(untilElapsed: deadline, on: clock) } catch { break }
             }
             for pid in launched where processes[pid] != nil { kill(pid) }
         }

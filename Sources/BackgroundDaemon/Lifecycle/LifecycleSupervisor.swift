@@ -400,7 +400,7 @@ public actor LifecycleSupervisor: Service {
                 entries[app]?.ending = true
                 entries[app]?.reason = reason
                 if !entry.warned { broker.send(.backgroundTimeExpiring(deadline: now), to: app) }
-                if let pid = entry.processID { await supervisor.terminate(pid, killAt: now.adding(killGrace)) }
+                if let pid = entry.processID { await supervisor.terminate(pid, killAfter: killGrace) }
                 activity.emit(.lifecycleChanged(app, .background, reason))
                 logger.info("Ended app: background time over", metadata: ["app.id": "\(app)", "reason": "\(reason)"])
             }

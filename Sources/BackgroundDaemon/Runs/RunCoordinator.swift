@@ -246,7 +246,8 @@ public actor RunCoordinator: Service {
             return
         }
         let now = clock.now
-        if let notBefore = configuration.eventsRelaunch.notBefore(runs: (try? await store.runs(of: app)) ?? []),
+        if let notBefore = configuration.eventsRelaunch.notBefore(
+            now: now, runs: (try? await store.runs(of: app)) ?? []),
             notBefore > now
         {
             if deferredEvents[app] != notBefore {
@@ -461,7 +462,7 @@ public actor RunCoordinator: Service {
             if let again = deferredEvents[app] { wake(at: again) }
         }
         if !unrecordedEnds.isEmpty {
-            if let retryAt = nextEndRetry, retryAt <= now {
+            if let retryAt = nextEndRetry, retryAt <= elapsed {
                 for (id, end) in unrecordedEnds {
                     // An answer written at last: its launched process is done, as at once.
                     if let record = await record(end: end, of: id), end.outcome.isAnswer {
@@ -471,9 +472,9 @@ public actor RunCoordinator: Service {
                 nextEndRetry = nil
             }
             if !unrecordedEnds.isEmpty {
-                let retryAt = nextEndRetry ?? now.adding(.seconds(5))
+                let retryAt = nextEndRetry ?? elapsed + .seconds(5)
                 nextEndRetry = retryAt
-                wake(at: retryAt)
+                wake(after: retryAt - elapsed)
             }
         }
         return next
@@ -494,13 +495,12 @@ public actor RunCoordinator: Service {
     private func expire(_ id: RunID) async {
         guard let flight = flights[id] else { return }
         await end(id, outcome: .expired, detail: "no answer within the \(flight.budget.budget.humanDescription) budget")
-        let now = clock.now
         // SIGKILL follows the grace period after the deadline (at once if that has passed too).
-        let killAt = now.adding(
-            max(.zero, flight.budget.killTime(startingAt: flight.run.startedAt).duration(since: budgetNow(of: flight))))
+        let killAfter = max(
+            .zero, flight.budget.killTime(startingAt: flight.run.startedAt).duration(since: budgetNow(of: flight)))
         for (pid, launch) in launches where launch.run == id {
             launches[pid]?.exitRequested = true
-            await supervisor.terminate(pid, killAt: killAt)
+            await supervisor.terminate(pid, killAfter: killAfter)
         }
         logger.info("App overran its budget", metadata: ["app.id": "\(flight.run.app)", "run.id": "\(id)"])
     }
@@ -548,7 +548,9 @@ public actor RunCoordinator: Service {
         var trouble: any Error = CancellationError()
     }
     private var unrecordedEnds: [RunID: UnrecordedEnd] = [:]
-    private var nextEndRetry: Date?
+    /// On the clock's `elapsed`: a wall clock set back would put the retry off by the step,
+    /// and hold the app's every run that long (the run stays in flight in the store).
+    private var nextEndRetry: Duration?
 
     private func record(end: UnrecordedEnd, of id: RunID) async -> RunRecord? {
         do {

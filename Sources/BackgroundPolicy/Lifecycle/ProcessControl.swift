@@ -8,14 +8,18 @@ import Foundation
 /// a grace, SIGKILL. Suspension is a freeze and its undoing a thaw; a process being ended is
 /// never frozen again. The supervisor carries the actions out (through the app's cgroup or by
 /// signals) and asks `tick` again at `nextDeadline`.
+///
+/// Its times are on the clock's `elapsed` (time that really passes since bgd started), not the
+/// wall clock: a wall clock set forward would SIGKILL with no grace, and one set back would
+/// leave a process that ignores SIGTERM running for as long as the step.
 public struct ProcessControl: Sendable, Equatable {
     public enum Phase: Sendable, Equatable {
         case running
         case frozen
         /// Told to exit; SIGTERM at `terminateAt` unless it exits first, SIGKILL `killGrace` later.
-        case exitRequested(terminateAt: Date, killGrace: Duration)
+        case exitRequested(terminateAt: Duration, killGrace: Duration)
         /// Sent SIGTERM; SIGKILL at `killAt`.
-        case terminating(killAt: Date)
+        case terminating(killAt: Duration)
         case killed
         case exited
     }
@@ -51,7 +55,7 @@ public struct ProcessControl: Sendable, Equatable {
     }
 
     /// When `tick` has something to do next, if ever.
-    public var nextDeadline: Date? {
+    public var nextDeadline: Duration? {
         switch phase {
         case .exitRequested(let terminateAt, _): terminateAt
         case .terminating(let killAt): killAt
@@ -75,16 +79,16 @@ public struct ProcessControl: Sendable, Equatable {
 
     /// Ends the process `after` from now (it was told to exit and may do so itself), with
     /// SIGKILL `grace` after the SIGTERM. An earlier end already planned stands.
-    public mutating func end(after: Duration, grace: Duration, now: Date) -> Action {
+    public mutating func end(after: Duration, grace: Duration, now: Duration) -> Action {
         switch phase {
         case .killed, .exited, .terminating:
             return .none
         case .exitRequested(let terminateAt, let killGrace):
-            phase = .exitRequested(terminateAt: min(terminateAt, now.adding(after)), killGrace: min(killGrace, grace))
+            phase = .exitRequested(terminateAt: min(terminateAt, now + after), killGrace: min(killGrace, grace))
             return tick(now: now)
         case .running, .frozen:
             let wasFrozen = phase == .frozen
-            phase = .exitRequested(terminateAt: now.adding(after), killGrace: grace)
+            phase = .exitRequested(terminateAt: now + after, killGrace: grace)
             let action = tick(now: now)
             // A frozen process cannot exit by itself: it is thawed to hear it should.
             return action == .none && wasFrozen ? .thaw : action
@@ -100,7 +104,7 @@ public struct ProcessControl: Sendable, Equatable {
     }
 
     /// SIGTERM now, SIGKILL at `killAt` (at once when that has passed). An earlier kill stands.
-    public mutating func terminate(killAt: Date, now: Date) -> Action {
+    public mutating func terminate(killAt: Duration, now: Duration) -> Action {
         switch phase {
         case .killed, .exited:
             return .none
@@ -131,10 +135,10 @@ public struct ProcessControl: Sendable, Equatable {
     public mutating func exited() { phase = .exited }
 
     /// What time demands now.
-    public mutating func tick(now: Date) -> Action {
+    public mutating func tick(now: Duration) -> Action {
         switch phase {
         case .exitRequested(let terminateAt, let killGrace) where terminateAt <= now:
-            phase = .terminating(killAt: now.adding(killGrace))
+            phase = .terminating(killAt: now + killGrace)
             return .terminate
         case .terminating(let killAt) where killAt <= now:
             phase = .killed

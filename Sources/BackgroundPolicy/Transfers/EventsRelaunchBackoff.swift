@@ -25,8 +25,10 @@ public struct EventsRelaunchBackoff: Hashable, Sendable {
 
     /// The earliest another launch for events may start, given the app's runs newest first (any
     /// kind: only those for transfer events are read); nil: now. Runs bgd cut short itself
-    /// (`interrupted`, `cancelled`) neither count nor reset the count.
-    public func notBefore(runs newestFirst: some Sequence<RunRecord>) -> Date? {
+    /// (`interrupted`, `cancelled`) neither count nor reset the count. The wait counts from the
+    /// last failure, or from `now` when that is later by the wall clock (set back since): never
+    /// longer than the wait itself from now.
+    public func notBefore(now: Date, runs newestFirst: some Sequence<RunRecord>) -> Date? {
         var failed = 0
         var lastEnd: Date?
         for run in newestFirst where run.trigger == .transferEvents {
@@ -38,6 +40,6 @@ public struct EventsRelaunchBackoff: Hashable, Sendable {
         }
         guard failed > freeRetries, let lastEnd else { return nil }
         let doublings = min(failed - freeRetries - 1, 30)
-        return lastEnd.addingTimeInterval(min(base.seconds * pow(2, Double(doublings)), maximum.seconds))
+        return min(lastEnd, now).addingTimeInterval(min(base.seconds * pow(2, Double(doublings)), maximum.seconds))
     }
 }
