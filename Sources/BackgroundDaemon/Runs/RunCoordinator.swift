@@ -103,6 +103,13 @@ public actor RunCoordinator: Service {
     /// Apps whose transfer events came while their only launched process was on its way out
     /// (told to exit, it reads no more): launched for them again once it has exited.
     private var eventsAfterExit: Set<AppID> = []
+    /// Apps the user runs whose last connection closed while a run was theirs, with no process
+    /// bgd watches (an app that never reported its state): when, on `elapsed`, to end those
+    /// runs unless the app has connected again.
+    private var closedWithRuns: [AppID: Duration] = [:]
+    /// How long an app whose connection closed mid-run has to connect again (the library does
+    /// within 5 s) before the run is taken for crashed.
+    static let reconnectGrace = Duration.seconds(10)
     private let timers = Doorbell()
 
     public init(
@@ -412,6 +419,21 @@ public actor RunCoordinator: Service {
         }
     }
 
+    /// The app as the user runs it has no connection left. A run given to it whose process bgd
+    /// watches ends with that process (`runningAppExited`); one bgd cannot watch (an app that
+    /// never reported its state) is taken for crashed unless the app connects again within
+    /// `reconnectGrace`. Before, such a run waited out its budget and ended `expired`, blamed on
+    /// the app, and its push was dropped rather than sent again.
+    public func foregroundConnectionClosed(_ app: AppID) {
+        guard flights.values.contains(where: { unwatched($0, of: app) }) else { return }
+        closedWithRuns[app] = clock.elapsed + Self.reconnectGrace
+        timers.ring()
+    }
+
+    private func unwatched(_ flight: Flight, of app: AppID) -> Bool {
+        flight.run.app == app && flight.toRunningApp && flight.runningAppProcess == nil
+    }
+
     /// The app was unregistered: forget its runs and end its processes.
     public func appUnregistered(_ app: AppID) async {
         flights = flights.filter { $0.value.run.app != app }
@@ -460,6 +482,21 @@ public actor RunCoordinator: Service {
             // Acknowledged meanwhile (the app connected by itself): nothing to launch it for.
             if (try? await store.openEventCount(for: app)) ?? 1 > 0 { await deliverEvents(to: app) }
             if let again = deferredEvents[app] { wake(at: again) }
+        }
+        for (app, at) in closedWithRuns {
+            guard at <= elapsed else {
+                wake(after: at - elapsed)
+                continue
+            }
+            closedWithRuns[app] = nil
+            guard !broker.isConnectedInForeground(app) else { continue }
+            for (id, flight) in flights where unwatched(flight, of: app) {
+                await end(
+                    id, outcome: .crashed,
+                    detail:
+                        "the app's connection closed before it answered, and it did not connect again within \(Self.reconnectGrace.humanDescription)"
+                )
+            }
         }
         if !unrecordedEnds.isEmpty {
             if let retryAt = nextEndRetry, retryAt <= elapsed {

@@ -54,6 +54,10 @@ struct AppEvents: Sendable {
     func disconnect(_ subscription: EventBroker.Subscription, of app: AppID) {
         broker.unsubscribe(subscription)
         activity.emit(.appDisconnected(app))
+        if !subscription.isLaunched && !broker.isConnectedInForeground(app) {
+            let coordinator = self.coordinator
+            Task { await coordinator.foregroundConnectionClosed(app) }
+        }
         if !broker.isConnected(app) {
             let lifecycle = self.lifecycle
             Task { await lifecycle.disconnected(app) }
