@@ -65,15 +65,20 @@ public final class TransferEngine: Sendable {
 
     /// What an attempt reports while it runs.
     public struct Observer: Sendable {
+        /// The body is about to be written from this offset: the checkpoint resumed (bytes a
+        /// previous attempt, or a previous bgd, received), or 0 when the server sent it whole.
+        public var receiving: @Sendable (TransferID, Int64) -> Void
         /// Bytes up to this offset are synced and committed.
         public var checkpointed: @Sendable (TransferID, Int64) -> Void
         /// Bytes received so far (every 256 KiB), checkpointed or not.
         public var progress: @Sendable (StoredTransfer, Int64, Int64?) async -> Void
 
         public init(
+            receiving: @escaping @Sendable (TransferID, Int64) -> Void = { _, _ in },
             checkpointed: @escaping @Sendable (TransferID, Int64) -> Void = { _, _ in },
             progress: @escaping @Sendable (StoredTransfer, Int64, Int64?) async -> Void = { _, _, _ in }
         ) {
+            self.receiving = receiving
             self.checkpointed = checkpointed
             self.progress = progress
         }
@@ -187,6 +192,7 @@ public final class TransferEngine: Sendable {
         switch ResumeDecision.decide(head, checkpoint: checkpoint) {
         case .write(let from, let next, let restarted):
             try await store.saveCheckpoint(transfer.record.id, next, restarted: restarted, now: clock.now)
+            observer.receiving(transfer.record.id, from)
             return try await receive(
                 transfer, body: response.body, from: from, checkpoint: next, head: head, destination: destination,
                 observer: observer)
@@ -243,7 +249,9 @@ public final class TransferEngine: Sendable {
                 var kept = saved
                 kept.offset = file.offset
                 let (store, now) = (self.store, clock.now)
-                if (try? await Task { try await store.saveCheckpoint(id, kept, restarted: false, now: now) }.value) != nil {
+                if (try? await Task { try await store.saveCheckpoint(id, kept, restarted: false, now: now) }.value)
+                    != nil
+                {
                     observer.checkpointed(id, kept.offset)
                 }
             }
@@ -424,7 +432,9 @@ public final class TransferEngine: Sendable {
             if let io = connection.connectionErrors.lazy.compactMap({ $0.error as? IOError }).first {
                 return String(cString: strerror(io.errnoCode)).lowercased()
             }
-            if connection.dnsAError != nil || connection.dnsAAAAError != nil { return "host not found: \(connection.host)" }
+            if connection.dnsAError != nil || connection.dnsAAAAError != nil {
+                return "host not found: \(connection.host)"
+            }
         }
         if case SocketAddressError.unknown(let host, _) = error { return "host not found: \(host)" }
         if let unknown = error as? SocketAddressError.UnknownHost { return "host not found: \(unknown.host)" }

@@ -97,6 +97,10 @@ struct MetricsRecorder: Service {
                     metrics.counter("bgd_transfer_attempts_total").increment()
                 case .eventsExpired(_, let events, _):
                     metrics.counter("bgd_events_expired_total").increment(by: Int64(events))
+                case .transferReceiving(let id, let from):
+                    // Counted from here: what a resume starts from came in an earlier attempt,
+                    // or before a restart, and was counted then (or by the bgd before).
+                    bytesSeen[id] = from
                 case .transferCheckpointed(let id, let bytes):
                     let delta = bytes - (bytesSeen[id] ?? 0)
                     bytesSeen[id] = bytes

@@ -19,6 +19,9 @@ public enum Activity: Hashable, Sendable {
     case planned(launched: [AppID], nextEvaluation: Date?)
     /// A transfer attempt began (its attempt count is committed).
     case transferAttemptStarted(TransferID)
+    /// An attempt's body is written from `from` (what earlier attempts, or an earlier bgd,
+    /// received; 0 when sent whole): bytes below it were not received now.
+    case transferReceiving(TransferID, from: Int64)
     /// Bytes up to `bytes` are synced and committed.
     case transferCheckpointed(TransferID, bytes: Int64)
     case transferRetryScheduled(TransferID, at: Date, reason: String)

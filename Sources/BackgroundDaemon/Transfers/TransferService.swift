@@ -178,7 +178,9 @@ public actor TransferService: Service {
                 }
                 if let destination {
                     let folder = (destination as NSString).deletingLastPathComponent
-                    return (folder + "/." + (destination as NSString).lastPathComponent + ".bgd-\(id).partial", destination)
+                    return (
+                        folder + "/." + (destination as NSString).lastPathComponent + ".bgd-\(id).partial", destination
+                    )
                 }
                 return (directory + "/\(id).partial", directory + "/\(id)-\(name)")
             }
@@ -284,6 +286,7 @@ public actor TransferService: Service {
             let activity = self.activity
             let broker = self.broker
             let observer = TransferEngine.Observer(
+                receiving: { id, from in activity.emit(.transferReceiving(id, from: from)) },
                 checkpointed: { id, bytes in activity.emit(.transferCheckpointed(id, bytes: bytes)) },
                 progress: { transfer, bytes, expected in
                     await self.noteReceived(transfer.record.id, bytes: bytes)
