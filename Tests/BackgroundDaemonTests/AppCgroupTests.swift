@@ -204,15 +204,23 @@ struct AppCgroupTests {
 
     /// An app the user starts from another app bgd holds (a launcher, a terminal app) starts in
     /// that app's group. Taken on, it is given back, when bgd stops, where the first came from.
-    /// Before, it had no origin and stayed in bgd's group after bgd had stopped.
+    /// Before, it had no origin and stayed in bgd's group after bgd had stopped. Where the v1
+    /// memory hierarchy measures memory (hybrid mode), both go back there too: before, they
+    /// stayed in bgd's memory groups, out of their own limits, leaving a group per adoption.
     @Test func anAppStartedFromAnotherHeldAppIsGivenBackWhereThatOneCameFrom() async throws {
         guard CgroupProbe.available else { return }
         let origin = try #require(CgroupProbe.directory(of: getpid()))
+        let memoryOrigin = CgroupProbe.memoryDirectory(of: getpid())
+        let outerProcess = Mutex<LaunchedProcess?>(nil)
         let inner = Mutex<LaunchedProcess?>(nil)
         try await TestDaemon.with { daemon in
             let outer = try await registerAndLaunchInTheBackground("com.example.launcher", mode: "idle", on: daemon)
-            defer { outer.signalGroup(SIGKILL) }
+            outerProcess.withLock { $0 = outer }
             let outerGroup = try #require(CgroupProbe.directory(of: outer.processID))
+            if memoryOrigin != nil {
+                #expect(
+                    CgroupProbe.memoryDirectory(of: outer.processID) != memoryOrigin, "measured in bgd's memory group")
+            }
             let started = try await registerAndLaunchInTheBackground(
                 "com.example.started", mode: "idle", on: daemon, joining: outerGroup)
             inner.withLock { $0 = started }
@@ -221,8 +229,19 @@ struct AppCgroupTests {
                     == true)
         }
         let started = try #require(inner.withLock { $0 })
-        defer { started.signalGroup(SIGKILL) }
+        let outer = try #require(outerProcess.withLock { $0 })
+        defer {
+            started.signalGroup(SIGKILL)
+            outer.signalGroup(SIGKILL)
+        }
         #expect(CgroupProbe.directory(of: started.processID) == origin, "given back where the launcher came from")
+        if let memoryOrigin {
+            for process in [outer, started] {
+                #expect(
+                    CgroupProbe.memoryDirectory(of: process.processID) == memoryOrigin,
+                    "in \(CgroupProbe.memoryDirectory(of: process.processID) ?? "?")")
+            }
+        }
     }
 
     /// A launched app that started a grandchild in a session of its own which ignores SIGTERM:

@@ -25,6 +25,8 @@ public struct AppCgroups: Sendable {
     /// The same place in the v1 memory hierarchy, where only v1 has the memory controller
     /// (hybrid mode): peak memory per app. Nil where v2 has it or nothing does.
     public let memoryRoot: String?
+    /// Where the v1 memory hierarchy is mounted, when `memoryRoot` is set.
+    public let memoryMount: String?
     /// Where the cgroup each of the user's processes came from is written, one file per group
     /// bgd moved one into (`<state-dir>/cgroup-origins/<app>@<pid>`): a bgd killed before it gave
     /// them back leaves the next one what it needs to.
@@ -63,15 +65,21 @@ public struct AppCgroups: Sendable {
                 return .unavailable("this kernel's cgroups have no freezer or kill (Linux 5.14+ has both)")
             }
             var memoryRoot: String?
+            var memoryMount: String?
             if access(root + "/memory.peak", F_OK) != 0,
                 let v1 = mountPoint(in: mounts, type: "cgroup", option: "memory"),
                 let ownMemory = path(in: membership, controller: "memory")
             {
                 let memoryBase = v1 + (ownMemory == "/" ? "" : ownMemory) + "/bgd-\(instance)"
-                if makeDirectory(memoryBase), makeDirectory(memoryBase + "/apps") { memoryRoot = memoryBase + "/apps" }
+                if makeDirectory(memoryBase), makeDirectory(memoryBase + "/apps") {
+                    memoryRoot = memoryBase + "/apps"
+                    memoryMount = v1
+                }
             }
             return .available(
-                AppCgroups(root: root, mount: unified, memoryRoot: memoryRoot, originsDirectory: origins))
+                AppCgroups(
+                    root: root, mount: unified, memoryRoot: memoryRoot, memoryMount: memoryMount,
+                    originsDirectory: origins))
         #else
             return .unavailable("cgroups are Linux's")
         #endif
@@ -83,6 +91,24 @@ public struct AppCgroups: Sendable {
             let path = Self.path(in: membership, controller: "")
         else { return nil }
         return mount + (path == "/" ? "" : path)
+    }
+
+    /// The v1 memory cgroup directory `pid` is in, where bgd measures memory there (hybrid mode).
+    public func memoryDirectory(of pid: Int32) -> String? {
+        guard let memoryMount,
+            let membership = try? String(contentsOfFile: "/proc/\(pid)/cgroup", encoding: .utf8),
+            let path = Self.path(in: membership, controller: "memory")
+        else { return nil }
+        return memoryMount + (path == "/" ? "" : path)
+    }
+
+    /// Where the user's process `pid` came from in the v1 memory hierarchy: its group there, or
+    /// — in one of bgd's — what was written down for that group.
+    public func memoryOrigin(of pid: Int32) -> String? {
+        guard let directory = memoryDirectory(of: pid) else { return nil }
+        guard let memoryRoot, directory.hasPrefix(memoryRoot + "/") else { return directory }
+        let name = (directory as NSString).lastPathComponent
+        return recordedMemoryOrigin(of: AppCgroup(path: root + "/" + name, memoryPath: nil))
     }
 
     /// A short, stable name for the state directory (the same bgd finds its leftovers again).
@@ -107,12 +133,39 @@ public struct AppCgroups: Sendable {
         return group
     }
 
-    /// Remembers the cgroup the user's process in `group` came from (until `forgetOrigin`).
-    public func recordOrigin(_ origin: String, of group: AppCgroup) {
+    /// Remembers the cgroup the user's process in `group` came from (until `forgetOrigin`), and
+    /// its v1 memory group where bgd moves it in that hierarchy too.
+    public func recordOrigin(_ origin: String, memoryOrigin: String? = nil, of group: AppCgroup) {
         guard let file = originFile(of: group), let directory = originsDirectory else { return }
         try? FileManager.default.createDirectory(
             atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         try? Data(origin.utf8).write(to: URL(fileURLWithPath: file), options: .atomic)
+        if let memoryOrigin {
+            try? Data(memoryOrigin.utf8).write(to: URL(fileURLWithPath: file + ".memory"), options: .atomic)
+        }
+    }
+
+    /// Where in the v1 memory hierarchy the user's process in `group` came from, if written down
+    /// and still there — a group outside bgd's own, as `recordedOrigin` checks.
+    public func recordedMemoryOrigin(of group: AppCgroup) -> String? {
+        guard let memoryMount, let memoryRoot, let file = originFile(of: group).map({ $0 + ".memory" }),
+            let origin = try? String(contentsOfFile: file, encoding: .utf8), !origin.isEmpty,
+            origin == memoryMount || origin.hasPrefix(memoryMount + "/"),
+            !origin.split(separator: "/").contains(".."), !origin.hasPrefix(memoryRoot + "/"), origin != memoryRoot,
+            access(origin + "/cgroup.procs", W_OK) == 0
+        else { return nil }
+        return origin
+    }
+
+    /// Moves every process in the user's `group` back where it came from: `origin`, and its
+    /// recorded v1 memory group (hybrid mode). Before, they stayed in bgd's v1 memory group —
+    /// out of their own memory limits, and one directory there leaked per adoption.
+    public func giveBack(_ group: AppCgroup, to origin: String) {
+        group.releaseAll(to: origin)
+        guard let memoryPath = group.memoryPath, let memoryOrigin = recordedMemoryOrigin(of: group) else { return }
+        for pid in AppCgroup.processes(in: memoryPath) {
+            _ = AppCgroup.write("\(pid)", to: memoryOrigin + "/cgroup.procs")
+        }
     }
 
     /// Where the user's process in `group` came from, if bgd wrote it down and it is still there
@@ -129,7 +182,10 @@ public struct AppCgroups: Sendable {
     }
 
     public func forgetOrigin(of group: AppCgroup) {
-        if let file = originFile(of: group) { unlink(file) }
+        if let file = originFile(of: group) {
+            unlink(file)
+            unlink(file + ".memory")
+        }
     }
 
     /// Removes a user's group once nothing is in it, with the note of where its processes came
@@ -239,9 +295,11 @@ public struct AppCgroup: Sendable, Hashable {
         for pid in processes { _ = release(pid, to: origin) }
     }
 
-    public var processes: [Int32] {
-        ((try? String(contentsOfFile: path + "/cgroup.procs", encoding: .utf8)) ?? "").split(separator: "\n").compactMap
-        { Int32($0) }
+    public var processes: [Int32] { Self.processes(in: path) }
+
+    static func processes(in directory: String) -> [Int32] {
+        ((try? String(contentsOfFile: directory + "/cgroup.procs", encoding: .utf8)) ?? "").split(separator: "\n")
+            .compactMap { Int32($0) }
     }
 
     /// Freezes every process and waits (up to `timeout`) until the kernel says they all are.

@@ -178,7 +178,10 @@ public actor ProcessSupervisor: Service {
                     cgroups.contains($0) ? cgroups.recordedOrigin(of: AppCgroup(path: $0, memoryPath: nil)) : $0
                 }
                 // Written before the move: a bgd killed right after it leaves what it needs.
-                if let origin { cgroups.recordOrigin(origin, of: group) }
+                if let origin {
+                    cgroups.recordOrigin(
+                        origin, memoryOrigin: group.memoryPath == nil ? nil : cgroups.memoryOrigin(of: pid), of: group)
+                }
                 do {
                     try group.enter(pid)
                 } catch {
@@ -388,7 +391,7 @@ public actor ProcessSupervisor: Service {
             // process came from, as when bgd stops.
             if cgroup.isPopulated && !processes.values.contains(where: { $0.cgroup == cgroup }) {
                 cgroup.thaw()
-                if let origin = supervised.origin { cgroup.releaseAll(to: origin) }
+                if let origin = supervised.origin { mode.cgroups?.giveBack(cgroup, to: origin) }
             }
             let used = cgroup.cpuMicroseconds ?? 0
             if mode.cgroups?.retire(cgroup) == true { retiredCPU[supervised.app, default: 0] += used }
@@ -460,7 +463,7 @@ public actor ProcessSupervisor: Service {
             // The process and whatever it started go back; the note of where to stays until the
             // group is empty.
             if let cgroup = supervised.cgroup, let origin = supervised.origin {
-                cgroup.releaseAll(to: origin)
+                mode.cgroups?.giveBack(cgroup, to: origin)
                 mode.cgroups?.retire(cgroup)
             }
         }
@@ -478,7 +481,7 @@ public actor ProcessSupervisor: Service {
         if let cgroups = mode.cgroups {
             for (group, adopted) in cgroups.leftovers() {
                 // A user's group whose process exited before its children: they go back too.
-                if adopted, let origin = cgroups.recordedOrigin(of: group) { group.releaseAll(to: origin) }
+                if adopted, let origin = cgroups.recordedOrigin(of: group) { cgroups.giveBack(group, to: origin) }
                 cgroups.retire(group)
             }
             cgroups.removeIfEmpty()
@@ -497,7 +500,7 @@ public actor ProcessSupervisor: Service {
             if adopted {
                 if group.isFrozen { thawed += 1 }
                 group.thaw()
-                if let origin = cgroups.recordedOrigin(of: group) { group.releaseAll(to: origin) }
+                if let origin = cgroups.recordedOrigin(of: group) { cgroups.giveBack(group, to: origin) }
                 if !group.isPopulated { cgroups.forgetOrigin(of: group) }
             } else if group.isPopulated {
                 ended += group.processes.count

@@ -137,7 +137,7 @@ extension CgroupProbe {
     }
 
     /// `pid`'s group in the v1 memory hierarchy, where hybrid mode keeps that controller.
-    private static func memoryDirectory(of pid: Int32) -> String? {
+    static func memoryDirectory(of pid: Int32) -> String? {
         guard let membership = try? String(contentsOfFile: "/proc/\(pid)/cgroup", encoding: .utf8) else { return nil }
         for line in membership.split(separator: "\n") {
             let fields = line.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
