@@ -312,6 +312,7 @@ public actor RunCoordinator: Service {
 
     private func launch(_ app: AppID, reason: LaunchReason, for run: RunRecord) async {
         let token = tokens.issueLaunchToken(for: app, run: run.id)
+        var launched: Int32?
         do {
             guard let stored = try await store.app(app) else { throw StoreError.appNotFound(app) }
             let container = try stateDirectory.container(for: app)
@@ -340,6 +341,7 @@ public actor RunCoordinator: Service {
                     logFile: container + "/launch.log", confinement: confinement),
                 for: app)
             Failpoint.runAfterLaunch.hit()
+            launched = process.processID
             launches[process.processID] = Launch(app: app, token: token, run: run.id)
             try await store.recordLaunch(of: run.id, processID: process.processID, startTicks: process.startTicks)
             activity.emit(.processLaunched(app, processID: process.processID))
@@ -349,6 +351,13 @@ public actor RunCoordinator: Service {
             timers.ring()
         } catch {
             tokens.revokeLaunchToken(token)
+            if let pid = launched {
+                // Started, but its pid not written down (a full disk): with its token revoked it
+                // can do nothing, and a bgd killed now would not find it again. Ended, as an
+                // overrun is; its exit clears its entry.
+                launches[pid]?.exitRequested = true
+                await supervisor.terminate(pid, killAfter: configuration.budget.killGrace)
+            }
             logger.info("Launch failed", metadata: ["app.id": "\(app)", "error": "\(error)"])
             await end(run.id, outcome: .launchFailed, detail: "\(error)")
         }
