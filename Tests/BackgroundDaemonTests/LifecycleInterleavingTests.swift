@@ -39,7 +39,8 @@ extension LifecycleTests {
             #expect(await lifecycle.status(of: AppID(rawValue: Self.app)!)?.state == .background)
             var first: (ApplicationState, ReasonCode)?
             for await activity in feed {
-                if case .lifecycleChanged(let changed, let state, let reason?) = activity, changed.rawValue == Self.app {
+                if case .lifecycleChanged(let changed, let state, let reason?) = activity, changed.rawValue == Self.app
+                {
                     first = (state, reason.code)
                     break
                 }
@@ -71,8 +72,11 @@ extension LifecycleTests {
             let pid = app.process.processID
             await lifecycle.interleave { point, checked in
                 guard point == .checking, checked == id else { return }
-                if checks.withLock({ $0 += 1; return $0 }) == 1 {
-                    _ = await lifecycle.report(LifecycleReport(state: .active, processID: pid), from: id, launched: false)
+                if checks.withLock({
+                    $0 += 1; return $0
+                }) == 1 {
+                    _ = await lifecycle.report(
+                        LifecycleReport(state: .active, processID: pid), from: id, launched: false)
                 }
             }
             daemon.clock.advance(by: .seconds(5))
@@ -97,8 +101,13 @@ extension LifecycleTests {
             let pid = app.process.processID
             let arrivals = Mutex(0)
             await lifecycle.interleave { point, frozen in
-                guard point == .freezing, arrivals.withLock({ $0 += 1; return $0 }) == 1 else { return }
-                _ = await lifecycle.report(LifecycleReport(state: .active, processID: pid), from: frozen, launched: false)
+                guard point == .freezing,
+                    arrivals.withLock({
+                        $0 += 1; return $0
+                    }) == 1
+                else { return }
+                _ = await lifecycle.report(
+                    LifecycleReport(state: .active, processID: pid), from: frozen, launched: false)
                 await lifecycle.startedEvents(for: frozen)
             }
             daemon.clock.advance(by: .seconds(5))
@@ -107,6 +116,48 @@ extension LifecycleTests {
             await lifecycle.interleave(nil)
             #expect(await lifecycle.status(of: id)?.state == .active)
             #expect(await lifecycle.appInForeground == id)
+        }
+    }
+
+    /// A report bgd handles after it froze the app was sent before the freeze (a frozen process
+    /// sends nothing). `background` changes nothing; `active` — the user brought it to the front
+    /// as bgd froze it — thaws it. Before, it was recorded `active` and stayed frozen for good,
+    /// holding every processing task back.
+    @Test func aReportSentBeforeTheFreezeCountsOnlyIfItSaysActive() async throws {
+        try await TestDaemon.with { daemon in
+            let app = try await startInBackgroundWithNothingToDo(in: daemon)
+            defer { app.stop() }
+            let lifecycle = daemon.daemon.lifecycle
+            let id = AppID(rawValue: Self.app)!
+            let pid = app.process.processID
+            _ = try await waitForSuspension(daemon) { daemon.clock.advance(by: .seconds(5)) }
+            #expect(await app.settlesSuspended())
+            _ = await lifecycle.report(LifecycleReport(state: .background, processID: pid), from: id, launched: false)
+            #expect(await lifecycle.status(of: id)?.state == .suspended && isSuspended(pid), "a stale background")
+            _ = await lifecycle.report(LifecycleReport(state: .active, processID: pid), from: id, launched: false)
+            #expect(await lifecycle.status(of: id)?.state == .active)
+            #expect(await eventually { !isSuspended(pid) }, "thawed")
+            #expect(await lifecycle.appInForeground == id)
+        }
+    }
+
+    /// A new instance of the app reports while the old one is frozen: the old one is thawed — no
+    /// longer bgd's to hold, and nothing else would ever thaw it — and the new one starts with
+    /// none of the old one's tasks.
+    @Test func aNewInstanceReportingThawsTheOldOne() async throws {
+        try await TestDaemon.with { daemon in
+            let app = try await startInBackgroundWithNothingToDo(in: daemon)
+            defer { app.stop() }
+            let lifecycle = daemon.daemon.lifecycle
+            let id = AppID(rawValue: Self.app)!
+            _ = try await waitForSuspension(daemon) { daemon.clock.advance(by: .seconds(5)) }
+            #expect(await app.settlesSuspended())
+            let newer = try Spawned("/bin/sleep", ["1000"])
+            defer { newer.signal(SIGKILL) }
+            let status = await lifecycle.report(
+                LifecycleReport(state: .active, processID: newer.processID), from: id, launched: false)
+            #expect(status.state == .active && status.processID == newer.processID, "\(status)")
+            #expect(await eventually { !isSuspended(app.process.processID) }, "the old instance is thawed")
         }
     }
 }

@@ -91,16 +91,30 @@ public actor LifecycleSupervisor: Service {
 
     /// The app reports its state (`applicationDidEnterBackground` and friends).
     public func report(_ report: LifecycleReport, from app: AppID, launched: Bool) async -> LifecycleStatus {
+        if let before = entries[app], before.state == .suspended, let frozen = before.processID {
+            // A frozen process sends nothing: this report was sent before the freeze, or comes
+            // from another process of the app. `background` from the frozen one changes nothing.
+            // Anything else thaws it — the user brought it to the front as bgd froze it, or a
+            // new instance takes the app over and the old one is no longer bgd's to hold —
+            // where before it stayed frozen with nothing left to thaw it.
+            if frozen == report.processID && !report.state.isForeground { return status(of: app, before) }
+            await supervisor.thaw(frozen)
+            try? await store.clearSuspension(processID: frozen)
+        }
+        let isNewProcess = entries[app]?.processID != report.processID
+        // The state lasts as long as the process: when it exits, so does the state (an app that
+        // reported `active` and exited held every processing task back for ever). The
+        // supervisor watches it and says so (`processExited`).
+        if isNewProcess && !launched { await supervisor.adopt(report.processID, of: app) }
+        // Read after the waits: what came meanwhile (a suspension, a task, a forget) stands.
         var entry = entries[app] ?? Entry(launched: launched, state: .active)
         if entry.processID != report.processID {
             entry.processID = report.processID
             entry.ending = false
             entry.suspending = false  // the old process's freeze is not this one's
-            // The state lasts as long as the process: when it exits, so does the state (an app
-            // that reported `active` and exited held every processing task back for ever). The
-            // supervisor watches it and says so (`processExited`).
-            if !launched { await supervisor.adopt(report.processID, of: app) }
+            entry.tasks = [:]  // the old process's, ended with it as far as this one is concerned
         }
+        if entry.state == .suspended { entry.state = .background }  // thawed above
         entry.launched = launched
         let now = clock.now
         // A process bgd launched is in the background whatever it says.
