@@ -119,19 +119,26 @@ extension LifecycleTests {
         }
     }
 
+    /// Runs `body` with the fixture suspended by bgd (frozen in its cgroup, or stopped).
+    func withSuspendedApp(
+        _ body: @Sendable (TestDaemon, Foreground, LifecycleSupervisor, AppID) async throws -> Void
+    ) async throws {
+        try await TestDaemon.with { daemon in
+            let app = try await startInBackgroundWithNothingToDo(in: daemon)
+            defer { app.stop() }
+            _ = try await waitForSuspension(daemon) { daemon.clock.advance(by: .seconds(5)) }
+            #expect(await app.settlesSuspended())
+            try await body(daemon, app, daemon.daemon.lifecycle, AppID(rawValue: Self.app)!)
+        }
+    }
+
     /// A report bgd handles after it froze the app was sent before the freeze (a frozen process
     /// sends nothing). `background` changes nothing; `active` — the user brought it to the front
     /// as bgd froze it — thaws it. Before, it was recorded `active` and stayed frozen for good,
     /// holding every processing task back.
     @Test func aReportSentBeforeTheFreezeCountsOnlyIfItSaysActive() async throws {
-        try await TestDaemon.with { daemon in
-            let app = try await startInBackgroundWithNothingToDo(in: daemon)
-            defer { app.stop() }
-            let lifecycle = daemon.daemon.lifecycle
-            let id = AppID(rawValue: Self.app)!
+        try await withSuspendedApp { daemon, app, lifecycle, id in
             let pid = app.process.processID
-            _ = try await waitForSuspension(daemon) { daemon.clock.advance(by: .seconds(5)) }
-            #expect(await app.settlesSuspended())
             _ = await lifecycle.report(LifecycleReport(state: .background, processID: pid), from: id, launched: false)
             #expect(await lifecycle.status(of: id)?.state == .suspended && isSuspended(pid), "a stale background")
             _ = await lifecycle.report(LifecycleReport(state: .active, processID: pid), from: id, launched: false)
@@ -145,13 +152,7 @@ extension LifecycleTests {
     /// longer bgd's to hold, and nothing else would ever thaw it — and the new one starts with
     /// none of the old one's tasks.
     @Test func aNewInstanceReportingThawsTheOldOne() async throws {
-        try await TestDaemon.with { daemon in
-            let app = try await startInBackgroundWithNothingToDo(in: daemon)
-            defer { app.stop() }
-            let lifecycle = daemon.daemon.lifecycle
-            let id = AppID(rawValue: Self.app)!
-            _ = try await waitForSuspension(daemon) { daemon.clock.advance(by: .seconds(5)) }
-            #expect(await app.settlesSuspended())
+        try await withSuspendedApp { _, app, lifecycle, id in
             let newer = try Spawned("/bin/sleep", ["1000"])
             defer { newer.signal(SIGKILL) }
             let status = await lifecycle.report(
