@@ -100,40 +100,8 @@ struct FullDiskTests {
     /// shutdown dropped it, and the next bgd recorded the run as interrupted and made it up.
     @Test func anAnswerTheDiskCannotTakeIsHeldAndWrittenBeforeShutdown() async throws {
         try await withDaemonOnVolume(size: "4m") { _, state, socket, daemon in
-            let admin = DaemonClient(socketPath: socket)
-            let registered = try await admin.send(
-                .post, "/v1/apps",
-                body: RegisterAppRequest(
-                    id: AppID(rawValue: "com.example.full")!, launchCommand: LaunchCommand(["/bin/false"])!,
-                    fetchInterval: .never),
-                as: RegisteredApp.self)
-            // The app, connected: the fetch's event comes on its stream.
-            let app = DaemonClient(socketPath: socket, token: registered.token)
-            var messages = try await app.stream("/v1/app/events").makeAsyncIterator()
-            _ = try await messages.next()  // hello
-            let run = try await admin.send(.post, "/v1/apps/com.example.full/fetch", as: RunRecord.self)
-            var seen: StreamMessage?
-            while seen == nil {
-                guard let message = try await messages.next() else { break }
-                if case .event = message { seen = message }
-            }
-            #expect(seen != nil, "the fetch's event reached the app")
-
-            // The volume fills up, to the last page SQLite's log had room for.
-            let filler = state + "/filler"
-            let descriptor = open(filler, O_WRONLY | O_CREAT, 0o600)
-            let chunk = [UInt8](repeating: 7, count: 64 << 10)
-            while chunk.withUnsafeBytes({ write(descriptor, $0.baseAddress, chunk.count) }) > 0 {}
-            close(descriptor)
-            var full = false
-            for index in 0..<300 where !full {
-                let body = try WireCoding.makeEncoder().encode(
-                    RegisterAppRequest(
-                        id: AppID(rawValue: "com.example.filler\(index)")!, launchCommand: LaunchCommand(["/bin/true"])!
-                    ))
-                full = try await RawHTTP.request(socket, .POST, "/v1/apps", body: body).status == 507
-            }
-            #expect(full)
+            let (registered, run, stream) = try await connectedAppWithAFetch(socket: socket)
+            let filler = try await fillUp(state, socket: socket)
             let answer = try await RawHTTP.request(
                 socket, .POST, "/v1/app/runs/\(run.id)/result",
                 body: try WireCoding.makeEncoder().encode(FetchResultReport(result: .newData)), token: registered.token)
@@ -147,7 +115,79 @@ struct FullDiskTests {
             let store = try BackgroundStore.open(atPath: state + "/bgd.sqlite")
             #expect(try await store.run(run.id)?.outcome == .newData, "the answer the app gave stands")
             #expect(try await store.openEvents(for: registered.app.id).isEmpty, "its event settled with the run")
+            _ = stream
         }
+    }
+
+    /// A run that expires while the disk is full has its end held; the app's answer that comes
+    /// after does not replace it (the first end stands) and is told so (409, "expired"), not
+    /// that its answer is held (507). Space again: the expiry is what is written.
+    @Test func aLateAnswerDoesNotReplaceAnExpiryTheDiskCouldNotTakeYet() async throws {
+        try await withVolume(size: "4m") { directory in
+            try await TestDaemon.with(directory: directory) { daemon in
+                let state = directory + "/state"
+                let (registered, run, stream) = try await connectedAppWithAFetch(socket: daemon.socketPath)
+                let filler = try await fillUp(state, socket: daemon.socketPath)
+                daemon.clock.advance(by: .seconds(30))  // the budget is over: expired, and held
+                let late = try await RawHTTP.request(
+                    daemon.socketPath, .POST, "/v1/app/runs/\(run.id)/result",
+                    body: try WireCoding.makeEncoder().encode(FetchResultReport(result: .newData)),
+                    token: registered.token)
+                #expect(
+                    late.status == 409 && late.errorCode == "runAlreadyEnded", "\(late.status) \(late.errorCode ?? "")")
+                #expect(String(decoding: late.body, as: UTF8.self).contains("expired"))
+                unlink(filler)
+                #expect(
+                    try await eventuallyAsync {
+                        daemon.clock.advance(by: .seconds(1))  // the held end's retry
+                        return try await daemon.store.run(run.id)?.outcome != nil
+                    })
+                #expect(try await daemon.store.run(run.id)?.outcome == .expired)
+                _ = stream
+            }
+        }
+    }
+
+    /// An app registered with bgd at `socket` and connected, and a fetch run bgd gave it.
+    func connectedAppWithAFetch(socket: String) async throws -> (RegisteredApp, RunRecord, StreamMessages.Iterator) {
+        let admin = DaemonClient(socketPath: socket)
+        let registered = try await admin.send(
+            .post, "/v1/apps",
+            body: RegisterAppRequest(
+                id: AppID(rawValue: "com.example.full")!, launchCommand: LaunchCommand(["/bin/false"])!,
+                fetchInterval: .never),
+            as: RegisteredApp.self)
+        // The app, connected: the fetch's event comes on its stream.
+        let app = DaemonClient(socketPath: socket, token: registered.token)
+        var messages = try await app.stream("/v1/app/events").makeAsyncIterator()
+        _ = try await messages.next()  // hello
+        let run = try await admin.send(.post, "/v1/apps/com.example.full/fetch", as: RunRecord.self)
+        var seen: StreamMessage?
+        while seen == nil {
+            guard let message = try await messages.next() else { break }
+            if case .event = message { seen = message }
+        }
+        #expect(seen != nil, "the fetch's event reached the app")
+        return (registered, run, messages)
+    }
+
+    /// Fills the volume of `state` up, to the last page SQLite's log had room for (bgd at
+    /// `socket` refuses a registration with 507); returns the filler file, to unlink for space.
+    func fillUp(_ state: String, socket: String) async throws -> String {
+        let filler = state + "/filler"
+        let descriptor = open(filler, O_WRONLY | O_CREAT, 0o600)
+        let chunk = [UInt8](repeating: 7, count: 64 << 10)
+        while chunk.withUnsafeBytes({ write(descriptor, $0.baseAddress, chunk.count) }) > 0 {}
+        close(descriptor)
+        var full = false
+        for index in 0..<300 where !full {
+            let body = try WireCoding.makeEncoder().encode(
+                RegisterAppRequest(
+                    id: AppID(rawValue: "com.example.filler\(index)")!, launchCommand: LaunchCommand(["/bin/true"])!))
+            full = try await RawHTTP.request(socket, .POST, "/v1/apps", body: body).status == 507
+        }
+        #expect(full)
+        return filler
     }
 
     /// A real bgd on a state volume of its own of `size` (a tmpfs: root, here and in CI),
@@ -159,15 +199,24 @@ struct FullDiskTests {
         let directory = TemporaryDirectory.make()
         let state = directory + "/state"
         try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
-        let mount = try await Command.run("/bin/mount", ["-t", "tmpfs", "-o", "size=\(size)", "tmpfs", state])
+        try await withVolume(size: size, at: state) { _ in
+            let socket = directory + "/bgd.sock"
+            let daemon = try await DaemonProcess(
+                stateDirectory: state, socketPath: socket, arguments: ["--push-port", "off"])
+            try await body(directory, state, socket, daemon)
+        }
+    }
+
+    /// A tmpfs of `size` mounted at `path` (a new directory when nil) for `body`, unmounted
+    /// whatever happens.
+    func withVolume(size: String, at path: String? = nil, _ body: (String) async throws -> Void) async throws {
+        let path = path ?? TemporaryDirectory.make()
+        let mount = try await Command.run("/bin/mount", ["-t", "tmpfs", "-o", "size=\(size)", "tmpfs", path])
         guard mount.status == 0 else {
             Issue.record("cannot mount a tmpfs for the state (needs root): \(mount.standardError)")
             return
         }
-        defer { _ = umount2(state, Int32(MNT_DETACH)) }
-        let socket = directory + "/bgd.sock"
-        let daemon = try await DaemonProcess(
-            stateDirectory: state, socketPath: socket, arguments: ["--push-port", "off"])
-        try await body(directory, state, socket, daemon)
+        defer { _ = umount2(path, Int32(MNT_DETACH)) }
+        try await body(path)
     }
 }

@@ -529,4 +529,25 @@ struct RunCoordinatorTests {
             #expect(run.trigger == .transferEvents && run.reasons.first?.code == .transferEventsWaiting)
         }
     }
+
+    /// The wall clock set back a day after the third crash: the events still wait a minute of
+    /// time that passes, once. Before, each look at the wait found "a minute from now" again,
+    /// and the events waited until the wall clock came back to the crash.
+    @Test func aClockSetBackDoesNotPutTheEventsOffAgainAndAgain() async throws {
+        try await withHarness { h in
+            try await finishATransfer(of: h)
+            for launch in 1...3 {
+                await h.coordinator.deliverEvents(to: h.app)
+                let run = try #require(try await h.store.runs(of: h.app).first)
+                h.launcher.exit(2_000_000_000 + Int32(launch), .signalled(11))
+                #expect(await until { (try? await h.store.run(run.id)?.outcome) == .crashed })
+            }
+            h.clock.jump(by: .seconds(-86400))
+            for _ in 0..<20 { await h.coordinator.deliverEvents(to: h.app) }
+            h.clock.advance(by: .seconds(59))
+            #expect(h.launcher.launches.count == 3)
+            h.clock.advance(by: .seconds(1))
+            #expect(await until { h.launcher.launches.count == 4 }, "a minute after, the wall clock notwithstanding")
+        }
+    }
 }

@@ -98,8 +98,9 @@ public actor RunCoordinator: Service {
 
     private var flights: [RunID: Flight] = [:]
     private var launches: [Int32: Launch] = [:]
-    /// Apps whose transfer events wait for a launch the backoff put off, and until when.
-    private var deferredEvents: [AppID: Date] = [:]
+    /// Apps whose transfer events wait for a launch the backoff put off, and until when on
+    /// `elapsed`: decided once, and launched when it comes, whatever the wall clock did.
+    private var deferredEvents: [AppID: Duration] = [:]
     /// Apps whose transfer events came while their only launched process was on its way out
     /// (told to exit, it reads no more): launched for them again once it has exited.
     private var eventsAfterExit: Set<AppID> = []
@@ -237,7 +238,11 @@ public actor RunCoordinator: Service {
     /// An app whose launches for events keep ending without handling them is launched for them
     /// again only after `EventsRelaunchBackoff`'s wait; the events wait meanwhile (a timer
     /// brings them back).
-    public func deliverEvents(to app: AppID) async {
+    public func deliverEvents(to app: AppID) async { await deliverEvents(to: app, waited: false) }
+
+    /// `waited`: the backoff's wait for this app is over; launch without asking it again (asked
+    /// again with the wall clock set back, it would put the launch off anew each time).
+    private func deliverEvents(to app: AppID, waited: Bool) async {
         if broker.isConnectedInForeground(app)
             || launches.values.contains(where: { $0.app == app && !$0.exitRequested })
         {
@@ -252,19 +257,21 @@ public actor RunCoordinator: Service {
             eventsAfterExit.insert(app)
             return
         }
-        let now = clock.now
-        if let notBefore = configuration.eventsRelaunch.notBefore(
-            now: now, runs: (try? await store.runs(of: app)) ?? []),
-            notBefore > now
-        {
-            if deferredEvents[app] != notBefore {
+        if !waited {
+            // Put off already: the events wait for that launch.
+            guard deferredEvents[app] == nil else { return }
+            let now = clock.now
+            if let notBefore = configuration.eventsRelaunch.notBefore(
+                now: now, runs: (try? await store.runs(of: app)) ?? []),
+                notBefore > now
+            {
                 logger.notice(
                     "The app's launches for its transfer events keep ending without handling them; the events wait",
                     metadata: ["app.id": "\(app)", "launch.at": "\(WireCoding.format(notBefore))"])
+                deferredEvents[app] = clock.elapsed + notBefore.duration(since: now)
+                timers.ring()
+                return
             }
-            deferredEvents[app] = notBefore
-            timers.ring()
-            return
         }
         deferredEvents[app] = nil
         do {
@@ -375,7 +382,12 @@ public actor RunCoordinator: Service {
             // Taken but not yet written (a full disk): said as the disk's trouble (507, 503), not
             // as "already ended" — the app then leaves its event open, and the end written later
             // settles it; a bgd that dies first makes the run up, as it never said it was done.
-            if let held = unrecordedEnds[runID] { throw held.trouble }
+            if let held = unrecordedEnds[runID] {
+                if held.outcome == RunOutcome(result) { throw held.trouble }
+                var ended = run
+                ended.outcome = held.outcome  // the first end stands, written or not yet
+                throw Failure.runAlreadyEnded(ended)
+            }
             throw Failure.runAlreadyEnded(try await store.run(runID) ?? run)
         }
         Failpoint.runAfterResultCommit.hit()
@@ -439,6 +451,10 @@ public actor RunCoordinator: Service {
         timers.ring()
     }
 
+    /// The app as the user runs it connected (again): a grace running from an earlier close is
+    /// over, and a later close starts its own.
+    public func foregroundConnectionOpened(_ app: AppID) { closedWithRuns[app] = nil }
+
     private func unwatched(_ flight: Flight, of app: AppID) -> Bool {
         flight.run.app == app && flight.toRunningApp && flight.runningAppProcess == nil
     }
@@ -466,7 +482,6 @@ public actor RunCoordinator: Service {
         let (now, elapsed) = (clock.now, clock.elapsed)
         var next: Duration?
         func wake(after wait: Duration) { next = min(next ?? elapsed + wait, elapsed + wait) }
-        func wake(at date: Date) { wake(after: date.duration(since: now)) }
         for (id, flight) in flights {
             let runNow = budgetNow(of: flight)
             switch flight.budget.step(startedAt: flight.run.startedAt, warned: flight.warned, now: runNow) {
@@ -482,15 +497,14 @@ public actor RunCoordinator: Service {
                 await expire(id)
             }
         }
-        for (app, at) in deferredEvents {
-            guard at <= now else {
-                wake(at: at)
+        for (app, due) in deferredEvents {
+            guard due <= elapsed else {
+                wake(after: due - elapsed)
                 continue
             }
             deferredEvents[app] = nil
             // Acknowledged meanwhile (the app connected by itself): nothing to launch it for.
-            if (try? await store.openEventCount(for: app)) ?? 1 > 0 { await deliverEvents(to: app) }
-            if let again = deferredEvents[app] { wake(at: again) }
+            if (try? await store.openEventCount(for: app)) ?? 1 > 0 { await deliverEvents(to: app, waited: true) }
         }
         for (app, at) in closedWithRuns {
             guard at <= elapsed else {
@@ -554,6 +568,9 @@ public actor RunCoordinator: Service {
     /// Records a run's end once; later calls for the same run change nothing and return nil.
     @discardableResult
     private func end(_ id: RunID, outcome: RunOutcome, detail: String?) async -> RunRecord? {
+        // Ended already, its end held for the store: the first end stands (a late answer does
+        // not replace an expiry the disk could not take yet).
+        guard unrecordedEnds[id] == nil else { return nil }
         var usage: RunUsage?
         if let flight = flights.removeValue(forKey: id) {
             let app = flight.run.app

@@ -47,6 +47,7 @@ struct AppEvents: Sendable {
             throw ServiceError.tooManyStreams(caller.app)
         }
         activity.emit(.appConnected(caller.app))
+        if !caller.isLaunched { await coordinator.foregroundConnectionOpened(caller.app) }
         return subscription
     }
 
