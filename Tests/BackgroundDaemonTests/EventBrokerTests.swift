@@ -4,46 +4,72 @@ import Testing
 
 @testable import BackgroundDaemon
 
-/// A stream whose app does not read keeps a bounded buffer of signals; what it must not lose
-/// survives the buffer's overflow and goes with the next signal it reads.
+/// What a stream is sent, when its app reads slower than news comes: nothing it must have is
+/// lost, the order holds, and what waits stays bounded.
 struct EventBrokerTests {
     static let app = AppID(rawValue: "com.example.slow")!
+    static let transfer = TransferID(rawValue: 1)
+
+    static func progress(_ bytes: Int64, of transfer: TransferID = transfer) -> ControlMessage {
+        .transferProgress(transfer: transfer, session: "s", bytesTransferred: bytes, bytesExpected: nil)
+    }
+
+    func deliveries(
+        of subscription: EventBroker.Subscription, after broker: EventBroker
+    ) async -> [EventBroker.Delivery] {
+        broker.unsubscribe(subscription)
+        var all: [EventBroker.Delivery] = []
+        for await delivery in subscription.deliveries { all.append(delivery) }
+        return all
+    }
 
     /// A download's progress floods a stream that is not read: its events' nudge and its `exit`
-    /// still reach it, before the progress that came after them, and only the newest progress is
-    /// kept.
+    /// still reach it (before, 1,024 progress messages pushed them out of a bounded buffer), and
+    /// of the progress only the latest waits.
     @Test func newsOutlivesAFloodOfProgress() async throws {
         let broker = EventBroker()
         let subscription = try #require(broker.subscribe(Self.app, isLaunched: true))
-        let transfer = TransferID(rawValue: 1)
-        func progress(_ bytes: Int64) -> ControlMessage {
-            .transferProgress(transfer: transfer, session: "s", bytesTransferred: bytes, bytesExpected: nil)
-        }
         broker.eventsAvailable(for: Self.app)
         broker.send(.exit, to: Self.app)
-        let flood = EventBroker.signalBuffer * 2
-        for bytes in 1...flood { broker.send(progress(Int64(bytes)), to: Self.app) }
-        broker.unsubscribe(subscription)
-
-        var deliveries: [EventBroker.Delivery] = []
-        for await delivery in subscription.deliveries { deliveries.append(delivery) }
-        #expect(deliveries.prefix(2) == [.openEvents, .control(.exit)], "\(deliveries.prefix(3))")
-        #expect(deliveries.count == 2 + EventBroker.signalBuffer, "the buffer holds the newest progress")
-        #expect(deliveries.last == .control(progress(Int64(flood))))
+        for bytes in 1...2048 { broker.send(Self.progress(Int64(bytes)), to: Self.app) }
+        #expect(
+            await deliveries(of: subscription, after: broker) == [
+                .openEvents, .control(.exit), .control(Self.progress(2048)),
+            ])
     }
 
-    /// A nudge read once is not read again; news after it is.
+    /// A download's last progress goes before the events nudged after it (its
+    /// `downloadFinished`): an app's `didWriteData` never follows `didFinishDownloadingTo`.
+    /// Events nudged before and after other news are read at both places.
+    @Test func theOrderHolds() async throws {
+        let broker = EventBroker()
+        let subscription = try #require(broker.subscribe(Self.app, isLaunched: false))
+        broker.eventsAvailable(for: Self.app)
+        broker.send(Self.progress(1), to: Self.app)
+        broker.send(Self.progress(2), to: Self.app)
+        broker.eventsAvailable(for: Self.app)
+        broker.eventsAvailable(for: Self.app)
+        broker.send(.exit, to: Self.app)  // to launched processes only: not this one
+        let deadline = Date(timeIntervalSince1970: 0)
+        broker.send(.backgroundTimeExpiring(deadline: deadline), to: Self.app)
+        broker.keepAlive()
+        #expect(
+            await deliveries(of: subscription, after: broker) == [
+                .openEvents, .control(Self.progress(2)), .openEvents,
+                .control(.backgroundTimeExpiring(deadline: deadline)), .keepAlive,
+            ])
+    }
+
+    /// News read is gone; news after it is read next.
     @Test func newsIsTakenOnce() async throws {
         let broker = EventBroker()
         let subscription = try #require(broker.subscribe(Self.app, isLaunched: false))
         var deliveries = subscription.deliveries.makeAsyncIterator()
         broker.eventsAvailable(for: Self.app)
-        broker.eventsAvailable(for: Self.app)
-        broker.keepAlive()
         #expect(await deliveries.next() == .openEvents)
-        #expect(await deliveries.next() == .keepAlive, "the second nudge's news went with the first")
-        broker.send(.exit, to: Self.app)  // to launched processes only: not this one
-        broker.send(.backgroundTimeExpiring(deadline: Date(timeIntervalSince1970: 0)), to: Self.app)
-        #expect(await deliveries.next() == .control(.backgroundTimeExpiring(deadline: Date(timeIntervalSince1970: 0))))
+        broker.keepAlive()
+        #expect(await deliveries.next() == .keepAlive)
+        broker.send(Self.progress(5, of: TransferID(rawValue: 2)), to: Self.app)
+        #expect(await deliveries.next() == .control(Self.progress(5, of: TransferID(rawValue: 2))))
     }
 }

@@ -7,33 +7,26 @@ import Synchronization
 /// The durable events live in the store; the broker carries only the news that there are new
 /// ones (the stream then reads them from the store) and the non-durable control messages.
 ///
-/// A stream whose app does not read holds a bounded buffer of signals, and the oldest go first.
-/// What must not be lost that way — that events wait, an `exit`, an `expire` — is kept beside
-/// the buffer in `StreamNews` and taken at the stream's next signal, whichever it is: before,
-/// 1,024 progress messages of a download pushed out the nudge of a fetch's event, and the app,
-/// connected, never got it (its run expired, blamed on it).
+/// Each stream's news waits in one ordered queue (`StreamNews`) that a stream which does not
+/// read cannot grow without end: news of one kind folds into the entry already waiting — the
+/// events nudge into one, a transfer's progress into its latest, an expiration per run, the
+/// latest lifecycle — so nothing is dropped and the order holds (a download's last progress
+/// before its `downloadFinished`). Before, a bounded buffer of signals dropped its oldest:
+/// 1,024 progress messages pushed out the nudge of a fetch's event, and the app, connected,
+/// never got it (its run expired, blamed on it).
 public final class EventBroker: Sendable {
-    public enum Signal: Hashable, Sendable {
-        /// News waits in the subscription's `news`: events in the store, or a control message.
-        case news
-        /// A message that may be lost to a stream that does not read (a download's progress).
-        case control(ControlMessage)
-        /// Say something, so idle connections stay open and a dead peer is noticed.
-        case keepAlive
-    }
-
     public struct Subscription: Sendable {
         public let id: UUID
         public let app: AppID
         /// Whether the stream belongs to a process bgd launched (for one run) rather than to an
         /// app the user runs.
         public let isLaunched: Bool
-        public let signals: AsyncStream<Signal>
+        /// Rings when news waits (any number of rings waiting count as one).
+        let wakes: AsyncStream<Void>
         let news: StreamNews
 
-        /// What the stream is to send, in order: at each signal, the news first (so a dropped
-        /// signal's news goes with the next one), then the signal's own message.
-        public var deliveries: Deliveries { Deliveries(signals: signals, news: news) }
+        /// What the stream is to send, in order.
+        public var deliveries: Deliveries { Deliveries(wakes: wakes, news: news) }
     }
 
     /// What a stream sends next.
@@ -41,31 +34,25 @@ public final class EventBroker: Sendable {
         /// Read the app's open events from the store and send them.
         case openEvents
         case control(ControlMessage)
+        /// Say something, so idle connections stay open and a dead peer is noticed.
         case keepAlive
     }
 
     public struct Deliveries: AsyncSequence, Sendable {
-        let signals: AsyncStream<Signal>
+        let wakes: AsyncStream<Void>
         let news: StreamNews
 
-        public func makeAsyncIterator() -> Iterator { Iterator(signals: signals.makeAsyncIterator(), news: news) }
+        public func makeAsyncIterator() -> Iterator { Iterator(wakes: wakes.makeAsyncIterator(), news: news) }
 
         public struct Iterator: AsyncIteratorProtocol {
-            var signals: AsyncStream<Signal>.Iterator
+            var wakes: AsyncStream<Void>.Iterator
             let news: StreamNews
             var ready: [Delivery] = []
 
             public mutating func next() async -> Delivery? {
                 while ready.isEmpty {
-                    guard let signal = await signals.next() else { return nil }
-                    let taken = news.take()
-                    if taken.events { ready.append(.openEvents) }
-                    ready += taken.controls.map(Delivery.control)
-                    switch signal {
-                    case .news: break
-                    case .control(let message): ready.append(.control(message))
-                    case .keepAlive: ready.append(.keepAlive)
-                    }
+                    ready = news.take()
+                    if ready.isEmpty, await wakes.next() == nil { return nil }
                 }
                 return ready.removeFirst()
             }
@@ -74,8 +61,13 @@ public final class EventBroker: Sendable {
 
     private struct Stream {
         var isLaunched: Bool
-        var continuation: AsyncStream<Signal>.Continuation
+        var continuation: AsyncStream<Void>.Continuation
         let news: StreamNews
+
+        func post(_ delivery: Delivery) {
+            news.post(delivery)
+            continuation.yield()
+        }
     }
 
     /// The most streams one app holds open at once. An app needs one (a launched process and the
@@ -84,10 +76,6 @@ public final class EventBroker: Sendable {
     /// without end exhausted bgd's descriptors and memory (300 unread streams, 1.9 GB). A
     /// stream whose process ended closes with it, so a client reconnecting is not refused.
     public static let maximumStreamsPerApp = 4
-    /// Signals waiting for a stream that does not read (nudges, keep-alives, control messages):
-    /// beyond this the oldest are dropped — a stalled stream cannot grow without end.
-    static let signalBuffer = 1024
-
     private let streams = Mutex<[AppID: [UUID: Stream]]>([:])
     private let changes = Atomic<Int>(0)
     /// Moves whenever a stream opens or closes (the app listing's cache key).
@@ -103,8 +91,7 @@ public final class EventBroker: Sendable {
 
     /// A new stream for `app`, or nil when it holds `maximumStreamsPerApp` open already.
     public func subscribe(_ app: AppID, isLaunched: Bool) -> Subscription? {
-        let (signals, continuation) = AsyncStream<Signal>.makeStream(
-            bufferingPolicy: .bufferingNewest(Self.signalBuffer))
+        let (wakes, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         let id = UUID()
         let news = StreamNews()
         let taken = streams.withLock { streams -> Bool in
@@ -115,7 +102,7 @@ public final class EventBroker: Sendable {
         guard taken else { return nil }
         changes.add(1, ordering: .releasing)
         streamOpened.ring()
-        return Subscription(id: id, app: app, isLaunched: isLaunched, signals: signals, news: news)
+        return Subscription(id: id, app: app, isLaunched: isLaunched, wakes: wakes, news: news)
     }
 
     public func unsubscribe(_ subscription: Subscription) {
@@ -140,29 +127,18 @@ public final class EventBroker: Sendable {
 
     /// Tells the app's open streams that the store holds new events for it.
     public func eventsAvailable(for app: AppID) {
-        for stream in streams(of: app) {
-            stream.news.eventsWait()
-            stream.continuation.yield(.news)
-        }
+        for stream in streams(of: app) { stream.post(.openEvents) }
     }
 
     /// Sends a control message to the app's streams; `.exit` only to processes bgd launched.
-    /// A download's progress may be lost to a stream that does not read; the rest may not.
     public func send(_ control: ControlMessage, to app: AppID) {
-        for stream in streams(of: app) where stream.isLaunched || control != .exit {
-            if case .transferProgress = control {
-                stream.continuation.yield(.control(control))
-            } else {
-                stream.news.add(control)
-                stream.continuation.yield(.news)
-            }
-        }
+        for stream in streams(of: app) where stream.isLaunched || control != .exit { stream.post(.control(control)) }
     }
 
     /// Nudges every open stream to send a keep-alive line.
     public func keepAlive() {
-        let continuations = streams.withLock { $0.values.flatMap { $0.values.map(\.continuation) } }
-        for continuation in continuations { continuation.yield(.keepAlive) }
+        let all = streams.withLock { $0.values.flatMap { $0.values } }
+        for stream in all { stream.post(.keepAlive) }
     }
 
     /// Ends every stream of the app (it was unregistered).
@@ -174,29 +150,52 @@ public final class EventBroker: Sendable {
     private func streams(of app: AppID) -> [Stream] { streams.withLock { $0[app].map { Array($0.values) } ?? [] } }
 }
 
-/// What one stream must send and may not lose to its full signal buffer: that the store holds
-/// events for it, and the control messages that are not progress, in order.
+/// One stream's news, in the order it came, each kind folded into the entry already waiting
+/// (see `EventBroker`): bounded by the kinds there are — one progress per transfer (an app has
+/// at most 1,000), one expiration per run, one each of the rest, and an events nudge between
+/// any two of them at most.
 final class StreamNews: Sendable {
-    /// Control messages kept for a stream that does not read: its app gets the latest this many
-    /// (lifecycle changes, warnings) and no more, so a stalled stream's news stays bounded.
-    static let controlLimit = 64
-    private let state = Mutex<(events: Bool, controls: [ControlMessage])>((false, []))
+    private let queue = Mutex<[EventBroker.Delivery]>([])
 
-    func eventsWait() { state.withLock { $0.events = true } }
-
-    func add(_ control: ControlMessage) {
-        state.withLock { state in
-            state.controls.append(control)
-            if state.controls.count > Self.controlLimit { state.controls.removeFirst() }
+    func post(_ delivery: EventBroker.Delivery) {
+        queue.withLock { queue in
+            let kind = Self.kind(of: delivery)
+            if kind == .events {
+                // Into a nudge only at the end: events nudged after a download's progress are
+                // read after it (its `downloadFinished` after its last `didWriteData`).
+                if queue.last != .openEvents { queue.append(delivery) }
+            } else if let waiting = queue.firstIndex(where: { Self.kind(of: $0) == kind }) {
+                queue[waiting] = delivery  // in the place of the first: the order stays
+            } else {
+                queue.append(delivery)
+            }
         }
     }
 
-    /// The news so far, cleared: events are read from the store after this, so any committed
-    /// before its nudge are in that read.
-    func take() -> (events: Bool, controls: [ControlMessage]) {
-        state.withLock { state in
-            defer { state = (false, []) }
-            return state
+    /// The news so far, cleared. Events are read from the store after this, so any committed
+    /// before their nudge are in that read.
+    func take() -> [EventBroker.Delivery] {
+        queue.withLock { queue in
+            defer { queue.removeAll() }
+            return queue
+        }
+    }
+
+    private enum Kind: Hashable {
+        case events, keepAlive, exit, backgroundTimeExpiring, lifecycle
+        case expire(RunID)
+        case progress(TransferID)
+    }
+
+    private static func kind(of delivery: EventBroker.Delivery) -> Kind {
+        switch delivery {
+        case .openEvents: .events
+        case .keepAlive: .keepAlive
+        case .control(.exit): .exit
+        case .control(.backgroundTimeExpiring): .backgroundTimeExpiring
+        case .control(.lifecycle): .lifecycle
+        case .control(.expire(let run, _)): .expire(run)
+        case .control(.transferProgress(let transfer, _, _, _)): .progress(transfer)
         }
     }
 }
