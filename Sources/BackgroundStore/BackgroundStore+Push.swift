@@ -14,7 +14,10 @@ extension BackgroundStore {
                 db, sql: "SELECT token, createdAt FROM deviceToken WHERE appId = ? AND revokedAt IS NULL",
                 arguments: [app.rawValue])
             {
-                return (DeviceTokenInfo(app: app, token: row["token"], createdAt: try row.decode(forColumn: "createdAt")), false)
+                return (
+                    DeviceTokenInfo(app: app, token: row["token"], createdAt: try row.decode(forColumn: "createdAt")),
+                    false
+                )
             }
             let token = make()
             try db.execute(
@@ -214,21 +217,30 @@ extension BackgroundStore {
 
     /// Coalesces the app's waiting pushes — the newest of each collapse id (and of those without
     /// one) stays, the others are marked replaced, and past `queuedPushesPerApp` the oldest
-    /// are too — and returns the newest that stays. A replaced
-    /// push keeps its row (what came, when, and what replaced it) but not its payload, which
-    /// nobody will read: a provider sending 20 a second to one app left 8 GB a day of them.
+    /// are too — and returns the oldest that stays: each collapse id has its turn in the order
+    /// it came (before, the newest went first, and one collapse id a provider sent to often
+    /// enough held every other back for ever). A push with `apns-expiration: 0` replaces none
+    /// and is replaced by none: it goes now or never, and one that cannot go must not take an
+    /// older push's place (APNs stores none). A replaced push keeps its row (what came, when,
+    /// and what replaced it) but not its payload, which nobody will read: a provider sending 20
+    /// a second to one app left 8 GB a day of them.
     public func coalesceQueuedPushes(of app: AppID) async throws -> StoredPush? {
         try await writer.write { db in
+            let lasting = "(expiration IS NULL OR expiration <> ?)"
             // One statement, so a flood of pushes to one app costs one pass, not one update each.
             try db.execute(
                 sql: """
                     UPDATE push SET state = '\(PushState.replaced.rawValue)', reasonCode = ?, payload = X'',
                         reason = CASE WHEN collapseId IS NULL THEN 'a newer push for the app replaced it'
                                  ELSE 'a newer push with collapse id ''' || collapseId || ''' replaced it' END
-                    WHERE appId = ? AND state = '\(PushState.queued.rawValue)' AND id NOT IN (
-                        SELECT max(id) FROM push WHERE appId = ? AND state = '\(PushState.queued.rawValue)' GROUP BY ifnull(collapseId, ''))
+                    WHERE appId = ? AND state = '\(PushState.queued.rawValue)' AND \(lasting) AND id NOT IN (
+                        SELECT max(id) FROM push WHERE appId = ? AND state = '\(PushState.queued.rawValue)' AND \(lasting)
+                        GROUP BY ifnull(collapseId, ''))
                     """,
-                arguments: [ReasonCode.pushReplaced.rawValue, app.rawValue, app.rawValue])
+                arguments: [
+                    ReasonCode.pushReplaced.rawValue, app.rawValue, PushThrottle.nowOrNever, app.rawValue,
+                    PushThrottle.nowOrNever,
+                ])
             try db.execute(
                 sql: """
                     UPDATE push SET state = '\(PushState.replaced.rawValue)', reasonCode = ?, payload = X'', reason = ?
@@ -246,10 +258,33 @@ extension BackgroundStore {
             return try Row.fetchOne(
                 db,
                 sql:
-                    "SELECT * FROM push WHERE appId = ? AND state = '\(PushState.queued.rawValue)' ORDER BY id DESC LIMIT 1",
+                    "SELECT * FROM push WHERE appId = ? AND state = '\(PushState.queued.rawValue)' ORDER BY id LIMIT 1",
                 arguments: [app.rawValue]
             )
             .flatMap { try StoredPush(row: $0) }
+        }
+    }
+
+    /// Drops the app's waiting pushes but `head` whose `apns-expiration` comes before `turn`:
+    /// they wait behind `head`, which goes first, so they would expire before their turn — and
+    /// one with `apns-expiration: 0` cannot go now. Returns those dropped.
+    @discardableResult
+    public func dropQueuedPushes(
+        of app: AppID, expiringBefore turn: Date, behind head: PushID, reason: DecisionReason
+    ) async throws -> [PushID] {
+        try await writer.write { db in
+            let condition = """
+                appId = ? AND state = '\(PushState.queued.rawValue)' AND id <> ?
+                    AND expiration IS NOT NULL AND expiration < ?
+                """
+            let arguments: StatementArguments = [app.rawValue, head.rawValue, turn]
+            let dropped = try Int64.fetchAll(db, sql: "SELECT id FROM push WHERE \(condition)", arguments: arguments)
+            guard !dropped.isEmpty else { return [] }
+            try db.execute(
+                sql:
+                    "UPDATE push SET state = '\(PushState.dropped.rawValue)', reasonCode = ?, reason = ? WHERE \(condition)",
+                arguments: [reason.code.rawValue, reason.detail] + arguments)
+            return dropped.map(PushID.init(rawValue:))
         }
     }
 
@@ -337,7 +372,8 @@ extension BackgroundStore {
                 try statement.execute(arguments: [
                     push.app.rawValue, push.apnsID, push.pushType, push.priority, push.collapseID, push.expiration,
                     push.payload, now,
-                    (push.dropped != nil ? PushState.dropped : push.pushType == "background" ? .queued : .recorded).rawValue,
+                    (push.dropped != nil ? PushState.dropped : push.pushType == "background" ? .queued : .recorded)
+                        .rawValue,
                     push.dropped?.code.rawValue, push.dropped?.detail, push.app.rawValue,
                 ])
             }

@@ -343,6 +343,36 @@ struct PushGatewayTests {
         }
     }
 
+    /// Held pushes go oldest collapse id first, so none waits for ever behind one a provider
+    /// keeps sending (before, the newest went first: "news" every 20 minutes held "mail" back
+    /// for good). And a now-or-never push that cannot go replaces nothing: before, it took the
+    /// place of a held push of its collapse id, and then was dropped itself — neither came.
+    @Test func heldPushesTakeTurnsAndANowOrNeverPushReplacesNothing() async throws {
+        try await withGateway(command: try fixture(), throttle: PushThrottle(wakesPerHour: 3, burst: 1)) {
+            provider, daemon, tokenOf in
+            let token = try await tokenOf(Self.app)
+            let app = AppID(rawValue: Self.app)!
+            func push(_ id: Int, _ headers: [(String, String)] = []) async throws {
+                let answer = try await provider.send(
+                    token: token, headers: headers, body: #"{"aps":{"content-available":1},"content-id":\#(id)}"#)
+                #expect(answer.status == 200)
+            }
+            _ = try await daemon.waitForRunEnd(of: Self.app) { try await push(1) }
+            try await push(2, [("apns-collapse-id", "mail")])
+            try await push(3, [("apns-collapse-id", "news")])
+            try await push(4, [("apns-collapse-id", "mail"), ("apns-expiration", "0")])
+            try await daemon.waitUntil {
+                try await daemon.store.pushes(of: app).first?.state == .dropped
+            }
+            let states = try await daemon.store.pushes(of: app).map(\.state)
+            #expect(states == [.dropped, .queued, .queued, .delivered], "\(states)")
+            _ = try await daemon.waitForRunEnd(of: Self.app) { daemon.clock.advance(by: .seconds(1200)) }
+            try await push(5, [("apns-collapse-id", "news")])
+            _ = try await daemon.waitForRunEnd(of: Self.app) { daemon.clock.advance(by: .seconds(1200)) }
+            #expect(log(daemon) == ["push 1", "push 2", "push 5"])
+        }
+    }
+
     /// An unregistered app's pushes go with it. Before, one left queued was tried again at
     /// every pass once its wake was allowed, the store refused it (no such app) and the pass
     /// failed: no app after it in name order was woken for a push again.

@@ -7,6 +7,7 @@ import Testing
 
 /// The push queue's SQL: coalescing, state-guarded updates, replays.
 struct PushStoreTests {
+    /// The newest of each stays; the oldest of those goes first.
     @Test func coalescingKeepsTheNewestOfEachCollapseIDAndOfThoseWithout() async throws {
         let f = try await StoreFixture()
         try await f.store.enqueuePushes(
@@ -14,8 +15,8 @@ struct PushStoreTests {
                 f.backgroundPush(1), f.backgroundPush(2, collapseID: "score"), f.backgroundPush(3),
                 f.backgroundPush(4, collapseID: "score"), f.backgroundPush(5, collapseID: "news"),
             ], now: f.now)
-        let newest = try #require(try await f.store.coalesceQueuedPushes(of: f.app))
-        #expect(newest.apnsID.hasSuffix("000000000005"))
+        let first = try #require(try await f.store.coalesceQueuedPushes(of: f.app))
+        #expect(first.apnsID.hasSuffix("000000000003"))
         let byNumber = Dictionary(
             uniqueKeysWithValues: try await f.store.pushes(of: f.app).map { (Int($0.apnsID.suffix(12))!, $0) })
         #expect(byNumber.mapValues(\.state) == [1: .replaced, 2: .replaced, 3: .queued, 4: .queued, 5: .queued])
@@ -33,8 +34,8 @@ struct PushStoreTests {
         let limit = BackgroundStore.queuedPushesPerApp
         try await f.store.enqueuePushes(
             (1...(limit + 30)).map { f.backgroundPush($0, collapseID: "c\($0)") }, now: f.now)
-        let newest = try #require(try await f.store.coalesceQueuedPushes(of: f.app))
-        #expect(newest.apnsID.hasSuffix(String(format: "%012d", limit + 30)))
+        let first = try #require(try await f.store.coalesceQueuedPushes(of: f.app))
+        #expect(first.apnsID.hasSuffix(String(format: "%012d", 31)))
         let pushes = try await f.store.pushes(of: f.app, limit: 1000)
         let queued = pushes.filter { $0.state == .queued }.map { Int($0.apnsID.suffix(12))! }
         #expect(queued.sorted() == Array(31...(limit + 30)))
@@ -90,7 +91,9 @@ struct UnreadableDatesTests {
     let app = AppID(rawValue: "com.example.a")!
 
     /// A store file with one app and one background push; `more` adds to it before it closes.
-    func storeFile(_ more: (BackgroundStore) async throws -> Void = { _ in }) async throws -> (directory: String, path: String) {
+    func storeFile(
+        _ more: (BackgroundStore) async throws -> Void = { _ in }
+    ) async throws -> (directory: String, path: String) {
         let directory = NSTemporaryDirectory() + "bgd-dates-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let path = directory + "/bgd.sqlite"
@@ -119,12 +122,16 @@ struct UnreadableDatesTests {
         // As the old bgd wrote them, and as if it had never opened a store with the mend.
         try await OlderStoreFile.rewrite(
             path,
-            with: ["UPDATE push SET expiration = '10000-01-01 00:00:00.000'", "UPDATE transfer SET nextAttemptAt = ''"],
+            with: [
+                "UPDATE push SET expiration = '10000-01-01 00:00:00.000'", "UPDATE transfer SET nextAttemptAt = ''",
+            ],
             forgetting: "readableDates")
 
         let store = try BackgroundStore.open(atPath: path)
         #expect(try await store.pushes(of: app).map(\.expiration) == [StorableDates.latest])
-        #expect(try await store.transfer(try #require(transfer.withLock { $0 }))?.record.nextAttemptAt == StorableDates.latest)
+        #expect(
+            try await store.transfer(try #require(transfer.withLock { $0 }))?.record.nextAttemptAt
+                == StorableDates.latest)
     }
 
     /// A date no read can take (a damaged file, a hand edit) is an error of that read, not the

@@ -43,8 +43,17 @@ actor PushDispatcher: Service {
         var next: Date?
         for app in try await store.appsWithQueuedPushes() {
             let allowance = try await store.pushAllowance(of: app)
-            // Until the app's newest waiting push is held or sent: an expired one makes way for the next.
+            // Until the app's oldest waiting push is held or sent: an expired one makes way for the
+            // next. Those behind it that would expire before their turn go with a reason.
             while let push = try await store.coalesceQueuedPushes(of: app) {
+                func dropBehind(expiringBefore turn: Date, _ why: String) async throws {
+                    let reason = DecisionReason(.pushExpired, "its apns-expiration came before its turn: \(why)")
+                    for dropped in try await store.dropQueuedPushes(
+                        of: app, expiringBefore: turn, behind: push.id, reason: reason)
+                    {
+                        activity.emit(.pushHandled(app, dropped, .dropped))
+                    }
+                }
                 switch throttle.decide(expiration: push.expiration, allowance: allowance, now: now) {
                 case .expired(let reason):
                     try await store.dropPush(push.id, reason: reason)
@@ -54,6 +63,9 @@ actor PushDispatcher: Service {
                     try await store.notePushWaiting(push.id, reason: reason)
                     next = min(next ?? until, until)
                     activity.emit(.pushHandled(app, push.id, .held))
+                    try await dropBehind(
+                        expiringBefore: until,
+                        "the app's next push wake is \(WireCoding.formatSeconds(until)), for an earlier push")
                 case .wakeNow(let allowance, let reason):
                     do {
                         _ = try await coordinator.start(
@@ -63,6 +75,7 @@ actor PushDispatcher: Service {
                             for: app, trigger: .remoteNotification,
                             reasons: [DecisionReason(.pushWake, "background push \(push.apnsID): \(reason.detail)")])
                         activity.emit(.pushHandled(app, push.id, .delivered))
+                        try await dropBehind(expiringBefore: now, "the app was woken for an earlier push")
                     } catch StoreError.appNotFound {
                         // Unregistered since this pass read the apps (its pushes went with it):
                         // the apps after it are still served.
@@ -70,6 +83,7 @@ actor PushDispatcher: Service {
                     } catch StoreError.runAlreadyInFlight {
                         // A fetch or an earlier push is running: again when it ends (the coordinator
                         // rings us), unless it had to go now or never.
+                        try await dropBehind(expiringBefore: now, "the app was running a fetch or an earlier push")
                         switch PushThrottle.whileAppRuns(expiration: push.expiration) {
                         case .waits(let reason):
                             try await store.notePushWaiting(push.id, reason: reason)
