@@ -264,6 +264,14 @@ struct PushThrottleTests {
                 == .pushThrottled)
     }
 
+    /// An allowance spent while the clock ran a month ahead, the clock set right since: the
+    /// time since is not known, and it is forgiven (full), not held for the month.
+    @Test func aClockSetBackDoesNotHoldTheAllowance() {
+        let spentAhead = PushThrottle.Allowance(tokens: 0, at: now.addingTimeInterval(30 * 86400))
+        #expect(throttle.refilled(spentAhead, now: now) == PushThrottle.Allowance(tokens: 2, at: now))
+        #expect(code(throttle.decide(expiration: nil, allowance: spentAhead, now: now)) == .pushWake)
+    }
+
     /// A push that finds the app running waits for the run, unless it was sent now or never.
     @Test func aPushThatFindsTheAppRunningWaitsUnlessNowOrNever() {
         func code(_ outcome: PushThrottle.WhileAppRuns) -> ReasonCode {

@@ -29,8 +29,13 @@ public struct PushThrottle: Hashable, Sendable {
         /// `allowance` (a full bucket when nil) refilled at `perSecond` up to `burst`, as of `now`.
         static func refilled(_ allowance: Allowance?, perSecond: Double, burst: Double, now: Date) -> Allowance {
             guard let allowance else { return Allowance(tokens: burst, at: now) }
-            let elapsed = max(0, now.timeIntervalSince(allowance.at))
-            return Allowance(tokens: min(burst, allowance.tokens + elapsed * perSecond), at: max(now, allowance.at))
+            // Stamped ahead of now, by a clock set back since: how long ago it really was is not
+            // known, and it is forgiven — full. Before, it refilled nothing until the clock came
+            // back to the stamp: a month's step held every background push for a month (the
+            // stamp is written only when the allowance is spent, so "from now" never came).
+            guard allowance.at <= now else { return Allowance(tokens: burst, at: now) }
+            let elapsed = now.timeIntervalSince(allowance.at)
+            return Allowance(tokens: min(burst, allowance.tokens + elapsed * perSecond), at: now)
         }
     }
 
