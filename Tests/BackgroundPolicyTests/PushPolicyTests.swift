@@ -272,6 +272,22 @@ struct PushThrottleTests {
         #expect(code(throttle.decide(expiration: nil, allowance: spentAhead, now: now)) == .pushWake)
     }
 
+    /// A push sent now or never goes in the pass right after it came, or not at all: not after
+    /// a restart of bgd, nor again after its run crashed.
+    @Test func aNowOrNeverPushLapsesSoonAfterItCame() {
+        let never = PushThrottle.nowOrNever
+        #expect(
+            PushThrottle.nowOrNeverLapsed(expiration: never, receivedAt: now, now: now.addingTimeInterval(5)) == nil)
+        let lapsed = PushThrottle.nowOrNeverLapsed(
+            expiration: never, receivedAt: now, now: now.addingTimeInterval(3600))
+        #expect(lapsed?.code == .pushExpired && lapsed?.detail.contains("now or never") == true)
+        #expect(
+            PushThrottle.nowOrNeverLapsed(expiration: nil, receivedAt: now, now: now.addingTimeInterval(3600)) == nil)
+        #expect(
+            PushThrottle.nowOrNeverLapsed(
+                expiration: now.addingTimeInterval(86400), receivedAt: now, now: now.addingTimeInterval(3600)) == nil)
+    }
+
     /// A push that finds the app running waits for the run, unless it was sent now or never.
     @Test func aPushThatFindsTheAppRunningWaitsUnlessNowOrNever() {
         func code(_ outcome: PushThrottle.WhileAppRuns) -> ReasonCode {

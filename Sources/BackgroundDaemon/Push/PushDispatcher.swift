@@ -54,6 +54,13 @@ actor PushDispatcher: Service {
                         activity.emit(.pushHandled(app, dropped, .dropped))
                     }
                 }
+                if let lapsed = PushThrottle.nowOrNeverLapsed(
+                    expiration: push.expiration, receivedAt: push.receivedAt, now: now)
+                {
+                    try await store.dropPush(push.id, reason: lapsed)
+                    activity.emit(.pushHandled(app, push.id, .dropped))
+                    continue
+                }
                 switch throttle.decide(expiration: push.expiration, allowance: allowance, now: now) {
                 case .expired(let reason):
                     try await store.dropPush(push.id, reason: reason)

@@ -62,6 +62,21 @@ public struct PushThrottle: Hashable, Sendable {
         case expired(DecisionReason)
     }
 
+    /// How long after it came a push sent `apns-expiration: 0` may still go: the dispatcher's
+    /// pass right after its commit, not a later one.
+    public static let nowOrNeverWindow: TimeInterval = 10
+
+    /// Why a push sent now or never can no longer go, `receivedAt` having been a while ago (bgd
+    /// restarted since it came, or the run carrying it ended before the app answered and it was
+    /// queued again); nil for any other push, or one still fresh. APNs tries such a push once.
+    public static func nowOrNeverLapsed(expiration: Date?, receivedAt: Date, now: Date) -> DecisionReason? {
+        guard expiration == nowOrNever, now.timeIntervalSince(receivedAt) > nowOrNeverWindow else { return nil }
+        return DecisionReason(
+            .pushExpired,
+            "apns-expiration 0 (now or never), and it came at \(WireCoding.formatSeconds(receivedAt)): too long ago to go now"
+        )
+    }
+
     /// What becomes of a push with `expiration` that finds the app running a fetch or an earlier push.
     public static func whileAppRuns(expiration: Date?) -> WhileAppRuns {
         if expiration == nowOrNever {
