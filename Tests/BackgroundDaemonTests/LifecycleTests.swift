@@ -190,6 +190,44 @@ struct LifecycleTests {
         }
     }
 
+    /// Background time is time the machine runs: the wall clock set a day ahead, then the
+    /// machine asleep an hour, spend none of it — the app is warned 25 s and ended 30 s into its
+    /// time as it ran. Before, the step ended it at once (no time for its expiration handler),
+    /// and so did waking from the sleep.
+    @Test func backgroundTimeIgnoresTheWallClockAndTheMachinesSleep() async throws {
+        try await TestDaemon.with { daemon in
+            let token = try await daemon.register(Self.app, command: ["/bin/false"], interval: .never).token
+            let app = try await startForeground("ignore", in: daemon, token: token)
+            defer { app.stop() }
+            let id = AppID(rawValue: Self.app)!
+            daemon.clock.advance(by: .seconds(10))
+            daemon.clock.jump(by: .seconds(86400))
+            daemon.clock.suspend(for: .seconds(3600))
+            daemon.clock.advance(by: .seconds(1))
+            let lifecycle = daemon.daemon.lifecycle
+            #expect(await lifecycle.status(of: id)?.reason == nil, "neither warned nor ended")
+            #expect(!app.log.contains("expire-task"))
+            // Its deadline as it is told: 19 s of running from now, on today's wall clock.
+            let deadline = try #require(await lifecycle.status(of: id)?.deadline)
+            #expect(abs(deadline.timeIntervalSince(daemon.clock.now) - 19) < 1, "\(deadline) \(daemon.clock.now)")
+            _ = try await daemon.waitFor(
+                { activity -> Bool? in
+                    if case .backgroundTimeExpiring(let expiring, _) = activity, expiring == id { return true }
+                    return nil
+                }, after: { daemon.clock.advance(by: .seconds(14)) })
+            let reason = try await daemon.waitFor(
+                { activity -> DecisionReason? in
+                    if case .lifecycleChanged(let changed, _, let reason?) = activity, changed == id,
+                        reason.code == .backgroundTimeOverrun
+                    {
+                        return reason
+                    }
+                    return nil
+                }, after: { daemon.clock.advance(by: .seconds(5)) })
+            #expect(reason.detail.contains("30s"))
+        }
+    }
+
     /// With suspension off, an app whose background time is up is ended, not stopped.
     @Test func withSuspensionOffTheAppIsEndedWhenItsTimeIsUp() async throws {
         try await TestDaemon.with(backgroundTime: BackgroundTimePolicy(suspensionEnabled: false)) { daemon in

@@ -28,6 +28,9 @@ public actor LifecycleSupervisor: Service {
         var launched: Bool
         var state: ApplicationState
         var enteredBackgroundAt: Date?
+        /// The clock's `awake` then: background time is time the machine runs, whatever the
+        /// wall clock is set to meanwhile (see `backgroundNow`).
+        var enteredBackgroundAwake: Duration = .zero
         var warned = false
         var tasks: [BackgroundTaskIdentifier: HeldBackgroundTask] = [:]
         var nextTaskID = 1
@@ -121,6 +124,7 @@ public actor LifecycleSupervisor: Service {
         let state: ApplicationState = launched ? .background : (report.state == .suspended ? .background : report.state)
         if state == .background && entry.state != .background {
             entry.enteredBackgroundAt = now
+            entry.enteredBackgroundAwake = clock.awake
             entry.warned = false
         }
         if state.isForeground {
@@ -162,8 +166,13 @@ public actor LifecycleSupervisor: Service {
         // watch, an `active` here held every processing task back until it was unregistered.
         var entry = entries[app] ?? Entry(launched: launched, state: launched ? .background : .inactive)
         let now = clock.now
-        if launched && entry.enteredBackgroundAt == nil { entry.enteredBackgroundAt = now }
-        switch policy.grant(state: entry.state, enteredBackgroundAt: entry.enteredBackgroundAt, now: now) {
+        if launched && entry.enteredBackgroundAt == nil {
+            entry.enteredBackgroundAt = now
+            entry.enteredBackgroundAwake = clock.awake
+        }
+        switch policy.grant(
+            state: entry.state, enteredBackgroundAt: entry.enteredBackgroundAt, now: backgroundNow(of: entry))
+        {
         case .failure(let refusal):
             entries[app] = entry
             return .failure(.timeOver(refusal))
@@ -174,7 +183,7 @@ public actor LifecycleSupervisor: Service {
             entries[app] = entry
             activity.emit(.backgroundTaskBegun(app, id))
             timers.ring()
-            return .success(BackgroundTaskGrant(id: id, deadline: deadline))
+            return .success(BackgroundTaskGrant(id: id, deadline: deadline.map { wallDate($0, of: entry) }))
         }
     }
 
@@ -277,6 +286,7 @@ public actor LifecycleSupervisor: Service {
         guard var current = entries[app] else { return }
         current.state = .background
         current.enteredBackgroundAt = clock.now
+        current.enteredBackgroundAwake = clock.awake
         current.warned = false
         current.reason = reason
         entries[app] = current
@@ -323,14 +333,31 @@ public actor LifecycleSupervisor: Service {
         LifecycleStatus(
             app: app, state: entry.state, processID: entry.processID,
             deadline: entry.state == .background
-                ? entry.enteredBackgroundAt.map(policy.deadline(enteredBackgroundAt:)) : nil,
+                ? entry.enteredBackgroundAt.map { wallDate(policy.deadline(enteredBackgroundAt: $0), of: entry) } : nil,
             tasks: entry.tasks.values.sorted { $0.id.rawValue < $1.id.rawValue }, reason: entry.reason)
+    }
+
+    // MARK: Background time
+
+    /// Where the app's background time stands, as the policy reads it: when it entered the
+    /// background, plus the time the machine has run since. A wall clock set meanwhile neither
+    /// grants an hour more nor ends the app at once, and a machine's sleep spends none of it
+    /// (before, every app holding a task was ended as the machine woke).
+    private func backgroundNow(of entry: Entry) -> Date {
+        guard let entered = entry.enteredBackgroundAt else { return clock.now }
+        return entered.adding(clock.awake - entry.enteredBackgroundAwake)
+    }
+
+    /// A time on the app's background clock as the wall-clock date it comes at: what the app
+    /// and the operator are told.
+    private func wallDate(_ date: Date, of entry: Entry) -> Date {
+        clock.now.adding(date.duration(since: backgroundNow(of: entry)))
     }
 
     // MARK: Enforcing
 
     public func run() async throws {
-        await timers.serve("lifecycle", on: clock, logger: logger) { await self.enforce() }
+        await timers.serve("lifecycle", on: clock, logger: logger, untilElapsed: { await self.enforce() })
         // bgd is going away: nobody would thaw a frozen app.
         for entry in entries.values where entry.state == .suspended {
             if let pid = entry.processID {
@@ -340,10 +367,13 @@ public actor LifecycleSupervisor: Service {
         }
     }
 
-    private func enforce() async -> Date? {
+    private func enforce() async -> Duration? {
         let now = clock.now
-        var next: Date?
-        func wake(at date: Date) { next = min(next ?? date, date) }
+        var next: Duration?
+        func wake(after wait: Duration) {
+            let at = clock.elapsed + max(.zero, wait)
+            next = min(next ?? at, at)
+        }
         for app in entries.keys.sorted(by: { $0.rawValue < $1.rawValue }) {
             // Read afresh for each app, and again after each wait: the actor serves other calls
             // meanwhile (the app reports `active`, ends its task, gets an event, exits).
@@ -358,17 +388,19 @@ public actor LifecycleSupervisor: Service {
                 state: entry.state, enteredBackgroundAt: entry.enteredBackgroundAt, holdsTasks: !entry.tasks.isEmpty,
                 warned: entry.warned,
                 busy: entry.busy, canSignal: canSuspend)
-            switch policy.step(snapshot, now: now) {
+            let appNow = backgroundNow(of: entry)
+            switch policy.step(snapshot, now: appNow) {
             case .none:
                 continue
             case .wait(let until):
-                wake(at: until)
-            case .warn(let deadline):
+                wake(after: until.duration(since: appNow))
+            case .warn(let onItsClock):
+                let deadline = wallDate(onItsClock, of: entry)
                 logger.debug("Background time expiring", metadata: ["app.id": "\(app)", "deadline": "\(deadline)"])
                 entries[app]?.warned = true
                 broker.send(.backgroundTimeExpiring(deadline: deadline), to: app)
                 activity.emit(.backgroundTimeExpiring(app, deadline))
-                wake(at: deadline)
+                wake(after: onItsClock.duration(since: appNow))
             case .suspend(let reason):
                 guard let pid = entry.processID else { continue }
                 // Written down first: a bgd killed while the app is frozen thaws it at its next start.
