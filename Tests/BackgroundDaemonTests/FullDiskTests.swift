@@ -126,9 +126,15 @@ struct FullDiskTests {
         try await withVolume(size: "4m") { directory in
             try await TestDaemon.with(directory: directory) { daemon in
                 let state = directory + "/state"
-                let (registered, run, stream) = try await connectedAppWithAFetch(socket: daemon.socketPath)
+                var (registered, run, stream) = try await connectedAppWithAFetch(socket: daemon.socketPath)
                 let filler = try await fillUp(state, socket: daemon.socketPath)
                 daemon.clock.advance(by: .seconds(30))  // the budget is over: expired, and held
+                // Its `expire` comes as bgd ends the run: the answer is sent after it.
+                var expired = false
+                while !expired, let message = try await stream.next() {
+                    if case .control(.expire) = message { expired = true }
+                }
+                #expect(expired)
                 let late = try await RawHTTP.request(
                     daemon.socketPath, .POST, "/v1/app/runs/\(run.id)/result",
                     body: try WireCoding.makeEncoder().encode(FetchResultReport(result: .newData)),
@@ -143,7 +149,7 @@ struct FullDiskTests {
                         return try await daemon.store.run(run.id)?.outcome != nil
                     })
                 #expect(try await daemon.store.run(run.id)?.outcome == .expired)
-                _ = stream
+                _ = (registered, run)
             }
         }
     }

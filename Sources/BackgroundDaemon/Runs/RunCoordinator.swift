@@ -382,10 +382,10 @@ public actor RunCoordinator: Service {
             // Taken but not yet written (a full disk): said as the disk's trouble (507, 503), not
             // as "already ended" — the app then leaves its event open, and the end written later
             // settles it; a bgd that dies first makes the run up, as it never said it was done.
-            if let held = unrecordedEnds[runID] {
-                if held.outcome == RunOutcome(result) { throw held.trouble }
+            if let held = unrecordedEnds[runID], held.outcome == RunOutcome(result) { throw held.trouble }
+            if let first = ending[runID] ?? unrecordedEnds[runID]?.outcome {
                 var ended = run
-                ended.outcome = held.outcome  // the first end stands, written or not yet
+                ended.outcome = first  // the first end stands, written or not yet
                 throw Failure.runAlreadyEnded(ended)
             }
             throw Failure.runAlreadyEnded(try await store.run(runID) ?? run)
@@ -568,9 +568,12 @@ public actor RunCoordinator: Service {
     /// Records a run's end once; later calls for the same run change nothing and return nil.
     @discardableResult
     private func end(_ id: RunID, outcome: RunOutcome, detail: String?) async -> RunRecord? {
-        // Ended already, its end held for the store: the first end stands (a late answer does
-        // not replace an expiry the disk could not take yet).
-        guard unrecordedEnds[id] == nil else { return nil }
+        // Ended already — its end being written (the actor serves others while the store
+        // writes), or held for a full disk: the first end stands (a late answer does not replace
+        // an expiry the disk could not take yet).
+        guard unrecordedEnds[id] == nil, ending[id] == nil else { return nil }
+        ending[id] = outcome
+        defer { ending[id] = nil }
         var usage: RunUsage?
         if let flight = flights.removeValue(forKey: id) {
             let app = flight.run.app
@@ -611,6 +614,8 @@ public actor RunCoordinator: Service {
         var trouble: any Error = CancellationError()
     }
     private var unrecordedEnds: [RunID: UnrecordedEnd] = [:]
+    /// Ends being written now, by outcome.
+    private var ending: [RunID: RunOutcome] = [:]
     /// On the clock's `elapsed`: a wall clock set back would put the retry off by the step,
     /// and hold the app's every run that long (the run stays in flight in the store).
     private var nextEndRetry: Duration?

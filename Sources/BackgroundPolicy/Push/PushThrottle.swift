@@ -32,9 +32,10 @@ public struct PushThrottle: Hashable, Sendable {
             // Stamped ahead of now, by a clock set back since: how long ago it really was is not
             // known, and it is forgiven — full. Before, it refilled nothing until the clock came
             // back to the stamp: a month's step held every background push for a month (the
-            // stamp is written only when the allowance is spent, so "from now" never came).
-            guard allowance.at <= now else { return Allowance(tokens: burst, at: now) }
-            let elapsed = now.timeIntervalSince(allowance.at)
+            // stamp is written only when the allowance is spent, so "from now" never came). A
+            // stamp a little ahead is the store's rounding to the millisecond, not a step.
+            guard allowance.at.timeIntervalSince(now) <= 1 else { return Allowance(tokens: burst, at: now) }
+            let elapsed = max(0, now.timeIntervalSince(allowance.at))
             return Allowance(tokens: min(burst, allowance.tokens + elapsed * perSecond), at: now)
         }
     }
