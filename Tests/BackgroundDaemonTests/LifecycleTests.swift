@@ -190,21 +190,28 @@ struct LifecycleTests {
         }
     }
 
+    /// Runs `body` with the fixture in the background holding a task it will not end.
+    func withAppHoldingATask(
+        _ body: @Sendable (TestDaemon, Foreground, AppID, LifecycleSupervisor) async throws -> Void
+    ) async throws {
+        try await TestDaemon.with { daemon in
+            let token = try await daemon.register(Self.app, command: ["/bin/false"], interval: .never).token
+            let app = try await startForeground("ignore", in: daemon, token: token)
+            defer { app.stop() }
+            try await body(daemon, app, AppID(rawValue: Self.app)!, daemon.daemon.lifecycle)
+        }
+    }
+
     /// Background time is time the machine runs: the wall clock set a day ahead, then the
     /// machine asleep an hour, spend none of it — the app is warned 25 s and ended 30 s into its
     /// time as it ran. Before, the step ended it at once (no time for its expiration handler),
     /// and so did waking from the sleep.
     @Test func backgroundTimeIgnoresTheWallClockAndTheMachinesSleep() async throws {
-        try await TestDaemon.with { daemon in
-            let token = try await daemon.register(Self.app, command: ["/bin/false"], interval: .never).token
-            let app = try await startForeground("ignore", in: daemon, token: token)
-            defer { app.stop() }
-            let id = AppID(rawValue: Self.app)!
+        try await withAppHoldingATask { daemon, app, id, lifecycle in
             daemon.clock.advance(by: .seconds(10))
             daemon.clock.jump(by: .seconds(86400))
             daemon.clock.suspend(for: .seconds(3600))
             daemon.clock.advance(by: .seconds(1))
-            let lifecycle = daemon.daemon.lifecycle
             #expect(await lifecycle.status(of: id)?.reason == nil, "neither warned nor ended")
             #expect(!app.log.contains("expire-task"))
             // Its deadline as it is told: 19 s of running from now, on today's wall clock.
@@ -225,6 +232,22 @@ struct LifecycleTests {
                     return nil
                 }, after: { daemon.clock.advance(by: .seconds(5)) })
             #expect(reason.detail.contains("30s"))
+        }
+    }
+
+    /// A connection that drops while the app's process runs on (it connects again) is no
+    /// departure: the app keeps its state and its task, and its time is still enforced. Before,
+    /// it was forgotten — never warned or ended again.
+    @Test func aDroppedConnectionKeepsARunningAppsState() async throws {
+        try await withAppHoldingATask { daemon, _, id, lifecycle in
+            await lifecycle.disconnected(id)
+            let status = await lifecycle.status(of: id)
+            #expect(status?.state == .background && status?.tasks.count == 1, "\(String(describing: status))")
+            _ = try await daemon.waitFor(
+                { activity -> Bool? in
+                    if case .backgroundTimeExpiring(let expiring, _) = activity, expiring == id { return true }
+                    return nil
+                }, after: { daemon.clock.advance(by: .seconds(25)) })
         }
     }
 

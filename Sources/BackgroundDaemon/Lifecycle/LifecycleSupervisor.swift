@@ -221,10 +221,14 @@ public actor LifecycleSupervisor: Service {
     }
 
     /// The app's stream closed. A process that is gone (crashed, ended) takes its tasks with it.
+    /// One still there keeps its state: a frozen process cannot read, and a running one whose
+    /// connection dropped connects again (the library does within 5 s). Its exit is watched, and
+    /// clears it (`processExited`). Before, a dropped connection forgot an app holding a task —
+    /// never warned, ended or suspended after — and an `active` one no longer held processing
+    /// tasks back.
     public func disconnected(_ app: AppID) async {
         guard let entry = entries[app] else { return }
-        // A frozen process cannot read; it is still there.
-        if entry.state == .suspended, let pid = entry.processID, AppProcessInfo.signal(pid, 0) { return }
+        if let pid = entry.processID, AppProcessInfo.signal(pid, 0) { return }
         entries[app] = nil
         if entry.state == .suspended, let pid = entry.processID { try? await store.clearSuspension(processID: pid) }
         if entry.state == .active { for doorbell in foregroundDoorbells { doorbell.ring() } }
