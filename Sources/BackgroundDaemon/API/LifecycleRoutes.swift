@@ -81,8 +81,20 @@ struct LifecycleRoutes {
 
     /// The pid is the kernel's word, not the app's: the caller itself, or a process it started.
     private static func checkOwnProcess(_ processID: Int32, context: APIRequestContext) async throws {
-        guard let peer = await PeerCredentials.of(context.channel), processID != peer.processID,
-            ProcessTree.ancestor(of: processID, among: [peer.processID]) == nil
+        guard let peer = await PeerCredentials.of(context.channel) else {
+            #if os(Linux)
+                // The kernel always says on Linux, but for a caller in a pid namespace bgd cannot
+                // see into (pid 0: a container, Flatpak): its pid would be taken on its word, and
+                // any process of the user adopted, frozen or ended. Refused, as on a wrong pid.
+                throw APIError(
+                    .forbidden, .notYourProcess,
+                    "bgd cannot tell which process is calling (it runs in a pid namespace bgd cannot see into); "
+                        + "report the app's state from bgd's pid namespace")
+            #else
+                return  // no peer credentials here: the report is taken as it comes
+            #endif
+        }
+        guard processID != peer.processID, ProcessTree.ancestor(of: processID, among: [peer.processID]) == nil
         else { return }
         throw APIError(
             .forbidden, .notYourProcess,
