@@ -161,4 +161,38 @@ extension LifecycleTests {
             #expect(await eventually { !isSuspended(app.process.processID) }, "the old instance is thawed")
         }
     }
+
+    /// A suspension the store cannot write down (a full disk) is tried again once it can, not
+    /// left until something unrelated rings the enforcer (before, the app ran on unsuspended).
+    @Test func aSuspensionTheDiskRefusedIsTriedAgain() async throws {
+        let disk = FullDiskTests()
+        try await disk.withVolume(size: "4m") { directory in
+            try await TestDaemon.with(directory: directory) { daemon in
+                let app = try await startInBackgroundWithNothingToDo(in: daemon)
+                defer { app.stop() }
+                let filler = try await disk.fillUp(directory + "/state", socket: daemon.socketPath)
+                let checks = Mutex(0)
+                await daemon.daemon.lifecycle.interleave { point, _ in
+                    if point == .checking { checks.withLock { $0 += 1 } }
+                }
+                daemon.clock.advance(by: .seconds(5))  // its suspension is due, and cannot be written
+                #expect(await eventually { checks.withLock { $0 } == 1 })
+                // Nothing else happens; bgd looks again by itself, within the retry's time.
+                #expect(
+                    await eventuallyAsync {
+                        daemon.clock.advance(by: .seconds(1))
+                        return checks.withLock { $0 } >= 2
+                    })
+                #expect(!isSuspended(app.process.processID), "the disk is still full")
+                await daemon.daemon.lifecycle.interleave(nil)
+                unlink(filler)
+                // Space again: suspended at the next try (or at the one under way as space came).
+                #expect(
+                    await eventuallyAsync {
+                        daemon.clock.advance(by: .seconds(1))
+                        return isSuspended(app.process.processID)
+                    })
+            }
+        }
+    }
 }

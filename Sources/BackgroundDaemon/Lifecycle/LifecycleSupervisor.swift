@@ -341,6 +341,10 @@ public actor LifecycleSupervisor: Service {
             tasks: entry.tasks.values.sorted { $0.id.rawValue < $1.id.rawValue }, reason: entry.reason)
     }
 
+    /// How soon a suspension the store or the kernel refused is tried again. Before, the app
+    /// ran on unsuspended until something unrelated rang the enforcer.
+    public static let suspensionRetry = Duration.seconds(30)
+
     // MARK: Background time
 
     /// Where the app's background time stands, as the policy reads it: when it entered the
@@ -413,8 +417,9 @@ public actor LifecycleSupervisor: Service {
                         of: app, processID: pid, startTicks: LaunchedProcess.startTicks(of: pid), now: now)
                 } catch {
                     logger.warning(
-                        "Cannot record a suspension; not suspending",
+                        "Cannot record a suspension; not suspending, and trying again in 30 s",
                         metadata: ["app.id": "\(app)", "error": "\(error)"])
+                    wake(after: Self.suspensionRetry)
                     continue
                 }
                 // The actor let others in while the store wrote: an event or a task may have come.
@@ -439,6 +444,9 @@ public actor LifecycleSupervisor: Service {
                 guard frozen, stillWanted else {
                     if frozen { await supervisor.thaw(pid) }
                     try? await store.clearSuspension(processID: pid)
+                    // A freeze that failed is tried again; one called off was called off by news
+                    // that rings the enforcer itself.
+                    if !frozen { wake(after: Self.suspensionRetry) }
                     continue
                 }
                 entries[app]?.state = .suspended
