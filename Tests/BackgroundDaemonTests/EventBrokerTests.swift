@@ -60,6 +60,23 @@ struct EventBrokerTests {
             ])
     }
 
+    /// A newer state or warning stands after what came before it: the app is not left with an
+    /// older lifecycle message read after a newer warning.
+    @Test func theNewestStateComesLast() async throws {
+        let broker = EventBroker()
+        let subscription = try #require(broker.subscribe(Self.app, isLaunched: false))
+        let (d1, d2, d3) = (
+            Date(timeIntervalSince1970: 1), Date(timeIntervalSince1970: 2), Date(timeIntervalSince1970: 3)
+        )
+        broker.send(.backgroundTimeExpiring(deadline: d1), to: Self.app)
+        broker.send(.lifecycle(state: .background, deadline: d2), to: Self.app)
+        broker.send(.backgroundTimeExpiring(deadline: d3), to: Self.app)
+        #expect(
+            await deliveries(of: subscription, after: broker) == [
+                .control(.lifecycle(state: .background, deadline: d2)), .control(.backgroundTimeExpiring(deadline: d3)),
+            ])
+    }
+
     /// News read is gone; news after it is read next.
     @Test func newsIsTakenOnce() async throws {
         let broker = EventBroker()

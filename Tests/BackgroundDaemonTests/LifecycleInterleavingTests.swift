@@ -152,13 +152,16 @@ extension LifecycleTests {
     /// longer bgd's to hold, and nothing else would ever thaw it — and the new one starts with
     /// none of the old one's tasks.
     @Test func aNewInstanceReportingThawsTheOldOne() async throws {
-        try await withSuspendedApp { _, app, lifecycle, id in
+        try await withSuspendedApp { daemon, app, lifecycle, id in
             let newer = try Spawned("/bin/sleep", ["1000"])
             defer { newer.signal(SIGKILL) }
             let status = await lifecycle.report(
-                LifecycleReport(state: .active, processID: newer.processID), from: id, launched: false)
-            #expect(status.state == .active && status.processID == newer.processID, "\(status)")
+                LifecycleReport(state: .background, processID: newer.processID), from: id, launched: false)
+            #expect(status.state == .background && status.processID == newer.processID, "\(status)")
             #expect(await eventually { !isSuspended(app.process.processID) }, "the old instance is thawed")
+            // Its own background time, not what was left of the old one's.
+            let deadline = try #require(status.deadline)
+            #expect(abs(deadline.timeIntervalSince(daemon.clock.now) - 30) < 1, "\(deadline)")
         }
     }
 

@@ -251,6 +251,22 @@ struct LifecycleTests {
         }
     }
 
+    /// A process bgd launched goes with its stream (it closes it as it exits, and may linger a
+    /// moment): its entry does not stay behind as a running process's does.
+    @Test func aLaunchedProcessGoesWithItsStream() async throws {
+        try await TestDaemon.with { daemon in
+            _ = try await daemon.register(Self.app, command: ["/bin/false"], interval: .never)
+            let id = AppID(rawValue: Self.app)!
+            let lingering = try Spawned("/bin/sleep", ["1000"])
+            defer { lingering.signal(SIGKILL) }
+            let lifecycle = daemon.daemon.lifecycle
+            _ = await lifecycle.report(
+                LifecycleReport(state: .background, processID: lingering.processID), from: id, launched: true)
+            await lifecycle.disconnected(id)
+            #expect(await lifecycle.status(of: id) == nil)
+        }
+    }
+
     /// With suspension off, an app whose background time is up is ended, not stopped.
     @Test func withSuspensionOffTheAppIsEndedWhenItsTimeIsUp() async throws {
         try await TestDaemon.with(backgroundTime: BackgroundTimePolicy(suspensionEnabled: false)) { daemon in

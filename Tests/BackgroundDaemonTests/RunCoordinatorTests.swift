@@ -228,9 +228,11 @@ struct RunCoordinatorTests {
             h.clock.advance(by: .seconds(1))
             #expect(await until { (try? await h.store.run(run.id)?.outcome) == .expired })
             #expect(try await h.store.run(run.id)?.endedAt == run.startedAt.addingTimeInterval(3630))
+            // The SIGTERM follows the end's commit: waited for, not read at once.
             #expect(
-                await h.supervisor.phase(of: 2_000_000_001)
-                    == .terminating(killAt: started + .seconds(3635)))
+                await until {
+                    await h.supervisor.phase(of: 2_000_000_001) == .terminating(killAt: started + .seconds(3635))
+                })
         }
     }
 

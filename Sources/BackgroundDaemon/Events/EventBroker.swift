@@ -164,8 +164,12 @@ final class StreamNews: Sendable {
                 // Into a nudge only at the end: events nudged after a download's progress are
                 // read after it (its `downloadFinished` after its last `didWriteData`).
                 if queue.last != .openEvents { queue.append(delivery) }
+            } else if case .progress = kind, let waiting = queue.firstIndex(where: { Self.kind(of: $0) == kind }) {
+                queue[waiting] = delivery  // the latest progress, before what came after the first
             } else if let waiting = queue.firstIndex(where: { Self.kind(of: $0) == kind }) {
-                queue[waiting] = delivery  // in the place of the first: the order stays
+                // A state, a warning, an exit: the newest stands, after what came before it.
+                queue.remove(at: waiting)
+                queue.append(delivery)
             } else {
                 queue.append(delivery)
             }

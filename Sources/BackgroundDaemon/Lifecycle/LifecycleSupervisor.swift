@@ -101,6 +101,9 @@ public actor LifecycleSupervisor: Service {
             // new instance takes the app over and the old one is no longer bgd's to hold —
             // where before it stayed frozen with nothing left to thaw it.
             if frozen == report.processID && !report.state.isForeground { return status(of: app, before) }
+            // Out of `suspended` before the wait: an event or an open meanwhile must not resume
+            // it into the background over what it said.
+            if frozen == report.processID { entries[app]?.state = report.state }
             await supervisor.thaw(frozen)
             try? await store.clearSuspension(processID: frozen)
         }
@@ -111,13 +114,17 @@ public actor LifecycleSupervisor: Service {
         if isNewProcess && !launched { await supervisor.adopt(report.processID, of: app) }
         // Read after the waits: what came meanwhile (a suspension, a task, a forget) stands.
         var entry = entries[app] ?? Entry(launched: launched, state: .active)
+        let wasActive = entries[app]?.state == .active
         if entry.processID != report.processID {
+            // A new process starts afresh: none of the old one's tasks, nor its background time.
             entry.processID = report.processID
             entry.ending = false
             entry.suspending = false  // the old process's freeze is not this one's
-            entry.tasks = [:]  // the old process's, ended with it as far as this one is concerned
+            entry.tasks = [:]
+            entry.state = .inactive
+            entry.enteredBackgroundAt = nil
+            entry.warned = false
         }
-        if entry.state == .suspended { entry.state = .background }  // thawed above
         entry.launched = launched
         let now = clock.now
         // A process bgd launched is in the background whatever it says.
@@ -132,7 +139,7 @@ public actor LifecycleSupervisor: Service {
             entry.warned = false
         }
         // A new app counts as a change too: it may be the first to be in the foreground.
-        let foregroundChanged = entries[app] == nil || (entry.state == .active) != (state == .active)
+        let foregroundChanged = entries[app] == nil || wasActive != (state == .active)
         entry.state = state
         entry.reason = nil
         entries[app] = entry
@@ -228,7 +235,9 @@ public actor LifecycleSupervisor: Service {
     /// tasks back.
     public func disconnected(_ app: AppID) async {
         guard let entry = entries[app] else { return }
-        if let pid = entry.processID, AppProcessInfo.signal(pid, 0) { return }
+        // (A process bgd launched closes its stream as it exits, and its exit is the run
+        // coordinator's, not this: it goes now.)
+        if !entry.launched, let pid = entry.processID, AppProcessInfo.signal(pid, 0) { return }
         entries[app] = nil
         if entry.state == .suspended, let pid = entry.processID { try? await store.clearSuspension(processID: pid) }
         if entry.state == .active { for doorbell in foregroundDoorbells { doorbell.ring() } }

@@ -621,20 +621,23 @@ public actor RunCoordinator: Service {
     private var nextEndRetry: Duration?
 
     private func record(end: UnrecordedEnd, of id: RunID) async -> RunRecord? {
+        // Noted as being written, and still held until written: an end that comes meanwhile (a
+        // late answer while a held expiry is retried) finds it and stands aside.
+        let outer = ending[id]
+        ending[id] = end.outcome
+        defer { ending[id] = outer }
         do {
+            let written = try await store.finishRun(
+                id, outcome: end.outcome, detail: end.detail, usage: end.usage, now: end.at)
             unrecordedEnds[id] = nil
-            guard
-                let record = try await store.finishRun(
-                    id, outcome: end.outcome, detail: end.detail, usage: end.usage, now: end.at)
-            else {
-                return nil
-            }
+            guard let record = written else { return nil }
             activity.emit(.runEnded(record))
             logEnd(of: record)
             schedulerDoorbell.ring()
             for doorbell in runEndedDoorbells { doorbell.ring() }
             return record
         } catch StoreError.runNotFound {
+            unrecordedEnds[id] = nil
             return nil  // the app was unregistered meanwhile
         } catch {
             logger.error(
