@@ -211,15 +211,9 @@ struct APIBadInputTests {
     @Test func anAppHoldsABoundedShareOfBgd() async throws {
         try await TestDaemon.with { daemon in
             let app = try await daemon.register("com.example.a", command: ["/bin/false"], interval: .never)
-            let client = DaemonClient(socketPath: daemon.socketPath, token: app.token)
-            // Kept to the end: a stream's reader, once dropped, closes its connection.
-            var streams: [StreamMessages.Iterator] = []
-            for _ in 0..<EventBroker.maximumStreamsPerApp {
-                var messages = try await client.stream("/v1/app/events").makeAsyncIterator()
-                _ = try await messages.next()  // hello: it is open
-                streams.append(messages)
-            }
-            // The fifth on a connection of its own (the client's pool holds the four).
+            // Kept to the end.
+            let streams = try await holdEveryStream(ofAppWithToken: app.token, on: daemon)
+            // The fifth on a connection of its own (the helper's client pool holds the four).
             let fifth = try await Command.run(
                 "/usr/bin/python3",
                 [

@@ -77,6 +77,22 @@ struct EventBrokerTests {
             ])
     }
 
+    /// Events and state changes taking turns on a stream that does not read leave one of each
+    /// waiting, not a nudge per turn.
+    @Test func alternatingNewsStaysBounded() async throws {
+        let broker = EventBroker()
+        let subscription = try #require(broker.subscribe(Self.app, isLaunched: false))
+        for second in 1...1000 {
+            broker.eventsAvailable(for: Self.app)
+            broker.send(
+                .lifecycle(state: .background, deadline: Date(timeIntervalSince1970: Double(second))), to: Self.app)
+        }
+        #expect(
+            await deliveries(of: subscription, after: broker) == [
+                .openEvents, .control(.lifecycle(state: .background, deadline: Date(timeIntervalSince1970: 1000))),
+            ])
+    }
+
     /// News read is gone; news after it is read next.
     @Test func newsIsTakenOnce() async throws {
         let broker = EventBroker()

@@ -14,13 +14,7 @@ struct RunRefusalTests {
         try await TestDaemon.with { daemon in
             let registered = try await daemon.register("com.example.patient", command: ["/bin/false"], interval: .never)
             // The app's share of streams, all taken: its run is answered 429 tooManyStreams.
-            let client = DaemonClient(socketPath: daemon.socketPath, token: registered.token)
-            var streams: [StreamMessages.Iterator] = []
-            for _ in 0..<EventBroker.maximumStreamsPerApp {
-                var messages = try await client.stream("/v1/app/events").makeAsyncIterator()
-                _ = try await messages.next()  // hello: it is open
-                streams.append(messages)
-            }
+            var streams = try await holdEveryStream(ofAppWithToken: registered.token, on: daemon)
             let app = BackgroundApplication(
                 appID: registered.app.id, token: registered.token, socketPath: daemon.socketPath, clock: daemon.clock)
             let calls = Counter()

@@ -169,6 +169,11 @@ final class StreamNews: Sendable {
             } else if let waiting = queue.firstIndex(where: { Self.kind(of: $0) == kind }) {
                 // A state, a warning, an exit: the newest stands, after what came before it.
                 queue.remove(at: waiting)
+                // Two nudges side by side where it was are one (a nudge reads all there is).
+                if waiting > 0, waiting < queue.count, queue[waiting - 1] == .openEvents, queue[waiting] == .openEvents
+                {
+                    queue.remove(at: waiting)
+                }
                 queue.append(delivery)
             } else {
                 queue.append(delivery)

@@ -94,6 +94,8 @@ public actor LifecycleSupervisor: Service {
 
     /// The app reports its state (`applicationDidEnterBackground` and friends).
     public func report(_ report: LifecycleReport, from app: AppID, launched: Bool) async -> LifecycleStatus {
+        // Whether an app was in the foreground, as before anything below changes it.
+        let wasActive = entries[app]?.state == .active
         if let before = entries[app], before.state == .suspended, let frozen = before.processID {
             // A frozen process sends nothing: this report was sent before the freeze, or comes
             // from another process of the app. `background` from the frozen one changes nothing.
@@ -114,7 +116,6 @@ public actor LifecycleSupervisor: Service {
         if isNewProcess && !launched { await supervisor.adopt(report.processID, of: app) }
         // Read after the waits: what came meanwhile (a suspension, a task, a forget) stands.
         var entry = entries[app] ?? Entry(launched: launched, state: .active)
-        let wasActive = entries[app]?.state == .active
         if entry.processID != report.processID {
             // A new process starts afresh: none of the old one's tasks, nor its background time.
             entry.processID = report.processID
