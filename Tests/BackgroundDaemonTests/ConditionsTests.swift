@@ -20,6 +20,11 @@ struct FakeSysfs {
         try (value + "\n").write(to: url, atomically: true, encoding: .utf8)
     }
 
+    /// Writes each file, in order.
+    func write(_ files: KeyValuePairs<String, String>) throws {
+        for (path, value) in files { try write(path, value) }
+    }
+
     /// A link that says "unknown" with a carrier, as tun, WireGuard and ppp do, of ARPHRD `type`.
     func carrierLink(_ name: String, type: Int) throws {
         try write("class/net/\(name)/operstate", "unknown")
@@ -103,12 +108,11 @@ struct SysfsConditionsTests {
 
         let host = FakeSysfs()
         try host.laptop(network: "eth0")
-        try host.write("class/net/eth0/operstate", "down")
-        try host.write("class/net/eth0/device/vendor", "0x8086")
-        try host.write("class/net/docker0/operstate", "up")
-        try host.write("class/net/docker0/bridge/forward_delay", "1500")
-        try host.write("class/net/veth1a2b/operstate", "up")
-        try host.write("class/net/veth1a2b/brport/state", "3")
+        try host.write([
+            "class/net/eth0/operstate": "down", "class/net/eth0/device/vendor": "0x8086",
+            "class/net/docker0/operstate": "up", "class/net/docker0/bridge/forward_delay": "1500",
+            "class/net/veth1a2b/operstate": "up", "class/net/veth1a2b/brport/state": "3",
+        ])
         #expect(SysfsConditions(root: host.root).read().conditions.network == .none)
         // The Ethernet card in a bridge of its own (a VM host's br0) still counts.
         try host.write("class/net/eth0/operstate", "up")
@@ -124,12 +128,11 @@ struct SysfsConditionsTests {
     /// Garbage in the files, a mouse's battery, no sysfs at all: sensible answers, no crash.
     @Test func oddTreesGiveSensibleAnswers() throws {
         let sysfs = FakeSysfs()
-        try sysfs.write("class/power_supply/BAT0/type", "Battery")
-        try sysfs.write("class/power_supply/BAT0/status", "Discharging")
-        try sysfs.write("class/power_supply/BAT0/capacity", "lots")
-        try sysfs.write("class/power_supply/hidpp_battery_0/type", "Battery")
-        try sysfs.write("class/power_supply/hidpp_battery_0/scope", "Device")
-        try sysfs.write("class/power_supply/hidpp_battery_0/capacity", "3")
+        try sysfs.write([
+            "class/power_supply/BAT0/type": "Battery", "class/power_supply/BAT0/status": "Discharging",
+            "class/power_supply/BAT0/capacity": "lots", "class/power_supply/hidpp_battery_0/type": "Battery",
+            "class/power_supply/hidpp_battery_0/scope": "Device", "class/power_supply/hidpp_battery_0/capacity": "3",
+        ])
         try sysfs.write("class/net/eth0/operstate", String(repeating: "x", count: 100_000))
         let conditions = SysfsConditions(root: sysfs.root).read().conditions
         #expect(conditions == DeviceConditions(power: .battery, batteryLevel: nil, network: .none))

@@ -102,8 +102,15 @@ public struct AppCgroups: Sendable {
         return memoryMount + (path == "/" ? "" : path)
     }
 
-    /// Where the user's process `pid` came from in the v1 memory hierarchy: its group there, or
-    /// — in one of bgd's — what was written down for that group.
+    /// Where the user's process `pid` came from: its cgroup, or — still in one of bgd's (the
+    /// one a killed bgd moved it into, or the group of a held app it was started from) — what
+    /// was written down for that group.
+    public func origin(of pid: Int32) -> String? {
+        guard let directory = directory(of: pid) else { return nil }
+        return contains(directory) ? recordedOrigin(of: AppCgroup(path: directory, memoryPath: nil)) : directory
+    }
+
+    /// The same in the v1 memory hierarchy.
     public func memoryOrigin(of pid: Int32) -> String? {
         guard let directory = memoryDirectory(of: pid) else { return nil }
         guard let memoryRoot, directory.hasPrefix(memoryRoot + "/") else { return directory }
@@ -146,36 +153,32 @@ public struct AppCgroups: Sendable {
     }
 
     /// Where in the v1 memory hierarchy the user's process in `group` came from, if written down
-    /// and still there — a group outside bgd's own, as `recordedOrigin` checks.
+    /// and still there, as `recordedOrigin` checks.
     public func recordedMemoryOrigin(of group: AppCgroup) -> String? {
-        guard let memoryMount, let memoryRoot, let file = originFile(of: group).map({ $0 + ".memory" }),
-            let origin = try? String(contentsOfFile: file, encoding: .utf8), !origin.isEmpty,
-            origin == memoryMount || origin.hasPrefix(memoryMount + "/"),
-            !origin.split(separator: "/").contains(".."), !origin.hasPrefix(memoryRoot + "/"), origin != memoryRoot,
-            access(origin + "/cgroup.procs", W_OK) == 0
-        else { return nil }
-        return origin
+        guard let memoryMount, let memoryRoot else { return nil }
+        return Self.recorded(in: originFile(of: group).map { $0 + ".memory" }, under: memoryMount, outside: memoryRoot)
     }
 
     /// Moves every process in the user's `group` back where it came from: `origin`, and its
     /// recorded v1 memory group (hybrid mode). Before, they stayed in bgd's v1 memory group —
     /// out of their own memory limits, and one directory there leaked per adoption.
     public func giveBack(_ group: AppCgroup, to origin: String) {
-        group.releaseAll(to: origin)
-        guard let memoryPath = group.memoryPath, let memoryOrigin = recordedMemoryOrigin(of: group) else { return }
-        for pid in AppCgroup.processes(in: memoryPath) {
-            _ = AppCgroup.write("\(pid)", to: memoryOrigin + "/cgroup.procs")
-        }
+        group.releaseAll(to: origin, memoryOrigin: recordedMemoryOrigin(of: group))
     }
 
     /// Where the user's process in `group` came from, if bgd wrote it down and it is still there
     /// — a cgroup in this hierarchy outside bgd's own groups, nothing else (the file is read back
     /// from disk: a process is never written anywhere else on its say).
     public func recordedOrigin(of group: AppCgroup) -> String? {
-        guard let file = originFile(of: group),
-            let origin = try? String(contentsOfFile: file, encoding: .utf8), !origin.isEmpty,
+        Self.recorded(in: originFile(of: group), under: mount, outside: root)
+    }
+
+    /// The cgroup written in `file`, if it is one under `mount`, outside bgd's own `groups`, and
+    /// still there to take processes.
+    private static func recorded(in file: String?, under mount: String, outside groups: String) -> String? {
+        guard let file, let origin = try? String(contentsOfFile: file, encoding: .utf8), !origin.isEmpty,
             origin == mount || origin.hasPrefix(mount + "/"),
-            !origin.split(separator: "/").contains(".."), !contains(origin), origin != root,
+            !origin.split(separator: "/").contains(".."), !origin.hasPrefix(groups + "/"), origin != groups,
             access(origin + "/cgroup.procs", W_OK) == 0
         else { return nil }
         return origin
@@ -290,9 +293,12 @@ public struct AppCgroup: Sendable, Hashable {
     /// user's process). False where that group is gone or refuses.
     public func release(_ pid: Int32, to origin: String) -> Bool { Self.write("\(pid)", to: origin + "/cgroup.procs") }
 
-    /// Moves every process in it back to `origin` (those that may not go stay).
-    public func releaseAll(to origin: String) {
+    /// Moves every process in it back to `origin`, and in its v1 memory twin back to
+    /// `memoryOrigin` (those that may not go stay).
+    public func releaseAll(to origin: String, memoryOrigin: String? = nil) {
         for pid in processes { _ = release(pid, to: origin) }
+        guard let memoryPath, let memoryOrigin else { return }
+        for pid in Self.processes(in: memoryPath) { _ = release(pid, to: memoryOrigin) }
     }
 
     public var processes: [Int32] { Self.processes(in: path) }

@@ -170,13 +170,9 @@ public actor ProcessSupervisor: Service {
         if maySignal, let cgroups = mode.cgroups {
             do {
                 let group = try cgroups.adopted(app, processID: pid)
-                // Still in one of bgd's groups — the one a killed bgd moved it into (it could not
-                // be given back), or the group of the app it was started from (a launcher, a
-                // terminal app bgd holds): where it came from is what was written down for that
-                // group. Before, the second had no origin and stayed in bgd's group for good.
-                let origin = cgroups.directory(of: pid).flatMap {
-                    cgroups.contains($0) ? cgroups.recordedOrigin(of: AppCgroup(path: $0, memoryPath: nil)) : $0
-                }
+                // Started from an app bgd holds (a launcher, a terminal app), where it came from is
+                // where that one came from; before, it had no origin and stayed in bgd's group.
+                let origin = cgroups.origin(of: pid)
                 // Written before the move: a bgd killed right after it leaves what it needs.
                 if let origin {
                     cgroups.recordOrigin(
