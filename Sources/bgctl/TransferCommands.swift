@@ -27,12 +27,14 @@ extension BGCtl {
             AppID?
         @Option(
             help:
-                "Where to put the file (operator downloads): a file name, or a directory (an existing one, or one written with a trailing /) to put it in under the URL's name.")
+                "Where to put the file (operator downloads): a file name, or a directory (an existing one, or one written with a trailing /) to put it in under the URL's name."
+        )
         var to: String?
         @Option(help: "Expected SHA-256 (hex): a mismatch fails the download.") var sha256: String?
         @Option(
             help:
-                "The app's background session identifier, for --app downloads: the app hears of the download when it opens that session (the one it made with BackgroundURLSessionConfiguration.background(withIdentifier:)). Default: the one session of the app's transfers bgd knows, else 'bgctl'.")
+                "The app's background session identifier, for --app downloads: the app hears of the download when it opens that session (the one it made with BackgroundURLSessionConfiguration.background(withIdentifier:)). Default: the one session of the app's transfers bgd knows, else 'bgctl'."
+        )
         var session: String?
         @Flag(help: "Return once bgd has the download; do not watch it (bgd retries until the host answers).")
         var noWait = false
@@ -41,7 +43,9 @@ extension BGCtl {
 
         func validate() throws {
             if let problem = ServerURL.problem(with: url) { throw ValidationError("'\(url)' \(problem)") }
-            if let to, to.isEmpty { throw ValidationError("--to is a file's path; leave it out to name the file after the URL") }
+            if let to, to.isEmpty {
+                throw ValidationError("--to is a file's path; leave it out to name the file after the URL")
+            }
             if app != nil && to != nil {
                 throw ValidationError("--to is for operator downloads; an app's download lands in its container")
             }
@@ -65,7 +69,8 @@ extension BGCtl {
                 // the URL's name (a trailing slash says "directory" even before it exists).
                 var isDirectory: ObjCBool = false
                 if path.hasSuffix("/")
-                    || (FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) && isDirectory.boolValue)
+                    || (FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory)
+                        && isDirectory.boolValue)
                 {
                     path = (path.hasSuffix("/") ? path : path + "/") + name
                 }
@@ -86,7 +91,8 @@ extension BGCtl {
             if !options.json {
                 // What is being fetched and where it goes, before the bar (as curl -v and aria2 say it).
                 let target = record.destination ?? "\(record.app.map(\.rawValue) ?? "the app")'s container"
-                FileHandle.standardError.write(Data("Transfer \(record.id): \(record.url.absoluteString) → \(target)\n".utf8))
+                FileHandle.standardError.write(
+                    Data("Transfer \(record.id): \(record.url.absoluteString) → \(target)\n".utf8))
             }
             InterruptNotice.arm(transfer: record.id)
             let started = SystemClock().now
@@ -123,7 +129,8 @@ extension BGCtl {
             let sessions = Set(transfers.filter { $0.app == app && $0.session != "bgctl" }.map(\.session)).sorted()
             switch sessions.count {
             case 1:
-                FileHandle.standardError.write(Data("In \(app)'s background session \(sessions[0]) (--session for another)\n".utf8))
+                FileHandle.standardError.write(
+                    Data("In \(app)'s background session \(sessions[0]) (--session for another)\n".utf8))
                 return sessions[0]
             case 0:
                 FileHandle.standardError.write(
@@ -133,7 +140,8 @@ extension BGCtl {
                 return "bgctl"
             default:
                 options.fail(
-                    "usage", "\(app) uses several background sessions (\(sessions.joined(separator: ", "))): choose one with --session",
+                    "usage",
+                    "\(app) uses several background sessions (\(sessions.joined(separator: ", "))): choose one with --session",
                     exit: BGCtlExit.usage)
             }
         }
@@ -142,7 +150,7 @@ extension BGCtl {
         private func watch(_ record: TransferRecord) async throws -> TransferRecord {
             let isTerminal = isatty(STDERR_FILENO) == 1
             let clock = SystemClock()
-            var samples: [(at: Date, bytes: Int64)] = []
+            var rate = TransferRate()
             var current = record
             var unreachableSince: Date?
             while !current.state.isFinal {
@@ -151,7 +159,8 @@ extension BGCtl {
                         .get, "/v1/transfers/\(record.id)?wait=1", as: TransferRecord.self)
                     if unreachableSince != nil {
                         unreachableSince = nil
-                        FileHandle.standardError.write(Data("\r\u{1B}[Kbgd is back; watching transfer \(record.id) again\n".utf8))
+                        FileHandle.standardError.write(
+                            Data("\r\u{1B}[Kbgd is back; watching transfer \(record.id) again\n".utf8))
                     }
                 } catch let error as BackgroundError where error.isDaemonUnreachable || error.isDaemonUnresponsive {
                     // bgd restarting (or killed and started again) keeps the transfer: wait for it
@@ -176,10 +185,10 @@ extension BGCtl {
                     options.fail(error)
                 }
                 let bytes = current.bytesReceived ?? current.bytesTransferred
-                samples.append((clock.now, bytes))
-                samples = samples.suffix(5)
+                rate.record(bytes, at: clock.elapsed)
                 if isTerminal && !options.json {
-                    let line = Self.progressLine(current, bytes: bytes, samples: samples, width: TerminalWidth.columns())
+                    let line = Self.progressLine(
+                        current, bytes: bytes, bytesPerSecond: rate.bytesPerSecond, width: TerminalWidth.columns())
                     FileHandle.standardError.write(Data(("\r\u{1B}[K" + line).utf8))
                 }
             }
@@ -190,20 +199,17 @@ extension BGCtl {
         /// One line that fits `width` columns: the bar takes what the figures leave, and a waiting
         /// transfer says why it waits (`retrying in 8s: connection refused`).
         static func progressLine(
-            _ record: TransferRecord, bytes: Int64, samples: [(at: Date, bytes: Int64)], width: Int = 80
+            _ record: TransferRecord, bytes: Int64, bytesPerSecond rate: Double, width: Int = 80
         ) -> String {
-            var rate = 0.0
-            if let first = samples.first, let last = samples.last, last.at > first.at {
-                rate = Double(last.bytes - first.bytes) / last.at.timeIntervalSince(first.at)
-            }
             guard let total = record.bytesExpected, total > 0 else {
                 // Running with nothing yet and no size known: still connecting (a transfer that
                 // waits for connectivity keeps trying to connect for the connect timeout).
                 let note =
                     record.state == .waiting
                     ? Self.waitingNote(record)
-                    : record.isConnecting ? "  connecting to \(record.url.host ?? "the host")…"
-                    : "  \(record.state.rawValue)"
+                    : record.isConnecting
+                        ? "  connecting to \(record.url.host ?? "the host")…"
+                        : "  \(record.state.rawValue)"
                 return String("\(Self.bytes(bytes))  \(Self.bytes(Int64(rate)))/s\(note)".prefix(max(20, width - 1)))
             }
             let fraction = min(1, Double(bytes) / Double(total))
@@ -273,7 +279,9 @@ extension BGCtl {
                         }
                         return [
                             record.id.description, record.app?.rawValue ?? "-", record.stateDescription, progress,
-                            "\(record.attempts)" + (record.restarts > 0 ? " (\(TextFormat.count(record.restarts, "restart")))" : ""), why,
+                            "\(record.attempts)"
+                                + (record.restarts > 0 ? " (\(TextFormat.count(record.restarts, "restart")))" : ""),
+                            why,
                             record.url.absoluteString,
                         ]
                     })
@@ -292,7 +300,9 @@ extension BGCtl {
                     try await $0.send(.post, "/v1/transfers/\(id)/pause", as: TransferResumeData.self)
                 }
                 if options.json { return try options.printJSON(paused) }
-                print("Transfer \(id) paused at \(Download.bytes(paused.bytesTransferred)); bgctl transfers resume \(id) goes on from there.")
+                print(
+                    "Transfer \(id) paused at \(Download.bytes(paused.bytesTransferred)); bgctl transfers resume \(id) goes on from there."
+                )
             }
         }
 
@@ -308,7 +318,8 @@ extension BGCtl {
                     try await $0.send(.post, "/v1/transfers/\(id)/resume", as: TransferRecord.self)
                 }
                 if options.json { return try options.printJSON(record) }
-                print("Transfer \(record.id): \(record.state.rawValue), from \(Download.bytes(record.bytesTransferred)).")
+                print(
+                    "Transfer \(record.id): \(record.state.rawValue), from \(Download.bytes(record.bytesTransferred)).")
             }
         }
 
@@ -353,7 +364,8 @@ extension BGCtl {
                 // retry of it are — with --json too.
                 guard record.state == .cancelled else {
                     options.fail(
-                        "transferNotActive", "transfer \(record.id) had already ended (\(record.state.rawValue)); nothing to cancel",
+                        "transferNotActive",
+                        "transfer \(record.id) had already ended (\(record.state.rawValue)); nothing to cancel",
                         exit: BGCtlExit.refused)
                 }
                 if options.json { return try options.printJSON(record) }
@@ -368,7 +380,9 @@ enum TerminalWidth {
     static func columns() -> Int {
         var size = winsize()
         if ioctl(STDERR_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 { return Int(size.ws_col) }
-        if let columns = ProcessInfo.processInfo.environment["COLUMNS"].flatMap(Int.init), columns > 0 { return columns }
+        if let columns = ProcessInfo.processInfo.environment["COLUMNS"].flatMap(Int.init), columns > 0 {
+            return columns
+        }
         return 80
     }
 }
