@@ -99,12 +99,28 @@ struct FetchPolicyTests {
         #expect(decision.reasons.map(\.code) == [.alreadyRunning])
     }
 
-    @Test func aTimeInTheFutureCountsAsNow() {
-        // The wall clock went back a day: the last run seems to lie in the future.
+    /// The wall clock went back a day: the last run seems to lie in the future. The app is due
+    /// now, once — counted from now, it was put off by its interval at every pass and not
+    /// woken until the clock caught up.
+    @Test func aTimeInTheFutureMakesTheAppDueOnce() {
         let now = minutes(-24 * 60)
         let decision = policy.dueDecision(for: candidate(.minimum, runs: [(0, .newData)]), now: now)
-        #expect(decision.dueAt == now.addingTimeInterval(15 * 60))
+        #expect(decision.dueAt == now)
         #expect(decision.reasons.map(\.code).contains(.clockWentBackwards))
+        let later = policy.dueDecision(
+            for: candidate(.minimum, runs: [(0, .newData)]), now: now.addingTimeInterval(600))
+        #expect(later.dueAt == now.addingTimeInterval(600), "still due, not put off again")
+        // The run it got is the newest (the store orders runs as started, not by their stamps):
+        // from there, as usual.
+        let app = AppID(rawValue: "com.example.a")!
+        let ranAgain = FetchCandidate(
+            app: app, interval: .minimum, registeredAt: registered,
+            recentRuns: [.init(startedAt: now, outcome: .newData), .init(startedAt: minutes(0), outcome: .newData)],
+            isRunning: false)
+        #expect(policy.dueDecision(for: ranAgain, now: now.addingTimeInterval(120)).dueAt == minutes(-24 * 60 + 15))
+        let registeredAhead = FetchCandidate(
+            app: app, interval: .minimum, registeredAt: minutes(10), recentRuns: [], isRunning: false)
+        #expect(policy.dueDecision(for: registeredAhead, now: minutes(0)).dueAt == minutes(0))
     }
 
     @Test func aTimeAFractionOfASecondAheadIsNoClockGoingBack() {

@@ -189,9 +189,12 @@ public struct FetchPolicy: Sendable {
         guard let last = candidate.recentRuns.first else {
             let anchor = clamped(candidate.registeredAt, now: now, reasons: &reasons)
             reasons.insert(DecisionReason(.firstFetch, "never fetched; counting from registration"), at: 0)
-            return WakeDecision(app: app, dueAt: anchor.adding(interval), reasons: reasons, spacing: interval)
+            return WakeDecision(
+                app: app, dueAt: anchor.map { $0.adding(interval) } ?? now, reasons: reasons, spacing: interval)
         }
-        let anchor = clamped(last.startedAt, now: now, reasons: &reasons)
+        guard let anchor = clamped(last.startedAt, now: now, reasons: &reasons) else {
+            return WakeDecision(app: app, dueAt: now, reasons: reasons, spacing: interval)
+        }
 
         let streak = candidate.recentRuns.prefix { $0.outcome == .interrupted }.count
         if streak > 0 && streak < 3 {
@@ -228,17 +231,20 @@ public struct FetchPolicy: Sendable {
         return WakeDecision(app: app, dueAt: anchor.adding(delay), reasons: reasons, spacing: delay)
     }
 
-    /// A persisted time in the future means the wall clock went backwards: treat it as now,
-    /// so the app is not starved until the clock catches up. Under a second ahead is said
-    /// nothing of: the store keeps milliseconds, rounded, and NTP slews the clock by less.
-    private func clamped(_ date: Date, now: Date, reasons: inout [DecisionReason]) -> Date {
+    /// A persisted time in the future means the wall clock went backwards, and how long ago it
+    /// really was is unknown: nil, and the app is due now — once, as the run it gets is then the
+    /// newest and counts from there. Counting from now instead put the app off by its interval
+    /// at every pass, and it was not woken until the clock caught up. Under a second ahead is
+    /// said nothing of: the store keeps milliseconds, rounded, and NTP slews the clock by less.
+    private func clamped(_ date: Date, now: Date, reasons: inout [DecisionReason]) -> Date? {
         guard date > now else { return date }
         guard date.timeIntervalSince(now) >= 1 else { return now }
         reasons.append(
             DecisionReason(
                 .clockWentBackwards,
-                "a recorded time is \(date.duration(since: now).humanDescription) in the future; counting from now"))
-        return now
+                "a recorded time is \(date.duration(since: now).humanDescription) in the future (the clock went back); due now"
+            ))
+        return nil
     }
 }
 
