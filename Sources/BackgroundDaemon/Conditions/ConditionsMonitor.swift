@@ -163,7 +163,7 @@ public actor ConditionsMonitor {
             do {
                 try await cancelWhenGracefulShutdown {
                     while !Task.isCancelled {
-                        try await kernelChanged.wait(until: clock.now.adding(interval), on: clock)
+                        try await kernelChanged.wait(for: interval, on: clock)
                         let heard = causes.withLock { causes in
                             defer { causes = [] }
                             return causes
