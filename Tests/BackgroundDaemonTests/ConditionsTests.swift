@@ -62,6 +62,25 @@ struct SysfsConditionsTests {
         #expect(SysfsConditions(root: sysfs.root).read().conditions.power == .mains)
     }
 
+    /// Two batteries (a ThinkPad's internal and external packs): the idle one says Full while
+    /// the other is drained, and the charger is unplugged. Before, "Full" read as on mains, and
+    /// tasks that need power started on battery.
+    @Test func aLaptopWithTwoBatteriesOneFullOneDischargingIsOnBattery() throws {
+        let sysfs = FakeSysfs()
+        try sysfs.laptop(capacity: 60)
+        try sysfs.write([
+            "class/power_supply/BAT1/type": "Battery", "class/power_supply/BAT1/status": "Full",
+            "class/power_supply/BAT1/capacity": "100",
+        ])
+        #expect(SysfsConditions(root: sysfs.root).read().conditions.power == .battery)
+        // Plugged in, the drained pack charges and the full one stays full: mains.
+        try sysfs.write(["class/power_supply/AC/online": "1", "class/power_supply/BAT0/status": "Charging"])
+        #expect(SysfsConditions(root: sysfs.root).read().conditions.power == .mains)
+        // No mains supply listed (some firmware): a charging battery is still the word for mains.
+        try FileManager.default.removeItem(atPath: sysfs.root + "/class/power_supply/AC")
+        #expect(SysfsConditions(root: sysfs.root).read().conditions.power == .mains)
+    }
+
     @Test func aServerWithoutABatteryIsOnMains() throws {
         let sysfs = FakeSysfs()
         try sysfs.write("class/net/eth0/operstate", "up")

@@ -25,6 +25,7 @@ public struct SysfsConditions: Sendable {
         let directory = root + "/class/power_supply"
         var externalOnline = false
         var batteryCharging = false
+        var batteryDischarging = false
         var batteryFound = false
         var levels: [Int] = []
         for name in entries(of: directory) {
@@ -42,14 +43,20 @@ public struct SysfsConditions: Sendable {
                 if let capacity = value(path + "/capacity").flatMap(Int.init) {
                     levels.append(min(max(capacity, 0), 100))
                 }
-                if ["Charging", "Full"].contains(value(path + "/status")) { batteryCharging = true }
+                switch value(path + "/status") {
+                case "Charging", "Full": batteryCharging = true
+                case "Discharging": batteryDischarging = true
+                default: break
+                }
             default:
                 continue
             }
         }
         let level = levels.isEmpty ? nil : levels.reduce(0, +) / levels.count
-        // No battery at all: a desktop or a server, always on mains.
-        let onMains = externalOnline || batteryCharging || !batteryFound
+        // No battery at all: a desktop or a server, always on mains. A battery that charges or is
+        // full says so where firmware lists no mains supply — unless another one is draining: of
+        // two packs the idle one says Full while the machine runs on the other.
+        let onMains = externalOnline || (batteryCharging && !batteryDischarging) || !batteryFound
         return (onMains ? .mains : .battery, level)
     }
 
