@@ -41,8 +41,29 @@ extension BackgroundStore {
             if let interval = request.fetchInterval { row.fetchInterval = ColumnJSON.encode(interval) }
             if let identifiers = request.taskIdentifiers { row.taskIdentifiers = ColumnJSON.encode(identifiers) }
             try row.update(db)
-            return try StoredApp(row: row)
+            let app = try StoredApp(row: row)
+            try Self.dropTaskRequestsNoLongerAllowed(for: app, db)
+            return app
         }
+    }
+
+    /// Pending `BGTaskScheduler` requests the app's new settings would refuse — an identifier no
+    /// longer declared, a refresh request with background refresh now off — are dropped with
+    /// the change. Kept, a refresh request waited for a wake that never comes, holding the one
+    /// refresh slot; and a task ran under an identifier the app no longer handles.
+    static func dropTaskRequestsNoLongerAllowed(for app: StoredApp, _ db: Database) throws {
+        let declared = app.taskIdentifiers.map { _ in "?" }.joined(separator: ", ")
+        var arguments: [any DatabaseValueConvertible] = [app.id.rawValue]
+        arguments += app.taskIdentifiers
+        // `NOT IN ()` is not SQL, and `NOT IN (NULL)` is never true: none declared, every one goes.
+        var refused = declared.isEmpty ? "1" : "identifier NOT IN (\(declared))"
+        if app.fetchInterval == .never {
+            refused += " OR kind = ?"
+            arguments.append(TaskKind.appRefresh.rawValue)
+        }
+        try db.execute(
+            sql: "DELETE FROM taskRequest WHERE appId = ? AND runId IS NULL AND (\(refused))",
+            arguments: StatementArguments(arguments))
     }
 
     /// Removes an app with its history, outbox and pushes. Returns false when it was not
@@ -86,6 +107,7 @@ extension BackgroundStore {
             guard var row = try AppRow.fetchOne(db, key: id.rawValue) else { throw StoreError.appNotFound(id) }
             row.fetchInterval = ColumnJSON.encode(interval)
             try row.update(db)
+            try Self.dropTaskRequestsNoLongerAllowed(for: try StoredApp(row: row), db)
         }
     }
 

@@ -21,6 +21,38 @@ struct TaskStoreTests {
         #expect(try await f.store.pendingTaskRequests(of: f.app).first?.request.earliestBeginDate == f.now)
     }
 
+    /// Background refresh turned off drops the pending refresh request (it would be refused if
+    /// submitted now, and would wait for a wake that never comes, holding the refresh slot); a
+    /// registration that no longer declares an identifier drops its requests. Taken ones stay.
+    @Test func requestsTheAppsNewSettingsRefuseAreDropped() async throws {
+        let f = try await StoreFixture()
+        try await f.store.submitTaskRequest(
+            TaskRequest(identifier: "com.example.a.refresh", kind: .appRefresh), for: f.app, now: f.now)
+        try await f.store.submitTaskRequest(
+            TaskRequest(identifier: "com.example.a.work", kind: .processing), for: f.app, now: f.now)
+        try await f.store.setFetchInterval(.every(.seconds(3600)), for: f.app)
+        #expect(try await f.store.pendingTaskRequests(of: f.app).count == 2, "refresh still on: both kept")
+        try await f.store.setFetchInterval(.never, for: f.app)
+        #expect(try await f.store.pendingTaskRequests(of: f.app).map(\.request.identifier) == ["com.example.a.work"])
+
+        _ = try await f.store.replaceRegistration(
+            RegisterAppRequest(
+                id: f.app, launchCommand: LaunchCommand(["/bin/true"])!, taskIdentifiers: ["com.example.a.refresh"]))
+        #expect(try await f.store.pendingTaskRequests(of: f.app).isEmpty)
+        // The same identifiers again: nothing pending is touched.
+        try await f.store.setFetchInterval(.minimum, for: f.app)
+        try await f.store.submitTaskRequest(
+            TaskRequest(identifier: "com.example.a.refresh", kind: .appRefresh), for: f.app, now: f.now)
+        _ = try await f.store.replaceRegistration(
+            RegisterAppRequest(
+                id: f.app, launchCommand: LaunchCommand(["/bin/true"])!, taskIdentifiers: ["com.example.a.refresh"]))
+        #expect(try await f.store.pendingTaskRequests(of: f.app).count == 1)
+        // An app that declares none has none left.
+        _ = try await f.store.replaceRegistration(
+            RegisterAppRequest(id: f.app, launchCommand: LaunchCommand(["/bin/true"])!, taskIdentifiers: []))
+        #expect(try await f.store.pendingTaskRequests(of: f.app).isEmpty)
+    }
+
     @Test func aTaskRunTakesOnlyAPendingRequestOfItsKind() async throws {
         let f = try await StoreFixture()
         try await f.store.submitTaskRequest(
