@@ -255,6 +255,49 @@ struct TaskSchedulerTests {
     }
 
     /// `bgctl tasks run` / `bgctl tasks expire`: Apple's private debugger commands, public.
+    /// A task started by hand (`_simulateLaunchForTaskWithIdentifier`) runs whatever its
+    /// conditions, to the end: the developer trying it is using an app. Before, the dispatcher's
+    /// next pass stopped it as if it had started on its own.
+    @Test func aTaskRunByHandIsNotStoppedForItsConditions() async throws {
+        try await TestDaemon.with(
+            conditions: .init(sensing: .fixed(DeviceConditions(power: .battery, batteryLevel: 80, network: .unmetered)))
+        ) { daemon in
+            let application = try await register(daemon, behaviour: "cooperate")
+            try await application.taskScheduler.submit(
+                ProcessingTaskRequest(identifier: Self.processing, requiresExternalPower: true))
+            let other = try await daemon.register(
+                "com.example.other", command: [try BuiltProducts.path(of: "bgd-fixture-app"), "newData"],
+                interval: .never, taskIdentifiers: ["com.example.other.work"])
+            let otherApp = BackgroundApplication(
+                appID: AppID(rawValue: "com.example.other")!, token: other.token, socketPath: daemon.socketPath)
+            let user = try await daemon.register("com.example.user", command: ["/bin/false"], interval: .never)
+            let userApp = BackgroundApplication(
+                appID: AppID(rawValue: "com.example.user")!, token: user.token, socketPath: daemon.socketPath)
+            try await userApp.applicationDidBecomeActive()
+            try await otherApp.taskScheduler.submit(ProcessingTaskRequest(identifier: "com.example.other.work"))
+
+            _ = try await daemon.admin.send(
+                .post, "/v1/tasks/run", body: TaskTarget(app: AppID(rawValue: Self.app)!, identifier: Self.processing),
+                as: RunRecord.self)
+            #expect(await eventually { log(daemon).contains("task \(Self.processing) processing") })
+            // The user leaves: the other app's task starts, so the passes that saw the user (and
+            // the battery) are over.
+            _ = try await daemon.waitFor(
+                { activity -> RunRecord? in
+                    if case .runStarted(let run) = activity, run.app.rawValue == "com.example.other" { return run }
+                    return nil
+                }, after: { try await userApp.applicationDidEnterBackground() })
+            let run = try await daemon.waitForRunEnd(of: Self.app) {
+                _ = try await daemon.admin.send(
+                    .post, "/v1/tasks/expire",
+                    body: TaskTarget(app: AppID(rawValue: Self.app)!, identifier: Self.processing), as: RunningTask.self
+                )
+            }
+            #expect(run.outcome == .failed && run.trigger == .manual, "\(run)")
+            #expect(log(daemon).filter { $0.hasPrefix("task-expired") }.count == 1, "\(log(daemon))")
+        }
+    }
+
     @Test func bgctlRunsAndExpiresATask() async throws {
         try await TestDaemon.with(
             conditions: .init(sensing: .fixed(DeviceConditions(power: .battery, batteryLevel: 80, network: .unmetered)))

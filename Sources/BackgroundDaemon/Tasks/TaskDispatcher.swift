@@ -65,8 +65,10 @@ actor TaskDispatcher: Service {
             let now = clock.now
             let effective = await conditions.effective
             let foreground = await lifecycle.appInForeground
-            for task in try await store.runningTasks() where task.kind == .processing && !stopping.contains(task.run.id)
-            {
+            // One started with `bgctl tasks run` runs whatever its conditions, as it started: a
+            // developer trying it has the app in the foreground. Before, the next pass stopped it.
+            for task in try await store.runningTasks()
+            where task.kind == .processing && task.run.trigger != .manual && !stopping.contains(task.run.id) {
                 let request = started[task.run.id] ?? TaskRequest(identifier: task.identifier, kind: .processing)
                 if let reason = policy.stopReason(for: request, conditions: effective, appInForeground: foreground),
                     await coordinator.expireEarly(task.run.id)
@@ -87,7 +89,7 @@ actor TaskDispatcher: Service {
                         == nil
                 })
             return policy.nextCheck(for: pending.map(\.request), now: now)
-        } catch where Task.isCancelled {
+        } catch  where Task.isCancelled {
             // bgd is stopping (a SIGTERM, another listener that failed): the loop ends quietly,
             // not with a warning that would read as a second fault.
             throw CancellationError()
