@@ -15,6 +15,9 @@ struct TaskSchedulerTests {
     static let app = "com.example.tasks"
     static let refresh = "com.example.fixture.refresh"
     static let processing = "com.example.fixture.processing"
+    /// So that requests needing power stay pending.
+    static let onBattery = ConditionsMonitor.Configuration(
+        sensing: .fixed(DeviceConditions(power: .battery, batteryLevel: 80, network: .unmetered)))
 
     func register(
         _ daemon: TestDaemon, behaviour: String = "newData", interval: FetchInterval = .never, extra: [String] = []
@@ -50,9 +53,7 @@ struct TaskSchedulerTests {
 
     @Test func submitFollowsTheRealLimitsAndErrors() async throws {
         // On battery, so that the processing requests (which need power) stay pending.
-        try await TestDaemon.with(
-            conditions: .init(sensing: .fixed(DeviceConditions(power: .battery, batteryLevel: 80, network: .unmetered)))
-        ) { daemon in
+        try await TestDaemon.with(conditions: Self.onBattery) { daemon in
             let processingIDs = (1...11).map { "com.example.p\($0)" }
             let (application, token) = try await registerWithToken(daemon, extra: processingIDs)
             let scheduler = application.taskScheduler
@@ -110,9 +111,7 @@ struct TaskSchedulerTests {
     /// launched with reason processing and minutes of budget), and is stopped — its expiration
     /// handler runs — when the power goes again.
     @Test func processingTasksWaitForTheirConditionsAndStopWhenTheyStop() async throws {
-        try await TestDaemon.with(
-            conditions: .init(sensing: .fixed(DeviceConditions(power: .battery, batteryLevel: 80, network: .unmetered)))
-        ) { daemon in
+        try await TestDaemon.with(conditions: Self.onBattery) { daemon in
             let application = try await register(daemon, behaviour: "cooperate")
             try await application.taskScheduler.submit(
                 ProcessingTaskRequest(identifier: Self.processing, requiresExternalPower: true))
@@ -259,9 +258,7 @@ struct TaskSchedulerTests {
     /// conditions, to the end: the developer trying it is using an app. Before, the dispatcher's
     /// next pass stopped it as if it had started on its own.
     @Test func aTaskRunByHandIsNotStoppedForItsConditions() async throws {
-        try await TestDaemon.with(
-            conditions: .init(sensing: .fixed(DeviceConditions(power: .battery, batteryLevel: 80, network: .unmetered)))
-        ) { daemon in
+        try await TestDaemon.with(conditions: Self.onBattery) { daemon in
             let application = try await register(daemon, behaviour: "cooperate")
             try await application.taskScheduler.submit(
                 ProcessingTaskRequest(identifier: Self.processing, requiresExternalPower: true))
@@ -299,9 +296,7 @@ struct TaskSchedulerTests {
     }
 
     @Test func bgctlRunsAndExpiresATask() async throws {
-        try await TestDaemon.with(
-            conditions: .init(sensing: .fixed(DeviceConditions(power: .battery, batteryLevel: 80, network: .unmetered)))
-        ) { daemon in
+        try await TestDaemon.with(conditions: Self.onBattery) { daemon in
             let application = try await register(daemon, behaviour: "cooperate")
             try await application.taskScheduler.submit(
                 ProcessingTaskRequest(identifier: Self.processing, requiresExternalPower: true))
