@@ -18,7 +18,7 @@ struct RelayDestinations: PushDestinations {
 
     var credentialsGeneration: Int {
         let store = self.store
-        return store.credentials.current(now: clock.now.timeIntervalSince1970) {
+        return store.credentials.current(elapsed: clock.elapsed) {
             try? await store.credentialsVersion()
         }
     }

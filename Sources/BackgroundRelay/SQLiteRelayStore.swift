@@ -99,7 +99,8 @@ public struct SQLiteRelayStore: RelayStore {
         }
         migrator.registerMigration("relay-revokedTokens") { db in
             // The pruner forgets tokens revoked long ago; a device at its limit, its oldest.
-            try db.execute(sql: "CREATE INDEX deviceToken_revoked ON deviceToken(revokedAt) WHERE revokedAt IS NOT NULL")
+            try db.execute(
+                sql: "CREATE INDEX deviceToken_revoked ON deviceToken(revokedAt) WHERE revokedAt IS NOT NULL")
         }
         migrator.registerMigration("relay-unclaimedDevices") { db in
             // The pruner forgets devices enrolled long ago that never connected.
@@ -119,10 +120,12 @@ public struct SQLiteRelayStore: RelayStore {
             // becomes the last second of 9999 (StorableDates), and a revocation its own stored
             // registration time, the earliest it can have been.
             try db.execute(
-                sql: "UPDATE push SET expiration = '9999-12-31 23:59:59.000' WHERE expiration IS NOT NULL AND (expiration = '' OR substr(expiration, 5, 1) <> '-')"
+                sql:
+                    "UPDATE push SET expiration = '9999-12-31 23:59:59.000' WHERE expiration IS NOT NULL AND (expiration = '' OR substr(expiration, 5, 1) <> '-')"
             )
             try db.execute(
-                sql: "UPDATE deviceToken SET revokedAt = registeredAt WHERE revokedAt IS NOT NULL AND (revokedAt = '' OR substr(revokedAt, 5, 1) <> '-')"
+                sql:
+                    "UPDATE deviceToken SET revokedAt = registeredAt WHERE revokedAt IS NOT NULL AND (revokedAt = '' OR substr(revokedAt, 5, 1) <> '-')"
             )
         }
         migrator.registerMigration("relay-pendingByToken") { db in
@@ -145,11 +148,13 @@ public struct SQLiteRelayStore: RelayStore {
 }
 
 /// The credentials version as last read, and when: the intake asks it on every push, so it is
-/// refreshed from the database at most once a second, off the request's path.
+/// refreshed from the database at most once a second, off the request's path. The second is
+/// time that really passes (`WallClock.elapsed`): counted on the wall clock, a clock set back an
+/// hour kept a key removed by another process working for the hour.
 public final class CredentialsVersion: Sendable {
     private struct State {
         var version = 0
-        var readAt = -Double.infinity
+        var readAt: Duration?
         var reading = false
     }
     private let state = Mutex(State())
@@ -157,9 +162,9 @@ public final class CredentialsVersion: Sendable {
     public init() {}
 
     /// The version known now; starts a refresh if the last is over a second old.
-    func current(now: Double, refresh: @escaping @Sendable () async -> Int?) -> Int {
+    func current(elapsed now: Duration, refresh: @escaping @Sendable () async -> Int?) -> Int {
         let (version, start) = state.withLock { state -> (Int, Bool) in
-            let start = !state.reading && now - state.readAt >= 1
+            let start = !state.reading && state.readAt.map { now - $0 >= .seconds(1) } != false
             if start { state.reading = true }
             return (state.version, start)
         }

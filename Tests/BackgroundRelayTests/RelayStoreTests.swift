@@ -156,7 +156,7 @@ struct RelayStoreTests {
         let owner = try #require(try await store.tokenOwner(token))
         #expect(owner.device == a && owner.topic == topic && owner.revokedAt == nil)
         let version = try await store.credentialsVersion()
-        #expect(version > 0 && store.credentials.current(now: 0, refresh: { nil }) == version)
+        #expect(version > 0 && store.credentials.current(elapsed: .zero, refresh: { nil }) == version)
         // A token nobody registered (bgd revoked it before it ever reached the relay, and names
         // it on every connect): revoking it is no error, and changes nothing.
         let neverSeen = String(repeating: "0f", count: 32)
