@@ -86,7 +86,8 @@ public actor PushUplink: Service {
 
     private let configuration: Configuration
     /// When bgd last enrolled again because the relay no longer knew the device.
-    private var lastEnrolledAgain: Date?
+    /// On `elapsed`: a wall clock set back would hold the next enrollment off until it caught up.
+    private var lastEnrolledAgain: Duration?
     private let store: BackgroundStore
     private let credentialPath: String
     private let clock: any WallClock
@@ -226,7 +227,7 @@ public actor PushUplink: Service {
                         url: url, certificate: configuration.certificate, enrollmentToken: configuration.enrollmentToken
                     )
                     break
-                } catch where Task.isCancelled {
+                } catch  where Task.isCancelled {
                     return  // bgd is stopping
                 } catch {
                     logger.error(
@@ -251,6 +252,7 @@ public actor PushUplink: Service {
             let node = nodes[attempt % max(1, nodes.count)]
             attempt += 1
             let started = clock.now
+            let startedElapsed = clock.elapsed
             status = PushRelayStatus(
                 state: .connecting, url: node, device: credential.device, since: started,
                 received: status.received)
@@ -258,7 +260,7 @@ public actor PushUplink: Service {
                 try await connect(credential, to: node)
             } catch is CancellationError {
                 return
-            } catch where Task.isCancelled {
+            } catch  where Task.isCancelled {
                 return  // bgd is stopping: the connection ended with it, not lost
             } catch Failure.credentialChanged {
                 logger.notice("Enrolled anew; moving the push relay uplink", metadata: ["relay": "\(node)"])
@@ -282,7 +284,7 @@ public actor PushUplink: Service {
                 // credential would take it from each other every second).
                 let refused =
                     if case Failure.closedByRelay(let code, _) = error, code != "stopping" { true } else { false }
-                if clock.now.timeIntervalSince(started) > 60 || (status.state == .connected && !refused) {
+                if clock.elapsed - startedElapsed > .seconds(60) || (status.state == .connected && !refused) {
                     backoff = .seconds(1)
                 }
                 // Jitter: a relay node that restarts is not met by all its devices at once.
@@ -293,7 +295,7 @@ public actor PushUplink: Service {
                 status.state = .waiting
                 status.lastError = "\(error)"
                 status.retryAt = clock.now.adding(wait)
-                try await changed.wait(until: clock.now.adding(wait), on: clock)
+                try await changed.wait(for: wait, on: clock)  // time that passes, whatever the clock is set to
                 backoff = networkChangedWhileDown ? .seconds(1) : min(backoff * 2, configuration.maximumBackoff)
                 networkChangedWhileDown = false
             }
@@ -321,10 +323,10 @@ public actor PushUplink: Service {
         else { return false }
         // At most once per longest backoff: a relay that enrolls a device and then refuses it
         // (nodes that do not share one database) must not get enrollments in a tight loop.
-        if let last = lastEnrolledAgain, clock.now.timeIntervalSince(last) < configuration.maximumBackoff.seconds {
+        if let last = lastEnrolledAgain, clock.elapsed - last < configuration.maximumBackoff {
             return false
         }
-        lastEnrolledAgain = clock.now
+        lastEnrolledAgain = clock.elapsed
         logger.notice(
             "The push relay does not know this device (forgotten, or its database restored); enrolling again",
             metadata: ["relay": "\(url)", "device": "\(credential.device)"])
