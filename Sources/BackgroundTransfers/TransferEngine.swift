@@ -268,7 +268,10 @@ public final class TransferEngine: Sendable {
             }
             return try Self.outcome(of: error, waitsForConnectivity: transfer.request.waitsForConnectivity)
         }
-        try file.sync()
+        do { try file.sync() } catch {
+            // As a failed fsync in the body's loop: never trusted on a second try (fsyncgate).
+            return .retry(reason: "\(error); going back to the last checkpoint", retryAfter: nil)
+        }
         saved.offset = file.offset
         if saved.total == nil { saved.total = file.offset }  // no Content-Length: the end of the body is the end
         try await store.saveCheckpoint(id, saved, restarted: false, now: clock.now)

@@ -300,7 +300,12 @@ public actor TransferService: Service {
                 })
             switch try await engine.attempt(transfer, observer: observer) {
             case .completed(let file, let statusCode):
-                try await complete(transfer, file: file, statusCode: statusCode)
+                // The file is in place: the completion is committed even if a cancel came while
+                // the engine hashed and moved it (the store's calls stop in a cancelled task).
+                // Before, the cancel won: the transfer said cancelled, the app never heard of
+                // the file, and it stayed at its destination for good. A cancel of a transfer
+                // that finished changes nothing, as `URLSessionTask.cancel()` after completion.
+                try await Task { try await self.complete(transfer, file: file, statusCode: statusCode) }.value
             case .retry(let reason, let retryAfter):
                 // Read again: the engine may have moved or dropped the checkpoint.
                 await retry(try await store.transfer(id) ?? transfer, reason: reason, retryAfter: retryAfter)
