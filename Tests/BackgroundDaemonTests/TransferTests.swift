@@ -262,6 +262,23 @@ struct TransferTests {
         }
     }
 
+    /// A retry waits for time that really passes: the clock set back a day after it was
+    /// scheduled does not put it off a day (the store's date alone would).
+    @Test func theClockSetBackDoesNotPutARetryOff() async throws {
+        try await withOrigin { origin, daemon in
+            let url = origin.url(seed: 7, size: 100_000, faults: ["status": "503", "times": "1"])
+            let (record, at, _) = try await firstRetry(daemon) { try await download(url, daemon).0 }
+            let wait = at.duration(since: daemon.clock.now)
+            daemon.clock.jump(by: .seconds(-86_400))
+            let ended = try await daemon.waitFor(
+                { activity -> TransferRecord? in
+                    if case .transferEnded(let ended) = activity, ended.id == record.id { return ended }
+                    return nil
+                }, after: { daemon.clock.advance(by: wait) })
+            #expect(ended.state == .completed, "\(ended)")
+        }
+    }
+
     /// T13: nobody listening: a transient error, retried with backoff; then it comes up.
     @Test func aRefusedConnectionIsRetried() async throws {
         try await TestDaemon.with(clock: ManualClock(now: Self.start), transfers: Self.transfers) { daemon in
@@ -441,7 +458,8 @@ struct TransferTests {
 
     /// The wall clock set two days ahead (an NTP step, a user) fails no transfer for lack of
     /// progress: the timeout counts time that really passed (reliability-matrix D14; the chaos
-    /// campaign's faketime lives failed six this way).
+    /// campaign's faketime lives failed six this way). Nor does it bring the retry sooner: that
+    /// waits for its 600 s to pass.
     @Test func aClockJumpIsNoLackOfProgress() async throws {
         try await withOrigin(adjusting: { $0.noProgressTimeout = .seconds(3600) }) { origin, daemon in
             let (record, _, _) = try await firstRetry(daemon) {
@@ -457,7 +475,11 @@ struct TransferTests {
                         return "ended \(ended.error?.code.rawValue ?? "-")"
                     default: return nil
                     }
-                }, after: { daemon.clock.jump(by: .seconds(2 * 86400)) })
+                },
+                after: {
+                    daemon.clock.jump(by: .seconds(2 * 86400))
+                    daemon.clock.advance(by: .seconds(600))
+                })
             #expect(next == "retry")
         }
     }

@@ -78,6 +78,22 @@ struct TransferPolicyTests {
         #expect(held.lookAgainAt == at(90))
         let due = policy.decide(snapshot(nextAttempt: 30), conditions: online, attemptsRunning: 0, now: at(30))
         #expect(due.action == .attempt)
+        // The held retry has come (its time really passed) though the stored one, written
+        // before the clock was set back a day, lies ahead: it goes.
+        let cameOnTime = policy.decide(
+            snapshot(nextAttempt: 86_400, held: 0), conditions: online, attemptsRunning: 0, now: at(1))
+        #expect(cameOnTime.action == .attempt)
+    }
+
+    /// After a restart only the stored retry time is known. One further ahead than any retry is
+    /// ever given was written before the clock was set back: due now, not when the clock catches up.
+    @Test func aStoredRetryFurtherAheadThanAnyIsDue() {
+        let policy = TransferPolicy(
+            noProgressTimeout: .seconds(3600), maximumConcurrent: 2, longestRetryWait: .seconds(600))
+        let within = policy.decide(snapshot(nextAttempt: 601), conditions: online, attemptsRunning: 0, now: at(1))
+        #expect(within.action == .waitForRetry && within.lookAgainAt == at(601))
+        let beyond = policy.decide(snapshot(nextAttempt: 86_400), conditions: online, attemptsRunning: 0, now: at(1))
+        #expect(beyond.action == .attempt)
     }
 
     @Test(arguments: [

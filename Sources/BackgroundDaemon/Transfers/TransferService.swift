@@ -94,7 +94,10 @@ public actor TransferService: Service {
         engine = TransferEngine(store: store, clock: clock, configuration: configuration.engine)
         policy = TransferPolicy(
             noProgressTimeout: configuration.noProgressTimeout, maximumConcurrent: configuration.maximumConcurrent,
-            gate: ConditionGate(lowBatteryLevel: lowBatteryLevel))
+            gate: ConditionGate(lowBatteryLevel: lowBatteryLevel),
+            longestRetryWait: max(
+                configuration.backoff.maximum, .seconds(configuration.backoff.retryAfterRange.upperBound))
+                + .seconds(60))
     }
 
     // MARK: Service
@@ -221,6 +224,7 @@ public actor TransferService: Service {
 
     func resume(_ id: TransferID) async throws -> TransferRecord? {
         let resumed = try await store.resumeTransfer(id)
+        if resumed != nil { retriesDue[id] = nil }
         replan()
         return resumed?.record
     }
@@ -228,19 +232,28 @@ public actor TransferService: Service {
     /// Makes a waiting or paused transfer go now; nil if it is running or has ended.
     func retryNow(_ id: TransferID) async throws -> TransferRecord? {
         guard attempts[id] == nil, let retried = try await store.retryTransferNow(id) else { return nil }
-        unrecordedRetries[id] = nil
+        retriesDue[id] = nil
         replan()
         return retried.record
     }
 
     // MARK: Planning
 
-    /// Retries the store could not record, and when each may go.
-    private var unrecordedRetries: [TransferID: Date] = [:]
+    /// The retries this bgd scheduled, recorded or not, and when each may go: on `elapsed`, so
+    /// the wall clock set back does not put them off (the store's dates would wait for it to
+    /// catch up), and a retry the disk would not take still waits its turn.
+    private var retriesDue: [TransferID: Duration] = [:]
+
+    /// A retry `left` away, as a date from `now`; within a millisecond (the store's grain, and
+    /// a date's rounding when time was moved to the retry's date) it is due.
+    static func retryDate(in left: Duration, from now: Date) -> Date {
+        left <= .milliseconds(1) ? now : now.adding(left)
+    }
 
     /// Starts what `TransferPolicy` lets start; returns when to look again.
     private func plan() async throws -> Date? {
-        let now = clock.now
+        // Read together: retries are on `elapsed`, said as dates from `now`.
+        let (now, elapsed) = (clock.now, clock.elapsed)
         let conditions = await self.conditions.effective
         var next: Date?
         func wake(at date: Date) { next = min(next ?? date, date) }
@@ -252,7 +265,8 @@ public actor TransferService: Service {
             let snapshot = TransferPolicy.Snapshot(
                 request: transfer.request, createdAt: transfer.record.createdAt,
                 lastProgressAt: transfer.lastProgressAt, attempts: transfer.record.attempts,
-                nextAttemptAt: transfer.record.nextAttemptAt, heldUntil: unrecordedRetries[id],
+                nextAttemptAt: transfer.record.nextAttemptAt,
+                heldUntil: retriesDue[id].map { due in Self.retryDate(in: due - elapsed, from: now) },
                 silentFor: clock.elapsed - (progressSeen[id] ?? noteFirstSeen(id)), lastError: transfer.record.lastError
             )
             let decision = policy.decide(snapshot, conditions: conditions, attemptsRunning: attempts.count, now: now)
@@ -332,7 +346,7 @@ public actor TransferService: Service {
     private var progressSeen: [TransferID: Duration] = [:]
 
     /// How many transfers this service holds notes of (tests: no more than are outstanding).
-    package var transfersNoted: Int { progressSeen.count + unrecordedRetries.count }
+    package var transfersNoted: Int { progressSeen.count + retriesDue.count }
 
     /// Drops what is noted of transfers no longer outstanding that ended without `announce`: an
     /// app unregistered takes its transfers with it, and their notes stayed for as long as bgd
@@ -340,7 +354,7 @@ public actor TransferService: Service {
     private func forgetNotes(keeping outstanding: Set<TransferID>) {
         func kept(_ id: TransferID) -> Bool { outstanding.contains(id) || attempts[id] != nil }
         progressSeen = progressSeen.filter { kept($0.key) }
-        unrecordedRetries = unrecordedRetries.filter { kept($0.key) }
+        retriesDue = retriesDue.filter { kept($0.key) }
     }
 
     /// One planning pass now, as the doorbell's would be (tests: without waiting for it).
@@ -368,7 +382,7 @@ public actor TransferService: Service {
     // MARK: Endings
 
     private func retry(_ transfer: StoredTransfer, reason: String, retryAfter: String?) async {
-        let now = clock.now
+        let (now, elapsed) = (clock.now, clock.elapsed)
         let failures = transfer.consecutiveFailures + 1
         // Whole seconds: the store keeps milliseconds, and a retry time read back later than the
         // one planned would wait for a clock tick that never comes.
@@ -384,11 +398,11 @@ public actor TransferService: Service {
                 metadata: [
                     "transfer.id": "\(transfer.record.id)", "reason": "\(reason)", "in": "\(delay.humanDescription)",
                 ])
-            unrecordedRetries[transfer.record.id] = nil
+            retriesDue[transfer.record.id] = elapsed + delay
         } catch {
             // Keep the backoff anyway, or the transfer would be due at once and go round as fast
             // as the disk refuses (a full disk made hundreds of attempts a second).
-            unrecordedRetries[transfer.record.id] = now.adding(max(delay, .seconds(30)))
+            retriesDue[transfer.record.id] = elapsed + max(delay, .seconds(30))
             logger.error(
                 "Cannot record a retry; waiting anyway",
                 metadata: ["transfer.id": "\(transfer.record.id)", "error": "\(error)"])
@@ -419,7 +433,7 @@ public actor TransferService: Service {
         // What this bgd noted of the transfer goes with it: one entry per transfer ever made,
         // otherwise, for as long as bgd runs.
         progressSeen[ended.id] = nil
-        unrecordedRetries[ended.id] = nil
+        retriesDue[ended.id] = nil
         activity.emit(.transferEnded(ended))
         guard let app = ended.app else { return }
         let launches = (try? await store.transfer(ended.id))?.request.sessionSendsLaunchEvents ?? true

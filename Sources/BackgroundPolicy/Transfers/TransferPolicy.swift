@@ -11,11 +11,18 @@ public struct TransferPolicy: Hashable, Sendable {
     /// Transfers moving bytes at once.
     public var maximumConcurrent: Int
     public var gate: ConditionGate
+    /// The longest wait a retry is ever given (the backoff's maximum, a Retry-After's bound). A
+    /// stored retry time further ahead was written by a clock since set back: it is due now.
+    public var longestRetryWait: Duration
 
-    public init(noProgressTimeout: Duration, maximumConcurrent: Int, gate: ConditionGate = ConditionGate()) {
+    public init(
+        noProgressTimeout: Duration, maximumConcurrent: Int, gate: ConditionGate = ConditionGate(),
+        longestRetryWait: Duration = .seconds(86_400)
+    ) {
         self.noProgressTimeout = noProgressTimeout
         self.maximumConcurrent = max(1, maximumConcurrent)
         self.gate = gate
+        self.longestRetryWait = longestRetryWait
     }
 
     /// What the policy knows of one transfer not in an attempt now.
@@ -27,7 +34,9 @@ public struct TransferPolicy: Hashable, Sendable {
         public var attempts: Int
         /// The retry time the store holds, if any.
         public var nextAttemptAt: Date?
-        /// A retry the store could not record (a full disk), held in memory until then.
+        /// The retry this bgd scheduled, recorded or not (a full disk), timed on time that really
+        /// passes and said as a date on today's clock: it stands over the store's, which a
+        /// clock set back would put off by as much.
         public var heldUntil: Date?
         /// Time that really passed without progress in this bgd's life (the monotonic clock):
         /// a wall clock set two days ahead fails no transfer (reliability-matrix D14).
@@ -87,8 +96,11 @@ public struct TransferPolicy: Hashable, Sendable {
         // Looked at again when both could be true (never at a time already past).
         let stallCheck = max(stalled, now.adding(max(.zero, noProgressTimeout - transfer.silentFor)))
         var lookAgainAt = min(deadline, stallCheck)
-        // A retry held in memory overrides the store's (which it could not update).
-        if let retry = [transfer.heldUntil, transfer.nextAttemptAt].compactMap({ $0 }).first(where: { $0 > now }) {
+        // The retry this bgd holds stands over the store's; a stored one further ahead than any
+        // retry is given (a clock set back since it was written) is due.
+        let retry =
+            transfer.heldUntil ?? transfer.nextAttemptAt.flatMap { $0 > now.adding(longestRetryWait) ? nil : $0 }
+        if let retry, retry > now {
             lookAgainAt = min(lookAgainAt, retry)
             return Decision(action: .waitForRetry, lookAgainAt: lookAgainAt)
         }
