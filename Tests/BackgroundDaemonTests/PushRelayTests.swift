@@ -29,7 +29,9 @@ struct PushRelayTests {
         let provider: PushGatewayTests.Provider
         let enrollment: RelayEnrollment
 
-        func connect() async throws -> RawUplink { try await RawUplink.connect(node, client: client, enrollment: enrollment) }
+        func connect() async throws -> RawUplink {
+            try await RawUplink.connect(node, client: client, enrollment: enrollment)
+        }
     }
 
     /// The relay runs on `clock` with `uplinkSilence`, `uplinkWriteLimit` and `deviceLimit` (see
@@ -48,10 +50,13 @@ struct PushRelayTests {
             try await node.addProviderKey(key, topics: [Self.app])
             let enrollment = try await RawUplink.enroll(node, client: client)
             if let token {
-                try await node.store.register(token: token, topic: Self.app, device: enrollment.device, now: SystemClock().now)
+                try await node.store.register(
+                    token: token, topic: Self.app, device: enrollment.device, now: SystemClock().now)
             }
             try await body(
-                Device(node: node, client: client, provider: provider(node, client: client, key: key), enrollment: enrollment))
+                Device(
+                    node: node, client: client, provider: provider(node, client: client, key: key),
+                    enrollment: enrollment))
         }
     }
 
@@ -245,7 +250,8 @@ struct PushRelayTests {
             deviceLimit: PushFloodLimit(perSecond: 1, burst: 10_000)
         ) { device in
             let (node, client) = (device.node, device.client)
-            let stuck = try await RawLineUplink.connect(node, first: device.enrollment.bearer + "\n", receiveBuffer: 4_096)
+            let stuck = try await RawLineUplink.connect(
+                node, first: device.enrollment.bearer + "\n", receiveBuffer: 4_096)
             #expect(await stuck.next() == .ready(device: device.enrollment.device))
             try await stuck.stopReading()
             // As many pushes of 4 KB as a token keeps pending (4 MB), which the device never
@@ -276,7 +282,8 @@ struct PushRelayTests {
             again.send(.ack(seq: first.seq))
             #expect(try await node.eventually { try await node.store.pushCounts()[.delivered] == 1 })
             again.close()
-            #expect(try await node.eventually { try await node.metrics(client: client)["bgrelay_connected_devices"] == 0 })
+            #expect(
+                try await node.eventually { try await node.metrics(client: client)["bgrelay_connected_devices"] == 0 })
         }
     }
 
@@ -360,9 +367,11 @@ struct PushRelayTests {
                 stream.close()
             }
             let (said, after) = await lastWords.value
-            #expect(said == ["silent", "silent"] && after == [nil, nil], "the silent uplinks' last words: \(said) \(after)")
+            #expect(
+                said == ["silent", "silent"] && after == [nil, nil], "the silent uplinks' last words: \(said) \(after)")
             #expect(heardBack, "the device that kept talking lost its uplink after \(echoes) keep-alives")
-            #expect(try await node.eventually { try await node.metrics(client: client)["bgrelay_connected_devices"] == 1 })
+            #expect(
+                try await node.eventually { try await node.metrics(client: client)["bgrelay_connected_devices"] == 1 })
             let metrics = try await node.metrics(client: client)
             #expect(metrics["bgrelay_uplinks_closed_silent_total"] == 2, "\(metrics)")
             alive.close()
@@ -387,7 +396,8 @@ struct PushRelayTests {
                 for app in [Self.app, PushGatewayTests.other] {
                     _ = try await daemon.register(app, command: ["/bin/true"], interval: .never)
                     tokens.append(
-                        try await daemon.admin.send(.post, "/v1/apps/\(app)/push/token", as: DeviceTokenInfo.self).token)
+                        try await daemon.admin.send(.post, "/v1/apps/\(app)/push/token", as: DeviceTokenInfo.self).token
+                    )
                 }
                 #expect(try await node.eventually { try await node.store.tokenOwner(tokens[1]) != nil })
                 let owner = try #require(try await node.store.tokenOwner(tokens[0]))
@@ -527,18 +537,20 @@ struct PushRelayTests {
 
             // Two hours on, the pruner's next pass ends the first as expired; the other waits.
             clock.advance(by: hour * 2)
-            #expect(try await node.eventually {
-                try await metrics()["bgrelay_pruned_pushes_total{action=\"expired\"}"] == 1
-            })
+            #expect(
+                try await node.eventually {
+                    try await metrics()["bgrelay_pruned_pushes_total{action=\"expired\"}"] == 1
+                })
             shown = try await metrics()
             #expect(shown["bgrelay_queue_depth"] == 1)
             #expect(shown["bgrelay_pushes{outcome=\"expired\"}"] == 1)
             #expect(shown["bgrelay_pruned_pushes_total{action=\"deleted\"}"] == 0)
             // A day on, the delivered one is forgotten.
             clock.advance(by: hour * 24)
-            #expect(try await node.eventually {
-                try await metrics()["bgrelay_pruned_pushes_total{action=\"deleted\"}"] == 1
-            })
+            #expect(
+                try await node.eventually {
+                    try await metrics()["bgrelay_pruned_pushes_total{action=\"deleted\"}"] == 1
+                })
             #expect(try await metrics()["bgrelay_pushes{outcome=\"delivered\"}"] == 0)
             #expect(try await metrics()["bgrelay_forgotten_devices_total"] == 0)
             // Past the 48-hour hold, the device that never connected is forgotten; the other stays.
@@ -557,7 +569,8 @@ struct PushRelayTests {
         let hour = Duration.seconds(3600)
         let (goneToken, heldToken) = (String(repeating: "6a", count: 32), String(repeating: "6b", count: 32))
         try await RelayNode.with(
-            clock: clock, retention: .init(holdPending: hour * 48, keepEnded: hour * 24, forgetDevices: hour * 72, interval: hour)
+            clock: clock,
+            retention: .init(holdPending: hour * 48, keepEnded: hour * 24, forgetDevices: hour * 72, interval: hour)
         ) { node in
             let client = node.client()
             defer { _ = client.shutdown() }
@@ -617,18 +630,26 @@ struct PushRelayTests {
             let refused = try await device.provider.send(token: ahead)
             #expect(refused.status == 410, "\(refused)")
             let stamp = refused.json["timestamp"] as? Int ?? 0
-            #expect(stamp > 1_767_603_600_000 && stamp < 4_102_444_800_000, "the relay's now, not the device's: \(stamp)")
+            #expect(
+                stamp > 1_767_603_600_000 && stamp < 4_102_444_800_000, "the relay's now, not the device's: \(stamp)")
             uplink.close()
         }
     }
 
+    /// The device's own allowance (4) is more than the flooding provider's (3): the pushes its
+    /// provider limit refuses spend none of the device's, so another provider still gets
+    /// through. Before, each refused push spent one of the device's, and the other was refused.
     @Test func aProviderThatFloodsTheRelayIsToldToBackOffAndOthersAreNot() async throws {
-        try await RelayNode.with(providerLimit: PushFloodLimit(perSecond: 0.001, burst: 3)) { node in
+        try await RelayNode.with(
+            providerLimit: PushFloodLimit(perSecond: 0.001, burst: 3),
+            deviceLimit: PushFloodLimit(perSecond: 0.001, burst: 4)
+        ) { node in
             let client = node.client()
             defer { _ = client.shutdown() }
             let enrollment = try await RawUplink.enroll(node, client: client)
             let token = String(repeating: "7f", count: 32)
-            try await node.store.register(token: token, topic: Self.app, device: enrollment.device, now: SystemClock().now)
+            try await node.store.register(
+                token: token, topic: Self.app, device: enrollment.device, now: SystemClock().now)
             let flooding = P256.Signing.PrivateKey()
             let other = P256.Signing.PrivateKey()
             try await node.addProviderKey(flooding, topics: [Self.app])
@@ -653,15 +674,24 @@ struct PushRelayTests {
             defer { _ = client.shutdown() }
             let key = P256.Signing.PrivateKey()
             try await node.addProviderKey(key, topics: [Self.app, PushGatewayTests.other])
-            let (flooded, other) = (try await RawUplink.enroll(node, client: client), try await RawUplink.enroll(node, client: client))
-            let (first, second, third) = (String(repeating: "a1", count: 32), String(repeating: "a2", count: 32), String(repeating: "b1", count: 32))
+            let (flooded, other) = (
+                try await RawUplink.enroll(node, client: client), try await RawUplink.enroll(node, client: client)
+            )
+            let (first, second, third) = (
+                String(repeating: "a1", count: 32), String(repeating: "a2", count: 32),
+                String(repeating: "b1", count: 32)
+            )
             let now = SystemClock().now
             try await node.store.register(token: first, topic: Self.app, device: flooded.device, now: now)
-            try await node.store.register(token: second, topic: PushGatewayTests.other, device: flooded.device, now: now)
+            try await node.store.register(
+                token: second, topic: PushGatewayTests.other, device: flooded.device, now: now)
             try await node.store.register(token: third, topic: Self.app, device: other.device, now: now)
             let provider = provider(node, client: client, key: key)
             var statuses: [Int] = []
-            for (token, topic) in [(first, Self.app), (second, PushGatewayTests.other), (first, Self.app), (second, PushGatewayTests.other)] {
+            for (token, topic) in [
+                (first, Self.app), (second, PushGatewayTests.other), (first, Self.app),
+                (second, PushGatewayTests.other),
+            ] {
                 statuses.append(try await provider.send(token: token, headers: [("apns-topic", topic)]).status)
             }
             // Three for the device, whichever of its tokens; the fourth is held back.
@@ -680,7 +710,8 @@ struct PushRelayTests {
             let b = try await RawUplink.enroll(node, client: client)
             // No credential, a wrong secret, a malformed header: 401 before any stream.
             for authorization in ["", "Bearer \(a.device).\(b.secret)", "Bearer nonsense", "Basic abc"] {
-                let refused = try await RawUplink.connect(node, client: client, enrollment: a, authorization: authorization)
+                let refused = try await RawUplink.connect(
+                    node, client: client, enrollment: a, authorization: authorization)
                 #expect(refused.status == 401, "\(authorization)")
                 #expect(await refused.nextLine()?.contains("unauthorized") == true)
             }
@@ -733,7 +764,8 @@ struct PushRelayTests {
             // None presented, or a wrong one: each said for what it is.
             for (authorization, code) in [
                 (nil, "enrollmentTokenRequired"), ("Basic \(secret)", "enrollmentTokenRequired"),
-                ("Bearer wrong-token-0123456789", "enrollmentTokenInvalid"), ("Bearer \(secret)x", "enrollmentTokenInvalid"),
+                ("Bearer wrong-token-0123456789", "enrollmentTokenInvalid"),
+                ("Bearer \(secret)x", "enrollmentTokenInvalid"),
             ] {
                 let refused = try await enroll(authorization)
                 #expect(refused.status == 401 && refused.body.contains(code), "\(refused)")
@@ -746,8 +778,11 @@ struct PushRelayTests {
                     daemon.socketPath, .POST, "/v1/push/relay",
                     body: try JSONEncoder().encode(
                         PushRelayEnrollRequest(
-                            url: node.uplinkURL, certificate: node.certificatePath, enrollmentToken: "nope-0123456789abc")))
-                #expect(wrong.errorCode == "relayUnreachable" && String(decoding: wrong.body, as: UTF8.self).contains("enrollmentTokenInvalid"), "\(wrong)")
+                            url: node.uplinkURL, certificate: node.certificatePath,
+                            enrollmentToken: "nope-0123456789abc")))
+                #expect(
+                    wrong.errorCode == "relayUnreachable"
+                        && String(decoding: wrong.body, as: UTF8.self).contains("enrollmentTokenInvalid"), "\(wrong)")
                 #expect(!FileManager.default.fileExists(atPath: daemon.directory + "/state/push-relay.json"))
                 let enrolled = try await PushRegistrationTests().bgctl(
                     [
@@ -764,7 +799,9 @@ struct PushRelayTests {
                         "--enrollment-token", secret,
                     ], daemon)
                 #expect(again.status == 4 && again.standardError.contains("--replace"), "\(again)")
-                #expect(try Data(contentsOf: URL(fileURLWithPath: daemon.directory + "/state/push-relay.json")) == credential)
+                #expect(
+                    try Data(contentsOf: URL(fileURLWithPath: daemon.directory + "/state/push-relay.json"))
+                        == credential)
             }
             #expect(try await enroll("Bearer \(secret)").status == 200)
             let flooded = try await enroll("Bearer \(secret)")
@@ -848,7 +885,9 @@ struct PushRelayTests {
             @Sendable func connected(_ daemon: TestDaemon, token: String) async -> String? {
                 let status = try? await daemon.admin.send(.get, "/v1/push/relay", as: PushRelayStatus.self)
                 let owner = try? await node.store.tokenOwner(token)
-                guard status?.state == .connected, let device = status?.device, owner?.device == device else { return nil }
+                guard status?.state == .connected, let device = status?.device, owner?.device == device else {
+                    return nil
+                }
                 return device
             }
             let (token, first) = try await TestDaemon.with(directory: directory, pushRelay: relay) { daemon in
@@ -856,7 +895,8 @@ struct PushRelayTests {
                 let token = try await daemon.admin.send(
                     .post, "/v1/apps/\(Self.app)/push/token", as: DeviceTokenInfo.self
                 ).token
-                #expect(await eventuallyAsync { await connected(daemon, token: token) != nil }, "enrolled and connected")
+                #expect(
+                    await eventuallyAsync { await connected(daemon, token: token) != nil }, "enrolled and connected")
                 return (token, await connected(daemon, token: token))
             }
             // Months later, bgd down all along: the relay forgets the device with its tokens.
@@ -880,7 +920,10 @@ struct PushRelayTests {
             #expect(status.state == .off)
             for (body, code) in [
                 (PushRelayEnrollRequest(url: "ftp://relay"), "invalidRelayURL"),
-                (PushRelayEnrollRequest(url: "https://localhost:1", certificate: "/nonexistent.pem"), "invalidRelayURL"),
+                (
+                    PushRelayEnrollRequest(url: "https://localhost:1", certificate: "/nonexistent.pem"),
+                    "invalidRelayURL"
+                ),
                 (PushRelayEnrollRequest(url: "https://localhost:1"), "relayUnreachable"),
             ] {
                 let answer = try await RawHTTP.request(
@@ -892,7 +935,9 @@ struct PushRelayTests {
             #expect(shown.status == 0 && shown.standardOutput.contains("No push relay"), "\(shown)")
             let refused = try await PushRegistrationTests().bgctl(["push", "relay", "enroll", "not a url"], daemon)
             // Refused by bgctl before bgd is asked: a usage error naming what a relay's URL is like.
-            #expect(refused.status == 64 && refused.standardError.contains("a relay's uplink is like https://"), "\(refused)")
+            #expect(
+                refused.status == 64 && refused.standardError.contains("a relay's uplink is like https://"),
+                "\(refused)")
         }
     }
 
@@ -926,7 +971,9 @@ struct PushRelayTests {
 /// Several relay nodes on one PostgreSQL: any node takes any provider's push and any device's
 /// uplink; the node holding the device is told (LISTEN/NOTIFY) and sends it; a device that
 /// reconnects to another node fences the old session off.
-@Suite(.timeLimit(.minutes(5)), .enabled(if: TestPostgres.isAvailable, "needs PostgreSQL: eval \"$(Tests/Postgres/start.sh)\" (CI does)"))
+@Suite(
+    .timeLimit(.minutes(5)),
+    .enabled(if: TestPostgres.isAvailable, "needs PostgreSQL: eval \"$(Tests/Postgres/start.sh)\" (CI does)"))
 struct PushRelayNodesTests {
     static let app = PushGatewayTests.app
 
@@ -937,7 +984,8 @@ struct PushRelayNodesTests {
             nonisolated(unsafe) let key = P256.Signing.PrivateKey()
             try await nodes[0].addProviderKey(key, topics: [Self.app])
             let providers = (0..<3).map {
-                PushGatewayTests.Provider(client: clients[$0], base: nodes[$0].providerURL, key: key, now: SystemClock().now)
+                PushGatewayTests.Provider(
+                    client: clients[$0], base: nodes[$0].providerURL, key: key, now: SystemClock().now)
             }
             let enrollment = try await RawUplink.enroll(nodes[1], client: clients[1])
             let onNode2 = try await RawUplink.connect(nodes[2], client: clients[2], enrollment: enrollment)
@@ -947,7 +995,8 @@ struct PushRelayNodesTests {
             #expect(try await nodes[0].eventually { try await nodes[0].store.tokenOwner(token) != nil })
             // The relay's other nodes learn of the token from PostgreSQL, not from a cache.
             for (index, provider) in providers.enumerated() {
-                let answer = try await provider.send(token: token, headers: [("apns-id", "00000000-0000-0000-0000-00000000000\(index)")])
+                let answer = try await provider.send(
+                    token: token, headers: [("apns-id", "00000000-0000-0000-0000-00000000000\(index)")])
                 #expect(answer.status == 200, "node \(index): \(answer)")
             }
             var received: [String] = []
@@ -957,13 +1006,19 @@ struct PushRelayNodesTests {
                 onNode2.send(.ack(seq: push.seq))
             }
             #expect(received == (0..<3).map { "00000000-0000-0000-0000-00000000000\($0)" })
-            #expect(try await nodes[0].eventually { try await nodes[0].store.pushLog().allSatisfy { $0.state == .delivered } })
+            #expect(
+                try await nodes[0].eventually {
+                    try await nodes[0].store.pushLog().allSatisfy { $0.state == .delivered }
+                })
 
             // The device comes back through node 0 while node 2 still holds its old uplink: the
             // next push goes to the new uplink, and node 2's session ends without sending it.
             let onNode0 = try await RawUplink.connect(nodes[0], client: clients[0], enrollment: enrollment)
             #expect(await onNode0.next() == .ready(device: enrollment.device))
-            #expect(try await providers[1].send(token: token, headers: [("apns-id", "00000000-0000-0000-0000-000000000009")]).status == 200)
+            #expect(
+                try await providers[1].send(
+                    token: token, headers: [("apns-id", "00000000-0000-0000-0000-000000000009")]
+                ).status == 200)
             guard case .push(let push) = await onNode0.next() else { Issue.record("no push on the new uplink"); return }
             #expect(push.apnsID == "00000000-0000-0000-0000-000000000009")
             guard case .closing(let code, _) = await onNode2.next() else { Issue.record("node 2 did not end"); return }
@@ -971,7 +1026,10 @@ struct PushRelayNodesTests {
             onNode2.close()
             #expect(await onNode2.next() == nil, "the superseded uplink ends once the device closed its side")
             onNode0.send(.ack(seq: push.seq))
-            #expect(try await nodes[0].eventually { try await nodes[0].store.pushLog().map(\.state).allSatisfy { $0 == .delivered } })
+            #expect(
+                try await nodes[0].eventually {
+                    try await nodes[0].store.pushLog().map(\.state).allSatisfy { $0 == .delivered }
+                })
             // Node 2's session ended without giving up node 0's claim; node 0's, when the device
             // goes, gives it up: a now-or-never push then ends at once, as on one node (before,
             // the device counted as held for good, and such a push waited a minute).

@@ -88,22 +88,26 @@ public actor PushIntake<Destinations: PushDestinations> {
         return owner
     }
 
-    /// Whether one more push from the provider key fits `providerLimit` now.
-    private func admitToProviderLimit(_ keyID: String, now: Date) -> Bool {
-        guard let providerLimit else { return true }
-        let answer = providerLimit.admit(providerAllowances[keyID], now: now)
-        providerAllowances[keyID] = answer.allowance
-        return answer.admitted
-    }
-
-    /// Whether one more push to the token fits `floodLimit` now.
-    private func admitToFloodLimit(_ deviceToken: String, now: Date) -> Bool {
-        let answer = floodLimit.admit(floodAllowances[deviceToken], now: now)
-        floodAllowances[deviceToken] = answer.allowance
+    /// Whether one more push to the token (`floodScope`) fits `floodLimit` and one more from
+    /// the provider key fits `providerLimit` now; if both do, both are spent. A push either
+    /// limit refuses spends neither: before, a provider over its own limit still spent the
+    /// device's allowance, draining it for every other provider of that device.
+    private func admit(floodScope: String, keyID: String, now: Date) -> Bool {
+        let flood = floodLimit.admit(floodAllowances[floodScope], now: now)
+        let provider = providerLimit.map { $0.admit(providerAllowances[keyID], now: now) }
+        guard flood.admitted, provider?.admitted != false else { return false }
+        floodAllowances[floodScope] = flood.allowance
+        if let provider { providerAllowances[keyID] = provider.allowance }
         if floodAllowances.count > 50_000 {
             floodAllowances = floodAllowances.filter { !floodLimit.isFull($0.value, now: now) }
         }
-        return answer.admitted
+        return true
+    }
+
+    /// Gives back what `admit` spent, for a push that was not taken after all (the commit failed).
+    private func refund(floodScope: String, keyID: String) {
+        floodAllowances[floodScope] = floodAllowances[floodScope].map { floodLimit.refund($0) }
+        if let providerLimit { providerAllowances[keyID] = providerAllowances[keyID].map { providerLimit.refund($0) } }
     }
 
     public func handle(
@@ -166,16 +170,18 @@ public actor PushIntake<Destinations: PushDestinations> {
             if let revoked = owner.revokedAt {
                 return refuse(.unregistered, timestamp: Int64(revoked.timeIntervalSince1970 * 1000))
             }
-            guard admitToFloodLimit(owner.floodScope ?? push.deviceToken, now: now),
-                admitToProviderLimit(key.keyID, now: now)
-            else {
-                return refuse(.tooManyRequests)
+            let floodScope = owner.floodScope ?? push.deviceToken
+            guard admit(floodScope: floodScope, keyID: key.keyID, now: now) else { return refuse(.tooManyRequests) }
+            do {
+                try await writer.enqueue(
+                    AcceptedPush(
+                        owner: owner, deviceToken: push.deviceToken, apnsID: push.apnsID ?? apnsID,
+                        pushType: push.pushType.rawValue, priority: push.priority,
+                        collapseID: push.collapseID, expiration: push.expiration, payload: push.payload))
+            } catch {
+                refund(floodScope: floodScope, keyID: key.keyID)  // a 503 costs nothing either
+                throw error
             }
-            try await writer.enqueue(
-                AcceptedPush(
-                    owner: owner, deviceToken: push.deviceToken, apnsID: push.apnsID ?? apnsID,
-                    pushType: push.pushType.rawValue, priority: push.priority,
-                    collapseID: push.collapseID, expiration: push.expiration, payload: push.payload))
         } catch {
             return refuse(.serviceUnavailable)
         }

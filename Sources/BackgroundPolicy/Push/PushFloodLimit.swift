@@ -25,6 +25,13 @@ public struct PushFloodLimit: Hashable, Sendable {
         return (true, current)
     }
 
+    /// The allowance with the push `admit` spent given back (it was not taken after all).
+    public func refund(_ allowance: PushThrottle.Allowance) -> PushThrottle.Allowance {
+        var given = allowance
+        given.tokens = min(burst, given.tokens + 1)
+        return given
+    }
+
     /// Whether an allowance has refilled completely by `now` (and can be forgotten).
     public func isFull(_ allowance: PushThrottle.Allowance, now: Date) -> Bool {
         PushThrottle.Allowance.refilled(allowance, perSecond: perSecond, burst: burst, now: now).tokens >= burst
