@@ -77,7 +77,8 @@ public enum PushRequestValidator {
         case .failure(let reason): return .failure(reason)
         case .success(let value): aps = value
         }
-        let isSilent = (aps["content-available"] as? NSNumber)?.intValue == 1
+        // Exactly 1: `intValue` took 1.9 (and 1.1) as 1.
+        let isSilent = (aps["content-available"] as? NSNumber)?.doubleValue == 1
         let hasUserVisible = aps["alert"] != nil || aps["sound"] != nil || aps["badge"] != nil
         let pushType: PushType
         if let raw = apns["apns-push-type"] {
@@ -90,7 +91,8 @@ public enum PushRequestValidator {
         if pushType == .background && (!isSilent || hasUserVisible) { return .failure(.invalidPushType) }
         let priority: Int
         if let raw = apns["apns-priority"] {
-            guard let value = Int(raw), [10, 5, 1].contains(value) else { return .failure(.badPriority) }
+            // The digits as APNs documents them: `Int` also reads "+5" and "05".
+            guard ["10", "5", "1"].contains(raw), let value = Int(raw) else { return .failure(.badPriority) }
             priority = value
         } else {
             priority = pushType == .background ? 5 : 10
