@@ -158,14 +158,16 @@ extension BackgroundStore {
     }
 
     /// The attempt failed in a way worth retrying, at `nextAttemptAt`.
-    public func scheduleRetry(_ id: TransferID, error: String, at nextAttemptAt: Date) async throws {
-        _ = try await update(id) { row in
+    /// False when there is nothing to retry: the transfer is gone (its app unregistered) or ended.
+    @discardableResult
+    public func scheduleRetry(_ id: TransferID, error: String, at nextAttemptAt: Date) async throws -> Bool {
+        try await update(id) { row in
             row.state = TransferState.waiting.rawValue
             row.consecutiveFailures += 1
             row.lastError = error
             row.nextAttemptAt = nextAttemptAt
             row.waitingReason = "retrying after: \(error)"
-        }
+        } != nil
     }
 
     /// Says why a waiting transfer waits (its turn, conditions); written only when it changes,

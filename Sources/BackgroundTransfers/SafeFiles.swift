@@ -168,7 +168,8 @@ public enum SafeFiles {
         var info = stat()
         guard fstat(file, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_nlink == 1 else {
             close(file)
-            throw Refusal(.notRegularFile, "\(path) is not the file bgd made: not a regular file, or it has another name")
+            throw Refusal(
+                .notRegularFile, "\(path) is not the file bgd made: not a regular file, or it has another name")
         }
         return (file, Int64(info.st_size))
     }
@@ -205,20 +206,24 @@ public enum SafeFiles {
     }
 
     /// Copies what `source` reads to a new file at `destination` (0600), synced.
-    public static func copy(from source: Int32, to destination: String) throws(Refusal) {
+    /// Copies at most `limit` bytes: the size the file had when the upload was made (and, with
+    /// a quota, reserved). A file its app keeps writing to meanwhile is not copied without end.
+    public static func copy(from source: Int32, to destination: String, limit: Int64 = .max) throws(Refusal) {
         let output = openForWriting(destination, truncating: true)
         guard output >= 0 else {
             throw Refusal.systemFailure("cannot write \(destination)")
         }
         defer { close(output) }
         var buffer = [UInt8](repeating: 0, count: 1 << 16)
-        while true {
-            let count = read(source, &buffer, buffer.count)
+        var left = limit
+        while left > 0 {
+            let count = read(source, &buffer, Int(min(Int64(buffer.count), left)))
             if count < 0 && errno == EINTR { continue }
             guard count >= 0 else {
                 throw Refusal(.unreadable, "reading the upload failed: \(String(cString: strerror(errno)))")
             }
             if count == 0 { break }
+            left -= Int64(count)
             var done = 0
             while done < count {
                 let written = buffer.withUnsafeBytes { write(output, $0.baseAddress! + done, count - done) }

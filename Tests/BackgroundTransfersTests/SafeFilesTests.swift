@@ -34,7 +34,8 @@ final class SafeFilesTests {
         #expect(errno == ELOOP || errno == ENOTDIR, "\(errno)")
         for replacing in [true, false] {
             #expect(throws: SafeFiles.Refusal.self) {
-                try SafeFiles.moveIntoPlace(directory + "/real/1.partial", to: directory + "/linked/1-f.desktop", replacing: replacing)
+                try SafeFiles.moveIntoPlace(
+                    directory + "/real/1.partial", to: directory + "/linked/1-f.desktop", replacing: replacing)
             }
         }
         #expect(throws: SafeFiles.Refusal.self) {
@@ -87,7 +88,9 @@ final class SafeFilesTests {
         try write("mine", to: directory + "/real/4.upload")
 
         for refused in ["linked/1.upload", "real/2.upload", "real/3.upload", "real/5.upload"] {
-            #expect(throws: SafeFiles.Refusal.self, "\(refused)") { try SafeFiles.openForReading(directory + "/" + refused) }
+            #expect(throws: SafeFiles.Refusal.self, "\(refused)") {
+                try SafeFiles.openForReading(directory + "/" + refused)
+            }
         }
         #expect(SafeFiles.size(of: directory + "/linked/1.upload") == nil)
         #expect(SafeFiles.size(of: directory + "/real/2.upload") == nil)
@@ -104,9 +107,11 @@ final class SafeFilesTests {
             try SafeFiles.copy(from: open("/dev/null", O_RDONLY), to: directory + "/real/3.upload")
         }
         #expect(try read(elsewhere + "/1.upload") == "secret")
-        try FileManager.default.createDirectory(atPath: directory + "/real/6.partial", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            atPath: directory + "/real/6.partial", withIntermediateDirectories: true)
         #expect(!SafeFiles.remove(directory + "/real/6.partial"), "never a directory")
-        #expect(SafeFiles.remove(directory + "/real/4.upload") && SafeFiles.size(of: directory + "/real/4.upload") == nil)
+        #expect(
+            SafeFiles.remove(directory + "/real/4.upload") && SafeFiles.size(of: directory + "/real/4.upload") == nil)
     }
 
     @Test func aMoveThatMayNotReplaceLeavesWhatAppearedThere() throws {
@@ -164,5 +169,22 @@ final class SafeFilesTests {
         defer { close(descriptor) }
         try SafeFiles.copy(from: descriptor, to: directory + "/copy")
         #expect(try read(directory + "/copy") == "inside")
+    }
+
+    /// An upload is the file as it was when it was made: bytes its app appends while bgd copies
+    /// it are not copied (with a quota, the reservation was for the size then; before, a file
+    /// kept growing was copied without end).
+    @Test func aCopyStopsAtTheSizeItWasGiven() throws {
+        let source = directory + "/growing"
+        try Data(repeating: 7, count: 100_000).write(to: URL(fileURLWithPath: source))
+        let descriptor = open(source, O_RDONLY)
+        defer { close(descriptor) }
+        let appended = try FileHandle(forWritingTo: URL(fileURLWithPath: source))
+        try appended.seekToEnd()
+        try appended.write(contentsOf: Data(repeating: 8, count: 50_000))
+        try appended.close()
+        try SafeFiles.copy(from: descriptor, to: directory + "/copy", limit: 100_000)
+        let copied = try Data(contentsOf: URL(fileURLWithPath: directory + "/copy"))
+        #expect(copied == Data(repeating: 7, count: 100_000))
     }
 }

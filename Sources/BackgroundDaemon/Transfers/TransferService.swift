@@ -136,11 +136,14 @@ public actor TransferService: Service {
                 ?? operatorUpload(source)
         }
         defer { if let upload { close(upload) } }
-        var reserved: (app: AppID, bytes: Int64)?
-        if let app, let upload, let quota = configuration.uploadQuota {
-            // Checked and reserved before the first suspension: the actor runs nothing else between.
+        // The upload is the file as it is now: what its app writes to it later is not copied.
+        let uploadSize = upload.map { descriptor in
             var info = stat()
-            let size = fstat(upload, &info) == 0 ? Int64(info.st_size) : 0
+            return fstat(descriptor, &info) == 0 ? Int64(info.st_size) : 0
+        }
+        var reserved: (app: AppID, bytes: Int64)?
+        if let app, let size = uploadSize, let quota = configuration.uploadQuota {
+            // Checked and reserved before the first suspension: the actor runs nothing else between.
             let held = TransferFiles.uploadBytes(in: directory) + copying[app, default: 0]
             guard size <= quota - min(held, quota) else {
                 throw ServiceError.uploadQuotaExceeded(app, held: held, size: size, quota: quota)
@@ -158,7 +161,7 @@ public actor TransferService: Service {
         var copy: String?
         if let upload {
             let path = directory + "/" + TransferFiles.copyingName()
-            do { try SafeFiles.copy(from: upload, to: path) } catch {
+            do { try SafeFiles.copy(from: upload, to: path, limit: uploadSize ?? .max) } catch {
                 SafeFiles.remove(path)
                 throw error
             }
@@ -346,7 +349,7 @@ public actor TransferService: Service {
     private var progressSeen: [TransferID: Duration] = [:]
 
     /// How many transfers this service holds notes of (tests: no more than are outstanding).
-    package var transfersNoted: Int { progressSeen.count + retriesDue.count }
+    package var transfersNoted: Int { Set(progressSeen.keys).union(retriesDue.keys).count }
 
     /// Drops what is noted of transfers no longer outstanding that ended without `announce`: an
     /// app unregistered takes its transfers with it, and their notes stayed for as long as bgd
@@ -391,7 +394,10 @@ public actor TransferService: Service {
             jitter: RetryBackoff.jitter(for: transfer.record.id, afterFailures: failures), now: now)
         let delay = Duration.seconds(jittered.seconds.rounded(.up))
         do {
-            try await store.scheduleRetry(transfer.record.id, error: reason, at: now.adding(delay))
+            guard try await store.scheduleRetry(transfer.record.id, error: reason, at: now.adding(delay)) else {
+                retriesDue[transfer.record.id] = nil  // gone or ended meanwhile: nothing to wait for
+                return
+            }
             activity.emit(.transferRetryScheduled(transfer.record.id, at: now.adding(delay), reason: reason))
             logger.info(
                 "Transfer will retry",
