@@ -164,6 +164,35 @@ struct BackgroundURLSessionTests {
         }
     }
 
+    /// Without a delegate, a download that ends while a `download(from:)` caller waits for
+    /// another is kept for that caller, in case it is theirs; a listener of `events` told of it
+    /// owns it too. Before, the file was removed from under the listener when the caller's own
+    /// download ended and nobody had claimed the kept one.
+    @Test func aFileAListenerWasToldOfStaysWhenNoCallerClaimsIt() async throws {
+        try await withApp { origin, daemon, application in
+            let session = BackgroundURLSession(
+                configuration: .background(withIdentifier: "listened"), application: application)
+            let connection = Task { try await application.run() }
+            defer { connection.cancel() }
+            var events = session.events.makeAsyncIterator()
+            let waiting = Task {
+                try await session.download(from: origin.url(seed: 77, size: 2 << 20, faults: ["rate": String(1 << 20)]))
+            }
+            let other = try await session.downloadTask(with: origin.url(seed: 78, size: 2000))
+            var told: URL?
+            while told == nil, let event = await events.next() {
+                if case .downloadFinished(let task, let location) = event, task.taskIdentifier == other.taskIdentifier {
+                    told = location
+                }
+            }
+            let (file, _) = try await waiting.value
+            #expect(FileManager.default.fileExists(atPath: file.path), "the caller's")
+            let location = try #require(told)
+            #expect(FileManager.default.fileExists(atPath: location.path), "the listener's: \(location.path)")
+            #expect(session.earlyCount == 0)
+        }
+    }
+
     /// D13: the partial file is cut short while paused: the checkpoint is not trusted, the
     /// download starts over and still ends with the right bytes.
     @Test func aTruncatedPartialIsNotTrusted() async throws {

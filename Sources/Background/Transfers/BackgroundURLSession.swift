@@ -23,6 +23,9 @@ public final class BackgroundURLSession: Sendable {
         /// submission and its wait (`awaiting`), and only then: an app that never waits (a
         /// delegate's) kept every end it was told of for as long as it ran.
         var early: [TransferID: Outcome] = [:]
+        /// Of those, the ones whose file `events` listeners were told of: theirs too, so not
+        /// removed when no caller claims them.
+        var toldListeners: Set<TransferID> = []
         var awaiting = 0
         var listeners: [UUID: AsyncStream<BackgroundURLSessionEvent>.Continuation] = [:]
     }
@@ -173,8 +176,11 @@ public final class BackgroundURLSession: Sendable {
         let unclaimed = state.withLock { state -> [URL] in
             state.awaiting -= 1
             guard state.awaiting == 0 else { return [] }
-            defer { state.early.removeAll() }
-            return state.early.values.compactMap(\.file)
+            defer {
+                state.early.removeAll()
+                state.toldListeners.removeAll()
+            }
+            return state.early.filter { !state.toldListeners.contains($0.key) }.values.compactMap(\.file)
         }
         for file in unclaimed { try? FileManager.default.removeItem(at: file) }
     }
@@ -185,7 +191,10 @@ public final class BackgroundURLSession: Sendable {
     private func wait(for id: TransferID) async -> Outcome {
         await withCheckedContinuation { continuation in
             let early: Outcome? = state.withLock { state in
-                if let outcome = state.early.removeValue(forKey: id) { return outcome }
+                if let outcome = state.early.removeValue(forKey: id) {
+                    state.toldListeners.remove(id)
+                    return outcome
+                }
                 state.waiters[id] = continuation
                 return nil
             }
@@ -211,7 +220,13 @@ public final class BackgroundURLSession: Sendable {
             let forCaller = state.withLock { $0.waiters[id] != nil || ($0.awaiting > 0 && delegate == nil) }
             if forCaller {
                 let kept = keep(file, id: id)
-                state.withLock { $0.finishedFiles[id] = kept }
+                // Kept for a caller that may not be this download's: listeners told of it own it
+                // too, and it is not removed if no caller claims it (before, it was, from under them).
+                let told = hasListeners
+                state.withLock { state in
+                    state.finishedFiles[id] = kept
+                    if told && state.waiters[id] == nil { state.toldListeners.insert(id) }
+                }
                 broadcast(.downloadFinished(task, location: kept ?? file))
             } else {
                 // The delegate takes it first, as on iOS; what it leaves is for `events`.
