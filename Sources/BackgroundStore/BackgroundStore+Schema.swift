@@ -259,6 +259,14 @@ extension BackgroundStore {
                     WHERE state IN ('delivered', 'replaced', 'dropped', 'recorded')
                     """)
         }
+        migrator.registerMigration("transferHighWater") { db in
+            // The most bytes a transfer ever held: after a restart from zero (a server that
+            // ignores Range answers 200) the bytes fetched again are no progress until they pass
+            // it. Before, they were: a server that dropped every connection half-way was asked
+            // for the whole file again at the first backoff's pace, and never failed noProgress.
+            try db.execute(sql: "ALTER TABLE transfer ADD COLUMN bytesHighest INTEGER NOT NULL DEFAULT 0")
+            try db.execute(sql: "UPDATE transfer SET bytesHighest = bytesDone")
+        }
         return migrator
     }
 }

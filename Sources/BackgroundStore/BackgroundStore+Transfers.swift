@@ -35,7 +35,8 @@ extension BackgroundStore {
             if let app, try AppRow.fetchOne(db, key: app.rawValue) == nil { throw StoreError.appNotFound(app) }
             var row = TransferRow(
                 id: nil, appId: app?.rawValue, session: request.session, request: ColumnJSON.encode(request),
-                state: TransferState.waiting.rawValue, bytesDone: 0, bytesTotal: nil, validator: nil, attempts: 0,
+                state: TransferState.waiting.rawValue, bytesDone: 0, bytesHighest: 0, bytesTotal: nil, validator: nil,
+                attempts: 0,
                 restarts: 0,
                 consecutiveFailures: 0, nextAttemptAt: request.earliestBegin, waitingReason: "queued", lastError: nil,
                 error: nil,
@@ -136,10 +137,14 @@ extension BackgroundStore {
         _ = try await update(id) { row in
             if restarted { row.restarts += 1 }
             if let statusCode { row.statusCode = statusCode }
-            if checkpoint.offset > row.bytesDone {
+            // Beyond the most it ever held: bytes fetched again after a restart from zero (a
+            // server that ignores Range) are none, or one that drops every connection half-way
+            // is asked for the whole file again at the first backoff's pace, for ever.
+            if checkpoint.offset > max(row.bytesDone, row.bytesHighest) {
                 row.consecutiveFailures = 0
                 row.lastProgressAt = now
             }
+            row.bytesHighest = max(row.bytesHighest, checkpoint.offset)
             row.bytesDone = checkpoint.offset
             row.bytesTotal = checkpoint.total
             row.validator = checkpoint.validator.map(ColumnJSON.encode)

@@ -1,4 +1,5 @@
 import BackgroundModel
+import BackgroundPolicy
 import BackgroundStore
 import Foundation
 import Testing
@@ -61,6 +62,30 @@ struct TransferStoreTests {
         let ended = try #require(try await f.store.transfer(id)?.record)
         #expect(ended.state == .cancelled)
         #expect(ended.waitingReason == nil)
+    }
+
+    /// Progress is bytes beyond the most the transfer ever held: after a restart from zero (a
+    /// server that ignores Range), the bytes fetched again end no run of failures and hold off
+    /// no `noProgress`; past the old mark they do again.
+    @Test func bytesFetchedAgainAfterARestartAreNoProgress() async throws {
+        let f = try await StoreFixture()
+        let id = try await f.download().record.id
+        _ = try await f.store.startAttempt(id)
+        try await f.store.saveCheckpoint(
+            id, DownloadCheckpoint(offset: 500_000, total: 1_000_000, validator: nil), restarted: false, now: f.now)
+        for _ in 0..<3 { try await f.store.scheduleRetry(id, error: "the body ended", at: f.now) }
+        let later = f.now.addingTimeInterval(600)
+        try await f.store.saveCheckpoint(
+            id, DownloadCheckpoint(offset: 0, total: 1_000_000, validator: nil), restarted: true, now: later)
+        try await f.store.saveCheckpoint(
+            id, DownloadCheckpoint(offset: 400_000, total: 1_000_000, validator: nil), restarted: false, now: later)
+        var stored = try #require(try await f.store.transfer(id))
+        #expect(stored.consecutiveFailures == 3 && stored.lastProgressAt == f.now, "fetched again: no progress")
+        #expect(stored.record.bytesTransferred == 400_000)
+        try await f.store.saveCheckpoint(
+            id, DownloadCheckpoint(offset: 600_000, total: 1_000_000, validator: nil), restarted: false, now: later)
+        stored = try #require(try await f.store.transfer(id))
+        #expect(stored.consecutiveFailures == 0 && stored.lastProgressAt == later, "past the mark: progress")
     }
 
     @Test func aRetryIsCountedAndTimed() async throws {

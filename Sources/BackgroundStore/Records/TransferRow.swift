@@ -10,6 +10,8 @@ struct TransferRow: Codable, FetchableRecord, MutablePersistableRecord {
     var request: String
     var state: String
     var bytesDone: Int64
+    /// The most bytes it ever held, whatever restarts since (progress is only beyond them).
+    var bytesHighest: Int64
     var bytesTotal: Int64?
     var validator: String?
     var attempts: Int
