@@ -269,6 +269,9 @@ struct TransferTests {
             let url = origin.url(seed: 7, size: 100_000, faults: ["status": "503", "times": "1"])
             let (record, at, _) = try await firstRetry(daemon) { try await download(url, daemon).0 }
             let wait = at.duration(since: daemon.clock.now)
+            // The transfers' loop sleeps until the retry (the soonest of anything in bgd) before
+            // the clock is set back: a wait for the date alone would then be a day away.
+            #expect(await eventually { abs(daemon.clock.nextDeadline?.timeIntervalSince(at) ?? 1) < 0.01 })
             daemon.clock.jump(by: .seconds(-86_400))
             let ended = try await daemon.waitFor(
                 { activity -> TransferRecord? in

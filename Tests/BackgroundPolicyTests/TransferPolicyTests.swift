@@ -92,8 +92,13 @@ struct TransferPolicyTests {
             noProgressTimeout: .seconds(3600), maximumConcurrent: 2, longestRetryWait: .seconds(600))
         let within = policy.decide(snapshot(nextAttempt: 601), conditions: online, attemptsRunning: 0, now: at(1))
         #expect(within.action == .waitForRetry && within.lookAgainAt == at(601))
-        let beyond = policy.decide(snapshot(nextAttempt: 86_400), conditions: online, attemptsRunning: 0, now: at(1))
+        let beyond = policy.decide(
+            snapshot(attempts: 1, nextAttempt: 86_400), conditions: online, attemptsRunning: 0, now: at(1))
         #expect(beyond.action == .attempt)
+        // Before any attempt the stored time is the app's earliestBegin: a week ahead is a week.
+        let notBefore = policy.decide(
+            snapshot(nextAttempt: 7 * 86_400), conditions: online, attemptsRunning: 0, now: at(1))
+        #expect(notBefore.action == .waitForRetry)
     }
 
     @Test(arguments: [

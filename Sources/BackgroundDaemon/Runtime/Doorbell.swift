@@ -119,6 +119,37 @@ extension Doorbell {
             })
     }
 
+    /// When a loop whose waits are of both kinds looks again: at a wall-clock time (a calendar
+    /// deadline), once `elapsed` reaches a point (a retry's wait, time that really passes), or
+    /// whichever comes first. Said as a date alone, a wait of the second kind was stretched by
+    /// as much as the clock was set back meanwhile.
+    struct NextLook: Sendable {
+        var at: Date?
+        var elapsed: Duration?
+    }
+
+    /// The same loop for a service whose iteration says when to look again in both kinds of time.
+    func serve(
+        _ name: String, on clock: any WallClock, logger: Logger,
+        looking iteration: @escaping @Sendable () async throws -> NextLook
+    ) async {
+        await loop(
+            name, logger: logger, { Optional(try await iteration()) },
+            retryingAfter: { NextLook(at: nil, elapsed: clock.elapsed + $0) },
+            waiting: { next in
+                let (at, elapsed) = (next?.at, next?.elapsed)
+                guard at != nil || elapsed != nil else { return try await self.wait(until: nil, on: clock) }
+                try await self.wait(orAfter: {
+                    try await withThrowingTaskGroup(of: Void.self) { sleeps in
+                        if let at { sleeps.addTask { try await clock.sleep(until: at) } }
+                        if let elapsed { sleeps.addTask { try await clock.sleep(untilElapsed: elapsed) } }
+                        defer { sleeps.cancelAll() }
+                        _ = try await sleeps.next()
+                    }
+                })
+            })
+    }
+
     private func loop<Next: Sendable>(
         _ name: String, logger: Logger, _ iteration: @escaping @Sendable () async throws -> Next?,
         retryingAfter: @escaping @Sendable (Duration) -> Next, waiting: @escaping @Sendable (Next?) async throws -> Void

@@ -109,7 +109,7 @@ public actor TransferService: Service {
             logger.info("Delivering transfer events left from before", metadata: ["app.id": "\(app)"])
             await coordinator.deliverEvents(to: app)
         }
-        await doorbell.serve("transfers", on: clock, logger: logger) { try await self.plan() }
+        await doorbell.serve("transfers", on: clock, logger: logger, looking: { try await self.plan() })
         for task in attempts.values { task.cancel() }
         for task in attempts.values { await task.value }
         await engine.shutdown()
@@ -253,12 +253,14 @@ public actor TransferService: Service {
         left <= .milliseconds(1) ? now : now.adding(left)
     }
 
-    /// Starts what `TransferPolicy` lets start; returns when to look again.
-    private func plan() async throws -> Date? {
+    /// Starts what `TransferPolicy` lets start; returns when to look again: at the policy's
+    /// dates, or when the first retry's wait has really passed, whichever comes first.
+    private func plan() async throws -> Doorbell.NextLook {
         // Read together: retries are on `elapsed`, said as dates from `now`.
         let (now, elapsed) = (clock.now, clock.elapsed)
         let conditions = await self.conditions.effective
         var next: Date?
+        var nextElapsed: Duration?
         func wake(at date: Date) { next = min(next ?? date, date) }
         let active = try await store.activeTransfers()
         forgetNotes(keeping: Set(active.map(\.record.id)))
@@ -276,7 +278,8 @@ public actor TransferService: Service {
             if let at = decision.lookAgainAt { wake(at: at) }
             switch decision.action {
             case .fail(let error): await fail(transfer, error)
-            case .waitForRetry: continue
+            case .waitForRetry:
+                if let due = retriesDue[id], due > elapsed { nextElapsed = min(nextElapsed ?? due, due) }
             case .hold(let reason):
                 if try await store.setWaiting(id, reason: reason.detail) {
                     activity.emit(.transferHeld(id, reason: reason.detail))
@@ -284,7 +287,7 @@ public actor TransferService: Service {
             case .attempt: attempts[id] = Task { await self.attempt(id) }
             }
         }
-        return next
+        return Doorbell.NextLook(at: next, elapsed: nextElapsed)
     }
 
     // MARK: One attempt

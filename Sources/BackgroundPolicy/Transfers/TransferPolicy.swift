@@ -97,9 +97,13 @@ public struct TransferPolicy: Hashable, Sendable {
         let stallCheck = max(stalled, now.adding(max(.zero, noProgressTimeout - transfer.silentFor)))
         var lookAgainAt = min(deadline, stallCheck)
         // The retry this bgd holds stands over the store's; a stored one further ahead than any
-        // retry is given (a clock set back since it was written) is due.
+        // retry is given (a clock set back since it was written) is due. Before the first
+        // attempt the stored time is the app's `earliestBegin`, which may be weeks ahead.
         let retry =
-            transfer.heldUntil ?? transfer.nextAttemptAt.flatMap { $0 > now.adding(longestRetryWait) ? nil : $0 }
+            transfer.heldUntil
+            ?? transfer.nextAttemptAt.flatMap {
+                transfer.attempts > 0 && $0 > now.adding(longestRetryWait) ? nil : $0
+            }
         if let retry, retry > now {
             lookAgainAt = min(lookAgainAt, retry)
             return Decision(action: .waitForRetry, lookAgainAt: lookAgainAt)
