@@ -123,6 +123,20 @@ struct FetchPolicyTests {
         #expect(policy.dueDecision(for: registeredAhead, now: minutes(0)).dueAt == minutes(0))
     }
 
+    /// The same for an app woken rarely (never opened): its last run stamped a day ahead makes
+    /// it due now, not an unused app's interval from each pass's now.
+    @Test func aRarelyWokenAppIsDueOnceAfterTheClockWentBack() {
+        let rarely = FetchPolicy(configuration: .init(unusedAppInterval: .seconds(6 * 3600)))
+        let outlook = UsageOutlook(learner: UsageLearner(), planner: AdaptiveWakePlanner(), threshold: 0.3)
+        let now = minutes(-24 * 60)
+        let plan = rarely.plan(
+            for: [candidate(.minimum, runs: [(0, .newData)])], runningCount: 0, usage: outlook, now: now)
+        #expect(plan.launch == [app], "\(plan.decisions)")
+        let usual = rarely.plan(
+            for: [candidate(.minimum, runs: [(0, .newData)])], runningCount: 0, usage: outlook, now: minutes(60))
+        #expect(usual.decisions.first?.dueAt == minutes(6 * 60), "otherwise as rarely as before")
+    }
+
     @Test func aTimeAFractionOfASecondAheadIsNoClockGoingBack() {
         // A run's end read back from the store, rounded to the millisecond, on a clock that has
         // not moved since (a test's frozen clock; a fast machine).

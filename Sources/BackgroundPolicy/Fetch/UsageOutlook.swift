@@ -31,7 +31,9 @@ public struct UsageOutlook: Sendable {
         var decision = decision
         let app = candidate.app.rawValue
         if let learned, learned.history.opens[app] != nil {
-            if learned.hasLearned { return refine(decision, learned: learned, for: candidate, earliest: earliest, now: now) }
+            if learned.hasLearned {
+                return refine(decision, learned: learned, for: candidate, earliest: earliest, now: now)
+            }
             // A new install: the model has no day of the user's opens yet, and its estimates are
             // its starting guess. Until it has, an app that was opened is woken as one never
             // opened, not never.
@@ -67,13 +69,17 @@ public struct UsageOutlook: Sendable {
 
     /// `decision` held to one wake every `interval` (none given: unchanged), and why.
     private static func rarely(
-        _ decision: WakeDecision, candidate: FetchCandidate, earliest: Date, interval: Duration?, now: Date, why: String,
+        _ decision: WakeDecision, candidate: FetchCandidate, earliest: Date, interval: Duration?, now: Date,
+        why: String,
         hint: String? = nil
     ) -> WakeDecision {
         guard let interval else { return decision }
         var decision = decision
         let anchor = candidate.recentRuns.first?.startedAt ?? candidate.registeredAt
-        let rare = min(anchor, now).adding(interval)
+        // Stamped a second or more ahead: the clock went back, and how long ago it really was is
+        // unknown — due now, once, as in `FetchPolicy.dueDecision`; counted from now, the wake
+        // was put off by the interval at every pass until the clock caught up.
+        let rare = anchor.timeIntervalSince(now) >= 1 ? now : min(anchor, now).adding(interval)
         if rare > earliest {
             decision.dueAt = rare
             decision.spacing = interval
