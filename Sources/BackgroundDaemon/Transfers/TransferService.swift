@@ -137,9 +137,12 @@ public actor TransferService: Service {
         }
         defer { if let upload { close(upload) } }
         // The upload is the file as it is now: what its app writes to it later is not copied.
-        let uploadSize = upload.map { descriptor in
+        let uploadSize = try upload.map { descriptor throws in
             var info = stat()
-            return fstat(descriptor, &info) == 0 ? Int64(info.st_size) : 0
+            guard fstat(descriptor, &info) == 0 else {
+                throw SafeFiles.Refusal(.unreadable, "cannot read the upload's size", systemError: errno)
+            }
+            return Int64(info.st_size)
         }
         var reserved: (app: AppID, bytes: Int64)?
         if let app, let size = uploadSize, let quota = configuration.uploadQuota {
