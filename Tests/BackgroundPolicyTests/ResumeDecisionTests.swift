@@ -141,6 +141,28 @@ struct RetryBackoffTests {
         #expect(backoff.delay(afterFailures: 40, retryAfter: nil, jitter: 0.5, now: now) == .seconds(450))
     }
 
+    /// A 203 (a 200 a proxy passed on) and a 204 (an empty body) are the whole body, as curl
+    /// takes them; a 3xx that is no redirect (300, 304) fails at once. Before, all were retried
+    /// as unexpected until the transfer failed for want of progress a day later.
+    @Test func otherWholeBodiesAndDeadEndRedirects() {
+        let partial = DownloadCheckpoint(offset: 500, total: 1000, validator: .entityTag("\"v1\""))
+        for status in [203, 204] {
+            #expect(
+                ResumeDecision.decide(ResponseHead(status: status, contentLength: 0), checkpoint: partial)
+                    == .write(
+                        from: 0, checkpoint: DownloadCheckpoint(offset: 0, total: 0, validator: nil), restarted: true),
+                "\(status)")
+        }
+        for status in [300, 304, 305] {
+            guard case .fail(let error) = ResumeDecision.decide(ResponseHead(status: status), checkpoint: partial)
+            else {
+                Issue.record("\(status) must fail")
+                continue
+            }
+            #expect(error.code == .httpError && error.message.contains("\(status)"))
+        }
+    }
+
     /// One list of answers worth trying again, for downloads (ResumeDecision) and uploads
     /// (TransferEngine) alike.
     @Test func retryableStatuses() {

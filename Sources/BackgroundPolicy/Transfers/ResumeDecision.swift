@@ -105,7 +105,9 @@ public enum ResumeDecision: Hashable, Sendable {
 
     public static func decide(_ head: ResponseHead, checkpoint: DownloadCheckpoint) -> ResumeDecision {
         switch head.status {
-        case 200:
+        case 200, 203, 204:
+            // The whole body: 203 is a 200 a proxy passed on, 204 an empty one (curl saves both;
+            // before, they were retried as unexpected for a day, then failed for no progress).
             guard head.isIdentityEncoded else {
                 return .discardAndRestart(
                     reason: "the server sent Content-Encoding \(head.contentEncoding ?? "") although identity was asked"
@@ -150,6 +152,10 @@ public enum ResumeDecision: Hashable, Sendable {
             return .retry(reason: "HTTP \(head.status)", retryAfter: head.retryAfter)
         case 400...499:
             return .fail(TransferError(.httpError, "HTTP \(head.status)"))
+        case 300...399:
+            // What is left of 3xx once redirects are followed (300, 304, 305): asking again
+            // gets the same answer.
+            return .fail(TransferError(.httpError, "HTTP \(head.status), which is no redirect to follow"))
         default:
             return .retry(reason: "unexpected HTTP \(head.status)", retryAfter: nil)
         }
