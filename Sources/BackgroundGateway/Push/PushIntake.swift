@@ -41,6 +41,11 @@ public actor PushIntake<Destinations: PushDestinations> {
     private var providerAllowances: [String: PushThrottle.Allowance] = [:]
 
     private var keys: [String: ProviderKeyRegistration] = [:]
+    /// Key ids the destinations do not know, and signatures that did not verify, at this
+    /// generation: a peer sending a made-up `kid` or a forged signature costs a set lookup, not a
+    /// store read or an ES256 verification, each time. A key added moves the generation.
+    private var unknownKeys: Set<String> = []
+    private var refusedSignatures: Set<String> = []
     private var owners: [String: Owner] = [:]
     /// The destinations' `credentialsGeneration` the two caches above were read at.
     private var cachedGeneration = -1
@@ -59,6 +64,9 @@ public actor PushIntake<Destinations: PushDestinations> {
         writer = PushQueueWriter(destinations: destinations, clock: clock)
     }
 
+    /// How many ES256 verifications were made (tests: a signature is checked once).
+    package private(set) var signatureChecks = 0
+
     /// Drops the cached keys and owners if the destinations' have changed since they were read.
     private func revalidateCaches() {
         let generation = destinations.credentialsGeneration
@@ -66,16 +74,25 @@ public actor PushIntake<Destinations: PushDestinations> {
         keys.removeAll()
         owners.removeAll()
         verified.removeAll()  // a key replaced under the same kid must not pass on an old verification
+        unknownKeys.removeAll()
+        refusedSignatures.removeAll()
         cachedGeneration = generation
     }
 
     private func providerKey(_ keyID: String) async throws -> ProviderKeyRegistration? {
         revalidateCaches()
         if let key = keys[keyID] { return key }
+        if unknownKeys.contains(keyID) { return nil }
         let generation = cachedGeneration
         let found = try await destinations.providerKey(keyID)
-        // Unknown keys are not remembered: one added later must count at once.
-        if let found, generation == destinations.credentialsGeneration, keys.count < 10_000 { keys[keyID] = found }
+        // Unknown keys are remembered only for this generation: one added later moves it.
+        if generation == destinations.credentialsGeneration {
+            if let found, keys.count < 10_000 { keys[keyID] = found }
+            if found == nil {
+                if unknownKeys.count >= 10_000 { unknownKeys.removeAll() }
+                unknownKeys.insert(keyID)
+            }
+        }
         return found
     }
 
@@ -194,10 +211,16 @@ public actor PushIntake<Destinations: PushDestinations> {
     private func verify(_ token: ProviderToken, with key: ProviderKeyRegistration) -> Bool {
         let cacheKey = token.keyID + "." + token.signingInput + "." + token.signature.base64EncodedString()
         if verified.contains(cacheKey) { return true }
+        if refusedSignatures.contains(cacheKey) { return false }
+        signatureChecks += 1
         guard let publicKey = try? P256.Signing.PublicKey(pemRepresentation: key.publicKeyPEM),
             let signature = try? P256.Signing.ECDSASignature(rawRepresentation: token.signature),
             publicKey.isValidSignature(signature, for: Data(token.signingInput.utf8))
-        else { return false }
+        else {
+            if refusedSignatures.count >= 10_000 { refusedSignatures.removeAll() }
+            refusedSignatures.insert(cacheKey)
+            return false
+        }
         if verified.count > 10_000 { verified.removeAll() }
         verified.insert(cacheKey)
         return true
