@@ -291,6 +291,9 @@ public final class BackgroundApplication: Sendable {
         }
     }
 
+    /// How many runs' handlers are under way (tests: none is left once each has ended).
+    var handlersRunning: Int { state.withLock { $0.running.count } }
+
     /// The state to tell a bgd met again (it suspends; an app only reports the others).
     private var currentStateForReport: ApplicationState {
         let current = state.withLock { $0.applicationState }

@@ -57,18 +57,47 @@ extension BackgroundApplicationDelegate {
 }
 
 /// Bridges a completion-handler callback to async: the first call to the handler is the answer,
-/// later calls are ignored (an app that calls it twice counts once).
+/// later calls are ignored (an app that calls it twice counts once). Cancelled (the run's time is
+/// up), it answers nil at once: a delegate that never calls its handler no longer holds the
+/// answer, the event and its place in the app for ever.
 enum CompletionOnce {
-    static func await<T: Sendable>(_ start: (@escaping @Sendable (T) -> Void) -> Void) async -> T {
-        await withCheckedContinuation { continuation in
-            let called = Mutex(false)
-            start { result in
-                let first = called.withLock { called in
-                    defer { called = true }
-                    return !called
-                }
-                if first { continuation.resume(returning: result) }
+    static func await<T: Sendable>(_ start: (@escaping @Sendable (T) -> Void) -> Void) async -> T? {
+        let answer = Answer<T>()
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                answer.wait(continuation)
+                start { result in answer.give(result) }
             }
+        } onCancel: {
+            answer.give(nil)
+        }
+    }
+
+    /// The first answer, and who waits for it (an answer may come before the wait begins: a
+    /// cancellation already under way).
+    private final class Answer<T: Sendable>: Sendable {
+        private struct State {
+            var given: T??
+            var waiter: CheckedContinuation<T?, Never>?
+        }
+        private let state = Mutex(State())
+
+        func give(_ value: T?) {
+            let waiter = state.withLock { state -> CheckedContinuation<T?, Never>? in
+                guard state.given == nil else { return nil }
+                state.given = .some(value)
+                defer { state.waiter = nil }
+                return state.waiter
+            }
+            waiter?.resume(returning: value)
+        }
+
+        func wait(_ continuation: CheckedContinuation<T?, Never>) {
+            let given = state.withLock { state -> T?? in
+                if state.given == nil { state.waiter = continuation }
+                return state.given
+            }
+            if let given { continuation.resume(returning: given) }
         }
     }
 }

@@ -1,0 +1,42 @@
+import BackgroundModel
+import BackgroundTesting
+import Foundation
+import Testing
+
+@testable import Background
+
+/// A delegate that never calls its completion handler (an app with a bug): when the run's time
+/// is up the library gives its answer up, as a handler cancelled does, and nothing of the run is
+/// left in the app. Before, the wait for the handler had no end: the run's place in the app, its
+/// event and whatever waited on the connection were held for as long as the app ran.
+@Suite(.timeLimit(.minutes(2)))
+struct SilentDelegateTests {
+    final class NeverAnswers: BackgroundApplicationDelegate, Sendable {
+        func application(
+            _ application: BackgroundApplication,
+            performFetchWithCompletionHandler completionHandler: @escaping @Sendable (BackgroundFetchResult) -> Void
+        ) {}
+    }
+
+    @Test func aCompletionHandlerNeverCalledIsGivenUpWhenTheTimeIsUp() async throws {
+        try await TestDaemon.with { daemon in
+            let id = "com.example.silent"
+            let registered = try await daemon.register(id, command: ["/bin/false"], interval: .never)
+            let application = BackgroundApplication(
+                appID: AppID(rawValue: id)!, token: registered.token, socketPath: daemon.socketPath)
+            application.delegate = NeverAnswers()
+            let connection = Task { try await application.run() }
+            defer { connection.cancel() }
+            #expect(
+                try await eventuallyAsync {
+                    try await daemon.admin.send(.get, "/v1/apps/\(id)", as: AppSummary.self).isConnected
+                })
+            let run = try await daemon.admin.send(.post, "/v1/apps/\(id)/fetch", as: RunRecord.self)
+            #expect(!run.launched, "given to the connected app")
+            #expect(await eventually { application.handlersRunning == 1 })
+            let ended = try await daemon.waitForRunEnd(of: id) { daemon.clock.advance(by: .seconds(60)) }
+            #expect(ended.outcome == .expired, "\(ended)")
+            #expect(await eventually { application.handlersRunning == 0 })
+        }
+    }
+}
