@@ -235,12 +235,17 @@ public final class BackgroundApplication: Sendable {
     ) async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in
             defer { group.cancelAll() }
+            var greeted = false
             for try await message in messages {
                 switch message {
                 case .hello:
                     onHello()
-                    // A new bgd knows nothing of this process: tell it what state the app is in.
-                    if reconnected { _ = try? await reportState(currentStateForReport) }
+                    // A new bgd knows nothing of this process: tell it what state the app is in —
+                    // once, at the connection's first hello. Its later hellos are keep-alives:
+                    // reported at each (every 30 s), a state read just before a transition was
+                    // sent after it, and a foreground app was told of as in the background.
+                    if reconnected && !greeted { _ = try? await reportState(currentStateForReport) }
+                    greeted = true
                     continue
                 case .event(let event):
                     switch take(event.seq) {
