@@ -291,8 +291,12 @@ public final class BackgroundApplication: Sendable {
                     }
                 }
             }
-            try await group.waitForAll()
+            // The stream ended (bgd stopped): for an app the user runs, as any broken stream — its
+            // handlers are cancelled and their events given up (the next bgd makes the runs up),
+            // and it connects again at once. Before, it waited for every handler first: one that
+            // waited for its expiration, which only this stream could bring, held it for ever.
             if !isLaunchedInBackground { throw BackgroundError.disconnected }
+            try await group.waitForAll()
         }
     }
 

@@ -1,6 +1,7 @@
 import BackgroundModel
 import BackgroundTesting
 import Foundation
+import Synchronization
 import Testing
 
 @testable import Background
@@ -37,6 +38,35 @@ struct SilentDelegateTests {
             let ended = try await daemon.waitForRunEnd(of: id) { daemon.clock.advance(by: .seconds(60)) }
             #expect(ended.outcome == .expired, "\(ended)")
             #expect(await eventually { application.handlersRunning == 0 })
+        }
+    }
+
+    /// bgd stops while the app's handler still runs (here one that never answers): the app
+    /// connects to the next bgd at once, its handler given up. Before, it waited for the handler
+    /// before connecting again — for ever, as only the stream that ended could expire it.
+    @Test func anAppConnectsAgainThoughAHandlerStillRuns() async throws {
+        let directory = TemporaryDirectory.make()
+        let id = "com.example.silent"
+        let application = try await TestDaemon.with(directory: directory) { daemon in
+            let registered = try await daemon.register(id, command: ["/bin/false"], interval: .never)
+            let application = BackgroundApplication(
+                appID: AppID(rawValue: id)!, token: registered.token, socketPath: daemon.socketPath)
+            application.delegate = NeverAnswers()
+            return application
+        }
+        let connection = Mutex<Task<Void, any Error>?>(nil)
+        defer { connection.withLock { $0?.cancel() } }
+        @Sendable func isConnected(_ daemon: TestDaemon) async throws -> Bool {
+            try await daemon.admin.send(.get, "/v1/apps/\(id)", as: AppSummary.self).isConnected
+        }
+        try await TestDaemon.with(directory: directory) { daemon in
+            connection.withLock { $0 = Task { try await application.run() } }
+            try await daemon.waitUntil { try await isConnected(daemon) }
+            _ = try await daemon.admin.send(.post, "/v1/apps/\(id)/fetch", as: RunRecord.self)
+            #expect(await eventually { application.handlersRunning == 1 })
+        }  // bgd stops, the handler still waiting
+        try await TestDaemon.with(directory: directory) { daemon in
+            try await daemon.waitUntil { try await isConnected(daemon) }
         }
     }
 }
