@@ -58,6 +58,9 @@ public final class BackgroundApplication: Sendable {
         /// `BGTaskScheduler` launch handlers, by identifier, and the tasks being carried out.
         var taskHandlers: [String: TaskLaunchHandler] = [:]
         var runningTasks: [RunID: BGTask] = [:]
+        /// Runs whose answer comes from the delegate's completion handler: cancelled at their
+        /// deadline, not at bgd's warning, so that an answer in between still counts.
+        var delegateRuns: Set<RunID> = []
     }
     let state = Mutex(State())
 
@@ -244,8 +247,9 @@ public final class BackgroundApplication: Sendable {
                     // once, at the connection's first hello. Its later hellos are keep-alives:
                     // reported at each (every 30 s), a state read just before a transition was
                     // sent after it, and a foreground app was told of as in the background.
-                    if reconnected && !greeted { _ = try? await reportState(currentStateForReport) }
-                    greeted = true
+                    if reconnected && !greeted {
+                        greeted = (try? await reportState(currentStateForReport)) != nil  // else at the next
+                    }
                     continue
                 case .event(let event):
                     switch take(event.seq) {
@@ -357,6 +361,13 @@ public final class BackgroundApplication: Sendable {
         state.withLock {
             $0.running[run] = handler
             if let task { $0.runningTasks[run] = task }
+            if task == nil && $0.delegate != nil {
+                let ownHandler =
+                    if case .remoteNotification = body { $0.remoteNotificationHandler != nil } else {
+                        $0.fetchHandler != nil
+                    }
+                if !ownHandler { $0.delegateRuns.insert(run) }
+            }
         }
         return handler
     }
@@ -375,6 +386,7 @@ public final class BackgroundApplication: Sendable {
         state.withLock { state in
             state.running[run] = nil
             state.runningTasks[run] = nil
+            state.delegateRuns.remove(run)
         }
         // The connection ended under the handler: the event is given up, not answered, and
         // handled anew when bgd sends it again.
@@ -390,7 +402,9 @@ public final class BackgroundApplication: Sendable {
                 // Not taken for now (bgd's disk is full, or bgd went away): the event stays open.
                 // bgd writes the answer it holds as soon as it can, which settles the event; a
                 // bgd that dies first makes the run up, as it never said the answer was taken.
-                state.withLock { _ = $0.handling.remove(seq) }
+                // Cut off by the connection's end, it stays being handled, and so is given up:
+                // sent again, it is handled anew rather than taken for answered.
+                if !Task.isCancelled { state.withLock { _ = $0.handling.remove(seq) } }
                 return
             }
         }
@@ -433,7 +447,9 @@ public final class BackgroundApplication: Sendable {
 
     /// bgd says the run's time ends at `deadline`.
     private func expire(_ run: RunID, deadline: Date) {
-        let (task, delegate, backgroundTask) = state.withLock { ($0.running[run], $0.delegate, $0.runningTasks[run]) }
+        let (task, delegate, backgroundTask, byDelegate) = state.withLock {
+            ($0.running[run], $0.delegate, $0.runningTasks[run], $0.delegateRuns.contains(run))
+        }
         // A run answered meanwhile: nothing of it is left to wrap up (its expiration handlers
         // ran after its answer before).
         guard task != nil || backgroundTask != nil else { return }
@@ -443,17 +459,23 @@ public final class BackgroundApplication: Sendable {
             // from the last operation's completion. The handler is cancelled when the time is up,
             // not at once: before, such an answer was lost and the run ended `expired`.
             backgroundTask.expire()
-            if let task {
-                let clock = self.clock
-                Task {
-                    try? await clock.sleep(until: deadline)
-                    task.cancel()
-                }
-            }
+            if let task { cancel(task, at: deadline) }
         } else {
-            // The delegate first, as on iOS: it saves state while the handler still runs.
+            // The delegate first, as on iOS: it saves state while the handler still runs. A
+            // delegate's completion handler may still be called until the deadline; a handler of
+            // the app's own is cancelled now, to wrap up within bgd's warning.
             delegate?.applicationBackgroundFetchWillExpire(self)
-            task?.cancel()
+            if byDelegate, let task { cancel(task, at: deadline) } else { task?.cancel() }
+        }
+    }
+
+    /// Cancels `task` once the time to `deadline` (bgd's wall clock) has really passed: a clock
+    /// set back meanwhile does not hold the cancel off.
+    private func cancel(_ task: Task<BackgroundFetchResult?, Never>, at deadline: Date) {
+        let (clock, wait) = (self.clock, max(.zero, deadline.duration(since: clock.now)))
+        Task {
+            try? await clock.sleep(for: wait)
+            task.cancel()
         }
     }
 

@@ -69,4 +69,43 @@ struct SilentDelegateTests {
             try await daemon.waitUntil { try await isConnected(daemon) }
         }
     }
+
+    final class AnswersLate: BackgroundApplicationDelegate, Sendable {
+        let pending = Mutex<(@Sendable (BackgroundFetchResult) -> Void)?>(nil)
+        let warned = Mutex(false)
+        func application(
+            _ application: BackgroundApplication,
+            performFetchWithCompletionHandler completionHandler: @escaping @Sendable (BackgroundFetchResult) -> Void
+        ) { pending.withLock { $0 = completionHandler } }
+        func applicationBackgroundFetchWillExpire(_ application: BackgroundApplication) {
+            warned.withLock { $0 = true }
+        }
+    }
+
+    /// bgd warns 5 s before the run's deadline; a delegate that answers after the warning and
+    /// before the deadline is heard. (The first version of giving an unanswered delegate up gave
+    /// it up at the warning.)
+    @Test func aDelegatesAnswerBetweenTheWarningAndTheDeadlineCounts() async throws {
+        try await TestDaemon.with { daemon in
+            let id = "com.example.late"
+            let registered = try await daemon.register(id, command: ["/bin/false"], interval: .never)
+            let application = BackgroundApplication(
+                appID: AppID(rawValue: id)!, token: registered.token, socketPath: daemon.socketPath, clock: daemon.clock
+            )
+            let delegate = AnswersLate()
+            application.delegate = delegate
+            let connection = Task { try await application.run() }
+            defer { connection.cancel() }
+            try await daemon.waitUntil {
+                try await daemon.admin.send(.get, "/v1/apps/\(id)", as: AppSummary.self).isConnected
+            }
+            let run = try await daemon.admin.send(.post, "/v1/apps/\(id)/fetch", as: RunRecord.self)
+            #expect(await eventually { delegate.pending.withLock { $0 != nil } })
+            let budget = run.deadline.duration(since: run.startedAt)
+            daemon.clock.advance(by: budget - .seconds(3))  // past the warning, before the deadline
+            #expect(await eventually { delegate.warned.withLock { $0 } })
+            let ended = try await daemon.waitForRunEnd(of: id) { delegate.pending.withLock { $0 }?(.newData) }
+            #expect(ended.outcome == .newData, "\(ended)")
+        }
+    }
 }
