@@ -209,7 +209,10 @@ public actor PushIntake<Destinations: PushDestinations> {
 
     /// ES256 over `header.claims` with the key's public half.
     private func verify(_ token: ProviderToken, with key: ProviderKeyRegistration) -> Bool {
-        let cacheKey = token.keyID + "." + token.signingInput + "." + token.signature.base64EncodedString()
+        // The key itself, not only its id: a key replaced under the same kid while it was read
+        // (the generation moved meanwhile) must not leave its verdict on the other key's tokens.
+        let cacheKey =
+            key.publicKeyPEM + "." + token.signingInput + "." + token.signature.base64EncodedString()
         if verified.contains(cacheKey) { return true }
         if refusedSignatures.contains(cacheKey) { return false }
         signatureChecks += 1
