@@ -291,7 +291,10 @@ public struct Daemon: Service {
     /// Serves until cancelled or shut down gracefully. `onReady` runs once the socket accepts
     /// connections.
     public func run(onReady: @escaping @Sendable () async -> Void) async throws {
-        defer { socketClaim.release() }
+        defer {
+            socketClaim.release()
+            stateDirectory.releaseLock()
+        }
         let router = apiRouter()
         let socketPath = configuration.socketPath
         let logger = self.logger

@@ -52,6 +52,11 @@ public final class StateDirectory: Sendable {
 
     public var databasePath: String { path + "/bgd.sqlite" }
 
+    /// Lets the directory go once bgd has stopped serving, not when the last reference to it
+    /// goes: a task still winding down held it, and the next bgd on the same directory (a test
+    /// restarting one) was refused as a second bgd.
+    func releaseLock() { lock.release() }
+
     /// Where bgd remembers the cgroups the user's processes came from (`AppCgroups`).
     public var cgroupOriginsPath: String { path + "/cgroup-origins" }
 
