@@ -137,6 +137,9 @@ extension BackgroundStore {
         _ = try await update(id) { row in
             if restarted { row.restarts += 1 }
             if let statusCode { row.statusCode = statusCode }
+            // A body smaller than the most held is another file (it changed on the server): its
+            // bytes are new, and the mark starts again.
+            if restarted, let total = checkpoint.total, total < row.bytesHighest { row.bytesHighest = 0 }
             // Beyond the most it ever held: bytes fetched again after a restart from zero (a
             // server that ignores Range) are none, or one that drops every connection half-way
             // is asked for the whole file again at the first backoff's pace, for ever.

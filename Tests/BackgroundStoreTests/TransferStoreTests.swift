@@ -86,6 +86,15 @@ struct TransferStoreTests {
             id, DownloadCheckpoint(offset: 600_000, total: 1_000_000, validator: nil), restarted: false, now: later)
         stored = try #require(try await f.store.transfer(id))
         #expect(stored.consecutiveFailures == 0 && stored.lastProgressAt == later, "past the mark: progress")
+        // The file shrank on the server (another file): its bytes are progress from the start.
+        try await f.store.scheduleRetry(id, error: "the body ended", at: later)
+        let shrunk = later.addingTimeInterval(60)
+        try await f.store.saveCheckpoint(
+            id, DownloadCheckpoint(offset: 0, total: 300_000, validator: nil), restarted: true, now: shrunk)
+        try await f.store.saveCheckpoint(
+            id, DownloadCheckpoint(offset: 100_000, total: 300_000, validator: nil), restarted: false, now: shrunk)
+        stored = try #require(try await f.store.transfer(id))
+        #expect(stored.consecutiveFailures == 0 && stored.lastProgressAt == shrunk, "another file: progress")
     }
 
     @Test func aRetryIsCountedAndTimed() async throws {
