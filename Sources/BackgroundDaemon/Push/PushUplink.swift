@@ -227,7 +227,7 @@ public actor PushUplink: Service {
                         url: url, certificate: configuration.certificate, enrollmentToken: configuration.enrollmentToken
                     )
                     break
-                } catch  where Task.isCancelled {
+                } catch where Task.isCancelled {
                     return  // bgd is stopping
                 } catch {
                     logger.error(
@@ -260,7 +260,7 @@ public actor PushUplink: Service {
                 try await connect(credential, to: node)
             } catch is CancellationError {
                 return
-            } catch  where Task.isCancelled {
+            } catch where Task.isCancelled {
                 return  // bgd is stopping: the connection ended with it, not lost
             } catch Failure.credentialChanged {
                 logger.notice("Enrolled anew; moving the push relay uplink", metadata: ["relay": "\(node)"])

@@ -89,7 +89,7 @@ actor TaskDispatcher: Service {
                         == nil
                 })
             return policy.nextCheck(for: pending.map(\.request), now: now)
-        } catch  where Task.isCancelled {
+        } catch where Task.isCancelled {
             // bgd is stopping (a SIGTERM, another listener that failed): the loop ends quietly,
             // not with a warning that would read as a second fault.
             throw CancellationError()

@@ -21,8 +21,6 @@ public struct TransferRate: Sendable {
     /// Bytes a second over the samples; zero until two samples apart in time exist.
     public var bytesPerSecond: Double {
         guard let first = samples.first, let last = samples.last, last.at > first.at else { return 0 }
-        let span = last.at - first.at
-        let seconds = Double(span.components.seconds) + Double(span.components.attoseconds) / 1e18
-        return Double(last.bytes - first.bytes) / seconds
+        return Double(last.bytes - first.bytes) / (last.at - first.at).seconds
     }
 }
