@@ -111,6 +111,16 @@ public struct TestDaemon: Sendable {
         throw CancellationError()
     }
 
+    /// Whether the app holds an event stream to bgd now.
+    public func isConnected(_ app: String) async throws -> Bool {
+        try await admin.send(.get, "/v1/apps/\(app)", as: AppSummary.self).isConnected
+    }
+
+    /// Waits until the app has connected its event stream.
+    public func waitUntilConnected(_ app: String) async throws {
+        try await waitUntil { try await isConnected(app) }
+    }
+
     /// Waits until `condition` holds, checking it now and again after each activity of the daemon.
     public func waitUntil(_ condition: () async throws -> Bool) async throws {
         let feed = activity.subscribe()

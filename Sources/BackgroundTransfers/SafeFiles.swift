@@ -182,6 +182,15 @@ public enum SafeFiles {
         }
     }
 
+    /// The size of an open file now (an upload's, which is copied up to it).
+    public static func size(ofOpen descriptor: Int32) throws(Refusal) -> Int64 {
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else {
+            throw Refusal(.unreadable, "cannot read the file's size", systemError: errno)
+        }
+        return Int64(info.st_size)
+    }
+
     /// The size of the regular file at `path`, or nil when there is none: a link (in its name
     /// or its directory's) is not followed, so it is none.
     public static func size(of path: String) -> Int64? {

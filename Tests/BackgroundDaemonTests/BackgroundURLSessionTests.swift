@@ -28,12 +28,24 @@ struct BackgroundURLSessionTests {
         }
     }
 
-    @Test func downloadUploadEventsAndTasks() async throws {
-        try await withApp { origin, daemon, application in
+    /// `withApp`, with a background session of `identifier` made and the app connected (the
+    /// session first, so that its events find it), until `body` returns.
+    func withSession(
+        _ identifier: String, delegate: (any BackgroundURLSessionDelegate)? = nil,
+        transfers: TransferService.Configuration = .init(),
+        _ body: @Sendable (FaultyOrigin, TestDaemon, BackgroundApplication, BackgroundURLSession) async throws -> Void
+    ) async throws {
+        try await withApp(transfers: transfers) { origin, daemon, application in
             let session = BackgroundURLSession(
-                configuration: .background(withIdentifier: "sdk"), application: application)
+                configuration: .background(withIdentifier: identifier), delegate: delegate, application: application)
             let connection = Task { try await application.run() }
             defer { connection.cancel() }
+            try await body(origin, daemon, application, session)
+        }
+    }
+
+    @Test func downloadUploadEventsAndTasks() async throws {
+        try await withSession("sdk") { origin, daemon, application, session in
             var events = session.events.makeAsyncIterator()
 
             // download(from:) waits, and the file is the caller's.
@@ -140,12 +152,8 @@ struct BackgroundURLSessionTests {
     /// first, at bgd's hand-off place, and what it leaves goes to `events`. Before, a listener's
     /// copy moved the file first and the delegate was handed the place it had just left.
     @Test func aFinishedDownloadHasOneOwner() async throws {
-        try await withApp { origin, daemon, application in
-            let delegate = LocationRecorder()
-            let session = BackgroundURLSession(
-                configuration: .background(withIdentifier: "both"), delegate: delegate, application: application)
-            let connection = Task { try await application.run() }
-            defer { connection.cancel() }
+        let delegate = LocationRecorder()
+        try await withSession("both", delegate: delegate) { origin, daemon, application, session in
             let (file, _) = try await session.download(from: origin.url(seed: 75, size: 2000))
             #expect(FileManager.default.fileExists(atPath: file.path), "the caller's")
             #expect(delegate.seen.withLock { $0 }.isEmpty, "the delegate was not handed the caller's file")
@@ -169,11 +177,7 @@ struct BackgroundURLSessionTests {
     /// owns it too. Before, the file was removed from under the listener when the caller's own
     /// download ended and nobody had claimed the kept one.
     @Test func aFileAListenerWasToldOfStaysWhenNoCallerClaimsIt() async throws {
-        try await withApp { origin, daemon, application in
-            let session = BackgroundURLSession(
-                configuration: .background(withIdentifier: "listened"), application: application)
-            let connection = Task { try await application.run() }
-            defer { connection.cancel() }
+        try await withSession("listened") { origin, daemon, application, session in
             var events = session.events.makeAsyncIterator()
             let waiting = Task {
                 try await session.download(from: origin.url(seed: 77, size: 2 << 20, faults: ["rate": String(1 << 20)]))
@@ -196,12 +200,8 @@ struct BackgroundURLSessionTests {
     /// D13: the partial file is cut short while paused: the checkpoint is not trusted, the
     /// download starts over and still ends with the right bytes.
     @Test func aTruncatedPartialIsNotTrusted() async throws {
-        try await withApp(transfers: .init(engine: .init(checkpointInterval: 256 << 10))) {
-            origin, daemon, application in
-            let session = BackgroundURLSession(
-                configuration: .background(withIdentifier: "sdk"), application: application)
-            let connection = Task { try await application.run() }
-            defer { connection.cancel() }
+        try await withSession("sdk", transfers: .init(engine: .init(checkpointInterval: 256 << 10))) {
+            origin, daemon, application, session in
             let size = 3 << 20
             let task = try await session.downloadTask(
                 with: origin.url(seed: 73, size: size, faults: ["rate": String(1 << 20)]))

@@ -40,9 +40,7 @@ struct BudgetEnforcementTests {
             try await daemon.register(app, command: try fixture("hang", "ignore-term"), interval: .minimum)
             let run = try await startLaunchedRun(daemon, app)
             let pid = try #require(try await daemon.store.run(run.id)?.processID)
-            try await daemon.waitUntil {
-                try await daemon.admin.send(.get, "/v1/apps/\(app)", as: AppSummary.self).isConnected
-            }
+            try await daemon.waitUntilConnected(app)
 
             // Five seconds before the deadline, the app is warned.
             _ = try await daemon.waitFor({ if case .expirationWarned(_, run.id) = $0 { () } else { nil } }) {
@@ -78,9 +76,7 @@ struct BudgetEnforcementTests {
             try await daemon.register(app, command: try fixture("cooperate"), interval: .minimum)
             let run = try await startLaunchedRun(daemon, app)
             // The fixture connects and starts its handler; only then does the warning matter.
-            try await daemon.waitUntil {
-                try await daemon.admin.send(.get, "/v1/apps/\(app)", as: AppSummary.self).isConnected
-            }
+            try await daemon.waitUntilConnected(app)
             let ended = try await daemon.waitForRunEnd(of: app) { daemon.clock.advance(by: .seconds(25)) }
             // The handler saw cancellation and answered .failed before the deadline.
             #expect(ended.outcome == .failed)

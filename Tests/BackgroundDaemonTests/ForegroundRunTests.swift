@@ -23,9 +23,6 @@ struct ForegroundRunTests {
                 _ = try await messages.next()  // hello
                 return messages
             }
-            func isConnected() async throws -> Bool {
-                try await daemon.admin.send(.get, "/v1/apps/\(id)", as: AppSummary.self).isConnected
-            }
             func outcome(of run: RunRecord) async throws -> RunOutcome? { try await daemon.store.run(run.id)?.outcome }
 
             // Back within the grace: the run stands.
@@ -33,7 +30,7 @@ struct ForegroundRunTests {
             let kept = try await daemon.admin.send(.post, "/v1/apps/\(id)/fetch", as: RunRecord.self)
             #expect(!kept.launched, "given to the connected app")
             first = nil
-            #expect(try await eventuallyAsync { try await !isConnected() })
+            #expect(try await eventuallyAsync { try await !daemon.isConnected(id) })
             var second: StreamMessages.Iterator? = try await connect()
             daemon.clock.advance(by: RunCoordinator.reconnectGrace + .seconds(1))
             let answer = try await RawHTTP.request(
@@ -47,7 +44,7 @@ struct ForegroundRunTests {
             #expect(!lost.launched)
             let before = daemon.clock.elapsed
             second = nil
-            #expect(try await eventuallyAsync { try await !isConnected() })
+            #expect(try await eventuallyAsync { try await !daemon.isConnected(id) })
             #expect(
                 try await eventuallyAsync {
                     daemon.clock.advance(by: .milliseconds(500))

@@ -28,10 +28,7 @@ struct SilentDelegateTests {
             application.delegate = NeverAnswers()
             let connection = Task { try await application.run() }
             defer { connection.cancel() }
-            #expect(
-                try await eventuallyAsync {
-                    try await daemon.admin.send(.get, "/v1/apps/\(id)", as: AppSummary.self).isConnected
-                })
+            try await daemon.waitUntilConnected(id)
             let run = try await daemon.admin.send(.post, "/v1/apps/\(id)/fetch", as: RunRecord.self)
             #expect(!run.launched, "given to the connected app")
             #expect(await eventually { application.handlersRunning == 1 })
@@ -56,17 +53,14 @@ struct SilentDelegateTests {
         }
         let connection = Mutex<Task<Void, any Error>?>(nil)
         defer { connection.withLock { $0?.cancel() } }
-        @Sendable func isConnected(_ daemon: TestDaemon) async throws -> Bool {
-            try await daemon.admin.send(.get, "/v1/apps/\(id)", as: AppSummary.self).isConnected
-        }
         try await TestDaemon.with(directory: directory) { daemon in
             connection.withLock { $0 = Task { try await application.run() } }
-            try await daemon.waitUntil { try await isConnected(daemon) }
+            try await daemon.waitUntilConnected(id)
             _ = try await daemon.admin.send(.post, "/v1/apps/\(id)/fetch", as: RunRecord.self)
             #expect(await eventually { application.handlersRunning == 1 })
         }  // bgd stops, the handler still waiting
         try await TestDaemon.with(directory: directory) { daemon in
-            try await daemon.waitUntil { try await isConnected(daemon) }
+            try await daemon.waitUntilConnected(id)
         }
     }
 
@@ -96,9 +90,7 @@ struct SilentDelegateTests {
             application.delegate = delegate
             let connection = Task { try await application.run() }
             defer { connection.cancel() }
-            try await daemon.waitUntil {
-                try await daemon.admin.send(.get, "/v1/apps/\(id)", as: AppSummary.self).isConnected
-            }
+            try await daemon.waitUntilConnected(id)
             let run = try await daemon.admin.send(.post, "/v1/apps/\(id)/fetch", as: RunRecord.self)
             #expect(await eventually { delegate.pending.withLock { $0 != nil } })
             let budget = run.deadline.duration(since: run.startedAt)

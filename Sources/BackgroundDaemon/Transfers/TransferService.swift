@@ -137,13 +137,7 @@ public actor TransferService: Service {
         }
         defer { if let upload { close(upload) } }
         // The upload is the file as it is now: what its app writes to it later is not copied.
-        let uploadSize = try upload.map { descriptor throws in
-            var info = stat()
-            guard fstat(descriptor, &info) == 0 else {
-                throw SafeFiles.Refusal(.unreadable, "cannot read the upload's size", systemError: errno)
-            }
-            return Int64(info.st_size)
-        }
+        let uploadSize = try upload.map { descriptor in try SafeFiles.size(ofOpen: descriptor) }
         var reserved: (app: AppID, bytes: Int64)?
         if let app, let size = uploadSize, let quota = configuration.uploadQuota {
             // Checked and reserved before the first suspension: the actor runs nothing else between.

@@ -237,14 +237,20 @@ public struct FetchPolicy: Sendable {
     /// at every pass, and it was not woken until the clock caught up. Under a second ahead is
     /// said nothing of: the store keeps milliseconds, rounded, and NTP slews the clock by less.
     private func clamped(_ date: Date, now: Date, reasons: inout [DecisionReason]) -> Date? {
-        guard date > now else { return date }
-        guard date.timeIntervalSince(now) >= 1 else { return now }
+        guard Self.wasStampedBeforeTheClockWentBack(date, now: now) else { return min(date, now) }
         reasons.append(
             DecisionReason(
                 .clockWentBackwards,
                 "a recorded time is \(date.duration(since: now).humanDescription) in the future (the clock went back); due now"
             ))
         return nil
+    }
+
+    /// Whether `stamp` lies a second or more after `now`: written before the wall clock was set
+    /// back (less is the store's millisecond rounding, or NTP's slewing). How long ago it really
+    /// was is unknown; whatever counts from it is due now.
+    static func wasStampedBeforeTheClockWentBack(_ stamp: Date, now: Date) -> Bool {
+        stamp.timeIntervalSince(now) >= 1
     }
 }
 

@@ -76,10 +76,10 @@ public struct UsageOutlook: Sendable {
         guard let interval else { return decision }
         var decision = decision
         let anchor = candidate.recentRuns.first?.startedAt ?? candidate.registeredAt
-        // Stamped a second or more ahead: the clock went back, and how long ago it really was is
-        // unknown — due now, once, as in `FetchPolicy.dueDecision`; counted from now, the wake
-        // was put off by the interval at every pass until the clock caught up.
-        let rare = anchor.timeIntervalSince(now) >= 1 ? now : min(anchor, now).adding(interval)
+        // Due now, once, as in `FetchPolicy.dueDecision`: counted from now, the wake was put off
+        // by the interval at every pass until the clock caught up.
+        let rare =
+            FetchPolicy.wasStampedBeforeTheClockWentBack(anchor, now: now) ? now : min(anchor, now).adding(interval)
         if rare > earliest {
             decision.dueAt = rare
             decision.spacing = interval
