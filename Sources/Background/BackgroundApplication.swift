@@ -43,6 +43,8 @@ public final class BackgroundApplication: Sendable {
         /// Events taken but given up unhandled when their connection ended (a session the app
         /// had not created): sent again, they are taken anew, not taken for handled.
         var givenUp: Set<EventSequence> = []
+        /// Events handled whose acknowledgement bgd did not take: tried again at the next hello.
+        var unacknowledged: Set<EventSequence> = []
         /// The handlers in flight, so an expiration can cancel exactly that one.
         var running: [RunID: Task<BackgroundFetchResult?, Never>] = [:]
         /// Sessions whose events this launch has announced with `handleEventsForBackgroundURLSession`.
@@ -229,6 +231,7 @@ public final class BackgroundApplication: Sendable {
         state.withLock { state in
             state.givenUp.formUnion(state.handling)
             state.handling.removeAll()
+            state.unacknowledged.removeAll()  // bgd sends them again, and they are acknowledged then
         }
     }
 
@@ -239,10 +242,19 @@ public final class BackgroundApplication: Sendable {
         try await withThrowingTaskGroup(of: Void.self) { group in
             defer { group.cancelAll() }
             var greeted = false
-            for try await message in messages {
+            var lines = messages.makeAsyncIterator()
+            while let line = try await lines.nextLine() {
+                let message: StreamMessage
+                switch line {
+                case .message(let readable): message = readable
+                case .unreadableEvent(let seq, let error):
+                    await skip(seq, unreadable: error)
+                    continue
+                }
                 switch message {
                 case .hello:
                     onHello()
+                    await acknowledgeAgain()
                     // A new bgd knows nothing of this process: tell it what state the app is in —
                     // once, at the connection's first hello. Its later hellos are keep-alives:
                     // reported at each (every 30 s), a state read just before a transition was
@@ -256,7 +268,7 @@ public final class BackgroundApplication: Sendable {
                     case .new: break
                     case .beingHandled: continue
                     case .handledBefore:
-                        try await finish(event.seq)  // again: the ack was lost
+                        await finish(event.seq)  // again: the ack was lost
                         continue
                     }
                     switch event.body {
@@ -275,7 +287,7 @@ public final class BackgroundApplication: Sendable {
                         // and expiration after them.
                         if !deliveries.isQueuing(session), sessions.existing(session) != nil {
                             _ = await deliverTransferEvent(event.body, session: session)
-                            try await finish(event.seq)
+                            await finish(event.seq)
                         } else {
                             deliveries.enqueue(event, session: session)
                         }
@@ -295,13 +307,24 @@ public final class BackgroundApplication: Sendable {
                     }
                 }
             }
-            // The stream ended (bgd stopped): for an app the user runs, as any broken stream — its
-            // handlers are cancelled and their events given up (the next bgd makes the runs up),
-            // and it connects again at once. Before, it waited for every handler first: one that
-            // waited for its expiration, which only this stream could bring, held it for ever.
+            // The stream ended (bgd stopped): as any broken stream, the handlers are cancelled and
+            // their events given up (the next bgd makes the runs up); an app the user runs connects
+            // again at once, and a process bgd launched ends (a new bgd launches it anew). Before,
+            // each waited for every handler first: one that waited for its expiration, which only
+            // this stream could bring, held it for ever.
             if !isLaunchedInBackground { throw BackgroundError.disconnected }
-            try await group.waitForAll()
+            group.cancelAll()
         }
+    }
+
+    /// An event this library cannot read (a kind a newer bgd sends): it cannot be handled, so it
+    /// is acknowledged, said on standard error, and the stream goes on. Before, the stream was
+    /// taken for broken, and the app connected again — to be sent the same event — for ever.
+    private func skip(_ seq: EventSequence, unreadable error: BackgroundError) async {
+        guard case .new = take(seq) else { return }
+        FileHandle.standardError.write(
+            Data("Background: event \(seq) skipped, acknowledged unhandled (update the library?): \(error)\n".utf8))
+        await finish(seq)
     }
 
     /// How many runs' handlers are under way (tests: none is left once each has ended).
@@ -329,10 +352,28 @@ public final class BackgroundApplication: Sendable {
 
     /// `seq` is handled (or was, and its acknowledgement was lost): acknowledged alone, so that
     /// no event before it still being handled (a slow fetch, a session not yet created) is
-    /// closed with it.
-    func finish(_ seq: EventSequence) async throws {
+    /// closed with it. An acknowledgement bgd does not take (its disk full, a moment's trouble)
+    /// is tried again at the stream's next hello — not taken for a broken stream, which cancelled
+    /// every handler in flight, to run them all again on the next connection.
+    func finish(_ seq: EventSequence) async {
         _ = state.withLock { $0.handling.remove(seq) }
-        try await client.send(.post, "/v1/app/events/ack", body: EventAcknowledgement(seq: seq, only: true))
+        await acknowledge(seq)
+    }
+
+    private func acknowledge(_ seq: EventSequence) async {
+        do {
+            try await client.send(.post, "/v1/app/events/ack", body: EventAcknowledgement(seq: seq, only: true))
+            _ = state.withLock { $0.unacknowledged.remove(seq) }
+        } catch let error as BackgroundError where error.isLastingRefusal {
+            _ = state.withLock { $0.unacknowledged.remove(seq) }  // asking again would not change it
+        } catch {
+            _ = state.withLock { $0.unacknowledged.insert(seq) }
+        }
+    }
+
+    /// The acknowledgements bgd did not take, tried again in order.
+    private func acknowledgeAgain() async {
+        for seq in state.withLock({ $0.unacknowledged }).sorted() { await acknowledge(seq) }
     }
 
     /// Starts the app's handler for a run's event (fetch, push or task) in a task of its own,
@@ -408,7 +449,7 @@ public final class BackgroundApplication: Sendable {
                 return
             }
         }
-        try? await finish(seq)
+        await finish(seq)
     }
 
     /// The app's answer; nil when the handler gave up because it was cancelled (expired).

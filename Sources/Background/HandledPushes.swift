@@ -22,19 +22,20 @@ final class HandledPushes: Sendable {
     func contains(_ apnsID: String) -> Bool { recent.withLock { $0.contains(apnsID) } }
 
     /// Remembers `apnsID` before the answer is sent (written to the container first, so a crash
-    /// after the answer cannot forget it).
+    /// after the answer cannot forget it). Written under the lock: two handlers answering at
+    /// once each wrote the list as it stood, and the older write could land last, losing the
+    /// other's id from the file.
     func record(_ apnsID: String) {
-        let lines = recent.withLock { recent -> [String] in
+        recent.withLock { recent in
             recent.append(apnsID)
             if recent.count > Self.limit { recent.removeFirst(recent.count - Self.limit) }
-            return recent
+            guard let file else { return }
+            let temporary = file + ".new"
+            guard
+                FileManager.default.createFile(
+                    atPath: temporary, contents: Data((recent.joined(separator: "\n") + "\n").utf8))
+            else { return }
+            _ = rename(temporary, file)
         }
-        guard let file else { return }
-        let temporary = file + ".new"
-        guard
-            FileManager.default.createFile(
-                atPath: temporary, contents: Data((lines.joined(separator: "\n") + "\n").utf8))
-        else { return }
-        _ = rename(temporary, file)
     }
 }

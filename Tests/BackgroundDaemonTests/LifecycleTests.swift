@@ -4,6 +4,7 @@ import BackgroundModel
 import BackgroundPolicy
 import BackgroundTesting
 import Foundation
+import Synchronization
 import Testing
 
 #if canImport(Glibc)
@@ -347,6 +348,12 @@ struct LifecycleTests {
             #expect(
                 application.lastBackgroundTaskRefusal?.contains("background time is over") == true,
                 "\(application.lastBackgroundTaskRefusal ?? "")")
+            // The scoped form refused: its work never starts (it began before the answer came).
+            let ran = Mutex(false)
+            await #expect(throws: BackgroundError.self) {
+                try await application.withBackgroundTime(named: "too late") { ran.withLock { $0 = true } }
+            }
+            #expect(!ran.withLock { $0 }, "the work ran though the time was refused")
             // Not suspended: the app runs inside bgd's own process.
             let status = try await daemon.admin.send(.get, "/v1/tasks", as: TasksOverview.self).lifecycles.first
             #expect(status?.state == .background && status?.tasks.isEmpty == true)

@@ -1,5 +1,6 @@
 import BackgroundModel
 import Foundation
+import Synchronization
 
 extension BackgroundApplication {
     /// `beginBackgroundTask(withName:expirationHandler:)`: asks bgd for time to finish work after
@@ -50,18 +51,20 @@ extension BackgroundApplication {
 
     /// Runs `body` with background time held: a task named `name` is begun first and ended
     /// after, and expiration reaches `body` as cancellation. Throws `BackgroundError` when bgd
-    /// refuses the time.
+    /// refuses the time — and then `body` has not run: it starts once the time is granted
+    /// (before, it started at once and ran on, cancelled, after a refusal).
     public func withBackgroundTime<T: Sendable>(
         named name: String? = nil, _ body: @escaping @Sendable () async throws -> T
     ) async throws -> T {
-        let work = Task { try await body() }
-        let identifier = await beginBackgroundTask(withName: name) { work.cancel() }
+        let expiration = ExpirationLatch<T>()
+        let identifier = await beginBackgroundTask(withName: name) { expiration.expire() }
         guard identifier != .invalid else {
-            work.cancel()
             throw BackgroundError.api(
                 status: 409, code: "backgroundTimeExpired",
                 reason: lastBackgroundTaskRefusal ?? "background time refused")
         }
+        let work = Task { try await body() }
+        expiration.watch(work)
         let result = await withTaskCancellationHandler {
             await work.result
         } onCancel: {
@@ -79,5 +82,25 @@ extension BackgroundApplication {
             return Array(state.expirationHandlers.values)
         }
         for handler in handlers { handler() }
+    }
+}
+
+/// Cancels `withBackgroundTime`'s work when its time expires — also when the expiration came
+/// before the work started (the grant came with bgd's warning already sent).
+private final class ExpirationLatch<T: Sendable>: Sendable {
+    private let state = Mutex<(expired: Bool, work: Task<T, any Error>?)>((false, nil))
+
+    func expire() {
+        state.withLock {
+            $0.expired = true; return $0.work
+        }?.cancel()
+    }
+
+    func watch(_ work: Task<T, any Error>) {
+        if state.withLock({
+            $0.work = work; return $0.expired
+        }) {
+            work.cancel()
+        }
     }
 }

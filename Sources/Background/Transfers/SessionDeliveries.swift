@@ -36,7 +36,7 @@ final class SessionDeliveries: Sendable {
             let task = Task {
                 for await event in events {
                     guard await application.deliverTransferEvent(event.body, session: session) else { return }
-                    try? await application.finish(event.seq)
+                    await application.finish(event.seq)
                 }
             }
             deliveries?[session] = Delivery(events: continuation, task: task)
