@@ -28,12 +28,16 @@ struct ConfinementTests {
                 try own-write sh -c "echo mine > '$c/mine'"
                 try tmp-write sh -c 'echo t > "$TMPDIR/t"'
                 try database cat "$STATE/bgd.sqlite"
+                try via-link cat "$OUTSIDE/alias/state/bgd.sqlite"
                 try other-app cat "$STATE/containers/com.example.other/secret"
                 try state-list ls "$STATE"
                 try token cat "$BGD_SOCKET.operator-token"
                 try write-outside sh -c "echo x > '$OUTSIDE/planted'"
                 } > "$c/probes"
                 """#
+            // A link beside the state directory to its parent: granted as what it leads to, it
+            // opened the state to read (Silverblue's /home is such a link to var/home).
+            #expect(symlink(daemon.directory, daemon.directory + "/alias") == 0)
             _ = try await daemon.register("com.example.other", command: ["/bin/true"], interval: .never)
             try FileManager.default.createDirectory(
                 atPath: state + "/containers/com.example.other", withIntermediateDirectories: true)
@@ -49,7 +53,8 @@ struct ConfinementTests {
                 .split(separator: "\n").map(String.init)
             #expect(
                 probes == [
-                    "system ok", "own-write ok", "tmp-write ok", "database refused", "other-app refused",
+                    "system ok", "own-write ok", "tmp-write ok", "database refused", "via-link refused",
+                    "other-app refused",
                     "state-list refused", "token refused",
                     "write-outside refused",
                 ], "\(probes)")
@@ -90,7 +95,9 @@ struct ConfinementTests {
                 }
                 let log = daemon.directory + "/state/containers/\(app)/launch.log"
                 var status = stat()
-                #expect(lstat(log, &status) == 0 && (status.st_mode & S_IFMT) == S_IFREG, "\(kind): a file of its own again")
+                #expect(
+                    lstat(log, &status) == 0 && (status.st_mode & S_IFMT) == S_IFREG, "\(kind): a file of its own again"
+                )
                 #expect(try String(contentsOfFile: log, encoding: .utf8).contains("escaped"), "\(kind)")
             }
             #expect(try String(contentsOfFile: outside, encoding: .utf8) == "mine\n", "nothing appended outside")
@@ -104,7 +111,9 @@ struct ConfinementTests {
         #if os(Linux)
             let helper = try #require(Confinement.helperPath(), "bgd-confine is built beside the tests")
             let linked = try await Command.run("/usr/bin/env", ["ldd", helper])
-            #expect(linked.standardOutput.contains("not a dynamic executable") || linked.standardError.contains("not a dynamic executable"), "\(linked.standardOutput)")
+            #expect(
+                linked.standardOutput.contains("not a dynamic executable")
+                    || linked.standardError.contains("not a dynamic executable"), "\(linked.standardOutput)")
             #expect(!linked.standardOutput.contains("libswiftCore"))
         #endif
     }

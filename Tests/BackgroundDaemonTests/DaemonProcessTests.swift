@@ -97,6 +97,42 @@ struct DaemonProcessTests {
             refused.status == 1 && refused.standardError.contains("anybody may write to it"), "\(refused)")
     }
 
+    /// What is at bgd's paths and is not its own is refused, and left as it was: a state
+    /// directory or a lock file another user owns (they could swap the database, or hold bgd off
+    /// for good), a lock that is a symbolic link (bgd truncated what it pointed at), and a file
+    /// at the socket's path that is not a socket (a mistyped --socket deleted it).
+    @Test func pathsThatAreNotBgdsOwnAreRefusedAndLeftAlone() async throws {
+        let directory = TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        func bgd(state: String = "state", socket: String = "bgd.sock") async throws -> Command.Output {
+            try await Command.run(
+                try BuiltProducts.path(of: "bgd"),
+                ["--state-dir", directory + "/" + state, "--socket", directory + "/" + socket, "--push-port", "off"])
+        }
+        let notes = directory + "/notes.txt"
+        try Data("mine\n".utf8).write(to: URL(fileURLWithPath: notes))
+        let mistyped = try await bgd(socket: "notes.txt")
+        #expect(mistyped.status == 1 && mistyped.standardError.contains("is not a socket"), "\(mistyped)")
+        #expect(try String(contentsOfFile: notes, encoding: .utf8) == "mine\n", "the file is left")
+
+        #expect(symlink(notes, directory + "/linked.sock.lock") == 0)
+        let linked = try await bgd(socket: "linked.sock")
+        #expect(linked.status == 1 && linked.standardError.contains("symbolic link"), "\(linked)")
+        #expect(try String(contentsOfFile: notes, encoding: .utf8) == "mine\n", "not truncated through the link")
+
+        guard geteuid() == 0 else { return }  // only root may give a path to another user (here and in CI)
+        #expect(mkdir(directory + "/theirs", 0o700) == 0 && chown(directory + "/theirs", 65534, 65534) == 0)
+        let theirs = try await bgd(state: "theirs")
+        #expect(
+            theirs.status == 1 && theirs.standardError.contains("belongs to user 65534, not to bgd's"), "\(theirs)")
+        #expect(!FileManager.default.fileExists(atPath: directory + "/theirs/bgd.sqlite"))
+
+        let squatted = directory + "/squatted.sock.lock"
+        #expect(FileManager.default.createFile(atPath: squatted, contents: nil) && chown(squatted, 65534, 65534) == 0)
+        let held = try await bgd(socket: "squatted.sock")
+        #expect(held.status == 1 && held.standardError.contains("not a file of bgd's user's"), "\(held)")
+    }
+
     /// Another state directory but the same socket: refused, and the first bgd's socket is
     /// neither bound over nor unlinked (probe D7).
     @Test func aSecondBgdOnTheSameSocketRefusesToStartAndLeavesItAlone() async throws {

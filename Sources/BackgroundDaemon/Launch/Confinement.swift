@@ -35,6 +35,11 @@ public struct Confinement: Sendable, Equatable {
         for entry in entries.sorted() {
             let path = (directory == "/" ? "" : directory) + "/" + entry
             if hidden.contains(path) { continue }
+            // A link is granted where it leads, and where it leads is walked in its own place: a
+            // rule for it would land on its target, and one leading to an ancestor of a hidden
+            // subtree (Silverblue's /home → var/home, a link in ~) granted the subtree to read.
+            var info = stat()
+            if lstat(path, &info) != 0 || (info.st_mode & S_IFMT) == S_IFLNK { continue }
             if hidden.contains(where: { $0.hasPrefix(path + "/") }) {
                 collect(under: path, into: &readable)
             } else {

@@ -33,15 +33,28 @@ public final class StateDirectory: Sendable {
     }
 
     /// Creates the directory (0700) if needed and takes its lock; throws `AlreadyInUse` when
-    /// another bgd holds it.
+    /// another bgd holds it, and `Unusable` when it is not bgd's user's: one another user made
+    /// (a `--state-dir` in a shared place) could have its database swapped and its apps'
+    /// containers replaced by links — before, bgd made it 0700 where it could and went on.
     public init(path: String) throws {
         self.path = path
         do {
             try FileManager.default.createDirectory(
                 atPath: path + "/containers", withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-            chmod(path, 0o700)
         } catch {
             throw Unusable(path: path, reason: SystemErrorText.describe(error))
+        }
+        var info = stat()
+        guard stat(path, &info) == 0 else { throw Unusable(path: path, reason: String(cString: strerror(errno))) }
+        guard info.st_uid == geteuid() else {
+            throw Unusable(
+                path: path,
+                reason:
+                    "the state directory belongs to user \(info.st_uid), not to bgd's: whoever owns it could change bgd's database. Pass a --state-dir of your own"
+            )
+        }
+        guard chmod(path, 0o700) == 0 else {
+            throw Unusable(path: path, reason: "cannot make it 0700: \(String(cString: strerror(errno)))")
         }
         switch PidLock.take(path + "/bgd.lock") {
         case .taken(let lock): self.lock = lock
@@ -144,7 +157,17 @@ final class SocketClaim: Sendable {
         }
         self.socketPath = socketPath
         isActivated = activated
-        if !activated { unlink(socketPath) }  // left by a bgd that died: nobody holds its lock
+        guard !activated else { return }
+        // A socket left by a bgd that died (nobody holds its lock) goes; anything else at the path
+        // is not bgd's to remove — a --socket mistyped as a file of the user's was deleted.
+        var existing = stat()
+        if lstat(socketPath, &existing) == 0 {
+            guard (existing.st_mode & S_IFMT) == S_IFSOCK else {
+                throw StateDirectory.Unusable(
+                    path: socketPath, reason: "it is there and is not a socket; pass another --socket, or remove it")
+            }
+            unlink(socketPath)
+        }
     }
 
     /// Removes the socket (ours: the lock is held; systemd's stays, for its next start) and lets
@@ -169,9 +192,21 @@ final class PidLock: Sendable {
 
     private init(descriptor: Int32) { self.descriptor = descriptor }
 
+    /// Takes the lock at `path`: a file of bgd's user's, never followed through a link — beside
+    /// a socket in a shared directory (/tmp), another user's lock file could hold bgd off for
+    /// good, and a link there made bgd truncate whatever it pointed at.
     static func take(_ path: String) -> Outcome {
-        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else { return .unusable(String(cString: strerror(errno))) }
+        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0o600)
+        guard descriptor >= 0 else {
+            let reason = String(cString: strerror(errno))
+            return .unusable(errno == ELOOP ? "the lock file is a symbolic link; remove it" : reason)
+        }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_uid == geteuid() else {
+            close(descriptor)
+            return .unusable(
+                "the lock file is not a file of bgd's user's (owner \(info.st_uid)); remove it, or choose another path")
+        }
         guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
             let holder = try? String(contentsOfFile: path, encoding: .utf8).trimmingCharacters(
                 in: .whitespacesAndNewlines)
