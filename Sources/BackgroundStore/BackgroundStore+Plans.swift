@@ -73,9 +73,10 @@ extension BackgroundStore {
             // The newest run of each app: the same order `runs(of:limit:)` gives.
             let newest = try RunRow.fetchAll(
                 db,
+                // Driven by the apps, one look each: driven by the runs, it visited every run kept.
                 sql: """
-                    SELECT * FROM run AS r WHERE r.id = (
-                        SELECT id FROM run WHERE appId = r.appId ORDER BY startedAt DESC, id DESC LIMIT 1)
+                    SELECT r.* FROM app AS a JOIN run AS r ON r.id = (
+                        SELECT id FROM run WHERE appId = a.id ORDER BY startedAt DESC, id DESC LIMIT 1)
                     """)
             for row in newest { lastRuns[row.appId] = try RunRecord(row: row) }
             return apps.map { AppListing(app: $0, plan: plans[$0.id.rawValue], lastRun: lastRuns[$0.id.rawValue]) }

@@ -144,6 +144,7 @@ struct APIBadInputTests {
                     Data(#"{"session":"s","url":"http://127.0.0.1:8/x","timeoutForResource":1e12}"#.utf8), a.token,
                     400, "invalidTransfer"
                 ),
+                (.DELETE, "/v1/app/task-requests/bad%20identifier", nil, a.token, 400, "invalidTaskIdentifier"),
                 // Dates past 9999 cannot be read back from the store (a task request's trapped bgd
                 // at every start; a transfer's stalled every transfer).
                 (

@@ -39,6 +39,15 @@ struct ClockStepPruningTests {
         clock.jump(by: day * 100)
         try await pruner.pass()
         #expect(try await kept() == (10, 10), "nothing is older than a day by the time that passed")
+        // bgd restarts (an upgrade, a reboot) a day on: the step is remembered. Before, it was
+        // held in memory only, and the new bgd's first pass pruned as 100 days old every open
+        // and every run stamped before it.
+        clock.advance(by: day)
+        let restarted = HistoryPruner(
+            store: store, configuration: .init(retention: .init(runsKeptPerApp: 2)), clock: clock,
+            logger: Logger(label: "test"))
+        try await restarted.pass()
+        #expect(try await kept() == (10, 10), "a restart does not forget the step")
         _ = try await store.recordOpen(of: app, at: clock.now)  // an open the new clock stamps
         try await pruner.pass()
         #expect(try await kept() == (10, 11))

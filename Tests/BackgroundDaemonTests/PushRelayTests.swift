@@ -924,6 +924,8 @@ struct PushRelayTests {
                     PushRelayEnrollRequest(url: "https://localhost:1", certificate: "/nonexistent.pem"),
                     "invalidRelayURL"
                 ),
+                // Readable from bgd's working directory, but a path relative to whose?
+                (PushRelayEnrollRequest(url: "https://localhost:1", certificate: "Package.swift"), "invalidRelayURL"),
                 (PushRelayEnrollRequest(url: "https://localhost:1"), "relayUnreachable"),
             ] {
                 let answer = try await RawHTTP.request(

@@ -45,11 +45,7 @@ struct LifecycleRoutes {
             var request = request
             let bearer = try context.appCaller()
             let task = try await request.decodeJSON(TaskRequest.self)
-            guard TaskRequest.isValidIdentifier(task.identifier) else {
-                throw APIError(
-                    .badRequest, .invalidTaskIdentifier,
-                    "a task identifier is 1 to 200 letters, digits, '.', '-' or '_'")
-            }
+            try Self.requireValid(taskIdentifier: task.identifier)
             return try JSONResponse.make(try await tasks.submit(task, for: bearer.app), status: .created)
         }
         app.get("task-requests") { _, context in
@@ -59,8 +55,11 @@ struct LifecycleRoutes {
             try await tasks.cancel(of: try context.appCaller().app, identifier: nil)
             return Response(status: .noContent)
         }
+        // As `BGTaskScheduler.cancel(taskRequestWithIdentifier:)`: silent when nothing is pending
+        // under that identifier; an identifier no request can have is the caller's mistake.
         app.delete("task-requests/:identifier") { _, context in
             let identifier = context.parameters.get("identifier") ?? ""
+            try Self.requireValid(taskIdentifier: identifier)
             try await tasks.cancel(of: try context.appCaller().app, identifier: identifier)
             return Response(status: .noContent)
         }
@@ -80,6 +79,13 @@ struct LifecycleRoutes {
     }
 
     /// The pid is the kernel's word, not the app's: the caller itself, or a process it started.
+    private static func requireValid(taskIdentifier identifier: String) throws {
+        guard TaskRequest.isValidIdentifier(identifier) else {
+            throw APIError(
+                .badRequest, .invalidTaskIdentifier, "a task identifier is 1 to 200 letters, digits, '.', '-' or '_'")
+        }
+    }
+
     private static func checkOwnProcess(_ processID: Int32, context: APIRequestContext) async throws {
         guard let peer = await PeerCredentials.of(context.channel) else {
             #if os(Linux)

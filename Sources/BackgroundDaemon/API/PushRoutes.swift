@@ -43,6 +43,10 @@ struct PushRoutes {
         router.post("v1/push/relay") { request, _ in
             var request = request
             let enroll = try await request.decodeJSON(PushRelayEnrollRequest.self)
+            // A relative path would be bgd's working directory's, not the caller's (bgctl sends a full one).
+            if let certificate = enroll.certificate, !certificate.hasPrefix("/") {
+                throw APIError(.badRequest, .invalidRelayURL, "give the certificate's full path, not \(certificate)")
+            }
             if let certificate = enroll.certificate, !FileManager.default.isReadableFile(atPath: certificate) {
                 throw APIError(.badRequest, .invalidRelayURL, "bgd cannot read the certificate \(certificate)")
             }
@@ -57,9 +61,11 @@ struct PushRoutes {
             } catch PushUplink.Failure.alreadyEnrolled(let url, let device) {
                 throw APIError(
                     .conflict, .relayAlreadyEnrolled,
-                    "bgd is enrolled with \(url) as device \(device) already; enrolling again makes a new device, and the relay keeps the apps' device tokens for the old one (pushes to them would wait there): add --replace to enroll anew, then have each app register for a new token")
+                    "bgd is enrolled with \(url) as device \(device) already; enrolling again makes a new device, and the relay keeps the apps' device tokens for the old one (pushes to them would wait there): add --replace to enroll anew, then have each app register for a new token"
+                )
             } catch PushUplink.Failure.badURL(let url) {
-                throw APIError(.badRequest, .invalidRelayURL, "'\(url)' is not a relay's uplink URL (https://host:2198)")
+                throw APIError(
+                    .badRequest, .invalidRelayURL, "'\(url)' is not a relay's uplink URL (https://host:2198)")
             } catch let error as PushUplink.Failure {
                 throw APIError(.badGateway, .relayUnreachable, "the relay refused to enroll bgd: \(error)")
             } catch {

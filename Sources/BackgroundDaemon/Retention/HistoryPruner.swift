@@ -60,7 +60,10 @@ public struct HistoryPruner: Service {
 
     /// One pruning pass. `run` makes one now and then; a test makes one and sees what it throws.
     public func pass() async throws {
-        try await carryForward(across: jumps.forwardJump())
+        if !jumps.isRestored { jumps.restore(try await store.wallClockSteps()) }
+        let jump = jumps.forwardJump()
+        if jump > 0 { try await store.setWallClockSteps(jumps.saved) }
+        try await carryForward(across: jump)
         let ages = jumps.ages()
         try await expireUnacknowledged(ages: ages)
         let report = try await store.prune(configuration.retention, ages: ages)

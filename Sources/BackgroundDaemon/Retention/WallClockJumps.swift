@@ -9,11 +9,26 @@ import Synchronization
 /// is days older by the new clock than it is. (Time asleep counts as passed: `elapsed` runs on
 /// while suspended, so a laptop's night is not a jump.)
 ///
-/// Each jump is remembered as a step for `StampAges`, until `remembered` has really passed since.
+/// Each jump is remembered as a step for `StampAges`, until `remembered` has really passed since;
+/// `saved` and `restore` carry the steps across a restart (the store keeps them): a restart
+/// within the months after a step forgot it, and its first pass pruned as old everything
+/// stamped before the step.
 final class WallClockJumps: Sendable {
     private let clock: any WallClock
     private let remembered: Duration
-    private let last: Mutex<(now: Date, elapsed: Duration, steps: [(before: Date, at: Duration)])>
+    private let last: Mutex<(now: Date, elapsed: Duration, steps: [Step])>
+    private let restored = Mutex(false)
+
+    private struct Step {
+        var before: Date
+        /// `elapsed` at the step, and the wall clock then (saved: `elapsed` restarts with bgd).
+        var at: Duration
+        var seenAt: Date
+    }
+
+    /// The most steps remembered (the oldest go first): a clock that steps back and forth at
+    /// every pass adds a condition to every pruning query for each.
+    static let stepsKept = 64
 
     /// Less than this is drift, NTP's slewing or the moment between reading the two clocks.
     static let tolerance: TimeInterval = 60
@@ -36,9 +51,35 @@ final class WallClockJumps: Sendable {
             guard jump > Self.tolerance else { return 0 }
             // When in the time since the last look the step came is not known: say just now, the
             // latest it can have been, which makes the most of the stamps before it younger.
-            last.steps.append((before: now.addingTimeInterval(-jump), at: elapsed))
+            last.steps.append(Step(before: now.addingTimeInterval(-jump), at: elapsed, seenAt: now))
+            last.steps = Array(last.steps.suffix(Self.stepsKept))
             return jump
         }
+    }
+
+    /// The steps remembered, to save.
+    var saved: [WallClockStep] {
+        last.withLock { $0.steps.map { WallClockStep(before: $0.before, seenAt: $0.seenAt) } }
+    }
+
+    /// Whether `restore` has run (a pruner takes back the saved steps at its first pass).
+    var isRestored: Bool { restored.withLock { $0 } }
+
+    /// Takes back steps a bgd before this one saved: each as long ago as the wall clock says
+    /// it was seen (a later step is a step of its own).
+    func restore(_ steps: [WallClockStep]) {
+        let (now, elapsed) = (clock.now, clock.elapsed)
+        last.withLock { last in
+            let known = Set(last.steps.map(\.seenAt))
+            for step in steps where !known.contains(step.seenAt) {
+                let ago = Duration.seconds(max(0, now.timeIntervalSince(step.seenAt)))
+                guard ago < remembered else { continue }
+                last.steps.append(Step(before: step.before, at: elapsed - ago, seenAt: step.seenAt))
+            }
+            last.steps.sort { $0.at < $1.at }
+            last.steps = Array(last.steps.suffix(Self.stepsKept))
+        }
+        restored.withLock { $0 = true }
     }
 
     /// The ages of stamps by the wall clock now, across the steps forward seen (at the last

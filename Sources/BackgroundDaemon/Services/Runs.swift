@@ -83,7 +83,9 @@ struct Runs: Sendable {
     /// answer read from it named the old interval's reasons (`fetchDisabled` just after `1`).
     func setFetchInterval(_ interval: FetchInterval, for id: AppID) async throws -> AppSummary {
         var summary = try await apps.setFetchInterval(interval, for: id)
-        let decision = try await planNow(clock.now).plan.decision(for: id)
+        // The interval is committed: a plan that cannot be read now leaves the answer without its
+        // next wake rather than saying the change failed.
+        let decision = try? await planNow(clock.now).plan.decision(for: id)
         summary.nextWake = decision?.dueAt
         summary.nextWakeReasons = decision?.reasons ?? []
         return summary
