@@ -59,7 +59,8 @@ extension Daemon {
     /// still the same processes, and any process bgd started for them found by its environment);
     /// apps it left stopped are continued — nobody else would.
     static func settleWhatAPreviousBgdLeft(
-        store: BackgroundStore, socketPath: String, clock: any WallClock, logger: Logger
+        store: BackgroundStore, stateDirectory: StateDirectory, socketPath: String, clock: any WallClock,
+        logger: Logger
     ) async throws {
         let interruptedRuns = try await store.closeInterruptedRuns(now: clock.now)
         for interrupted in interruptedRuns {
@@ -79,7 +80,9 @@ extension Daemon {
         for pid in ProcessSupervisor.endOrphans(ofRuns: runs, socketPath: socketPath) {
             logger.notice("Ended an app process a previous bgd had started for a run", metadata: ["pid": "\(pid)"])
         }
-        for leftover in try await store.takeSuspensions() where ProcessSupervisor.continueLeftover(leftover) {
+        let instance = AppCgroups.instance(of: stateDirectory.path)
+        for leftover in try await store.takeSuspensions()
+        where ProcessSupervisor.continueLeftover(leftover, instance: instance) {
             logger.notice(
                 "Continued an app a previous bgd had suspended",
                 metadata: ["app.id": "\(leftover.app)", "pid": "\(leftover.processID)"])
@@ -91,7 +94,9 @@ extension Daemon {
     /// transfer's) are removed from the state's and every container's transfer directory. Not
     /// the operator's partials beside their destinations: bgd does not list the operator's
     /// directories.
-    static func removeFilesOfEndedTransfers(store: BackgroundStore, stateDirectory: StateDirectory, logger: Logger)
+    static func removeFilesOfEndedTransfers(
+        store: BackgroundStore, stateDirectory: StateDirectory, logger: Logger
+    )
         async throws
     {
         let known = try await store.outstandingTransferIDs()

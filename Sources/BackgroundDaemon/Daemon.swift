@@ -167,7 +167,8 @@ public struct Daemon: Service {
             killGrace: configuration.budget.killGrace, logger: Self.logger("bg.processes", like: logger))
 
         try await Self.settleWhatAPreviousBgdLeft(
-            store: store, socketPath: configuration.socketPath, clock: clock, logger: logger)
+            store: store, stateDirectory: stateDirectory, socketPath: configuration.socketPath, clock: clock,
+            logger: logger)
         try await Self.removeFilesOfEndedTransfers(store: store, stateDirectory: stateDirectory, logger: logger)
         _ = try await TokenFile.settleStaged(store: store, stateDirectory: stateDirectory, logger: logger)
         let usage = UsageTracker(store: store, configuration: configuration.usage)
@@ -216,13 +217,6 @@ public struct Daemon: Service {
             conditions: conditions, clock: clock, doorbell: doorbell,
             activity: activity, logger: Self.logger("bg.scheduler", like: logger))
         keepAlive = KeepAlive(broker: broker, clock: clock)
-        pruner = HistoryPruner(
-            store: store, configuration: configuration.retention, clock: clock, doorbell: pruneDoorbell,
-            activity: activity,
-            eventsExpired: { [coordinator] app, openRemaining in
-                await coordinator.eventsExpired(for: app, openRemaining: openRemaining)
-            },
-            logger: Self.logger("bg.retention", like: logger))
         let pruneAfterPushes = PruneAfterPushes(
             threshold: 10 * configuration.retention.retention.pushesKeptPerApp, pruner: pruneDoorbell)
         if let push = configuration.push {
@@ -252,6 +246,14 @@ public struct Daemon: Service {
             activity: activity, clock: clock, configuration: configuration.transfers,
             lowBatteryLevel: configuration.fetchPolicy.lowBatteryLevel, doorbell: transferDoorbell,
             logger: Self.logger("bg.transfers", like: logger))
+        pruner = HistoryPruner(
+            store: store, configuration: configuration.retention, clock: clock, doorbell: pruneDoorbell,
+            activity: activity,
+            eventsExpired: { [coordinator] app, openRemaining in
+                await coordinator.eventsExpired(for: app, openRemaining: openRemaining)
+            },
+            expirePaused: { [transfers] in try await transfers.expireIfStillPaused($0) },
+            logger: Self.logger("bg.retention", like: logger))
         var api = DaemonAPI(
             DaemonAPI.Engines(
                 store: store, stateDirectory: stateDirectory, broker: broker, tokens: tokens, lifecycle: lifecycle,

@@ -197,10 +197,13 @@ extension BackgroundStore {
 
     /// Ends a transfer and, for an app's, queues its events — in one transaction, so the app
     /// hears of every ending exactly once. Nil (nothing changes) when it had already ended.
-    public func finishTransfer(_ id: TransferID, _ ending: TransferEnding, now: Date) async throws -> TransferRecord? {
+    public func finishTransfer(
+        _ id: TransferID, _ ending: TransferEnding, now: Date, onlyIf states: Set<TransferState>? = nil
+    ) async throws -> TransferRecord? {
         try await writer.write { db in
             guard var row = try TransferRow.fetchOne(db, key: id.rawValue) else { return nil }
             guard let state = TransferState(rawValue: row.state), !state.isFinal else { return nil }
+            if let states, !states.contains(state) { return nil }
             let request = try ColumnJSON.decode(TransferRequest.self, from: row.request)
             var error: TransferError?
             var statusCode: Int?
@@ -260,6 +263,19 @@ extension BackgroundStore {
             row.state = TransferState.paused.rawValue
             row.waitingReason = reason
         }
+    }
+
+    /// The transfers paused with no progress for `age` (by `ages`): an app that paused one and
+    /// threw its resume data away left it, with its partial file, for good.
+    public func pausedTransfers(idleFor age: Duration, ages: StampAges) async throws -> [TransferID] {
+        let idle = ages.condition("lastProgressAt", olderThan: age)
+        var arguments: StatementArguments = [TransferState.paused.rawValue]
+        arguments += idle.arguments
+        let ids = try await writer.read { [arguments] db in
+            try Int64.fetchAll(
+                db, sql: "SELECT id FROM transfer WHERE state = ? AND \(idle.sql) ORDER BY id", arguments: arguments)
+        }
+        return ids.map { TransferID($0) }
     }
 
     public func resumeTransfer(_ id: TransferID) async throws -> StoredTransfer? {

@@ -19,7 +19,11 @@ struct LifecycleCrashTests {
     var state: String { directory + "/state" }
     var socket: String { directory + "/bgd.sock" }
 
-    @Test func theNextBgdContinuesAnAppAKilledOneHadSuspended() async throws {
+    /// `nextWithoutCgroups`: the next bgd does not find the killed one's cgroups (started with
+    /// `--app-cgroups off`, as from another terminal's scope): the app's frozen group is thawed
+    /// all the same. Before, it was sent SIGCONT only, which does not thaw a freezer.
+    @Test(arguments: [false, true])
+    func theNextBgdContinuesAnAppAKilledOneHadSuspended(nextWithoutCgroups: Bool) async throws {
         let arguments = ["--suspension-delay", "0.05s", "--conditions", "unconstrained"]
         var daemon: DaemonProcess? = try await DaemonProcess(
             stateDirectory: state, socketPath: socket, arguments: arguments)
@@ -46,7 +50,9 @@ struct LifecycleCrashTests {
         _ = await daemon?.waitForExit()
         daemon = nil
         #expect(isSuspended(process.processID), "still suspended: nobody thawed it")
-        let next = try await DaemonProcess(stateDirectory: state, socketPath: socket, arguments: arguments)
+        let next = try await DaemonProcess(
+            stateDirectory: state, socketPath: socket,
+            arguments: arguments + (nextWithoutCgroups ? ["--app-cgroups", "off"] : []))
         // Thawed: it runs, so it connects again and says its state to the new bgd (which may
         // well suspend it again 50 ms later — that is a new suspension, its own to undo).
         var reported = false
@@ -60,7 +66,9 @@ struct LifecycleCrashTests {
         _ = await next.waitForExit()
         // Given back the cgroup it came from, though the bgd that took it from there was killed,
         // and nothing of bgd's is left around it.
-        if let ownGroup {
+        if nextWithoutCgroups {
+            #expect(!CgroupProbe.isFrozen(process.processID), "thawed though the next bgd holds no cgroups")
+        } else if let ownGroup {
             #expect(CgroupProbe.directory(of: process.processID) == ownGroup)
             #expect(access(ownGroup + "/bgd-" + AppCgroups.instance(of: state), F_OK) != 0, "bgd's groups are gone")
             #expect(

@@ -29,6 +29,8 @@ public struct HistoryPruner: Service {
     /// Told of each app whose transfer events a pass expired, with how many it has still open:
     /// a run launched for them has nothing left to deliver (`RunCoordinator.eventsExpired`).
     let eventsExpired: (@Sendable (AppID, _ openRemaining: Int) async -> Void)?
+    /// Cancels a transfer paused and left for the retention, if it is paused still; true when it was.
+    let expirePaused: (@Sendable (TransferID) async throws -> Bool)?
     let logger: Logger
     /// The wall clock's steps forward since bgd started, which a pass does not count as time
     /// passed (`StampAges`).
@@ -37,8 +39,9 @@ public struct HistoryPruner: Service {
     public init(
         store: BackgroundStore, configuration: Configuration, clock: any WallClock, doorbell: Doorbell = Doorbell(),
         activity: ActivityFeed? = nil, eventsExpired: (@Sendable (AppID, _ openRemaining: Int) async -> Void)? = nil,
-        logger: Logger
+        expirePaused: (@Sendable (TransferID) async throws -> Bool)? = nil, logger: Logger
     ) {
+        self.expirePaused = expirePaused
         self.activity = activity
         self.eventsExpired = eventsExpired
         self.store = store
@@ -66,6 +69,7 @@ public struct HistoryPruner: Service {
         try await carryForward(across: jump)
         let ages = jumps.ages()
         try await expireUnacknowledged(ages: ages)
+        try await expireAbandonedPauses(ages: ages)
         let report = try await store.prune(configuration.retention, ages: ages)
         if report.rowsDeleted > 0 {
             logger.info(
@@ -92,6 +96,21 @@ public struct HistoryPruner: Service {
         logger.notice(
             "The wall clock was set forward: unacknowledged events keep the time they had",
             metadata: ["jump.seconds": "\(Int(jump))", "events": "\(moved)"])
+    }
+
+    /// Transfers paused with no progress for `retention.history` are cancelled: the app that
+    /// paused one and threw its resume data away kept a row and a partial file for good, up to
+    /// its limit of outstanding transfers, past which it could make no more.
+    private func expireAbandonedPauses(ages: StampAges) async throws {
+        guard let expirePaused else { return }
+        var expired = 0
+        for id in try await store.pausedTransfers(idleFor: configuration.retention.history, ages: ages)
+        where try await expirePaused(id) {
+            expired += 1
+        }
+        if expired > 0 {
+            logger.notice("Cancelled transfers paused and left too long", metadata: ["transfers": "\(expired)"])
+        }
     }
 
     /// A transfer's events the app has not acknowledged in `retention.history` are closed as

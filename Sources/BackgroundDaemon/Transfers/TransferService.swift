@@ -212,6 +212,17 @@ public actor TransferService: Service {
         return stored.record
     }
 
+    /// A transfer left paused past the retention (`HistoryPruner`) is cancelled as `cancel`
+    /// does — the app hears `cancelled`, the partial file goes — if it is paused still.
+    func expireIfStillPaused(_ id: TransferID) async throws -> Bool {
+        guard attempts[id] == nil, let stored = try await store.transfer(id),
+            let ended = try await store.finishTransfer(id, .cancelled, now: clock.now, onlyIf: [.paused])
+        else { return false }
+        SafeFiles.remove(stored.partialPath)
+        await announce(ended)
+        return true
+    }
+
     /// `cancel(byProducingResumeData:)`: stops and keeps the checkpoint.
     func pause(_ id: TransferID, reason: String) async throws -> TransferResumeData? {
         stopping.insert(id)
