@@ -100,11 +100,15 @@ extension BGCtl {
         func validate() throws {
             if manifest != nil {
                 guard command.isEmpty, interval == nil, taskIdentifiers.isEmpty, !replace else {
-                    throw ValidationError("with --manifest, the manifest says it all: no launch command, --interval, --task-identifier or --replace")
+                    throw ValidationError(
+                        "with --manifest, the manifest says it all: no launch command, --interval, --task-identifier or --replace"
+                    )
                 }
                 return
             }
-            guard app != nil else { throw ValidationError("give the app id, e.g. bgctl register com.example.app -- /path/to/app") }
+            guard app != nil else {
+                throw ValidationError("give the app id, e.g. bgctl register com.example.app -- /path/to/app")
+            }
             guard !command.isEmpty else {
                 throw ValidationError("give the launch command after --, e.g. -- /usr/local/bin/myapp --background")
             }
@@ -117,7 +121,8 @@ extension BGCtl {
 
         func run() async throws {
             if let manifest {
-                return try await register(from: options.input { () throws(InputFileProblem) in try AppManifest.load(manifest) })
+                return try await register(
+                    from: options.input { () throws(InputFileProblem) in try AppManifest.load(manifest) })
             }
             guard let app else { throw ValidationError("give the app id") }
             var argv = command
@@ -137,7 +142,8 @@ extension BGCtl {
             if options.json { return try options.printJSON(registered) }
             if quiet { return print(registered.token) }
             print(
-                "\(replace ? "Updated" : "Registered") \(registered.app.id) (fetch interval: \(registered.app.fetchInterval)).")
+                "\(replace ? "Updated" : "Registered") \(registered.app.id) (fetch interval: \(registered.app.fetchInterval))."
+            )
             print("token: \(registered.token)")
             print(
                 "A foreground app connects with BackgroundApplication(appID:) (the token is in its container), or BGD_APP_TOKEN=\(registered.token); bgctl token \(registered.app.id) shows it again."
@@ -161,6 +167,14 @@ extension BGCtl {
             }
             if let current, manifest.matches(current) {
                 if options.json { return try options.printJSON(current) }
+                // --quiet prints the token whatever happened: `TOKEN=$(bgctl register --manifest
+                // app.json --quiet)` run a second time took this sentence for the token.
+                if quiet {
+                    let answer = try await options.call {
+                        try await $0.send(.get, "/v1/apps/\(id)/token", as: AppTokenAnswer.self)
+                    }
+                    return print(answer.token)
+                }
                 return print("\(id) is registered as its manifest says; nothing changed.")
             }
             let registered = try await options.call {
@@ -212,7 +226,8 @@ extension BGCtl {
             commandName: "set-interval", abstract: "Change an app's minimum fetch interval (never, minimum, 30m, ...).")
         @OptionGroup var options: DaemonOptions
         @Argument(help: "The app's id (bgctl apps lists them).", transform: parseAppID) var app: AppID
-        @Argument(help: "never, minimum, or a duration from 1s to 30d such as 15m or 2h.", transform: parseInterval) var interval: FetchInterval
+        @Argument(help: "never, minimum, or a duration from 1s to 30d such as 15m or 2h.", transform: parseInterval)
+        var interval: FetchInterval
 
         func run() async throws {
             let summary = try await options.call {

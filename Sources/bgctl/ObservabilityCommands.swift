@@ -53,11 +53,13 @@ extension BGCtl {
             if arguments.contains(where: \.isNewline) {
                 throw ValidationError("--arguments cannot hold a line break: they go on the unit's one ExecStart= line")
             }
+            try Self.refuseRelativePaths(in: arguments)
             try Self.check(arguments, with: try executable())
             // Here, not in run(): a refusal from validate() is shown with this command's usage.
             // Either unit: a bgd.socket of the user's own was replaced unasked when only the
             // service was looked for.
-            for path in [Self.unitPath(), Self.socketUnitPath()] where FileManager.default.fileExists(atPath: path) && !force {
+            for path in [Self.unitPath(), Self.socketUnitPath()]
+            where FileManager.default.fileExists(atPath: path) && !force {
                 throw ValidationError("\(path) exists; add --force to replace it")
             }
         }
@@ -77,6 +79,7 @@ extension BGCtl {
             let socketPath = Self.socketUnitPath()
             let directory = (path as NSString).deletingLastPathComponent
             let documentation = Self.readme(near: executable)
+            let replaced = FileManager.default.fileExists(atPath: path)
             // Said in the system's words with the path, not as Foundation's error dump.
             do {
                 try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -89,8 +92,18 @@ extension BGCtl {
                     "cannotWrite", "cannot write the units in \(directory): \(SystemErrorText.describe(error))",
                     json: false, exit: BGCtlExit.failure)
             }
+            if executable.contains("/.build/") {
+                FileHandle.standardError.write(
+                    Data(
+                        "bgctl: the unit runs \(executable), inside a build directory: `swift package clean` or a new checkout removes it, and the service stops starting. Install first (Scripts/install.sh puts bgd in ~/.local/bin), then run that bgctl's install-service --force.\n"
+                            .utf8))
+            }
             print("Wrote \(path) and \(socketPath). Either keep bgd running:")
             print("  systemctl --user daemon-reload && systemctl --user enable --now bgd")
+            if replaced {
+                // enable --now starts a stopped bgd; one running keeps its old arguments until restarted.
+                print("  (bgd running already? systemctl --user daemon-reload && systemctl --user restart bgd)")
+            }
             print("or let bgctl and apps start it when they first connect (socket activation):")
             print("  systemctl --user daemon-reload && systemctl --user enable --now bgd.socket")
             print(
@@ -105,7 +118,7 @@ extension BGCtl {
             """
             [Unit]
             Description=swift-background daemon (bgd): background fetch, transfers, push and tasks for your apps
-            \(documentation.map { "Documentation=file://\($0) man:bgd(1)" } ?? "Documentation=man:bgd(1)")
+            \(documentation.map { "Documentation=\(Self.fileURI($0)) man:bgd(1)" } ?? "Documentation=man:bgd(1)")
             # Started by bgd.socket too, when it is enabled: bgd then serves the socket systemd passes.
             After=bgd.socket
 
@@ -113,7 +126,7 @@ extension BGCtl {
             Type=notify
             NotifyAccess=main
             WatchdogSec=10min
-            ExecStart=\(executable)\(arguments.isEmpty ? "" : " " + arguments)
+            ExecStart=\(([executable] + Self.words(of: arguments)).map(SystemdWord.quoted).joined(separator: " "))
             Restart=on-failure
             RestartSec=2
             # A usage error (64) or a configuration to fix (78: a certificate, the socket passed)
@@ -142,7 +155,7 @@ extension BGCtl {
             """
             [Unit]
             Description=swift-background daemon's socket: bgctl and apps start bgd on demand
-            \(documentation.map { "Documentation=file://\($0) man:bgd(1)" } ?? "Documentation=man:bgd(1)")
+            \(documentation.map { "Documentation=\(Self.fileURI($0)) man:bgd(1)" } ?? "Documentation=man:bgd(1)")
 
             [Socket]
             ListenStream=\(path ?? "%t/bgd/bgd.sock")
@@ -179,6 +192,27 @@ extension BGCtl {
                 return
             }
             throw ValidationError("bgd refuses --arguments='\(arguments)': \(reason)")
+        }
+
+        /// A file's URI for Documentation= (which separates URIs at spaces): its path escaped.
+        static func fileURI(_ path: String) -> String { URL(fileURLWithPath: path).absoluteString }
+
+        /// The service runs from the home directory, not from where bgctl runs: a relative path
+        /// that names a file here (`--push-certificate gw.crt`) passed bgd's check here, and the
+        /// service could not find it at every start.
+        static func refuseRelativePaths(in arguments: String) throws {
+            for word in Self.words(of: arguments) {
+                let value =
+                    word.hasPrefix("--")
+                    ? word.split(separator: "=", maxSplits: 1).dropFirst().first.map(String.init) : word
+                guard let value, !value.isEmpty, !value.hasPrefix("/"), !value.hasPrefix("-"),
+                    FileManager.default.fileExists(atPath: value)
+                else { continue }
+                let full = URL(fileURLWithPath: value).standardizedFileURL.path
+                throw ValidationError(
+                    "'\(value)' in --arguments is a path from here, and the service runs from your home directory: give it in full (\(full))"
+                )
+            }
         }
 
         /// The words of ExecStart= as systemd splits them: at white space, quotes keeping one
@@ -229,7 +263,8 @@ extension BGCtl {
         /// checkout it was built in.
         static func readme(near executable: String) -> String? {
             let bin = URL(fileURLWithPath: executable).resolvingSymlinksInPath().deletingLastPathComponent()
-            let installed = bin.deletingLastPathComponent().appendingPathComponent("share/doc/swift-background/README.md")
+            let installed = bin.deletingLastPathComponent().appendingPathComponent(
+                "share/doc/swift-background/README.md")
             if FileManager.default.fileExists(atPath: installed.path) { return installed.path }
             var directory = bin
             while directory.path != "/" {

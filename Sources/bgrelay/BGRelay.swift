@@ -31,7 +31,10 @@ struct BGRelay: AsyncParsableCommand {
 }
 
 struct RelayOptions: ParsableArguments {
-    @Option(help: "Where the relay keeps its database and certificate (default: $XDG_STATE_HOME/bgrelay, else ~/.local/state/bgrelay).")
+    @Option(
+        help:
+            "Where the relay keeps its database and certificate (default: $XDG_STATE_HOME/bgrelay, else ~/.local/state/bgrelay)."
+    )
     var stateDir: String?
 
     @Option(
@@ -41,7 +44,9 @@ struct RelayOptions: ParsableArguments {
     var database: String?
 
     func validate() throws {
-        if let stateDir, stateDir.isEmpty { throw ValidationError("--state-dir is a path; leave it out for the default") }
+        if let stateDir, stateDir.isEmpty {
+            throw ValidationError("--state-dir is a path; leave it out for the default")
+        }
     }
 
     var stateDirectory: String {
@@ -114,11 +119,15 @@ extension BGRelay {
         @Option(help: "The certificate's private key (PEM).") var key: String?
         @Option(
             help:
-                "A name (or address) providers and devices reach this relay by, e.g. relay.example.net; repeat for several. The self-signed certificate names each, besides localhost, the loopback addresses, this machine's host name and --host.")
+                "A name (or address) providers and devices reach this relay by, e.g. relay.example.net; repeat for several. The self-signed certificate names each, besides localhost, the loopback addresses, this machine's host name and --host."
+        )
         var certificateName: [String] = []
         @Option(help: "trace, debug, info, notice, warning, error or critical.") var logLevel = "notice"
         @Option(help: "This node's name among several (default: host:pid).") var node: String?
-        @Option(help: "Pushes a second one device accepts, over all its tokens (bursts of 10 times that), before 429 TooManyRequests.")
+        @Option(
+            help:
+                "Pushes a second one device accepts, over all its tokens (bursts of 10 times that), before 429 TooManyRequests."
+        )
         var deviceRate: Double = 20
         @Option(help: "Pushes a second one provider key may send to this node (bursts of 10 times that) before 429.")
         var providerRate: Double = 5_000
@@ -138,19 +147,23 @@ extension BGRelay {
         @Option(help: "Device enrollments a second this node takes (bursts of 10 times that) before 429.")
         var enrollmentRate: Double = 10
         @Option(
-            help: "A push waits this long for its device at most, whatever its apns-expiration, then ends as expired; a device enrolled this long ago that never connected is forgotten (default 30d).",
+            help:
+                "A push waits this long for its device at most, whatever its apns-expiration, then ends as expired; a device enrolled this long ago that never connected is forgotten (default 30d).",
             transform: parseDuration)
         var holdPushes: Duration = .seconds(30 * 86400)
         @Option(
-            help: "Ended pushes (delivered, expired, replaced, revoked) are deleted this long after they ended, and revoked tokens forgotten this long after their revocation (default 7d); checked hourly.",
+            help:
+                "Ended pushes (delivered, expired, replaced, revoked) are deleted this long after they ended, and revoked tokens forgotten this long after their revocation (default 7d); checked hourly.",
             transform: parseDuration)
         var keepHistory: Duration = .seconds(7 * 86400)
         @Option(
-            help: "A device not seen this long (no uplink to any node) is forgotten with its tokens and pushes; its bgd must enroll again (default 90d or --hold-pushes if longer; at least --hold-pushes).",
+            help:
+                "A device not seen this long (no uplink to any node) is forgotten with its tokens and pushes; its bgd must enroll again (default 90d or --hold-pushes if longer; at least --hold-pushes).",
             transform: parseDuration)
         var forgetDevicesAfter: Duration?
         @Option(
-            help: "An uplink whose device sends nothing, not even a keep-alive, this long is closed: a device gone without closing (wiped, its network dropped) holds no slot of --max-devices and counts as unseen. One whose device reads nothing this long (a write to it still waits) is cut. More than the devices' keep-alive interval (bgd's --push-relay-keep-alive, 270s by default, at most 10m) (default 15m).",
+            help:
+                "An uplink whose device sends nothing, not even a keep-alive, this long is closed: a device gone without closing (wiped, its network dropped) holds no slot of --max-devices and counts as unseen. One whose device reads nothing this long (a write to it still waits) is cut. More than the devices' keep-alive interval (bgd's --push-relay-keep-alive, 270s by default, at most 10m) (default 15m).",
             transform: parseDuration)
         var uplinkSilence: Duration = .seconds(900)
 
@@ -170,7 +183,8 @@ extension BGRelay {
                 throw ValidationError("give --enrollment-token or --enrollment-token-file, not both")
             }
             if let token = try enrollmentTokenGiven(), token.count < 16 || token.contains(where: \.isWhitespace) {
-                throw ValidationError("the enrollment token is at least 16 characters, no spaces (e.g. openssl rand -hex 16)")
+                throw ValidationError(
+                    "the enrollment token is at least 16 characters, no spaces (e.g. openssl rand -hex 16)")
             }
             guard holdPushes >= .seconds(60), keepHistory >= .seconds(60) else {
                 throw ValidationError("--hold-pushes and --keep-history are at least 1m")
@@ -180,7 +194,8 @@ extension BGRelay {
             }
             guard (forgetDevicesAfter ?? holdPushes) >= holdPushes else {
                 throw ValidationError(
-                    "--forget-devices-after is at least --hold-pushes: a device is not forgotten while a push may wait for it")
+                    "--forget-devices-after is at least --hold-pushes: a device is not forgotten while a push may wait for it"
+                )
             }
             guard Logger.Level(rawValue: logLevel) != nil else {
                 throw ValidationError("--log-level is one of trace, debug, info, notice, warning, error, critical")
@@ -227,7 +242,8 @@ extension BGRelay {
             let (store, pool) = try await options.openStore(logger: logger)
             defer { pool.cancel() }
             let clock: any WallClock = quietExecutor ? SystemClock.onEventLoops() : SystemClock()
-            let codePages = IdleCodePages.isEnabled(unless: "BGRELAY_KEEP_CODE_PAGES") ? Self.codePages(clock, logger) : nil
+            let codePages =
+                IdleCodePages.isEnabled(unless: "BGRELAY_KEEP_CODE_PAGES") ? Self.codePages(clock, logger) : nil
             var provider = PushGatewayConfiguration(
                 host: host, port: port, security: security,
                 floodLimit: PushFloodLimit(perSecond: deviceRate, burst: deviceRate * 10))
@@ -242,12 +258,15 @@ extension BGRelay {
                 stateDirectory: options.stateDirectory, node: node ?? Relay.Configuration.defaultNode,
                 providerLimit: PushFloodLimit(perSecond: providerRate, burst: providerRate * 10),
                 retention: Relay.Retention(
-                    holdPending: holdPushes, keepEnded: keepHistory, forgetDevices: forgetDevicesAfter ?? max(.seconds(90 * 86400), holdPushes)),
+                    holdPending: holdPushes, keepEnded: keepHistory,
+                    forgetDevices: forgetDevicesAfter ?? max(.seconds(90 * 86400), holdPushes)),
                 enrollment: EnrollmentPolicy(
-                    token: try enrollmentTokenGiven(), limit: PushFloodLimit(perSecond: enrollmentRate, burst: enrollmentRate * 10)))
+                    token: try enrollmentTokenGiven(),
+                    limit: PushFloodLimit(perSecond: enrollmentRate, burst: enrollmentRate * 10)))
             configuration.uplinkSilence = uplinkSilence
             let relay = Relay(
-                configuration: configuration, store: store, clock: clock, logger: logger, activity: { codePages?.noteActivity() })
+                configuration: configuration, store: store, clock: clock, logger: logger,
+                activity: { codePages?.noteActivity() })
             // A listener that cannot start stops the others gracefully, not by cancelling them
             // into errors of their own beside the one that says what went wrong.
             let services: [any Service]
@@ -268,7 +287,9 @@ extension BGRelay {
                 let devices = try await relay.uplinkPort.listening()
                 // One line on standard output once both listen: scripts and tests wait for it.
                 FileHandle.standardOutput.write(
-                    Data("bgrelay: providers on \(host):\(providers), devices on \(uplinkHost ?? host):\(devices)\n".utf8))
+                    Data(
+                        "bgrelay: providers on \(host):\(providers), devices on \(uplinkHost ?? host):\(devices)\n".utf8
+                    ))
                 codePages?.noteActivity()  // started: the first quiet period starts now
             }
             do {
@@ -295,7 +316,8 @@ extension BGRelay {
                 """)
         @Option(
             help:
-                "A file holding the enrollment token (root's to read): systemd hands it to the service (LoadCredential=), so it is in neither the unit nor ps.")
+                "A file holding the enrollment token (root's to read): systemd hands it to the service (LoadCredential=), so it is in neither the unit nor ps."
+        )
         var enrollmentTokenFile: String?
         @Argument(parsing: .postTerminator, help: "bgrelay serve's options for the service.")
         var serveArguments: [String] = []
@@ -325,7 +347,9 @@ extension BGRelay {
                 throw ValidationError("bgrelay serve would refuse these options: \(Serve.message(for: error))")
             }
             if serveArguments.contains(where: { $0 == "--state-dir" || $0.hasPrefix("--state-dir=") }) {
-                throw ValidationError("the service keeps its state in /var/lib/bgrelay (systemd's StateDirectory=); leave out --state-dir")
+                throw ValidationError(
+                    "the service keeps its state in /var/lib/bgrelay (systemd's StateDirectory=); leave out --state-dir"
+                )
             }
         }
 
@@ -337,7 +361,7 @@ extension BGRelay {
 
         func run() throws {
             let executable = Self.executable
-            var arguments = (["serve", "--state-dir", "/var/lib/bgrelay"] + serveArguments).map(Self.quoted)
+            var arguments = (["serve", "--state-dir", "/var/lib/bgrelay"] + serveArguments).map(SystemdWord.quoted)
             var credential = ""
             if let enrollmentTokenFile {
                 credential = "LoadCredential=enrollment-token:\(enrollmentTokenFile)\n"
@@ -353,7 +377,7 @@ extension BGRelay {
                 Wants=network-online.target
 
                 [Service]
-                ExecStart=\(Self.quoted(executable)) \(arguments.joined(separator: " "))
+                ExecStart=\(SystemdWord.quoted(executable)) \(arguments.joined(separator: " "))
                 \(credential)DynamicUser=yes
                 StateDirectory=bgrelay
                 StateDirectoryMode=0700
@@ -377,13 +401,6 @@ extension BGRelay {
                 """)
         }
 
-        /// One word of ExecStart=: quoted when it has anything systemd would split or expand.
-        static func quoted(_ word: String) -> String {
-            guard word.isEmpty || word.contains(where: { " \t\"'\\$%;".contains($0) }) else { return word }
-            let escaped = word.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
-                .replacingOccurrences(of: "$", with: "$$").replacingOccurrences(of: "%", with: "%%")
-            return "\"" + escaped + "\""
-        }
     }
 
     struct Keys: AsyncParsableCommand {
@@ -399,7 +416,8 @@ extension BGRelay {
             func run() async throws {
                 let keys = try await options.withStore { try await $0.providerKeys() }
                 guard !keys.isEmpty else {
-                    return print("No provider keys. Add one with: bgrelay keys add --key-id … --team-id … --topics APP KEY.p8")
+                    return print(
+                        "No provider keys. Add one with: bgrelay keys add --key-id … --team-id … --topics APP KEY.p8")
                 }
                 for key in keys { print("\(key.keyID)  team \(key.teamID)  \(key.topics.joined(separator: ","))") }
             }
@@ -408,14 +426,17 @@ extension BGRelay {
         struct Add: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
                 commandName: "add",
-                abstract: "Register a provider key: only its public half is kept; a running relay sees it within a second.")
+                abstract:
+                    "Register a provider key: only its public half is kept; a running relay sees it within a second.")
             @OptionGroup var options: RelayOptions
             @OptionGroup var key: ProviderKeyArguments
 
             func run() async throws {
                 let registration = try key.registration()
                 try await options.withStore { try await $0.addProviderKey(registration, now: SystemClock().now) }
-                print("Provider key \(registration.keyID) (team \(registration.teamID)) may push to \(registration.topics.joined(separator: ", ")).")
+                print(
+                    "Provider key \(registration.keyID) (team \(registration.teamID)) may push to \(registration.topics.joined(separator: ", "))."
+                )
             }
         }
 
@@ -426,7 +447,8 @@ extension BGRelay {
 
             func run() async throws {
                 guard try await options.withStore({ try await $0.removeProviderKey(keyID) }) else {
-                    FileHandle.standardError.write(Data("bgrelay: no provider key \(keyID); bgrelay keys lists them\n".utf8))
+                    FileHandle.standardError.write(
+                        Data("bgrelay: no provider key \(keyID); bgrelay keys lists them\n".utf8))
                     throw ExitCode(3)  // as bgctl's "no such key"
                 }
                 print("Removed provider key \(keyID).")

@@ -38,6 +38,11 @@ struct AppManifestTests {
             let again = try await register()
             #expect(again.status == 0 && again.standardOutput.contains("nothing changed"), "\(again.standardOutput)")
             #expect(try await daemon.store.app(id) == registered)
+            // --quiet prints the token alone, changed or not (a script's `TOKEN=$(…)` takes it).
+            let quietly = try await Command.run(
+                try BuiltProducts.path(of: "bgctl"),
+                ["register", "--manifest", manifest, "--quiet", "--socket", daemon.socketPath])
+            #expect(quietly.status == 0 && quietly.standardOutput == token.token + "\n", "\(quietly.standardOutput)")
 
             // A changed file is an update; the app keeps its token and history.
             _ = try await daemon.admin.send(.post, "/v1/apps/\(Self.app)/opens")
@@ -53,7 +58,10 @@ struct AppManifestTests {
 
             // Bad manifests are refused, naming what is wrong, and change nothing.
             let bad: [(String, String)] = [
-                (#"{"id": "com.example.manifest", "launch": ["bin/manifest-app"], "colour": "red"}"#, "unknown field 'colour'"),
+                (
+                    #"{"id": "com.example.manifest", "launch": ["bin/manifest-app"], "colour": "red"}"#,
+                    "unknown field 'colour'"
+                ),
                 (#"{"id": "com.example.manifest"}"#, "'launch' is required"),
                 (#"{"id": "not an id", "launch": ["/bin/true"]}"#, "id 'not an id'"),
                 (#"{"id": "com.example.manifest", "launch": ["/bin/true"], "interval": "soon"}"#, "interval 'soon'"),
@@ -64,7 +72,9 @@ struct AppManifestTests {
             for (json, complaint) in bad {
                 try write(json)
                 let refused = try await register()
-                #expect(refused.status != 0 && refused.standardError.contains(complaint), "\(json): \(refused.standardError)")
+                #expect(
+                    refused.status != 0 && refused.standardError.contains(complaint),
+                    "\(json): \(refused.standardError)")
             }
             #expect(try await daemon.store.app(id) == now)
         }

@@ -115,19 +115,23 @@ struct ObservabilityTests {
                 for try await part in body { heard.text.withLock { $0 += String(buffer: part) } }
             }
             defer { reader.cancel() }
-            func keepAlives() -> Int { heard.text.withLock { $0.components(separatedBy: ": keep-alive\n\n").count - 1 } }
+            func keepAlives() -> Int {
+                heard.text.withLock { $0.components(separatedBy: ": keep-alive\n\n").count - 1 }
+            }
             #expect(await eventually { heard.text.withLock { $0.hasPrefix(": bgd\n\n") } }, "the stream did not open")
             for expected in 1...2 {
                 // The wall clock set back an hour before the second changes nothing: the period
                 // is of time that passes.
                 if expected == 2 { daemon.clock.jump(by: .seconds(-3600)) }
                 daemon.clock.advance(by: .seconds(30))
-                #expect(await eventually { keepAlives() == expected }, "keep-alives heard: \(heard.text.withLock { $0 })")
+                #expect(
+                    await eventually { keepAlives() == expected }, "keep-alives heard: \(heard.text.withLock { $0 })")
             }
             #expect(daemon.activity.subscriberCount == before + 1)
             reader.cancel()
             try await client.shutdown()  // the tab closed
-            #expect(await eventually { daemon.activity.subscriberCount == before }, "the closed tab's subscription stayed")
+            #expect(
+                await eventually { daemon.activity.subscriberCount == before }, "the closed tab's subscription stayed")
         }
     }
 
@@ -138,7 +142,8 @@ struct ObservabilityTests {
     @Test func theOverviewCountsOnlyBgdsOwnWakes() async throws {
         try await TestDaemon.with(dashboard: .init(port: 0)) { daemon in
             let app = "com.example.counted"
-            try await daemon.register(app, command: [try BuiltProducts.path(of: "bgd-fixture-app"), "newData"], interval: .never)
+            try await daemon.register(
+                app, command: [try BuiltProducts.path(of: "bgd-fixture-app"), "newData"], interval: .never)
             let run = try await daemon.waitForRunEnd(of: app) {
                 _ = try await daemon.admin.send(.post, "/v1/apps/\(app)/fetch", as: RunRecord.self)
             }
@@ -214,7 +219,9 @@ struct ObservabilityTests {
 
     /// A bgd started as systemd starts a Type=notify service: `NOTIFY_SOCKET` (and what else is
     /// given) in its environment, the socket's datagrams recorded.
-    func startedAsSystemdWould(_ environment: [String: String]) async throws
+    func startedAsSystemdWould(
+        _ environment: [String: String]
+    ) async throws
         -> (directory: String, notify: DatagramListener, daemon: DaemonProcess)
     {
         let directory = TemporaryDirectory.make()
@@ -245,7 +252,9 @@ struct ObservabilityTests {
     /// the watchdog (an app using sd_notify would have systemd log a refused message at each
     /// launch, or with NotifyAccess=all speak for bgd).
     @Test func anAppBgdLaunchesDoesNotInheritWhatSystemdToldBgd() async throws {
-        let (directory, notify, daemon) = try await startedAsSystemdWould(["WATCHDOG_USEC": "60000000", "INVOCATION_ID": "0123456789abcdef"])
+        let (directory, notify, daemon) = try await startedAsSystemdWould([
+            "WATCHDOG_USEC": "60000000", "INVOCATION_ID": "0123456789abcdef",
+        ])
         #expect(await notify.record(within: 10) { $0.hasPrefix("READY=1") } != nil)
         let admin = DaemonClient(socketPath: directory + "/bgd.sock")
         let app = "com.example.env"
@@ -253,14 +262,19 @@ struct ObservabilityTests {
             .post, "/v1/apps",
             body: RegisterAppRequest(
                 id: AppID(rawValue: app)!,
-                launchCommand: LaunchCommand(["/bin/sh", "-c", #"env > "$BGD_CONTAINER/env.tmp" && mv "$BGD_CONTAINER/env.tmp" "$BGD_CONTAINER/env""#])!,
+                launchCommand: LaunchCommand([
+                    "/bin/sh", "-c",
+                    #"env > "$BGD_CONTAINER/env.tmp" && mv "$BGD_CONTAINER/env.tmp" "$BGD_CONTAINER/env""#,
+                ])!,
                 fetchInterval: .never),
             as: RegisteredApp.self)
         _ = try await admin.send(.post, "/v1/apps/\(app)/fetch", as: RunRecord.self)
         let file = directory + "/state/containers/\(app)/env"
         #expect(await eventually { FileManager.default.fileExists(atPath: file) }, "the app ran")
         let names = Set(
-            (try String(contentsOfFile: file, encoding: .utf8)).split(separator: "\n").map { String($0.prefix { $0 != "=" }) })
+            (try String(contentsOfFile: file, encoding: .utf8)).split(separator: "\n").map {
+                String($0.prefix { $0 != "=" })
+            })
         #expect(names.contains("BGD_APP_ID") && names.contains("PATH"), "\(names)")
         for name in ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"] {
             #expect(!names.contains(name), "\(name) reached the app")
@@ -324,6 +338,38 @@ struct ObservabilityTests {
                 && !FileManager.default.fileExists(atPath: directory + "/config/systemd/user/bgd.socket"))
     }
 
+    /// What the unit says is what systemd runs: a bgd whose path has a space (a checkout in "My
+    /// Projects") is one quoted word, not two; a relative path in --arguments is refused (the
+    /// service runs from the home directory, not from here); a bgd inside a build directory is
+    /// warned of; a unit replaced says how to restart a running bgd.
+    @Test func installServiceWritesWhatSystemdRuns() async throws {
+        let directory = TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let environment = ProcessInfo.processInfo.environment.merging(["XDG_CONFIG_HOME": directory + "/config"]) { $1 }
+        let bgctl = try BuiltProducts.path(of: "bgctl")
+        let spaced = directory + "/My Projects"
+        try FileManager.default.createDirectory(atPath: spaced, withIntermediateDirectories: true)
+        #expect(symlink(try BuiltProducts.path(of: "bgd"), spaced + "/bgd") == 0)
+
+        let relative = try await Command.run(
+            bgctl, ["install-service", "--bgd", spaced + "/bgd", "--arguments=--push-certificate Package.swift"],
+            environment: environment)
+        #expect(relative.status != 0 && relative.standardError.contains("give it in full"), "\(relative.standardError)")
+        #expect(!FileManager.default.fileExists(atPath: directory + "/config/systemd/user/bgd.service"))
+
+        let installed = try await Command.run(
+            bgctl, ["install-service", "--bgd", spaced + "/bgd", "--arguments=--http 127.0.0.1:8765"],
+            environment: environment)
+        #expect(installed.status == 0, "\(installed.standardError)")
+        let unit = try String(contentsOfFile: directory + "/config/systemd/user/bgd.service", encoding: .utf8)
+        #expect(unit.contains("ExecStart=\"\(spaced)/bgd\" --http 127.0.0.1:8765\n"), "\(unit)")
+        #expect(!installed.standardOutput.contains("restart bgd"), "a first install has nothing to restart")
+        let replaced = try await Command.run(
+            bgctl, ["install-service", "--force", "--bgd", try BuiltProducts.path(of: "bgd")], environment: environment)
+        #expect(replaced.status == 0 && replaced.standardOutput.contains("systemctl --user restart bgd"))
+        #expect(replaced.standardError.contains("inside a build directory"), "\(replaced.standardError)")
+    }
+
     /// `--arguments` are checked by the bgd the unit runs (`bgd --check`) before anything is
     /// written, as `bgrelay systemd-unit` checks serve's options: a unit bgd would refuse at
     /// every start is refused now (64), naming the option; checking makes no state.
@@ -341,12 +387,18 @@ struct ObservabilityTests {
             ("--fetch-budget soon", "--fetch-budget"), ("--http 127.0.0.1:8765 stray", "stray"),
             ("--push-relay https://relay.example.net:2198 --push-relay-ca \(directory)/no.crt", "--push-relay-ca"),
             // Values that passed the check and then crashed bgd, or made it spin.
-            ("--push-wakes-per-hour inf", "--push-wakes-per-hour"), ("--push-wakes-per-hour 1e19", "--push-wakes-per-hour"),
+            ("--push-wakes-per-hour inf", "--push-wakes-per-hour"),
+            ("--push-wakes-per-hour 1e19", "--push-wakes-per-hour"),
             ("--transfer-checkpoint 9999999999999GiB", "more bytes than bgd can count"),
             ("--transfer-rate-limit 9999999999999GiB", "more bytes than bgd can count"),
-            ("--upload-quota 100KiB", "--upload-quota is at least 1MiB"), ("--upload-quota lots", "'lots' is not a size"),
+            ("--upload-quota 100KiB", "--upload-quota is at least 1MiB"),
+            ("--upload-quota lots", "'lots' is not a size"),
             ("--fetch-floor 0s", "--fetch-floor"), ("--transfer-read-timeout 0s", "--transfer-read-timeout"),
-            ("--push-relay https://127.0.0.1:99999", "a port is 1 to 65535"), ("--fetch-budget 99999999999d", "31 years"),
+            ("--push-relay https://127.0.0.1:99999", "a port is 1 to 65535"),
+            ("--fetch-budget 99999999999d", "31 years"),
+            // A mistyped sysfs root was read as mains power and an unmetered network, for good.
+            ("--conditions /sys/clas", "--conditions is 'unconstrained' or a sysfs root"),
+            ("--conditions unconstraned", "--conditions is 'unconstrained' or a sysfs root"),
         ] {
             let refused = try await Command.run(
                 bgctl, ["install-service", "--force", "--arguments=\(arguments)"], environment: environment)
@@ -462,7 +514,8 @@ struct SocketActivationTests {
         let started = try WireCoding.makeDecoder().decode(DaemonStatus.self, from: Data(status.standardOutput.utf8))
         #expect(started.socketPath == socket)
         #expect(await output.wait(for: "activation=systemd socket"), "\(output.text)")
-        let registered = try await Command.run(bgctl, ["register", "com.example.activated", "--socket", socket, "--", "/bin/true"])
+        let registered = try await Command.run(
+            bgctl, ["register", "com.example.activated", "--socket", socket, "--", "/bin/true"])
         #expect(registered.status == 0, "\(registered.standardError)")
 
         // Stopped, bgd leaves systemd's socket in place for its next start.
