@@ -158,12 +158,14 @@ extension BackgroundStore {
         }
     }
 
-    /// Every app's opens since `date`, in time order: what the usage learner is rebuilt from.
-    public func allOpens(since date: Date) async throws -> [(app: AppID, at: Date)] {
+    /// Every app's opens since `date` (up to `until`), in time order: what the usage learner is
+    /// rebuilt from.
+    public func allOpens(since date: Date, until end: Date = .distantFuture) async throws -> [(app: AppID, at: Date)] {
         try await writer.read { db in
             try Row.fetchAll(
-                db, sql: "SELECT appId, openedAt FROM usage WHERE openedAt >= ? ORDER BY openedAt, id",
-                arguments: [date]
+                db,
+                sql: "SELECT appId, openedAt FROM usage WHERE openedAt >= ? AND openedAt <= ? ORDER BY openedAt, id",
+                arguments: [date, end]
             )
             .compactMap { row in
                 let at: Date = try row.decode(forColumn: "openedAt")

@@ -35,14 +35,18 @@ extension BGCtl.Simulate {
         @Option(
             parsing: .unconditional,
             help:
-                "Wakes a day per expected open a day: the budget of the planners (learned, hour-of-day, reopen, adaptive)."
+                "Wakes a day per expected open a day: the budget of the planners (learned, hour-of-day, reopen, adaptive; default 0.9)."
         )
-        var wakesPerOpen: Double = 0.9
+        var wakesPerOpen: Double?
+        /// The budget asked for, or the planners' own.
+        var budget: Double { wakesPerOpen ?? 0.9 }
         @Option(
             parsing: .unconditional,
-            help: "10-minute slots each side that share a slot's count (time-of-day smoothing).") var smoothing: Int = 1
+            help: "10-minute slots each side that share a slot's count (adaptive's time-of-day smoothing).")
+        var smoothing: Int = 1
         @Option(
-            parsing: .unconditional, help: "Expected session starts a wake must serve, before the budget adjusts it.")
+            parsing: .unconditional,
+            help: "Expected session starts a wake must serve, before the budget adjusts it (adaptive's).")
         var initialThreshold: Double = 0.3
         @Flag(help: "Print JSON instead of a table.") var json = false
         @Flag(
@@ -74,7 +78,18 @@ extension BGCtl.Simulate {
             guard (-14...14).contains(utcOffset) else {
                 throw ValidationError("--utc-offset is in hours, from -14 to 14")
             }
-            guard wakesPerOpen > 0, wakesPerOpen <= 100 else {
+            // Each of these runs alone: the others' options would be taken and not used.
+            if frontier, wakesPerOpen != nil || wakesOut != nil {
+                throw ValidationError(
+                    "--frontier runs its own budgets (0.5 to 4 wakes per open) and writes no wakes: leave out --wakes-per-open and --wakes-out"
+                )
+            }
+            if planningCost, frontier || !policies.isEmpty || wakesOut != nil || momentsOut != nil {
+                throw ValidationError(
+                    "--planning-cost measures the learned planner alone: leave out --frontier, --policy, --wakes-out and --moments-out"
+                )
+            }
+            guard budget > 0, budget <= 100 else {
                 throw ValidationError("--wakes-per-open must be in (0, 100]")
             }
             guard (0...36).contains(smoothing) else {
@@ -98,13 +113,13 @@ extension BGCtl.Simulate {
             if planningCost {
                 let planners = FrontierReplay(history: .init(utcOffset: .seconds(utcOffset * 3600)))
                 let cost = PlanningCost.measure(
-                    trace: trace, configuration: planners.learnedConfiguration(wakesPerOpen: wakesPerOpen))
+                    trace: trace, configuration: planners.learnedConfiguration(wakesPerOpen: budget))
                 return json ? try printJSON(cost) : cost.printTable()
             }
-            let chosen = policies.isEmpty ? TraceReplay.Policy.allCases.map(\.rawValue) : policies
+            let chosen = policies.isEmpty ? Self.policyNames : policies  // all, as the help says: bgd's own too
             let planners = FrontierReplay(history: .init(utcOffset: .seconds(utcOffset * 3600)))
             let replay = TraceReplay(
-                learning: learning, planner: .init(wakesPerOpen: wakesPerOpen), initialThreshold: initialThreshold)
+                learning: learning, planner: .init(wakesPerOpen: budget), initialThreshold: initialThreshold)
             var results: [(String, FreshnessScore)] = []
             var lastWakes: [AppOpenTrace.Key: [Date]] = [:]
             for policy in chosen {
@@ -119,7 +134,7 @@ extension BGCtl.Simulate {
                     if planner == .learned, let momentsOut {
                         lastWakes = writeMoments(of: trace, replaying: planners, to: momentsOut)
                     } else {
-                        lastWakes = planners.wakes(for: trace, planner: planner, wakesPerOpen: wakesPerOpen)
+                        lastWakes = planners.wakes(for: trace, planner: planner, wakesPerOpen: budget)
                     }
                     results.append((policy, FreshnessScore.strict(trace: trace, wakes: lastWakes)))
                 }
@@ -208,7 +223,7 @@ extension BGCtl.Simulate {
                 let header =
                     ["user", "app", "moment_utc", "estimate", "opened"] + OpenPredictor.Feature.allCases.map(\.rawValue)
                 try file.write(contentsOf: Data((header.joined(separator: ",") + "\n").utf8))
-                return try planners.learnedMoments(for: trace, wakesPerOpen: wakesPerOpen) { moments in
+                return try planners.learnedMoments(for: trace, wakesPerOpen: budget) { moments in
                     var text = ""
                     for labelled in moments {
                         let moment = labelled.moment

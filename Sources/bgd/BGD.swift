@@ -50,25 +50,40 @@ struct BGD: AsyncParsableCommand {
 
     static func shown(_ duration: Duration) -> String { duration.humanDescription }
     static func shown(_ bytes: Int64) -> String {
-        bytes % (1 << 30) == 0 ? "\(bytes >> 30)GiB" : bytes % (1 << 20) == 0 ? "\(bytes >> 20)MiB" : bytes % (1 << 10) == 0 ? "\(bytes >> 10)KiB" : "\(bytes)"
+        bytes % (1 << 30) == 0
+            ? "\(bytes >> 30)GiB"
+            : bytes % (1 << 20) == 0 ? "\(bytes >> 20)MiB" : bytes % (1 << 10) == 0 ? "\(bytes >> 10)KiB" : "\(bytes)"
     }
 
     @Option(help: "Where bgd keeps its state (default: $XDG_STATE_HOME/bgd, else ~/.local/state/bgd).")
     var stateDir: String?
 
-    @Option(help: "The control socket (default: $BGD_SOCKET, else $XDG_RUNTIME_DIR/bgd/bgd.sock, else <state-dir>/run/bgd.sock).")
+    @Option(
+        help:
+            "The control socket (default: $BGD_SOCKET, else $XDG_RUNTIME_DIR/bgd/bgd.sock, else <state-dir>/run/bgd.sock)."
+    )
     var socket: String?
 
-    @Option(help: "How long a background fetch may run (default: \(BGD.shown(BGD.Defaults.fetchBudget))).", transform: parseDuration)
+    @Option(
+        help: "How long a background fetch may run (default: \(BGD.shown(BGD.Defaults.fetchBudget))).",
+        transform: parseDuration)
     var fetchBudget: Duration = BGD.Defaults.fetchBudget
 
-    @Option(help: "How long before the budget ends the app is told to expire (default: \(BGD.shown(BGD.Defaults.expirationLead))).", transform: parseDuration)
+    @Option(
+        help:
+            "How long before the budget ends the app is told to expire (default: \(BGD.shown(BGD.Defaults.expirationLead))).",
+        transform: parseDuration)
     var expirationLead: Duration = BGD.Defaults.expirationLead
 
-    @Option(help: "How long after SIGTERM an app is killed (default: \(BGD.shown(BGD.Defaults.killGrace))).", transform: parseDuration)
+    @Option(
+        help: "How long after SIGTERM an app is killed (default: \(BGD.shown(BGD.Defaults.killGrace))).",
+        transform: parseDuration)
     var killGrace: Duration = BGD.Defaults.killGrace
 
-    @Option(help: "No app is woken for fetch more often than this (the 'minimum' interval; default: \(BGD.shown(BGD.Defaults.fetchFloor))).", transform: parseDuration)
+    @Option(
+        help:
+            "No app is woken for fetch more often than this (the 'minimum' interval; default: \(BGD.shown(BGD.Defaults.fetchFloor))).",
+        transform: parseDuration)
     var fetchFloor: Duration = BGD.Defaults.fetchFloor
 
     @Option(
@@ -105,7 +120,8 @@ struct BGD: AsyncParsableCommand {
     var maxTransfers: Int = 6
 
     @Option(
-        help: "Bytes between a download's durable checkpoints, the most a crash makes it fetch again (default: \(BGD.shown(BGD.Defaults.transferCheckpoint))).",
+        help:
+            "Bytes between a download's durable checkpoints, the most a crash makes it fetch again (default: \(BGD.shown(BGD.Defaults.transferCheckpoint))).",
         transform: parseSize)
     var transferCheckpoint: Int64 = BGD.Defaults.transferCheckpoint
 
@@ -114,11 +130,15 @@ struct BGD: AsyncParsableCommand {
     var transferRateLimit: Int64?
 
     @Option(
-        help: "Bytes of waiting uploads bgd holds for one app (it copies each when handed over), e.g. 1GiB, or 'off' (default: \(BGD.shown(TransferService.Configuration.defaultUploadQuota))).",
+        help:
+            "Bytes of waiting uploads bgd holds for one app (it copies each when handed over), e.g. 1GiB, or 'off' (default: \(BGD.shown(TransferService.Configuration.defaultUploadQuota))).",
         transform: { $0 == "off" ? nil : try parseSize($0) })
     var uploadQuota: Int64? = TransferService.Configuration.defaultUploadQuota
 
-    @Option(help: "A transfer whose connection is silent this long is dropped and retried (default: \(BGD.shown(BGD.Defaults.transferReadTimeout))).", transform: parseDuration)
+    @Option(
+        help:
+            "A transfer whose connection is silent this long is dropped and retried (default: \(BGD.shown(BGD.Defaults.transferReadTimeout))).",
+        transform: parseDuration)
     var transferReadTimeout: Duration = BGD.Defaults.transferReadTimeout
 
     @Option(help: "The APNs-compatible push gateway's port (HTTP/2 over TLS), or 'off'.")
@@ -136,7 +156,8 @@ struct BGD: AsyncParsableCommand {
 
     @Option(
         help:
-            "A name (or address) providers reach the push gateway by, when --push-host listens beyond loopback; repeat for several. The self-signed certificate names each, besides localhost, the loopback addresses, this machine's host name and --push-host.")
+            "A name (or address) providers reach the push gateway by, when --push-host listens beyond loopback; repeat for several. The self-signed certificate names each, besides localhost, the loopback addresses, this machine's host name and --push-host."
+    )
     var pushCertificateName: [String] = []
 
     @Flag(help: "Serve pushes as plaintext HTTP/2 (prior knowledge), for development; loopback only.")
@@ -150,7 +171,8 @@ struct BGD: AsyncParsableCommand {
 
     @Option(
         help:
-            "A push relay's uplink (https://host:2198; several nodes of one relay comma-separated, tried in turn) to connect out to, for providers that cannot reach this machine; bgd enrolls with it on first start.")
+            "A push relay's uplink (https://host:2198; several nodes of one relay comma-separated, tried in turn) to connect out to, for providers that cannot reach this machine; bgd enrolls with it on first start."
+    )
     var pushRelay: String?
 
     @Option(
@@ -164,7 +186,8 @@ struct BGD: AsyncParsableCommand {
 
     @Option(
         help:
-            "The token a relay started with --enrollment-token asks of a device to enroll (used once, at the first start with --push-relay; the device's own credential after that).")
+            "The token a relay started with --enrollment-token asks of a device to enroll (used once, at the first start with --push-relay; the device's own credential after that)."
+    )
     var pushRelayEnrollmentToken: String?
 
     @Option(
@@ -190,15 +213,20 @@ struct BGD: AsyncParsableCommand {
     var pushConnections: Int = 1024
 
     @Option(
-        help: "How long a new push connection may take to finish its TLS handshake before it is closed (default: \(BGD.shown(BGD.Defaults.pushHandshakeTimeout))).",
+        help:
+            "How long a new push connection may take to finish its TLS handshake before it is closed (default: \(BGD.shown(BGD.Defaults.pushHandshakeTimeout))).",
         transform: parseDuration)
     var pushHandshakeTimeout: Duration = BGD.Defaults.pushHandshakeTimeout
 
-    @Option(help: "How long a push connection with no stream open stays before it is closed (default: \(BGD.shown(BGD.Defaults.pushIdleTimeout))).", transform: parseDuration)
+    @Option(
+        help:
+            "How long a push connection with no stream open stays before it is closed (default: \(BGD.shown(BGD.Defaults.pushIdleTimeout))).",
+        transform: parseDuration)
     var pushIdleTimeout: Duration = BGD.Defaults.pushIdleTimeout
 
     @Option(
-        help: "Background time an app gets after leaving the foreground (beginBackgroundTask) (default: \(BGD.shown(BGD.Defaults.backgroundTime))).",
+        help:
+            "Background time an app gets after leaving the foreground (beginBackgroundTask) (default: \(BGD.shown(BGD.Defaults.backgroundTime))).",
         transform: parseDuration)
     var backgroundTime: Duration = BGD.Defaults.backgroundTime
 
@@ -214,7 +242,9 @@ struct BGD: AsyncParsableCommand {
         transform: parseDuration)
     var suspensionDelay: Duration = BGD.Defaults.suspensionDelay
 
-    @Option(help: "How long a BGProcessingTaskRequest may run (default: \(BGD.shown(BGD.Defaults.processingBudget))).", transform: parseDuration)
+    @Option(
+        help: "How long a BGProcessingTaskRequest may run (default: \(BGD.shown(BGD.Defaults.processingBudget))).",
+        transform: parseDuration)
     var processingBudget: Duration = BGD.Defaults.processingBudget
 
     @Option(
@@ -254,7 +284,8 @@ struct BGD: AsyncParsableCommand {
         // cannot bind failed only once bgd was starting.
         guard socketPath.utf8.count < 104 else {
             throw ValidationError(
-                "the socket path is \(socketPath.utf8.count) bytes, and a Unix socket path must be shorter than 104: pass a shorter --socket (or --state-dir)")
+                "the socket path is \(socketPath.utf8.count) bytes, and a Unix socket path must be shorter than 104: pass a shorter --socket (or --state-dir)"
+            )
         }
         for node in (pushRelay ?? "").split(separator: ",") {
             let node = node.trimmingCharacters(in: .whitespaces)
@@ -308,11 +339,15 @@ struct BGD: AsyncParsableCommand {
             throw ValidationError("--push-wakes-per-hour is more than 0 and at most 1000000000")
         }
         if let socket, socket.isEmpty { throw ValidationError("--socket is a path; leave it out for the default") }
-        if let stateDir, stateDir.isEmpty { throw ValidationError("--state-dir is a path; leave it out for the default") }
+        if let stateDir, stateDir.isEmpty {
+            throw ValidationError("--state-dir is a path; leave it out for the default")
+        }
         guard fetchFloor >= .seconds(1) else {
             throw ValidationError("--fetch-floor is at least 1s (a floor of nothing launches apps in a loop)")
         }
-        guard transferReadTimeout >= .seconds(1) else { throw ValidationError("--transfer-read-timeout is at least 1s") }
+        guard transferReadTimeout >= .seconds(1) else {
+            throw ValidationError("--transfer-read-timeout is at least 1s")
+        }
         if let http {
             guard let settings = Self.dashboard(http, allowRemote: httpAllowRemote) else {
                 throw ValidationError("--http is HOST:PORT, e.g. 127.0.0.1:8765")
@@ -349,7 +384,21 @@ struct BGD: AsyncParsableCommand {
         guard pushHandshakeTimeout > .zero, pushIdleTimeout > .zero else {
             throw ValidationError("--push-handshake-timeout and --push-idle-timeout must be positive")
         }
-        guard (conditionsPoll ?? .seconds(1)) >= .seconds(1) else { throw ValidationError("--conditions-poll must be at least 1s") }
+        guard (conditionsPoll ?? .seconds(1)) >= .seconds(1) else {
+            throw ValidationError("--conditions-poll must be at least 1s")
+        }
+        // A mistyped root read as "no battery, no network": mains power and an unmetered network,
+        // for good, with nothing said.
+        var isDirectory: ObjCBool = false
+        guard
+            conditions == "unconstrained"
+                || (FileManager.default.fileExists(atPath: conditions + "/class", isDirectory: &isDirectory)
+                    && isDirectory.boolValue)
+        else {
+            throw ValidationError(
+                "--conditions is 'unconstrained' or a sysfs root with a class/ directory (default /sys); '\(conditions)' is neither"
+            )
+        }
         guard fetchBudget > .zero, expirationLead < fetchBudget else {
             throw ValidationError("--fetch-budget must be positive and longer than --expiration-lead")
         }
@@ -372,10 +421,10 @@ struct BGD: AsyncParsableCommand {
         return configuration
     }
 
-    /// The learned model reads the user's local time of day and week.
+    /// The learned model reads the user's local time of day and week, each open in the offset of
+    /// its own moment (daylight saving time changes it twice a year).
     var usageConfiguration: UsageTracker.Configuration {
-        let offset = Duration.seconds(TimeZone.current.secondsFromGMT())
-        return UsageTracker.Configuration(planning: fetchPlanner, learned: .init(history: .init(utcOffset: offset)))
+        UsageTracker.Configuration(planning: fetchPlanner, learned: .init(history: .init(timeZone: .current)))
     }
 
     func run() async throws {
@@ -458,7 +507,8 @@ struct BGD: AsyncParsableCommand {
         let daemon: Daemon
         do {
             daemon = try await Daemon(
-                configuration: configuration, clock: quietExecutor ? SystemClock.withAlarm() : SystemClock(), logger: logger)
+                configuration: configuration, clock: quietExecutor ? SystemClock.withAlarm() : SystemClock(),
+                logger: logger)
         } catch let error as StateDirectory.AlreadyInUse {
             FileHandle.standardError.write(Data("bgd: \(error)\n".utf8))
             throw ExitCode(75)  // EX_TEMPFAIL
@@ -482,7 +532,8 @@ struct BGD: AsyncParsableCommand {
         } catch let error as ListenerFailed {
             FileHandle.standardError.write(Data("bgd: \(error)\n".utf8))
             throw ExitCode(EX_UNAVAILABLE_CODE)
-        } catch where error is GatewayCertificate.MissingNames || error is GatewayCertificate.Damaged
+        } catch
+            where error is GatewayCertificate.MissingNames || error is GatewayCertificate.Damaged
             || error is UnusableCertificatePair
         {
             // A certificate to fix (one lacking a name is kept, not replaced behind the devices

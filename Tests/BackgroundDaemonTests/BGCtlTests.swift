@@ -149,6 +149,17 @@ struct BGCtlTests {
                 ["simulate", "trace", directory + "/bad.csv", "--smoothing", "-3"], 64,
                 "--smoothing is a number of slots"
             ),
+            (["simulate", "trace", directory + "/bad.csv", "--wakes-per-open", "101"], 64, "must be in (0, 100]"),
+            (["simulate", "trace", directory + "/bad.csv", "--utc-offset", "15"], 64, "--utc-offset is in hours"),
+            // Options another mode would take and not use are refused, not ignored.
+            (
+                ["simulate", "trace", directory + "/bad.csv", "--frontier", "--wakes-per-open", "2"], 64,
+                "--frontier runs its own budgets"
+            ),
+            (
+                ["simulate", "trace", directory + "/bad.csv", "--planning-cost", "--policy", "learned"], 64,
+                "--planning-cost measures the learned planner alone"
+            ),
             (
                 [
                     "simulate", "trace", directory + "/bad.csv", "--policy", "oracle", "--moments-out",

@@ -90,7 +90,9 @@ struct LearnedSchedulingTests {
             let forecast = try await daemon.admin.send(
                 .get, "/v1/apps/\(Self.app)/forecast?hours=24", as: WakeForecast.self)
             #expect(forecast.holdback?.code == .rarelyUsed, "\(String(describing: forecast.holdback))")
-            #expect(forecast.holdback?.detail.hasSuffix("woken at most every 6h") == true, "\(String(describing: forecast.holdback))")
+            #expect(
+                forecast.holdback?.detail.hasSuffix("woken at most every 6h") == true,
+                "\(String(describing: forecast.holdback))")
         }
     }
 
@@ -161,6 +163,23 @@ struct LearnedSchedulingTests {
                 .put, "/v1/env", body: ConditionOverrides(power: .battery, batteryLevel: 10), as: ConditionsReport.self)
             try await daemon.waitUntil { try await daemon.why("com.example.hourly").nextWake == nil }
             try await agree()
+        }
+    }
+
+    /// A clock a few days fast, set right: the opens after it are learned from. Before, the model
+    /// (which learns in time order) dropped every open until the clock caught up with the one
+    /// stamped ahead — here an app opened only since was "never opened" to it.
+    @Test func opensAfterTheClockWasSetBackAreLearnedFrom() async throws {
+        try await TestDaemon.with(clock: ManualClock(now: Self.monday)) { daemon in
+            try await learnTheHabit(daemon)
+            let later = "com.example.later"
+            try await daemon.register(later, command: ["/bin/true"], interval: .never)
+            daemon.clock.jump(by: .seconds(3 * 86400))  // fast by three days
+            _ = try await daemon.admin.send(.post, "/v1/apps/\(Self.app)/opens")
+            daemon.clock.jump(by: .seconds(-3 * 86400 + 3600))  // set right
+            _ = try await daemon.admin.send(.post, "/v1/apps/\(later)/opens")
+            let usage = try await daemon.admin.send(.get, "/v1/apps/\(later)/usage", as: UsageSummary.self)
+            #expect(usage.openChance != nil, "the open after the clock was set back is learned from")
         }
     }
 }

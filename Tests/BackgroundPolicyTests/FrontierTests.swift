@@ -250,6 +250,20 @@ struct OpenHistoryTests {
 }
 
 extension OpenHistoryTests {
+    /// With a time zone, each open is read in the offset of its own moment: noon in New York is
+    /// the same slot of the day in January (UTC−5) and in July (UTC−4), and the week's slot too.
+    /// A fixed offset (the one bgd started with) put one of them an hour off.
+    @Test func aTimeZoneReadsEachOpenInItsOwnOffset() throws {
+        let zone = try #require(TimeZone(identifier: "America/New_York"))
+        let zoned = OpenHistory(configuration: .init(timeZone: zone))
+        let january = 1_767_978_000.0  // Friday 2026-01-09 12:00 EST (17:00 UTC)
+        let july = 1_783_699_200.0  // Friday 2026-07-10 12:00 EDT (16:00 UTC)
+        #expect(zoned.daySlot(january) == 72 && zoned.daySlot(july) == 72)
+        #expect(zoned.weekSlot(january) == zoned.weekSlot(july))
+        let fixed = OpenHistory(configuration: .init(utcOffset: .seconds(-5 * 3600)))
+        #expect(fixed.daySlot(january) == 72 && fixed.daySlot(july) == 66)
+    }
+
     /// A week of a user's opens, day `d`: the alarm first after the night, mail after it, chat
     /// in the evening, and `extra` at noon if given.
     static func week(from first: Int, _ history: inout OpenHistory, extra: String? = nil) {
@@ -364,7 +378,10 @@ struct OpenPredictorTests {
             // The two exact fits, from different starting weights, agree on the estimate to 1e-4
             // and on each feature's pull (which the centring moves) to a few hundredths — a
             // feature and its square share it — against 0.3 to 0.7 without the forgetting.
-            #expect(apart < 0.1, "at \(hour) h: pulls \(a.contributions) after forgetting, \(b.contributions) from the last 8 weeks alone")
+            #expect(
+                apart < 0.1,
+                "at \(hour) h: pulls \(a.contributions) after forgetting, \(b.contributions) from the last 8 weeks alone"
+            )
             #expect(abs(a.probability - b.probability) < 1e-4)
         }
     }
@@ -405,7 +422,8 @@ struct OpenPredictorRefitTests {
             OpenPredictor(configuration: .init(refitEvery: .seconds(1000 * 86400))),
             OpenPredictor(configuration: .init(memory: .seconds(14 * 86400))),
         ]
-        OpenPredictorTests.walkHalfHours(&predictors, history: &history, days: 42, opened: { _, timeOfDay in timeOfDay == 9 * 3600 })
+        OpenPredictorTests.walkHalfHours(
+            &predictors, history: &history, days: 42, opened: { _, timeOfDay in timeOfDay == 9 * 3600 })
         let (online, refitted) = (predictors[0], predictors[1])
         #expect(online.refits == 0)
         #expect((40...42).contains(refitted.refits), "one a day after the first: \(refitted.refits)")
@@ -512,7 +530,8 @@ struct FrontierTests {
         let together = FrontierReplay().wakes(for: trace, planner: planner, budgets: budgets)
         #expect(together.count == budgets.count)
         for (k, wakes) in zip(budgets, together) {
-            #expect(wakes == FrontierReplay().wakes(for: trace, planner: planner, wakesPerOpen: k), "\(planner) at \(k)")
+            #expect(
+                wakes == FrontierReplay().wakes(for: trace, planner: planner, wakesPerOpen: k), "\(planner) at \(k)")
         }
         // The budgets differ, and so do their wakes: the walk did not hand one budget's to all.
         #expect(together[0] != together[3], "\(planner)")

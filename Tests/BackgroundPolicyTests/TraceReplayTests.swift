@@ -90,6 +90,9 @@ struct AppOpenTraceTests {
         ("user,app,open_utc\nu,a,yesterday", "line 2: open_utc must be Unix seconds"),
         ("user,app,open_utc\nu,a,1364095883000", "line 2: open_utc must be Unix seconds"),
         ("user,app,open_utc\n,a,1364095883", "line 2: user and app must not be empty"),
+        ("user,app,open_utc\n", "the trace is empty"),  // a header alone scored as a perfect 0 minutes
+        ("user,app,open_utc\nu,a,nan", "line 2: open_utc must be Unix seconds"),
+        ("user,app,open_utc\nu,a,inf", "line 2: open_utc must be Unix seconds"),
     ])
     func refusesMalformedTracesWithTheLine(text: String, message: String) {
         guard case .failure(let error) = AppOpenTrace.parse(csv: text) else {
@@ -97,6 +100,18 @@ struct AppOpenTraceTests {
             return
         }
         #expect(error.description.hasPrefix(message), "\(error)")
+    }
+
+    /// What a spreadsheet exports reads as written: a byte-order mark, Windows line ends, an empty
+    /// column after the last; a line repeated exactly is one open (a second copy scored as an
+    /// open of content 0 minutes old, flattering every policy).
+    @Test func aSpreadsheetsExportReadsAndARepeatedLineCountsOnce() throws {
+        let trace = try AppOpenTrace.parse(
+            csv: "\u{FEFF}user,app,open_utc,\r\nu1,mail,1364095883,\r\nu1,mail,1364095883,\r\nu1,mail,1364099483,\r\n"
+        ).get()
+        let opens = try #require(trace.opens[AppOpenTrace.Key(user: "u1", app: "mail")])
+        #expect(opens.map(\.timeIntervalSince1970) == [1_364_095_883, 1_364_099_483])
+        #expect(trace.openCount == 2)
     }
 
     /// A 10 MB field is quoted as a short excerpt, not echoed back (D14).

@@ -60,8 +60,10 @@ public actor UsageTracker {
 
     /// Relearns everything from the stored opens (the learned model replays them: about two
     /// seconds for 90 days of a heavy user's opens).
+    /// Opens stamped after `now` (the clock was ahead, and set back since) are left out: they wait
+    /// in the store for the clock to reach them.
     public func rebuild(now: Date) async throws {
-        let opens = try await store.allOpens(since: now.addingTimeInterval(-configuration.memory.seconds))
+        let opens = try await store.allOpens(since: now.addingTimeInterval(-configuration.memory.seconds), until: now)
         var fresh = UsageLearner(configuration: configuration.learning)
         for open in opens { fresh.recordOpen(of: open.app.rawValue, at: open.at) }  // in time order
         learner = fresh
@@ -71,7 +73,15 @@ public actor UsageTracker {
             now: now.timeIntervalSince1970)
     }
 
-    public func recordOpen(of app: AppID, at date: Date) {
+    /// An open as it happens. One before the latest learned from means the clock was set back
+    /// (it was ahead when that one was stamped): the model, which learns in time order, is
+    /// rebuilt from the opens up to now. Before, it dropped every open until the clock caught up
+    /// with the one stamped ahead — days, for a clock a few days fast — and a restart kept it so.
+    public func recordOpen(of app: AppID, at date: Date) async {
+        if let latest = learned.latestOpen, date.timeIntervalSince1970 < latest, (try? await rebuild(now: date)) != nil
+        {
+            return  // the rebuild read this open from the store
+        }
         learner.recordOpen(of: app.rawValue, at: date)
         learned.recordOpen(of: app.rawValue, at: date.timeIntervalSince1970)
     }

@@ -114,6 +114,9 @@ public struct LearnedUsage: Sendable {
     public var hasLearned: Bool { predictor.refits > 0 }
 
     /// Records an open at `t` (opens arrive in time order; an earlier one is ignored).
+    /// The latest open learned from (opens before it are not taken: the model learns in time order).
+    public var latestOpen: Double? { history.allOpens.last }
+
     public mutating func recordOpen(of app: String, at t: Double) {
         if let last = history.allOpens.last {
             guard t >= last else { return }

@@ -8,8 +8,12 @@ import Foundation
 /// Times are seconds since 1970 (`Double`): this runs a hundred thousand times per replayed day.
 public struct OpenHistory: Sendable {
     public struct Configuration: Hashable, Sendable {
-        /// The users' offset from UTC (their local time of day and week).
+        /// The users' offset from UTC (their local time of day and week), where `timeZone` is nil.
         public var utcOffset: Double
+        /// The users' time zone, whose offset may change (daylight saving time): each open is read
+        /// in the offset of its own moment. A daemon that ran through a change with the offset it
+        /// started with put every open after it an hour off the habits learned before.
+        public var timeZone: TimeZone?
         /// Half-life of the time-of-day and time-of-week counts.
         public var halfLife: Double
         /// An open this long after the user's previous open of anything ends a long idle.
@@ -22,10 +26,11 @@ public struct OpenHistory: Sendable {
         public var sessionGap: Double
 
         public init(
-            utcOffset: Duration = .zero, halfLife: Duration = .seconds(14 * 86400),
+            utcOffset: Duration = .zero, timeZone: TimeZone? = nil, halfLife: Duration = .seconds(14 * 86400),
             longIdle: Duration = .seconds(3 * 3600), followWindow: Duration = .seconds(3600),
             sessionGap: Duration = .seconds(3600)
         ) {
+            self.timeZone = timeZone
             self.sessionGap = sessionGap.seconds
             self.utcOffset = utcOffset.seconds
             self.halfLife = halfLife.seconds
@@ -75,7 +80,10 @@ public struct OpenHistory: Sendable {
 
     var decayRate: Double { log(2) / configuration.halfLife }
 
-    func localSeconds(_ t: Double) -> Double { t + configuration.utcOffset }
+    func localSeconds(_ t: Double) -> Double {
+        guard let zone = configuration.timeZone else { return t + configuration.utcOffset }
+        return t + Double(zone.secondsFromGMT(for: Date(timeIntervalSince1970: t)))
+    }
 
     func daySlot(_ t: Double) -> Int {
         let s = Int((localSeconds(t) / Self.slotLength).rounded(.down)) % Self.slotsPerDay

@@ -58,12 +58,15 @@ public struct AppOpenTrace: Hashable, Sendable {
     }
 
     /// Reads CSV with a header naming `user`, `app` and `open_utc` (Unix seconds). Lines may come
-    /// in any order; blank lines are skipped. Quoting is not supported: the fields never need it.
+    /// in any order; blank lines are skipped; a line repeated exactly counts once (a second copy
+    /// scored as an open of content 0 minutes old). Quoting is not supported: the fields never
+    /// need it. A spreadsheet's export reads too: a byte-order mark, an empty last column.
     public static func parse(csv text: String) -> Result<AppOpenTrace, ParseError> {
         var lines = text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated()
             .filter { !$0.element.trimmingCharacters(in: .whitespaces).isEmpty }.makeIterator()
         guard let header = lines.next() else { return .failure(.empty) }
-        let columns = header.element.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        let columns = header.element.trimmingPrefix("\u{FEFF}").split(separator: ",", omittingEmptySubsequences: false)
+            .map { $0.trimmingCharacters(in: .whitespaces) }
         guard let user = columns.firstIndex(of: "user"), let app = columns.firstIndex(of: "app"),
             let time = columns.firstIndex(of: "open_utc")
         else { return .failure(.missingColumns(found: columns)) }
@@ -93,6 +96,7 @@ public struct AppOpenTrace: Hashable, Sendable {
             }
             opens[Key(user: fields[user], app: fields[app]), default: []].append(Date(timeIntervalSince1970: seconds))
         }
-        return .success(AppOpenTrace(opens: opens))
+        guard !opens.isEmpty else { return .failure(.empty) }  // a header alone has nothing to score
+        return .success(AppOpenTrace(opens: opens.mapValues { Array(Set($0)) }))
     }
 }
