@@ -321,9 +321,13 @@ public final class BackgroundApplication: Sendable {
     /// is acknowledged, said on standard error, and the stream goes on. Before, the stream was
     /// taken for broken, and the app connected again — to be sent the same event — for ever.
     private func skip(_ seq: EventSequence, unreadable error: BackgroundError) async {
-        guard case .new = take(seq) else { return }
-        FileHandle.standardError.write(
-            Data("Background: event \(seq) skipped, acknowledged unhandled (update the library?): \(error)\n".utf8))
+        switch take(seq) {
+        case .beingHandled: return
+        case .handledBefore: break  // skipped before, and that acknowledgement was lost: again
+        case .new:
+            FileHandle.standardError.write(
+                Data("Background: event \(seq) skipped, acknowledged unhandled (update the library?): \(error)\n".utf8))
+        }
         await finish(seq)
     }
 

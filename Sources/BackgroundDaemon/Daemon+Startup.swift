@@ -59,8 +59,7 @@ extension Daemon {
     /// still the same processes, and any process bgd started for them found by its environment);
     /// apps it left stopped are continued — nobody else would.
     static func settleWhatAPreviousBgdLeft(
-        store: BackgroundStore, stateDirectory: StateDirectory, socketPath: String, clock: any WallClock,
-        logger: Logger
+        store: BackgroundStore, socketPath: String, clock: any WallClock, logger: Logger
     ) async throws {
         let interruptedRuns = try await store.closeInterruptedRuns(now: clock.now)
         for interrupted in interruptedRuns {
@@ -80,9 +79,7 @@ extension Daemon {
         for pid in ProcessSupervisor.endOrphans(ofRuns: runs, socketPath: socketPath) {
             logger.notice("Ended an app process a previous bgd had started for a run", metadata: ["pid": "\(pid)"])
         }
-        let instance = AppCgroups.instance(of: stateDirectory.path)
-        for leftover in try await store.takeSuspensions()
-        where ProcessSupervisor.continueLeftover(leftover, instance: instance) {
+        for leftover in try await store.takeSuspensions() where ProcessSupervisor.continueLeftover(leftover) {
             logger.notice(
                 "Continued an app a previous bgd had suspended",
                 metadata: ["app.id": "\(leftover.app)", "pid": "\(leftover.processID)"])

@@ -167,8 +167,7 @@ public struct Daemon: Service {
             killGrace: configuration.budget.killGrace, logger: Self.logger("bg.processes", like: logger))
 
         try await Self.settleWhatAPreviousBgdLeft(
-            store: store, stateDirectory: stateDirectory, socketPath: configuration.socketPath, clock: clock,
-            logger: logger)
+            store: store, socketPath: configuration.socketPath, clock: clock, logger: logger)
         try await Self.removeFilesOfEndedTransfers(store: store, stateDirectory: stateDirectory, logger: logger)
         _ = try await TokenFile.settleStaged(store: store, stateDirectory: stateDirectory, logger: logger)
         let usage = UsageTracker(store: store, configuration: configuration.usage)

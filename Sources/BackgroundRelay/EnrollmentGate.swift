@@ -1,3 +1,4 @@
+import BackgroundModel
 import BackgroundPolicy
 import Foundation
 import HTTPTypes
@@ -36,7 +37,7 @@ final class EnrollmentGate: Sendable {
     /// count against the rate, so a client that was refused a token cannot starve the others.
     func check(authorization: String?, now: Date) -> Refusal? {
         if let token = policy.token {
-            let given = authorization.flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil } ?? ""
+            let given = BearerToken.of(authorization) ?? ""
             guard !given.isEmpty else {
                 return Refusal(
                     status: .unauthorized, code: "enrollmentTokenRequired",

@@ -169,8 +169,8 @@ struct UplinkServer: Service {
 
     /// "Bearer <device>.<secret>", split.
     static func bearer(_ header: String?) -> (String, String)? {
-        guard let header, header.hasPrefix("Bearer ") else { return nil }
-        let parts = header.dropFirst(7).split(separator: ".", maxSplits: 1)
+        guard let token = BearerToken.of(header) else { return nil }
+        let parts = token.split(separator: ".", maxSplits: 1)
         guard parts.count == 2, parts[0].count <= 64, parts[1].count <= 128 else { return nil }
         return (String(parts[0]), String(parts[1]))
     }

@@ -257,11 +257,15 @@ extension BackgroundStore {
     }
 
     /// `cancel(byProducingResumeData:)`: kept with its checkpoint, not carried on. `reason` says
-    /// who paused it (the app, or the operator with `bgctl transfers pause`).
-    public func pauseTransfer(_ id: TransferID, reason: String = "paused") async throws -> StoredTransfer? {
+    /// who paused it (the app, or the operator with `bgctl transfers pause`). A pause and a resume
+    /// count as progress (`lastProgressAt`): a transfer resumed after a pause longer than the
+    /// no-progress timeout failed as stalled at once, and one paused just now after days of
+    /// waiting for its begin date was taken for a pause left that long.
+    public func pauseTransfer(_ id: TransferID, reason: String = "paused", now: Date) async throws -> StoredTransfer? {
         try await update(id, onlyIf: [.waiting, .running]) { row in
             row.state = TransferState.paused.rawValue
             row.waitingReason = reason
+            row.lastProgressAt = max(row.lastProgressAt, now)
         }
     }
 
@@ -278,11 +282,12 @@ extension BackgroundStore {
         return ids.map { TransferID($0) }
     }
 
-    public func resumeTransfer(_ id: TransferID) async throws -> StoredTransfer? {
+    public func resumeTransfer(_ id: TransferID, now: Date) async throws -> StoredTransfer? {
         try await update(id, onlyIf: [.paused]) { row in
             row.state = TransferState.waiting.rawValue
             row.waitingReason = "resumed"
             row.nextAttemptAt = nil
+            row.lastProgressAt = max(row.lastProgressAt, now)
         }
     }
 

@@ -194,8 +194,11 @@ extension BGCtl {
             throw ValidationError("bgd refuses --arguments='\(arguments)': \(reason)")
         }
 
-        /// A file's URI for Documentation= (which separates URIs at spaces): its path escaped.
-        static func fileURI(_ path: String) -> String { URL(fileURLWithPath: path).absoluteString }
+        /// A file's URI for Documentation= (which separates URIs at spaces): its path escaped, and
+        /// each `%` of the escapes doubled (systemd reads specifiers there: `%20` is none).
+        static func fileURI(_ path: String) -> String {
+            URL(fileURLWithPath: path).absoluteString.replacingOccurrences(of: "%", with: "%%")
+        }
 
         /// The service runs from the home directory, not from where bgctl runs: a relative path
         /// that names a file here (`--push-certificate gw.crt`) passed bgd's check here, and the

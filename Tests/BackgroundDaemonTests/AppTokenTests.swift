@@ -11,6 +11,24 @@ import Testing
 struct AppTokenTests {
     static let app = "com.example.tokens"
 
+    /// The scheme's name is any case (RFC 9110): `bearer` is taken for an app and for the
+    /// operator alike (it was refused as unauthorized); another scheme is not.
+    @Test func theBearerSchemeIsTakenInAnyCase() async throws {
+        try await TestDaemon.with { daemon in
+            let token = try await daemon.register(Self.app, command: ["/bin/true"], interval: .never).token
+            let operatorToken = try #require(DaemonClient.operatorToken(socketPath: daemon.socketPath))
+            for scheme in ["bearer", "BEARER"] {
+                let asApp = try await RawHTTP.request(daemon.socketPath, .GET, "/v1/app", token: token, scheme: scheme)
+                #expect(asApp.status == 200, "\(scheme): \(asApp.status)")
+                let asOperator = try await RawHTTP.request(
+                    daemon.socketPath, .GET, "/v1/apps", token: operatorToken, scheme: scheme)
+                #expect(asOperator.status == 200, "\(scheme): \(asOperator.status)")
+            }
+            let basic = try await RawHTTP.request(daemon.socketPath, .GET, "/v1/app", token: token, scheme: "Basic")
+            #expect(basic.status == 401)
+        }
+    }
+
     /// The app may write its container: a link it leaves where bgd writes the token file's new
     /// copy (to a file it may not write itself) is not followed; the rotation replaces it.
     @Test func aLinkInTheContainerDoesNotTakeTheToken() async throws {
@@ -164,7 +182,8 @@ extension AppTokenTests {
         let container = (file as NSString).deletingLastPathComponent
         #expect(kept != old, "the rotated token is in place")
         #expect(try FileManager.default.contentsOfDirectory(atPath: container).filter { $0.contains(".new") }.isEmpty)
-        #expect(!FileManager.default.fileExists(atPath: other + ".new.planted"), "a staged file bgd did not commit goes")
+        #expect(
+            !FileManager.default.fileExists(atPath: other + ".new.planted"), "a staged file bgd did not commit goes")
         let summary = try await DaemonClient(socketPath: socket, token: kept).send(.get, "/v1/app", as: AppSummary.self)
         #expect(summary.id == app, "bgd accepts the token the app's file holds")
         await #expect(throws: (any Error).self, "and refuses the old one") {

@@ -20,6 +20,26 @@ struct StreamProtocolTests {
                 body: .fetch(run: RunID(rawValue: run), budget: .seconds(30))))
     }
 
+    /// Event `seq` of a kind only a newer bgd sends (a fetch, renamed).
+    func newerKind(_ seq: Int64) throws -> String {
+        String(decoding: try WireCoding.makeEncoder().encode(fetch(seq, run: 7)), as: UTF8.self)
+            .replacingOccurrences(of: "\"fetch\"", with: "\"backgroundSync\"")
+    }
+
+    /// `app` running against `bgd` (a user's app: it connects again when its stream ends), its
+    /// first stream open and greeted, for `body`.
+    func running(
+        _ app: BackgroundApplication, on bgd: ScriptedDaemon, _ body: () async throws -> Void
+    )
+        async throws
+    {
+        let running = Task { try await app.run() }
+        defer { running.cancel() }
+        #expect(await eventually { bgd.streamsOpened == 1 })
+        try bgd.send(.hello(app: appID, launchedForRun: nil))
+        try await body()
+    }
+
     /// An event this library cannot read (here a kind only a newer bgd has) is acknowledged
     /// unhandled, and the stream goes on: the fetch after it is handled on the same connection.
     /// Before, the stream was taken for broken and the app connected again, to be sent the same
@@ -28,19 +48,34 @@ struct StreamProtocolTests {
         try await ScriptedDaemon.with { bgd in
             let app = BackgroundApplication(appID: appID, token: "scripted", socketPath: bgd.socketPath)
             app.onBackgroundFetch { .newData }
-            let running = Task { try await app.run() }
-            defer { running.cancel() }
-            #expect(await eventually { bgd.streamsOpened == 1 })
-            try bgd.send(.hello(app: appID, launchedForRun: nil))
-            let newer = String(decoding: try WireCoding.makeEncoder().encode(fetch(1, run: 7)), as: UTF8.self)
-                .replacingOccurrences(of: "\"fetch\"", with: "\"backgroundSync\"")
-            #expect(newer.contains("backgroundSync"))
-            bgd.send(newer)
-            try bgd.send(fetch(2, run: 8))
-            #expect(await eventually { bgd.acknowledged.count == 2 })
-            #expect(bgd.acknowledged == [EventSequence(rawValue: 1), EventSequence(rawValue: 2)])
-            #expect(bgd.results == [RunID(rawValue: 8): .newData])
-            #expect(bgd.streamsOpened == 1, "the stream was never taken for broken")
+            try await running(app, on: bgd) {
+                let newer = try newerKind(1)
+                #expect(newer.contains("backgroundSync"))
+                bgd.send(newer)
+                try bgd.send(fetch(2, run: 8))
+                #expect(await eventually { bgd.acknowledged.count == 2 })
+                #expect(bgd.acknowledged == [EventSequence(rawValue: 1), EventSequence(rawValue: 2)])
+                #expect(bgd.results == [RunID(rawValue: 8): .newData])
+                #expect(bgd.streamsOpened == 1, "the stream was never taken for broken")
+            }
+        }
+    }
+
+    /// A skipped event whose acknowledgement was lost with its connection is acknowledged when
+    /// bgd sends it again on the next: before, it was taken as handled and left open for good.
+    @Test func aSkippedEventIsAcknowledgedWhenSentAgainAfterAReconnect() async throws {
+        try await ScriptedDaemon.with { bgd in
+            let app = BackgroundApplication(appID: appID, token: "scripted", socketPath: bgd.socketPath)
+            try await running(app, on: bgd) {
+                bgd.refuseAcknowledgements(1)
+                bgd.send(try newerKind(1))
+                #expect(await eventually { bgd.refusedAcknowledgements.count == 1 })
+                bgd.endStreams()  // bgd restarts: the app connects again, and is sent the event again
+                #expect(await eventually { bgd.streamsOpened == 2 })
+                try bgd.send(.hello(app: appID, launchedForRun: nil))
+                bgd.send(try newerKind(1))
+                #expect(await eventually { bgd.acknowledged == [EventSequence(rawValue: 1)] })
+            }
         }
     }
 
@@ -56,42 +91,39 @@ struct StreamProtocolTests {
             let calls = Mutex(0)
             app.onBackgroundFetch {
                 // The first run waits for the gate; the others answer at once.
-                guard
-                    calls.withLock({
-                        $0 += 1; return $0 == 1
-                    })
-                else { return .noData }
+                let first = calls.withLock { calls -> Bool in
+                    calls += 1
+                    return calls == 1
+                }
+                guard first else { return .noData }
                 for await _ in gate { return .newData }
                 cancelled.withLock { $0 = true }
                 return .failed
             }
-            let running = Task { try await app.run() }
-            defer { running.cancel() }
-            #expect(await eventually { bgd.streamsOpened == 1 })
-            try bgd.send(.hello(app: appID, launchedForRun: nil))
+            try await running(app, on: bgd) {
+                // A run whose handler waits (run 1), and one answered at once whose ack is refused.
+                try bgd.send(fetch(1, run: 1))
+                #expect(await eventually { app.handlersRunning == 1 })
+                bgd.refuseAcknowledgements(1)
+                try bgd.send(fetch(2, run: 2))
+                #expect(await eventually { bgd.refusedAcknowledgements == [EventSequence(rawValue: 2)] })
+                #expect(bgd.results[RunID(rawValue: 2)] == .noData)
 
-            // A run whose handler waits (run 1), and one answered at once whose ack is refused.
-            try bgd.send(fetch(1, run: 1))
-            #expect(await eventually { app.handlersRunning == 1 })
-            bgd.refuseAcknowledgements(1)
-            try bgd.send(fetch(2, run: 2))
-            #expect(await eventually { bgd.refusedAcknowledgements == [EventSequence(rawValue: 2)] })
-            #expect(bgd.results[RunID(rawValue: 2)] == .noData)
+                // The event sent again (as bgd does after a lost ack): refused again, in the read loop.
+                bgd.refuseAcknowledgements(1)
+                try bgd.send(fetch(2, run: 2))
+                #expect(await eventually { bgd.refusedAcknowledgements.count == 2 })
+                #expect(bgd.acknowledged.isEmpty)
 
-            // The event sent again (as bgd does after a lost ack): refused again, in the read loop.
-            bgd.refuseAcknowledgements(1)
-            try bgd.send(fetch(2, run: 2))
-            #expect(await eventually { bgd.refusedAcknowledgements.count == 2 })
-            #expect(bgd.acknowledged.isEmpty)
-
-            // The next hello (a keep-alive) takes it; the connection and run 1's handler live on.
-            try bgd.send(.hello(app: appID, launchedForRun: nil))
-            #expect(await eventually { bgd.acknowledged == [EventSequence(rawValue: 2)] })
-            #expect(bgd.streamsOpened == 1)
-            #expect(app.handlersRunning == 1 && !cancelled.withLock { $0 })
-            open.yield()
-            #expect(await eventually { bgd.acknowledged.count == 2 })
-            #expect(bgd.results[RunID(rawValue: 1)] == .newData)
+                // The next hello (a keep-alive) takes it; the connection and run 1's handler live on.
+                try bgd.send(.hello(app: appID, launchedForRun: nil))
+                #expect(await eventually { bgd.acknowledged == [EventSequence(rawValue: 2)] })
+                #expect(bgd.streamsOpened == 1)
+                #expect(app.handlersRunning == 1 && !cancelled.withLock { $0 })
+                open.yield()
+                #expect(await eventually { bgd.acknowledged.count == 2 })
+                #expect(bgd.results[RunID(rawValue: 1)] == .newData)
+            }
         }
     }
 

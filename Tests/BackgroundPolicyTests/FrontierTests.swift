@@ -262,6 +262,13 @@ extension OpenHistoryTests {
         #expect(zoned.weekSlot(january) == zoned.weekSlot(july))
         let fixed = OpenHistory(configuration: .init(utcOffset: .seconds(-5 * 3600)))
         #expect(fixed.daySlot(january) == 72 && fixed.daySlot(july) == 66)
+        // The table says what the zone says, on both sides of each change (2026: March 8 and
+        // November 1, at 07:00 and 06:00 UTC).
+        let offsets = ZoneOffsets(zone)
+        let wrong = stride(from: 1_767_225_600.0, to: 1_798_761_600, by: 1800).filter {
+            offsets.offset(at: $0) != Double(zone.secondsFromGMT(for: Date(timeIntervalSince1970: $0)))
+        }
+        #expect(wrong.isEmpty, "\(wrong.count) moments of 2026 read in the wrong offset: \(wrong.prefix(3))")
     }
 
     /// A week of a user's opens, day `d`: the alarm first after the night, mail after it, chat

@@ -37,14 +37,33 @@ struct TransferStoreTests {
         #expect(error?.code == .httpError)
     }
 
+    /// A pause and a resume count as progress: a transfer paused after days of waiting is not
+    /// one left paused that long (the pruner cancels those), and one resumed after a long pause
+    /// is not stalled (the policy failed it as `noProgress` at once).
+    @Test func aPauseAndAResumeCountAsProgress() async throws {
+        let f = try await StoreFixture()
+        let id = try await f.download().record.id
+        let day: TimeInterval = 86400
+        let paused = try #require(try await f.store.pauseTransfer(id, now: f.now.addingTimeInterval(3 * day)))
+        #expect(paused.lastProgressAt == f.now.addingTimeInterval(3 * day))
+        let left = { (at: TimeInterval) in
+            try await f.store.pausedTransfers(
+                idleFor: .seconds(day), ages: StampAges(now: f.now.addingTimeInterval(at)))
+        }
+        #expect(try await left(3.5 * day).isEmpty, "paused half a day ago")
+        #expect(try await left(4.5 * day) == [id], "paused a day and a half ago")
+        let resumed = try #require(try await f.store.resumeTransfer(id, now: f.now.addingTimeInterval(9 * day)))
+        #expect(resumed.lastProgressAt == f.now.addingTimeInterval(9 * day))
+    }
+
     @Test func pauseAndResumeApplyOnlyFromTheirStates() async throws {
         let f = try await StoreFixture()
         let id = try await f.download().record.id
-        #expect(try await f.store.resumeTransfer(id) == nil, "not paused")
-        #expect(try await f.store.pauseTransfer(id)?.record.state == .paused)
-        #expect(try await f.store.pauseTransfer(id) == nil, "paused already")
+        #expect(try await f.store.resumeTransfer(id, now: f.now) == nil, "not paused")
+        #expect(try await f.store.pauseTransfer(id, now: f.now)?.record.state == .paused)
+        #expect(try await f.store.pauseTransfer(id, now: f.now) == nil, "paused already")
         #expect(try await f.store.startAttempt(id) == nil, "a paused transfer makes no attempt")
-        #expect(try await f.store.resumeTransfer(id)?.record.state == .waiting)
+        #expect(try await f.store.resumeTransfer(id, now: f.now)?.record.state == .waiting)
         let attempt = try await f.store.startAttempt(id)
         #expect(attempt?.record.state == .running)
         #expect(attempt?.record.attempts == 1)

@@ -57,11 +57,18 @@ extension BackgroundApplication {
         named name: String? = nil, _ body: @escaping @Sendable () async throws -> T
     ) async throws -> T {
         let expiration = ExpirationLatch<T>()
-        let identifier = await beginBackgroundTask(withName: name) { expiration.expire() }
+        // Begun and ended outside the caller's task: a caller cancelled meanwhile cancelled the
+        // request, so a grant bgd made was never heard of, or never ended — and an app still
+        // holding a task when its time runs out is ended instead of suspended.
+        let identifier = await Task { await beginBackgroundTask(withName: name) { expiration.expire() } }.value
         guard identifier != .invalid else {
             throw BackgroundError.api(
                 status: 409, code: "backgroundTimeExpired",
                 reason: lastBackgroundTaskRefusal ?? "background time refused")
+        }
+        guard !Task.isCancelled else {
+            await Task { await endBackgroundTask(identifier) }.value
+            throw CancellationError()
         }
         let work = Task { try await body() }
         expiration.watch(work)
@@ -70,7 +77,7 @@ extension BackgroundApplication {
         } onCancel: {
             work.cancel()
         }
-        await endBackgroundTask(identifier)
+        await Task { await endBackgroundTask(identifier) }.value
         return try result.get()
     }
 

@@ -22,10 +22,7 @@ struct AppAuthentication: RouterMiddleware {
     }
 
     private func caller(of request: Request) async throws -> TokenIssuer.Bearer {
-        guard let header = request.headers[.authorization], header.hasPrefix("Bearer ") else {
-            throw APIError.unauthorized
-        }
-        let token = String(header.dropFirst("Bearer ".count)).trimmingCharacters(in: .whitespaces)
+        guard let token = BearerToken.of(request.headers[.authorization]) else { throw APIError.unauthorized }
         guard !token.isEmpty, token.utf8.count <= 256 else { throw APIError.unauthorized }
         if let bearer = tokens.launchBearer(for: token) { return bearer }
         guard let app = try await store.app(forTokenHash: TokenIssuer.hash(AppToken(rawValue: token))) else {

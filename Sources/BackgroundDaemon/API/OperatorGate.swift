@@ -17,10 +17,7 @@ struct OperatorGate: RouterMiddleware {
     ) async throws -> Response {
         let path = request.uri.path
         guard !(path == "/v1/app" || path.hasPrefix("/v1/app/")) else { return try await next(request, context) }
-        let presented = request.headers[.authorization].flatMap { header -> String? in
-            guard header.hasPrefix("Bearer ") else { return nil }
-            return String(header.dropFirst("Bearer ".count)).trimmingCharacters(in: .whitespaces)
-        }
+        let presented = BearerToken.of(request.headers[.authorization])
         if let peer = await PeerCredentials.of(context.channel), let app = await launchedApp(peer.processID) {
             throw APIError(
                 .forbidden, .operatorOnly,

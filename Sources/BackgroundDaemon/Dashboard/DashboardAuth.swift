@@ -1,3 +1,4 @@
+import BackgroundModel
 import Crypto
 import Foundation
 import Synchronization
@@ -79,9 +80,7 @@ public final class DashboardAuth: Sendable {
     /// Whether the request carries the token (`Authorization: Bearer`) or a session cookie
     /// that has not ended by `now`; compared in constant time.
     func allows(authorization: String?, cookie: String?, now: Date) -> Bool {
-        if let authorization, authorization.hasPrefix("Bearer "),
-            Self.equalInConstantTime(String(authorization.dropFirst(7)), token)
-        {
+        if let presented = BearerToken.of(authorization), Self.equalInConstantTime(presented, token) {
             return true
         }
         for part in (cookie ?? "").split(separator: ";") {

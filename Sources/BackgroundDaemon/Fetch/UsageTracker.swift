@@ -50,6 +50,9 @@ public actor UsageTracker {
     private var threshold: WakeThreshold
     private var learned: LearnedUsage
 
+    /// An open stamped this much (seconds) before the latest learned from says the clock was set back.
+    static let clockSetBack: Double = 60
+
     public init(store: BackgroundStore, configuration: Configuration) {
         self.store = store
         self.configuration = configuration
@@ -73,12 +76,15 @@ public actor UsageTracker {
             now: now.timeIntervalSince1970)
     }
 
-    /// An open as it happens. One before the latest learned from means the clock was set back
-    /// (it was ahead when that one was stamped): the model, which learns in time order, is
-    /// rebuilt from the opens up to now. Before, it dropped every open until the clock caught up
-    /// with the one stamped ahead — days, for a clock a few days fast — and a restart kept it so.
+    /// An open as it happens. One more than a minute before the latest learned from means the
+    /// clock was set back (it was ahead when that one was stamped): the model, which learns in
+    /// time order, is rebuilt from the opens up to now. Before, it dropped every open until the
+    /// clock caught up with the one stamped ahead — days, for a clock a few days fast — and a
+    /// restart kept it so. (Two opens arriving a moment out of order are not worth a rebuild:
+    /// the earlier is dropped, as before.)
     public func recordOpen(of app: AppID, at date: Date) async {
-        if let latest = learned.latestOpen, date.timeIntervalSince1970 < latest, (try? await rebuild(now: date)) != nil
+        if let latest = learned.latestOpen, date.timeIntervalSince1970 < latest - Self.clockSetBack,
+            (try? await rebuild(now: date)) != nil
         {
             return  // the rebuild read this open from the store
         }

@@ -537,25 +537,29 @@ public actor ProcessSupervisor: Service {
         return ended
     }
 
-    /// At start: continues a process a killed bgd had suspended, if it is still that process —
-    /// stopped with SIGSTOP, or frozen in a cgroup of bgd's for the same state directory
-    /// (`instance`). `reclaimLeftovers` thaws those it finds under this bgd's own cgroup; one
-    /// started elsewhere (from another terminal's scope, or with `--app-cgroups off`) finds none,
-    /// and the app stayed frozen for good.
-    public static func continueLeftover(_ leftover: SuspendedProcess, instance: String) -> Bool {
+    /// At start: continues a process a killed bgd had suspended (this store says so), if it is
+    /// still that process — stopped with SIGSTOP, or frozen in an app cgroup of a bgd's.
+    /// `reclaimLeftovers` thaws those it finds under this bgd's own cgroup; one started elsewhere
+    /// (from another terminal's scope, with `--app-cgroups off`, or the state directory spelled
+    /// otherwise) finds none, and the app stayed frozen for good.
+    public static func continueLeftover(_ leftover: SuspendedProcess) -> Bool {
         let pid = leftover.processID
         guard pid > 1, pid != getpid(), LaunchedProcess.startTicks(of: pid) == leftover.startTicks else { return false }
-        thawLeftoverGroup(of: pid, instance: instance)
+        thawLeftoverGroup(of: pid)
         return AppProcessInfo.signal(getpgid(pid) == pid ? -pid : pid, SIGCONT)
     }
 
-    private static func thawLeftoverGroup(of pid: Int32, instance: String) {
+    private static func thawLeftoverGroup(of pid: Int32) {
         #if os(Linux)
             guard let mounts = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8),
                 let unified = AppCgroups.mountPoint(in: mounts, type: "cgroup2", option: nil),
                 let membership = try? String(contentsOfFile: "/proc/\(pid)/cgroup", encoding: .utf8),
-                let path = AppCgroups.path(in: membership, controller: ""), path.contains("/bgd-\(instance)/apps/")
+                let path = AppCgroups.path(in: membership, controller: "")
             else { return }
+            let parts = path.split(separator: "/")
+            guard parts.count >= 3, parts[parts.count - 3].hasPrefix("bgd-"), parts[parts.count - 2] == "apps" else {
+                return
+            }
             AppCgroup(path: unified + path, memoryPath: nil).thaw()
         #endif
     }

@@ -63,10 +63,10 @@ public struct HistoryPruner: Service {
 
     /// One pruning pass. `run` makes one now and then; a test makes one and sees what it throws.
     public func pass() async throws {
-        if !jumps.isRestored { jumps.restore(try await store.wallClockSteps()) }
+        if !jumps.isRestored { await restoreSteps() }
         let jump = jumps.forwardJump()
-        if jump > 0 { try await store.setWallClockSteps(jumps.saved) }
         try await carryForward(across: jump)
+        if jump > 0 || !jumps.isSaved { await saveSteps() }
         let ages = jumps.ages()
         try await expireUnacknowledged(ages: ages)
         try await expireAbandonedPauses(ages: ages)
@@ -81,6 +81,30 @@ public struct HistoryPruner: Service {
                 ])
         }
         activity?.emit(.historyPruned(rows: report.rowsDeleted))
+    }
+
+    /// The steps a bgd before this one saw. Ones that cannot be read are said and left: pruning
+    /// must go on (a pass that threw at every start pruned nothing, ever).
+    private func restoreSteps() async {
+        do {
+            jumps.restore(try await store.wallClockSteps())
+        } catch {
+            logger.error(
+                "Cannot read the wall clock's saved steps; going on without them", metadata: ["error": "\(error)"])
+            jumps.restore([])
+        }
+    }
+
+    /// The steps, kept for the next bgd; one the store does not take now is tried again at the
+    /// next pass (it is not lost with this pass, nor does it stop it).
+    private func saveSteps() async {
+        do {
+            try await store.setWallClockSteps(jumps.steps)
+            jumps.markSaved(true)
+        } catch {
+            jumps.markSaved(false)
+            logger.warning("Cannot save the wall clock's steps yet", metadata: ["error": "\(error)"])
+        }
     }
 
     /// The wall clock was set `jump` seconds forward since the last pass: the open events

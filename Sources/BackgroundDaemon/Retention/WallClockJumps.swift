@@ -10,7 +10,7 @@ import Synchronization
 /// while suspended, so a laptop's night is not a jump.)
 ///
 /// Each jump is remembered as a step for `StampAges`, until `remembered` has really passed since;
-/// `saved` and `restore` carry the steps across a restart (the store keeps them): a restart
+/// `steps` and `restore` carry them across a restart (the store keeps them): a restart
 /// within the months after a step forgot it, and its first pass pruned as old everything
 /// stamped before the step.
 final class WallClockJumps: Sendable {
@@ -18,6 +18,7 @@ final class WallClockJumps: Sendable {
     private let remembered: Duration
     private let last: Mutex<(now: Date, elapsed: Duration, steps: [Step])>
     private let restored = Mutex(false)
+    private let inStore = Mutex(true)
 
     private struct Step {
         var before: Date
@@ -58,12 +59,16 @@ final class WallClockJumps: Sendable {
     }
 
     /// The steps remembered, to save.
-    var saved: [WallClockStep] {
+    var steps: [WallClockStep] {
         last.withLock { $0.steps.map { WallClockStep(before: $0.before, seenAt: $0.seenAt) } }
     }
 
     /// Whether `restore` has run (a pruner takes back the saved steps at its first pass).
     var isRestored: Bool { restored.withLock { $0 } }
+
+    /// Whether the store holds the steps as they are (a save that failed is tried again).
+    var isSaved: Bool { inStore.withLock { $0 } }
+    func markSaved(_ done: Bool) { inStore.withLock { $0 = done } }
 
     /// Takes back steps a bgd before this one saved: each as long ago as the wall clock says
     /// it was seen (a later step is a step of its own).

@@ -40,21 +40,32 @@ public final class StateDirectory: Sendable {
         self.path = path
         do {
             try FileManager.default.createDirectory(
-                atPath: path + "/containers", withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+                atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         } catch {
             throw Unusable(path: path, reason: SystemErrorText.describe(error))
         }
+        // Looked at before anything is made in it.
         var info = stat()
         guard stat(path, &info) == 0 else { throw Unusable(path: path, reason: String(cString: strerror(errno))) }
         guard info.st_uid == geteuid() else {
             throw Unusable(
                 path: path,
                 reason:
-                    "the state directory belongs to user \(info.st_uid), not to bgd's: whoever owns it could change bgd's database. Pass a --state-dir of your own"
+                    "the state directory belongs to user \(info.st_uid), not to bgd's (\(geteuid())): whoever owns it could change bgd's database. Pass a --state-dir of your own (under sudo, HOME or XDG_STATE_HOME may still be the user's)"
             )
         }
-        guard chmod(path, 0o700) == 0 else {
-            throw Unusable(path: path, reason: "cannot make it 0700: \(String(cString: strerror(errno)))")
+        // A file system that keeps no modes (vfat, some FUSE mounts) refuses chmod: what counts is
+        // that nobody else may write there.
+        if chmod(path, 0o700) != 0, stat(path, &info) == 0, info.st_mode & 0o022 != 0 {
+            throw Unusable(
+                path: path,
+                reason: "others may write to it and it cannot be made 0700: \(String(cString: strerror(errno)))")
+        }
+        do {
+            try FileManager.default.createDirectory(
+                atPath: path + "/containers", withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw Unusable(path: path, reason: SystemErrorText.describe(error))
         }
         switch PidLock.take(path + "/bgd.lock") {
         case .taken(let lock): self.lock = lock

@@ -229,12 +229,12 @@ public actor TransferService: Service {
         defer { stopping.remove(id) }
         attempts[id]?.cancel()
         await attempts[id]?.value
-        guard let paused = try await store.pauseTransfer(id, reason: reason) else { return nil }
+        guard let paused = try await store.pauseTransfer(id, reason: reason, now: clock.now) else { return nil }
         return TransferResumeData(transfer: id, bytesTransferred: paused.checkpoint.offset)
     }
 
     func resume(_ id: TransferID) async throws -> TransferRecord? {
-        let resumed = try await store.resumeTransfer(id)
+        let resumed = try await store.resumeTransfer(id, now: clock.now)
         if resumed != nil { retriesDue[id] = nil }
         replan()
         return resumed?.record
