@@ -160,12 +160,14 @@ extension BackgroundStore {
 
     /// Every app's opens since `date` (up to `until`), in time order: what the usage learner is
     /// rebuilt from.
-    public func allOpens(since date: Date, until end: Date = .distantFuture) async throws -> [(app: AppID, at: Date)] {
+    public func allOpens(since date: Date, until end: Date? = nil) async throws -> [(app: AppID, at: Date)] {
         try await writer.read { db in
             try Row.fetchAll(
                 db,
-                sql: "SELECT appId, openedAt FROM usage WHERE openedAt >= ? AND openedAt <= ? ORDER BY openedAt, id",
-                arguments: [date, end]
+                sql: end == nil
+                    ? "SELECT appId, openedAt FROM usage WHERE openedAt >= ? ORDER BY openedAt, id"
+                    : "SELECT appId, openedAt FROM usage WHERE openedAt >= ? AND openedAt <= ? ORDER BY openedAt, id",
+                arguments: end.map { [date, $0] } ?? [date]
             )
             .compactMap { row in
                 let at: Date = try row.decode(forColumn: "openedAt")

@@ -252,8 +252,10 @@ struct ObservabilityTests {
     /// the watchdog (an app using sd_notify would have systemd log a refused message at each
     /// launch, or with NotifyAccess=all speak for bgd).
     @Test func anAppBgdLaunchesDoesNotInheritWhatSystemdToldBgd() async throws {
+        let journald = TemporaryDirectory.make() + "/no-journald"
         let (directory, notify, daemon) = try await startedAsSystemdWould([
-            "WATCHDOG_USEC": "60000000", "INVOCATION_ID": "0123456789abcdef",
+            "WATCHDOG_USEC": "60000000", "INVOCATION_ID": "0123456789abcdef", "JOURNAL_STREAM": "8:1234",
+            "BGD_JOURNAL_SOCKET": journald,
         ])
         #expect(await notify.record(within: 10) { $0.hasPrefix("READY=1") } != nil)
         let admin = DaemonClient(socketPath: directory + "/bgd.sock")
@@ -276,7 +278,7 @@ struct ObservabilityTests {
                 String($0.prefix { $0 != "=" })
             })
         #expect(names.contains("BGD_APP_ID") && names.contains("PATH"), "\(names)")
-        for name in ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"] {
+        for name in ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "JOURNAL_STREAM"] {
             #expect(!names.contains(name), "\(name) reached the app")
         }
         #expect(names.contains("INVOCATION_ID"), "the rest of bgd's environment is the app's")

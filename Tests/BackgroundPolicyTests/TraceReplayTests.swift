@@ -134,6 +134,8 @@ struct AppOpenTraceTests {
         let decisions = replay.adaptiveDecisionCount(for: trace)
         #expect(decisions < 5_000, "\(decisions) planning passes")
         #expect((replay.wakes(for: trace, policy: .adaptive).values.first ?? []).count < 5_000)
+        // A timer, too, does not wake for the 22 years the user was away (770,000 wakes).
+        #expect((replay.wakes(for: trace, policy: .fixed15m).values.first ?? []).count < 1_000)
     }
 }
 

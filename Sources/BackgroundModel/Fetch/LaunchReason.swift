@@ -18,12 +18,14 @@ public enum LaunchEnvironment {
     public static let run = "BGD_RUN_ID"
 
     /// What of bgd's own environment a launched process does not inherit: bgd's (`BGD_*`, set
-    /// anew for the app) and what systemd tells the service it starts about its notify socket
-    /// and watchdog (an app using sd_notify would have systemd log a refused message at every
-    /// launch). bgd reads these all along, so they stay in its own environment; socket
-    /// activation's `LISTEN_*` are removed from it at start (`ActivatedSocket.take`). The rest
-    /// (PATH, HOME, locale) is the app's.
+    /// anew for the app) and what systemd tells the service it starts about its notify socket,
+    /// watchdog and journal stream (an app using sd_notify would have systemd log a refused
+    /// message at every launch; one whose logger looks for `JOURNAL_STREAM` sent its lines to the
+    /// journal as bgd's, not to its launch log, where its stderr is). bgd reads these all along,
+    /// so they stay in its own environment; socket activation's `LISTEN_*` are removed from it at
+    /// start (`ActivatedSocket.take`). The rest (PATH, HOME, locale) is the app's.
     public static func inherits(_ name: String) -> Bool {
-        !name.hasPrefix("BGD_") && !["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"].contains(name)
+        !name.hasPrefix("BGD_")
+            && !["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "JOURNAL_STREAM"].contains(name)
     }
 }

@@ -243,8 +243,11 @@ public struct OpenHistory: Sendable {
         var best = 0.0
         for (other, times) in opens where other != app {
             guard let last = times.last, t - last <= configuration.followWindow else { continue }
-            let share = (followed[other]?[app] ?? 0) / Double(starts[other]?.count ?? 1)
-            best = max(best, share)
+            // A share at most 1: once `forget` has dropped the start of a session whose later opens
+            // are kept, `other` may have fewer starts than follows (none: the share was infinite,
+            // and the model's estimate not a number).
+            let share = (followed[other]?[app] ?? 0) / Double(max(1, starts[other]?.count ?? 0))
+            best = max(best, min(1, share))
         }
         return best
     }

@@ -45,12 +45,15 @@ public struct TraceReplay: Sendable {
             }
         }
         var wakes: [AppOpenTrace.Key: [Date]] = [:]
+        var present: [String: [ClosedRange<Double>]] = [:]
         for (key, opens) in trace.opens {
             guard let span = trace.span(of: key.user) else { continue }
+            let stretches = present[key.user] ?? Self.presence(of: key.user, in: trace)
+            present[key.user] = stretches
             switch policy {
             case .openOnly: wakes[key] = []
-            case .fixed15m: wakes[key] = fixed(every: 15 * 60, over: span)
-            case .fixed60m: wakes[key] = fixed(every: 60 * 60, over: span)
+            case .fixed15m: wakes[key] = fixed(every: 15 * 60, over: span, while: stretches)
+            case .fixed60m: wakes[key] = fixed(every: 60 * 60, over: span, while: stretches)
             case .oracle: wakes[key] = opens.map { $0.addingTimeInterval(-60) }
             case .adaptive: break  // replayed per user, above: its apps learn from one another
             }
@@ -58,12 +61,36 @@ public struct TraceReplay: Sendable {
         return wakes
     }
 
-    private func fixed(every seconds: TimeInterval, over span: ClosedRange<Date>) -> [Date] {
-        stride(
-            from: span.lowerBound.timeIntervalSince1970 + seconds, through: span.upperBound.timeIntervalSince1970,
-            by: seconds
-        )
-        .map(Date.init(timeIntervalSince1970:))
+    /// A timer's wakes over the user's span, but for the stretches the user was away (silent for
+    /// over `dormancy`), as the other policies skip them: opens years apart made millions.
+    private func fixed(
+        every seconds: TimeInterval, over span: ClosedRange<Date>, while present: [ClosedRange<Double>]
+    )
+        -> [Date]
+    {
+        let start = span.lowerBound.timeIntervalSince1970
+        return present.flatMap { stretch -> [Date] in
+            // The timer's own grid (from the span's start), within the stretch.
+            let first = start + seconds * max(1, ((stretch.lowerBound - start) / seconds).rounded(.up))
+            return stride(from: first, through: stretch.upperBound, by: seconds).map(Date.init(timeIntervalSince1970:))
+        }
+    }
+
+    /// The stretches the user is around: from each open to the next, or to `dormancy` after it
+    /// when the next is further away (or there is none before the span's end).
+    static func presence(of user: String, in trace: AppOpenTrace) -> [ClosedRange<Double>] {
+        let times = trace.events(of: user).map(\.at.timeIntervalSince1970)
+        guard let last = times.last else { return [] }
+        var stretches: [ClosedRange<Double>] = []
+        for (open, next) in zip(times, times.dropFirst() + [last]) {
+            let end = min(next, open + dormancy.seconds)
+            if let previous = stretches.last, previous.upperBound >= open {
+                stretches[stretches.count - 1] = previous.lowerBound...max(previous.upperBound, end)
+            } else {
+                stretches.append(open...max(open, end))
+            }
+        }
+        return stretches
     }
 
     /// One user's apps together, in virtual time. The learner sees each open as it happens; at
