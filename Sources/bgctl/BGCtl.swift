@@ -58,7 +58,7 @@ struct BGCtl: AsyncParsableCommand {
 struct DaemonOptions: ParsableArguments {
     @Option(
         help:
-            "bgd's socket (default: $BGD_SOCKET, else $XDG_RUNTIME_DIR/bgd/bgd.sock, else run/bgd.sock in bgd's state directory)."
+            "bgd's socket (default: $BGD_SOCKET, else $XDG_RUNTIME_DIR/bgd/bgd.sock, else /run/user/UID/bgd/bgd.sock if there, else run/bgd.sock in bgd's state directory)."
     )
     var socket: String?
 

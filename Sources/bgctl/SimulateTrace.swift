@@ -33,11 +33,20 @@ extension BGCtl.Simulate {
         @Option(parsing: .unconditional, help: "The users' offset from UTC in hours, for time-of-day habits.")
         var utcOffset: Double = 0
         @Option(
+            help:
+                "The users' time zone (e.g. America/New_York): learned, hour-of-day and reopen read the time of day in the offset of each moment, across daylight-saving changes, as bgd does; instead of --utc-offset."
+        )
+        var timeZone: String?
+        @Option(
             parsing: .unconditional,
             help:
                 "Wakes a day per expected open a day: the budget of the planners (learned, hour-of-day, reopen, adaptive; default 0.9)."
         )
         var wakesPerOpen: Double?
+        /// Local time as the learned planner reads it: in the zone's offset of each moment, or a fixed one.
+        var history: OpenHistory.Configuration {
+            .init(utcOffset: .seconds(utcOffset * 3600), timeZone: timeZone.flatMap(TimeZone.init(identifier:)))
+        }
         /// The budget asked for, or the planners' own.
         var budget: Double { wakesPerOpen ?? 0.9 }
         @Option(
@@ -75,6 +84,13 @@ extension BGCtl.Simulate {
                     "--moments-out records the learned planner's model: use it with --policy learned alone, without --frontier"
                 )
             }
+            if let timeZone {
+                guard TimeZone(identifier: timeZone) != nil else {
+                    throw ValidationError(
+                        "--time-zone '\(timeZone)' is not a time zone this system knows (e.g. Europe/Berlin)")
+                }
+                guard utcOffset == 0 else { throw ValidationError("give --time-zone or --utc-offset, not both") }
+            }
             guard (-14...14).contains(utcOffset) else {
                 throw ValidationError("--utc-offset is in hours, from -14 to 14")
             }
@@ -111,13 +127,13 @@ extension BGCtl.Simulate {
                 return
             }
             if planningCost {
-                let planners = FrontierReplay(history: .init(utcOffset: .seconds(utcOffset * 3600)))
+                let planners = FrontierReplay(history: history)
                 let cost = PlanningCost.measure(
                     trace: trace, configuration: planners.learnedConfiguration(wakesPerOpen: budget))
                 return json ? try printJSON(cost) : cost.printTable()
             }
             let chosen = policies.isEmpty ? Self.policyNames : policies  // all, as the help says: bgd's own too
-            let planners = FrontierReplay(history: .init(utcOffset: .seconds(utcOffset * 3600)))
+            let planners = FrontierReplay(history: history)
             let replay = TraceReplay(
                 learning: learning, planner: .init(wakesPerOpen: budget), initialThreshold: initialThreshold)
             var results: [(String, FreshnessScore)] = []
@@ -159,7 +175,7 @@ extension BGCtl.Simulate {
         private func printFrontier(of trace: AppOpenTrace) throws {
             let report = FrontierReport.make(
                 trace: trace, adaptive: TraceReplay(learning: learning, initialThreshold: initialThreshold),
-                frontier: FrontierReplay(history: .init(utcOffset: .seconds(utcOffset * 3600))),
+                frontier: FrontierReplay(history: history),
                 planners: policies.isEmpty ? FrontierReport.plannerNames : policies,
                 progress: { step in
                     if !json { FileHandle.standardError.write(Data("Replaying \(step)\n".utf8)) }

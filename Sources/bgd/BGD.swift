@@ -60,7 +60,7 @@ struct BGD: AsyncParsableCommand {
 
     @Option(
         help:
-            "The control socket (default: $BGD_SOCKET, else $XDG_RUNTIME_DIR/bgd/bgd.sock, else <state-dir>/run/bgd.sock)."
+            "The control socket (default: $BGD_SOCKET, else $XDG_RUNTIME_DIR/bgd/bgd.sock, else /run/user/UID/bgd/bgd.sock if there, else <state-dir>/run/bgd.sock)."
     )
     var socket: String?
 

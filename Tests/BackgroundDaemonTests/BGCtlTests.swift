@@ -151,6 +151,11 @@ struct BGCtlTests {
             ),
             (["simulate", "trace", directory + "/bad.csv", "--wakes-per-open", "101"], 64, "must be in (0, 100]"),
             (["simulate", "trace", directory + "/bad.csv", "--utc-offset", "15"], 64, "--utc-offset is in hours"),
+            (["simulate", "trace", directory + "/bad.csv", "--time-zone", "Mars/Olympus"], 64, "not a time zone"),
+            (
+                ["simulate", "trace", directory + "/bad.csv", "--time-zone", "Europe/Berlin", "--utc-offset", "1"], 64,
+                "not both"
+            ),
             // Options another mode would take and not use are refused, not ignored.
             (
                 ["simulate", "trace", directory + "/bad.csv", "--frontier", "--wakes-per-open", "2"], 64,

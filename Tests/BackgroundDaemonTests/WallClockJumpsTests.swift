@@ -39,4 +39,29 @@ struct WallClockJumpsTests {
         _ = jumps.forwardJump()
         #expect(jumps.ages() == StampAges(now: clock.now), "forgotten once the longest age has passed")
     }
+
+    /// Steps a bgd before this one saved come back as long ago as they really were: the wall
+    /// time since each was seen, less the later steps' jumps (time that did not pass). Before,
+    /// the first of two steps came back 100 days old after two days, and stamps before it were
+    /// pruned for time that never passed.
+    @Test func savedStepsComeBackAsLongAgoAsTheyReallyWere() {
+        let day = 86400.0
+        let clock = ManualClock()
+        let first = WallClockJumps(clock: clock, remembered: .seconds(300 * day))
+        let before40 = clock.now
+        clock.jump(by: .seconds(40 * day))
+        #expect(first.forwardJump() == 40 * day)
+        clock.advance(by: .seconds(day))
+        let before100 = clock.now
+        clock.jump(by: .seconds(100 * day))
+        #expect(first.forwardJump() == 100 * day)
+        clock.advance(by: .seconds(day))
+        // bgd restarts: its steps come back from the store.
+        let next = WallClockJumps(clock: clock, remembered: .seconds(300 * day))
+        next.restore(first.steps)
+        #expect(
+            next.ages().steps == [
+                .init(before: before40, since: .seconds(2 * day)), .init(before: before100, since: .seconds(day)),
+            ], "\(next.ages().steps)")
+    }
 }

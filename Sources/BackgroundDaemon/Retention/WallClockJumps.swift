@@ -76,8 +76,11 @@ final class WallClockJumps: Sendable {
         let (now, elapsed) = (clock.now, clock.elapsed)
         last.withLock { last in
             let known = Set(last.steps.map(\.seenAt))
-            for step in steps where !known.contains(step.seenAt) {
-                let ago = Duration.seconds(max(0, now.timeIntervalSince(step.seenAt)))
+            let ordered = steps.sorted { $0.seenAt < $1.seenAt }
+            for (index, step) in ordered.enumerated() where !known.contains(step.seenAt) {
+                // The wall time since it was seen, less the later steps' jumps: time that did not pass.
+                let skipped = ordered[(index + 1)...].reduce(0) { $0 + max(0, $1.seenAt.timeIntervalSince($1.before)) }
+                let ago = Duration.seconds(max(0, now.timeIntervalSince(step.seenAt) - skipped))
                 guard ago < remembered else { continue }
                 last.steps.append(Step(before: step.before, at: elapsed - ago, seenAt: step.seenAt))
             }

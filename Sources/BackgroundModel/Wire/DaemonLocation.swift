@@ -12,12 +12,18 @@ public enum DaemonLocation {
         return home(environment) + "/.local/state/bgd"
     }
 
-    /// `$BGD_SOCKET`, else `$XDG_RUNTIME_DIR/bgd/bgd.sock`, else `<state directory>/run/bgd.sock`.
+    /// `$BGD_SOCKET`, else `$XDG_RUNTIME_DIR/bgd/bgd.sock`, else — where systemd's runtime
+    /// directory for this user has a bgd socket (`/run/user/UID`; a shell from `su`, `sudo -u` or
+    /// cron has no `XDG_RUNTIME_DIR`, and bgctl said "not running" of the bgd systemd runs) —
+    /// that one, else `<state directory>/run/bgd.sock`.
     public static func defaultSocketPath(
-        stateDirectory: String? = nil, environment: [String: String] = ProcessInfo.processInfo.environment
+        stateDirectory: String? = nil, environment: [String: String] = ProcessInfo.processInfo.environment,
+        userRuntimeDirectories: String = "/run/user"
     ) -> String {
         if let socket = environment[LaunchEnvironment.socket], !socket.isEmpty { return socket }
         if let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") { return runtime + "/bgd/bgd.sock" }
+        let systemds = "\(userRuntimeDirectories)/\(getuid())/bgd/bgd.sock"
+        if FileManager.default.fileExists(atPath: systemds) { return systemds }
         return (stateDirectory ?? defaultStateDirectory(environment: environment)) + "/run/bgd.sock"
     }
 

@@ -243,11 +243,12 @@ public struct OpenHistory: Sendable {
         var best = 0.0
         for (other, times) in opens where other != app {
             guard let last = times.last, t - last <= configuration.followWindow else { continue }
-            // A share at most 1: once `forget` has dropped the start of a session whose later opens
-            // are kept, `other` may have fewer starts than follows (none: the share was infinite,
-            // and the model's estimate not a number).
+            // Once `forget` has dropped the start of a session whose later opens are kept, `other`
+            // may have no start left: divided by none, the share was infinite and the model's
+            // estimate not a number. (A share above 1 is the model's as it learnt it: an app
+            // started more than once within one session of the other.)
             let share = (followed[other]?[app] ?? 0) / Double(max(1, starts[other]?.count ?? 0))
-            best = max(best, min(1, share))
+            best = max(best, share)
         }
         return best
     }

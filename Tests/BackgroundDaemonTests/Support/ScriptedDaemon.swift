@@ -3,6 +3,7 @@ import BackgroundTesting
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Logging
 import NIOCore
 import Synchronization
 
@@ -32,10 +33,12 @@ final class ScriptedDaemon: Sendable {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let daemon = ScriptedDaemon(socketPath: directory + "/bgd.sock")
         let (listening, ready) = AsyncStream<Void>.makeStream()
+        var logger = Logger(label: "scripted-bgd")
+        logger.logLevel = .critical  // its shutdown under a cancelled task says "already closed"
         let application = Application(
             router: daemon.router(),
             configuration: .init(address: .unixDomainSocket(path: daemon.socketPath)),
-            onServerRunning: { _ in ready.yield() })
+            onServerRunning: { _ in ready.yield() }, logger: logger)
         let server = Task { try await application.runService(gracefulShutdownSignals: []) }
         defer {
             daemon.endStreams()
