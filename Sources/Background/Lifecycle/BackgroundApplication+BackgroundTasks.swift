@@ -98,16 +98,18 @@ private final class ExpirationLatch<T: Sendable>: Sendable {
     private let state = Mutex<(expired: Bool, work: Task<T, any Error>?)>((false, nil))
 
     func expire() {
-        state.withLock {
-            $0.expired = true; return $0.work
-        }?.cancel()
+        let work = state.withLock { state -> Task<T, any Error>? in
+            state.expired = true
+            return state.work
+        }
+        work?.cancel()
     }
 
     func watch(_ work: Task<T, any Error>) {
-        if state.withLock({
-            $0.work = work; return $0.expired
-        }) {
-            work.cancel()
+        let expired = state.withLock { state -> Bool in
+            state.work = work
+            return state.expired
         }
+        if expired { work.cancel() }
     }
 }

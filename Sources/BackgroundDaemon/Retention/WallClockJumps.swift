@@ -70,15 +70,14 @@ final class WallClockJumps: Sendable {
     var isSaved: Bool { inStore.withLock { $0 } }
     func markSaved(_ done: Bool) { inStore.withLock { $0 = done } }
 
-    /// Takes back steps a bgd before this one saved: each as long ago as the wall clock says
-    /// it was seen (a later step is a step of its own).
+    /// Takes back steps a bgd before this one saved, each as long ago as it really was: the wall
+    /// time since it was seen, less the jumps of the steps after it.
     func restore(_ steps: [WallClockStep]) {
         let (now, elapsed) = (clock.now, clock.elapsed)
         last.withLock { last in
             let known = Set(last.steps.map(\.seenAt))
             let ordered = steps.sorted { $0.seenAt < $1.seenAt }
             for (index, step) in ordered.enumerated() where !known.contains(step.seenAt) {
-                // The wall time since it was seen, less the later steps' jumps: time that did not pass.
                 let skipped = ordered[(index + 1)...].reduce(0) { $0 + max(0, $1.seenAt.timeIntervalSince($1.before)) }
                 let ago = Duration.seconds(max(0, now.timeIntervalSince(step.seenAt) - skipped))
                 guard ago < remembered else { continue }
