@@ -162,12 +162,12 @@ extension BackgroundStore {
     /// rebuilt from.
     public func allOpens(since date: Date, until end: Date? = nil) async throws -> [(app: AppID, at: Date)] {
         try await writer.read { db in
+            // No upper bound unless asked: a damaged date is then the read's error, not filtered out.
             try Row.fetchAll(
                 db,
-                sql: end == nil
-                    ? "SELECT appId, openedAt FROM usage WHERE openedAt >= ? ORDER BY openedAt, id"
-                    : "SELECT appId, openedAt FROM usage WHERE openedAt >= ? AND openedAt <= ? ORDER BY openedAt, id",
-                arguments: end.map { [date, $0] } ?? [date]
+                sql: "SELECT appId, openedAt FROM usage WHERE openedAt >= ?\(end == nil ? "" : " AND openedAt <= ?")"
+                    + " ORDER BY openedAt, id",
+                arguments: StatementArguments([date] + (end.map { [$0] } ?? []))
             )
             .compactMap { row in
                 let at: Date = try row.decode(forColumn: "openedAt")

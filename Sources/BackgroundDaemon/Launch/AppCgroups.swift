@@ -85,6 +85,26 @@ public struct AppCgroups: Sendable {
         #endif
     }
 
+    /// The app group of any bgd's (`…/bgd-<instance>/apps/<group>`) that `pid` is in, wherever
+    /// that bgd's tree is — found without one of its own (a bgd started elsewhere, or without
+    /// cgroups, continuing what a killed one left); nil when the process is in none.
+    public static func appGroup(of pid: Int32) -> AppCgroup? {
+        #if os(Linux)
+            guard let mounts = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8),
+                let unified = mountPoint(in: mounts, type: "cgroup2", option: nil),
+                let membership = try? String(contentsOfFile: "/proc/\(pid)/cgroup", encoding: .utf8),
+                let path = path(in: membership, controller: "")
+            else { return nil }
+            let parts = path.split(separator: "/")
+            guard parts.count >= 3, parts[parts.count - 3].hasPrefix("bgd-"), parts[parts.count - 2] == "apps" else {
+                return nil
+            }
+            return AppCgroup(path: unified + path, memoryPath: nil)
+        #else
+            return nil
+        #endif
+    }
+
     /// The cgroup directory `pid` is in (in this hierarchy), nil when it is gone.
     public func directory(of pid: Int32) -> String? {
         guard let membership = try? String(contentsOfFile: "/proc/\(pid)/cgroup", encoding: .utf8),

@@ -545,23 +545,8 @@ public actor ProcessSupervisor: Service {
     public static func continueLeftover(_ leftover: SuspendedProcess) -> Bool {
         let pid = leftover.processID
         guard pid > 1, pid != getpid(), LaunchedProcess.startTicks(of: pid) == leftover.startTicks else { return false }
-        thawLeftoverGroup(of: pid)
+        AppCgroups.appGroup(of: pid)?.thaw()
         return AppProcessInfo.signal(getpgid(pid) == pid ? -pid : pid, SIGCONT)
-    }
-
-    private static func thawLeftoverGroup(of pid: Int32) {
-        #if os(Linux)
-            guard let mounts = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8),
-                let unified = AppCgroups.mountPoint(in: mounts, type: "cgroup2", option: nil),
-                let membership = try? String(contentsOfFile: "/proc/\(pid)/cgroup", encoding: .utf8),
-                let path = AppCgroups.path(in: membership, controller: "")
-            else { return }
-            let parts = path.split(separator: "/")
-            guard parts.count >= 3, parts[parts.count - 3].hasPrefix("bgd-"), parts[parts.count - 2] == "apps" else {
-                return
-            }
-            AppCgroup(path: unified + path, memoryPath: nil).thaw()
-        #endif
     }
 
     // MARK: Process facts

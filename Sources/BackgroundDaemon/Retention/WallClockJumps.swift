@@ -16,9 +16,9 @@ import Synchronization
 final class WallClockJumps: Sendable {
     private let clock: any WallClock
     private let remembered: Duration
-    private let last: Mutex<(now: Date, elapsed: Duration, steps: [Step])>
-    private let restored = Mutex(false)
-    private let inStore = Mutex(true)
+    /// The last look, the steps, whether those a bgd before saved are back (`restore`), and
+    /// whether the store holds the steps as they are.
+    private let last: Mutex<(now: Date, elapsed: Duration, steps: [Step], restored: Bool, saved: Bool)>
 
     private struct Step {
         var before: Date
@@ -37,7 +37,7 @@ final class WallClockJumps: Sendable {
     init(clock: any WallClock, remembered: Duration = .zero) {
         self.clock = clock
         self.remembered = remembered
-        last = Mutex((clock.now, clock.elapsed, []))
+        last = Mutex((clock.now, clock.elapsed, [], false, true))
     }
 
     /// Seconds the wall clock was set forward since the last call (or since this was made);
@@ -64,11 +64,11 @@ final class WallClockJumps: Sendable {
     }
 
     /// Whether `restore` has run (a pruner takes back the saved steps at its first pass).
-    var isRestored: Bool { restored.withLock { $0 } }
+    var isRestored: Bool { last.withLock { $0.restored } }
 
     /// Whether the store holds the steps as they are (a save that failed is tried again).
-    var isSaved: Bool { inStore.withLock { $0 } }
-    func markSaved(_ done: Bool) { inStore.withLock { $0 = done } }
+    var isSaved: Bool { last.withLock { $0.saved } }
+    func markSaved(_ done: Bool) { last.withLock { $0.saved = done } }
 
     /// Takes back steps a bgd before this one saved, each as long ago as it really was: the wall
     /// time since it was seen, less the jumps of the steps after it.
@@ -85,8 +85,8 @@ final class WallClockJumps: Sendable {
             }
             last.steps.sort { $0.at < $1.at }
             last.steps = Array(last.steps.suffix(Self.stepsKept))
+            last.restored = true
         }
-        restored.withLock { $0 = true }
     }
 
     /// The ages of stamps by the wall clock now, across the steps forward seen (at the last

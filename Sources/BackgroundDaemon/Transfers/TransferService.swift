@@ -204,23 +204,28 @@ public actor TransferService: Service {
         attempts[id]?.cancel()
         await attempts[id]?.value
         guard let stored = try await store.transfer(id) else { return nil }
-        if let ended = try await store.finishTransfer(id, .cancelled, now: clock.now) {
-            SafeFiles.remove(stored.partialPath)
-            await announce(ended)
-            return ended
-        }
-        return stored.record
+        return try await endCancelled(stored) ?? stored.record
     }
 
     /// A transfer left paused past the retention (`HistoryPruner`) is cancelled as `cancel`
     /// does — the app hears `cancelled`, the partial file goes — if it is paused still.
     func expireIfStillPaused(_ id: TransferID) async throws -> Bool {
-        guard attempts[id] == nil, let stored = try await store.transfer(id),
-            let ended = try await store.finishTransfer(id, .cancelled, now: clock.now, onlyIf: [.paused])
-        else { return false }
+        guard attempts[id] == nil, let stored = try await store.transfer(id) else { return false }
+        return try await endCancelled(stored, onlyIf: [.paused]) != nil
+    }
+
+    /// Records `stored` cancelled (if it has not ended, and is in `states` when given), removes
+    /// its partial file and tells its app; the ended record, or nil when nothing was ended.
+    private func endCancelled(
+        _ stored: StoredTransfer, onlyIf states: Set<TransferState>? = nil
+    ) async throws
+        -> TransferRecord?
+    {
+        guard let ended = try await store.finishTransfer(stored.record.id, .cancelled, now: clock.now, onlyIf: states)
+        else { return nil }
         SafeFiles.remove(stored.partialPath)
         await announce(ended)
-        return true
+        return ended
     }
 
     /// `cancel(byProducingResumeData:)`: stops and keeps the checkpoint.

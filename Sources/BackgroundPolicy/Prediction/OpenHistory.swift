@@ -8,14 +8,13 @@ import Foundation
 /// Times are seconds since 1970 (`Double`): this runs a hundred thousand times per replayed day.
 public struct OpenHistory: Sendable {
     public struct Configuration: Hashable, Sendable {
-        /// The users' offset from UTC (their local time of day and week), where `timeZone` is nil.
+        /// The users' offset from UTC (their local time of day and week), where no time zone is given.
         public var utcOffset: Double
-        /// The users' time zone, whose offset may change (daylight saving time): each open is read
-        /// in the offset of its own moment. A daemon that ran through a change with the offset it
-        /// started with put every open after it an hour off the habits learned before.
-        public let timeZone: TimeZone?
-        /// The zone's offsets, looked up once (the model reads local time for every moment it
-        /// scores: a hundred thousand times per replayed day).
+        /// The users' time zone (`init`'s `timeZone`), whose offset may change (daylight saving
+        /// time): each open is read in the offset of its own moment. A daemon that ran through a
+        /// change with the offset it started with put every open after it an hour off the habits
+        /// learned before. Its offsets are looked up once: the model reads local time for every
+        /// moment it scores, a hundred thousand times per replayed day.
         let zoneOffsets: ZoneOffsets?
         /// Half-life of the time-of-day and time-of-week counts.
         public var halfLife: Double
@@ -33,7 +32,6 @@ public struct OpenHistory: Sendable {
             longIdle: Duration = .seconds(3 * 3600), followWindow: Duration = .seconds(3600),
             sessionGap: Duration = .seconds(3600)
         ) {
-            self.timeZone = timeZone
             zoneOffsets = timeZone.map(ZoneOffsets.init)
             self.sessionGap = sessionGap.seconds
             self.utcOffset = utcOffset.seconds

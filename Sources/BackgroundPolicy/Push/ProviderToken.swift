@@ -17,10 +17,9 @@ public struct ProviderToken: Hashable, Sendable {
     /// `none`, `HS256`, `RS256` never reach a verifier).
     public static func parse(authorization: String?) -> Result<ProviderToken, APNsReason> {
         guard let authorization, !authorization.isEmpty else { return .failure(.missingProviderToken) }
-        let parts = authorization.split(separator: " ", maxSplits: 1)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return .failure(.invalidProviderToken) }
-        let token = parts[1].trimmingCharacters(in: .whitespaces)
-        guard token.utf8.count <= 1024 else { return .failure(.invalidProviderToken) }
+        guard let token = BearerToken.of(authorization), token.utf8.count <= 1024 else {
+            return .failure(.invalidProviderToken)
+        }
         let segments = token.split(separator: ".", omittingEmptySubsequences: false)
         guard segments.count == 3, let headerData = base64URLDecode(segments[0]),
             let claimsData = base64URLDecode(segments[1]),
