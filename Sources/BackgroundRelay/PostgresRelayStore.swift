@@ -77,10 +77,22 @@ public final class PostgresRelayStore: RelayStore {
         }
     }
 
-    /// Creates the tables if they are not there (one node at a time, under an advisory lock).
+    /// Creates the tables if they are not there (one node at a time, under an advisory lock). A
+    /// schema that is current already is left alone: its statements take each table's locks
+    /// (`ALTER TABLE` an exclusive one), and a node starting beside others at work deadlocked
+    /// with one of their transactions (seen in the relay's chaos test).
     public func prepare() async throws {
         try await transaction { connection in
             try await connection.query("SELECT pg_advisory_xact_lock(71946219)", logger: logger)
+            var current = false
+            for try await found in try await connection.query(
+                """
+                SELECT to_regclass('relay_credentials') IS NOT NULL AND EXISTS (
+                    SELECT 1 FROM information_schema.columns
+                    WHERE table_schema = current_schema() AND table_name = 'relay_device' AND column_name = 'last_seen_at')
+                """, logger: logger
+            ).decode(Bool.self) { current = found }
+            guard !current else { return }  // what the last statements below make: a new one goes into this check
             for statement: PostgresQuery in [
                 """
                 CREATE TABLE IF NOT EXISTS relay_device (
