@@ -36,7 +36,7 @@ public struct SQLiteRelayStore: RelayStore {
     public static func inMemory() throws -> SQLiteRelayStore { try SQLiteRelayStore(DatabaseQueue()) }
 
     init(_ database: any DatabaseWriter) throws {
-        self.database = QuietDatabase(database, threads: .relayStore)
+        self.database = QuietDatabase(database, readers: .relayStoreReads, writers: .relayStoreWrites)
         try Self.migrator.migrate(database)
     }
 
@@ -186,7 +186,7 @@ public final class CredentialsVersion: Sendable {
 }
 
 extension WorkerThreads {
-    /// The relay store's threads. Writes are serialised by SQLite and GRDB anyway; four let
-    /// reads go on beside one.
-    static let relayStore = WorkerThreads(count: 4, name: "bgrelay-store")
+    /// The relay store's threads: one for reads, one for writes (why one each: `QuietDatabase`).
+    static let relayStoreReads = WorkerThreads(count: 1, name: "bgrelay-read")
+    static let relayStoreWrites = WorkerThreads(count: 1, name: "bgrelay-store")
 }

@@ -21,7 +21,7 @@ public struct BackgroundStore: Sendable {
     }
 
     init(_ writer: any DatabaseWriter, commits: Generation) throws {
-        self.writer = QuietDatabase(writer, threads: .store)
+        self.writer = QuietDatabase(writer, readers: .storeReads, writers: .storeWrites)
         self.commits = commits
         try Self.migrator.migrate(writer)
     }
@@ -155,7 +155,8 @@ public enum StorageTrouble: Sendable, Equatable {
 }
 
 extension WorkerThreads {
-    /// The store's threads, shared by every store in the process. Writes are serialised by
-    /// SQLite and GRDB anyway; four let reads go on beside one.
-    static let store = WorkerThreads(count: 4, name: "bgd-store")
+    /// The store's threads, shared by every store in the process: one for reads, one for writes
+    /// (why one each: `QuietDatabase`). Writes are serialised by SQLite and GRDB anyway.
+    static let storeReads = WorkerThreads(count: 1, name: "bgd-store-read")
+    static let storeWrites = WorkerThreads(count: 1, name: "bgd-store")
 }

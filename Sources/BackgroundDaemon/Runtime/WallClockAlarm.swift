@@ -161,10 +161,13 @@ final class WallClockAlarm: @unchecked Sendable {
 #endif
 
 extension SystemClock {
-    /// The system wall clock for bgd: deadlines on `WallClockAlarm` (no periodic nap), or naps
-    /// on NIO's event-loop timers where it is unavailable.
+    /// The system wall clock for bgd: deadlines on `WallClockAlarm` (no periodic nap), and time
+    /// that passes (`sleep(for:)`, `sleep(untilElapsed:)`) on NIO's event-loop timers. Before,
+    /// the latter went through `Task.sleep`, so the first one (the conditions poll, an event
+    /// stream's keep-alive) started libdispatch's monitor, which woke an idle bgd every second.
     public static func withAlarm() -> SystemClock {
-        guard let alarm = WallClockAlarm.shared else { return onEventLoops() }
-        return SystemClock(sleepUntil: { try await alarm.sleep(until: $0) })
+        var clock = onEventLoops()
+        if let alarm = WallClockAlarm.shared { clock.sleepUntil = { try await alarm.sleep(until: $0) } }
+        return clock
     }
 }

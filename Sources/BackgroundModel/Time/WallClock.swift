@@ -48,11 +48,6 @@ public struct SystemClock: WallClock {
         self.nap = nap
     }
 
-    public init(sleepUntil: @escaping @Sendable (Date) async throws -> Void) {
-        self.init()
-        self.sleepUntil = sleepUntil
-    }
-
     public var now: Date { Date() }
 
     private static let origin = ContinuousClock.now
