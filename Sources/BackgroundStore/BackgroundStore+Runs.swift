@@ -34,7 +34,7 @@ extension BackgroundStore {
                     id: nil, appId: id.rawValue, kind: start.kind.rawValue, trigger: trigger.rawValue,
                     reasons: ColumnJSON.encode(reasons), startedAt: now, deadline: now.adding(budget),
                     endedAt: nil, outcome: nil, launched: false, pid: nil, pidStartTicks: nil, detail: nil)
-                if case .task(let identifier, let kind) = start {
+                if case .task(let identifier, let kind, _) = start {
                     run.taskIdentifier = identifier
                     run.taskKind = kind.rawValue
                 }
@@ -49,8 +49,9 @@ extension BackgroundStore {
                         runId: run.id, now: now, db: db)
                     try Self.takePush(push, for: runID, reasons: reasons, db: db)
                     if let allowance { try Self.savePushAllowance(allowance, of: id, db: db) }
-                case .task(let identifier, let kind):
-                    try Self.takeTaskRequest(identifier, kind: kind, of: id, for: runID, db: db)
+                case .task(let identifier, let kind, let submittedAt):
+                    try Self.takeTaskRequest(
+                        identifier, kind: kind, submittedAt: submittedAt, of: id, for: runID, db: db)
                     try appendEvent(
                         .backgroundTask(run: runID, identifier: identifier, kind: kind, budget: budget), for: id,
                         runId: run.id, now: now, db: db)
@@ -135,9 +136,11 @@ extension BackgroundStore {
                 row.outcome = RunOutcome.interrupted.rawValue
                 row.endedAt = max(now, row.startedAt)
                 row.detail = "bgd stopped while the run was in flight"
-                try row.update(db)
                 try closeEvents(ofRun: RunID(row.id!), db: db, now: now)
-                try settleWork(ofRun: RunID(row.id!), outcome: .interrupted, db: db)
+                if let note = try settleWork(ofRun: RunID(row.id!), outcome: .interrupted, bgdDied: true, db: db) {
+                    row.detail! += "; " + note
+                }
+                try row.update(db)
                 closed.append(
                     InterruptedRun(
                         run: try RunRecord(row: row), processID: row.pid.map { Int32($0) },
@@ -223,15 +226,23 @@ extension BackgroundStore {
 extension BackgroundStore {
     /// How many runs may end without the app's answer before a push is given up.
     public static let pushDeliveryAttempts = 3
+    /// How many of a task request's runs may be cut short by bgd dying (not a stop it was asked
+    /// for) before the request is given up.
+    public static let taskRequestCrashLimit = 3
 
     /// What a run carried — a push, a task request — settles with the run's end, in the same
     /// transaction: delivered or done when the app answered; put back when the run was cut short
     /// before the app could answer (bgd stopped, the app crashed or could not start), so nothing
     /// acknowledged to a provider or an app is lost to a crash.
-    func settleWork(ofRun run: RunID, outcome: RunOutcome, db: Database) throws {
+    ///
+    /// `bgdDied`: the run was found in flight at start-up (bgd was killed, crashed, lost power),
+    /// not ended by a stop bgd was asked for. Returns what became of a task request it carried
+    /// when that is worth saying in the run's detail.
+    @discardableResult
+    func settleWork(ofRun run: RunID, outcome: RunOutcome, bgdDied: Bool = false, db: Database) throws -> String? {
         switch outcome {
         case .eventsHandled:
-            return  // a run for transfer events carries no push and no task
+            return nil  // a run for transfer events carries no push and no task
         case .newData, .noData, .failed, .cancelled:
             try db.execute(
                 sql:
@@ -265,14 +276,42 @@ extension BackgroundStore {
                     ReasonCode.pushUndeliverable.rawValue,
                     Self.pushDeliveryAttempts, why, why, run.rawValue,
                 ])
-            if outcome == .interrupted {
-                // bgd's own stop is no fault of the task: it is pending again. (A request the app
-                // submitted meanwhile under the same identifier replaced this row and stands.)
-                try db.execute(sql: "UPDATE taskRequest SET runId = NULL WHERE runId = ?", arguments: [run.rawValue])
-            } else {
+            guard outcome == .interrupted else {
                 try db.execute(sql: "DELETE FROM taskRequest WHERE runId = ?", arguments: [run.rawValue])
+                return nil
             }
+            return try putBackTaskRequest(ofRun: run, bgdDied: bgdDied, db: db)
         }
+        return nil
+    }
+
+    /// bgd's own stop is no fault of the task: its request is pending again. (A request the app
+    /// submitted meanwhile under the same identifier replaced this row and stands.) Two things
+    /// keep it from coming back:
+    /// - a task whose runs take bgd down with them (the OOM killer, a watchdog, a power cut)
+    ///   `taskRequestCrashLimit` times in a row is given up; put back every time, it started again
+    ///   at every start of bgd, for ever;
+    /// - an identifier the app no longer declares, or a refresh request once background refresh is
+    ///   off, which the app changed while it ran, goes as a pending one would have.
+    private func putBackTaskRequest(ofRun run: RunID, bgdDied: Bool, db: Database) throws -> String? {
+        guard
+            let request = try Row.fetchOne(
+                db, sql: "SELECT appId, identifier, crashes FROM taskRequest WHERE runId = ?",
+                arguments: [run.rawValue])
+        else { return nil }
+        let crashes: Int = request["crashes"] + (bgdDied ? 1 : 0)
+        if crashes >= Self.taskRequestCrashLimit {
+            try db.execute(sql: "DELETE FROM taskRequest WHERE runId = ?", arguments: [run.rawValue])
+            return
+                "task request \(request["identifier"] as String) given up: bgd died during \(crashes) of its runs in a row"
+        }
+        try db.execute(
+            sql: "UPDATE taskRequest SET runId = NULL, crashes = ? WHERE runId = ?",
+            arguments: [crashes, run.rawValue])
+        if let row = try AppRow.fetchOne(db, key: request["appId"] as String) {
+            try Self.dropTaskRequestsNoLongerAllowed(for: try StoredApp(row: row), db)
+        }
+        return nil
     }
 }
 

@@ -267,6 +267,11 @@ extension BackgroundStore {
             try db.execute(sql: "ALTER TABLE transfer ADD COLUMN bytesHighest INTEGER NOT NULL DEFAULT 0")
             try db.execute(sql: "UPDATE transfer SET bytesHighest = bytesDone")
         }
+        migrator.registerMigration("taskRequestCrashes") { db in
+            // How many of a task request's runs in a row bgd died during: a task that takes bgd
+            // down with it is given up after a few, not started again at every start for ever.
+            try db.execute(sql: "ALTER TABLE taskRequest ADD COLUMN crashes INTEGER NOT NULL DEFAULT 0")
+        }
         return migrator
     }
 }

@@ -84,13 +84,17 @@ extension BackgroundStore {
 
     /// The pending request `identifier` is taken by `run`: marked with it until the run answers,
     /// not deleted, so a run cut short by bgd's stop gives it back. Throws
-    /// `StoreError.taskRequestNotFound` when no such request (of that kind) is pending.
+    /// `StoreError.taskRequestNotFound` when no such request (of that kind, and submitted at
+    /// `submittedAt` when given) is pending.
     static func takeTaskRequest(
-        _ identifier: String, kind: TaskKind, of app: AppID, for run: RunID, db: Database
+        _ identifier: String, kind: TaskKind, submittedAt: Date?, of app: AppID, for run: RunID, db: Database
     ) throws {
         try db.execute(
-            sql: "UPDATE taskRequest SET runId = ? WHERE appId = ? AND identifier = ? AND kind = ? AND runId IS NULL",
-            arguments: [run.rawValue, app.rawValue, identifier, kind.rawValue])
+            sql: """
+                UPDATE taskRequest SET runId = ?
+                WHERE appId = ? AND identifier = ? AND kind = ? AND runId IS NULL AND (? IS NULL OR submittedAt = ?)
+                """,
+            arguments: [run.rawValue, app.rawValue, identifier, kind.rawValue, submittedAt, submittedAt])
         guard db.changesCount == 1 else { throw StoreError.taskRequestNotFound(app, identifier) }
     }
 

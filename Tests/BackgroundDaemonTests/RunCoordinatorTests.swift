@@ -172,7 +172,7 @@ struct RunCoordinatorTests {
     ])
     func everyKindOfRunStartsOnOnePath(start: RunStart, reason: String, budgetSeconds: Double) async throws {
         try await withHarness { h in
-            if case .task(let identifier, let kind) = start {
+            if case .task(let identifier, let kind, _) = start {
                 _ = try await h.store.unregister(h.app, now: h.clock.now)
                 _ = try await h.store.register(
                     RegisterAppRequest(

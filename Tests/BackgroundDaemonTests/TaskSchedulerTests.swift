@@ -135,6 +135,49 @@ struct TaskSchedulerTests {
         }
     }
 
+    /// At most two processing tasks run at once: three apps' tasks that need power, the power
+    /// plugged in, start two; the third waits (`concurrencyLimit`, in `bgctl tasks`) and starts
+    /// when one of them ends. Before, every one started at once.
+    @Test func atMostTwoProcessingTasksRunAtOnce() async throws {
+        try await TestDaemon.with(conditions: Self.onBattery) { daemon in
+            let apps = ["com.example.tasks.a", "com.example.tasks.b", "com.example.tasks.c"]
+            for app in apps {
+                let token = try await daemon.register(
+                    app, command: [try BuiltProducts.path(of: "bgd-fixture-app"), "cooperate"], interval: .never,
+                    taskIdentifiers: [Self.processing]
+                ).token
+                try await BackgroundApplication(
+                    appID: AppID(rawValue: app)!, token: token, socketPath: daemon.socketPath
+                )
+                .taskScheduler.submit(ProcessingTaskRequest(identifier: Self.processing, requiresExternalPower: true))
+            }
+            try await setConditions(daemon, power: .mains)
+            func overview() async throws -> TasksOverview {
+                try await daemon.admin.send(.get, "/v1/tasks", as: TasksOverview.self)
+            }
+            #expect(
+                await eventuallyAsync {
+                    guard let tasks = try? await overview() else { return false }
+                    return tasks.running.count == 2 && tasks.pending.first?.waitingReason?.code == .concurrencyLimit
+                })
+            let tasks = try await overview()
+            #expect(tasks.pending.count == 1, "\(tasks)")
+            let first = try #require(tasks.running.first)
+            let waiting = try #require(tasks.pending.first)
+            _ = try await daemon.waitForRunEnd(of: first.app.rawValue) {
+                _ = try await daemon.admin.send(
+                    .post, "/v1/tasks/expire", body: TaskTarget(app: first.app, identifier: Self.processing),
+                    as: RunningTask.self)
+            }
+            #expect(
+                await eventuallyAsync {
+                    guard let tasks = try? await overview() else { return false }
+                    return tasks.pending.isEmpty && tasks.running.contains { $0.app == waiting.app }
+                })
+            #expect(try await overview().running.count == 2)
+        }
+    }
+
     /// While an app is in the foreground, processing waits; when it leaves, the task runs.
     @Test func aForegroundAppHoldsProcessingBack() async throws {
         try await TestDaemon.with { daemon in

@@ -46,11 +46,12 @@ struct VanishedWorkTests {
             let request = TaskRequest(identifier: Self.processing, kind: .processing, requiresExternalPower: true)
             try await daemon.store.submitTaskRequest(request, for: here, now: now)
             let cancelled = TaskRequest(identifier: Self.refresh, kind: .processing)
-            try await daemon.daemon.taskDispatcher.start([
-                PendingTaskRequest(app: gone, request: request, submittedAt: now),
-                PendingTaskRequest(app: here, request: cancelled, submittedAt: now),
-                PendingTaskRequest(app: here, request: request, submittedAt: now),
-            ])
+            try await daemon.daemon.taskDispatcher.start(
+                [
+                    PendingTaskRequest(app: gone, request: request, submittedAt: now),
+                    PendingTaskRequest(app: here, request: cancelled, submittedAt: now),
+                    PendingTaskRequest(app: here, request: request, submittedAt: now),
+                ], slots: 2)
             #expect(try await daemon.store.runningTasks().map(\.identifier) == [Self.processing])
         }
     }

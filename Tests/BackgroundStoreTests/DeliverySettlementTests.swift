@@ -148,6 +148,79 @@ struct DeliverySettlementTests {
         #expect(try await store.pendingTaskRequests(of: app).map(\.request.requiresExternalPower) == [true])
     }
 
+    /// A task whose runs bgd dies during (the OOM killer, a watchdog) is given up after a few,
+    /// and the run says so; put back every time, it started again at every start of bgd, for
+    /// ever. A stop bgd was asked for (its SIGTERM) is no fault of the task and does not count.
+    @Test func aTaskThatBgdDiesDuringIsGivenUpAfterAFew() async throws {
+        let store = try await registered()
+        try await store.submitTaskRequest(
+            TaskRequest(identifier: "com.example.a.work", kind: .processing), for: app, now: now)
+        func start() async throws -> RunRecord {
+            try await store.startRun(
+                .task(identifier: "com.example.a.work", kind: .processing), for: app, trigger: .scheduled,
+                reasons: [], budget: .seconds(600), now: now)
+        }
+        for death in 1...BackgroundStore.taskRequestCrashLimit {
+            // A stop bgd was asked for, between the deaths.
+            let stopped = try await start()
+            try await store.finishRun(stopped.id, outcome: .interrupted, now: now)
+            #expect(try await store.pendingTaskRequests(of: app).count == 1)
+            _ = try await start()
+            let closed = try await store.closeInterruptedRuns(now: now)
+            let detail = try #require(closed.first?.run.detail)
+            if death < BackgroundStore.taskRequestCrashLimit {
+                #expect(try await store.pendingTaskRequests(of: app).count == 1, "death \(death): pending again")
+                #expect(!detail.contains("given up"), "\(detail)")
+            } else {
+                #expect(try await store.pendingTaskRequests(of: app).isEmpty, "given up")
+                #expect(detail.contains("given up: bgd died during 3 of its runs"), "\(detail)")
+            }
+        }
+        // Submitted anew, it starts from nothing.
+        try await store.submitTaskRequest(
+            TaskRequest(identifier: "com.example.a.work", kind: .processing), for: app, now: now)
+        _ = try await start()
+        _ = try await store.closeInterruptedRuns(now: now)
+        #expect(try await store.pendingTaskRequests(of: app).count == 1)
+    }
+
+    /// A request put back after bgd's stop meets the app's settings of now: an identifier it no
+    /// longer declares, or a refresh request once background refresh is off, is not put back.
+    @Test func aRequestTheAppNoLongerAllowsIsNotPutBack() async throws {
+        let store = try await registered()
+        try await store.submitTaskRequest(
+            TaskRequest(identifier: "com.example.a.work", kind: .processing), for: app, now: now)
+        let run = try await store.startRun(
+            .task(identifier: "com.example.a.work", kind: .processing), for: app, trigger: .scheduled, reasons: [],
+            budget: .seconds(600), now: now)
+        _ = try await store.replaceRegistration(
+            RegisterAppRequest(id: app, launchCommand: LaunchCommand(["/bin/true"])!, taskIdentifiers: []))
+        try await store.finishRun(run.id, outcome: .interrupted, now: now)
+        #expect(try await store.pendingTaskRequests(of: app).isEmpty)
+    }
+
+    /// A task start names the request it read: one submitted anew since (another date, other
+    /// needs) is not started under the old one's.
+    @Test func aTaskStartTakesOnlyTheRequestItRead() async throws {
+        let store = try await registered()
+        try await store.submitTaskRequest(
+            TaskRequest(identifier: "com.example.a.work", kind: .processing), for: app, now: now)
+        let read = try #require(try await store.pendingTaskRequests(of: app).first)
+        try await store.submitTaskRequest(
+            TaskRequest(identifier: "com.example.a.work", kind: .processing, requiresExternalPower: true), for: app,
+            now: now.addingTimeInterval(1))
+        await #expect(throws: StoreError.taskRequestNotFound(app, "com.example.a.work")) {
+            _ = try await store.startRun(
+                .task(identifier: "com.example.a.work", kind: .processing, submittedAt: read.submittedAt), for: app,
+                trigger: .scheduled, reasons: [], budget: .seconds(600), now: now)
+        }
+        let current = try #require(try await store.pendingTaskRequests(of: app).first)
+        let run = try await store.startRun(
+            .task(identifier: "com.example.a.work", kind: .processing, submittedAt: current.submittedAt), for: app,
+            trigger: .scheduled, reasons: [], budget: .seconds(600), now: now)
+        #expect(run.taskIdentifier == "com.example.a.work")
+    }
+
     /// Which runs the fetch policy learns from (docs/scheduling.md): fetches and app-refresh
     /// tasks. A push run, a processing task and a launch for transfer events neither anchor the
     /// next fetch nor count as trouble — but any run in flight holds the fetch back.

@@ -155,7 +155,7 @@ public actor RunCoordinator: Service {
         _ start: RunStart, for app: AppID, trigger: RunTrigger, reasons: [DecisionReason]
     ) async throws -> RunRecord {
         var budget = configuration.budget
-        if case .task(_, .processing) = start { budget.budget = configuration.processingBudget }
+        if case .task(_, .processing, _) = start { budget.budget = configuration.processingBudget }
         // Read with the start time: the budget counts from the run's start, not from after its commit.
         let (now, awake) = (clock.now, clock.awake)
         let run = try await store.startRun(
@@ -166,8 +166,8 @@ public actor RunCoordinator: Service {
     /// What the launched process is told it was started for.
     static func launchReason(for start: RunStart) -> LaunchReason {
         switch start {
-        case .fetch, .task(_, .appRefresh): .fetch
-        case .task(_, .processing): .processing
+        case .fetch, .task(_, .appRefresh, _): .fetch
+        case .task(_, .processing, _): .processing
         case .push: .remoteNotification
         case .events: .urlSession
         }

@@ -36,9 +36,10 @@ struct TaskRequests: Sendable {
 
     /// What `bgctl tasks` shows.
     func overview() async throws -> TasksOverview {
-        TasksOverview(
-            pending: await dispatcher.explain(try await store.pendingTaskRequests()),
-            running: try await store.runningTasks(), lifecycles: await lifecycle.statuses(), now: clock.now)
+        let running = try await store.runningTasks()
+        return TasksOverview(
+            pending: await dispatcher.explain(try await store.pendingTaskRequests(), running: running),
+            running: running, lifecycles: await lifecycle.statuses(), now: clock.now)
     }
 
     /// `_simulateLaunchForTaskWithIdentifier`: the pending request runs now, whatever its conditions.
@@ -50,7 +51,8 @@ struct TaskRequests: Sendable {
             })
         else { throw StoreError.taskRequestNotFound(target.app, target.identifier) }
         return try await coordinator.start(
-            .task(identifier: target.identifier, kind: pending.request.kind), for: target.app, trigger: .manual,
+            .task(identifier: target.identifier, kind: pending.request.kind, submittedAt: pending.submittedAt),
+            for: target.app, trigger: .manual,
             reasons: [
                 DecisionReason(
                     .manualTaskLaunch, "requested with bgctl tasks run (_simulateLaunchForTaskWithIdentifier)")

@@ -44,18 +44,21 @@ actor TaskDispatcher: Service {
     }
 
     /// Why each pending request waits, for `bgctl tasks`.
-    func explain(_ pending: [PendingTaskRequest]) async -> [PendingTaskRequest] {
+    func explain(_ pending: [PendingTaskRequest], running: [RunningTask]) async -> [PendingTaskRequest] {
         let now = clock.now
         let effective = await conditions.effective
         let foreground = await lifecycle.appInForeground
+        let processing = running.filter { $0.kind == .processing }.count
         return pending.map { item in
             var item = item
+            let reason = policy.waitingReason(
+                for: item.request, conditions: effective, appInForeground: foreground, now: now)
             item.waitingReason =
                 item.request.kind == .appRefresh
-                ? policy.waitingReason(for: item.request, conditions: effective, appInForeground: foreground, now: now)
+                ? reason
                     ?? DecisionReason(
                         .taskStarted, "goes with the app's next wake planned by the fetch policy (bgctl why)")
-                : policy.waitingReason(for: item.request, conditions: effective, appInForeground: foreground, now: now)
+                : reason ?? (policy.freeSlots(running: processing) == 0 ? policy.slotReason(running: processing) : nil)
             return item
         }
     }
@@ -79,7 +82,8 @@ actor TaskDispatcher: Service {
                         metadata: ["app.id": "\(task.app)", "task": "\(task.identifier)", "reason": "\(reason)"])
                 }
             }
-            let running = Set(try await store.runningTasks().map(\.run.id))
+            let runningTasks = try await store.runningTasks()
+            let running = Set(runningTasks.map(\.run.id))
             stopping.formIntersection(running)
             started = started.filter { running.contains($0.key) }
             let pending = try await store.pendingTaskRequests().filter { $0.request.kind == .processing }
@@ -87,7 +91,8 @@ actor TaskDispatcher: Service {
                 pending.filter {
                     policy.waitingReason(for: $0.request, conditions: effective, appInForeground: foreground, now: now)
                         == nil
-                })
+                },
+                slots: policy.freeSlots(running: runningTasks.filter { $0.kind == .processing }.count))
             return policy.nextCheck(for: pending.map(\.request), now: now)
         } catch where Task.isCancelled {
             // bgd is stopping (a SIGTERM, another listener that failed): the loop ends quietly,
@@ -99,14 +104,17 @@ actor TaskDispatcher: Service {
         }
     }
 
-    /// Starts the processing tasks whose conditions hold. One whose app was unregistered, or
-    /// that was cancelled, since they were read is passed over. Before, it failed the whole pass,
-    /// and every other task due waited 30 s.
-    func start(_ due: [PendingTaskRequest]) async throws {
-        for item in due {
+    /// Starts the processing tasks whose conditions hold, oldest first, as many as `slots`
+    /// allow (the coordinator rings again when a run ends). One whose app was unregistered, or
+    /// that was cancelled or submitted anew, since they were read is passed over. Before, it
+    /// failed the whole pass, and every other task due waited 30 s.
+    func start(_ due: [PendingTaskRequest], slots: Int) async throws {
+        var slots = slots
+        for item in due where slots > 0 {
             do {
                 let run = try await coordinator.start(
-                    .task(identifier: item.request.identifier, kind: .processing), for: item.app,
+                    .task(identifier: item.request.identifier, kind: .processing, submittedAt: item.submittedAt),
+                    for: item.app,
                     trigger: .scheduled,
                     reasons: [
                         DecisionReason(
@@ -115,6 +123,7 @@ actor TaskDispatcher: Service {
                         )
                     ])
                 started[run.id] = item.request
+                slots -= 1
             } catch StoreError.runAlreadyInFlight {
                 continue  // the app is busy; again when its run ends (the coordinator rings us)
             } catch StoreError.appNotFound, StoreError.taskRequestNotFound {

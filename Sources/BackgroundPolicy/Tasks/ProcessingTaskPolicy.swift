@@ -9,9 +9,24 @@ import Foundation
 public struct ProcessingTaskPolicy: Hashable, Sendable {
     /// How long a processing task may run.
     public var budget: Duration
+    /// How many processing tasks run at once. Each holds minutes of CPU, disk and network: thirty
+    /// apps' power-hungry work started together the moment a laptop is plugged in would slow
+    /// the machine, starve one another, and hold the fetch planner's run slots for ten minutes.
+    public var maximumRunning: Int
 
-    public init(budget: Duration = .seconds(600)) {
+    public init(budget: Duration = .seconds(600), maximumRunning: Int = 2) {
         self.budget = budget
+        self.maximumRunning = maximumRunning
+    }
+
+    /// How many more processing tasks may start while `running` run.
+    public func freeSlots(running: Int) -> Int { max(0, maximumRunning - running) }
+
+    /// Why a request that may start waits all the same: the others running hold every slot.
+    public func slotReason(running: Int) -> DecisionReason {
+        DecisionReason(
+            .concurrencyLimit,
+            "\(running) processing task(s) run already, the most at once; it starts when one ends")
     }
 
     /// Why `request` cannot start at `now` (nil: it may).
