@@ -81,6 +81,36 @@ struct SysfsConditionsTests {
         #expect(SysfsConditions(root: sysfs.root).read().conditions.power == .mains)
     }
 
+    /// Supplies of every kind the kernel names count: a laptop on a USB-PD or wireless charger
+    /// is on mains (they were read as on battery), a battery held below full by a charge
+    /// threshold ("Not charging") means the adapter is in, and a phone on a charging pad
+    /// (scope Device) is not the machine's. Two packs' level is weighted by what each holds.
+    @Test func everyKindOfSupplyAndPackCounts() throws {
+        for type in ["USB_PD_DRP", "USB_DCP", "Wireless", "BrickID", "UPS"] {
+            let sysfs = FakeSysfs()
+            try sysfs.laptop(capacity: 50)
+            try FileManager.default.removeItem(atPath: sysfs.root + "/class/power_supply/AC")
+            try sysfs.write(["class/power_supply/charger/type": type, "class/power_supply/charger/online": "1"])
+            #expect(SysfsConditions(root: sysfs.root).read().conditions.power == .mains, "\(type)")
+            try sysfs.write("class/power_supply/charger/scope", "Device")
+            #expect(SysfsConditions(root: sysfs.root).read().conditions.power == .battery, "\(type) of a device")
+        }
+        let sysfs = FakeSysfs()
+        try sysfs.laptop(capacity: 5)
+        // Firmware that lists no adapter, the battery held below full.
+        try FileManager.default.removeItem(atPath: sysfs.root + "/class/power_supply/AC")
+        try sysfs.write("class/power_supply/BAT0/status", "Not charging")
+        #expect(SysfsConditions(root: sysfs.root).read().conditions.power == .mains, "held below full")
+        try sysfs.write([
+            "class/power_supply/BAT0/status": "Discharging", "class/power_supply/BAT0/energy_full": "24000000",
+            "class/power_supply/BAT1/type": "Battery", "class/power_supply/BAT1/status": "Discharging",
+            "class/power_supply/BAT1/capacity": "80", "class/power_supply/BAT1/energy_full": "72000000",
+        ])
+        #expect(SysfsConditions(root: sysfs.root).read().conditions.batteryLevel == 61)
+        try FileManager.default.removeItem(atPath: sysfs.root + "/class/power_supply/BAT1/energy_full")
+        #expect(SysfsConditions(root: sysfs.root).read().conditions.batteryLevel == 42, "no energy: the plain mean")
+    }
+
     @Test func aServerWithoutABatteryIsOnMains() throws {
         let sysfs = FakeSysfs()
         try sysfs.write("class/net/eth0/operstate", "up")
@@ -238,6 +268,13 @@ struct DaemonConditionsTests {
             let remove = try await Command.run("/usr/sbin/ip", ["address", "del", "127.0.0.77/8", "dev", "lo"])
             #expect(add.status == 0 && remove.status == 0, "\(add.standardError)\(remove.standardError)")
             try await daemon.waitUntil { try await effective().power == .mains }
+            // A route coming and going, and nothing else (NETLINK_ROUTE's route groups): the
+            // default route, which NetworkManager is asked about, can come after its address.
+            try sysfs.write("class/power_supply/BAT0/capacity", "34")
+            let route = try await Command.run("/usr/sbin/ip", ["route", "add", "198.51.100.0/24", "dev", "lo"])
+            let unroute = try await Command.run("/usr/sbin/ip", ["route", "del", "198.51.100.0/24", "dev", "lo"])
+            #expect(route.status == 0 && unroute.status == 0, "\(route.standardError)\(unroute.standardError)")
+            try await daemon.waitUntil { try await effective().batteryLevel == 34 }
         }
     }
 

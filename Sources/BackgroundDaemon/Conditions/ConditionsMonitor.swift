@@ -2,6 +2,7 @@ import BackgroundModel
 import BackgroundStore
 import Foundation
 import Logging
+import QuietThreads
 import ServiceLifecycle
 import Synchronization
 
@@ -84,10 +85,24 @@ public actor ConditionsMonitor {
     /// Senses again now: on the poll (no `cause`) everything; for a kernel event, NetworkManager
     /// only if the links up or the default route changed. Before, every event asked it (a
     /// process forked), a battery's uevent at each percent and an address's renewal included.
-    public func refresh(because cause: String? = nil) {
+    ///
+    /// A verdict NetworkManager did not give (a connection still activating says "unknown") is
+    /// asked for again at a network event, not at a battery's: where nmcli is installed but
+    /// NetworkManager does not run, each percent of charge forked it.
+    ///
+    /// Sensing runs on a thread of its own: `nmcli` may take up to its second, and an event-loop
+    /// thread waiting on it held up every request it carried.
+    public func refresh(because cause: String? = nil) async {
         if let cause { logger.debug("Reading the conditions again", metadata: ["cause": "\(cause)"]) }
+        let (configuration, kept) = (self.configuration, cause == nil ? nil : metered)
+        let keepUnanswered = cause == "power_supply uevent"
+        guard
+            let sensing = try? await WorkerThreads.conditions.run({
+                Self.sense(configuration, kept: kept, keepUnanswered: keepUnanswered)
+            })
+        else { return }
         let before = effective
-        (sensed, sources, metered) = Self.sense(configuration, kept: cause == nil ? nil : metered)
+        (sensed, sources, metered) = sensing
         announce(from: before)
     }
 
@@ -105,7 +120,7 @@ public actor ConditionsMonitor {
     /// With `kept`, NetworkManager's verdict is taken from it when it was given for the same
     /// links up and default route.
     private static func sense(
-        _ configuration: Configuration, kept: MeteredVerdict?
+        _ configuration: Configuration, kept: MeteredVerdict?, keepUnanswered: Bool = false
     ) -> (DeviceConditions, [String], MeteredVerdict?) {
         switch configuration.sensing {
         case .sysfs(let root):
@@ -115,7 +130,7 @@ public actor ConditionsMonitor {
                 links: sources.filter { $0.contains("/class/net/") },
                 device: configuration.networkManager.defaultDevice())
             let verdict =
-                kept.flatMap { $0.question == asked && $0.answer != nil ? $0 : nil }  // no answer: ask again
+                kept.flatMap { $0.question == asked && ($0.answer != nil || keepUnanswered) ? $0 : nil }
                 ?? MeteredVerdict(question: asked, answer: configuration.networkManager.read())
             if let answer = verdict.answer {
                 conditions.network = answer.metered ? .metered : .unmetered
@@ -176,4 +191,9 @@ public actor ConditionsMonitor {
             }
         }
     }
+}
+
+extension WorkerThreads {
+    /// Where the conditions are read (sysfs, `nmcli`), off the event loops.
+    static let conditions = WorkerThreads(count: 1, name: "bgd-conditions")
 }

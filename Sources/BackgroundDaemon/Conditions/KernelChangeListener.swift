@@ -11,7 +11,8 @@ import QuietThreads
 /// Two netlink sockets, both broadcast by the kernel without udevd: `NETLINK_KOBJECT_UEVENT`
 /// (group 1: the kernel's own uevents; a power supply announces plugging, unplugging and charge
 /// changes as `SUBSYSTEM=power_supply`) and `NETLINK_ROUTE` (links going up or down, addresses
-/// coming and going). One thread blocks in `poll` on them and costs nothing while nothing
+/// coming and going, routes: the default route, whose device NetworkManager is asked about,
+/// comes after the address, and a hotspot joined was read unmetered until the poll). One thread blocks in `poll` on them and costs nothing while nothing
 /// happens. A burst of messages (a link coming up sends a dozen) is one change.
 final class KernelChangeListener: @unchecked Sendable {
     // @unchecked: the descriptors are set once; the thread owns the sockets until `stop` tells it
@@ -27,8 +28,11 @@ final class KernelChangeListener: @unchecked Sendable {
     static func start(onChange: @escaping @Sendable (String) -> Void) -> KernelChangeListener? {
         #if os(Linux)
             guard let uevents = openNetlink(protocol: 15 /* NETLINK_KOBJECT_UEVENT */, groups: 1) else { return nil }
-            // RTMGRP_LINK | RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR
-            guard let routes = openNetlink(protocol: 0 /* NETLINK_ROUTE */, groups: 0x1 | 0x10 | 0x100) else {
+            // RTMGRP_LINK | RTMGRP_IPV4_IFADDR | RTMGRP_IPV4_ROUTE | RTMGRP_IPV6_IFADDR | RTMGRP_IPV6_ROUTE
+            guard
+                let routes = openNetlink(
+                    protocol: 0 /* NETLINK_ROUTE */, groups: 0x1 | 0x10 | 0x40 | 0x100 | 0x400)
+            else {
                 close(uevents)
                 return nil
             }
@@ -120,7 +124,7 @@ final class KernelChangeListener: @unchecked Sendable {
                                 changes.insert("\(subsystem) uevent")
                             }
                         } else {
-                            changes.insert("a network link or address")
+                            changes.insert("a network link, address or route")
                         }
                     }
                 }

@@ -15,22 +15,38 @@ public struct NetworkManagerMetered: Sendable {
     let nmcli: String?
     /// The kernel's IPv4 routes, to find the default route's device.
     let routes: String
+    /// The kernel's IPv6 routes, for a network with no IPv4 default route (an IPv6-only carrier
+    /// hotspot, NAT64).
+    let routes6: String?
 
-    public init(nmcli: String?, routes: String) {
+    public init(nmcli: String?, routes: String, routes6: String? = nil) {
         self.nmcli = nmcli
         self.routes = routes
+        self.routes6 = routes6
     }
 
     public static let system = NetworkManagerMetered(
         nmcli: ["/usr/bin/nmcli", "/bin/nmcli"].first { FileManager.default.isExecutableFile(atPath: $0) },
-        routes: "/proc/net/route")
+        routes: "/proc/net/route", routes6: "/proc/net/ipv6_route")
 
-    /// The device of the default route, if there is one.
+    /// The device of the default route (IPv4's, else IPv6's), if there is one.
     func defaultDevice() -> String? {
-        guard let table = try? String(contentsOfFile: routes, encoding: .utf8) else { return nil }
-        for line in table.split(separator: "\n").dropFirst() {
-            let fields = line.split(whereSeparator: { $0 == "\t" || $0 == " " })
-            if fields.count > 1 && fields[1] == "00000000" { return String(fields[0]) }
+        if let table = try? String(contentsOfFile: routes, encoding: .utf8) {
+            for line in table.split(separator: "\n").dropFirst() {
+                let fields = line.split(whereSeparator: { $0 == "\t" || $0 == " " })
+                if fields.count > 1 && fields[1] == "00000000" { return String(fields[0]) }
+            }
+        }
+        guard let routes6, let table = try? String(contentsOfFile: routes6, encoding: .utf8) else { return nil }
+        // destination, its prefix length, source, its length, next hop, metric, refcount, use,
+        // flags, device: ::/0, up (RTF_UP), not a reject route (RTF_REJECT; the kernel keeps one
+        // on lo when there is no default).
+        for line in table.split(separator: "\n") {
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            guard fields.count == 10, fields[0] == String(repeating: "0", count: 32), fields[1] == "00",
+                let flags = UInt32(fields[8], radix: 16), flags & 0x1 != 0, flags & 0x200 == 0, fields[9] != "lo"
+            else { continue }
+            return String(fields[9])
         }
         return nil
     }

@@ -27,37 +27,57 @@ public struct SysfsConditions: Sendable {
         var batteryCharging = false
         var batteryDischarging = false
         var batteryFound = false
-        var levels: [Int] = []
+        var levels: [(percent: Int, energy: Int?)] = []
         for name in entries(of: directory) {
             let path = directory + "/" + name
-            switch value(path + "/type") {
-            case "Mains", "USB", "USB_C", "USB_PD":
-                sources.append(path)
-                if value(path + "/online") == "1" { externalOnline = true }
+            // Peripherals (a mouse's battery, a phone on a charging pad) report scope "Device";
+            // only the system's own supplies count.
+            guard let type = value(path + "/type"), value(path + "/scope") != "Device" else { continue }
+            switch type {
             case "Battery":
-                // Peripherals (a mouse's battery) report scope "Device"; only the system's counts.
-                guard value(path + "/scope") != "Device" else { continue }
                 sources.append(path)
                 batteryFound = true
                 // A percentage: anything else (a driver's garbage) is bounded, not summed into an overflow.
                 if let capacity = value(path + "/capacity").flatMap(Int.init) {
-                    levels.append(min(max(capacity, 0), 100))
+                    let energy = (value(path + "/energy_full") ?? value(path + "/charge_full")).flatMap(Int.init)
+                    levels.append((min(max(capacity, 0), 100), energy.flatMap { $0 > 0 ? $0 : nil }))
                 }
                 switch value(path + "/status") {
-                case "Charging", "Full": batteryCharging = true
+                // "Not charging": on the adapter, held below full by a charge threshold.
+                case "Charging", "Full", "Not charging": batteryCharging = true
                 case "Discharging": batteryDischarging = true
                 default: break
                 }
-            default:
+            case "Unknown":
                 continue
+            default:
+                // Every other type is a supply from outside: Mains, the USB family (USB_C, USB_PD,
+                // USB_PD_DRP, USB_DCP, USB_CDP, USB_ACA), Wireless, BrickID, UPS. A list of some
+                // of them read a laptop on a USB-PD or wireless charger as on battery.
+                sources.append(path)
+                if value(path + "/online") == "1" { externalOnline = true }
             }
         }
-        let level = levels.isEmpty ? nil : levels.reduce(0, +) / levels.count
         // No battery at all: a desktop or a server, always on mains. A battery that charges or is
         // full says so where firmware lists no mains supply — unless another one is draining: of
         // two packs the idle one says Full while the machine runs on the other.
         let onMains = externalOnline || (batteryCharging && !batteryDischarging) || !batteryFound
-        return (onMains ? .mains : .battery, level)
+        return (onMains ? .mains : .battery, Self.level(of: levels))
+    }
+
+    /// The machine's charge over all its batteries: each pack's percentage weighted by what it
+    /// holds when full, where every pack says (a 24 Wh pack at 5 % beside a 72 Wh one at 80 % is
+    /// 61 %, not 42 %); otherwise their plain mean.
+    static func level(of batteries: [(percent: Int, energy: Int?)]) -> Int? {
+        guard !batteries.isEmpty else { return nil }
+        let energies = batteries.compactMap(\.energy)
+        guard energies.count == batteries.count else {
+            return batteries.map(\.percent).reduce(0, +) / batteries.count
+        }
+        // In Double: energies are µWh or µAh, and their products with percentages could overflow.
+        let full = energies.reduce(0.0) { $0 + Double($1) }
+        let held = batteries.reduce(0.0) { $0 + Double($1.percent) * Double($1.energy!) }
+        return Int((held / full).rounded())
     }
 
     private func readNetwork(sources: inout [String]) -> DeviceConditions.Network {
