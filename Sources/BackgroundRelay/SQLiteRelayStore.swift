@@ -36,7 +36,9 @@ public struct SQLiteRelayStore: RelayStore {
     public static func inMemory() throws -> SQLiteRelayStore { try SQLiteRelayStore(DatabaseQueue()) }
 
     init(_ database: any DatabaseWriter) throws {
-        self.database = QuietDatabase(database, readers: .relayStoreReads, writers: .relayStoreWrites)
+        self.database = QuietDatabase(
+            database, readers: WorkerThreads(count: 1, name: "bgrelay-read"),
+            writers: WorkerThreads(count: 1, name: "bgrelay-store"))
         try Self.migrator.migrate(database)
     }
 
@@ -183,10 +185,4 @@ public final class CredentialsVersion: Sendable {
 
     /// This process changed them: seen at once, without waiting for the next read.
     func advance(to version: Int) { state.withLock { $0.version = max($0.version, version) } }
-}
-
-extension WorkerThreads {
-    /// The relay store's threads: one for reads, one for writes (why one each: `QuietDatabase`).
-    static let relayStoreReads = WorkerThreads(count: 1, name: "bgrelay-read")
-    static let relayStoreWrites = WorkerThreads(count: 1, name: "bgrelay-store")
 }

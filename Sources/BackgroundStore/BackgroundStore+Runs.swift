@@ -248,7 +248,6 @@ extension BackgroundStore {
                 sql:
                     "UPDATE push SET state = '\(PushState.delivered.rawValue)' WHERE runId = ? AND state = '\(PushState.delivering.rawValue)'",
                 arguments: [run.rawValue])
-            try db.execute(sql: "DELETE FROM taskRequest WHERE runId = ?", arguments: [run.rawValue])
         case .expired:
             // The handler ran and was cut off: a push that takes longer than its budget would only do so again.
             try db.execute(
@@ -258,7 +257,6 @@ extension BackgroundStore {
                     ReasonCode.pushUndeliverable.rawValue,
                     "the app's handler did not answer within its budget in run \(run)", run.rawValue,
                 ])
-            try db.execute(sql: "DELETE FROM taskRequest WHERE runId = ?", arguments: [run.rawValue])
         case .interrupted, .crashed, .launchFailed:
             let why =
                 outcome == .interrupted
@@ -276,39 +274,50 @@ extension BackgroundStore {
                     ReasonCode.pushUndeliverable.rawValue,
                     Self.pushDeliveryAttempts, why, why, run.rawValue,
                 ])
-            guard outcome == .interrupted else {
-                try db.execute(sql: "DELETE FROM taskRequest WHERE runId = ?", arguments: [run.rawValue])
-                return nil
-            }
-            return try putBackTaskRequest(ofRun: run, bgdDied: bgdDied, db: db)
         }
-        return nil
+        return try settleTaskRequest(ofRun: run, outcome: outcome, bgdDied: bgdDied, db: db)
     }
 
-    /// bgd's own stop is no fault of the task: its request is pending again. (A request the app
-    /// submitted meanwhile under the same identifier replaced this row and stands.) Two things
-    /// keep it from coming back:
-    /// - a task whose runs take bgd down with them (the OOM killer, a watchdog, a power cut)
+    /// The task request a run carried: done when the run ended any way but bgd's stop. bgd's own
+    /// stop is no fault of the task, and its request is pending again. (A request the app submitted
+    /// meanwhile under the same identifier replaced this row, and stands.) Two things keep it from
+    /// coming back:
+    /// - a task during whose runs bgd dies (the OOM killer, a watchdog, a power cut)
     ///   `taskRequestCrashLimit` times in a row is given up; put back every time, it started again
-    ///   at every start of bgd, for ever;
+    ///   at every start of bgd, for ever. The count is kept by the app's request under the
+    ///   identifier, the one that replaced the run's included (an app submits again at each
+    ///   launch); a run of it that ends any other way than by bgd's stop starts it over;
     /// - an identifier the app no longer declares, or a refresh request once background refresh is
     ///   off, which the app changed while it ran, goes as a pending one would have.
-    private func putBackTaskRequest(ofRun run: RunID, bgdDied: Bool, db: Database) throws -> String? {
+    private func settleTaskRequest(
+        ofRun run: RunID, outcome: RunOutcome, bgdDied: Bool, db: Database
+    ) throws
+        -> String?
+    {
         guard
-            let request = try Row.fetchOne(
-                db, sql: "SELECT appId, identifier, crashes FROM taskRequest WHERE runId = ?",
+            let carried = try Row.fetchOne(
+                db, sql: "SELECT appId, taskIdentifier FROM run WHERE id = ? AND taskIdentifier IS NOT NULL",
                 arguments: [run.rawValue])
         else { return nil }
-        let crashes: Int = request["crashes"] + (bgdDied ? 1 : 0)
-        if crashes >= Self.taskRequestCrashLimit {
+        let (app, identifier): (String, String) = (carried["appId"], carried["taskIdentifier"])
+        let same = "appId = ? AND identifier = ? AND (runId = ? OR runId IS NULL)"
+        let arguments: StatementArguments = [app, identifier, run.rawValue]
+        guard outcome == .interrupted else {
             try db.execute(sql: "DELETE FROM taskRequest WHERE runId = ?", arguments: [run.rawValue])
-            return
-                "task request \(request["identifier"] as String) given up: bgd died during \(crashes) of its runs in a row"
+            try db.execute(sql: "UPDATE taskRequest SET crashes = 0 WHERE \(same)", arguments: arguments)
+            return nil
         }
-        try db.execute(
-            sql: "UPDATE taskRequest SET runId = NULL, crashes = ? WHERE runId = ?",
-            arguments: [crashes, run.rawValue])
-        if let row = try AppRow.fetchOne(db, key: request["appId"] as String) {
+        if bgdDied {
+            try db.execute(sql: "UPDATE taskRequest SET crashes = crashes + 1 WHERE \(same)", arguments: arguments)
+            let crashes = try Int.fetchOne(
+                db, sql: "SELECT crashes FROM taskRequest WHERE \(same)", arguments: arguments)
+            if let crashes, crashes >= Self.taskRequestCrashLimit {
+                try db.execute(sql: "DELETE FROM taskRequest WHERE \(same)", arguments: arguments)
+                return "task request \(identifier) given up: bgd died during \(crashes) of its runs in a row"
+            }
+        }
+        try db.execute(sql: "UPDATE taskRequest SET runId = NULL WHERE runId = ?", arguments: [run.rawValue])
+        if let row = try AppRow.fetchOne(db, key: app) {
             try Self.dropTaskRequestsNoLongerAllowed(for: try StoredApp(row: row), db)
         }
         return nil

@@ -22,10 +22,17 @@ extension BackgroundStore {
             guard others < TaskRequest.limit(of: request.kind) else {
                 throw TaskSchedulerError.tooManyPendingTaskRequests
             }
+            // A request replacing another keeps its count of bgd's deaths (an app submits again
+            // at each launch, the launch for its task included: a fresh count never reached the
+            // limit), and is pending, whatever run took the one it replaces.
             try db.execute(
                 sql: """
-                    INSERT OR REPLACE INTO taskRequest(appId, identifier, kind, earliestBeginDate, requiresNetwork, requiresPower, submittedAt)
+                    INSERT INTO taskRequest(appId, identifier, kind, earliestBeginDate, requiresNetwork, requiresPower, submittedAt)
                     VALUES (?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT(appId, identifier) DO UPDATE SET
+                        kind = excluded.kind, earliestBeginDate = excluded.earliestBeginDate,
+                        requiresNetwork = excluded.requiresNetwork, requiresPower = excluded.requiresPower,
+                        submittedAt = excluded.submittedAt, runId = NULL
                     """,
                 arguments: [
                     app.rawValue, request.identifier, request.kind.rawValue, request.earliestBeginDate,
@@ -85,14 +92,17 @@ extension BackgroundStore {
     /// The pending request `identifier` is taken by `run`: marked with it until the run answers,
     /// not deleted, so a run cut short by bgd's stop gives it back. Throws
     /// `StoreError.taskRequestNotFound` when no such request (of that kind, and submitted at
-    /// `submittedAt` when given) is pending.
+    /// `submittedAt` when given) is pending. The submission time is matched to within 2 ms, not
+    /// by equality: a date read back from the store and written again can lose its last
+    /// millisecond (GRDB's text format), and an exact match then never held.
     static func takeTaskRequest(
         _ identifier: String, kind: TaskKind, submittedAt: Date?, of app: AppID, for run: RunID, db: Database
     ) throws {
         try db.execute(
             sql: """
                 UPDATE taskRequest SET runId = ?
-                WHERE appId = ? AND identifier = ? AND kind = ? AND runId IS NULL AND (? IS NULL OR submittedAt = ?)
+                WHERE appId = ? AND identifier = ? AND kind = ? AND runId IS NULL
+                AND (? IS NULL OR abs(julianday(submittedAt) - julianday(?)) * 86400 < 0.002)
                 """,
             arguments: [run.rawValue, app.rawValue, identifier, kind.rawValue, submittedAt, submittedAt])
         guard db.changesCount == 1 else { throw StoreError.taskRequestNotFound(app, identifier) }

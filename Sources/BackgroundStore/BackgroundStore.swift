@@ -21,7 +21,10 @@ public struct BackgroundStore: Sendable {
     }
 
     init(_ writer: any DatabaseWriter, commits: Generation) throws {
-        self.writer = QuietDatabase(writer, readers: .storeReads, writers: .storeWrites)
+        // Threads of its own, each entering GRDB's queues alone (`QuietDatabase`); they end with it.
+        self.writer = QuietDatabase(
+            writer, readers: WorkerThreads(count: 1, name: "bgd-store-read"),
+            writers: WorkerThreads(count: 1, name: "bgd-store"))
         self.commits = commits
         try Self.migrator.migrate(writer)
     }
@@ -67,9 +70,10 @@ public struct BackgroundStore: Sendable {
         configuration.busyMode = .timeout(5)
         // A resident daemon's memory (issue 17): SQLite's default page cache is 2 MB a
         // connection and GRDB's pool opens up to five readers beside the writer — 12 MB once
-        // warm, for a file that pruning keeps at a few MB. The store runs on four threads, so two
-        // readers and the writer are all it can use at once; 1 MB each holds the hot tables.
-        configuration.maximumReaderCount = 2
+        // warm, for a file that pruning keeps at a few MB. The store reads on one thread and writes
+        // on another (`QuietDatabase`), so one reader and the writer are all it uses; 1 MB each
+        // holds the hot tables.
+        configuration.maximumReaderCount = 1
         let commits = Generation()
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA cache_size = -1024")
@@ -152,11 +156,4 @@ public enum StorageTrouble: Sendable, Equatable {
         default: return nil
         }
     }
-}
-
-extension WorkerThreads {
-    /// The store's threads, shared by every store in the process: one for reads, one for writes
-    /// (why one each: `QuietDatabase`). Writes are serialised by SQLite and GRDB anyway.
-    static let storeReads = WorkerThreads(count: 1, name: "bgd-store-read")
-    static let storeWrites = WorkerThreads(count: 1, name: "bgd-store")
 }

@@ -19,8 +19,9 @@ public struct QuietDatabase: Sendable {
     private let readers: WorkerThreads
     private let writers: WorkerThreads
 
-    /// `readers` and `writers` are one thread each (more would meet at GRDB's queues). A database
-    /// of one connection (`DatabaseQueue`) reads on the writers' thread too.
+    /// `readers` and `writers` are one thread each (more would meet at GRDB's queues), the
+    /// database's alone. A database of one connection (`DatabaseQueue`) reads on the writers'
+    /// thread too.
     public init(_ database: any DatabaseWriter, readers: WorkerThreads, writers: WorkerThreads) {
         self.database = database
         self.readers = database is DatabasePool ? readers : writers

@@ -11,15 +11,12 @@ import Testing
 /// reads one at a time on theirs, writes on theirs, so a read still goes on beside a write.
 @Suite(.timeLimit(.minutes(2)))
 struct QuietDatabaseTests {
-    // Worker threads live as long as the process (they are made once, as bgd's are).
-    static let readers = WorkerThreads(count: 1, name: "quiet-read")
-    static let writers = WorkerThreads(count: 1, name: "quiet-write")
-
     @Test func readsRunOneAtATimeOnTheirThreadBesideTheWrites() async throws {
         let directory = TemporaryDirectory.make()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let database = QuietDatabase(
-            try DatabasePool(path: directory + "/quiet.sqlite"), readers: Self.readers, writers: Self.writers)
+            try DatabasePool(path: directory + "/quiet.sqlite"), readers: WorkerThreads(count: 1, name: "quiet-read"),
+            writers: WorkerThreads(count: 1, name: "quiet-write"))
         try await database.write { db in
             try db.execute(sql: "CREATE TABLE t(x INTEGER)")
             for x in 0..<5000 { try db.execute(sql: "INSERT INTO t VALUES (?)", arguments: [x]) }
@@ -57,8 +54,26 @@ struct QuietDatabaseTests {
     /// A database of one connection has one queue: its reads go to the writers' thread.
     @Test func aSingleConnectionReadsOnTheWritersThread() async throws {
         let database = QuietDatabase(
-            try DatabaseQueue(), readers: Self.readers, writers: Self.writers)
+            try DatabaseQueue(), readers: WorkerThreads(count: 1, name: "quiet-read"),
+            writers: WorkerThreads(count: 1, name: "quiet-write"))
         #expect(try await database.read { _ in Thread.current.name } == "quiet-write")
+    }
+
+    /// A store's threads end with it (a test process opens hundreds of stores), once the jobs
+    /// given them have run.
+    @Test func workerThreadsEndWithTheirOwner() async throws {
+        func threads() -> Int {
+            let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+            return tasks.filter {
+                (try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8))?.hasPrefix("ending-worker")
+                    == true
+            }.count
+        }
+        var workers: WorkerThreads? = WorkerThreads(count: 2, name: "ending-worker")
+        #expect(try await workers?.run { 6 * 7 } == 42)
+        #expect(threads() == 2)
+        workers = nil
+        #expect(await eventually { threads() == 0 })
     }
 
     /// How many reads were inside at once, at most.

@@ -65,7 +65,7 @@ public actor ConditionsMonitor {
         self.doorbells = doorbells
         self.networkDoorbells = networkDoorbells
         self.logger = logger
-        (sensed, sources, metered) = Self.sense(configuration, kept: nil)
+        (sensed, sources, metered) = try await WorkerThreads.conditions.run { Self.sense(configuration, kept: nil) }
         overrides = try await store.conditionOverrides()
     }
 
@@ -95,7 +95,7 @@ public actor ConditionsMonitor {
     public func refresh(because cause: String? = nil) async {
         if let cause { logger.debug("Reading the conditions again", metadata: ["cause": "\(cause)"]) }
         let (configuration, kept) = (self.configuration, cause == nil ? nil : metered)
-        let keepUnanswered = cause == "power_supply uevent"
+        let keepUnanswered = cause == KernelChangeListener.cause(ofUevent: "power_supply")
         guard
             let sensing = try? await WorkerThreads.conditions.run({
                 Self.sense(configuration, kept: kept, keepUnanswered: keepUnanswered)

@@ -121,7 +121,7 @@ final class KernelChangeListener: @unchecked Sendable {
                             if let subsystem = Self.subsystem(ofUevent: buffer[0..<count]),
                                 Self.subsystems.contains(subsystem)
                             {
-                                changes.insert("\(subsystem) uevent")
+                                changes.insert(Self.cause(ofUevent: subsystem))
                             }
                         } else {
                             changes.insert("a network link, address or route")
@@ -132,6 +132,9 @@ final class KernelChangeListener: @unchecked Sendable {
             }
         }
     #endif
+
+    /// How a uevent of `subsystem` is named to `onChange` (alone, when nothing else came with it).
+    static func cause(ofUevent subsystem: String) -> String { "\(subsystem) uevent" }
 
     /// A kernel uevent is "action@devpath" then NUL-separated KEY=value lines; its SUBSYSTEM.
     static func subsystem(ofUevent message: ArraySlice<UInt8>) -> String? {

@@ -40,15 +40,17 @@ public struct NetworkManagerMetered: Sendable {
         guard let routes6, let table = try? String(contentsOfFile: routes6, encoding: .utf8) else { return nil }
         // destination, its prefix length, source, its length, next hop, metric, refcount, use,
         // flags, device: ::/0, up (RTF_UP), not a reject route (RTF_REJECT; the kernel keeps one
-        // on lo when there is no default).
+        // on lo when there is no default); of several, the one the kernel prefers (lowest metric).
+        var best: (metric: UInt32, device: String)?
         for line in table.split(separator: "\n") {
             let fields = line.split(separator: " ", omittingEmptySubsequences: true)
             guard fields.count == 10, fields[0] == String(repeating: "0", count: 32), fields[1] == "00",
-                let flags = UInt32(fields[8], radix: 16), flags & 0x1 != 0, flags & 0x200 == 0, fields[9] != "lo"
+                let metric = UInt32(fields[5], radix: 16), let flags = UInt32(fields[8], radix: 16),
+                flags & 0x1 != 0, flags & 0x200 == 0, fields[9] != "lo"
             else { continue }
-            return String(fields[9])
+            if best.map({ metric < $0.metric }) ?? true { best = (metric, String(fields[9])) }
         }
-        return nil
+        return best?.device
     }
 
     /// NetworkManager's verdict for the default route's device and where it came from; nil

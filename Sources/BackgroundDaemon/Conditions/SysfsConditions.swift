@@ -39,7 +39,9 @@ public struct SysfsConditions: Sendable {
                 batteryFound = true
                 // A percentage: anything else (a driver's garbage) is bounded, not summed into an overflow.
                 if let capacity = value(path + "/capacity").flatMap(Int.init) {
-                    let energy = (value(path + "/energy_full") ?? value(path + "/charge_full")).flatMap(Int.init)
+                    // Energy (µWh) where the pack says it; a pack that only knows its charge (µAh)
+                    // is not weighed against one in another unit: the plain mean then.
+                    let energy = value(path + "/energy_full").flatMap(Int.init)
                     levels.append((min(max(capacity, 0), 100), energy.flatMap { $0 > 0 ? $0 : nil }))
                 }
                 switch value(path + "/status") {
@@ -65,9 +67,9 @@ public struct SysfsConditions: Sendable {
         return (onMains ? .mains : .battery, Self.level(of: levels))
     }
 
-    /// The machine's charge over all its batteries: each pack's percentage weighted by what it
-    /// holds when full, where every pack says (a 24 Wh pack at 5 % beside a 72 Wh one at 80 % is
-    /// 61 %, not 42 %); otherwise their plain mean.
+    /// The machine's charge over all its batteries: each pack's percentage weighted by the energy
+    /// it holds when full, where every pack says (a 24 Wh pack at 5 % beside a 72 Wh one at 80 %
+    /// is 61 %, not 42 %); otherwise their plain mean.
     static func level(of batteries: [(percent: Int, energy: Int?)]) -> Int? {
         guard !batteries.isEmpty else { return nil }
         let energies = batteries.compactMap(\.energy)

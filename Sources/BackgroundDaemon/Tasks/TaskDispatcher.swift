@@ -49,16 +49,23 @@ actor TaskDispatcher: Service {
         let effective = await conditions.effective
         let foreground = await lifecycle.appInForeground
         let processing = running.filter { $0.kind == .processing }.count
+        // Oldest first, as they start: the free slots go to the first whose conditions hold.
+        var slots = policy.freeSlots(running: processing)
         return pending.map { item in
             var item = item
             let reason = policy.waitingReason(
                 for: item.request, conditions: effective, appInForeground: foreground, now: now)
-            item.waitingReason =
-                item.request.kind == .appRefresh
-                ? reason
-                    ?? DecisionReason(
-                        .taskStarted, "goes with the app's next wake planned by the fetch policy (bgctl why)")
-                : reason ?? (policy.freeSlots(running: processing) == 0 ? policy.slotReason(running: processing) : nil)
+            switch (item.request.kind, reason) {
+            case (.appRefresh, nil):
+                item.waitingReason = DecisionReason(
+                    .taskStarted, "goes with the app's next wake planned by the fetch policy (bgctl why)")
+            case (.processing, nil) where slots == 0:
+                item.waitingReason = policy.slotReason(running: processing)
+            case (.processing, nil):
+                slots -= 1
+            default:
+                item.waitingReason = reason
+            }
             return item
         }
     }
