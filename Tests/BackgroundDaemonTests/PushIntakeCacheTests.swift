@@ -59,4 +59,35 @@ struct PushIntakeCacheTests {
         for _ in 0..<3 { #expect(await send(forged).reason == .invalidProviderToken) }
         #expect(await intake.signatureChecks == checks + 1, "verified once, then refused from memory")
     }
+
+    /// A key removed and added again (or replaced under its kid) starts its token clock afresh:
+    /// before, the new key's first token, minted a minute after the old key's, was refused 429
+    /// TooManyProviderTokenUpdates for up to 20 minutes.
+    @Test func aKeyAddedAgainStartsItsTokenClockAfresh() async throws {
+        let store = try BackgroundStore.inMemory()
+        let clock = ManualClock()
+        let intake = PushIntake(destinations: StorePushDestinations(store: store), clock: clock)
+        func add(_ key: P256.Signing.PrivateKey) async throws {
+            try await store.addProviderKey(
+                ProviderKeyRegistration(
+                    keyID: PushGatewayTests.keyID, teamID: PushGatewayTests.teamID, topics: [PushGatewayTests.app],
+                    publicKeyPEM: key.publicKey.pemRepresentation), now: clock.now)
+        }
+        func authenticated(_ jwt: String) async -> Bool {
+            let answer = await intake.authenticate(
+                method: "POST", path: "/3/device/" + String(repeating: "ab", count: 32),
+                headers: [("authorization", "bearer " + jwt)])
+            if case .authenticated = answer { return true }
+            return false
+        }
+        let old = P256.Signing.PrivateKey()
+        try await add(old)
+        let provider = PushGatewayTests.Provider(client: HTTPClient.shared, base: "", key: old, now: clock.now)
+        #expect(await authenticated(try provider.jwt()))
+        clock.advance(by: .seconds(60))
+        let new = P256.Signing.PrivateKey()
+        #expect(try await store.removeProviderKey(PushGatewayTests.keyID))
+        try await add(new)
+        #expect(await authenticated(try provider.jwt(iat: clock.now, key: new)))
+    }
 }

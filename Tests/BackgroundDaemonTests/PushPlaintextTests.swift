@@ -37,6 +37,25 @@ struct PushPlaintextTests {
         }
     }
 
+    /// The provider is authenticated before a byte of the body is read: a peer without a valid
+    /// token that announces a body and never sends it is answered at once. Before, the gateway
+    /// waited for the body (held, with its stream, for as long as the peer liked) and only then
+    /// looked at the token. The wait is bounded (20 s) only so that the test fails rather than hangs.
+    @Test func aBodyIsNotWaitedForBeforeTheProviderIsKnown() async throws {
+        try await TestDaemon.with(push: .init(port: 0, security: .plaintextHTTP1)) { daemon in
+            let port = try #require(await daemon.daemon.pushGateway?.boundPort.wait())
+            let device = String(repeating: "a", count: 64)
+            let answer = try await Command.run(
+                "/bin/bash",
+                [
+                    "-c",
+                    #"exec 3<>/dev/tcp/127.0.0.1/$1; printf 'POST /3/device/%s HTTP/1.1\r\nHost: gateway\r\nAuthorization: bearer forged\r\nContent-Length: 4000\r\n\r\n{' "$2" >&3; timeout 20 head -c 12 <&3"#,
+                    "bash", "\(port)", device,
+                ])
+            #expect(answer.standardOutput == "HTTP/1.1 403", "\(answer)")
+        }
+    }
+
     /// bgd refuses to start a plaintext gateway on an address other machines can reach.
     @Test func plaintextOffLoopbackIsRefused() async throws {
         let directory = TemporaryDirectory.make()
@@ -58,7 +77,8 @@ struct PushPlaintextTests {
     func bgctlPushSendSpeaksEitherPlaintextGateway(http2: Bool) async throws {
         let security: PushGatewayConfiguration.Security = http2 ? .plaintext : .plaintextHTTP1
         // bgctl signs with the real time, so bgd's virtual clock starts there.
-        try await TestDaemon.with(clock: ManualClock(now: SystemClock().now), push: .init(port: 0, security: security)) {
+        try await TestDaemon.with(clock: ManualClock(now: SystemClock().now), push: .init(port: 0, security: security))
+        {
             daemon in
             let app = PushGatewayTests.app
             _ = try await daemon.register(app, command: ["/bin/true"], interval: .never)
@@ -82,27 +102,33 @@ struct PushPlaintextTests {
                         "push", "send", app, payload, "--key", keyFile, "--key-id", PushGatewayTests.keyID,
                         "--team-id", PushGatewayTests.teamID, "--socket", daemon.socketPath,
                     ] + extra,
-                    environment: ProcessInfo.processInfo.environment.merging(["XDG_CACHE_HOME": daemon.directory + "/cache"]) { $1 })
+                    environment: ProcessInfo.processInfo.environment.merging([
+                        "XDG_CACHE_HOME": daemon.directory + "/cache"
+                    ]) { $1 })
             }
             let sent = try await send()
             let version = http2 ? "HTTP/2.0" : "HTTP/1.1"
             #expect(
                 sent.status == 0 && sent.standardOutput.contains("200 accepted over \(version)"),
                 "\(sent.standardOutput) \(sent.standardError)")
-            #expect(try await daemon.store.pushes(of: AppID(rawValue: app)!).count == 1, "one push, however it was sent")
+            #expect(
+                try await daemon.store.pushes(of: AppID(rawValue: app)!).count == 1, "one push, however it was sent")
             // A refusal comes back the same way: its status and reason.
             let refused = try await send(["--priority", "10"])
             #expect(refused.status == 65 && refused.standardError.contains("BadPriority"), "\(refused.standardError)")
             // Nothing listening, and a listener that never answers: said in words.
             let closed = try await send(["--gateway", "http://127.0.0.1:1"])
             #expect(
-                closed.status == 69 && closed.standardError.contains("cannot connect to http://127.0.0.1:1: connection refused"),
+                closed.status == 69
+                    && closed.standardError.contains("cannot connect to http://127.0.0.1:1: connection refused"),
                 "\(closed.standardError)")
             let silent = try UnservedLoopbackPort()
             defer { silent.close() }
             let unanswered = try await send(["--gateway", "http://127.0.0.1:\(silent.port)", "--timeout", "1s"])
             #expect(
-                unanswered.status == 69 && unanswered.standardError.contains("no answer from http://127.0.0.1:\(silent.port) within --timeout"),
+                unanswered.status == 69
+                    && unanswered.standardError.contains(
+                        "no answer from http://127.0.0.1:\(silent.port) within --timeout"),
                 "\(unanswered.standardError)")
             #expect(try await daemon.store.pushes(of: AppID(rawValue: app)!).count == 1)
         }

@@ -187,20 +187,26 @@ public struct PushGateway<Destinations: PushDestinations>: Service {
             streamConfiguration: .init(additionalChannelHandlers: [EndStreamCoalescer.Installer()]))
     }
 
-    /// Reads at most 5121 bytes of the body — a larger one is refused without being buffered —
-    /// and answers as APNs does: empty body and `apns-id` on success, `{"reason"}` otherwise.
+    /// Authenticates the provider before reading the body, then reads at most 5121 bytes of it —
+    /// a larger one is refused without being buffered — and answers as APNs does: empty body and
+    /// `apns-id` on success, `{"reason"}` otherwise.
     static func respond(to request: Request, intake: PushIntake<Destinations>) async throws -> Response {
-        var body = Data()
-        var size = 0
-        for try await buffer in request.body {
-            size += buffer.readableBytes
-            if size > PushRequestLimit.maximumRead { break }
-            body.append(contentsOf: buffer.readableBytesView)
-        }
         let headers = request.headers.map { (name: $0.name.rawName, value: $0.value) }
-        let answer = await intake.handle(
-            method: request.method.rawValue, path: request.uri.path, headers: headers, body: body,
-            bodySize: min(size, PushRequestLimit.maximumRead))
+        let answer: PushIntake<Destinations>.Answer
+        switch await intake.authenticate(method: request.method.rawValue, path: request.uri.path, headers: headers) {
+        case .refused(let refusal):
+            answer = refusal
+        case .authenticated(let provider):
+            var body = Data()
+            var size = 0
+            for try await buffer in request.body {
+                size += buffer.readableBytes
+                if size > PushRequestLimit.maximumRead { break }
+                body.append(contentsOf: buffer.readableBytesView)
+            }
+            answer = await intake.handle(
+                provider, headers: headers, body: body, bodySize: min(size, PushRequestLimit.maximumRead))
+        }
         var fields: HTTPFields = [HTTPField.Name("apns-id")!: answer.apnsID]
         guard let reason = answer.reason else { return Response(status: .ok, headers: fields) }
         var json = #"{"reason":"\#(reason.rawValue)""#

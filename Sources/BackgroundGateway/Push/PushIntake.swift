@@ -76,6 +76,10 @@ public actor PushIntake<Destinations: PushDestinations> {
         verified.removeAll()  // a key replaced under the same kid must not pass on an old verification
         unknownKeys.removeAll()
         refusedSignatures.removeAll()
+        // A key removed and added again (or replaced) is another key: its first token is no
+        // update of the old one's (a 429 for up to 20 minutes before). What is lost is only the
+        // refresh limit's memory, which the next tokens build again.
+        tokenClock = ProviderTokenClock()
         cachedGeneration = generation
     }
 
@@ -127,25 +131,64 @@ public actor PushIntake<Destinations: PushDestinations> {
         if let providerLimit { providerAllowances[keyID] = providerAllowances[keyID].map { providerLimit.refund($0) } }
     }
 
+    /// A request whose method, path and provider token passed: its body is read and checked next.
+    public struct Authenticated: Sendable {
+        fileprivate var method: String
+        fileprivate var path: String
+        fileprivate var key: ProviderKeyRegistration
+        fileprivate var apnsID: String
+    }
+
+    public enum Authentication: Sendable {
+        case authenticated(Authenticated)
+        case refused(Answer)
+    }
+
+    /// What needs no body: the method, the path and the provider's token, in APNs' order. The
+    /// gateway asks it before it reads a byte of the body, so a peer without a valid token costs
+    /// no buffer and no waiting stream (it could hold one open for ever, its body never ended).
+    public func authenticate(
+        method: String, path: String, headers: [(name: String, value: String)]
+    ) async
+        -> Authentication
+    {
+        let authentication = await checkProvider(method: method, path: path, headers: headers)
+        if case .refused(let answer) = authentication { answered(answer.status) }
+        return authentication
+    }
+
+    /// The rest, once the body is read: the request itself, the device token, the topic, the
+    /// flood limits, and the push queued durably.
     public func handle(
-        method: String, path: String, headers: [(name: String, value: String)], body: Data, bodySize: Int
+        _ provider: Authenticated, headers: [(name: String, value: String)], body: Data, bodySize: Int
     ) async -> Answer {
-        let answer = await answer(method: method, path: path, headers: headers, body: body, bodySize: bodySize)
+        let answer = await accept(provider, headers: headers, body: body, bodySize: bodySize)
         answered(answer.status)
         return answer
     }
 
-    private func answer(
+    /// Both steps at once, for a request whose body is at hand.
+    public func handle(
         method: String, path: String, headers: [(name: String, value: String)], body: Data, bodySize: Int
     ) async -> Answer {
+        switch await authenticate(method: method, path: path, headers: headers) {
+        case .refused(let answer): answer
+        case .authenticated(let provider): await handle(provider, headers: headers, body: body, bodySize: bodySize)
+        }
+    }
+
+    private func checkProvider(
+        method: String, path: String, headers: [(name: String, value: String)]
+    ) async
+        -> Authentication
+    {
         let apnsID =
             headers.first { $0.name.lowercased() == "apns-id" }?.value.lowercased() ?? UUID().uuidString.lowercased()
-        func refuse(_ reason: APNsReason, timestamp: Int64? = nil) -> Answer {
-            Answer(status: reason.status, reason: reason, timestamp: timestamp, apnsID: apnsID)
+        func refuse(_ reason: APNsReason) -> Authentication {
+            .refused(Answer(status: reason.status, reason: reason, timestamp: nil, apnsID: apnsID))
         }
         guard method == "POST" else { return refuse(.methodNotAllowed) }
         guard path.hasPrefix("/3/device/") else { return refuse(.badPath) }
-        let now = clock.now
 
         // The provider first: nothing about the request is answered to someone unauthenticated.
         let authorization = headers.first { $0.name.lowercased() == "authorization" }?.value
@@ -171,7 +214,18 @@ public actor PushIntake<Destinations: PushDestinations> {
         }
         guard key.teamID == token.teamID else { return refuse(.invalidProviderToken) }
         guard verify(token, with: key) else { return refuse(.invalidProviderToken) }
-        if case .failure(let reason) = tokenClock.admit(token, now: now) { return refuse(reason) }
+        if case .failure(let reason) = tokenClock.admit(token, now: clock.now) { return refuse(reason) }
+        return .authenticated(Authenticated(method: method, path: path, key: key, apnsID: apnsID))
+    }
+
+    private func accept(
+        _ provider: Authenticated, headers: [(name: String, value: String)], body: Data, bodySize: Int
+    ) async -> Answer {
+        let (method, path, key, apnsID) = (provider.method, provider.path, provider.key, provider.apnsID)
+        func refuse(_ reason: APNsReason, timestamp: Int64? = nil) -> Answer {
+            Answer(status: reason.status, reason: reason, timestamp: timestamp, apnsID: apnsID)
+        }
+        let now = clock.now
 
         let push: ValidatedPush
         switch PushRequestValidator.validate(
