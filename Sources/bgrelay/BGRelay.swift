@@ -43,10 +43,37 @@ struct RelayOptions: ParsableArguments {
     )
     var database: String?
 
+    @Option(
+        help:
+            "A file holding --database's URL, so that its password shows in neither ps nor a unit (bgrelay systemd-unit --database-file hands it to the service)."
+    )
+    var databaseFile: String?
+
     func validate() throws {
         if let stateDir, stateDir.isEmpty {
             throw ValidationError("--state-dir is a path; leave it out for the default")
         }
+        if database != nil && databaseFile != nil {
+            throw ValidationError("give --database or --database-file, not both")
+        }
+    }
+
+    /// `--database`, or what `--database-file` holds (nil: SQLite in the state directory).
+    func databaseURL() throws -> String? {
+        guard let databaseFile else { return database }
+        let text: String
+        do {
+            text = try String(contentsOfFile: databaseFile, encoding: .utf8)
+        } catch {
+            throw ValidationError("cannot read --database-file: \(SystemErrorText.describe(error))")
+        }
+        let url = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !url.isEmpty, !url.contains(where: \.isNewline) else {
+            throw ValidationError(
+                "--database-file \(databaseFile) holds no URL; put one line in it: postgres://user:password@host:port/database"
+            )
+        }
+        return url
     }
 
     var stateDirectory: String {
@@ -65,7 +92,7 @@ struct RelayOptions: ParsableArguments {
             FileHandle.standardError.write(Data("bgrelay: \(sentence)\n".utf8))
             return ExitCode(69)  // EX_UNAVAILABLE
         }
-        guard let database else {
+        guard let database = try databaseURL() else {
             do {
                 return (try Relay.openStore(in: stateDirectory), Task {})
             } catch {
@@ -96,7 +123,7 @@ struct RelayOptions: ParsableArguments {
     /// Runs `body` with the store open. Root may do this to the system unit's state directory,
     /// the relay running or not: the database stays the relay's own (`StateOwnership`).
     func withStore<T>(_ body: (any RelayStore) async throws -> T) async throws -> T {
-        if database == nil { StateOwnership.prepareDatabase(in: stateDirectory) }
+        if try databaseURL() == nil { StateOwnership.prepareDatabase(in: stateDirectory) }
         let (store, pool) = try await openStore()
         defer { pool.cancel() }
         return try await body(store)
@@ -319,6 +346,11 @@ extension BGRelay {
                 "A file holding the enrollment token (root's to read): systemd hands it to the service (LoadCredential=), so it is in neither the unit nor ps."
         )
         var enrollmentTokenFile: String?
+        @Option(
+            help:
+                "A file holding the PostgreSQL URL, password and all (root's to read): handed to the service as the token is."
+        )
+        var databaseFile: String?
         @Argument(parsing: .postTerminator, help: "bgrelay serve's options for the service.")
         var serveArguments: [String] = []
 
@@ -329,6 +361,19 @@ extension BGRelay {
             }
             if let enrollmentTokenFile, !enrollmentTokenFile.hasPrefix("/") {
                 throw ValidationError("--enrollment-token-file is an absolute path (systemd reads it, from anywhere)")
+            }
+            if let databaseFile, !databaseFile.hasPrefix("/") {
+                throw ValidationError("--database-file is an absolute path (systemd reads it, from anywhere)")
+            }
+            if serveArguments.contains(where: { $0.hasPrefix("--database-file") }) {
+                throw ValidationError("give the URL's file before --: bgrelay systemd-unit --database-file PATH -- …")
+            }
+            // A unit in /etc/systemd/system is anyone's to read, and ExecStart is in ps.
+            if let url = try? Serve.parse(serveArguments).options.database, URLComponents(string: url)?.password != nil
+            {
+                throw ValidationError(
+                    "--database's password would be in the unit (anyone may read it) and in ps: put the URL in a file only root may read and give it before --: bgrelay systemd-unit --database-file PATH -- …"
+                )
             }
             if serveArguments.contains(where: { $0.contains(where: \.isNewline) }) {
                 throw ValidationError("an option with a line break cannot go in a unit's ExecStart=")
@@ -363,10 +408,14 @@ extension BGRelay {
             let executable = Self.executable
             var arguments = (["serve", "--state-dir", "/var/lib/bgrelay"] + serveArguments).map(SystemdWord.quoted)
             var credential = ""
+            // Not quoted: systemd puts the credentials' directory in place of the variable.
             if let enrollmentTokenFile {
-                credential = "LoadCredential=enrollment-token:\(enrollmentTokenFile)\n"
-                // Not quoted: systemd puts the credential's directory here.
+                credential += "LoadCredential=enrollment-token:\(SystemdWord.escapingSpecifiers(enrollmentTokenFile))\n"
                 arguments += ["--enrollment-token-file", "${CREDENTIALS_DIRECTORY}/enrollment-token"]
+            }
+            if let databaseFile {
+                credential += "LoadCredential=database:\(SystemdWord.escapingSpecifiers(databaseFile))\n"
+                arguments += ["--database-file", "${CREDENTIALS_DIRECTORY}/database"]
             }
             print(
                 """

@@ -65,7 +65,8 @@ struct InstallTests {
         let refused = try await Command.run("/usr/bin/env", ["bgctl", "install-service"], environment: unwritable)
         #expect(
             refused.status == 1
-                && refused.standardError.contains("cannot write the units in \(prefix)/bin/bgctl/config/systemd/user: Not a directory")
+                && refused.standardError.contains(
+                    "cannot write the units in \(prefix)/bin/bgctl/config/systemd/user: Not a directory")
                 && !refused.standardError.contains("Error Domain"), "\(refused)")
         let service = try await Command.run("/usr/bin/env", ["bgctl", "install-service"], environment: onPath)
         #expect(service.status == 0, "\(service.standardError)")
@@ -78,16 +79,19 @@ struct InstallTests {
         let relayUnit = try await Command.run(
             "/usr/bin/env",
             [
-                "bgrelay", "systemd-unit", "--enrollment-token-file", "/etc/bgrelay/token", "--", "--host", "0.0.0.0",
-                "--log-level", "info",
+                "bgrelay", "systemd-unit", "--enrollment-token-file", "/etc/bgrelay/token", "--database-file",
+                "/etc/bgrelay/database", "--", "--host", "0.0.0.0", "--log-level", "info",
             ],
             environment: onPath)
         #expect(relayUnit.status == 0, "\(relayUnit.standardError)")
         #expect(
             relayUnit.standardOutput.contains(
-                "ExecStart=\(prefix)/bin/bgrelay serve --state-dir /var/lib/bgrelay --host 0.0.0.0 --log-level info --enrollment-token-file ${CREDENTIALS_DIRECTORY}/enrollment-token\n"
+                "ExecStart=\(prefix)/bin/bgrelay serve --state-dir /var/lib/bgrelay --host 0.0.0.0 --log-level info --enrollment-token-file ${CREDENTIALS_DIRECTORY}/enrollment-token --database-file ${CREDENTIALS_DIRECTORY}/database\n"
             ), "\(relayUnit.standardOutput)")
-        for line in ["LoadCredential=enrollment-token:/etc/bgrelay/token", "DynamicUser=yes", "StateDirectory=bgrelay"] {
+        for line in [
+            "LoadCredential=enrollment-token:/etc/bgrelay/token", "LoadCredential=database:/etc/bgrelay/database",
+            "DynamicUser=yes", "StateDirectory=bgrelay",
+        ] {
             #expect(relayUnit.standardOutput.contains(line + "\n"), "\(line)")
         }
         if FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-analyze") {
@@ -102,9 +106,14 @@ struct InstallTests {
             ["systemd-unit", "--", "--enrollment-token", "0123456789abcdef0"],
             ["systemd-unit", "--enrollment-token-file", "relative", "--"],
             ["systemd-unit", "--", "--node", "a\nExecStartPre=/bin/sh"],
+            // A password in the unit (anyone's to read) and in ps: it goes in a file.
+            ["systemd-unit", "--", "--database", "postgres://relay:secret@db.example/relay"],
+            ["systemd-unit", "--", "--database-file", "/etc/bgrelay/database"],
+            ["systemd-unit", "--database-file", "relative", "--"],
         ] {
             let refused = try await Command.run(prefix + "/bin/bgrelay", arguments, environment: environment)
-            #expect(refused.status != 0 && refused.standardOutput.isEmpty && !refused.standardError.isEmpty, "\(arguments)")
+            #expect(
+                refused.status != 0 && refused.standardOutput.isEmpty && !refused.standardError.isEmpty, "\(arguments)")
         }
 
         // Uninstall: every file it added and the unit go; bgd's state stays.
@@ -162,7 +171,9 @@ struct InstallTests {
                 }
                 guard shouldDisplay, let names = argument["names"] as? [[String: Any]] else { continue }
                 for name in names where name["kind"] as? String == "long" {
-                    if let long = name["name"] as? String, !manual.contains("Fl -\(long)") { missing.append("--" + long) }
+                    if let long = name["name"] as? String, !manual.contains("Fl -\(long)") {
+                        missing.append("--" + long)
+                    }
                 }
             }
             for subcommand in command["subcommands"] as? [[String: Any]] ?? [] { visit(subcommand) }

@@ -23,7 +23,8 @@ struct PushRelayProcessTests {
         let enrollmentToken = "process-test-0123456789"
         try (enrollmentToken + "\n").write(toFile: directory + "/enrollment-token", atomically: true, encoding: .utf8)
         let relay = try await RelayProcess(
-            stateDirectory: directory + "/relay", arguments: ["--enrollment-token-file", directory + "/enrollment-token"])
+            stateDirectory: directory + "/relay",
+            arguments: ["--enrollment-token-file", directory + "/enrollment-token"])
         let key = P256.Signing.PrivateKey()
         let keyFile = directory + "/AuthKey.p8"
         try key.pemRepresentation.write(toFile: keyFile, atomically: true, encoding: .utf8)
@@ -53,7 +54,9 @@ struct PushRelayProcessTests {
                 relay.certificatePath, keyFile, PushGatewayTests.keyID, PushGatewayTests.teamID, Self.app, token, "9",
             ])
         let lines = output.standardOutput.split(separator: "\n").map(String.init)
-        #expect(lines == ["background ok", "priority10 BadPriority", "unknownToken BadDeviceToken"], "\(output.standardError)")
+        #expect(
+            lines == ["background ok", "priority10 BadPriority", "unknownToken BadDeviceToken"],
+            "\(output.standardError)")
         // Delivered once: acknowledged at the relay, one push in bgd, one run of the app.
         #expect(await eventuallyAsync { (try? await store.pushLog().map(\.state)) == [.delivered] })
         #expect(
@@ -88,7 +91,9 @@ struct PushRelayProcessTests {
         let api = DaemonClient(socketPath: daemon.socketPath)
         let clock = SystemClock()
         func connected(since: Date) async -> Bool {
-            guard let status = try? await api.send(.get, "/v1/push/relay", as: PushRelayStatus.self) else { return false }
+            guard let status = try? await api.send(.get, "/v1/push/relay", as: PushRelayStatus.self) else {
+                return false
+            }
             return status.state == .connected && (status.since ?? .distantPast) >= since
         }
         #expect(await eventuallyAsync { await connected(since: .distantPast) })
@@ -158,13 +163,23 @@ struct PushRelayProcessTests {
         let help = try await Command.run(bgrelay, ["--help"])
         #expect(help.status == 0 && help.standardOutput.contains("APNs provider API"))
         let directory = TemporaryDirectory.make()
+        // The URL in a file, so that its password is in neither ps nor a unit.
+        let databaseFile = directory + "/database"
+        try "postgres://bgrelay:secret@127.0.0.1:1/relay\n".write(
+            toFile: databaseFile, atomically: true, encoding: .utf8)
         for arguments in [
             ["--port", "70000"], ["--certificate", "/x.pem"], ["--log-level", "loud"],
             ["--hold-pushes", "5x"], ["--keep-history", "1s"], ["--device-rate", "0"], ["--max-devices", "0"],
-            ["--forget-devices-after", "1d"], ["--uplink-silence", "1s"], ["--hold-pushes", "100d", "--forget-devices-after", "90d"],
+            ["--forget-devices-after", "1d"], ["--uplink-silence", "1s"],
+            ["--hold-pushes", "100d", "--forget-devices-after", "90d"],
             ["--enrollment-token", "short"], ["--enrollment-rate", "0"], ["--enrollment-token-file", "/nonexistent"],
             ["--enrollment-token", "0123456789abcdef0", "--enrollment-token-file", "/etc/hostname"],
-            ["keys", "add", "--state-dir", directory, "--key-id", "short", "--team-id", "TEAM123456", "--topics", Self.app, "/etc/hostname"],
+            [
+                "keys", "add", "--state-dir", directory, "--key-id", "short", "--team-id", "TEAM123456", "--topics",
+                Self.app, "/etc/hostname",
+            ],
+            ["keys", "list", "--database-file", "/nonexistent"], ["keys", "list", "--database-file", "/dev/null"],
+            ["keys", "list", "--database", "postgres://a@b/c", "--database-file", databaseFile],
         ] {
             let refused = try await Command.run(bgrelay, arguments)
             #expect(refused.status != 0 && !refused.standardError.isEmpty, "\(arguments): \(refused)")
@@ -175,6 +190,7 @@ struct PushRelayProcessTests {
         #expect(noKey.status == 3 && noKey.standardError.contains("no provider key NOSUCHKEY1"), "\(noKey)")
         for arguments in [
             ["keys", "list", "--database", "postgres://bgrelay@127.0.0.1:1/relay"],
+            ["keys", "list", "--database-file", databaseFile],
             ["keys", "list", "--state-dir", "/proc/version/relay"],
         ] {
             let down = try await Command.run(bgrelay, arguments)

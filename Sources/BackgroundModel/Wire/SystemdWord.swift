@@ -9,4 +9,10 @@ public enum SystemdWord {
             .replacingOccurrences(of: "$", with: "$$").replacingOccurrences(of: "%", with: "%%")
         return "\"" + escaped + "\""
     }
+
+    /// `text` with systemd's specifiers (`%h`, `%n`, …) made literal, for a setting that expands
+    /// them but takes the rest of its line as it is (`LoadCredential=`'s path).
+    public static func escapingSpecifiers(_ text: String) -> String {
+        text.replacingOccurrences(of: "%", with: "%%")
+    }
 }
