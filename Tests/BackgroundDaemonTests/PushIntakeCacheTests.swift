@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import BackgroundDaemon
 import BackgroundGateway
 import BackgroundModel
+import BackgroundPolicy
 import BackgroundStore
 import BackgroundTesting
 import Crypto
@@ -89,5 +90,45 @@ struct PushIntakeCacheTests {
         #expect(try await store.removeProviderKey(PushGatewayTests.keyID))
         try await add(new)
         #expect(await authenticated(try provider.jwt(iat: clock.now, key: new)))
+    }
+
+    /// Forged tokens (each with a new signature, so none is refused from memory) cost one peer
+    /// an ES256 verification each only up to its allowance; then its tokens are refused
+    /// unverified (429) until it slows down, while another peer's are still checked. Before, a
+    /// peer knowing a key id and its team kept the one actor every push waits on verifying.
+    @Test func aPeerSendingForgedTokensIsSlowedDown() async throws {
+        let store = try BackgroundStore.inMemory()
+        let clock = ManualClock()
+        let intake = PushIntake(destinations: StorePushDestinations(store: store), clock: clock)
+        let key = P256.Signing.PrivateKey()
+        try await store.addProviderKey(
+            ProviderKeyRegistration(
+                keyID: PushGatewayTests.keyID, teamID: PushGatewayTests.teamID, topics: [PushGatewayTests.app],
+                publicKeyPEM: key.publicKey.pemRepresentation), now: clock.now)
+        let provider = PushGatewayTests.Provider(client: HTTPClient.shared, base: "", key: key, now: clock.now)
+        func answer(_ jwt: String, from peer: String) async -> APNsReason? {
+            switch await intake.authenticate(
+                method: "POST", path: "/3/device/" + String(repeating: "ab", count: 32),
+                headers: [("authorization", "bearer " + jwt)], peer: peer)
+            {
+            case .authenticated: nil
+            case .refused(let refusal): refusal.reason
+            }
+        }
+        let burst = Int(PushIntake<StorePushDestinations>.refusedTokenLimit.burst)
+        for _ in 0..<burst {
+            let forged = try provider.jwt(key: P256.Signing.PrivateKey())
+            #expect(await answer(forged, from: "192.0.2.1") == .invalidProviderToken)
+        }
+        let checks = await intake.signatureChecks
+        #expect(await answer(try provider.jwt(key: P256.Signing.PrivateKey()), from: "192.0.2.1") == .tooManyRequests)
+        #expect(await intake.signatureChecks == checks, "refused unverified")
+        #expect(
+            await answer(try provider.jwt(key: P256.Signing.PrivateKey()), from: "192.0.2.2") == .invalidProviderToken)
+        #expect(await answer(try provider.jwt(), from: "192.0.2.2") == nil, "a valid token from another peer")
+        // Slowed down, it is heard again.
+        clock.advance(by: .seconds(1))
+        #expect(
+            await answer(try provider.jwt(key: P256.Signing.PrivateKey()), from: "192.0.2.1") == .invalidProviderToken)
     }
 }

@@ -77,8 +77,8 @@ public struct PushGateway<Destinations: PushDestinations>: Service {
             throw error
         }
         let intake = self.intake
-        let responder = CallbackResponder<BasicRequestContext> { request, _ in
-            try await Self.respond(to: request, intake: intake)
+        let responder = CallbackResponder<PeerRequestContext> { request, context in
+            try await Self.respond(to: request, peer: context.peer, intake: intake)
         }
         let boundPort = self.boundPort
         let logger = self.logger
@@ -190,10 +190,12 @@ public struct PushGateway<Destinations: PushDestinations>: Service {
     /// Authenticates the provider before reading the body, then reads at most 5121 bytes of it —
     /// a larger one is refused without being buffered — and answers as APNs does: empty body and
     /// `apns-id` on success, `{"reason"}` otherwise.
-    static func respond(to request: Request, intake: PushIntake<Destinations>) async throws -> Response {
+    static func respond(to request: Request, peer: String, intake: PushIntake<Destinations>) async throws -> Response {
         let headers = request.headers.map { (name: $0.name.rawName, value: $0.value) }
         let answer: PushIntake<Destinations>.Answer
-        switch await intake.authenticate(method: request.method.rawValue, path: request.uri.path, headers: headers) {
+        switch await intake.authenticate(
+            method: request.method.rawValue, path: request.uri.path, headers: headers, peer: peer)
+        {
         case .refused(let refusal):
             answer = refusal
         case .authenticated(let provider):

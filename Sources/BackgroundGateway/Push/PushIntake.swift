@@ -39,6 +39,13 @@ public actor PushIntake<Destinations: PushDestinations> {
     /// How many pushes one provider key may send (bgrelay's; nil: no limit but the tokens').
     private let providerLimit: PushFloodLimit?
     private var providerAllowances: [String: PushThrottle.Allowance] = [:]
+    /// How many tokens that fail their signature one peer (an address) may send: each costs an
+    /// ES256 verification in this one actor, which every push waits on, so a peer knowing a key
+    /// id and its team (both in every token) could otherwise keep it busy with forged ones. Over
+    /// it, the peer's tokens are refused unverified (429) until it slows down; a valid token
+    /// spends nothing.
+    package static var refusedTokenLimit: PushFloodLimit { PushFloodLimit(perSecond: 10, burst: 50) }
+    private var refusedTokenAllowances: [String: PushThrottle.Allowance] = [:]
 
     private var keys: [String: ProviderKeyRegistration] = [:]
     /// Key ids the destinations do not know, and signatures that did not verify, at this
@@ -148,11 +155,9 @@ public actor PushIntake<Destinations: PushDestinations> {
     /// gateway asks it before it reads a byte of the body, so a peer without a valid token costs
     /// no buffer and no waiting stream (it could hold one open for ever, its body never ended).
     public func authenticate(
-        method: String, path: String, headers: [(name: String, value: String)]
-    ) async
-        -> Authentication
-    {
-        let authentication = await checkProvider(method: method, path: path, headers: headers)
+        method: String, path: String, headers: [(name: String, value: String)], peer: String = ""
+    ) async -> Authentication {
+        let authentication = await checkProvider(method: method, path: path, headers: headers, peer: peer)
         if case .refused(let answer) = authentication { answered(answer.status) }
         return authentication
     }
@@ -178,10 +183,8 @@ public actor PushIntake<Destinations: PushDestinations> {
     }
 
     private func checkProvider(
-        method: String, path: String, headers: [(name: String, value: String)]
-    ) async
-        -> Authentication
-    {
+        method: String, path: String, headers: [(name: String, value: String)], peer: String
+    ) async -> Authentication {
         let apnsID =
             headers.first { $0.name.lowercased() == "apns-id" }?.value.lowercased() ?? UUID().uuidString.lowercased()
         func refuse(_ reason: APNsReason) -> Authentication {
@@ -213,7 +216,11 @@ public actor PushIntake<Destinations: PushDestinations> {
             return refuse(.serviceUnavailable)
         }
         guard key.teamID == token.teamID else { return refuse(.invalidProviderToken) }
-        guard verify(token, with: key) else { return refuse(.invalidProviderToken) }
+        switch verify(token, with: key, peer: peer) {
+        case .valid: break
+        case .forged: return refuse(.invalidProviderToken)
+        case .tooManyForged: return refuse(.tooManyRequests)
+        }
         if case .failure(let reason) = tokenClock.admit(token, now: clock.now) { return refuse(reason) }
         return .authenticated(Authenticated(method: method, path: path, key: key, apnsID: apnsID))
     }
@@ -261,14 +268,21 @@ public actor PushIntake<Destinations: PushDestinations> {
         return Answer(status: 200, reason: nil, timestamp: nil, apnsID: push.apnsID ?? apnsID)
     }
 
-    /// ES256 over `header.claims` with the key's public half.
-    private func verify(_ token: ProviderToken, with key: ProviderKeyRegistration) -> Bool {
+    private enum Verdict { case valid, forged, tooManyForged }
+
+    /// ES256 over `header.claims` with the key's public half; a verification that fails is
+    /// charged to `peer` (`refusedTokenLimit`), and one over its allowance is not made.
+    private func verify(_ token: ProviderToken, with key: ProviderKeyRegistration, peer: String) -> Verdict {
         // The key itself, not only its id: a key replaced under the same kid while it was read
         // (the generation moved meanwhile) must not leave its verdict on the other key's tokens.
         let cacheKey =
             key.publicKeyPEM + "." + token.signingInput + "." + token.signature.base64EncodedString()
-        if verified.contains(cacheKey) { return true }
-        if refusedSignatures.contains(cacheKey) { return false }
+        if verified.contains(cacheKey) { return .valid }
+        if refusedSignatures.contains(cacheKey) { return .forged }
+        let now = clock.now
+        let limit = Self.refusedTokenLimit
+        let allowance = limit.admit(refusedTokenAllowances[peer], now: now)
+        guard allowance.admitted else { return .tooManyForged }
         signatureChecks += 1
         guard let publicKey = try? P256.Signing.PublicKey(pemRepresentation: key.publicKeyPEM),
             let signature = try? P256.Signing.ECDSASignature(rawRepresentation: token.signature),
@@ -276,10 +290,14 @@ public actor PushIntake<Destinations: PushDestinations> {
         else {
             if refusedSignatures.count >= 10_000 { refusedSignatures.removeAll() }
             refusedSignatures.insert(cacheKey)
-            return false
+            if refusedTokenAllowances.count >= 10_000 {
+                refusedTokenAllowances = refusedTokenAllowances.filter { !limit.isFull($0.value, now: now) }
+            }
+            refusedTokenAllowances[peer] = allowance.allowance
+            return .forged
         }
         if verified.count > 10_000 { verified.removeAll() }
         verified.insert(cacheKey)
-        return true
+        return .valid
     }
 }
