@@ -90,7 +90,11 @@ public final class BackgroundApplication: Sendable {
             let token = try? String(contentsOfFile: path, encoding: .utf8)
                 .trimmingCharacters(in: .whitespacesAndNewlines), !token.isEmpty
         else { throw BackgroundError.noTokenFile(path, app: appID) }
-        self.init(appID: appID, token: token, socketPath: socketPath)
+        // The container is where the token is: the pushes a launched process answered are
+        // remembered there, and this process must see them (or it handles one twice).
+        self.init(
+            appID: appID, token: token, socketPath: socketPath, launchReason: nil,
+            containerPath: (path as NSString).deletingLastPathComponent)
     }
 
     /// For a process the user started: the app id and the token `bgctl register` printed.
@@ -390,6 +394,11 @@ public final class BackgroundApplication: Sendable {
             let notification = RemoteNotification(json: payload, apnsID: apnsID)
             let handledPushes = self.handledPushes
             handler = Task {
+                // A process given only its token learns its container from bgd, once: the pushes
+                // another process of the app answered are remembered there.
+                if !handledPushes.isKept, let container = try? await self.summary().containerPath {
+                    handledPushes.attach(containerPath: container)
+                }
                 // Answered in a run whose end bgd never heard: not handled twice.
                 if let apnsID, handledPushes.contains(apnsID) { return .noData }
                 let result = await self.invokeRemoteNotificationHandler(notification)

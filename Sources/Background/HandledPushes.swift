@@ -6,34 +6,54 @@ import Synchronization
 /// twice when bgd offers it again in a new run. Sequence numbers cannot tell: the new run's
 /// event has a new one.
 ///
-/// Kept in the app's container when bgd gave it one (a later launch remembers), in memory
-/// otherwise; only the newest `limit` are kept: a push is offered again within minutes, not days.
+/// Kept in the app's container (a later launch, or the app as the user runs it, remembers):
+/// the one bgd gave a launched process, the one beside the token a user-started app read, or
+/// the one bgd names when asked (`attach`); in memory until then. Only the newest `limit` are
+/// kept: a push is offered again within minutes, not days.
 final class HandledPushes: Sendable {
-    private let file: String?
-    private let recent: Mutex<[String]>
+    private struct State {
+        var file: String?
+        var recent: [String]
+    }
+    private let state: Mutex<State>
     static let limit = 256
 
     init(containerPath: String?) {
-        file = containerPath.map { $0 + "/.background-handled-pushes" }
-        let saved = file.flatMap { try? String(contentsOfFile: $0, encoding: .utf8) } ?? ""
-        recent = Mutex(saved.split(separator: "\n").map(String.init).suffix(Self.limit))
+        state = Mutex(State(file: nil, recent: []))
+        if let containerPath { attach(containerPath: containerPath) }
     }
 
-    func contains(_ apnsID: String) -> Bool { recent.withLock { $0.contains(apnsID) } }
+    /// Whether the list is kept in a container yet.
+    var isKept: Bool { state.withLock { $0.file != nil } }
+
+    /// Keeps the list in `containerPath` from now on, with the ids another process of the app
+    /// saved there (a launched one that answered a push whose run bgd never closed).
+    func attach(containerPath: String) {
+        let file = containerPath + "/.background-handled-pushes"
+        let saved = (try? String(contentsOfFile: file, encoding: .utf8)) ?? ""
+        state.withLock { state in
+            guard state.file == nil else { return }
+            state.file = file
+            let known = saved.split(separator: "\n").map(String.init)
+            state.recent = Array((known.filter { !state.recent.contains($0) } + state.recent).suffix(Self.limit))
+        }
+    }
+
+    func contains(_ apnsID: String) -> Bool { state.withLock { $0.recent.contains(apnsID) } }
 
     /// Remembers `apnsID` before the answer is sent (written to the container first, so a crash
     /// after the answer cannot forget it). Written under the lock: two handlers answering at
     /// once each wrote the list as it stood, and the older write could land last, losing the
     /// other's id from the file.
     func record(_ apnsID: String) {
-        recent.withLock { recent in
-            recent.append(apnsID)
-            if recent.count > Self.limit { recent.removeFirst(recent.count - Self.limit) }
-            guard let file else { return }
+        state.withLock { state in
+            state.recent.append(apnsID)
+            if state.recent.count > Self.limit { state.recent.removeFirst(state.recent.count - Self.limit) }
+            guard let file = state.file else { return }
             let temporary = file + ".new"
             guard
                 FileManager.default.createFile(
-                    atPath: temporary, contents: Data((recent.joined(separator: "\n") + "\n").utf8))
+                    atPath: temporary, contents: Data((state.recent.joined(separator: "\n") + "\n").utf8))
             else { return }
             _ = rename(temporary, file)
         }

@@ -1,3 +1,4 @@
+import BackgroundModel
 import Foundation
 import Testing
 
@@ -21,6 +22,31 @@ struct HandledPushesTests {
         #expect(first.contains("a"))
         let second = HandledPushes(containerPath: path)
         #expect(second.contains("a") && !second.contains("b"))
+    }
+
+    /// The app as the user runs it remembers what a launched process answered: one that read its
+    /// token from bgd's state directory keeps its list in the container beside it, and one given
+    /// only its token attaches the container bgd names, keeping what it had answered meanwhile.
+    /// Before, both kept theirs in memory, and a push a launched process had answered (its run
+    /// cut short by bgd's crash) was handled again by the user's instance.
+    @Test func theUsersInstanceRemembersWhatALaunchedOneAnswered() throws {
+        let state = try container()
+        defer { try? FileManager.default.removeItem(atPath: state) }
+        let app = AppID(rawValue: "com.example.remembering")!
+        let container = state + "/containers/" + app.rawValue
+        try FileManager.default.createDirectory(atPath: container, withIntermediateDirectories: true)
+        try "token\n".write(toFile: container + "/app-token", atomically: true, encoding: .utf8)
+        HandledPushes(containerPath: container).record("answered-by-the-launched-one")
+
+        let user = try BackgroundApplication(appID: app, stateDirectory: state, socketPath: state + "/none.sock")
+        #expect(user.containerPath == container)
+        #expect(user.handledPushes.contains("answered-by-the-launched-one"))
+
+        let given = HandledPushes(containerPath: nil)
+        given.record("answered-here")
+        #expect(!given.isKept && !given.contains("answered-by-the-launched-one"))
+        given.attach(containerPath: container)
+        #expect(given.isKept && given.contains("answered-by-the-launched-one") && given.contains("answered-here"))
     }
 
     @Test func onlyTheNewestAreKept() throws {

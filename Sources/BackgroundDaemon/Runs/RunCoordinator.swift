@@ -310,6 +310,10 @@ public actor RunCoordinator: Service {
             await end(id, outcome: outcome, detail: detail)
             for (pid, launch) in launches where launch.run == id && !launch.exitRequested {
                 launches[pid]?.exitRequested = true
+                // Counted again at its exit: an event that came after the count that ended this
+                // run (the app had acknowledged all it had) was only nudged to a process now told
+                // to exit, and nothing else would launch the app for it.
+                eventsAfterExit.insert(app)
                 await supervisor.end(pid, after: configuration.lingerGrace, grace: configuration.budget.killGrace)
                 broker.send(.exit, to: app)
             }
