@@ -94,7 +94,7 @@ public final class BackgroundApplication: Sendable {
         // remembered there, and this process must see them (or it handles one twice).
         self.init(
             appID: appID, token: token, socketPath: socketPath, launchReason: nil,
-            containerPath: (path as NSString).deletingLastPathComponent)
+            containerPath: DaemonLocation.containerPath(of: appID, stateDirectory: stateDirectory))
     }
 
     /// For a process the user started: the app id and the token `bgctl register` printed.
@@ -394,8 +394,8 @@ public final class BackgroundApplication: Sendable {
             let notification = RemoteNotification(json: payload, apnsID: apnsID)
             let handledPushes = self.handledPushes
             handler = Task {
-                // A process given only its token learns its container from bgd, once: the pushes
-                // another process of the app answered are remembered there.
+                // A process given only its token asks bgd for its container (until it has it): the
+                // pushes another process of the app answered are remembered there.
                 if !handledPushes.isKept, let container = try? await self.summary().containerPath {
                     handledPushes.attach(containerPath: container)
                 }

@@ -61,14 +61,8 @@ struct RelayOptions: ParsableArguments {
     /// `--database`, or what `--database-file` holds (nil: SQLite in the state directory).
     func databaseURL() throws -> String? {
         guard let databaseFile else { return database }
-        let text: String
-        do {
-            text = try String(contentsOfFile: databaseFile, encoding: .utf8)
-        } catch {
-            throw ValidationError("cannot read --database-file: \(SystemErrorText.describe(error))")
-        }
-        let url = text.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard !url.isEmpty, !url.contains(where: \.isNewline) else {
+        let url = try SecretFile.firstLine(of: databaseFile, option: "--database-file")
+        guard !url.isEmpty else {
             throw ValidationError(
                 "--database-file \(databaseFile) holds no URL; put one line in it: postgres://user:password@host:port/database"
             )
@@ -232,11 +226,7 @@ extension BGRelay {
         /// --enrollment-token, or the first line of --enrollment-token-file.
         func enrollmentTokenGiven() throws -> String? {
             guard let enrollmentTokenFile else { return enrollmentToken }
-            guard let text = try? String(contentsOfFile: enrollmentTokenFile, encoding: .utf8) else {
-                throw ValidationError("cannot read --enrollment-token-file \(enrollmentTokenFile)")
-            }
-            return String(text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).first ?? "")
-                .trimmingCharacters(in: .whitespaces)
+            return try SecretFile.firstLine(of: enrollmentTokenFile, option: "--enrollment-token-file")
         }
 
         /// Gives the code pages back after 30 s without a request or an uplink round
@@ -512,4 +502,19 @@ func parseDuration(_ text: String) throws -> Duration {
         throw ValidationError("'\(text)' is not a duration; write it like 30s, 15m, 2h or 7d")
     }
     return duration
+}
+
+/// A secret handed over in a file (`--enrollment-token-file`, `--database-file`), so that it is in
+/// neither `ps` nor a unit: its first line, trimmed.
+enum SecretFile {
+    static func firstLine(of path: String, option: String) throws -> String {
+        let text: String
+        do {
+            text = try String(contentsOfFile: path, encoding: .utf8)
+        } catch {
+            throw ValidationError("cannot read \(option) \(path): \(SystemErrorText.describe(error))")
+        }
+        return String(text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).first ?? "")
+            .trimmingCharacters(in: .whitespaces)
+    }
 }

@@ -132,3 +132,15 @@ struct PushIntakeCacheTests {
             await answer(try provider.jwt(key: P256.Signing.PrivateKey()), from: "192.0.2.1") == .invalidProviderToken)
     }
 }
+
+extension PushIntake {
+    /// Both steps at once, for a request whose body is at hand (as the gateway does them).
+    func handle(
+        method: String, path: String, headers: [(name: String, value: String)], body: Data, bodySize: Int
+    ) async -> Answer {
+        switch await authenticate(method: method, path: path, headers: headers) {
+        case .refused(let answer): answer
+        case .authenticated(let provider): await handle(provider, headers: headers, body: body, bodySize: bodySize)
+        }
+    }
+}

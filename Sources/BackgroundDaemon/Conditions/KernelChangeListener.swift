@@ -12,8 +12,9 @@ import QuietThreads
 /// (group 1: the kernel's own uevents; a power supply announces plugging, unplugging and charge
 /// changes as `SUBSYSTEM=power_supply`) and `NETLINK_ROUTE` (links going up or down, addresses
 /// coming and going, routes: the default route, whose device NetworkManager is asked about,
-/// comes after the address, and a hotspot joined was read unmetered until the poll). One thread blocks in `poll` on them and costs nothing while nothing
-/// happens. A burst of messages (a link coming up sends a dozen) is one change.
+/// comes after the address, and a hotspot joined was read unmetered until the poll). One thread
+/// blocks in `poll` on them and costs nothing while nothing happens. A burst of messages (a link
+/// coming up sends a dozen) is one change.
 final class KernelChangeListener: @unchecked Sendable {
     // @unchecked: the descriptors are set once; the thread owns the sockets until `stop` tells it
     // to end, and the listener the stop pipe.

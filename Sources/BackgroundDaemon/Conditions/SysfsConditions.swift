@@ -76,7 +76,7 @@ public struct SysfsConditions: Sendable {
         guard energies.count == batteries.count else {
             return batteries.map(\.percent).reduce(0, +) / batteries.count
         }
-        // In Double: energies are µWh or µAh, and their products with percentages could overflow.
+        // In Double: energies are µWh, and their products with percentages could overflow.
         let full = energies.reduce(0.0) { $0 + Double($1) }
         let held = batteries.reduce(0.0) { $0 + Double($1.percent) * Double($1.energy!) }
         return Int((held / full).rounded())

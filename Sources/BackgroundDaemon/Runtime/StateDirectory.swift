@@ -85,7 +85,7 @@ public final class StateDirectory: Sendable {
     public var cgroupOriginsPath: String { path + "/cgroup-origins" }
 
     /// Where the app's own directory is (it may not exist yet).
-    public func containerPath(for app: AppID) -> String { path + "/containers/" + app.rawValue }
+    public func containerPath(for app: AppID) -> String { DaemonLocation.containerPath(of: app, stateDirectory: path) }
 
     /// Where bgd keeps the files of the app's transfers (`containers/<app>/transfers`), or of the
     /// operator's uploads (nil: `transfers`); not made here.

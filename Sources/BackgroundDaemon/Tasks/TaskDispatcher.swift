@@ -48,9 +48,8 @@ actor TaskDispatcher: Service {
         let now = clock.now
         let effective = await conditions.effective
         let foreground = await lifecycle.appInForeground
-        let processing = running.filter { $0.kind == .processing }.count
         // Oldest first, as they start: the free slots go to the first whose conditions hold.
-        var slots = policy.freeSlots(running: processing)
+        var slots = policy.freeSlots(among: running)
         return pending.map { item in
             var item = item
             let reason = policy.waitingReason(
@@ -60,7 +59,7 @@ actor TaskDispatcher: Service {
                 item.waitingReason = DecisionReason(
                     .taskStarted, "goes with the app's next wake planned by the fetch policy (bgctl why)")
             case (.processing, nil) where slots == 0:
-                item.waitingReason = policy.slotReason(running: processing)
+                item.waitingReason = policy.slotReason
             case (.processing, nil):
                 slots -= 1
             default:
@@ -99,7 +98,7 @@ actor TaskDispatcher: Service {
                     policy.waitingReason(for: $0.request, conditions: effective, appInForeground: foreground, now: now)
                         == nil
                 },
-                slots: policy.freeSlots(running: runningTasks.filter { $0.kind == .processing }.count))
+                slots: policy.freeSlots(among: runningTasks))
             return policy.nextCheck(for: pending.map(\.request), now: now)
         } catch where Task.isCancelled {
             // bgd is stopping (a SIGTERM, another listener that failed): the loop ends quietly,

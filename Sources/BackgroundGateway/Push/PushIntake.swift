@@ -44,6 +44,7 @@ public actor PushIntake<Destinations: PushDestinations> {
     /// id and its team (both in every token) could otherwise keep it busy with forged ones. Over
     /// it, the peer's tokens are refused unverified (429) until it slows down; a valid token
     /// spends nothing.
+    /// (Computed: a generic type holds no static stored property.)
     package static var refusedTokenLimit: PushFloodLimit { PushFloodLimit(perSecond: 10, burst: 50) }
     private var refusedTokenAllowances: [String: PushThrottle.Allowance] = [:]
 
@@ -170,16 +171,6 @@ public actor PushIntake<Destinations: PushDestinations> {
         let answer = await accept(provider, headers: headers, body: body, bodySize: bodySize)
         answered(answer.status)
         return answer
-    }
-
-    /// Both steps at once, for a request whose body is at hand.
-    public func handle(
-        method: String, path: String, headers: [(name: String, value: String)], body: Data, bodySize: Int
-    ) async -> Answer {
-        switch await authenticate(method: method, path: path, headers: headers) {
-        case .refused(let answer): answer
-        case .authenticated(let provider): await handle(provider, headers: headers, body: body, bodySize: bodySize)
-        }
     }
 
     private func checkProvider(

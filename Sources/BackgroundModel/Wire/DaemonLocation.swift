@@ -35,7 +35,13 @@ public enum DaemonLocation {
     /// `BackgroundApplication(appID:)` and no copy-paste. bgd writes it at registration and on
     /// every rotation (`bgctl token APP --rotate`).
     public static func appTokenPath(of app: AppID, stateDirectory: String) -> String {
-        stateDirectory + "/containers/" + app.rawValue + "/app-token"
+        containerPath(of: app, stateDirectory: stateDirectory) + "/app-token"
+    }
+
+    /// The app's own directory in bgd's state directory: its token, its transfers' files, what
+    /// the library remembers across launches.
+    public static func containerPath(of app: AppID, stateDirectory: String) -> String {
+        stateDirectory + "/containers/" + app.rawValue
     }
 
     private static func home(_ environment: [String: String]) -> String {

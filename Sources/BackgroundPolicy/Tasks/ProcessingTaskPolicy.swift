@@ -19,14 +19,17 @@ public struct ProcessingTaskPolicy: Hashable, Sendable {
         self.maximumRunning = maximumRunning
     }
 
-    /// How many more processing tasks may start while `running` run.
-    public func freeSlots(running: Int) -> Int { max(0, maximumRunning - running) }
+    /// How many more processing tasks may start while `running` run (tasks of other kinds do
+    /// not count).
+    public func freeSlots(among running: [RunningTask]) -> Int {
+        max(0, maximumRunning - running.filter { $0.kind == .processing }.count)
+    }
 
     /// Why a request that may start waits all the same: the others running hold every slot.
-    public func slotReason(running: Int) -> DecisionReason {
+    public var slotReason: DecisionReason {
         DecisionReason(
             .concurrencyLimit,
-            "\(running) processing task(s) run already, the most at once; it starts when one ends")
+            "\(maximumRunning) processing tasks run already, the most at once; it starts when one ends")
     }
 
     /// Why `request` cannot start at `now` (nil: it may).
