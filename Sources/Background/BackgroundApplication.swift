@@ -45,6 +45,9 @@ public final class BackgroundApplication: Sendable {
         var givenUp: Set<EventSequence> = []
         /// Events handled whose acknowledgement bgd did not take: tried again at the next hello.
         var unacknowledged: Set<EventSequence> = []
+        /// Runs answered whose answer bgd did not take (a timeout, a moment's trouble), by their
+        /// event: sent again when bgd sends the event again.
+        var unreported: [EventSequence: (run: RunID, result: BackgroundFetchResult)] = [:]
         /// The handlers in flight, so an expiration can cancel exactly that one.
         var running: [RunID: Task<BackgroundFetchResult?, Never>] = [:]
         /// Sessions whose events this launch has announced with `handleEventsForBackgroundURLSession`.
@@ -272,7 +275,11 @@ public final class BackgroundApplication: Sendable {
                     case .new: break
                     case .beingHandled: continue
                     case .handledBefore:
-                        await finish(event.seq)  // again: the ack was lost
+                        if let (run, result) = state.withLock({ $0.unreported.removeValue(forKey: event.seq) }) {
+                            group.addTask { await self.post(result, of: run, seq: event.seq) }  // bgd never had it
+                        } else {
+                            await finish(event.seq)  // again: the ack was lost
+                        }
                         continue
                     }
                     switch event.body {
@@ -337,6 +344,9 @@ public final class BackgroundApplication: Sendable {
 
     /// How many runs' handlers are under way (tests: none is left once each has ended).
     var handlersRunning: Int { state.withLock { $0.running.count } }
+
+    /// How many runs' answers bgd has not taken yet (tests).
+    var answersNotTaken: Int { state.withLock { $0.unreported.count } }
 
     /// The state to tell a bgd met again (it suspends; an app only reports the others).
     private var currentStateForReport: ApplicationState {
@@ -446,21 +456,34 @@ public final class BackgroundApplication: Sendable {
         // handled anew when bgd sends it again.
         if result == nil && Task.isCancelled { return }
         if let result {
-            do {
-                _ = try await client.send(
-                    .post, "/v1/app/runs/\(run)/result", body: FetchResultReport(result: result), as: RunRecord.self)
-            } catch let error as BackgroundError where error.apiErrorCode == .runAlreadyEnded || error.isLastingRefusal
-            {
-                // Too late (bgd already recorded the run as expired), or never to be taken.
-            } catch {
-                // Not taken for now (bgd's disk is full, or bgd went away): the event stays open.
-                // bgd writes the answer it holds as soon as it can, which settles the event; a
-                // bgd that dies first makes the run up, as it never said the answer was taken.
-                // Cut off by the connection's end, it stays being handled, and so is given up:
-                // sent again, it is handled anew rather than taken for answered.
-                if !Task.isCancelled { state.withLock { _ = $0.handling.remove(seq) } }
-                return
+            await post(result, of: run, seq: seq)
+        } else {
+            await finish(seq)
+        }
+    }
+
+    /// Sends a run's answer, then acknowledges its event.
+    private func post(_ result: BackgroundFetchResult, of run: RunID, seq: EventSequence) async {
+        do {
+            _ = try await client.send(
+                .post, "/v1/app/runs/\(run)/result", body: FetchResultReport(result: result), as: RunRecord.self)
+        } catch let error as BackgroundError where error.apiErrorCode == .runAlreadyEnded || error.isLastingRefusal {
+            // Too late (bgd already recorded the run as expired), or never to be taken.
+        } catch {
+            // Not taken for now (bgd's disk is full, a timeout, or bgd went away): the event stays
+            // open, and the answer is kept, to be sent again when bgd sends the event again.
+            // Before, that event was taken for answered and acknowledged, and the run ended
+            // `expired`, the app blamed for an answer bgd never had. (A bgd that holds the answer
+            // settles the event itself; one that dies makes the run up, with a new event.) Cut
+            // off by the connection's end, it stays being handled, and so is given up: sent
+            // again, it is handled anew.
+            if !Task.isCancelled {
+                state.withLock { state in
+                    state.handling.remove(seq)
+                    state.unreported[seq] = (run, result)
+                }
             }
+            return
         }
         await finish(seq)
     }

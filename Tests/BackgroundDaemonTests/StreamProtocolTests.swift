@@ -127,6 +127,31 @@ struct StreamProtocolTests {
         }
     }
 
+    /// A run's answer bgd did not take (a 503: a moment's trouble) is kept and sent again when
+    /// bgd sends the event again, and only then is the event acknowledged — the handler not run
+    /// twice. Before, the event sent again was taken for answered and acknowledged, and the run
+    /// ended `expired` for an answer bgd never had.
+    @Test func anAnswerBgdDidNotTakeIsSentAgainWithItsEvent() async throws {
+        try await ScriptedDaemon.with { bgd in
+            let app = BackgroundApplication(appID: appID, token: "scripted", socketPath: bgd.socketPath)
+            let calls = Mutex(0)
+            app.onBackgroundFetch {
+                calls.withLock { $0 += 1 }
+                return .newData
+            }
+            try await running(app, on: bgd) {
+                bgd.refuseResults(1)
+                try bgd.send(fetch(1, run: 5))
+                #expect(await eventually { app.answersNotTaken == 1 })
+                #expect(bgd.results.isEmpty && bgd.acknowledged.isEmpty)
+                try bgd.send(fetch(1, run: 5))
+                #expect(await eventually { bgd.acknowledged == [EventSequence(rawValue: 1)] })
+                #expect(bgd.results[RunID(rawValue: 5)] == .newData)
+                #expect(calls.withLock { $0 } == 1, "the handler ran once")
+            }
+        }
+    }
+
     /// A process bgd launched whose stream ends (bgd stopped) ends too, its handlers cancelled:
     /// before, it waited for each — one waiting for its expiration, which only that stream could
     /// bring, for ever.

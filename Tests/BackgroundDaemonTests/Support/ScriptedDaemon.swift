@@ -22,6 +22,8 @@ final class ScriptedDaemon: Sendable {
         /// How many of the next acknowledgements to refuse, as a full disk does (507).
         var acknowledgementsToRefuse = 0
         var results: [RunID: BackgroundFetchResult] = [:]
+        /// How many of the next run results to refuse for now (503, a moment's trouble).
+        var resultsToRefuse = 0
     }
     private let state = Mutex(State())
 
@@ -60,6 +62,8 @@ final class ScriptedDaemon: Sendable {
 
     func refuseAcknowledgements(_ count: Int) { state.withLock { $0.acknowledgementsToRefuse = count } }
 
+    func refuseResults(_ count: Int) { state.withLock { $0.resultsToRefuse = count } }
+
     var streamsOpened: Int { state.withLock { $0.streams.count } }
     var acknowledged: [EventSequence] { state.withLock { $0.acknowledged } }
     var refusedAcknowledgements: [EventSequence] { state.withLock { $0.refusedAcknowledgements } }
@@ -97,7 +101,19 @@ final class ScriptedDaemon: Sendable {
         router.post("/v1/app/runs/:run/result") { request, context -> Response in
             let run = RunID(rawValue: Int64(context.parameters.get("run") ?? "") ?? 0)
             let report = try await request.decode(as: FetchResultReport.self, context: context)
-            self.state.withLock { $0.results[run] = report.result }
+            let refused = self.state.withLock { state in
+                guard state.resultsToRefuse > 0 else {
+                    state.results[run] = report.result
+                    return false
+                }
+                state.resultsToRefuse -= 1
+                return true
+            }
+            if refused {
+                return try Self.json(
+                    APIErrorBody(error: "storageUnavailable", reason: "bgd cannot write just now"),
+                    status: .serviceUnavailable)
+            }
             let now = Date(timeIntervalSince1970: 1_800_000_000)
             return try Self.json(
                 RunRecord(
