@@ -100,7 +100,7 @@ struct IdleWakeupTests {
     /// not, on an idle machine and beside a build saturating both processors; what wakes it
     /// there was not found (session 25's note). Session 44 found two ways libdispatch's monitor
     /// was started at random or by what a real machine does (GRDB's queues met by two store
-    /// threads; `Task.sleep` behind the conditions poll), which may have been it; the rule stays
+    /// threads; Swift's task sleep behind the conditions poll), which may have been it; the rule stays
     /// until CI shows the figure quiet under load. So when every window stays above 2 while the
     /// machine is saturated (the 1-minute load average at or above the processors) the figure is
     /// recorded as a known issue with the load; on a machine that is not saturated it fails.
@@ -135,7 +135,7 @@ struct IdleWakeupTests {
     }
 
     /// The same bgd watching the machine's conditions: its poll sleeps on an event-loop timer.
-    /// Before, that sleep went through `Task.sleep`, whose first use started libdispatch's
+    /// Before, that sleep went through Swift's task sleep, whose first use started libdispatch's
     /// monitor, and a bgd on a real machine woke every second.
     @Test func anIdleBgdWatchingConditionsDoesNotWakeEverySecond() async throws {
         try await expectQuietUnlessDispatch("BGD_DISPATCH") { environment, windows, enough in

@@ -112,22 +112,28 @@ struct DeliverySettlementTests {
         #expect(after.reasonCode == .pushUndeliverable)
     }
 
-    @Test func aTaskRunCutShortByBgdLeavesItsRequestPending() async throws {
-        let store = try await registered()
+    /// The app's processing request `com.example.a.work`, submitted now.
+    func submitWork(to store: BackgroundStore) async throws {
         try await store.submitTaskRequest(
             TaskRequest(identifier: "com.example.a.work", kind: .processing), for: app, now: now)
-        let run = try await store.startRun(
+    }
+
+    /// A scheduled run taking that request.
+    func startWork(in store: BackgroundStore) async throws -> RunRecord {
+        try await store.startRun(
             .task(identifier: "com.example.a.work", kind: .processing), for: app, trigger: .scheduled, reasons: [],
-            budget: .seconds(600),
-            now: now)
+            budget: .seconds(600), now: now)
+    }
+
+    @Test func aTaskRunCutShortByBgdLeavesItsRequestPending() async throws {
+        let store = try await registered()
+        try await submitWork(to: store)
+        let run = try await startWork(in: store)
         #expect(try await store.pendingTaskRequests(of: app).isEmpty)  // taken while it runs
         _ = try await store.closeInterruptedRuns(now: now.addingTimeInterval(5))
         #expect(try await store.pendingTaskRequests(of: app).map(\.request.identifier) == ["com.example.a.work"])
         // Carried out and answered: gone for good.
-        let again = try await store.startRun(
-            .task(identifier: "com.example.a.work", kind: .processing), for: app, trigger: .scheduled, reasons: [],
-            budget: .seconds(600),
-            now: now)
+        let again = try await startWork(in: store)
         try await store.finishRun(again.id, outcome: .newData, now: now.addingTimeInterval(60))
         #expect(try await store.pendingTaskRequests(of: app).isEmpty)
         _ = run
@@ -135,12 +141,8 @@ struct DeliverySettlementTests {
 
     @Test func aRequestSubmittedAgainWhileItsTaskRunsStands() async throws {
         let store = try await registered()
-        try await store.submitTaskRequest(
-            TaskRequest(identifier: "com.example.a.work", kind: .processing), for: app, now: now)
-        let run = try await store.startRun(
-            .task(identifier: "com.example.a.work", kind: .processing), for: app, trigger: .scheduled, reasons: [],
-            budget: .seconds(600),
-            now: now)
+        try await submitWork(to: store)
+        let run = try await startWork(in: store)
         try await store.submitTaskRequest(
             TaskRequest(identifier: "com.example.a.work", kind: .processing, requiresExternalPower: true), for: app,
             now: now)
@@ -155,25 +157,16 @@ struct DeliverySettlementTests {
     /// ends otherwise starts it over.
     @Test func aTaskThatBgdDiesDuringIsGivenUpAfterAFew() async throws {
         let store = try await registered()
-        func submit() async throws {
-            try await store.submitTaskRequest(
-                TaskRequest(identifier: "com.example.a.work", kind: .processing), for: app, now: now)
-        }
-        func start() async throws -> RunRecord {
-            try await store.startRun(
-                .task(identifier: "com.example.a.work", kind: .processing), for: app, trigger: .scheduled,
-                reasons: [], budget: .seconds(600), now: now)
-        }
         /// A run bgd dies during; the detail of the run it closes.
         func die(resubmitting: Bool = false) async throws -> String {
-            _ = try await start()
-            if resubmitting { try await submit() }
+            _ = try await startWork(in: store)
+            if resubmitting { try await submitWork(to: store) }
             return try #require(try await store.closeInterruptedRuns(now: now).first?.run.detail)
         }
-        try await submit()
+        try await submitWork(to: store)
         for death in 1...BackgroundStore.taskRequestCrashLimit {
             // A stop bgd was asked for, between the deaths.
-            let stopped = try await start()
+            let stopped = try await startWork(in: store)
             try await store.finishRun(stopped.id, outcome: .interrupted, now: now)
             #expect(try await store.pendingTaskRequests(of: app).count == 1)
             let detail = try await die(resubmitting: death == 2)
@@ -187,11 +180,11 @@ struct DeliverySettlementTests {
         }
         // Submitted anew, it starts from nothing; a run that ends otherwise (here the app's
         // answer, the app having submitted again meanwhile) starts the count over.
-        try await submit()
+        try await submitWork(to: store)
         _ = try await die()
         _ = try await die()
-        let answered = try await start()
-        try await submit()
+        let answered = try await startWork(in: store)
+        try await submitWork(to: store)
         try await store.finishRun(answered.id, outcome: .newData, now: now)
         _ = try await die()
         _ = try await die()
@@ -202,11 +195,8 @@ struct DeliverySettlementTests {
     /// longer declares, or a refresh request once background refresh is off, is not put back.
     @Test func aRequestTheAppNoLongerAllowsIsNotPutBack() async throws {
         let store = try await registered()
-        try await store.submitTaskRequest(
-            TaskRequest(identifier: "com.example.a.work", kind: .processing), for: app, now: now)
-        let run = try await store.startRun(
-            .task(identifier: "com.example.a.work", kind: .processing), for: app, trigger: .scheduled, reasons: [],
-            budget: .seconds(600), now: now)
+        try await submitWork(to: store)
+        let run = try await startWork(in: store)
         _ = try await store.replaceRegistration(
             RegisterAppRequest(id: app, launchCommand: LaunchCommand(["/bin/true"])!, taskIdentifiers: []))
         try await store.finishRun(run.id, outcome: .interrupted, now: now)
@@ -220,8 +210,7 @@ struct DeliverySettlementTests {
         // A time with digits below the millisecond, as a real clock's: read back and written
         // again, GRDB's text can lose a millisecond, and an exact match never held.
         let now = self.now.addingTimeInterval(0.123_456_7)
-        try await store.submitTaskRequest(
-            TaskRequest(identifier: "com.example.a.work", kind: .processing), for: app, now: now)
+        try await submitWork(to: store)
         let read = try #require(try await store.pendingTaskRequests(of: app).first)
         try await store.submitTaskRequest(
             TaskRequest(identifier: "com.example.a.work", kind: .processing, requiresExternalPower: true), for: app,
@@ -249,8 +238,7 @@ struct DeliverySettlementTests {
         let (_, pushRun) = try await pushInFlight(store)
         #expect(try await store.fetchCandidates().first?.isRunning == true, "a push run in flight holds the fetch back")
         try await store.finishRun(pushRun.id, outcome: .crashed, now: now.addingTimeInterval(2))
-        try await store.submitTaskRequest(
-            TaskRequest(identifier: "com.example.a.work", kind: .processing), for: app, now: now)
+        try await submitWork(to: store)
         let task = try await store.startRun(
             .task(identifier: "com.example.a.work", kind: .processing), for: app, trigger: .scheduled, reasons: [],
             budget: .seconds(600),
