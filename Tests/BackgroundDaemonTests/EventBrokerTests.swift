@@ -28,7 +28,7 @@ struct EventBrokerTests {
     /// of the progress only the latest waits.
     @Test func newsOutlivesAFloodOfProgress() async throws {
         let broker = EventBroker()
-        let subscription = try #require(broker.subscribe(Self.app, isLaunched: true))
+        let subscription = try #require(broker.subscribe(Self.app, owner: .launched(AppToken(rawValue: "launched"))))
         broker.eventsAvailable(for: Self.app)
         broker.send(.exit, to: Self.app)
         for bytes in 1...2048 { broker.send(Self.progress(Int64(bytes)), to: Self.app) }
@@ -43,7 +43,7 @@ struct EventBrokerTests {
     /// Events nudged before and after other news are read at both places.
     @Test func theOrderHolds() async throws {
         let broker = EventBroker()
-        let subscription = try #require(broker.subscribe(Self.app, isLaunched: false))
+        let subscription = try #require(broker.subscribe(Self.app, owner: .runningApp))
         broker.eventsAvailable(for: Self.app)
         broker.send(Self.progress(1), to: Self.app)
         broker.send(Self.progress(2), to: Self.app)
@@ -64,7 +64,7 @@ struct EventBrokerTests {
     /// older lifecycle message read after a newer warning.
     @Test func theNewestStateComesLast() async throws {
         let broker = EventBroker()
-        let subscription = try #require(broker.subscribe(Self.app, isLaunched: false))
+        let subscription = try #require(broker.subscribe(Self.app, owner: .runningApp))
         let (d1, d2, d3) = (
             Date(timeIntervalSince1970: 1), Date(timeIntervalSince1970: 2), Date(timeIntervalSince1970: 3)
         )
@@ -81,7 +81,7 @@ struct EventBrokerTests {
     /// waiting, not a nudge per turn.
     @Test func alternatingNewsStaysBounded() async throws {
         let broker = EventBroker()
-        let subscription = try #require(broker.subscribe(Self.app, isLaunched: false))
+        let subscription = try #require(broker.subscribe(Self.app, owner: .runningApp))
         for second in 1...1000 {
             broker.eventsAvailable(for: Self.app)
             broker.send(
@@ -96,7 +96,7 @@ struct EventBrokerTests {
     /// News read is gone; news after it is read next.
     @Test func newsIsTakenOnce() async throws {
         let broker = EventBroker()
-        let subscription = try #require(broker.subscribe(Self.app, isLaunched: false))
+        let subscription = try #require(broker.subscribe(Self.app, owner: .runningApp))
         var deliveries = subscription.deliveries.makeAsyncIterator()
         broker.eventsAvailable(for: Self.app)
         #expect(await deliveries.next() == .openEvents)

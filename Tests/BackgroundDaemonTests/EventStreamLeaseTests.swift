@@ -1,10 +1,11 @@
-@testable import BackgroundDaemon
 import BackgroundModel
 import BackgroundTesting
 import HTTPTypes
 import Hummingbird
 import NIOCore
 import Testing
+
+@testable import BackgroundDaemon
 
 /// An app's event stream gives its slot back even when its response is never sent: the server
 /// writes the head first, and an app whose socket closed by then never gets the body.
@@ -14,7 +15,7 @@ struct EventStreamLeaseTests {
         try await TestDaemon.with { daemon in
             let app = try await daemon.register("com.example.dropped", command: ["/bin/false"], interval: .never).app.id
             let events = daemon.daemon.appEvents
-            let bearer = TokenIssuer.Bearer(app: app, launchedForRun: nil, isLaunched: false)
+            let bearer = TokenIssuer.Bearer(app: app, launchedForRun: nil, owner: .runningApp)
             let request = Request(
                 head: HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/v1/app/events"),
                 body: RequestBody(buffer: ByteBuffer()))

@@ -358,7 +358,7 @@ struct RunCoordinatorTests {
     /// carried went again, and the newer process's answer was refused.
     @Test func aRunGivenToARunningAppEndsOnlyWithItsOwnProcess() async throws {
         try await withHarness { h in
-            guard let stream = h.broker.subscribe(h.app, isLaunched: false) else {
+            guard let stream = h.broker.subscribe(h.app, owner: .runningApp) else {
                 Issue.record("no stream")
                 return
             }

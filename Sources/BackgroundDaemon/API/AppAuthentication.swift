@@ -28,6 +28,6 @@ struct AppAuthentication: RouterMiddleware {
         guard let app = try await store.app(forTokenHash: TokenIssuer.hash(AppToken(rawValue: token))) else {
             throw APIError.unauthorized
         }
-        return TokenIssuer.Bearer(app: app, launchedForRun: nil, isLaunched: false)
+        return TokenIssuer.Bearer(app: app, launchedForRun: nil, owner: .runningApp)
     }
 }

@@ -60,15 +60,26 @@ struct EventStream {
             try await writer.write(ByteBuffer(bytes: line))
         }
         try await send(.hello(app: bearer.app, launchedForRun: bearer.launchedForRun))
-        var lastSent: EventSequence?
+        // Read up to here; the first event since passed over (held by another stream, or not
+        // this one's yet), from which a rewind reads again.
+        var readTo: EventSequence?
+        var firstPassedOver: EventSequence?
         // A page at a time: a peer that stops reading holds one page, not its whole backlog
         // (an app may leave 10,000 events open, and 300 stalled streams held 1.9 GB).
         func sendOpenEvents() async throws {
+            if subscription.news.takeRewind(), let first = firstPassedOver {
+                readTo = EventSequence(rawValue: first.rawValue - 1)
+                firstPassedOver = nil
+            }
             while true {
-                let page = try await events.open(for: bearer.app, after: lastSent, limit: Self.page)
-                for event in page {
-                    try await send(.event(event))
-                    lastSent = event.seq
+                let page = try await events.open(for: bearer.app, after: readTo, limit: Self.page)
+                for (event, taking) in zip(page, events.broker.take(page, by: subscription)) {
+                    switch taking {
+                    case .send: try await send(.event(event))
+                    case .sentAlready: break
+                    case .passedOver: firstPassedOver = firstPassedOver ?? event.seq
+                    }
+                    readTo = event.seq
                 }
                 if page.count < Self.page { return }
             }

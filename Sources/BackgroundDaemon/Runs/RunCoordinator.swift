@@ -208,6 +208,7 @@ public actor RunCoordinator: Service {
             ])
         if broker.isConnectedInForeground(run.app) {
             flights[run.id]?.toRunningApp = true
+            broker.give(run.id, of: run.app, to: .runningApp)
             let process = await lifecycle?.runningProcess(of: run.app)
             flights[run.id]?.runningAppProcess = process
             await lifecycle?.startedEvents(for: run.app)
@@ -220,6 +221,7 @@ public actor RunCoordinator: Service {
             // A process bgd launched for the app still runs (for url-session events, say): the
             // run is its, not a second process's — two would be fed the same events.
             launches[pid]?.run = run.id
+            if let token = launches[pid]?.token { broker.give(run.id, of: run.app, to: .launched(token)) }
             await supervisor.spare(pid)
             await lifecycle?.startedEvents(for: run.app)
             broker.eventsAvailable(for: run.app)
@@ -323,6 +325,9 @@ public actor RunCoordinator: Service {
 
     private func launch(_ app: AppID, reason: LaunchReason, for run: RunRecord) async {
         let token = tokens.issueLaunchToken(for: app, run: run.id)
+        // Given before the process exists: the app as the user runs it, connecting meanwhile,
+        // does not take this run's event.
+        broker.give(run.id, of: app, to: .launched(token))
         var launched: Int32?
         do {
             guard let stored = try await store.app(app) else { throw StoreError.appNotFound(app) }
@@ -634,6 +639,7 @@ public actor RunCoordinator: Service {
             let written = try await store.finishRun(
                 id, outcome: end.outcome, detail: end.detail, usage: end.usage, now: end.at)
             unrecordedEnds[id] = nil
+            broker.runEnded(id)  // its events are settled with it
             guard let record = written else { return nil }
             activity.emit(.runEnded(record))
             logEnd(of: record)
@@ -642,6 +648,7 @@ public actor RunCoordinator: Service {
             return record
         } catch StoreError.runNotFound {
             unrecordedEnds[id] = nil
+            broker.runEnded(id)
             return nil  // the app was unregistered meanwhile
         } catch {
             logger.error(

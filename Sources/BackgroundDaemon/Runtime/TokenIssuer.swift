@@ -11,14 +11,17 @@ public final class TokenIssuer: Sendable {
         public var app: AppID
         /// Set for a process bgd launched for a run: the run it was launched for.
         public var launchedForRun: RunID?
-        /// Whether bgd launched the process (for a run, or for events such as a session's).
-        public var isLaunched: Bool
+        /// The app as the user runs it, or the process bgd launched with this token.
+        public var owner: StreamOwner
 
-        public init(app: AppID, launchedForRun: RunID?, isLaunched: Bool) {
+        public init(app: AppID, launchedForRun: RunID?, owner: StreamOwner) {
             self.app = app
             self.launchedForRun = launchedForRun
-            self.isLaunched = isLaunched
+            self.owner = owner
         }
+
+        /// Whether bgd launched the process (for a run, or for events such as a session's).
+        public var isLaunched: Bool { owner != .runningApp }
     }
 
     private let launchTokens = Mutex<[String: Bearer]>([:])
@@ -42,7 +45,7 @@ public final class TokenIssuer: Sendable {
     /// Issues a token valid until `revokeLaunchToken(_:)` (the process exits).
     public func issueLaunchToken(for app: AppID, run: RunID?) -> AppToken {
         let token = makeToken()
-        launchTokens.withLock { $0[token.rawValue] = Bearer(app: app, launchedForRun: run, isLaunched: true) }
+        launchTokens.withLock { $0[token.rawValue] = Bearer(app: app, launchedForRun: run, owner: .launched(token)) }
         return token
     }
 

@@ -23,6 +23,7 @@ struct AppEvents: Sendable {
         let last = try await store.lastEventSequence(for: app)
         guard seq.rawValue >= 1, seq <= last else { throw Refusal.neverSent(seq, last: last) }
         try await store.acknowledge(upTo: seq, only: only, for: app, now: clock.now)
+        broker.acknowledged(upTo: seq, only: only, by: app)
         Failpoint.eventAfterAckCommit.hit()
         // Counted, not read: with thousands left open, reading them all made each ack cost 135 ms.
         // A count that fails to read leaves the run as it is (the next acknowledgement counts
@@ -46,7 +47,7 @@ struct AppEvents: Sendable {
     func connect(_ caller: TokenIssuer.Bearer) async throws -> EventBroker.Subscription {
         _ = try await apps.require(caller.app)
         // Subscribed before the stream's first read of the store, so nothing committed in between is missed.
-        guard let subscription = broker.subscribe(caller.app, isLaunched: caller.isLaunched) else {
+        guard let subscription = broker.subscribe(caller.app, owner: caller.owner) else {
             throw ServiceError.tooManyStreams(caller.app)
         }
         activity.emit(.appConnected(caller.app))
