@@ -27,7 +27,9 @@ public final class BackgroundApplication: Sendable {
     /// The app's background URL sessions, by identifier.
     let sessions = SessionRegistry()
     /// Pushes answered already, by apns-id (a push is offered again when its run is cut short).
-    let handledPushes: HandledPushes
+    let handledPushes: HandledLedger
+    /// Transfer events handed to their sessions (one is sent again when its acknowledgement was lost).
+    let handledTransferEvents: HandledLedger
 
     public typealias FetchHandler = @Sendable () async throws -> BackgroundFetchResult
     public typealias RemoteNotificationHandler = @Sendable (RemoteNotification) async throws -> BackgroundFetchResult
@@ -119,7 +121,8 @@ public final class BackgroundApplication: Sendable {
         self.appID = appID
         self.launchReason = launchReason
         self.containerPath = containerPath
-        self.handledPushes = HandledPushes(containerPath: containerPath)
+        self.handledPushes = .pushes(containerPath: containerPath)
+        self.handledTransferEvents = .transferEvents(containerPath: containerPath)
         self.client = DaemonClient(socketPath: socketPath, token: token)
         // A process bgd started for background work is in the background from the start.
         if launchReason != nil { state.withLock { $0.applicationState = .background } }
@@ -297,7 +300,7 @@ public final class BackgroundApplication: Sendable {
                         // app has not created yet holds its own events, not every fetch, push
                         // and expiration after them.
                         if !deliveries.isQueuing(session), sessions.existing(session) != nil {
-                            _ = await deliverTransferEvent(event.body, session: session)
+                            _ = await handOver(event, session: session)
                             await finish(event.seq)
                         } else {
                             deliveries.enqueue(event, session: session)
@@ -404,11 +407,7 @@ public final class BackgroundApplication: Sendable {
             let notification = RemoteNotification(json: payload, apnsID: apnsID)
             let handledPushes = self.handledPushes
             handler = Task {
-                // A process given only its token asks bgd for its container (until it has it): the
-                // pushes another process of the app answered are remembered there.
-                if !handledPushes.isKept, let container = try? await self.summary().containerPath {
-                    handledPushes.attach(containerPath: container)
-                }
+                await self.keepLedgersInContainer()
                 // Answered in a run whose end bgd never heard: not handled twice.
                 if let apnsID, handledPushes.contains(apnsID) { return .noData }
                 let result = await self.invokeRemoteNotificationHandler(notification)
@@ -565,10 +564,34 @@ public final class BackgroundApplication: Sendable {
         }
     }
 
+    /// A process given only its token asks bgd for its container (until it has it): what another
+    /// process of the app handled is remembered there.
+    private func keepLedgersInContainer() async {
+        guard !handledPushes.isKept || !handledTransferEvents.isKept,
+            let container = try? await summary().containerPath
+        else { return }
+        handledPushes.attach(containerPath: container)
+        handledTransferEvents.attach(containerPath: container)
+    }
+
+    /// A transfer's event to its session, once across the app's processes: one handed over by a
+    /// process that did not live to acknowledge it is not handed over again (its file was moved
+    /// away; its delegate has run), only acknowledged. Returns false, handing nothing over, when
+    /// cancelled while waiting for the session.
+    func handOver(_ event: AppEvent, session identifier: String) async -> Bool {
+        await keepLedgersInContainer()
+        let key = HandledLedger.key(of: event)
+        if handledTransferEvents.contains(key) { return true }
+        guard await deliverTransferEvent(event.body, session: identifier) else { return false }
+        handledTransferEvents.record(key)
+        Failpoint.eventAfterHandOver.hit()
+        return true
+    }
+
     /// The event to its session: announced first (where the app creates the session again),
     /// then delivered once the session is there. Returns false, delivering nothing, when
     /// cancelled while waiting for the session.
-    func deliverTransferEvent(_ body: AppEvent.Body, session identifier: String) async -> Bool {
+    private func deliverTransferEvent(_ body: AppEvent.Body, session identifier: String) async -> Bool {
         announceEvents(for: identifier)
         guard let session = await sessions.session(identifier) else { return false }
         session.deliver(body)

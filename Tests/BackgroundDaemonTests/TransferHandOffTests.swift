@@ -95,6 +95,33 @@ struct TransferHandOffTests {
         }
     }
 
+    /// The app is killed after its delegate took the download, before its acknowledgement left
+    /// (reliability-matrix D9): its next process is sent the event again, and does not hand it
+    /// over twice — the library remembered it in the container. Before, the second process's
+    /// delegate was handed the download again, its file gone.
+    @Test func aDownloadHandledBeforeTheAppWasKilledIsNotHandedOverAgain() async throws {
+        let origin = try await FaultyOrigin.start()
+        defer { Task { await origin.stop() } }
+        try await TestDaemon.with { daemon in
+            try await daemon.register(Self.app, command: try fixture("die-before-download-ack"), interval: .never)
+            let record = try await handOver(origin.url(seed: 24, size: 200_000), daemon: daemon)
+            let digest = FaultyOrigin.sha256(seed: 24, size: 200_000)
+            #expect(log(daemon) == ["handleEvents fixture", "finished \(record.id) \(digest)"])
+            let killed = try await daemon.admin.send(.get, "/v1/apps/\(Self.app)/history", as: [RunRecord].self)
+            #expect(killed.map(\.outcome) == [.crashed], "\(killed)")
+            // Next launch (a fetch): the download is acknowledged, not handed over again.
+            _ = try await daemon.waitForRunEnd(of: Self.app) {
+                _ = try await daemon.admin.send(.post, "/v1/apps/\(Self.app)/fetch", as: RunRecord.self)
+            }
+            let lines = log(daemon)
+            #expect(lines.filter { $0.hasPrefix("finished") } == ["finished \(record.id) \(digest)"], "\(lines)")
+            #expect(lines.contains("completed \(record.id) ok") && lines.contains("eventsFinished fixture"), "\(lines)")
+            let outbox = try await daemon.store.outbox(for: AppID(rawValue: Self.app)!)
+            #expect(
+                outbox.filter { $0.event.kind == "downloadFinished" }.allSatisfy { $0.closedBy == "app" }, "\(outbox)")
+        }
+    }
+
     /// Registers the app (never woken) and has bgd download `seed`'s 1,000 bytes for it in a
     /// session that sends no launch events; returns once the transfer ended: its record, and the
     /// activity seen until then.

@@ -35,7 +35,7 @@ final class SessionDeliveries: Sendable {
             let application = application
             let task = Task {
                 for await event in events {
-                    guard await application.deliverTransferEvent(event.body, session: session) else { return }
+                    guard await application.handOver(event, session: session) else { return }
                     await application.finish(event.seq)
                 }
             }

@@ -33,11 +33,14 @@ public enum Failpoint: String, CaseIterable, Sendable {
     case transferAfterRename = "transfer.afterRename"
     /// A transfer's completion and its events are committed; the app has not been told.
     case transferAfterCompletionCommit = "transfer.afterCompletionCommit"
+    /// In the app (the library): a transfer's event is handed to its session and remembered as
+    /// handled; its acknowledgement has not been sent (reliability-matrix D9).
+    case eventAfterHandOver = "event.afterHandOver"
 
     /// Kills the process here if the environment armed this failpoint for this pass.
     public func hit() {
         guard Self.armed.withLock({ $0.fire(rawValue) }) else { return }
-        FileHandle.standardError.write(Data("failpoint \(rawValue): killing bgd (SIGKILL)\n".utf8))
+        FileHandle.standardError.write(Data("failpoint \(rawValue): killing the process (SIGKILL)\n".utf8))
         kill(getpid(), SIGKILL)
     }
 

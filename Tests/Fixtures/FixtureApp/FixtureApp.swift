@@ -22,6 +22,9 @@ import Synchronization
 ///   `didFinishDownloadingTo` (before acknowledging); behave afterwards.
 /// - `hang-on-download`: never return from `didFinishDownloadingTo`, so the download is never
 ///   acknowledged while the process lives.
+/// - `die-before-download-ack`: the first time, kill itself (the library's failpoint
+///   `event.afterHandOver`) once a download is handed over, before acknowledging it; behave
+///   afterwards.
 ///
 /// Every process has the background session "fixture"; its events are logged as
 /// `handleEvents <session>`, `finished <transfer> <sha256 of the file>`, `completed <transfer> <ok|code>`,
@@ -39,6 +42,11 @@ struct FixtureApp {
         if CommandLine.arguments.contains("ignore-term") { signal(SIGTERM, SIG_IGN) }
         if behaviour == "exit" { exit(0) }
         let application = try BackgroundApplication()
+        let diedOnce = (application.containerPath ?? ".") + "/died-before-ack"
+        if behaviour == "die-before-download-ack" && !FileManager.default.fileExists(atPath: diedOnce) {
+            FileManager.default.createFile(atPath: diedOnce, contents: nil)
+            setenv("BGD_FAILPOINT", Failpoint.eventAfterHandOver.rawValue + ":once", 1)
+        }
         let log = Log(path: (application.containerPath ?? ".") + "/fixture.log")
         let delegate = ExpirationRecorder(log: log)
         application.delegate = delegate
