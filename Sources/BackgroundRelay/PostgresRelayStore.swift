@@ -89,7 +89,7 @@ public final class PostgresRelayStore: RelayStore {
                 """
                 SELECT to_regclass('relay_credentials') IS NOT NULL AND EXISTS (
                     SELECT 1 FROM information_schema.columns
-                    WHERE table_schema = current_schema() AND table_name = 'relay_device' AND column_name = 'last_seen_at')
+                    WHERE table_schema = current_schema() AND table_name = 'relay_push' AND column_name = 'now_or_never')
                 """, logger: logger
             ).decode(Bool.self) { current = found }
             guard !current else { return }  // what the last statements below make: a new one goes into this check
@@ -135,6 +135,9 @@ public final class PostgresRelayStore: RelayStore {
                 "CREATE INDEX IF NOT EXISTS relay_device_last_seen ON relay_device (last_seen_at)",
                 "CREATE TABLE IF NOT EXISTS relay_credentials (version bigint NOT NULL)",
                 "INSERT INTO relay_credentials (version) SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM relay_credentials)",
+                // A push sent with `apns-expiration: 0`: the relay gives the device a minute to
+                // take it (`expiration`), and bgd is told it goes now or never.
+                "ALTER TABLE relay_push ADD COLUMN IF NOT EXISTS now_or_never boolean NOT NULL DEFAULT false",
             ] {
                 try await connection.query(statement, logger: logger)
             }
@@ -401,7 +404,9 @@ public final class PostgresRelayStore: RelayStore {
                     """, logger: logger)
             }
             var devices: Set<String> = []
-            var rows: [(push: AcceptedPush<RelayTokenOwner>, expiration: Date?, state: RelayPushState)] = []
+            var rows:
+                [(push: AcceptedPush<RelayTokenOwner>, expiration: Date?, nowOrNever: Bool, state: RelayPushState)] =
+                    []
             /// The row of this group that is pending for each device, topic and collapse id: a
             /// later one in the same group replaces it, as it would a committed one.
             var collapsing: [String: Int] = [:]
@@ -409,7 +414,8 @@ public final class PostgresRelayStore: RelayStore {
                 let device = push.owner.device
                 var expiration = push.expiration
                 var state = RelayPushState.pending
-                if let given = expiration, given.timeIntervalSince1970 == 0 {
+                let nowOrNever = expiration?.timeIntervalSince1970 == 0
+                if nowOrNever {
                     // Now or never. Another node may hold the device: "connected" is this
                     // node's view, so a device held elsewhere gets a minute too.
                     expiration = now.addingTimeInterval(60)
@@ -432,20 +438,20 @@ public final class PostgresRelayStore: RelayStore {
                     }
                     collapsing[key] = rows.count
                 }
-                rows.append((push, expiration, state))
+                rows.append((push, expiration, nowOrNever, state))
                 if state == .pending { devices.insert(device) }
             }
             // One statement for the group (a round trip per push held a node to ~2k/s).
             for chunk in stride(from: 0, to: rows.count, by: 400) {
                 var sql = """
                     INSERT INTO relay_push (device_id, token, topic, apns_id, push_type, priority, collapse_id,
-                        expiration, payload, accepted_at, state, ended_at) VALUES
+                        expiration, now_or_never, payload, accepted_at, state, ended_at) VALUES
                     """
-                var binds = PostgresBindings(capacity: 12 * 400)
+                var binds = PostgresBindings(capacity: 13 * 400)
                 for (index, row) in rows[chunk..<min(chunk + 400, rows.count)].enumerated() {
-                    let first = index * 12
+                    let first = index * 13
                     sql +=
-                        (index == 0 ? " " : ", ") + "(" + (1...12).map { "$\(first + $0)" }.joined(separator: ", ")
+                        (index == 0 ? " " : ", ") + "(" + (1...13).map { "$\(first + $0)" }.joined(separator: ", ")
                         + ")"
                     try binds.append(row.push.owner.device)
                     try binds.append(row.push.deviceToken)
@@ -455,6 +461,7 @@ public final class PostgresRelayStore: RelayStore {
                     try binds.append(row.push.priority)
                     try binds.append(row.push.collapseID)
                     try binds.append(row.expiration)
+                    try binds.append(row.nowOrNever)
                     try binds.append(row.push.payload)
                     try binds.append(now)
                     try binds.append(row.state.rawValue)
@@ -533,19 +540,20 @@ public final class PostgresRelayStore: RelayStore {
             // relay's record says replaced (its acknowledgement changes nothing).
             let rows = try await connection.query(
                 """
-                SELECT id, token, topic, apns_id, push_type, priority, collapse_id, expiration, payload FROM relay_push
+                SELECT id, token, topic, apns_id, push_type, priority, collapse_id, expiration, now_or_never, payload
+                FROM relay_push
                 WHERE device_id = \(device) AND state = 'pending' AND id <> ALL(\(Array(sent)))
                 ORDER BY id LIMIT \(pendingBatch)
                 """, logger: logger)
             var pushes: [RelayedPush] = []
-            for try await (id, token, topic, apnsID, type, priority, collapse, expiration, payload) in rows.decode(
-                (Int64, String, String, String, String, Int, String?, Date?, Data).self)
+            for try await (id, token, topic, apnsID, type, priority, collapse, expiration, nowOrNever, payload)
+                in rows.decode((Int64, String, String, String, String, Int, String?, Date?, Bool, Data).self)
             {
                 pushes.append(
                     RelayedPush(
                         seq: id, token: token, topic: topic, apnsID: apnsID, pushType: type, priority: priority,
                         collapseID: collapse,
-                        expirationMilliseconds: expiration.map { Int64($0.timeIntervalSince1970 * 1000) },
+                        expirationMilliseconds: RelayedPush.expirationMilliseconds(expiration, nowOrNever: nowOrNever),
                         payload: payload))
             }
             return pushes

@@ -31,7 +31,8 @@ extension SQLiteRelayStore {
                 let device = push.owner.device
                 var expiration = push.expiration
                 var state = RelayPushState.pending
-                if let given = expiration, given.timeIntervalSince1970 == 0 {
+                let nowOrNever = expiration?.timeIntervalSince1970 == 0
+                if nowOrNever {
                     // Now or never: a device that is connected has a minute to take it.
                     if connected(device) {
                         expiration = now.addingTimeInterval(60)
@@ -51,12 +52,13 @@ extension SQLiteRelayStore {
                 try db.execute(
                     sql: """
                         INSERT INTO push(deviceId, token, topic, apnsId, pushType, priority, collapseId, expiration,
-                            payload, acceptedAt, state, endedAt)
-                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                            nowOrNever, payload, acceptedAt, state, endedAt)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                         """,
                     arguments: [
                         device, push.deviceToken, push.owner.topic, push.apnsID, push.pushType, push.priority,
-                        push.collapseID, expiration, push.payload, now, state.rawValue, state == .pending ? nil : now,
+                        push.collapseID, expiration, nowOrNever, push.payload, now, state.rawValue,
+                        state == .pending ? nil : now,
                     ])
                 if state == .pending {
                     devices.insert(device)
@@ -128,7 +130,8 @@ extension SQLiteRelayStore {
                 return RelayedPush(
                     seq: row["id"], token: row["token"], topic: row["topic"], apnsID: row["apnsId"],
                     pushType: row["pushType"], priority: row["priority"], collapseID: row["collapseId"],
-                    expirationMilliseconds: expiration.map { Int64($0.timeIntervalSince1970 * 1000) },
+                    expirationMilliseconds: RelayedPush.expirationMilliseconds(
+                        expiration, nowOrNever: row["nowOrNever"]),
                     payload: row["payload"])
             }
         }

@@ -135,6 +135,11 @@ public struct SQLiteRelayStore: RelayStore {
             // cut names `state = 'pending'` as written, which SQLite needs to use it).
             try db.execute(sql: "CREATE INDEX push_pendingByToken ON push(token, id) WHERE state = 'pending'")
         }
+        migrator.registerMigration("relay-nowOrNever") { db in
+            // A push sent with `apns-expiration: 0`: the relay gives the device a minute to take
+            // it (`expiration`), and bgd is told it goes now or never.
+            try db.execute(sql: "ALTER TABLE push ADD COLUMN nowOrNever BOOLEAN NOT NULL DEFAULT 0")
+        }
         return migrator
     }
 

@@ -139,9 +139,18 @@ public struct RelayedPush: Codable, Sendable, Equatable {
     public var pushType: String
     public var priority: Int
     public var collapseID: String?
-    /// `apns-expiration` in milliseconds since 1970; nil: none given.
+    /// `apns-expiration` in milliseconds since 1970; nil: none given; 0: now or never (bgd
+    /// delivers it at once or drops it).
     public var expirationMilliseconds: Int64?
     public var payload: Data
+
+    /// What the device is told of a stored push's expiration: a now-or-never push says 0, not
+    /// the minute the relay itself gave the device to take it. Before, bgd got that minute and
+    /// held the push for the app's run to end, and let it replace a waiting push of its collapse
+    /// id.
+    public static func expirationMilliseconds(_ stored: Date?, nowOrNever: Bool) -> Int64? {
+        nowOrNever ? 0 : stored.map { Int64($0.timeIntervalSince1970 * 1000) }
+    }
 
     public init(
         seq: Int64, token: String, topic: String, apnsID: String, pushType: String, priority: Int,
