@@ -337,10 +337,9 @@ func processCPU(_ pid: Int32) -> UInt64? {
 }
 
 extension AppCgroupTests {
-    /// Two launches of one app share its cgroup (a push's launch starts while the last run's
-    /// process lingers on its way out): ending the one ends its process group, not the cgroup,
-    /// so the other runs on. Before, SIGTERM and `cgroup.kill` went to the whole group.
-    @Test func endingOneLaunchOfAnAppSparesAnotherInItsCgroup() async throws {
+    /// A supervisor holding apps in cgroups of a bgd instance of its own, served while `body`
+    /// runs, and a launch of `sleep 600` (nothing, where cgroups cannot be written).
+    func withCgroupSupervisor(_ body: (ProcessSupervisor, LaunchSpec) async throws -> Void) async throws {
         guard CgroupProbe.available else { return }
         let directory = TemporaryDirectory.make()
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -350,16 +349,25 @@ extension AppCgroupTests {
         }
         var logger = Logger(label: "test")
         logger.logLevel = .critical
-        let clock = ManualClock()
         let supervisor = ProcessSupervisor(
-            mode: .cgroups(cgroups), launcher: ProcessLauncher(), clock: clock, killGrace: .seconds(1), logger: logger)
-        let app = AppID(rawValue: "com.example.twice")!
+            mode: .cgroups(cgroups), launcher: ProcessLauncher(), clock: ManualClock(), killGrace: .seconds(1),
+            logger: logger)
         let spec = LaunchSpec(
             command: LaunchCommand(["/bin/sh", "-c", "exec sleep 600"])!, environment: ["PATH": "/usr/bin:/bin"],
             workingDirectory: directory, logFile: directory + "/launch.log")
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await supervisor.run() }
             defer { group.cancelAll() }
+            try await body(supervisor, spec)
+        }
+    }
+
+    /// Two launches of one app share its cgroup (a push's launch starts while the last run's
+    /// process lingers on its way out): ending the one ends its process group, not the cgroup,
+    /// so the other runs on. Before, SIGTERM and `cgroup.kill` went to the whole group.
+    @Test func endingOneLaunchOfAnAppSparesAnotherInItsCgroup() async throws {
+        try await withCgroupSupervisor { supervisor, spec in
+            let app = AppID(rawValue: "com.example.twice")!
             let first = try await supervisor.launch(spec, for: app).processID
             let second = try await supervisor.launch(spec, for: app).processID
             let shared = CgroupProbe.directory(of: first)
@@ -370,6 +378,27 @@ extension AppCgroupTests {
             await supervisor.kill(second)
             #expect(await eventually { ((try? processState(second)) ?? nil) == nil })
             #expect(await eventually { shared.map { access($0, F_OK) != 0 } == true }, "the emptied cgroup goes")
+        }
+    }
+
+    /// A launch frozen while another shared the app's cgroup is stopped by a signal (freezing
+    /// the cgroup would freeze the other too); thawed once alone in it, it runs again. Before,
+    /// its thaw only thawed the cgroup, and it stayed stopped for good.
+    @Test func aLaunchFrozenBesideAnotherRunsAgainWhenThawedAlone() async throws {
+        try await withCgroupSupervisor { supervisor, spec in
+            let app = AppID(rawValue: "com.example.stopped")!
+            let lingering = try await supervisor.launch(spec, for: app).processID
+            let frozen = try await supervisor.launch(spec, for: app).processID
+            #expect(await supervisor.freeze(frozen))
+            #expect(
+                await eventually { ((try? processState(frozen)) ?? nil) == "T" },
+                "stopped by a signal beside the other: \(String(describing: try? processState(frozen)))")
+            await supervisor.kill(lingering)
+            #expect(await eventuallyAsync { await supervisor.phase(of: lingering) == nil }, "reaped: alone now")
+            await supervisor.thaw(frozen)
+            #expect(await eventually { ((try? processState(frozen)) ?? nil) == "S" }, "runs again")
+            await supervisor.kill(frozen)
+            #expect(await eventually { ((try? processState(frozen)) ?? nil) == nil })
         }
     }
 }

@@ -282,13 +282,21 @@ public actor ProcessSupervisor: Service {
         let sharesCgroup =
             supervised.cgroup != nil
             && processes.values.contains { $0.cgroup == supervised.cgroup && $0.process.processID != pid }
+        // A launched process leads its own session and group: the group goes with it.
+        let target = supervised.launched || getpgid(pid) == pid ? -pid : pid
         if let cgroup = supervised.cgroup, !sharesCgroup {
             switch action {
             case .none: return true
             case .freeze: return cgroup.freeze()
-            case .thaw: return cgroup.thaw()
+            case .thaw:
+                // Stopped by a signal, if it was frozen while another launch shared the cgroup
+                // (that one has gone since): before, only the cgroup was thawed, and the process
+                // stayed stopped for good — and SIGTERM'd stopped, its handler never ran.
+                AppProcessInfo.signal(target, SIGCONT)
+                return cgroup.thaw()
             case .terminate:
                 cgroup.thaw()
+                AppProcessInfo.signal(target, SIGCONT)
                 cgroup.signalAll(SIGTERM)
                 return true
             case .kill:
@@ -297,8 +305,6 @@ public actor ProcessSupervisor: Service {
                 return cgroup.kill(timeout: .milliseconds(500))
             }
         }
-        // A launched process leads its own session and group: the group goes with it.
-        let target = supervised.launched || getpgid(pid) == pid ? -pid : pid
         switch action {
         case .none: return true
         case .freeze: return AppProcessInfo.signal(target, SIGSTOP)
