@@ -16,6 +16,9 @@ extension LifecycleTests {
         let token = try await daemon.register(Self.app, command: ["/bin/false"], interval: .never).token
         let app = try await startForeground("finish", in: daemon, token: token)
         #expect(await app.logs("ending 1"))
+        // bgd has heard it: the log line comes before the request.
+        let lifecycle = daemon.daemon.lifecycle
+        #expect(await eventuallyAsync { await lifecycle.status(of: AppID(rawValue: Self.app)!)?.tasks.isEmpty == true })
         return app
     }
 
@@ -108,7 +111,7 @@ extension LifecycleTests {
                 else { return }
                 _ = await lifecycle.report(
                     LifecycleReport(state: .active, processID: pid), from: frozen, launched: false)
-                await lifecycle.startedEvents(for: frozen)
+                await lifecycle.startedEvents(for: frozen, run: nil)
             }
             daemon.clock.advance(by: .seconds(5))
             #expect(await eventually { arrivals.withLock { $0 } == 1 })

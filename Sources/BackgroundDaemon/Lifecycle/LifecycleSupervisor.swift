@@ -34,8 +34,6 @@ public actor LifecycleSupervisor: Service {
         var warned = false
         var tasks: [BackgroundTaskIdentifier: HeldBackgroundTask] = [:]
         var nextTaskID = 1
-        /// Handling a run's event or transfer events: the run's budget applies, not this one.
-        var busy = false
         var reason: DecisionReason?
         /// Its background time is over and the supervisor is ending it.
         var ending = false
@@ -68,6 +66,18 @@ public actor LifecycleSupervisor: Service {
     private var entries: [AppID: Entry] = [:] {
         didSet { version &+= 1 }
     }
+    /// What bgd has given each app to handle — its runs in flight, and transfer events — while
+    /// which the run's budget applies, not background time. Kept apart from the app's state: work
+    /// given before the app first said its state holds too.
+    private var work: [AppID: Work] = [:]
+
+    private struct Work {
+        var runs: Set<RunID> = []
+        var transferEvents = false
+        var isEmpty: Bool { runs.isEmpty && !transferEvents }
+    }
+
+    private func isBusy(_ app: AppID) -> Bool { !(work[app]?.isEmpty ?? true) }
     /// Moves with every change of any app's lifecycle (the app listing's cache key).
     private var version = 0
     private let timers = Doorbell()
@@ -116,7 +126,12 @@ public actor LifecycleSupervisor: Service {
         if isNewProcess && !launched { await supervisor.adopt(report.processID, of: app) }
         // Read after the waits: what came meanwhile (a suspension, a task, a forget) stands.
         var entry = entries[app] ?? Entry(launched: launched, state: .active)
-        if entry.processID != report.processID {
+        if entry.processID == nil {
+            // Its first report: the tasks it began before (iOS's pattern: begin while active,
+            // then enter the background) are this process's. Before, they were taken for another
+            // process's and dropped, and the app frozen holding what it thought it held.
+            entry.processID = report.processID
+        } else if entry.processID != report.processID {
             // A new process starts afresh: none of the old one's tasks, nor its background time.
             entry.processID = report.processID
             entry.ending = false
@@ -250,6 +265,7 @@ public actor LifecycleSupervisor: Service {
 
     /// The app was unregistered.
     public func forget(_ app: AppID) async {
+        work[app] = nil
         if let entry = entries.removeValue(forKey: app), entry.state == .suspended, let pid = entry.processID {
             await supervisor.thaw(pid)
             try? await store.clearSuspension(processID: pid)
@@ -258,11 +274,15 @@ public actor LifecycleSupervisor: Service {
 
     // MARK: Events for the app
 
-    /// bgd has work for the app (a run's event, transfer events): continue it if suspended, and
-    /// hold off suspension until `finishedEvents` — the run's own budget applies meanwhile.
-    public func startedEvents(for app: AppID) async {
-        guard entries[app] != nil else { return }
-        entries[app]?.busy = true
+    /// bgd has work for the app (`run`'s event, or transfer events when nil): continue it if
+    /// suspended, and hold off suspension until `finishedEvents` for each — the run's own budget
+    /// applies meanwhile.
+    public func startedEvents(for app: AppID, run: RunID?) async {
+        if let run {
+            work[app, default: Work()].runs.insert(run)
+        } else {
+            work[app, default: Work()].transferEvents = true
+        }
         await resume(app, reason: DecisionReason(.resumedForEvent, "thawed for an event"))
     }
 
@@ -309,10 +329,28 @@ public actor LifecycleSupervisor: Service {
         logger.debug("Resumed app", metadata: ["app.id": "\(app)", "why": "\(reason.code.rawValue)"])
     }
 
-    /// The app is done with the events bgd had for it.
-    public func finishedEvents(for app: AppID) {
-        guard entries[app]?.busy == true else { return }
-        entries[app]?.busy = false
+    /// The app is done with `run` (or, nil, with its transfer events). With nothing else to
+    /// handle, an app in the background gets its time afresh, as it is told: before, time that
+    /// ran out while a run lasted ended it at once at the run's end, its expiration handler
+    /// warned with no time left; and one run's end let the app be frozen with another's events
+    /// (or transfer events) still waiting.
+    public func finishedEvents(for app: AppID, run: RunID?) {
+        guard var pending = work[app] else { return }
+        if let run {
+            guard pending.runs.remove(run) != nil else { return }
+        } else {
+            guard pending.transferEvents else { return }
+            pending.transferEvents = false
+        }
+        work[app] = pending.isEmpty ? nil : pending
+        if pending.isEmpty, var entry = entries[app], entry.state == .background {
+            entry.enteredBackgroundAt = clock.now
+            entry.enteredBackgroundAwake = clock.awake
+            entry.warned = false
+            entries[app] = entry
+            broker.send(
+                .lifecycle(state: .background, deadline: policy.deadline(enteredBackgroundAt: clock.now)), to: app)
+        }
         timers.ring()
     }
 
@@ -405,7 +443,7 @@ public actor LifecycleSupervisor: Service {
             let snapshot = BackgroundTimePolicy.Snapshot(
                 state: entry.state, enteredBackgroundAt: entry.enteredBackgroundAt, holdsTasks: !entry.tasks.isEmpty,
                 warned: entry.warned,
-                busy: entry.busy, canSignal: canSuspend)
+                busy: isBusy(app), canSignal: canSuspend)
             let appNow = backgroundNow(of: entry)
             switch policy.step(snapshot, now: appNow) {
             case .none:
@@ -435,7 +473,7 @@ public actor LifecycleSupervisor: Service {
                 // The actor let others in while the store wrote: an event or a task may have come.
                 let current = entries[app]
                 let stillIdle =
-                    current?.state == .background && current?.busy == false && current?.tasks.isEmpty == true
+                    current?.state == .background && !isBusy(app) && current?.tasks.isEmpty == true
                     && current?.processID == pid
                 guard stillIdle else {
                     try? await store.clearSuspension(processID: pid)
@@ -450,7 +488,7 @@ public actor LifecycleSupervisor: Service {
                 if after?.processID == pid { entries[app]?.suspending = false }
                 let stillWanted =
                     after?.processID == pid && after?.suspending == true && after?.state == .background
-                    && after?.busy == false && after?.tasks.isEmpty == true
+                    && !isBusy(app) && after?.tasks.isEmpty == true
                 guard frozen, stillWanted else {
                     if frozen { await supervisor.thaw(pid) }
                     try? await store.clearSuspension(processID: pid)

@@ -211,7 +211,7 @@ public actor RunCoordinator: Service {
             broker.give(run.id, of: run.app, to: .runningApp)
             let process = await lifecycle?.runningProcess(of: run.app)
             flights[run.id]?.runningAppProcess = process
-            await lifecycle?.startedEvents(for: run.app)
+            await lifecycle?.startedEvents(for: run.app, run: run.id)
             broker.eventsAvailable(for: run.app)
         } else if let pid = launches.first(where: { $0.value.app == run.app && !$0.value.exitRequested })?.key,
             await supervisor.phase(of: pid).map({ ProcessControl(phase: $0).canBeSpared }) == true,
@@ -223,7 +223,7 @@ public actor RunCoordinator: Service {
             launches[pid]?.run = run.id
             if let token = launches[pid]?.token { broker.give(run.id, of: run.app, to: .launched(token)) }
             await supervisor.spare(pid)
-            await lifecycle?.startedEvents(for: run.app)
+            await lifecycle?.startedEvents(for: run.app, run: run.id)
             broker.eventsAvailable(for: run.app)
             try? await store.recordLaunch(of: run.id, processID: pid, startTicks: LaunchedProcess.startTicks(of: pid))
         } else {
@@ -249,7 +249,7 @@ public actor RunCoordinator: Service {
             || launches.values.contains(where: { $0.app == app && !$0.exitRequested })
         {
             deferredEvents[app] = nil
-            await lifecycle?.startedEvents(for: app)
+            await lifecycle?.startedEvents(for: app, run: nil)
             broker.eventsAvailable(for: app)
             return
         }
@@ -320,7 +320,7 @@ public actor RunCoordinator: Service {
                 broker.send(.exit, to: app)
             }
         }
-        if !flights.values.contains(where: { $0.run.app == app }) { await lifecycle?.finishedEvents(for: app) }
+        await lifecycle?.finishedEvents(for: app, run: nil)
     }
 
     private func launch(_ app: AppID, reason: LaunchReason, for run: RunRecord) async {
@@ -590,7 +590,7 @@ public actor RunCoordinator: Service {
             usage = RunUsage(
                 cpuMicroseconds: Int64(cpu >= flight.cpuAtStart ? cpu - flight.cpuAtStart : 0),
                 memoryPeakBytes: await supervisor.memoryPeakBytes(of: app).map { Int64($0) })
-            await lifecycle?.finishedEvents(for: app)
+            await lifecycle?.finishedEvents(for: app, run: id)
         }
         return await record(end: UnrecordedEnd(outcome: outcome, detail: detail, at: clock.now, usage: usage), of: id)
     }

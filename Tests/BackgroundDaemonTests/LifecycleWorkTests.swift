@@ -1,0 +1,119 @@
+import BackgroundDaemon
+import BackgroundModel
+import BackgroundTesting
+import Foundation
+import Synchronization
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The work bgd gives an app it holds in the background — runs, transfer events — holds its
+/// suspension off until each is done, whenever it was given, and leaves it its time afresh.
+extension LifecycleTests {
+    /// Returns once an enforcement pass has looked at `app` after `trigger`, and decided: a
+    /// pass decides on the app as it is after its check, and passes run one after another, so
+    /// a second check means the first pass is over.
+    func afterAPass(_ lifecycle: LifecycleSupervisor, of app: AppID, _ trigger: () async -> Void) async -> Bool {
+        let checks = Mutex(0)
+        await lifecycle.interleave { point, checked in
+            if point == .checking && checked == app { checks.withLock { $0 += 1 } }
+        }
+        await trigger()
+        checks.withLock { $0 = 0 }
+        let nobody = AppID(rawValue: "com.example.nobody")!
+        await lifecycle.opened(nobody)  // rings the enforcer
+        var passed = await eventually { checks.withLock { $0 } >= 1 }
+        if passed {
+            await lifecycle.opened(nobody)
+            passed = await eventually { checks.withLock { $0 } >= 2 }
+        }
+        await lifecycle.interleave(nil)
+        return passed
+    }
+
+    /// A process of the app's that has not said its state yet (a child of the test's, in a
+    /// session of its own).
+    func unreportedProcess(in daemon: TestDaemon) throws -> LaunchedProcess {
+        try ProcessLauncher().launch(
+            LaunchSpec(
+                command: LaunchCommand(["/bin/sleep", "600"])!, environment: ["PATH": "/usr/bin:/bin"],
+                workingDirectory: daemon.directory, logFile: daemon.directory + "/unreported.log"))
+    }
+
+    /// Transfer events wait for the app when one of its runs ends: it is not frozen until they
+    /// are handled too. Before, any run's end took the app for done.
+    @Test func transferEventsKeepTheAppRunningAfterARunEnds() async throws {
+        try await TestDaemon.with { daemon in
+            let app = try await startInBackgroundWithNothingToDo(in: daemon)
+            defer { app.stop() }
+            let lifecycle = daemon.daemon.lifecycle
+            let id = AppID(rawValue: Self.app)!
+            await lifecycle.startedEvents(for: id, run: nil)
+            await lifecycle.startedEvents(for: id, run: RunID(rawValue: 41))
+            await lifecycle.finishedEvents(for: id, run: RunID(rawValue: 41))
+            let passed = await afterAPass(lifecycle, of: id) { daemon.clock.advance(by: .seconds(6)) }
+            #expect(passed)
+            #expect(!isSuspended(app.process.processID), "frozen with transfer events waiting")
+            await lifecycle.finishedEvents(for: id, run: nil)
+            _ = try await waitForSuspension(daemon) { daemon.clock.advance(by: .seconds(5)) }
+            #expect(await app.settlesSuspended())
+        }
+    }
+
+    /// A run given to the app before it said its state holds suspension off all the same, and
+    /// a task it began then is still its own once it says it. Before, both were lost at its
+    /// first report: it was frozen mid-run, and holding what it thought it held.
+    @Test func whatCameBeforeTheFirstReportCounts() async throws {
+        try await TestDaemon.with { daemon in
+            _ = try await daemon.register(Self.app, command: ["/bin/false"], interval: .never)
+            let process = try unreportedProcess(in: daemon)
+            defer { process.signalGroup(SIGKILL) }
+            let lifecycle = daemon.daemon.lifecycle
+            let id = AppID(rawValue: Self.app)!
+            guard case .success(let grant) = await lifecycle.beginTask(named: "save", for: id, launched: false) else {
+                Issue.record("no task")
+                return
+            }
+            await lifecycle.startedEvents(for: id, run: RunID(rawValue: 42))
+            _ = await lifecycle.report(
+                LifecycleReport(state: .background, processID: process.processID), from: id, launched: false)
+            #expect(await lifecycle.status(of: id)?.tasks.map(\.id) == [grant.id], "the task began before stands")
+            #expect(await lifecycle.endTask(grant.id, for: id))
+            let passed = await afterAPass(lifecycle, of: id) { daemon.clock.advance(by: .seconds(6)) }
+            #expect(passed)
+            #expect(!isSuspended(process.processID), "frozen mid-run")
+            await lifecycle.finishedEvents(for: id, run: RunID(rawValue: 42))
+            _ = try await waitForSuspension(daemon) { daemon.clock.advance(by: .seconds(5)) }
+            #expect(await eventually { isSuspended(process.processID) })
+        }
+    }
+
+    /// An app holding a task whose background time ran out during a run has it afresh when the
+    /// run ends (and is told so): warned, then ended, on the usual schedule. Before, it was ended
+    /// at the run's end at once, warned with no time left.
+    @Test func aRunsEndLeavesTheAppItsTimeAfresh() async throws {
+        try await withAppHoldingATask { daemon, app, id, lifecycle in
+            await lifecycle.startedEvents(for: id, run: RunID(rawValue: 43))
+            let busyPass = await afterAPass(lifecycle, of: id) { daemon.clock.advance(by: .seconds(40)) }
+            #expect(busyPass)
+            #expect(!app.log.contains("expire-task"), "busy with the run: its time stands")
+            let endPass = await afterAPass(lifecycle, of: id) {
+                await lifecycle.finishedEvents(for: id, run: RunID(rawValue: 43))
+            }
+            #expect(endPass)
+            let status = await lifecycle.status(of: id)
+            #expect(status?.reason?.code != .backgroundTimeOverrun, "\(String(describing: status?.reason))")
+            #expect(app.state != nil, "ended at the run's end")
+            let deadline = try #require(status?.deadline)
+            #expect(deadline.timeIntervalSince(daemon.clock.now) > 25, "\(deadline)")
+            _ = try await daemon.waitFor(
+                { activity -> Bool? in
+                    if case .backgroundTimeExpiring(let expiring, _) = activity, expiring == id { return true }
+                    return nil
+                }, after: { daemon.clock.advance(by: .seconds(25)) })
+            #expect(await app.logs("expire-task"))
+        }
+    }
+}
