@@ -381,6 +381,26 @@ extension AppCgroupTests {
         }
     }
 
+    /// An app whose id is the name of one of a cgroup's own files has no group: its launch
+    /// fails, saying so. Before, the file was taken for its group, the launch for placed in it.
+    @Test func anAppNamedLikeACgroupFileGetsNoGroup() throws {
+        guard CgroupProbe.available else { return }
+        let directory = TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        guard case .available(let cgroups) = AppCgroups.discover(instance: AppCgroups.instance(of: directory)) else {
+            Issue.record("no cgroups")
+            return
+        }
+        defer { cgroups.removeIfEmpty() }
+        for name in ["cgroup.procs", "cgroup.kill"] {
+            let app = try #require(AppID(rawValue: name))
+            #expect(throws: AppCgroup.Failure.self) { try cgroups.launched(app) }
+        }
+        let fine = try cgroups.launched(AppID(rawValue: "com.example.fine")!)
+        #expect(access(fine.path + "/cgroup.procs", F_OK) == 0)
+        rmdir(fine.path)
+    }
+
     /// A launch frozen while another shared the app's cgroup is stopped by a signal (freezing
     /// the cgroup would freeze the other too); thawed once alone in it, it runs again. Before,
     /// its thaw only thawed the cgroup, and it stayed stopped for good.

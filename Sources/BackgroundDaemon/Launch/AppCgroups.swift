@@ -250,8 +250,18 @@ public struct AppCgroups: Sendable {
         }
     }
 
+    /// Makes the directory, or finds it made. What is there already must be a directory: an app
+    /// whose id is the name of one of the cgroup's own files (`cgroup.procs`, `cpu.stat`) found
+    /// that file, was taken for placed in its group, and was not (ENOTDIR now).
     static func makeDirectory(_ path: String) -> Bool {
-        mkdir(path, 0o755) == 0 || errno == EEXIST
+        if mkdir(path, 0o755) == 0 { return true }
+        guard errno == EEXIST else { return false }
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
+            return true
+        }
+        errno = ENOTDIR
+        return false
     }
 
     /// The mount point of the first mount of `type` (with `option` among its super options).
