@@ -271,6 +271,7 @@ public final class BackgroundApplication: Sendable {
                     // sent after it, and a foreground app was told of as in the background.
                     if reconnected && !greeted {
                         greeted = (try? await reportState(currentStateForReport)) != nil  // else at the next
+                        if greeted { await beginHeldTasksAgain() }
                     }
                     continue
                 case .event(let event):

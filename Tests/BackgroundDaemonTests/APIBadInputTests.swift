@@ -167,6 +167,7 @@ struct APIBadInputTests {
                     .POST, "/v1/app/background-tasks", Data(#"{"name":"\u001b]2;owned\u0007\nfake row"}"#.utf8),
                     a.token, 400, "invalidTaskName"
                 ),
+                (.POST, "/v1/app/background-tasks", Data(#"{"id":0}"#.utf8), a.token, 400, "invalidTaskID"),
                 (
                     .POST, "/v1/app/transfers", Data(#"{"session":"s\u001b[2J","url":"http://127.0.0.1:8/x"}"#.utf8),
                     a.token, 400, "invalidTransfer"

@@ -77,4 +77,50 @@ struct ForegroundReconnectTests {
         let history = try await admin.send(.get, "/v1/apps/\(app)/history", as: [RunRecord].self)
         #expect(history.map(\.outcome) == [.newData, .interrupted], "\(history)")
     }
+
+    /// bgd is killed while the app it held in the background holds a background task: the app
+    /// begins the task again with the next bgd, under its identifier, and so keeps its time and
+    /// its expiration handler. Before, the next bgd took it for holding none, and suspended it
+    /// mid-work without a warning.
+    @Test func aTaskHeldAcrossBgdsCrashIsHeldWithTheNext() async throws {
+        let directory = TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let state = directory + "/state"
+        let socket = directory + "/bgd.sock"
+        let admin = DaemonClient(socketPath: socket)
+        let app = "com.example.holder"
+        var first: DaemonProcess? = try await DaemonProcess(
+            stateDirectory: state, socketPath: socket, arguments: ["--conditions", "unconstrained"])
+        let token = try await admin.send(
+            .post, "/v1/apps",
+            body: RegisterAppRequest(
+                id: AppID(rawValue: app)!, launchCommand: LaunchCommand(["/bin/false"])!, fetchInterval: .never),
+            as: RegisteredApp.self
+        ).token
+        let process = try launchForegroundApp(
+            app, token: token, socket: socket, log: directory + "/app.log", mode: "ignore", in: directory)
+        defer { process.signalGroup(SIGKILL) }
+        func heldTasks() async -> [BackgroundTaskIdentifier]? {
+            guard let summary = try? await admin.send(.get, "/v1/apps", as: [AppSummary].self).first,
+                summary.isConnected, summary.lifecycle?.processID == process.processID
+            else { return nil }
+            return summary.lifecycle?.tasks.map(\.id)
+        }
+        var held: [BackgroundTaskIdentifier]?
+        for _ in 0..<5_000 where held?.isEmpty != false { held = await heldTasks() }
+        #expect(held == [BackgroundTaskIdentifier(rawValue: 1)], "the app holds its task")
+        first?.signal(SIGKILL)
+        _ = await first?.waitForExit()
+        first = nil
+
+        let second = try await DaemonProcess(
+            stateDirectory: state, socketPath: socket, arguments: ["--conditions", "unconstrained"])
+        defer { second.signal(SIGKILL) }
+        var again: [BackgroundTaskIdentifier]?
+        for _ in 0..<5_000 where again?.isEmpty != false { again = await heldTasks() }
+        #expect(
+            again == [BackgroundTaskIdentifier(rawValue: 1)], "held with the next bgd: \(String(describing: again))")
+        let summary = try await admin.send(.get, "/v1/apps", as: [AppSummary].self).first
+        #expect(summary?.lifecycle?.state == .background, "\(String(describing: summary?.lifecycle))")
+    }
 }

@@ -31,6 +31,31 @@ extension BackgroundApplication {
         }
     }
 
+    /// The tasks this process holds, begun again under their identifiers with a bgd met again
+    /// (one that restarted knows nothing of them). Before, the new bgd took the app for holding
+    /// none and suspended it mid-work, with no warning. One bgd no longer grants has its
+    /// expiration handler run: the app must wrap it up.
+    func beginHeldTasksAgain() async {
+        let held = state.withLock { $0.expirationHandlers }.sorted { $0.key.rawValue < $1.key.rawValue }
+        for (identifier, handler) in held {
+            do {
+                let grant = try await client.send(
+                    .post, "/v1/app/background-tasks", body: BeginBackgroundTaskRequest(name: nil, id: identifier),
+                    as: BackgroundTaskGrant.self)
+                let ended = state.withLock { state in
+                    if let deadline = grant.deadline { state.backgroundDeadline = deadline }
+                    return state.expirationHandlers[identifier] == nil
+                }
+                // Ended while this was on its way (its end found nothing to end): ended again.
+                if ended { try? await client.send(.delete, "/v1/app/background-tasks/\(identifier)") }
+            } catch let error as BackgroundError where error.apiErrorCode == .backgroundTimeExpired {
+                handler()  // refused: its time is over
+            } catch {
+                return  // not now (bgd went away again, or is busy): the next connection tries again
+            }
+        }
+    }
+
     /// `endBackgroundTask(_:)`: the work is done (or given up).
     public func endBackgroundTask(_ identifier: BackgroundTaskIdentifier) async {
         guard identifier != .invalid, state.withLock({ $0.expirationHandlers.removeValue(forKey: identifier) }) != nil

@@ -25,7 +25,12 @@ struct LifecycleRoutes {
             let bearer = try context.appCaller()
             let begin = try await request.decodeJSON(BeginBackgroundTaskRequest.self)
             if let problem = begin.problem { throw APIError(.badRequest, .invalidTaskName, problem) }
-            switch await lifecycle.beginTask(named: begin.name, for: bearer.app, launched: bearer.isLaunched) {
+            if let id = begin.id, id.rawValue <= 0 {
+                throw APIError(.badRequest, .invalidTaskID, "a background task identifier is a positive integer")
+            }
+            switch await lifecycle.beginTask(
+                named: begin.name, for: bearer.app, launched: bearer.isLaunched, id: begin.id)
+            {
             case .success(let grant): return try JSONResponse.make(grant, status: .created)
             case .failure(.timeOver(let refusal)): throw ServiceError.backgroundTimeExpired(refusal.reason.detail)
             case .failure(.tooMany): throw ServiceError.tooManyBackgroundTasks(bearer.app)

@@ -179,11 +179,16 @@ public actor LifecycleSupervisor: Service {
         case tooMany
     }
 
-    /// `beginBackgroundTask(withName:)`: an identifier, or why not.
+    /// `beginBackgroundTask(withName:)`: an identifier, or why not. `id`: a task the app held
+    /// when the last bgd went away, begun again under its identifier (held already: granted
+    /// again, not twice).
     public func beginTask(
-        named name: String?, for app: AppID, launched: Bool
+        named name: String?, for app: AppID, launched: Bool, id requested: BackgroundTaskIdentifier? = nil
     ) -> Result<BackgroundTaskGrant, TaskRefusal> {
-        guard (entries[app]?.tasks.count ?? 0) < Self.maximumBackgroundTasksPerApp else { return .failure(.tooMany) }
+        let held = requested.map { entries[app]?.tasks[$0] != nil } ?? false
+        guard held || (entries[app]?.tasks.count ?? 0) < Self.maximumBackgroundTasksPerApp else {
+            return .failure(.tooMany)
+        }
         // An app bgd did not launch that has not said its state yet is granted the time a
         // foreground app is, but not taken for one the user is looking at: with no process to
         // watch, an `active` here held every processing task back until it was unregistered.
@@ -200,9 +205,11 @@ public actor LifecycleSupervisor: Service {
             entries[app] = entry
             return .failure(.timeOver(refusal))
         case .success(let deadline):
-            let id = BackgroundTaskIdentifier(rawValue: entry.nextTaskID)
-            entry.nextTaskID += 1
-            entry.tasks[id] = HeldBackgroundTask(id: id, name: name.map { String($0.prefix(200)) }, begunAt: now)
+            let id = requested ?? BackgroundTaskIdentifier(rawValue: entry.nextTaskID)
+            entry.nextTaskID = max(entry.nextTaskID, id.rawValue + 1)
+            if !held {
+                entry.tasks[id] = HeldBackgroundTask(id: id, name: name.map { String($0.prefix(200)) }, begunAt: now)
+            }
             entries[app] = entry
             activity.emit(.backgroundTaskBegun(app, id))
             timers.ring()

@@ -54,9 +54,16 @@ public struct HeldBackgroundTask: Hashable, Codable, Sendable {
 /// `POST /v1/app/background-tasks`: ask for background time.
 public struct BeginBackgroundTaskRequest: Hashable, Codable, Sendable {
     public var name: String?
-    public init(name: String?) { self.name = name }
+    /// A task the process held when bgd went away, begun again under its identifier with the
+    /// bgd it reconnected to (which knew nothing of it); nil for a new task.
+    public var id: BackgroundTaskIdentifier?
 
-    /// Why bgd cannot take this request, or nil.
+    public init(name: String?, id: BackgroundTaskIdentifier? = nil) {
+        self.name = name
+        self.id = id
+    }
+
+    /// Why bgd cannot take this request's name, or nil.
     public var problem: String? { name.flatMap { PrintableText.problem(with: $0, in: "name") } }
 }
 
