@@ -2,6 +2,12 @@ import BackgroundModel
 import Foundation
 import Synchronization
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// What this app has handled, kept so that what bgd offers again is not handled twice — by this
 /// process, by a later launch, or by the app's other process (a launched one and the app as the
 /// user runs it share the container):
@@ -49,13 +55,15 @@ final class HandledLedger: Sendable {
     var isKept: Bool { state.withLock { $0.file != nil } }
 
     /// Keeps the list in `containerPath` from now on, with what another process of the app saved
-    /// there (a launched one that answered a push whose run bgd never closed).
+    /// there (a launched one that answered a push whose run bgd never closed); what this one
+    /// handled before is written there too.
     func attach(containerPath: String) {
         let file = containerPath + "/.background-handled-" + name
         state.withLock { state in
             guard state.file == nil else { return }
             state.file = file
-            state.recent = Self.merged(Self.saved(in: file), state.recent)
+            let mine = state.recent
+            state.recent = Self.rewrite(file) { saved in Self.appending(mine, to: saved) } ?? mine
         }
     }
 
@@ -68,29 +76,47 @@ final class HandledLedger: Sendable {
     }
 
     /// Remembers `key` before the answer or acknowledgement is sent (written to the container
-    /// first, so a crash after it cannot forget it). Written under the lock, with what the file
-    /// holds now: two handlers answering at once each wrote the list as it stood, and the older
-    /// write could land last, losing the other's id from the file.
+    /// first, so a crash after it cannot forget it). The file is the list: `key` goes after what
+    /// it holds now, read and written under an exclusive lock of the app's processes, so that
+    /// neither of two processes writing at once loses the other's (before, the later rename
+    /// dropped what the other had just written), and the oldest go first.
     func record(_ key: String) {
         state.withLock { state in
-            if let file = state.file { state.recent = Self.merged(Self.saved(in: file), state.recent) }
-            state.recent = Array((state.recent.filter { $0 != key } + [key]).suffix(Self.limit))
-            guard let file = state.file else { return }
-            let temporary = file + ".new"
-            guard
-                FileManager.default.createFile(
-                    atPath: temporary, contents: Data((state.recent.joined(separator: "\n") + "\n").utf8))
-            else { return }
-            _ = rename(temporary, file)
+            let mine = Self.appending([key], to: state.recent)
+            guard let file = state.file else {
+                state.recent = mine
+                return
+            }
+            state.recent = Self.rewrite(file) { saved in Self.appending([key], to: saved) } ?? mine
         }
+    }
+
+    /// `file`'s list made `change(list)`, under the lock every process of the app takes for it;
+    /// the list written, or nil when it could not be.
+    private static func rewrite(_ file: String, _ change: ([String]) -> [String]) -> [String]? {
+        let lock = open(file + ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard lock >= 0 else { return nil }
+        defer { close(lock) }
+        while flock(lock, LOCK_EX) != 0 {
+            guard errno == EINTR else { return nil }
+        }
+        let list = change(saved(in: file))
+        let temporary = file + ".new.\(getpid())"
+        guard
+            FileManager.default.createFile(
+                atPath: temporary, contents: Data((list.joined(separator: "\n") + "\n").utf8)),
+            rename(temporary, file) == 0
+        else { return nil }
+        return list
+    }
+
+    /// `keys` after `list`, each once, the newest `limit`.
+    private static func appending(_ keys: [String], to list: [String]) -> [String] {
+        Array((list.filter { !keys.contains($0) } + keys).suffix(limit))
     }
 
     private static func saved(in file: String) -> [String] {
         ((try? String(contentsOfFile: file, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
     }
 
-    /// `older` then `newer`, each once, the newest `limit`.
-    private static func merged(_ older: [String], _ newer: [String]) -> [String] {
-        Array((older.filter { !newer.contains($0) } + newer).suffix(limit))
-    }
 }

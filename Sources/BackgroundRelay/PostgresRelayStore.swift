@@ -84,15 +84,25 @@ public final class PostgresRelayStore: RelayStore {
     public func prepare() async throws {
         try await transaction { connection in
             try await connection.query("SELECT pg_advisory_xact_lock(71946219)", logger: logger)
-            var current = false
+            // What the statements below make, up to each step: a new step goes into this check.
+            // A schema one step behind takes that step alone: the rest would take the locks of
+            // every table again while older nodes work on.
+            var (schema, nowOrNever) = (false, false)
             for try await found in try await connection.query(
                 """
                 SELECT to_regclass('relay_credentials') IS NOT NULL AND EXISTS (
                     SELECT 1 FROM information_schema.columns
+                    WHERE table_schema = current_schema() AND table_name = 'relay_device' AND column_name = 'last_seen_at'),
+                EXISTS (
+                    SELECT 1 FROM information_schema.columns
                     WHERE table_schema = current_schema() AND table_name = 'relay_push' AND column_name = 'now_or_never')
                 """, logger: logger
-            ).decode(Bool.self) { current = found }
-            guard !current else { return }  // what the last statements below make: a new one goes into this check
+            ).decode((Bool, Bool).self) { (schema, nowOrNever) = found }
+            if schema && nowOrNever { return }
+            if schema {
+                try await connection.query(Self.nowOrNeverColumn, logger: logger)
+                return
+            }
             for statement: PostgresQuery in [
                 """
                 CREATE TABLE IF NOT EXISTS relay_device (
@@ -135,14 +145,17 @@ public final class PostgresRelayStore: RelayStore {
                 "CREATE INDEX IF NOT EXISTS relay_device_last_seen ON relay_device (last_seen_at)",
                 "CREATE TABLE IF NOT EXISTS relay_credentials (version bigint NOT NULL)",
                 "INSERT INTO relay_credentials (version) SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM relay_credentials)",
-                // A push sent with `apns-expiration: 0`: the relay gives the device a minute to
-                // take it (`expiration`), and bgd is told it goes now or never.
-                "ALTER TABLE relay_push ADD COLUMN IF NOT EXISTS now_or_never boolean NOT NULL DEFAULT false",
+                Self.nowOrNeverColumn,
             ] {
                 try await connection.query(statement, logger: logger)
             }
         }
     }
+
+    /// A push sent with `apns-expiration: 0`: the relay gives the device a minute to take it
+    /// (`expiration`), and bgd is told it goes now or never.
+    private static let nowOrNeverColumn: PostgresQuery =
+        "ALTER TABLE relay_push ADD COLUMN IF NOT EXISTS now_or_never boolean NOT NULL DEFAULT false"
 
     /// Follows what other nodes commit until cancelled or the connection is lost: `onListening`
     /// is called once LISTEN holds (anything committed before it was not heard), `onPush` hears

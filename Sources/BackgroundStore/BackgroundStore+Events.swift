@@ -16,6 +16,18 @@ extension BackgroundStore {
         }
     }
 
+    /// How many events the app has not acknowledged: all of them, and those that belong to no
+    /// run (a transfer's).
+    public func openEventCounts(for id: AppID) async throws -> (all: Int, transfers: Int) {
+        try await writer.read { db in
+            let row = try Row.fetchOne(
+                db,
+                sql: "SELECT count(*), coalesce(sum(runId IS NULL), 0) FROM event WHERE appId = ? AND closedAt IS NULL",
+                arguments: [id.rawValue])
+            return (row?[0] ?? 0, row?[1] ?? 0)
+        }
+    }
+
     /// How many events the app has not acknowledged.
     public func openEventCount(for id: AppID) async throws -> Int {
         try await writer.read { db in

@@ -111,7 +111,7 @@ extension LifecycleTests {
                 else { return }
                 _ = await lifecycle.report(
                     LifecycleReport(state: .active, processID: pid), from: frozen, launched: false)
-                await lifecycle.startedEvents(for: frozen, run: nil)
+                await lifecycle.workStarted(for: frozen, run: nil)
             }
             daemon.clock.advance(by: .seconds(5))
             #expect(await eventually { arrivals.withLock { $0 } == 1 })

@@ -50,13 +50,13 @@ extension LifecycleTests {
             defer { app.stop() }
             let lifecycle = daemon.daemon.lifecycle
             let id = AppID(rawValue: Self.app)!
-            await lifecycle.startedEvents(for: id, run: nil)
-            await lifecycle.startedEvents(for: id, run: RunID(rawValue: 41))
-            await lifecycle.finishedEvents(for: id, run: RunID(rawValue: 41))
+            await lifecycle.workStarted(for: id, run: nil)
+            await lifecycle.workStarted(for: id, run: RunID(rawValue: 41))
+            await lifecycle.workEnded(for: id, run: RunID(rawValue: 41))
             let passed = await afterAPass(lifecycle, of: id) { daemon.clock.advance(by: .seconds(6)) }
             #expect(passed)
             #expect(!isSuspended(app.process.processID), "frozen with transfer events waiting")
-            await lifecycle.finishedEvents(for: id, run: nil)
+            await lifecycle.workEnded(for: id, run: nil)
             _ = try await waitForSuspension(daemon) { daemon.clock.advance(by: .seconds(5)) }
             #expect(await app.settlesSuspended())
         }
@@ -76,7 +76,7 @@ extension LifecycleTests {
                 Issue.record("no task")
                 return
             }
-            await lifecycle.startedEvents(for: id, run: RunID(rawValue: 42))
+            await lifecycle.workStarted(for: id, run: RunID(rawValue: 42))
             _ = await lifecycle.report(
                 LifecycleReport(state: .background, processID: process.processID), from: id, launched: false)
             #expect(await lifecycle.status(of: id)?.tasks.map(\.id) == [grant.id], "the task began before stands")
@@ -84,36 +84,83 @@ extension LifecycleTests {
             let passed = await afterAPass(lifecycle, of: id) { daemon.clock.advance(by: .seconds(6)) }
             #expect(passed)
             #expect(!isSuspended(process.processID), "frozen mid-run")
-            await lifecycle.finishedEvents(for: id, run: RunID(rawValue: 42))
+            await lifecycle.workEnded(for: id, run: RunID(rawValue: 42))
             _ = try await waitForSuspension(daemon) { daemon.clock.advance(by: .seconds(5)) }
             #expect(await eventually { isSuspended(process.processID) })
         }
     }
 
-    /// An app holding a task whose background time ran out during a run has it afresh when the
-    /// run ends (and is told so): warned, then ended, on the usual schedule. Before, it was ended
-    /// at the run's end at once, warned with no time left.
-    @Test func aRunsEndLeavesTheAppItsTimeAfresh() async throws {
+    /// An app holding a task whose background time ran out during a run is left the expiration
+    /// lead when the run ends (and told so): warned, then ended, on the usual schedule. Before,
+    /// it was ended at the run's end at once, warned with no time left. One with time left keeps
+    /// its deadline: work bgd gives it renews nothing.
+    @Test func aRunsEndLeavesTheAppTheExpirationLeadAndNoMore() async throws {
         try await withAppHoldingATask { daemon, app, id, lifecycle in
-            await lifecycle.startedEvents(for: id, run: RunID(rawValue: 43))
-            let busyPass = await afterAPass(lifecycle, of: id) { daemon.clock.advance(by: .seconds(40)) }
+            let deadline = try #require(await lifecycle.status(of: id)?.deadline)
+            await lifecycle.workStarted(for: id, run: RunID(rawValue: 43))
+            daemon.clock.advance(by: .seconds(10))
+            await lifecycle.workEnded(for: id, run: RunID(rawValue: 43))
+            #expect(await lifecycle.status(of: id)?.deadline == deadline, "time left: the deadline stands")
+
+            await lifecycle.workStarted(for: id, run: RunID(rawValue: 44))
+            let busyPass = await afterAPass(lifecycle, of: id) { daemon.clock.advance(by: .seconds(30)) }
             #expect(busyPass)
-            #expect(!app.log.contains("expire-task"), "busy with the run: its time stands")
+            #expect(!app.log.contains("expire-task"), "busy with the run: not warned")
             let endPass = await afterAPass(lifecycle, of: id) {
-                await lifecycle.finishedEvents(for: id, run: RunID(rawValue: 43))
+                await lifecycle.workEnded(for: id, run: RunID(rawValue: 44))
             }
             #expect(endPass)
             let status = await lifecycle.status(of: id)
             #expect(status?.reason?.code != .backgroundTimeOverrun, "\(String(describing: status?.reason))")
             #expect(app.state != nil, "ended at the run's end")
-            let deadline = try #require(status?.deadline)
-            #expect(deadline.timeIntervalSince(daemon.clock.now) > 25, "\(deadline)")
-            _ = try await daemon.waitFor(
-                { activity -> Bool? in
-                    if case .backgroundTimeExpiring(let expiring, _) = activity, expiring == id { return true }
+            #expect(status?.deadline == daemon.clock.now.addingTimeInterval(5), "\(String(describing: status))")
+            #expect(await app.logs("expire-task"), "warned, with the lead to end its task")
+            let reason = try await daemon.waitFor(
+                { activity -> DecisionReason? in
+                    if case .lifecycleChanged(let changed, _, let reason?) = activity, changed == id,
+                        reason.code == .backgroundTimeOverrun
+                    {
+                        return reason
+                    }
                     return nil
-                }, after: { daemon.clock.advance(by: .seconds(25)) })
-            #expect(await app.logs("expire-task"))
+                }, after: { daemon.clock.advance(by: .seconds(5)) })
+            #expect(reason.code == .backgroundTimeOverrun)
+        }
+    }
+
+    /// The app acknowledges its transfer events while a run's event is still open: it is done
+    /// with them, and may be suspended (the run's own end is counted by the run). Before, only
+    /// an acknowledgement that left no event at all open said so, and the app stayed awake.
+    @Test func anAppIsDoneWithTransferEventsOnceTheyAreAcknowledged() async throws {
+        try await TestDaemon.with { daemon in
+            let token = try await daemon.register(Self.app, command: ["/bin/false"], interval: .never).token
+            let process = try unreportedProcess(in: daemon)
+            defer { process.signalGroup(SIGKILL) }
+            let lifecycle = daemon.daemon.lifecycle
+            let id = AppID(rawValue: Self.app)!
+            _ = await lifecycle.report(
+                LifecycleReport(state: .background, processID: process.processID), from: id, launched: false)
+            // A transfer that failed (its events: transferCompleted, sessionEventsFinished), and a
+            // run of the app's whose event stays open.
+            let transfer = try await daemon.store.createTransfer(
+                TransferRequest(session: "s", url: URL(string: "http://127.0.0.1:9/x")!), app: id,
+                now: daemon.clock.now
+            ) { ("\(daemon.directory)/\($0).partial", nil) }
+            _ = try await daemon.store.finishTransfer(
+                transfer.record.id, .failed(TransferError(.httpError, "404"), statusCode: 404), now: daemon.clock.now)
+            _ = try await daemon.store.startRun(
+                .fetch, for: id, trigger: .manual, reasons: [], budget: .seconds(30), now: daemon.clock.now)
+            await lifecycle.workStarted(for: id, run: nil)
+            for event in try await daemon.store.openEvents(for: id) where event.run == nil {
+                let answer = try await RawHTTP.request(
+                    daemon.socketPath, .POST, "/v1/app/events/ack",
+                    body: try WireCoding.makeEncoder().encode(EventAcknowledgement(seq: event.seq, only: true)),
+                    token: token)
+                #expect(answer.status == 200 || answer.status == 204, "\(answer.status)")
+            }
+            #expect(try await daemon.store.openEventCount(for: id) == 1, "the run's event is open")
+            _ = try await waitForSuspension(daemon) { daemon.clock.advance(by: .seconds(6)) }
+            #expect(await eventually { isSuspended(process.processID) })
         }
     }
 }

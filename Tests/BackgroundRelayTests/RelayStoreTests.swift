@@ -572,6 +572,32 @@ struct RelayStoreTests {
         #expect(timeout == "30s")
     }
 
+    /// A database one schema step behind (written by the relay before the now-or-never column)
+    /// takes that step alone: the earlier statements would take every table's locks again
+    /// while the older nodes work on it. (An index the earlier statements make, dropped here,
+    /// shows whether they ran.)
+    @Test(.enabled(if: TestPostgres.isAvailable, "needs PostgreSQL: eval \"$(Tests/Postgres/start.sh)\" (CI does)"))
+    func aSchemaOneStepBehindTakesThatStepAlone() async throws {
+        let store = try PostgresRelayStore(url: try await TestPostgres.makeDatabase(), logger: Logger(label: "test"))
+        let pool = Task { await store.runPool() }
+        defer { pool.cancel() }
+        let logger = Logger(label: "test")
+        try await store.prepare()
+        try await store.client.query("ALTER TABLE relay_push DROP COLUMN now_or_never", logger: logger)
+        try await store.client.query("DROP INDEX relay_device_last_seen", logger: logger)
+        try await store.prepare()
+        var (column, index) = (false, false)
+        for try await found in try await store.client.query(
+            """
+            SELECT EXISTS (SELECT 1 FROM information_schema.columns
+                WHERE table_name = 'relay_push' AND column_name = 'now_or_never'),
+            to_regclass('relay_device_last_seen') IS NOT NULL
+            """, logger: logger
+        ).decode((Bool, Bool).self) { (column, index) = found }
+        #expect(column, "the step taken")
+        #expect(!index, "the statements before it ran again")
+    }
+
     @Test func linesAreSplitAndALongOneIsRefused() throws {
         var splitter = UplinkLines(limit: 8)
         #expect(try splitter.append("ab\ncd".utf8) == [Array("ab".utf8)])

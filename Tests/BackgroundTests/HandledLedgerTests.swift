@@ -65,6 +65,24 @@ struct HandledLedgerTests {
         #expect(third.contains("later") && third.contains("mine"), "the user's write kept the launched one's")
     }
 
+    /// The app's two processes record at the same moment (each its own ledger on the one
+    /// file): the file keeps both. Before, each read the file, added its own and renamed its
+    /// copy into place, and the later rename dropped the other's.
+    @Test func twoProcessesRecordingAtOnceBothKeepTheirs() async throws {
+        let path = try container()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let ledgers = [HandledLedger.pushes(containerPath: path), HandledLedger.pushes(containerPath: path)]
+        var lost: [String] = []
+        for round in 0..<200 {
+            await withTaskGroup(of: Void.self) { group in
+                for (index, ledger) in ledgers.enumerated() { group.addTask { ledger.record("r\(round)-\(index)") } }
+            }
+            let later = HandledLedger.pushes(containerPath: path)
+            lost += ["r\(round)-0", "r\(round)-1"].filter { !later.contains($0) }
+        }
+        #expect(lost.isEmpty, "\(lost.count) ids lost from the file: \(lost.prefix(4))")
+    }
+
     /// A transfer's event is known by its number and its creation: an app registered anew under
     /// the same id numbers its events from 1 again. Pushes and events are kept apart.
     @Test func transferEventsAreKnownByNumberAndCreation() throws {

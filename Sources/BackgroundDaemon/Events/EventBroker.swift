@@ -95,7 +95,7 @@ public final class EventBroker: Sendable {
     }
 
     /// Whether a stream sends an event it read (`take`).
-    public enum Taking: Equatable, Sendable {
+    public enum Verdict: Equatable, Sendable {
         /// Send it: the stream holds it now.
         case send
         /// This stream sent it already (read again after a rewind).
@@ -147,27 +147,29 @@ public final class EventBroker: Sendable {
     /// launched process may take now.
     public func unsubscribe(_ subscription: Subscription) {
         let (stream, others) = streams.withLock { streams -> (Stream?, [Stream]) in
-            guard var app = streams[subscription.app] else { return (nil, []) }
-            let removed = app.streams.removeValue(forKey: subscription.id)
+            guard var app = streams[subscription.app],
+                let removed = app.streams.removeValue(forKey: subscription.id)
+            else { return (nil, []) }  // ended already (a shutdown, then its lease)
             app.held = app.held.filter { $0.value.stream != subscription.id }
             streams[subscription.app] = app.streams.isEmpty ? nil : app
             return (removed, Array(app.streams.values))
         }
-        stream?.continuation.finish()
+        guard let stream else { return }
+        stream.continuation.finish()
         for other in others { other.rewind() }
         changes.add(1, ordering: .releasing)
     }
 
     /// Which of `events` (read from the store in order) the stream sends, taking hold of those it
     /// sends: none held by another stream, and only those its owner may take (`StreamOwner.mayTake`).
-    public func take(_ events: [AppEvent], by subscription: Subscription) -> [Taking] {
+    public func take(_ events: [AppEvent], by subscription: Subscription) -> [Verdict] {
         let holders = self.holders.withLock { holders in events.map { event in event.run.flatMap { holders[$0] } } }
         return streams.withLock { streams in
             guard var app = streams[subscription.app], app.streams[subscription.id] != nil else {
                 return events.map { _ in .passedOver }
             }
             let runningAppConnected = app.runningAppConnected
-            let taking = zip(events, holders).map { event, holder -> Taking in
+            let verdicts = zip(events, holders).map { event, holder -> Verdict in
                 if let held = app.held[event.seq] { return held.stream == subscription.id ? .sentAlready : .passedOver }
                 guard subscription.owner.mayTake(event, holder: holder, runningAppConnected: runningAppConnected)
                 else { return .passedOver }
@@ -175,7 +177,7 @@ public final class EventBroker: Sendable {
                 return .send
             }
             streams[subscription.app] = app
-            return taking
+            return verdicts
         }
     }
 

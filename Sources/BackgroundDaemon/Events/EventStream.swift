@@ -73,8 +73,8 @@ struct EventStream {
             }
             while true {
                 let page = try await events.open(for: bearer.app, after: readTo, limit: Self.page)
-                for (event, taking) in zip(page, events.broker.take(page, by: subscription)) {
-                    switch taking {
+                for (event, verdict) in zip(page, events.broker.take(page, by: subscription)) {
+                    switch verdict {
                     case .send: try await send(.event(event))
                     case .sentAlready: break
                     case .passedOver: firstPassedOver = firstPassedOver ?? event.seq

@@ -250,9 +250,10 @@ public struct AppCgroups: Sendable {
         }
     }
 
-    /// Makes the directory, or finds it made. What is there already must be a directory: an app
-    /// whose id is the name of one of the cgroup's own files (`cgroup.procs`, `cpu.stat`) found
-    /// that file, was taken for placed in its group, and was not (ENOTDIR now).
+    /// Makes the directory, or finds it made. What is there already must be a directory: for an
+    /// app whose id is the name of one of the cgroup's own files (`cgroup.procs`, `cpu.stat`),
+    /// that file was taken for its group, and its processes were never placed in one (ENOTDIR
+    /// now, and the launch fails saying so).
     static func makeDirectory(_ path: String) -> Bool {
         if mkdir(path, 0o755) == 0 { return true }
         guard errno == EEXIST else { return false }

@@ -230,6 +230,7 @@ public actor LifecycleSupervisor: Service {
     func processExited(_ pid: Int32, of app: AppID) async {
         guard let entry = entries[app], entry.processID == pid else { return }  // another process of it since
         entries[app] = nil
+        work[app]?.transferEvents = false  // its next process is given them anew
         if entry.state == .suspended { try? await store.clearSuspension(processID: pid) }
         if entry.tasks.isEmpty {
             activity.emit(
@@ -262,6 +263,7 @@ public actor LifecycleSupervisor: Service {
         // coordinator's, not this: it goes now.)
         if !entry.launched, let pid = entry.processID, AppProcessInfo.signal(pid, 0) { return }
         entries[app] = nil
+        work[app]?.transferEvents = false
         if entry.state == .suspended, let pid = entry.processID { try? await store.clearSuspension(processID: pid) }
         if entry.state == .active { for doorbell in foregroundDoorbells { doorbell.ring() } }
         if !entry.tasks.isEmpty {
@@ -282,9 +284,9 @@ public actor LifecycleSupervisor: Service {
     // MARK: Events for the app
 
     /// bgd has work for the app (`run`'s event, or transfer events when nil): continue it if
-    /// suspended, and hold off suspension until `finishedEvents` for each — the run's own budget
+    /// suspended, and hold off suspension until `workEnded` for each — the run's own budget
     /// applies meanwhile.
-    public func startedEvents(for app: AppID, run: RunID?) async {
+    public func workStarted(for app: AppID, run: RunID?) async {
         if let run {
             work[app, default: Work()].runs.insert(run)
         } else {
@@ -337,11 +339,13 @@ public actor LifecycleSupervisor: Service {
     }
 
     /// The app is done with `run` (or, nil, with its transfer events). With nothing else to
-    /// handle, an app in the background gets its time afresh, as it is told: before, time that
-    /// ran out while a run lasted ended it at once at the run's end, its expiration handler
-    /// warned with no time left; and one run's end let the app be frozen with another's events
-    /// (or transfer events) still waiting.
-    public func finishedEvents(for app: AppID, run: RunID?) {
+    /// handle, an app in the background with no task gets a fresh suspension delay; one holding
+    /// a task keeps its deadline, but is left the expiration lead at least — warned, then ended
+    /// on the usual schedule, and told so. Before, time that ran out while a run lasted ended it
+    /// at once at the run's end, warned with none left; and one run's end let the app be frozen
+    /// with another's events (or transfer events) still waiting. (Its whole time afresh would
+    /// let an app that sends itself pushes or transfers hold the background for good.)
+    public func workEnded(for app: AppID, run: RunID?) {
         guard var pending = work[app] else { return }
         if let run {
             guard pending.runs.remove(run) != nil else { return }
@@ -351,14 +355,24 @@ public actor LifecycleSupervisor: Service {
         }
         work[app] = pending.isEmpty ? nil : pending
         if pending.isEmpty, var entry = entries[app], entry.state == .background {
-            entry.enteredBackgroundAt = clock.now
-            entry.enteredBackgroundAwake = clock.awake
-            entry.warned = false
-            entries[app] = entry
-            broker.send(
-                .lifecycle(state: .background, deadline: policy.deadline(enteredBackgroundAt: clock.now)), to: app)
+            let left = entry.tasks.isEmpty ? policy.budget : max(policy.expirationLead, timeLeft(of: entry))
+            if entry.tasks.isEmpty || left == policy.expirationLead {
+                // Its background clock set so that `left` remains: as if it entered the
+                // background `budget - left` ago.
+                entry.enteredBackgroundAt = clock.now.adding(left - policy.budget)
+                entry.enteredBackgroundAwake = clock.awake - (policy.budget - left)
+                entry.warned = false
+                entries[app] = entry
+                broker.send(.lifecycle(state: .background, deadline: clock.now.adding(left)), to: app)
+            }
         }
         timers.ring()
+    }
+
+    /// The background time the app has left, on its own clock.
+    private func timeLeft(of entry: Entry) -> Duration {
+        guard let entered = entry.enteredBackgroundAt else { return policy.budget }
+        return policy.deadline(enteredBackgroundAt: entered).duration(since: backgroundNow(of: entry))
     }
 
     // MARK: Reading

@@ -211,7 +211,7 @@ public actor RunCoordinator: Service {
             broker.give(run.id, of: run.app, to: .runningApp)
             let process = await lifecycle?.runningProcess(of: run.app)
             flights[run.id]?.runningAppProcess = process
-            await lifecycle?.startedEvents(for: run.app, run: run.id)
+            await lifecycle?.workStarted(for: run.app, run: run.id)
             broker.eventsAvailable(for: run.app)
         } else if let pid = launches.first(where: { $0.value.app == run.app && !$0.value.exitRequested })?.key,
             await supervisor.phase(of: pid).map({ ProcessControl(phase: $0).canBeSpared }) == true,
@@ -223,7 +223,7 @@ public actor RunCoordinator: Service {
             launches[pid]?.run = run.id
             if let token = launches[pid]?.token { broker.give(run.id, of: run.app, to: .launched(token)) }
             await supervisor.spare(pid)
-            await lifecycle?.startedEvents(for: run.app, run: run.id)
+            await lifecycle?.workStarted(for: run.app, run: run.id)
             broker.eventsAvailable(for: run.app)
             try? await store.recordLaunch(of: run.id, processID: pid, startTicks: LaunchedProcess.startTicks(of: pid))
         } else {
@@ -249,7 +249,7 @@ public actor RunCoordinator: Service {
             || launches.values.contains(where: { $0.app == app && !$0.exitRequested })
         {
             deferredEvents[app] = nil
-            await lifecycle?.startedEvents(for: app, run: nil)
+            await lifecycle?.workStarted(for: app, run: nil)
             broker.eventsAvailable(for: app)
             return
         }
@@ -320,7 +320,7 @@ public actor RunCoordinator: Service {
                 broker.send(.exit, to: app)
             }
         }
-        await lifecycle?.finishedEvents(for: app, run: nil)
+        await lifecycle?.workEnded(for: app, run: nil)
     }
 
     private func launch(_ app: AppID, reason: LaunchReason, for run: RunRecord) async {
@@ -470,6 +470,7 @@ public actor RunCoordinator: Service {
 
     /// The app was unregistered: forget its runs and end its processes.
     public func appUnregistered(_ app: AppID) async {
+        for id in flights.keys where flights[id]?.run.app == app { broker.runEnded(id) }
         flights = flights.filter { $0.value.run.app != app }
         eventsAfterExit.remove(app)
         await supervisor.endAll(of: app)
@@ -590,7 +591,7 @@ public actor RunCoordinator: Service {
             usage = RunUsage(
                 cpuMicroseconds: Int64(cpu >= flight.cpuAtStart ? cpu - flight.cpuAtStart : 0),
                 memoryPeakBytes: await supervisor.memoryPeakBytes(of: app).map { Int64($0) })
-            await lifecycle?.finishedEvents(for: app, run: id)
+            await lifecycle?.workEnded(for: app, run: id)
         }
         return await record(end: UnrecordedEnd(outcome: outcome, detail: detail, at: clock.now, usage: usage), of: id)
     }

@@ -28,8 +28,11 @@ struct AppEvents: Sendable {
         // Counted, not read: with thousands left open, reading them all made each ack cost 135 ms.
         // A count that fails to read leaves the run as it is (the next acknowledgement counts
         // again): the acknowledgement is committed, and an error would say it was not.
-        guard let remaining = try? await store.openEventCount(for: app) else { return }
-        await coordinator.eventsAcknowledged(by: app, openRemaining: remaining)
+        guard let remaining = try? await store.openEventCounts(for: app) else { return }
+        // The transfer events handled, the app may be suspended again, whatever run's event is
+        // still open (its run's end says when that is done).
+        if remaining.transfers == 0 { await lifecycle.workEnded(for: app, run: nil) }
+        await coordinator.eventsAcknowledged(by: app, openRemaining: remaining.all)
     }
 
     /// The outbox as the operator sees it (`bgctl events`), newest first.
