@@ -163,4 +163,25 @@ extension LifecycleTests {
             #expect(await eventually { isSuspended(process.processID) })
         }
     }
+
+    /// bgd launches the app while the user's instance lives (its stream down a moment): the
+    /// launched process's report does not take the app's record over. Before, it did, and the
+    /// user's instance went untracked — never suspended, its exit unheard.
+    @Test func aLaunchedProcessDoesNotTakeTheUsersRecordOver() async throws {
+        try await TestDaemon.with { daemon in
+            _ = try await daemon.register(Self.app, command: ["/bin/false"], interval: .never)
+            let user = try unreportedProcess(in: daemon)
+            defer { user.signalGroup(SIGKILL) }
+            let launched = try unreportedProcess(in: daemon)
+            defer { launched.signalGroup(SIGKILL) }
+            let lifecycle = daemon.daemon.lifecycle
+            let id = AppID(rawValue: Self.app)!
+            _ = await lifecycle.report(
+                LifecycleReport(state: .background, processID: user.processID), from: id, launched: false)
+            let status = await lifecycle.report(
+                LifecycleReport(state: .background, processID: launched.processID), from: id, launched: true)
+            #expect(status.processID == launched.processID && status.state == .background)
+            #expect(await lifecycle.status(of: id)?.processID == user.processID, "the user's instance is tracked")
+        }
+    }
 }

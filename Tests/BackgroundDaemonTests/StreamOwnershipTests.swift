@@ -175,4 +175,19 @@ struct EventHoldingTests {
         broker.runEnded(RunID(rawValue: 9))
         #expect(broker.take(fetch, by: second) == [.passedOver], "not given to anyone any more")
     }
+
+    /// News of one process's background time goes to the streams of its kind: the launched
+    /// process is not told the user's instance's time is up, nor the other way round.
+    @Test func lifecycleNewsGoesToItsProcesssKind() throws {
+        let broker = EventBroker()
+        let running = try #require(broker.subscribe(Self.app, owner: .runningApp))
+        let launched = try #require(broker.subscribe(Self.app, owner: .launched(AppToken(rawValue: "l"))))
+        let expiring = ControlMessage.backgroundTimeExpiring(deadline: Date(timeIntervalSince1970: 30))
+        broker.send(expiring, to: Self.app, launched: false)
+        #expect(running.news.take() == [.control(expiring)])
+        #expect(launched.news.take().isEmpty)
+        broker.send(expiring, to: Self.app, launched: true)
+        #expect(running.news.take().isEmpty)
+        #expect(launched.news.take() == [.control(expiring)])
+    }
 }

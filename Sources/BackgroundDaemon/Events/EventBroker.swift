@@ -229,6 +229,13 @@ public final class EventBroker: Sendable {
         for stream in streams(of: app) where stream.isLaunched || control != .exit { stream.post(.control(control)) }
     }
 
+    /// Sends a control message about one process of the app's lifecycle to the streams of its
+    /// kind: the app as the user runs it (`launched` false), or processes bgd launched. The
+    /// other is told nothing of a time that is not its own.
+    public func send(_ control: ControlMessage, to app: AppID, launched: Bool) {
+        for stream in streams(of: app) where stream.isLaunched == launched { stream.post(.control(control)) }
+    }
+
     /// Nudges every open stream to send a keep-alive line.
     public func keepAlive() {
         let all = streams.withLock { $0.values.flatMap { $0.streams.values } }

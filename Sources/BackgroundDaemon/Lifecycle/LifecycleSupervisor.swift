@@ -104,6 +104,16 @@ public actor LifecycleSupervisor: Service {
 
     /// The app reports its state (`applicationDidEnterBackground` and friends).
     public func report(_ report: LifecycleReport, from app: AppID, launched: Bool) async -> LifecycleStatus {
+        if launched, let user = entries[app], !user.launched, let pid = user.processID, pid != report.processID,
+            AppProcessInfo.signal(pid, 0)
+        {
+            // A process bgd launched while the app as the user runs it lives (its stream was
+            // down: bgd restarting, say): the user's instance stays the one tracked — suspended,
+            // ended, in the foreground or not. The launched one is the run's, in the background.
+            // Before, it took the app's record over, and the user's instance went untracked.
+            return LifecycleStatus(
+                app: app, state: .background, processID: report.processID, deadline: nil, tasks: [], reason: nil)
+        }
         // Whether an app was in the foreground, as before anything below changes it.
         let wasActive = entries[app]?.state == .active
         if let before = entries[app], before.state == .suspended, let frozen = before.processID {
@@ -334,7 +344,9 @@ public actor LifecycleSupervisor: Service {
         current.reason = reason
         entries[app] = current
         activity.emit(.lifecycleChanged(app, .background, reason))
-        broker.send(.lifecycle(state: .background, deadline: policy.deadline(enteredBackgroundAt: clock.now)), to: app)
+        broker.send(
+            .lifecycle(state: .background, deadline: policy.deadline(enteredBackgroundAt: clock.now)), to: app,
+            launched: current.launched)
         logger.debug("Resumed app", metadata: ["app.id": "\(app)", "why": "\(reason.code.rawValue)"])
     }
 
@@ -363,7 +375,8 @@ public actor LifecycleSupervisor: Service {
                 entry.enteredBackgroundAwake = clock.awake - (policy.budget - left)
                 entry.warned = false
                 entries[app] = entry
-                broker.send(.lifecycle(state: .background, deadline: clock.now.adding(left)), to: app)
+                broker.send(
+                    .lifecycle(state: .background, deadline: clock.now.adding(left)), to: app, launched: entry.launched)
             }
         }
         timers.ring()
@@ -475,7 +488,7 @@ public actor LifecycleSupervisor: Service {
                 let deadline = wallDate(onItsClock, of: entry)
                 logger.debug("Background time expiring", metadata: ["app.id": "\(app)", "deadline": "\(deadline)"])
                 entries[app]?.warned = true
-                broker.send(.backgroundTimeExpiring(deadline: deadline), to: app)
+                broker.send(.backgroundTimeExpiring(deadline: deadline), to: app, launched: entry.launched)
                 activity.emit(.backgroundTimeExpiring(app, deadline))
                 wake(after: onItsClock.duration(since: appNow))
             case .suspend(let reason):
@@ -526,7 +539,9 @@ public actor LifecycleSupervisor: Service {
                 // Marked before the wait below, while the entry is still the one decided on.
                 entries[app]?.ending = true
                 entries[app]?.reason = reason
-                if !entry.warned { broker.send(.backgroundTimeExpiring(deadline: now), to: app) }
+                if !entry.warned {
+                    broker.send(.backgroundTimeExpiring(deadline: now), to: app, launched: entry.launched)
+                }
                 if let pid = entry.processID { await supervisor.terminate(pid, killAfter: killGrace) }
                 activity.emit(.lifecycleChanged(app, .background, reason))
                 logger.info("Ended app: background time over", metadata: ["app.id": "\(app)", "reason": "\(reason)"])
