@@ -63,7 +63,10 @@ final class HandledLedger: Sendable {
             guard state.file == nil else { return }
             state.file = file
             let mine = state.recent
-            state.recent = Self.rewrite(file) { saved in Self.appending(mine, to: saved) } ?? mine
+            // Written only when this process has something of its own to add (every launch
+            // attaches at its start).
+            state.recent =
+                mine.isEmpty ? Self.saved(in: file) : Self.rewrite(file) { Self.appending(mine, to: $0) } ?? mine
         }
     }
 

@@ -339,7 +339,9 @@ func processCPU(_ pid: Int32) -> UInt64? {
 extension AppCgroupTests {
     /// A supervisor holding apps in cgroups of a bgd instance of its own, served while `body`
     /// runs, and a launch of `sleep 600` (nothing, where cgroups cannot be written).
-    func withCgroupSupervisor(_ body: (ProcessSupervisor, LaunchSpec) async throws -> Void) async throws {
+    /// The cgroups of a bgd instance of its own (none, where cgroups cannot be written), and its
+    /// directory, while `body` runs.
+    func withCgroups(_ body: (AppCgroups, String) async throws -> Void) async throws {
         guard CgroupProbe.available else { return }
         let directory = TemporaryDirectory.make()
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -347,18 +349,24 @@ extension AppCgroupTests {
             Issue.record("no cgroups")
             return
         }
-        var logger = Logger(label: "test")
-        logger.logLevel = .critical
-        let supervisor = ProcessSupervisor(
-            mode: .cgroups(cgroups), launcher: ProcessLauncher(), clock: ManualClock(), killGrace: .seconds(1),
-            logger: logger)
-        let spec = LaunchSpec(
-            command: LaunchCommand(["/bin/sh", "-c", "exec sleep 600"])!, environment: ["PATH": "/usr/bin:/bin"],
-            workingDirectory: directory, logFile: directory + "/launch.log")
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await supervisor.run() }
-            defer { group.cancelAll() }
-            try await body(supervisor, spec)
+        try await body(cgroups, directory)
+    }
+
+    func withCgroupSupervisor(_ body: (ProcessSupervisor, LaunchSpec) async throws -> Void) async throws {
+        try await withCgroups { cgroups, directory in
+            var logger = Logger(label: "test")
+            logger.logLevel = .critical
+            let supervisor = ProcessSupervisor(
+                mode: .cgroups(cgroups), launcher: ProcessLauncher(), clock: ManualClock(), killGrace: .seconds(1),
+                logger: logger)
+            let spec = LaunchSpec(
+                command: LaunchCommand(["/bin/sh", "-c", "exec sleep 600"])!, environment: ["PATH": "/usr/bin:/bin"],
+                workingDirectory: directory, logFile: directory + "/launch.log")
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await supervisor.run() }
+                defer { group.cancelAll() }
+                try await body(supervisor, spec)
+            }
         }
     }
 
@@ -383,22 +391,17 @@ extension AppCgroupTests {
 
     /// An app whose id is the name of one of a cgroup's own files has no group: its launch
     /// fails, saying so. Before, the file was taken for its group, the launch for placed in it.
-    @Test func anAppNamedLikeACgroupFileGetsNoGroup() throws {
-        guard CgroupProbe.available else { return }
-        let directory = TemporaryDirectory.make()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        guard case .available(let cgroups) = AppCgroups.discover(instance: AppCgroups.instance(of: directory)) else {
-            Issue.record("no cgroups")
-            return
+    @Test func anAppNamedLikeACgroupFileGetsNoGroup() async throws {
+        try await withCgroups { cgroups, _ in
+            defer { cgroups.removeIfEmpty() }
+            for name in ["cgroup.procs", "cgroup.kill"] {
+                let app = try #require(AppID(rawValue: name))
+                #expect(throws: AppCgroup.Failure.self) { try cgroups.launched(app) }
+            }
+            let fine = try cgroups.launched(AppID(rawValue: "com.example.fine")!)
+            #expect(access(fine.path + "/cgroup.procs", F_OK) == 0)
+            rmdir(fine.path)
         }
-        defer { cgroups.removeIfEmpty() }
-        for name in ["cgroup.procs", "cgroup.kill"] {
-            let app = try #require(AppID(rawValue: name))
-            #expect(throws: AppCgroup.Failure.self) { try cgroups.launched(app) }
-        }
-        let fine = try cgroups.launched(AppID(rawValue: "com.example.fine")!)
-        #expect(access(fine.path + "/cgroup.procs", F_OK) == 0)
-        rmdir(fine.path)
     }
 
     /// A launch frozen while another shared the app's cgroup is stopped by a signal (freezing

@@ -67,6 +67,19 @@ struct LifecycleTests {
         return foreground
     }
 
+    /// Waits, after `trigger`, for bgd to end the app for overrunning its background time.
+    func waitForOverrun(_ daemon: TestDaemon, after trigger: () async throws -> Void) async throws -> DecisionReason {
+        try await daemon.waitFor(
+            { activity -> DecisionReason? in
+                if case .lifecycleChanged(let app, _, let reason?) = activity, app.rawValue == Self.app,
+                    reason.code == .backgroundTimeOverrun
+                {
+                    return reason
+                }
+                return nil
+            }, after: trigger)
+    }
+
     func waitForSuspension(
         _ daemon: TestDaemon, after trigger: () async throws -> Void = {}
     ) async throws -> DecisionReason? {
@@ -175,15 +188,7 @@ struct LifecycleTests {
                     return nil
                 }, after: { daemon.clock.advance(by: .seconds(25)) })
             #expect(await app.logs("expire-task"))
-            let reason = try await daemon.waitFor(
-                { activity -> DecisionReason? in
-                    if case .lifecycleChanged(let id, _, let reason?) = activity, id.rawValue == Self.app,
-                        reason.code == .backgroundTimeOverrun
-                    {
-                        return reason
-                    }
-                    return nil
-                }, after: { daemon.clock.advance(by: .seconds(5)) })
+            let reason = try await waitForOverrun(daemon) { daemon.clock.advance(by: .seconds(5)) }
             #expect(reason.detail.contains("30s"))
             let status = await app.process.waitForExit()
             #expect("\(status)".contains("SIGTERM") || "\(status)".contains("signal"), "\(status)")
@@ -223,15 +228,7 @@ struct LifecycleTests {
                     if case .backgroundTimeExpiring(let expiring, _) = activity, expiring == id { return true }
                     return nil
                 }, after: { daemon.clock.advance(by: .seconds(14)) })
-            let reason = try await daemon.waitFor(
-                { activity -> DecisionReason? in
-                    if case .lifecycleChanged(let changed, _, let reason?) = activity, changed == id,
-                        reason.code == .backgroundTimeOverrun
-                    {
-                        return reason
-                    }
-                    return nil
-                }, after: { daemon.clock.advance(by: .seconds(5)) })
+            let reason = try await waitForOverrun(daemon) { daemon.clock.advance(by: .seconds(5)) }
             #expect(reason.detail.contains("30s"))
         }
     }

@@ -115,15 +115,7 @@ extension LifecycleTests {
             #expect(app.state != nil, "ended at the run's end")
             #expect(status?.deadline == daemon.clock.now.addingTimeInterval(5), "\(String(describing: status))")
             #expect(await app.logs("expire-task"), "warned, with the lead to end its task")
-            let reason = try await daemon.waitFor(
-                { activity -> DecisionReason? in
-                    if case .lifecycleChanged(let changed, _, let reason?) = activity, changed == id,
-                        reason.code == .backgroundTimeOverrun
-                    {
-                        return reason
-                    }
-                    return nil
-                }, after: { daemon.clock.advance(by: .seconds(5)) })
+            let reason = try await waitForOverrun(daemon) { daemon.clock.advance(by: .seconds(5)) }
             #expect(reason.code == .backgroundTimeOverrun)
         }
     }

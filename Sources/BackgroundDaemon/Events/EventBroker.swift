@@ -30,7 +30,7 @@ public final class EventBroker: Sendable {
         let news: StreamNews
 
         /// Whether the stream belongs to a process bgd launched rather than to an app the user runs.
-        public var isLaunched: Bool { owner != .runningApp }
+        public var isLaunched: Bool { owner.isLaunched }
 
         /// What the stream is to send, in order.
         public var deliveries: Deliveries { Deliveries(wakes: wakes, news: news) }
@@ -71,7 +71,7 @@ public final class EventBroker: Sendable {
         var continuation: AsyncStream<Void>.Continuation
         let news: StreamNews
 
-        var isLaunched: Bool { owner != .runningApp }
+        var isLaunched: Bool { owner.isLaunched }
 
         func post(_ delivery: Delivery) {
             news.post(delivery)

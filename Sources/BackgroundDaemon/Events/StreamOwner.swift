@@ -10,6 +10,9 @@ public enum StreamOwner: Hashable, Sendable {
     case runningApp
     case launched(AppToken)
 
+    /// Whether bgd launched the process (for a run, or for events such as a session's).
+    public var isLaunched: Bool { self != .runningApp }
+
     /// Whether a stream of this owner may take `event` (when no other stream holds it):
     /// - a run's event goes to whom the run was given (`holder`), and to no one before it is
     ///   given: a launched process serves its run, the app as the user runs it the runs given to

@@ -366,18 +366,20 @@ public actor LifecycleSupervisor: Service {
             pending.transferEvents = false
         }
         work[app] = pending.isEmpty ? nil : pending
-        if pending.isEmpty, var entry = entries[app], entry.state == .background {
-            let left = entry.tasks.isEmpty ? policy.budget : max(policy.expirationLead, timeLeft(of: entry))
-            if entry.tasks.isEmpty || left == policy.expirationLead {
-                // Its background clock set so that `left` remains: as if it entered the
-                // background `budget - left` ago.
-                entry.enteredBackgroundAt = clock.now.adding(left - policy.budget)
-                entry.enteredBackgroundAwake = clock.awake - (policy.budget - left)
-                entry.warned = false
-                entries[app] = entry
-                broker.send(
-                    .lifecycle(state: .background, deadline: clock.now.adding(left)), to: app, launched: entry.launched)
-            }
+        guard pending.isEmpty, var entry = entries[app], entry.state == .background else { return timers.ring() }
+        let left: Duration? =
+            if entry.tasks.isEmpty { policy.budget } else if timeLeft(of: entry) < policy.expirationLead {
+                policy.expirationLead
+            } else { nil }  // its deadline stands
+        if let left {
+            // Its background clock set so that `left` remains: as if it entered the background
+            // `budget - left` ago.
+            entry.enteredBackgroundAt = clock.now.adding(left - policy.budget)
+            entry.enteredBackgroundAwake = clock.awake - (policy.budget - left)
+            entry.warned = false
+            entries[app] = entry
+            broker.send(
+                .lifecycle(state: .background, deadline: clock.now.adding(left)), to: app, launched: entry.launched)
         }
         timers.ring()
     }

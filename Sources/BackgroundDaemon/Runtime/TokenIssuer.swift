@@ -20,8 +20,7 @@ public final class TokenIssuer: Sendable {
             self.owner = owner
         }
 
-        /// Whether bgd launched the process (for a run, or for events such as a session's).
-        public var isLaunched: Bool { owner != .runningApp }
+        public var isLaunched: Bool { owner.isLaunched }
     }
 
     private let launchTokens = Mutex<[String: Bearer]>([:])

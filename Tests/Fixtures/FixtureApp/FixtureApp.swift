@@ -44,7 +44,7 @@ struct FixtureApp {
         let application = try BackgroundApplication()
         let diedOnce = (application.containerPath ?? ".") + "/died-before-ack"
         if behaviour == "die-before-download-ack" && !FileManager.default.fileExists(atPath: diedOnce) {
-            FileManager.default.createFile(atPath: diedOnce, contents: nil)
+            _ = FileManager.default.createFile(atPath: diedOnce, contents: nil)
             setenv("BGD_FAILPOINT", Failpoint.eventAfterHandOver.rawValue + ":once", 1)
         }
         let log = Log(path: (application.containerPath ?? ".") + "/fixture.log")
