@@ -72,7 +72,10 @@ extension LifecycleTests {
             defer { process.signalGroup(SIGKILL) }
             let lifecycle = daemon.daemon.lifecycle
             let id = AppID(rawValue: Self.app)!
-            guard case .success(let grant) = await lifecycle.beginTask(named: "save", for: id, launched: false) else {
+            guard
+                case .success(let grant) = await lifecycle.beginTask(
+                    named: "save", for: id, launched: false, caller: process.processID)
+            else {
                 Issue.record("no task")
                 return
             }
@@ -174,6 +177,26 @@ extension LifecycleTests {
                 LifecycleReport(state: .background, processID: launched.processID), from: id, launched: true)
             #expect(status.processID == launched.processID && status.state == .background)
             #expect(await lifecycle.status(of: id)?.processID == user.processID, "the user's instance is tracked")
+        }
+    }
+
+    /// Tasks a process began before it said its state, which then went away without a word,
+    /// are not the next process's: held, they would have it ended at the end of its time.
+    @Test func tasksAnotherProcessBeganAreNotTakenOver() async throws {
+        try await TestDaemon.with { daemon in
+            _ = try await daemon.register(Self.app, command: ["/bin/false"], interval: .never)
+            let next = try unreportedProcess(in: daemon)
+            defer { next.signalGroup(SIGKILL) }
+            let lifecycle = daemon.daemon.lifecycle
+            let id = AppID(rawValue: Self.app)!
+            guard case .success = await lifecycle.beginTask(named: "gone", for: id, launched: false, caller: 999_999)
+            else {
+                Issue.record("no task")
+                return
+            }
+            _ = await lifecycle.report(
+                LifecycleReport(state: .background, processID: next.processID), from: id, launched: false)
+            #expect(await lifecycle.status(of: id)?.tasks.isEmpty == true, "another process's task taken over")
         }
     }
 }

@@ -28,8 +28,9 @@ struct LifecycleRoutes {
             if let id = begin.id, id.rawValue <= 0 {
                 throw APIError(.badRequest, .invalidTaskID, "a background task identifier is a positive integer")
             }
+            let caller = await PeerCredentials.of(context.channel)?.processID
             switch await lifecycle.beginTask(
-                named: begin.name, for: bearer.app, launched: bearer.isLaunched, id: begin.id)
+                named: begin.name, for: bearer.app, launched: bearer.isLaunched, id: begin.id, caller: caller)
             {
             case .success(let grant): return try JSONResponse.make(grant, status: .created)
             case .failure(.timeOver(let refusal)): throw ServiceError.backgroundTimeExpired(refusal.reason.detail)

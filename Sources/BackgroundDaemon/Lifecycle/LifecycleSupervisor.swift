@@ -33,6 +33,9 @@ public actor LifecycleSupervisor: Service {
         var enteredBackgroundAwake: Duration = .zero
         var warned = false
         var tasks: [BackgroundTaskIdentifier: HeldBackgroundTask] = [:]
+        /// The process that began tasks before the app first said its state (the kernel's word):
+        /// only that one keeps them at its first report.
+        var tasksBegunBy: Int32?
         var nextTaskID = 1
         var reason: DecisionReason?
         /// Its background time is over and the supervisor is ending it.
@@ -139,7 +142,11 @@ public actor LifecycleSupervisor: Service {
         if entry.processID == nil {
             // Its first report: the tasks it began before (iOS's pattern: begin while active,
             // then enter the background) are this process's. Before, they were taken for another
-            // process's and dropped, and the app frozen holding what it thought it held.
+            // process's and dropped, and the app frozen holding what it thought it held. Tasks
+            // another process began (one that went away without a word) are not: held, they
+            // would have this one ended for them.
+            if let begun = entry.tasksBegunBy, begun != report.processID { entry.tasks = [:] }
+            entry.tasksBegunBy = nil
             entry.processID = report.processID
         } else if entry.processID != report.processID {
             // A new process starts afresh: none of the old one's tasks, nor its background time.
@@ -193,7 +200,8 @@ public actor LifecycleSupervisor: Service {
     /// when the last bgd went away, begun again under its identifier (held already: granted
     /// again, not twice).
     public func beginTask(
-        named name: String?, for app: AppID, launched: Bool, id requested: BackgroundTaskIdentifier? = nil
+        named name: String?, for app: AppID, launched: Bool, id requested: BackgroundTaskIdentifier? = nil,
+        caller: Int32? = nil
     ) -> Result<BackgroundTaskGrant, TaskRefusal> {
         let held = requested.map { entries[app]?.tasks[$0] != nil } ?? false
         guard held || (entries[app]?.tasks.count ?? 0) < Self.maximumBackgroundTasksPerApp else {
@@ -220,6 +228,7 @@ public actor LifecycleSupervisor: Service {
             if !held {
                 entry.tasks[id] = HeldBackgroundTask(id: id, name: name.map { String($0.prefix(200)) }, begunAt: now)
             }
+            if entry.processID == nil, entry.tasksBegunBy == nil { entry.tasksBegunBy = caller }
             entries[app] = entry
             activity.emit(.backgroundTaskBegun(app, id))
             timers.ring()
