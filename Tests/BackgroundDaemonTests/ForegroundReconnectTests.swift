@@ -13,6 +13,16 @@ import Testing
 /// its state again, and the fetch bgd owed it when it died reaches it exactly once.
 @Suite(.timeLimit(.minutes(5)))
 struct ForegroundReconnectTests {
+    /// Registers `app` (launched as `/bin/false`) with the bgd `admin` speaks to; its token.
+    static func register(_ app: String, interval: FetchInterval, with admin: DaemonClient) async throws -> String {
+        try await admin.send(
+            .post, "/v1/apps",
+            body: RegisterAppRequest(
+                id: AppID(rawValue: app)!, launchCommand: LaunchCommand(["/bin/false"])!, fetchInterval: interval),
+            as: RegisteredApp.self
+        ).token
+    }
+
     @Test func aForegroundAppOutlivesBgdsCrashAndGetsTheOwedFetchOnce() async throws {
         let directory = TemporaryDirectory.make()
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -27,12 +37,7 @@ struct ForegroundReconnectTests {
         var first: DaemonProcess? = try await DaemonProcess(
             stateDirectory: state, socketPath: socket, arguments: arguments,
             environment: ["BGD_FAILPOINT": "run.afterStartCommit:once"])
-        let token = try await admin.send(
-            .post, "/v1/apps",
-            body: RegisterAppRequest(
-                id: AppID(rawValue: app)!, launchCommand: LaunchCommand(["/bin/false"])!, fetchInterval: .minimum),
-            as: RegisteredApp.self
-        ).token
+        let token = try await Self.register(app, interval: .minimum, with: admin)
         let log = directory + "/app.log"
         let process = try launchForegroundApp(app, token: token, socket: socket, log: log, mode: "idle", in: directory)
         defer { process.signalGroup(SIGKILL) }
@@ -91,12 +96,7 @@ struct ForegroundReconnectTests {
         let app = "com.example.holder"
         var first: DaemonProcess? = try await DaemonProcess(
             stateDirectory: state, socketPath: socket, arguments: ["--conditions", "unconstrained"])
-        let token = try await admin.send(
-            .post, "/v1/apps",
-            body: RegisterAppRequest(
-                id: AppID(rawValue: app)!, launchCommand: LaunchCommand(["/bin/false"])!, fetchInterval: .never),
-            as: RegisteredApp.self
-        ).token
+        let token = try await Self.register(app, interval: .never, with: admin)
         let process = try launchForegroundApp(
             app, token: token, socket: socket, log: directory + "/app.log", mode: "ignore", in: directory)
         defer { process.signalGroup(SIGKILL) }

@@ -96,11 +96,7 @@ extension LifecycleTests {
     /// The app says it is `active` while bgd freezes it, and an event comes too: it stays
     /// `active` (and thawed), not put back in the background by the event calling the freeze off.
     @Test func anAppThatComesToTheForegroundWhileBeingFrozenStaysThere() async throws {
-        try await TestDaemon.with { daemon in
-            let app = try await startInBackgroundWithNothingToDo(in: daemon)
-            defer { app.stop() }
-            let lifecycle = daemon.daemon.lifecycle
-            let id = AppID(rawValue: Self.app)!
+        try await withAppInTheBackground { daemon, app, lifecycle, id in
             let pid = app.process.processID
             let arrivals = Mutex(0)
             await lifecycle.interleave { point, frozen in
@@ -122,16 +118,26 @@ extension LifecycleTests {
         }
     }
 
-    /// Runs `body` with the fixture suspended by bgd (frozen in its cgroup, or stopped).
-    func withSuspendedApp(
+    /// Runs `body` with the fixture in the background with nothing to do (suspended once the
+    /// delay is over), and bgd's lifecycle supervisor.
+    func withAppInTheBackground(
         _ body: @Sendable (TestDaemon, Foreground, LifecycleSupervisor, AppID) async throws -> Void
     ) async throws {
         try await TestDaemon.with { daemon in
             let app = try await startInBackgroundWithNothingToDo(in: daemon)
             defer { app.stop() }
+            try await body(daemon, app, daemon.daemon.lifecycle, AppID(rawValue: Self.app)!)
+        }
+    }
+
+    /// Runs `body` with the fixture suspended by bgd (frozen in its cgroup, or stopped).
+    func withSuspendedApp(
+        _ body: @Sendable (TestDaemon, Foreground, LifecycleSupervisor, AppID) async throws -> Void
+    ) async throws {
+        try await withAppInTheBackground { daemon, app, lifecycle, id in
             _ = try await waitForSuspension(daemon) { daemon.clock.advance(by: .seconds(5)) }
             #expect(await app.settlesSuspended())
-            try await body(daemon, app, daemon.daemon.lifecycle, AppID(rawValue: Self.app)!)
+            try await body(daemon, app, lifecycle, id)
         }
     }
 

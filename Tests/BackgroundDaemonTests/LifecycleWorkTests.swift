@@ -33,6 +33,17 @@ extension LifecycleTests {
         return passed
     }
 
+    /// A bgd with the app registered (never woken), served while `body` runs: its token, its
+    /// lifecycle supervisor, its id.
+    func withRegisteredApp(
+        _ body: @Sendable (TestDaemon, String, LifecycleSupervisor, AppID) async throws -> Void
+    ) async throws {
+        try await TestDaemon.with { daemon in
+            let token = try await daemon.register(Self.app, command: ["/bin/false"], interval: .never).token
+            try await body(daemon, token, daemon.daemon.lifecycle, AppID(rawValue: Self.app)!)
+        }
+    }
+
     /// A process of the app's that has not said its state yet (a child of the test's, in a
     /// session of its own).
     func unreportedProcess(in daemon: TestDaemon) throws -> LaunchedProcess {
@@ -45,11 +56,7 @@ extension LifecycleTests {
     /// Transfer events wait for the app when one of its runs ends: it is not frozen until they
     /// are handled too. Before, any run's end took the app for done.
     @Test func transferEventsKeepTheAppRunningAfterARunEnds() async throws {
-        try await TestDaemon.with { daemon in
-            let app = try await startInBackgroundWithNothingToDo(in: daemon)
-            defer { app.stop() }
-            let lifecycle = daemon.daemon.lifecycle
-            let id = AppID(rawValue: Self.app)!
+        try await withAppInTheBackground { daemon, app, lifecycle, id in
             await lifecycle.workStarted(for: id, run: nil)
             await lifecycle.workStarted(for: id, run: RunID(rawValue: 41))
             await lifecycle.workEnded(for: id, run: RunID(rawValue: 41))
@@ -66,12 +73,9 @@ extension LifecycleTests {
     /// a task it began then is still its own once it says it. Before, both were lost at its
     /// first report: it was frozen mid-run, and holding what it thought it held.
     @Test func whatCameBeforeTheFirstReportCounts() async throws {
-        try await TestDaemon.with { daemon in
-            _ = try await daemon.register(Self.app, command: ["/bin/false"], interval: .never)
+        try await withRegisteredApp { daemon, _, lifecycle, id in
             let process = try unreportedProcess(in: daemon)
             defer { process.signalGroup(SIGKILL) }
-            let lifecycle = daemon.daemon.lifecycle
-            let id = AppID(rawValue: Self.app)!
             guard
                 case .success(let grant) = await lifecycle.beginTask(
                     named: "save", for: id, launched: false, caller: process.processID)
@@ -127,12 +131,9 @@ extension LifecycleTests {
     /// with them, and may be suspended (the run's own end is counted by the run). Before, only
     /// an acknowledgement that left no event at all open said so, and the app stayed awake.
     @Test func anAppIsDoneWithTransferEventsOnceTheyAreAcknowledged() async throws {
-        try await TestDaemon.with { daemon in
-            let token = try await daemon.register(Self.app, command: ["/bin/false"], interval: .never).token
+        try await withRegisteredApp { daemon, token, lifecycle, id in
             let process = try unreportedProcess(in: daemon)
             defer { process.signalGroup(SIGKILL) }
-            let lifecycle = daemon.daemon.lifecycle
-            let id = AppID(rawValue: Self.app)!
             _ = await lifecycle.report(
                 LifecycleReport(state: .background, processID: process.processID), from: id, launched: false)
             // A transfer that failed (its events: transferCompleted, sessionEventsFinished), and a
@@ -163,14 +164,11 @@ extension LifecycleTests {
     /// launched process's report does not take the app's record over. Before, it did, and the
     /// user's instance went untracked — never suspended, its exit unheard.
     @Test func aLaunchedProcessDoesNotTakeTheUsersRecordOver() async throws {
-        try await TestDaemon.with { daemon in
-            _ = try await daemon.register(Self.app, command: ["/bin/false"], interval: .never)
+        try await withRegisteredApp { daemon, _, lifecycle, id in
             let user = try unreportedProcess(in: daemon)
             defer { user.signalGroup(SIGKILL) }
             let launched = try unreportedProcess(in: daemon)
             defer { launched.signalGroup(SIGKILL) }
-            let lifecycle = daemon.daemon.lifecycle
-            let id = AppID(rawValue: Self.app)!
             _ = await lifecycle.report(
                 LifecycleReport(state: .background, processID: user.processID), from: id, launched: false)
             let status = await lifecycle.report(
@@ -183,12 +181,9 @@ extension LifecycleTests {
     /// Tasks a process began before it said its state, which then went away without a word,
     /// are not the next process's: held, they would have it ended at the end of its time.
     @Test func tasksAnotherProcessBeganAreNotTakenOver() async throws {
-        try await TestDaemon.with { daemon in
-            _ = try await daemon.register(Self.app, command: ["/bin/false"], interval: .never)
+        try await withRegisteredApp { daemon, _, lifecycle, id in
             let next = try unreportedProcess(in: daemon)
             defer { next.signalGroup(SIGKILL) }
-            let lifecycle = daemon.daemon.lifecycle
-            let id = AppID(rawValue: Self.app)!
             guard case .success = await lifecycle.beginTask(named: "gone", for: id, launched: false, caller: 999_999)
             else {
                 Issue.record("no task")

@@ -69,23 +69,33 @@ struct TransferHandOffTests {
         }
     }
 
+    /// Registers the fixture as `behaviour` and hands it a download of `seed`'s bytes, which its
+    /// first process (launched for the events) does not live to acknowledge; then launches it
+    /// again with a fetch. The transfer, the download's hash and the fixture's log by then.
+    func downloadOutlivingItsFirstProcess(
+        _ behaviour: String, seed: Int, size: Int, from origin: FaultyOrigin, daemon: TestDaemon
+    ) async throws -> (record: TransferRecord, digest: String, lines: [String]) {
+        try await daemon.register(Self.app, command: try fixture(behaviour), interval: .never)
+        let record = try await handOver(origin.url(seed: seed, size: size), daemon: daemon)
+        let digest = FaultyOrigin.sha256(seed: seed, size: size)
+        #expect(log(daemon) == ["handleEvents fixture", "finished \(record.id) \(digest)"])
+        let ended = try await daemon.admin.send(.get, "/v1/apps/\(Self.app)/history", as: [RunRecord].self)
+        #expect(ended.map(\.outcome) == [.crashed] && ended.first?.trigger == .transferEvents, "\(ended)")
+        _ = try await daemon.waitForRunEnd(of: Self.app) {
+            _ = try await daemon.admin.send(.post, "/v1/apps/\(Self.app)/fetch", as: RunRecord.self)
+        }
+        return (record, digest, log(daemon))
+    }
+
     /// The app crashes inside didFinishDownloadingTo, before acknowledging: the next time it runs
     /// it gets the same events again, in order, and sees the completion once.
     @Test func anAppThatCrashesBeforeAcknowledgingGetsTheEventsAgain() async throws {
         let origin = try await FaultyOrigin.start()
         defer { Task { await origin.stop() } }
         try await TestDaemon.with { daemon in
-            try await daemon.register(Self.app, command: try fixture("crash-on-download"), interval: .never)
-            let record = try await handOver(origin.url(seed: 22, size: 300_000), daemon: daemon)
-            let digest = FaultyOrigin.sha256(seed: 22, size: 300_000)
-            #expect(log(daemon) == ["handleEvents fixture", "finished \(record.id) \(digest)"])
-            let crashed = try await daemon.admin.send(.get, "/v1/apps/\(Self.app)/history", as: [RunRecord].self)
-            #expect(crashed.map(\.outcome) == [.crashed] && crashed.first?.trigger == .transferEvents, "\(crashed)")
             // Next launch (a fetch): the backlog first, then the fetch.
-            _ = try await daemon.waitForRunEnd(of: Self.app) {
-                _ = try await daemon.admin.send(.post, "/v1/apps/\(Self.app)/fetch", as: RunRecord.self)
-            }
-            let lines = log(daemon)
+            let (record, digest, lines) = try await downloadOutlivingItsFirstProcess(
+                "crash-on-download", seed: 22, size: 300_000, from: origin, daemon: daemon)
             #expect(
                 Array(lines.prefix(5)) == [
                     "handleEvents fixture", "finished \(record.id) \(digest)", "finished \(record.id) \(digest)",
@@ -103,17 +113,9 @@ struct TransferHandOffTests {
         let origin = try await FaultyOrigin.start()
         defer { Task { await origin.stop() } }
         try await TestDaemon.with { daemon in
-            try await daemon.register(Self.app, command: try fixture("die-before-download-ack"), interval: .never)
-            let record = try await handOver(origin.url(seed: 24, size: 200_000), daemon: daemon)
-            let digest = FaultyOrigin.sha256(seed: 24, size: 200_000)
-            #expect(log(daemon) == ["handleEvents fixture", "finished \(record.id) \(digest)"])
-            let killed = try await daemon.admin.send(.get, "/v1/apps/\(Self.app)/history", as: [RunRecord].self)
-            #expect(killed.map(\.outcome) == [.crashed], "\(killed)")
             // Next launch (a fetch): the download is acknowledged, not handed over again.
-            _ = try await daemon.waitForRunEnd(of: Self.app) {
-                _ = try await daemon.admin.send(.post, "/v1/apps/\(Self.app)/fetch", as: RunRecord.self)
-            }
-            let lines = log(daemon)
+            let (record, digest, lines) = try await downloadOutlivingItsFirstProcess(
+                "die-before-download-ack", seed: 24, size: 200_000, from: origin, daemon: daemon)
             #expect(lines.filter { $0.hasPrefix("finished") } == ["finished \(record.id) \(digest)"], "\(lines)")
             #expect(lines.contains("completed \(record.id) ok") && lines.contains("eventsFinished fixture"), "\(lines)")
             let outbox = try await daemon.store.outbox(for: AppID(rawValue: Self.app)!)
