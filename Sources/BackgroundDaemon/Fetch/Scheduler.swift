@@ -20,15 +20,12 @@ public struct Scheduler: Service {
     private let doorbell: Doorbell
     private let activity: ActivityFeed
     private let logger: Logger
-    /// How long to wait before trying again after the store failed (disk full, I/O error).
-    private let retryAfterFailure: Duration
-
     private let metrics: DaemonMetrics?
 
     public init(
         metrics: DaemonMetrics? = nil, store: BackgroundStore, coordinator: RunCoordinator, policy: FetchPolicy,
         usage: UsageTracker, conditions: ConditionsMonitor, clock: any WallClock,
-        doorbell: Doorbell, activity: ActivityFeed, logger: Logger, retryAfterFailure: Duration = .seconds(30)
+        doorbell: Doorbell, activity: ActivityFeed, logger: Logger
     ) {
         self.store = store
         self.coordinator = coordinator
@@ -39,7 +36,6 @@ public struct Scheduler: Service {
         self.doorbell = doorbell
         self.activity = activity
         self.logger = logger
-        self.retryAfterFailure = retryAfterFailure
         self.metrics = metrics
     }
 
@@ -78,10 +74,9 @@ public struct Scheduler: Service {
             }
         } catch where Task.isCancelled {
             throw CancellationError()  // bgd is stopping: not a failed pass
-        } catch {
-            logger.warning("Scheduling failed; will retry", metadata: ["error": "\(error)"])
-            return clock.now.adding(retryAfterFailure)
         }
+        // A failed pass is the service loop's to log and try again, after a pause of time that
+        // really passes (a wall-clock retry waited a day for a clock set back a day).
     }
 
     /// Starts what the plan says is due; returns the apps started. An app unregistered, or a

@@ -234,7 +234,7 @@ public actor PushUplink: Service {
                         "Cannot enroll with the push relay", metadata: ["relay": "\(url)", "error": "\(error)"])
                     status = PushRelayStatus(
                         state: .waiting, url: url, lastError: "\(error)", retryAt: clock.now.adding(backoff))
-                    try await changed.wait(until: clock.now.adding(backoff), on: clock)
+                    try await changed.wait(for: backoff, on: clock)  // time that passes, as below
                     backoff = networkChangedWhileDown ? .seconds(1) : min(backoff * 2, configuration.maximumBackoff)
                     networkChangedWhileDown = false
                 }

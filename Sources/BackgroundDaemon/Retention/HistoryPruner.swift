@@ -55,10 +55,14 @@ public struct HistoryPruner: Service {
     }
 
     public func run() async throws {
-        await doorbell.serve("retention", on: clock, logger: logger) {
-            try await pass()
-            return clock.now.adding(configuration.interval)
-        }
+        // Every `interval` of time that passes: a wall-clock date put the next pass a day away
+        // when the clock was set back a day.
+        await doorbell.serve(
+            "retention", on: clock, logger: logger,
+            looking: {
+                try await pass()
+                return Doorbell.NextLook(elapsed: clock.elapsed + configuration.interval)
+            })
     }
 
     /// One pruning pass. `run` makes one now and then; a test makes one and sees what it throws.

@@ -91,14 +91,14 @@ extension Doorbell {
     ///
     /// An iteration that throws (a full disk, an I/O error) is logged with the service's name and
     /// tried again after a pause that doubles from one second to a minute: one service's trouble
-    /// never ends the loop, and so never takes the rest of bgd down with it.
+    /// never ends the loop, and so never takes the rest of bgd down with it. The pause is time
+    /// that really passes: as a wall-clock date, a clock set back a day meanwhile put the next
+    /// try a day away.
     func serve(
         _ name: String, on clock: any WallClock, logger: Logger,
         _ iteration: @escaping @Sendable () async throws -> Date?
     ) async {
-        await loop(
-            name, logger: logger, iteration, retryingAfter: { clock.now.adding($0) },
-            waiting: { try await self.wait(until: $0, on: clock) })
+        await serve(name, on: clock, logger: logger, looking: { NextLook(at: try await iteration()) })
     }
 
     /// The same loop for a service whose iteration says when on the clock's `elapsed` to go

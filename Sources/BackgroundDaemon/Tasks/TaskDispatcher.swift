@@ -102,11 +102,9 @@ actor TaskDispatcher: Service {
             return policy.nextCheck(for: pending.map(\.request), now: now)
         } catch where Task.isCancelled {
             // bgd is stopping (a SIGTERM, another listener that failed): the loop ends quietly,
-            // not with a warning that would read as a second fault.
+            // not with a warning that would read as a second fault. Any other failure is the
+            // loop's to log and try again after a pause of time that really passes.
             throw CancellationError()
-        } catch {
-            logger.warning("Task dispatch failed; will retry", metadata: ["error": "\(error)"])
-            return clock.now.addingTimeInterval(30)
         }
     }
 
