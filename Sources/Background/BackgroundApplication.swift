@@ -38,13 +38,8 @@ public final class BackgroundApplication: Sendable {
         var fetchHandler: FetchHandler?
         var remoteNotificationHandler: RemoteNotificationHandler?
         var delegate: (any BackgroundApplicationDelegate)?
-        /// The highest sequence number taken to handle.
-        var lastHandled: EventSequence?
-        /// Events being handled now: one bgd sends again meanwhile is not taken twice.
-        var handling: Set<EventSequence> = []
-        /// Events taken but given up unhandled when their connection ended (a session the app
-        /// had not created): sent again, they are taken anew, not taken for handled.
-        var givenUp: Set<EventSequence> = []
+        /// Events being handled now, and those handled.
+        var events = TakenEvents()
         /// Events handled whose acknowledgement bgd did not take: tried again at the next hello.
         var unacknowledged: Set<EventSequence> = []
         /// Runs answered whose answer bgd did not take (a timeout, a moment's trouble), by their
@@ -239,8 +234,7 @@ public final class BackgroundApplication: Sendable {
     private func endConnection(_ deliveries: SessionDeliveries) async {
         await deliveries.stop()
         state.withLock { state in
-            state.givenUp.formUnion(state.handling)
-            state.handling.removeAll()
+            state.events.giveUpUnfinished()
             state.unacknowledged.removeAll()  // bgd sends them again, and they are acknowledged then
         }
     }
@@ -358,18 +352,8 @@ public final class BackgroundApplication: Sendable {
         return current == .suspended ? .background : current
     }
 
-    private enum Taking { case new, beingHandled, handledBefore }
-
-    /// Takes `seq` to handle, unless it is being handled now, or was handled before (bgd sends
-    /// it again when the acknowledgement was lost).
-    private func take(_ seq: EventSequence) -> Taking {
-        state.withLock { state in
-            if state.handling.contains(seq) { return .beingHandled }
-            if state.givenUp.remove(seq) == nil, let last = state.lastHandled, seq <= last { return .handledBefore }
-            state.lastHandled = max(state.lastHandled ?? seq, seq)
-            state.handling.insert(seq)
-            return .new
-        }
+    private func take(_ seq: EventSequence) -> TakenEvents.Taking {
+        state.withLock { $0.events.take(seq) }
     }
 
     /// `seq` is handled (or was, and its acknowledgement was lost): acknowledged alone, so that
@@ -378,7 +362,7 @@ public final class BackgroundApplication: Sendable {
     /// is tried again at the stream's next hello — not taken for a broken stream, which cancelled
     /// every handler in flight, to run them all again on the next connection.
     func finish(_ seq: EventSequence) async {
-        _ = state.withLock { $0.handling.remove(seq) }
+        state.withLock { $0.events.finish(seq) }
         await acknowledge(seq)
     }
 
@@ -479,7 +463,7 @@ public final class BackgroundApplication: Sendable {
             // again, it is handled anew.
             if !Task.isCancelled {
                 state.withLock { state in
-                    state.handling.remove(seq)
+                    state.events.finish(seq)
                     state.unreported[seq] = (run, result)
                 }
             }

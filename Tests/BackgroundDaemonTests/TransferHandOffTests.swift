@@ -1,3 +1,4 @@
+import Background
 import BackgroundDaemon
 import BackgroundModel
 import BackgroundPolicy
@@ -309,4 +310,51 @@ struct TransferHandOffTests {
             #expect(unauthenticated.status == 401)
         }
     }
+
+    /// A launched process held a download's events and died unhandled while the app as the user
+    /// runs it — connected meanwhile — had handled later events (a download of its own): the events come to
+    /// the app after that later one, and are handed to its session. Before, the library took
+    /// anything below the highest event it had handled for handled, and acknowledged them
+    /// unhandled: the download was lost.
+    @Test func anEarlierEventLeftByADeadProcessReachesTheRunningApp() async throws {
+        let origin = try await FaultyOrigin.start()
+        defer { Task { await origin.stop() } }
+        try await TestDaemon.with { daemon in
+            let registered = try await daemon.register(
+                Self.app, command: try fixture("hang-on-download"), interval: .never)
+            let pid = try await daemon.waitFor({ if case .processLaunched(_, let pid) = $0 { pid } else { nil } }) {
+                _ = try await daemon.admin.send(
+                    .post, "/v1/transfers?app=\(Self.app)",
+                    body: TransferRequest(session: "fixture", url: origin.url(seed: 27, size: 1000)),
+                    as: TransferRecord.self)
+            }
+            #expect(await eventually { log(daemon).contains { $0.hasPrefix("finished") } }, "\(log(daemon))")
+
+            // The user opens the app, and downloads a file: its events come after the first download's.
+            let application = BackgroundApplication(
+                appID: AppID(rawValue: Self.app)!, token: registered.token, socketPath: daemon.socketPath)
+            let delegate = LocationRecorder()
+            let session = BackgroundURLSession(
+                configuration: .background(withIdentifier: "fixture"), delegate: delegate, application: application)
+            _ = session
+            var connection: Task<Void, any Error>?
+            defer { connection?.cancel() }
+            try await daemon.waitFor({ if case .appConnected = $0 { () } else { nil } }) {
+                connection = Task { try await application.run() }
+            }
+            let (file, _) = try await session.download(from: origin.url(seed: 28, size: 1000))
+            #expect(
+                FaultyOrigin.sha256Digest(of: try Data(contentsOf: file)) == FaultyOrigin.sha256(seed: 28, size: 1000))
+
+            // The launched process dies with the download unhandled: the app's session gets it.
+            kill(pid, SIGKILL)
+            #expect(await eventually { delegate.seen.withLock { $0.count } == 1 }, "handed to the running app")
+            let outbox = try await daemon.store.outbox(for: AppID(rawValue: Self.app)!)
+            #expect(
+                try await eventuallyAsync {
+                    try await daemon.store.outbox(for: AppID(rawValue: Self.app)!).allSatisfy { $0.closedBy == "app" }
+                }, "\(outbox)")
+        }
+    }
+
 }
