@@ -4,6 +4,7 @@ import BackgroundModel
 import BackgroundPolicy
 import BackgroundTesting
 import Foundation
+import GRDB
 import Testing
 
 /// A download handed to bgd for an app that is not running: bgd finishes it, launches the app
@@ -280,6 +281,39 @@ struct TransferHandOffTests {
             // 31 days really pass: they expire.
             let later = await pass { daemon.clock.advance(by: .seconds(31 * 86400)) }
             #expect(later.contains(.eventsExpired(app, events: 3, downloadsRemoved: 1)), "\(later)")
+        }
+    }
+
+    /// The clock is set forward during a pass the store cannot finish (carrying the events
+    /// fails, a full disk say): the step is saved all the same, and a bgd started after it
+    /// still ages the events by the time that passed. Before, the failed pass forgot the jump
+    /// unsaved, and the next bgd's first pass expired the events and removed the download.
+    @Test func aClockStepSurvivesAPassTheStoreCouldNotFinish() async throws {
+        let origin = try await FaultyOrigin.start()
+        defer { Task { await origin.stop() } }
+        let directory = TemporaryDirectory.make()
+        let clock = ManualClock()
+        let app = AppID(rawValue: Self.app)!
+        try await TestDaemon.with(clock: clock, directory: directory) { daemon in
+            _ = try await transferWithoutLaunchEvents(daemon, from: origin, seed: 29)
+            // Events cannot be written for a while: the carry fails.
+            let database = try DatabaseQueue(path: directory + "/state/bgd.sqlite")
+            try await database.write { db in
+                try db.execute(
+                    sql: "CREATE TRIGGER refuse BEFORE UPDATE ON event BEGIN SELECT RAISE(ABORT, 'disk full'); END")
+            }
+            _ = await Self.activity(of: daemon) {
+                clock.jump(by: .seconds(40 * 86400))
+                daemon.daemon.pruneDoorbell.ring()
+            }
+            try await database.write { db in try db.execute(sql: "DROP TRIGGER refuse") }
+            try database.close()
+        }
+        try await TestDaemon.with(clock: clock, directory: directory) { daemon in
+            let pass = await Self.activity(of: daemon) { daemon.daemon.pruneDoorbell.ring() }
+            #expect(!pass.contains { if case .eventsExpired = $0 { true } else { false } }, "\(pass)")
+            let open = try await daemon.store.openEvents(for: app)
+            #expect(open.count == 3, "\(open)")
         }
     }
 

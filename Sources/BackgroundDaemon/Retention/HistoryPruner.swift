@@ -68,12 +68,20 @@ public struct HistoryPruner: Service {
     /// One pruning pass. `run` makes one now and then; a test makes one and sees what it throws.
     public func pass() async throws {
         if !jumps.isRestored { await restoreSteps() }
-        let jump = jumps.forwardJump()
-        try await carryForward(across: jump)
-        if jump > 0 || !jumps.isSaved { await saveSteps() }
+        // The step is saved before anything else is tried, and a carry the store did not take is
+        // tried again at the next pass: before, a pass that failed there (a full disk) forgot the
+        // jump, the step went unsaved, and after a restart the first pass pruned as old
+        // everything stamped before it.
+        _ = jumps.forwardJump()
+        if !jumps.isSaved { await saveSteps() }
+        await step("carrying events across the clock's step") {
+            let jump = jumps.uncarried
+            try await carryForward(across: jump)
+            jumps.markCarried(jump)
+        }
         let ages = jumps.ages()
-        try await expireUnacknowledged(ages: ages)
-        try await expireAbandonedPauses(ages: ages)
+        await step("expiring unacknowledged events") { try await expireUnacknowledged(ages: ages) }
+        await step("cancelling abandoned pauses") { try await expireAbandonedPauses(ages: ages) }
         let report = try await store.prune(configuration.retention, ages: ages)
         if report.rowsDeleted > 0 {
             logger.info(
@@ -85,6 +93,17 @@ public struct HistoryPruner: Service {
                 ])
         }
         activity?.emit(.historyPruned(rows: report.rowsDeleted))
+    }
+
+    /// One step before the prune. One that fails is said, and the pass goes on: a step that
+    /// failed at every pass (a row that cannot be read) stopped every later one, and so all
+    /// pruning, for good.
+    private func step(_ name: String, _ body: () async throws -> Void) async {
+        do {
+            try await body()
+        } catch {
+            logger.error("A pruning step failed; the pass goes on", metadata: ["step": "\(name)", "error": "\(error)"])
+        }
     }
 
     /// The steps a bgd before this one saw. Ones that cannot be read are said and left: pruning
@@ -129,16 +148,22 @@ public struct HistoryPruner: Service {
     /// Transfers paused with no progress for `retention.history` are cancelled: the app that
     /// paused one and threw its resume data away kept a row and a partial file for good, up to
     /// its limit of outstanding transfers, past which it could make no more.
+    /// One that cannot be cancelled now is said, and the others are cancelled all the same.
     private func expireAbandonedPauses(ages: StampAges) async throws {
         guard let expirePaused else { return }
         var expired = 0
-        for id in try await store.pausedTransfers(idleFor: configuration.retention.history, ages: ages)
-        where try await expirePaused(id) {
-            expired += 1
+        var failure: (any Error)?
+        for id in try await store.pausedTransfers(idleFor: configuration.retention.history, ages: ages) {
+            do {
+                if try await expirePaused(id) { expired += 1 }
+            } catch {
+                failure = error
+            }
         }
         if expired > 0 {
             logger.notice("Cancelled transfers paused and left too long", metadata: ["transfers": "\(expired)"])
         }
+        if let failure { throw failure }
     }
 
     /// A transfer's events the app has not acknowledged in `retention.history` are closed as

@@ -16,9 +16,11 @@ import Synchronization
 final class WallClockJumps: Sendable {
     private let clock: any WallClock
     private let remembered: Duration
-    /// The last look, the steps, whether those a bgd before saved are back (`restore`), and
-    /// whether the store holds the steps as they are.
-    private let last: Mutex<(now: Date, elapsed: Duration, steps: [Step], restored: Bool, saved: Bool)>
+    /// The last look, the steps, whether those a bgd before saved are back (`restore`),
+    /// whether the store holds the steps as they are, and the jumps whose events are not yet
+    /// carried forward.
+    private let last:
+        Mutex<(now: Date, elapsed: Duration, steps: [Step], restored: Bool, saved: Bool, uncarried: TimeInterval)>
 
     private struct Step {
         var before: Date
@@ -37,7 +39,7 @@ final class WallClockJumps: Sendable {
     init(clock: any WallClock, remembered: Duration = .zero) {
         self.clock = clock
         self.remembered = remembered
-        last = Mutex((clock.now, clock.elapsed, [], false, true))
+        last = Mutex((clock.now, clock.elapsed, [], false, true, 0))
     }
 
     /// Seconds the wall clock was set forward since the last call (or since this was made);
@@ -54,6 +56,8 @@ final class WallClockJumps: Sendable {
             // latest it can have been, which makes the most of the stamps before it younger.
             last.steps.append(Step(before: now.addingTimeInterval(-jump), at: elapsed, seenAt: now))
             last.steps = Array(last.steps.suffix(Self.stepsKept))
+            last.saved = false  // until the store holds this step too
+            last.uncarried += jump
             return jump
         }
     }
@@ -62,6 +66,11 @@ final class WallClockJumps: Sendable {
     var steps: [WallClockStep] {
         last.withLock { $0.steps.map { WallClockStep(before: $0.before, seenAt: $0.seenAt) } }
     }
+
+    /// Seconds of forward jumps whose open events are not yet carried forward (a carry the
+    /// store did not take is tried again at the next pass).
+    var uncarried: TimeInterval { last.withLock { $0.uncarried } }
+    func markCarried(_ jump: TimeInterval) { last.withLock { $0.uncarried -= jump } }
 
     /// Whether `restore` has run (a pruner takes back the saved steps at its first pass).
     var isRestored: Bool { last.withLock { $0.restored } }
