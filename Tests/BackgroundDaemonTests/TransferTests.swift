@@ -402,6 +402,31 @@ struct TransferTests {
         }
     }
 
+    /// A discretionary transfer held on battery past the no-progress timeout, whose first
+    /// attempt gets an answer without bytes, is retried: the silence that fails a transfer is
+    /// its attempts', not the time it was held. Before, that first answer failed it
+    /// (noProgress), and while it was held the service planned again without a pause.
+    @Test func timeHeldBeforeTheFirstAttemptIsNoLackOfProgress() async throws {
+        try await withOrigin(adjusting: { $0.noProgressTimeout = .seconds(3600) }) { origin, daemon in
+            _ = try await daemon.admin.send(
+                .put, "/v1/env", body: ConditionOverrides(power: .battery, batteryLevel: 60), as: ConditionsReport.self)
+            let record = try await daemon.admin.send(
+                .post, "/v1/transfers",
+                body: TransferRequest(
+                    session: "t", url: origin.url(seed: 68, size: 1000, faults: ["status": "503", "times": "1"]),
+                    isDiscretionary: true, destination: daemon.directory + "/held"),
+                as: TransferRecord.self)
+            try await daemon.waitUntil {
+                try await daemon.admin.send(.get, "/v1/transfers/\(record.id)", as: TransferRecord.self).state
+                    == .waiting
+            }
+            daemon.clock.advance(by: .seconds(2 * 3600))
+            _ = try await daemon.admin.send(.delete, "/v1/env", as: ConditionsReport.self)
+            let ended = try await waitForEnd(record.id, daemon)
+            #expect(ended.state == .completed && ended.attempts == 2, "\(ended)")
+        }
+    }
+
     /// timeoutIntervalForResource: a transfer that cannot finish in time fails with timedOut.
     @Test func theResourceTimeoutFailsATransfer() async throws {
         try await withOrigin { origin, daemon in

@@ -27,6 +27,23 @@ struct TransferPolicyTests {
         #expect(decision.lookAgainAt == at(3601))
     }
 
+    /// A transfer that has made no attempt, held past the no-progress timeout (its begin date
+    /// ahead, or a discretionary one on battery), is not failed, and is not looked at again at
+    /// once. Before, its look-again time was `now`: the service planned again without a pause,
+    /// a core busy for as long as it was held.
+    @Test(arguments: [false, true])
+    func oneHeldPastTheTimeoutBeforeAnyAttemptIsNotLookedAtAgainAtOnce(onBattery: Bool) {
+        let request = TransferRequest(session: "s", url: URL(string: "http://127.0.0.1/f")!, isDiscretionary: true)
+        let now = at(2 * 86400)
+        let held = policy.decide(
+            snapshot(request, nextAttempt: onBattery ? nil : 3 * 86400, silentFor: .seconds(2 * 86400)),
+            conditions: onBattery ? DeviceConditions(power: .battery, batteryLevel: 60, network: .unmetered) : online,
+            attemptsRunning: 0, now: now)
+        let isHeld = if case .hold = held.action { true } else { false }
+        #expect(onBattery ? isHeld : held.action == .waitForRetry, "\(held)")
+        #expect(held.lookAgainAt.map { $0 > now } ?? true, "\(String(describing: held.lookAgainAt))")
+    }
+
     /// With no network, a transfer that waits for connectivity is held; one that does not (a
     /// download someone watches at a terminal) fails at once, as curl would.
     @Test(arguments: [true, false])

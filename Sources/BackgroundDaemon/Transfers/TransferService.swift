@@ -297,7 +297,12 @@ public actor TransferService: Service {
                 if try await store.setWaiting(id, reason: reason.detail) {
                     activity.emit(.transferHeld(id, reason: reason.detail))
                 }
-            case .attempt: attempts[id] = Task { await self.attempt(id) }
+            case .attempt:
+                // The silence that fails a transfer starts at its first attempt: one held for
+                // days by its begin date or on battery failed for want of progress at the first
+                // answer without bytes.
+                if transfer.record.attempts == 0 { progressSeen[id] = elapsed }
+                attempts[id] = Task { await self.attempt(id) }
             }
         }
         return Doorbell.NextLook(at: next, elapsed: nextElapsed)

@@ -93,9 +93,11 @@ public struct TransferPolicy: Hashable, Sendable {
                 "no progress for \(noProgressTimeout.humanDescription): \(transfer.lastError ?? "no answer")")
             return Decision(action: .fail(error), lookAgainAt: nil)
         }
-        // Looked at again when both could be true (never at a time already past).
+        // Looked at again when both could be true, unless they are already and it has made no
+        // attempt (only an attempt's silence fails it): before, such a transfer (held past the
+        // timeout by its begin date, or on battery) was looked at again at once, for ever.
         let stallCheck = max(stalled, now.adding(max(.zero, noProgressTimeout - transfer.silentFor)))
-        var lookAgainAt = min(deadline, stallCheck)
+        var lookAgainAt = stallCheck > now ? min(deadline, stallCheck) : deadline
         // The retry this bgd holds stands over the store's; a stored one further ahead than any
         // retry is given (a clock set back since it was written) is due. Before the first
         // attempt the stored time is the app's `earliestBegin`, which may be weeks ahead.
