@@ -51,6 +51,9 @@ public final class BackgroundApplication: Sendable {
         var announcedSessions: Set<String> = []
         /// The lifecycle as this process knows it (bgd's word wins when it sends one).
         var applicationState: ApplicationState = .active
+        /// Counts the app's transitions, and whether bgd has not taken the last one.
+        var stateVersion = 0
+        var stateUnreported = false
         var backgroundDeadline: Date?
         /// bgd said this stretch of background time is ending (reset when it starts again).
         var expirationAnnounced = false
@@ -264,8 +267,10 @@ public final class BackgroundApplication: Sendable {
                     // reported at each (every 30 s), a state read just before a transition was
                     // sent after it, and a foreground app was told of as in the background.
                     if reconnected && !greeted {
-                        greeted = (try? await reportState(currentStateForReport)) != nil  // else at the next
+                        greeted = (try? await reportCurrentState()) != nil  // else at the next
                         if greeted { await beginHeldTasksAgain() }
+                    } else if isStateUnreported {
+                        try? await reportCurrentState()  // a transition bgd did not take: again
                     }
                     continue
                 case .event(let event):
@@ -345,12 +350,6 @@ public final class BackgroundApplication: Sendable {
 
     /// How many runs' answers bgd has not taken yet (tests).
     var answersNotTaken: Int { state.withLock { $0.unreported.count } }
-
-    /// The state to tell a bgd met again (it suspends; an app only reports the others).
-    private var currentStateForReport: ApplicationState {
-        let current = state.withLock { $0.applicationState }
-        return current == .suspended ? .background : current
-    }
 
     private func take(_ seq: EventSequence) -> TakenEvents.Taking {
         state.withLock { $0.events.take(seq) }

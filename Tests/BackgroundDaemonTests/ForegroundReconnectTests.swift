@@ -3,6 +3,7 @@ import BackgroundDaemon
 import BackgroundModel
 import BackgroundTesting
 import Foundation
+import Synchronization
 import Testing
 
 #if canImport(Glibc)
@@ -123,4 +124,37 @@ struct ForegroundReconnectTests {
         let summary = try await admin.send(.get, "/v1/apps", as: [AppSummary].self).first
         #expect(summary?.lifecycle?.state == .background, "\(String(describing: summary?.lifecycle))")
     }
+
+    /// The app enters the background while bgd restarts: the transition is the app's at once
+    /// (the call throws, bgd not having taken it), and the next bgd is told the app is in the
+    /// background, with its time counting. Before, the app stayed active until bgd took the
+    /// report, told the next bgd it was active, and ran unbounded.
+    @Test func aTransitionMadeWhileBgdIsDownIsToldToTheNext() async throws {
+        let directory = TemporaryDirectory.make()
+        let id = "com.example.moved"
+        let application = try await TestDaemon.with(directory: directory) { daemon in
+            let registered = try await daemon.register(id, command: ["/bin/false"], interval: .never)
+            return BackgroundApplication(
+                appID: AppID(rawValue: id)!, token: registered.token, socketPath: daemon.socketPath)
+        }
+        let connection = Mutex<Task<Void, any Error>?>(nil)
+        defer { connection.withLock { $0?.cancel() } }
+        try await TestDaemon.with(directory: directory) { daemon in
+            connection.withLock { $0 = Task { try await application.run() } }
+            try await daemon.waitUntilConnected(id)
+            try await application.applicationDidBecomeActive()
+        }  // bgd stops
+        await #expect(throws: BackgroundError.self) { try await application.applicationDidEnterBackground() }
+        #expect(application.applicationState == .background)
+        try await TestDaemon.with(directory: directory) { daemon in
+            try await daemon.waitUntilConnected(id)
+            #expect(
+                try await eventuallyAsync {
+                    try await daemon.admin.send(.get, "/v1/apps/\(id)", as: AppSummary.self).lifecycle?.state
+                        == .background
+                })
+            #expect(await eventually { application.backgroundTimeRemaining <= 30 }, "its time counts")
+        }
+    }
+
 }

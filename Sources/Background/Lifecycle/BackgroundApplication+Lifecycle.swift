@@ -49,16 +49,46 @@ extension BackgroundApplication {
         return stream
     }
 
+    /// The app is in `newState` from now, whatever bgd answers: the user moved it. bgd is then
+    /// told; one that does not take it (restarting, a moment's trouble) is told at the stream's
+    /// next hello or connection, and the error is thrown for the caller to know. Before, the
+    /// state stayed as it was until bgd took the report: an app that entered the background
+    /// while bgd restarted told the next bgd it was active, and ran unbounded.
     func transition(to newState: ApplicationState, notifying notification: LifecycleNotification) async throws {
-        let status = try await reportState(newState)
         let observers = state.withLock { state in
             if state.applicationState != newState { state.expirationAnnounced = false }
             state.applicationState = newState
-            state.backgroundDeadline = status.deadline
+            state.backgroundDeadline = nil  // bgd's answer says
+            state.stateVersion += 1
+            state.stateUnreported = true
             return Array(state.lifecycleObservers.values)
         }
         for observer in observers { observer.yield(notification) }
+        try await reportCurrentState()
     }
+
+    /// Tells bgd the state the app is in, again until the state told is still the app's when
+    /// bgd has answered: two transitions reported at once (or one beside the report a new
+    /// connection makes) could land in the other order, and bgd keep the older.
+    func reportCurrentState() async throws {
+        while true {
+            let (current, version) = state.withLock { state in
+                // bgd suspends; an app only reports the others.
+                (state.applicationState == .suspended ? .background : state.applicationState, state.stateVersion)
+            }
+            let status = try await reportState(current)
+            let settled = state.withLock { state in
+                guard state.stateVersion == version else { return false }
+                state.backgroundDeadline = status.deadline
+                state.stateUnreported = false
+                return true
+            }
+            if settled { return }
+        }
+    }
+
+    /// Whether bgd has not taken the app's last transition yet.
+    var isStateUnreported: Bool { state.withLock { $0.stateUnreported } }
 
     @discardableResult
     func reportState(_ newState: ApplicationState) async throws -> LifecycleStatus {
