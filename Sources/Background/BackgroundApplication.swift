@@ -578,6 +578,7 @@ public final class BackgroundApplication: Sendable {
     private func deliverTransferEvent(_ body: AppEvent.Body, session identifier: String) async -> Bool {
         announceEvents(for: identifier)
         guard let session = await sessions.session(identifier) else { return false }
+        await session.submissionsSettled()
         session.deliver(body)
         if case .sessionEventsFinished = body { _ = state.withLock { $0.announcedSessions.remove(identifier) } }
         return true

@@ -166,16 +166,14 @@ struct BackgroundURLSessionTests {
             let seen = delegate.seen.withLock { $0 }
             #expect(seen.count == 1 && seen.values.allSatisfy { $0 }, "handed a file that was there: \(seen)")
             #expect(FileManager.default.fileExists(atPath: daemon.directory + "/taken-\(task.taskIdentifier)"))
-            // No end is kept for a caller when none waits: before, each one was, for as long as
-            // the app ran.
-            #expect(session.earlyCount == 0)
+            // Nothing is kept for a caller once none waits.
+            #expect(session.heldForCallers == 0)
         }
     }
 
     /// Without a delegate, a download that ends while a `download(from:)` caller waits for
-    /// another is kept for that caller, in case it is theirs; a listener of `events` told of it
-    /// owns it too. Before, the file was removed from under the listener when the caller's own
-    /// download ended and nobody had claimed the kept one.
+    /// another is not the caller's: a listener of `events` told of it owns it. Before, the file
+    /// was removed from under the listener when the caller's own download ended.
     @Test func aFileAListenerWasToldOfStaysWhenNoCallerClaimsIt() async throws {
         try await withSession("listened") { origin, daemon, application, session in
             var events = session.events.makeAsyncIterator()
@@ -193,7 +191,54 @@ struct BackgroundURLSessionTests {
             #expect(FileManager.default.fileExists(atPath: file.path), "the caller's")
             let location = try #require(told)
             #expect(FileManager.default.fileExists(atPath: location.path), "the listener's: \(location.path)")
-            #expect(session.earlyCount == 0)
+            #expect(session.heldForCallers == 0)
+        }
+    }
+
+    /// A download that ends before bgd's answer to its submission reaches the caller (a small
+    /// file, a fast origin) is still the caller's, with a delegate there: the session's events
+    /// wait for the caller to wait. Before, the delegate was handed the file, and the caller got
+    /// "bgd reported success without a file".
+    @Test func aDownloadThatEndsBeforeItsCallerWaitsIsTheCallers() async throws {
+        let delegate = LocationRecorder()
+        try await withSession("raced", delegate: delegate) { origin, daemon, application, session in
+            let (task, outcome) = try await session.submitAndWait {
+                let task = try await session.downloadTask(with: origin.url(seed: 79, size: 2000))
+                // The answer is late: the download ends, and its events reach the app, first.
+                try await daemon.waitUntil {
+                    try await daemon.admin.send(.get, "/v1/transfers/\(task.taskIdentifier)", as: TransferRecord.self)
+                        .state == .completed
+                }
+                _ = await eventually { !delegate.seen.withLock { $0 }.isEmpty }
+                return task
+            }
+            #expect(delegate.seen.withLock { $0 }.isEmpty, "the delegate was handed the caller's file")
+            let file = try #require(outcome.file, "\(outcome)")
+            #expect(
+                FaultyOrigin.sha256Digest(of: try Data(contentsOf: file)) == FaultyOrigin.sha256(seed: 79, size: 2000))
+            #expect(session.heldForCallers == 0 && task.taskDescription == nil)
+        }
+    }
+
+    /// Cancelling the task that waits in `download(from:)` cancels the download, as iOS's
+    /// async method does: the caller gets the cancellation, bgd stops the transfer. Before, the
+    /// caller waited on until the download ended.
+    @Test func cancellingTheCallerCancelsItsDownload() async throws {
+        try await withSession("cancelled") { origin, daemon, application, session in
+            let caller = Task {
+                try await session.download(from: origin.url(seed: 80, size: 4 << 20, faults: ["rate": String(1 << 20)]))
+            }
+            await origin.waitUntilServed(100_000)
+            caller.cancel()
+            let thrown = await caller.result
+            guard case .failure(let error as TransferError) = thrown else {
+                Issue.record("\(thrown)")
+                return
+            }
+            #expect(error.code == .cancelled, "\(error)")
+            let transfers = try await daemon.admin.send(.get, "/v1/transfers", as: [TransferRecord].self)
+            #expect(transfers.map(\.state) == [.cancelled], "\(transfers)")
+            #expect(session.heldForCallers == 0)
         }
     }
 

@@ -17,16 +17,13 @@ public final class BackgroundURLSession: Sendable {
     let application: BackgroundApplication
 
     private struct State {
+        /// The `download(from:)` and `upload` callers waiting for their transfer's end.
         var waiters: [TransferID: CheckedContinuation<Outcome, Never>] = [:]
         var finishedFiles: [TransferID: URL] = [:]
-        /// Ends that came before their caller waited for them, kept while a call is between its
-        /// submission and its wait (`awaiting`), and only then: an app that never waits (a
-        /// delegate's) kept every end it was told of for as long as it ran.
-        var early: [TransferID: Outcome] = [:]
-        /// Of those, the ones whose file `events` listeners were told of: theirs too, so not
-        /// removed when no caller claims them.
-        var toldListeners: Set<TransferID> = []
-        var awaiting = 0
+        /// Callers between their submission and their wait: until they wait, the transfer they
+        /// submitted has no known id, so the session's events wait for them (`submissionsSettled`).
+        var submitting = 0
+        var settledWaiters: [CheckedContinuation<Void, Never>] = []
         var listeners: [UUID: AsyncStream<BackgroundURLSessionEvent>.Continuation] = [:]
     }
 
@@ -100,27 +97,26 @@ public final class BackgroundURLSession: Sendable {
     }
 
     /// Downloads and waits: the file returned is the caller's (moved into the app's
-    /// `Downloads` directory). Throws the transfer's error when it fails.
+    /// `Downloads` directory). Throws the transfer's error when it fails; cancelling the caller
+    /// cancels the download.
     public func download(
         from url: URL, taskDescription: String? = nil, sha256: String? = nil
     ) async throws -> (URL, BackgroundURLSessionTask) {
-        beginAwaiting()
-        defer { endAwaiting() }
-        let task = try await downloadTask(with: url, taskDescription: taskDescription, sha256: sha256)
-        let outcome = await wait(for: task.taskIdentifier)
+        let (task, outcome) = try await submitAndWait {
+            try await downloadTask(with: url, taskDescription: taskDescription, sha256: sha256)
+        }
         if let error = outcome.error { throw error }
         guard let file = outcome.file else { throw TransferError(.fileError, "bgd reported success without a file") }
         return (file, task)
     }
 
-    /// Uploads and waits; returns the server's status.
+    /// Uploads and waits; returns the server's status. Cancelling the caller cancels the upload.
     public func upload(
         fileAt file: URL, to url: URL, httpMethod: String = "POST"
     ) async throws -> (Int?, BackgroundURLSessionTask) {
-        beginAwaiting()
-        defer { endAwaiting() }
-        let task = try await uploadTask(fromFile: file, to: url, httpMethod: httpMethod)
-        let outcome = await wait(for: task.taskIdentifier)
+        let (task, outcome) = try await submitAndWait {
+            try await uploadTask(fromFile: file, to: url, httpMethod: httpMethod)
+        }
         if let error = outcome.error { throw error }
         return (outcome.statusCode, task)
     }
@@ -168,39 +164,60 @@ public final class BackgroundURLSession: Sendable {
                 .post, "/v1/app/transfers", body: request, as: TransferRecord.self))
     }
 
-    private func beginAwaiting() { state.withLock { $0.awaiting += 1 } }
-
-    /// The last call waiting is done: the ends kept meanwhile were none of theirs, nor their
-    /// files.
-    private func endAwaiting() {
-        let unclaimed = state.withLock { state -> [URL] in
-            state.awaiting -= 1
-            guard state.awaiting == 0 else { return [] }
-            defer {
-                state.early.removeAll()
-                state.toldListeners.removeAll()
-            }
-            return state.early.filter { !state.toldListeners.contains($0.key) }.values.compactMap(\.file)
+    /// Submits a transfer for a caller who waits for its end, and waits. The session's events
+    /// wait while the submission is under way (`submissionsSettled`): a transfer can end before
+    /// bgd's answer says its id, and its file went to the delegate, the caller left with
+    /// "success without a file". (Before, ends that came early were kept for callers not yet
+    /// waiting, guessed at: with a delegate, never.)
+    func submitAndWait(
+        _ submit: () async throws -> BackgroundURLSessionTask
+    ) async throws -> (BackgroundURLSessionTask, Outcome) {
+        state.withLock { $0.submitting += 1 }
+        let task: BackgroundURLSessionTask
+        do {
+            task = try await submit()
+        } catch {
+            settleSubmission(waiting: nil)
+            throw error
         }
-        for file in unclaimed { try? FileManager.default.removeItem(at: file) }
+        let outcome = await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                settleSubmission(waiting: (task.taskIdentifier, continuation))
+            }
+        } onCancel: {
+            Task { try? await self.cancel(task) }  // its end, cancelled, resumes the wait
+        }
+        return (task, outcome)
     }
 
-    /// How many ends are kept for callers not yet waiting (tests).
-    var earlyCount: Int { state.withLock { $0.early.count } }
+    /// One submission is over: its caller waits now (or it failed), and the events held for it
+    /// go on once none is under way.
+    private func settleSubmission(waiting: (TransferID, CheckedContinuation<Outcome, Never>)?) {
+        let settled = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            if let (id, continuation) = waiting { state.waiters[id] = continuation }
+            state.submitting -= 1
+            guard state.submitting == 0 else { return [] }
+            defer { state.settledWaiters.removeAll() }
+            return state.settledWaiters
+        }
+        for waiter in settled { waiter.resume() }
+    }
 
-    private func wait(for id: TransferID) async -> Outcome {
+    /// Returns once no caller is between its submission and its wait: an event delivered then
+    /// finds the caller whose transfer it is.
+    func submissionsSettled() async {
         await withCheckedContinuation { continuation in
-            let early: Outcome? = state.withLock { state in
-                if let outcome = state.early.removeValue(forKey: id) {
-                    state.toldListeners.remove(id)
-                    return outcome
-                }
-                state.waiters[id] = continuation
-                return nil
+            let now = state.withLock { state in
+                if state.submitting == 0 { return true }
+                state.settledWaiters.append(continuation)
+                return false
             }
-            if let early { continuation.resume(returning: early) }
+            if now { continuation.resume() }
         }
     }
+
+    /// How many callers' transfers the session holds a file or a wait for (tests).
+    var heldForCallers: Int { state.withLock { $0.waiters.count + $0.finishedFiles.count } }
 
     static func queryEscaped(_ text: String) -> String {
         text.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? text
@@ -214,19 +231,11 @@ public final class BackgroundURLSession: Sendable {
             let task = BackgroundURLSessionTask(id: id, taskDescription: description, kind: .download)
             let file = URL(fileURLWithPath: location)
             // A `download(from:)` caller owns the file, as iOS's async methods return it instead
-            // of calling the delegate: it leaves bgd's hand-off place before the ack. One that has
-            // not begun to wait yet (the end came before bgd's answer to the submission) may be
-            // this download's: with no delegate to take it, it is kept for that caller.
-            let forCaller = state.withLock { $0.waiters[id] != nil || ($0.awaiting > 0 && delegate == nil) }
-            if forCaller {
+            // of calling the delegate: it leaves bgd's hand-off place before the ack. (Every
+            // caller waits by now: `submissionsSettled`.)
+            if state.withLock({ $0.waiters[id] != nil }) {
                 let kept = keep(file, id: id)
-                // Kept for a caller that may not be this download's: listeners told of it own it
-                // too, and it is not removed if no caller claims it (before, it was, from under them).
-                let told = hasListeners
-                state.withLock { state in
-                    state.finishedFiles[id] = kept
-                    if told && state.waiters[id] == nil { state.toldListeners.insert(id) }
-                }
+                state.withLock { $0.finishedFiles[id] = kept }
                 broadcast(.downloadFinished(task, location: kept ?? file))
             } else {
                 // The delegate takes it first, as on iOS; what it leaves is for `events`.
@@ -247,9 +256,7 @@ public final class BackgroundURLSession: Sendable {
             let (waiter, outcome) = state.withLock { state -> (CheckedContinuation<Outcome, Never>?, Outcome) in
                 let outcome = Outcome(
                     file: state.finishedFiles.removeValue(forKey: id), error: error, statusCode: statusCode)
-                let waiter = state.waiters.removeValue(forKey: id)
-                if waiter == nil && state.awaiting > 0 { state.early[id] = outcome }
-                return (waiter, outcome)
+                return (state.waiters.removeValue(forKey: id), outcome)
             }
             waiter?.resume(returning: outcome)
         case .sessionEventsFinished:
