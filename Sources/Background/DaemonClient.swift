@@ -110,7 +110,7 @@ public struct DaemonClient: Sendable {
     private func exchangeOnTheEventLoop(
         _ method: Method, _ path: String, body: Data?, timeout: Duration
     ) async throws -> (Int, Data) {
-        var request = try makeRequest(method, path)
+        var request = try makeRequest(method, path, timeout: timeout)
         if let body {
             request.body = .bytes(ByteBuffer(bytes: body))
             request.headers.add(name: "Content-Type", value: "application/json")
@@ -149,7 +149,7 @@ public struct DaemonClient: Sendable {
 
     /// Opens a newline-delimited JSON stream (the app's events).
     public func stream(_ path: String) async throws -> StreamMessages {
-        let request = try makeRequest(.get, path)
+        let request = try makeRequest(.get, path, timeout: Self.streamConnectTimeout)
         let response: HTTPClientResponse
         do {
             response = try await http.execute(request, deadline: .distantFuture)
@@ -163,8 +163,12 @@ public struct DaemonClient: Sendable {
         return StreamMessages(body: response.body)
     }
 
-    private func makeRequest(_ method: Method, _ path: String) throws -> HTTPClientRequest {
-        if let problem = SocketProbe.problem(connectingTo: socketPath) {
+    /// How long opening the event stream waits for bgd to take the connection.
+    static let streamConnectTimeout = Duration.seconds(30)
+
+    private func makeRequest(_ method: Method, _ path: String, timeout: Duration) throws -> HTTPClientRequest {
+        if let problem = SocketProbe.problem(connectingTo: socketPath, timeout: timeout) {
+            if problem.timedOut { throw BackgroundError.daemonUnresponsive(socketPath, within: timeout) }
             throw problem.permissionDenied
                 ? BackgroundError.socketNotPermitted(socketPath)
                 : BackgroundError.daemonUnreachable(socketPath, problem.reason)

@@ -35,17 +35,15 @@ enum DirectExchange {
             throw Failure(reason: "'\(path.prefix(80))' is not a request path (no spaces or control characters)")
         }
         let descriptor: Int32
-        switch SocketProbe.connection(to: socketPath) {
+        switch SocketProbe.connection(to: socketPath, timeout: timeout) {
         case .success(let connected): descriptor = connected
-        case .failure(let problem): throw Failure(reason: problem.reason, permissionDenied: problem.permissionDenied)
+        case .failure(let problem):
+            throw Failure(
+                reason: problem.reason, timedOut: problem.timedOut, permissionDenied: problem.permissionDenied)
         }
         defer { close(descriptor) }
-        var limit = timeval(
-            tv_sec: .init(min(timeout.components.seconds, 86400)),
-            tv_usec: .init(timeout.components.attoseconds / 1_000_000_000_000))
-        if limit.tv_sec == 0 && limit.tv_usec == 0 { limit.tv_usec = 1 }  // zero would mean "no limit"
+        var limit = timeval(timeout)  // sending: set by the connection already
         setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
-        setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
 
         var head = "\(method) \(path) HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
         for (name, value) in headers { head += "\(name): \(value)\r\n" }

@@ -10,9 +10,9 @@ import Foundation
 /// retries a failing connection until the request's deadline, so without this, `bgctl status`
 /// with bgd down would sit for the whole timeout instead of saying so at once.
 enum SocketProbe {
-    /// Nil when a connection succeeds; otherwise why it failed.
-    static func problem(connectingTo path: String) -> Problem? {
-        switch connection(to: path) {
+    /// Nil when a connection succeeds within `timeout`; otherwise why it failed.
+    static func problem(connectingTo path: String, timeout: Duration) -> Problem? {
+        switch connection(to: path, timeout: timeout) {
         case .success(let descriptor):
             close(descriptor)
             return nil
@@ -26,10 +26,16 @@ enum SocketProbe {
         /// The socket, or a directory on its way, is not this user's to use: bgd may well be
         /// running, as another user.
         var permissionDenied = false
+        /// bgd's queue of connections not yet accepted stayed full for the whole timeout: it
+        /// runs, but takes no connection (stopped, or stuck).
+        var timedOut = false
     }
 
-    /// A connected socket (the caller closes it), or why there is none.
-    static func connection(to path: String) -> Result<Int32, Problem> {
+    /// A connected socket (the caller closes it), or why there is none within `timeout`. The
+    /// timeout is the socket's send timeout from before the connection: Linux waits that long
+    /// for room in the queue of a bgd that accepts nothing. Without it, the wait had no end — a
+    /// stopped bgd's queue, filled by earlier calls that gave up, hung every later one.
+    static func connection(to path: String, timeout: Duration) -> Result<Int32, Problem> {
         #if canImport(Glibc)
             let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         #else
@@ -40,6 +46,8 @@ enum SocketProbe {
             close(descriptor)
             return .failure(Problem(reason: "the socket path is too long"))
         }
+        var limit = timeval(timeout)
+        setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
         let result = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                 connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
@@ -48,6 +56,12 @@ enum SocketProbe {
         guard result != 0 else { return .success(descriptor) }
         let code = errno
         close(descriptor)
+        if code == EAGAIN || code == EWOULDBLOCK || code == EINPROGRESS {
+            return .failure(
+                Problem(
+                    reason: "bgd took no connection within \(timeout.formatted(.units(allowed: [.seconds])))",
+                    timedOut: true))
+        }
         return .failure(Problem(reason: describe(code, at: path), permissionDenied: code == EACCES || code == EPERM))
     }
 
@@ -72,5 +86,15 @@ enum SocketProbe {
             return "\(status.st_mode & S_IFMT == S_IFDIR ? "it is a directory" : "it is a file"), not a socket"
         }
         return reason
+    }
+}
+
+extension timeval {
+    /// A socket timeout of `duration`, at most a day; never zero, which means "no limit".
+    init(_ duration: Duration) {
+        self.init(
+            tv_sec: .init(min(duration.components.seconds, 86400)),
+            tv_usec: .init(duration.components.attoseconds / 1_000_000_000_000))
+        if tv_sec <= 0 && tv_usec <= 0 { (tv_sec, tv_usec) = (0, 1) }
     }
 }

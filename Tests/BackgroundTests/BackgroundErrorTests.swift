@@ -2,11 +2,11 @@ import BackgroundModel
 import Foundation
 import Testing
 
+@testable import Background
+
 #if canImport(Glibc)
     import Glibc
 #endif
-
-@testable import Background
 
 /// What an app matches on when bgd refuses: typed codes, and a code this library does not know
 /// yet still readable as text.
@@ -31,7 +31,7 @@ struct BackgroundErrorTests {
     /// A bgd that takes the request and does not answer in time runs, busy or stuck: it is said
     /// so, with what to do, on both transports — not "cannot reach bgd; is it running?", which
     /// sent people starting a second one. No socket at all is still "unreachable".
-    @Test func aBgdThatDoesNotAnswerInTimeIsNotCalledUnreachable() async throws {
+    @Test(.timeLimit(.minutes(1))) func aBgdThatDoesNotAnswerInTimeIsNotCalledUnreachable() async throws {
         let directory = NSTemporaryDirectory() + "bg-unresponsive-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -60,6 +60,28 @@ struct BackgroundErrorTests {
                 guard let error = error as? BackgroundError else { return false }
                 return error.isDaemonUnresponsive && !error.isDaemonUnreachable
                     && error.reason.contains("did not answer within") && error.reason.contains("busy or stuck")
+            }
+        }
+        // A bgd that accepts nothing for long (stopped): once its queue is full, a call still
+        // gives up in its time, as unresponsive. Before, the connection waited for room without end.
+        var queued: [Int32] = []
+        defer { queued.forEach { close($0) } }
+        for _ in 0..<64 {
+            let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+            queued.append(descriptor)
+            let connected = withUnsafePointer(to: &address) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) == 0
+                }
+            }
+            if !connected { break }  // the queue is full
+        }
+        for transport in [DaemonClient.Transport.direct, .eventLoop] {
+            let client = DaemonClient(socketPath: path, token: "t", transport: transport)
+            await #expect {
+                try await client.send(.get, "/v1/apps", as: [String].self, timeout: .milliseconds(300))
+            } throws: { error in
+                (error as? BackgroundError)?.isDaemonUnresponsive == true
             }
         }
         let gone = DaemonClient(socketPath: directory + "/none.sock", token: "t", transport: .direct)
