@@ -492,7 +492,10 @@ public actor RunCoordinator: Service {
         let (now, elapsed) = (clock.now, clock.elapsed)
         var next: Duration?
         func wake(after wait: Duration) { next = min(next ?? elapsed + wait, elapsed + wait) }
-        for (id, flight) in flights {
+        for id in flights.keys {
+            // As it is now: an earlier expiry's wait let other calls in, and a run ended meanwhile
+            // (its answer, its exit) is not warned of its expiration after it is over.
+            guard let flight = flights[id] else { continue }
             let runNow = budgetNow(of: flight)
             switch flight.budget.step(startedAt: flight.run.startedAt, warned: flight.warned, now: runNow) {
             case .wait(let until):
