@@ -163,7 +163,7 @@ extension BGCtl {
             } catch let error as BackgroundError where error.apiErrorCode == .unknownApp {
                 current = nil
             } catch let error as BackgroundError {
-                options.fail(error.apiCode ?? "failed", error.reason, exit: BGCtlExit.status(for: error))
+                options.fail(error)
             }
             if let current, manifest.matches(current) {
                 if options.json { return try options.printJSON(current) }

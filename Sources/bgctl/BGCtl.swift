@@ -16,7 +16,7 @@ struct BGCtl: AsyncParsableCommand {
 
             Exit status: 0 done; 1 anything else; 3 no such app, transfer, task or key; 4 refused \
             by bgd's policy or state (a conflict, a limit, a full disk); 5 a download that ended \
-            failed or cancelled; 64 bad usage; 65 a malformed request or file; 66 a file that \
+            failed or cancelled, or was paused while watched; 64 bad usage; 65 a malformed request or file; 66 a file that \
             cannot be read; 69 bgd not running, its socket (or push gateway) unreachable, or no answer \
             in time; 77 \
             the operator's or provider's credential missing or wrong, or bgd's socket or token \
@@ -195,7 +195,7 @@ enum BGCtlExit {
     static let notFound: Int32 = 3
     /// bgd refused by its policy or state: a conflict, a limit, a full disk (409, 429, 503, 507).
     static let refused: Int32 = 4
-    /// A transfer ended failed or cancelled.
+    /// A transfer ended failed or cancelled, or was paused while `bgctl download` watched it.
     static let transferFailed: Int32 = 5
     /// Usage: bad arguments (argument-parser's own status, sysexits' EX_USAGE).
     static let usage: Int32 = 64

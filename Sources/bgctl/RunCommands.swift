@@ -163,8 +163,14 @@ extension BGCtl {
                         "Run \(run.id) started (\(run.launched ? "launched the app" : "sent to the connected app")); `bgctl history \(app)` shows its result."
                     )
                 }
-                // A script reading --json learns the same from the status as a person from the line.
-                if let outcome = run.outcome, !outcome.isAnswer { throw ExitCode.failure }
+                // A script reading --json learns the same from the status as a person from the
+                // line, and why on stderr (it was an empty reason).
+                if let outcome = run.outcome, !outcome.isAnswer {
+                    options.fail(
+                        "runNotAnswered",
+                        "run \(run.id) ended \(outcome.rawValue) without the app's answer\(run.detail.map { ": \($0)" } ?? "")",
+                        exit: BGCtlExit.failure)
+                }
             }
         }
     }

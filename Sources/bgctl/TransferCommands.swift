@@ -105,6 +105,14 @@ extension BGCtl {
                 print(
                     "Transfer \(ended.id) done: \(Self.bytes(size)) in \((took < 1 ? Duration.milliseconds(Int64((took * 1000).rounded(.up))) : Duration.seconds(took.rounded())).humanDescription), \(Self.bytes(Int64(Double(size) / took)))/s average → \(ended.destination ?? "handed to \(ended.app.map(\.rawValue) ?? "the app")")"
                 )
+            case .paused:
+                // Paused by someone else (`bgctl transfers pause`, the app): not done, and no
+                // longer moving, so no longer watched — before, the bar sat at 0 B/s for as long
+                // as bgd kept it (30 days).
+                options.fail(
+                    "transferPaused",
+                    "transfer \(ended.id) was paused; bgctl transfers resume \(ended.id) carries it on",
+                    exit: BGCtlExit.transferFailed)
             default:
                 let hint =
                     ended.error?.code == .cannotConnect
@@ -146,14 +154,15 @@ extension BGCtl {
             }
         }
 
-        /// Redraws a progress bar (bytes, rate, ETA) on a terminal until the transfer ends.
+        /// Redraws a progress bar (bytes, rate, ETA) on a terminal until the transfer ends or is
+        /// paused.
         private func watch(_ record: TransferRecord) async throws -> TransferRecord {
             let isTerminal = isatty(STDERR_FILENO) == 1
             let clock = SystemClock()
             var rate = TransferRate()
             var current = record
             var unreachableSince: Date?
-            while !current.state.isFinal {
+            while !current.state.isFinal && current.state != .paused {
                 do {
                     current = try await options.client.send(
                         .get, "/v1/transfers/\(record.id)?wait=1", as: TransferRecord.self)

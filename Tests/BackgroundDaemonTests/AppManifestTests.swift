@@ -44,6 +44,14 @@ struct AppManifestTests {
                 ["register", "--manifest", manifest, "--quiet", "--socket", daemon.socketPath])
             #expect(quietly.status == 0 && quietly.standardOutput == token.token + "\n", "\(quietly.standardOutput)")
 
+            // No bgd at the socket, --json: the code says so (it was "failed").
+            let unreachable = try await Command.run(
+                try BuiltProducts.path(of: "bgctl"),
+                ["register", "--manifest", manifest, "--json", "--socket", daemon.directory + "/none.sock"])
+            #expect(
+                unreachable.status == 69 && unreachable.standardError.contains(#""error":"daemonUnreachable""#),
+                "\(unreachable)")
+
             // A changed file is an update; the app keeps its token and history.
             _ = try await daemon.admin.send(.post, "/v1/apps/\(Self.app)/opens")
             try write(#"{"id": "com.example.manifest", "launch": ["bin/manifest-app"], "interval": "minimum"}"#)

@@ -401,6 +401,9 @@ struct BGCtlTests {
                 let fetch = try await Command.run(
                     bgctl, ["simulate", "fetch", app, "--socket", daemon.socketPath] + (json ? ["--json"] : []))
                 #expect(fetch.status == 1 && fetch.standardOutput.contains("crashed"), "json \(json): \(fetch)")
+                // Why, on stderr: with --json it was {"error":"failed","reason":""}.
+                let why = json ? #""error":"runNotAnswered""# : "without the app's answer"
+                #expect(fetch.standardError.contains(why) && fetch.standardError.contains("crashed"), "\(fetch)")
             }
         }
     }

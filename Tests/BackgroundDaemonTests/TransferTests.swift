@@ -645,6 +645,30 @@ struct TransferCommandTests {
         }
     }
 
+    /// A download `bgctl download` watches is paused by someone else: the command stops
+    /// watching and says how to carry it on (exit 5). Before, it watched a bar at 0 B/s for as
+    /// long as bgd kept the paused transfer (30 days).
+    @Test func aWatchedDownloadPausedElsewhereEndsTheWatch() async throws {
+        let origin = try await FaultyOrigin.start()
+        defer { Task { await origin.stop() } }
+        try await TestDaemon.with { daemon in
+            let url = origin.url(seed: 42, size: 8 << 20, faults: ["rate": String(256 << 10)])
+            let watching = Task {
+                try await bgctl(["download", url.absoluteString, "--to", daemon.directory + "/slow.bin"], daemon)
+            }
+            await origin.waitUntilServed(1)
+            let transfer = try #require(
+                try await daemon.admin.send(.get, "/v1/transfers", as: [TransferRecord].self).first)
+            _ = try await daemon.admin.send(
+                .post, "/v1/transfers/\(transfer.id)/pause", as: TransferResumeData.self)
+            let watched = try await watching.value
+            #expect(watched.status == 5, "\(watched.standardError)")
+            #expect(
+                watched.standardError.contains("was paused; bgctl transfers resume \(transfer.id)"),
+                "\(watched.standardError)")
+        }
+    }
+
     @Test func downloadListAndCancel() async throws {
         let origin = try await FaultyOrigin.start()
         defer { Task { await origin.stop() } }

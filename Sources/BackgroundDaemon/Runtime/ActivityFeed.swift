@@ -28,6 +28,8 @@ public enum Activity: Hashable, Sendable {
     /// A transfer now waits for the conditions to allow it (a network, power, an unmetered
     /// network), for `reason`; emitted when the reason is first committed, not on every pass.
     case transferHeld(TransferID, reason: String)
+    /// A transfer was paused (by its app or the operator): it moves no more until resumed.
+    case transferPaused(TransferRecord)
     /// A transfer ended; its events (for an app's) are committed.
     case transferEnded(TransferRecord)
     /// The push dispatcher decided about a waiting push.

@@ -84,18 +84,26 @@ struct Transfers: Sendable {
         return live
     }
 
-    /// One transfer; with a wait, once it has ended or the wait has passed on bgd's clock.
+    /// One transfer; with a wait, once it has ended or been paused, or the wait has passed on
+    /// bgd's clock.
     func transfer(
         _ id: TransferID, for caller: Caller, waitingUpTo timeout: Duration = .zero
     ) async throws
         -> TransferRecord
     {
         try await own(id, by: caller)
+        // Waits for it to end, or to be paused: a watcher (bgctl download) must hear that it
+        // moves no more, and a long poll woken only by the end left it waiting for good.
         let record = try await waiter.awaitEnd(
-            timeout: timeout, read: { try await store.transfer(id)?.record }, hasEnded: { $0.state.isFinal },
+            timeout: timeout, read: { try await store.transfer(id)?.record },
+            hasEnded: { $0.state.isFinal || $0.state == .paused },
             match: { activity in
-                if case .transferEnded(let record) = activity, record.id == id { return record }
-                return nil
+                switch activity {
+                case .transferEnded(let record) where record.id == id,
+                    .transferPaused(let record) where record.id == id:
+                    return record
+                default: return nil
+                }
             })
         guard let record else { throw ServiceError.unknownTransfer(id) }
         return await service.live(record)
@@ -137,7 +145,8 @@ struct Transfers: Sendable {
         if let record = try await service.retryNow(id) { return record }
         guard let stored = try await store.transfer(id) else { throw ServiceError.unknownTransfer(id) }
         guard stored.record.state.isFinal, stored.record.state != .completed else {
-            throw ServiceError.transferNotRetryable(id, stored.record.state == .completed ? "it has completed" : "it is running")
+            throw ServiceError.transferNotRetryable(
+                id, stored.record.state == .completed ? "it has completed" : "it is running")
         }
         guard stored.record.app == nil, caller == .operator else {
             throw ServiceError.transferNotRetryable(id, "an app's transfer that ended is the app's to submit again")

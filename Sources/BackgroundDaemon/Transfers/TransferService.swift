@@ -235,6 +235,7 @@ public actor TransferService: Service {
         attempts[id]?.cancel()
         await attempts[id]?.value
         guard let paused = try await store.pauseTransfer(id, reason: reason, now: clock.now) else { return nil }
+        activity.emit(.transferPaused(paused.record))
         return TransferResumeData(transfer: id, bytesTransferred: paused.checkpoint.offset)
     }
 
