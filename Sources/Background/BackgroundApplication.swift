@@ -299,8 +299,10 @@ public final class BackgroundApplication: Sendable {
                         // the app has created; else queued for it, out of the way: a session the
                         // app has not created yet holds its own events, not every fetch, push
                         // and expiration after them.
-                        if !deliveries.isQueuing(session), sessions.existing(session) != nil {
-                            _ = await handOver(event, session: session)
+                        if !deliveries.isQueuing(session),
+                            let existing = sessions.existing(session), !existing.hasSubmissionsUnderWay
+                        {
+                            _ = await handOver(event, session: session, waitingForSubmissions: false)
                             await finish(event.seq)
                         } else {
                             deliveries.enqueue(event, session: session)
@@ -562,23 +564,28 @@ public final class BackgroundApplication: Sendable {
     /// process that did not live to acknowledge it is not handed over again (its file was moved
     /// away; its delegate has run), only acknowledged. Returns false, handing nothing over, when
     /// cancelled while waiting for the session.
-    func handOver(_ event: AppEvent, session identifier: String) async -> Bool {
+    func handOver(_ event: AppEvent, session identifier: String, waitingForSubmissions: Bool = true) async -> Bool {
         await keepLedgersInContainer()
         let key = HandledLedger.key(of: event)
         if handledTransferEvents.contains(key) { return true }
-        guard await deliverTransferEvent(event.body, session: identifier) else { return false }
+        guard await deliverTransferEvent(event.body, session: identifier, waitingForSubmissions: waitingForSubmissions)
+        else { return false }
         handledTransferEvents.record(key)
         Failpoint.eventAfterHandOver.hit()
         return true
     }
 
     /// The event to its session: announced first (where the app creates the session again),
-    /// then delivered once the session is there. Returns false, delivering nothing, when
-    /// cancelled while waiting for the session.
-    private func deliverTransferEvent(_ body: AppEvent.Body, session identifier: String) async -> Bool {
+    /// then delivered once the session is there and, from the session's own queue, once no
+    /// caller of it is between a submission and its wait (the stream's loop hands an event
+    /// over itself only when none is: it must not wait). Returns false, delivering nothing,
+    /// when cancelled while waiting for the session.
+    private func deliverTransferEvent(
+        _ body: AppEvent.Body, session identifier: String, waitingForSubmissions: Bool
+    ) async -> Bool {
         announceEvents(for: identifier)
         guard let session = await sessions.session(identifier) else { return false }
-        await session.submissionsSettled()
+        if waitingForSubmissions { await session.submissionsSettled() }
         session.deliver(body)
         if case .sessionEventsFinished = body { _ = state.withLock { $0.announcedSessions.remove(identifier) } }
         return true

@@ -220,9 +220,30 @@ struct BackgroundURLSessionTests {
         }
     }
 
+    /// While a caller's submission is under way, the session's events wait off the stream's
+    /// loop: a fetch that comes meanwhile is handled. (A first version waited in the loop, and
+    /// every fetch, push and expiration waited for the submission with them.)
+    @Test func aSubmissionUnderWayHoldsOnlyItsSessionsEvents() async throws {
+        try await withSession("held") { origin, daemon, application, session in
+            application.onBackgroundFetch { .newData }
+            let (_, outcome) = try await session.submitAndWait {
+                let task = try await session.downloadTask(with: origin.url(seed: 81, size: 2000))
+                try await daemon.waitUntil {
+                    try await daemon.admin.send(.get, "/v1/transfers/\(task.taskIdentifier)", as: TransferRecord.self)
+                        .state == .completed
+                }
+                let fetch = try await daemon.admin.send(
+                    .post, "/v1/apps/\(Self.app)/fetch?wait=30", as: RunRecord.self)
+                #expect(fetch.outcome == .newData, "\(fetch)")
+                return task
+            }
+            #expect(outcome.file != nil, "\(outcome)")
+        }
+    }
+
     /// Cancelling the task that waits in `download(from:)` cancels the download, as iOS's
-    /// async method does: the caller gets the cancellation, bgd stops the transfer. Before, the
-    /// caller waited on until the download ended.
+    /// async method does: the caller gets the cancellation at once, bgd stops the transfer.
+    /// Before, the caller waited on until the download ended.
     @Test func cancellingTheCallerCancelsItsDownload() async throws {
         try await withSession("cancelled") { origin, daemon, application, session in
             let caller = Task {
@@ -236,8 +257,11 @@ struct BackgroundURLSessionTests {
                 return
             }
             #expect(error.code == .cancelled, "\(error)")
-            let transfers = try await daemon.admin.send(.get, "/v1/transfers", as: [TransferRecord].self)
-            #expect(transfers.map(\.state) == [.cancelled], "\(transfers)")
+            // The caller is answered at once; bgd is asked to cancel the transfer beside it.
+            try await daemon.waitUntil {
+                try await daemon.admin.send(.get, "/v1/transfers", as: [TransferRecord].self).map(\.state)
+                    == [.cancelled]
+            }
             #expect(session.heldForCallers == 0)
         }
     }

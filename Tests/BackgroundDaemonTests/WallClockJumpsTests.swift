@@ -24,6 +24,27 @@ struct WallClockJumpsTests {
         #expect(jumps.forwardJump() == 0, "time passing after a set-back is no jump")
     }
 
+    /// Jumps whose events are not carried yet are kept each with the clock's reading before it:
+    /// a carry tried again a pass later moves what was stamped before that jump, not what was
+    /// stamped before "now less the jump" (which, a pass later, takes in events stamped after
+    /// it), and two jumps are carried one after the other.
+    @Test func uncarriedJumpsKeepTheirOwnCutoffs() {
+        let clock = ManualClock()
+        let jumps = WallClockJumps(clock: clock)
+        let first = clock.now
+        clock.jump(by: .seconds(40 * 86400))
+        _ = jumps.forwardJump()
+        clock.advance(by: .seconds(3 * 86400))
+        let second = clock.now
+        clock.jump(by: .seconds(5 * 86400))
+        _ = jumps.forwardJump()
+        let older = WallClockJumps.Jump(before: first, seconds: 40 * 86400)
+        let newer = WallClockJumps.Jump(before: second, seconds: 5 * 86400)
+        #expect(jumps.uncarried == [older, newer])
+        jumps.markCarried(older)
+        #expect(jumps.uncarried == [newer])
+    }
+
     /// Each jump is a step for the pruner's ages (`StampAges`): the clock's reading before it, and
     /// the time really passed since, until `remembered` has passed.
     @Test func aJumpIsRememberedAsAStepUntilItCannotMatter() {

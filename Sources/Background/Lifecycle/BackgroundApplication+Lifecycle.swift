@@ -76,7 +76,15 @@ extension BackgroundApplication {
                 // bgd suspends; an app only reports the others.
                 (state.applicationState == .suspended ? .background : state.applicationState, state.stateVersion)
             }
-            let status = try await reportState(current)
+            let status: LifecycleStatus
+            do {
+                status = try await reportState(current)
+            } catch {
+                // Told again later: a newer report may have settled meanwhile, and this older
+                // one still reach bgd after it.
+                state.withLock { $0.stateUnreported = true }
+                throw error
+            }
             let settled = state.withLock { state in
                 guard state.stateVersion == version else { return false }
                 state.backgroundDeadline = status.deadline

@@ -71,13 +71,19 @@ public final class BackgroundURLSession: Sendable {
     ) async throws -> BackgroundURLSessionTask {
         let (path, staged) = try await stagedInContainer(file.standardizedFileURL.path)
         defer { if let staged { try? FileManager.default.removeItem(atPath: staged) } }
-        return try await submit(
-            TransferRequest(
-                session: configuration.identifier, kind: .upload, url: url, taskDescription: taskDescription,
-                uploadFile: path, httpMethod: httpMethod, isDiscretionary: configuration.isDiscretionary,
-                allowsExpensiveNetworkAccess: configuration.allowsExpensiveNetworkAccess,
-                timeoutForResource: .seconds(configuration.timeoutIntervalForResource),
-                sessionSendsLaunchEvents: configuration.sessionSendsLaunchEvents))
+        return try await submit(upload(path, to: url, httpMethod: httpMethod, taskDescription: taskDescription))
+    }
+
+    /// The request to upload the file at `path` (in the container).
+    private func upload(
+        _ path: String, to url: URL, httpMethod: String, taskDescription: String?
+    ) -> TransferRequest {
+        TransferRequest(
+            session: configuration.identifier, kind: .upload, url: url, taskDescription: taskDescription,
+            uploadFile: path, httpMethod: httpMethod, isDiscretionary: configuration.isDiscretionary,
+            allowsExpensiveNetworkAccess: configuration.allowsExpensiveNetworkAccess,
+            timeoutForResource: .seconds(configuration.timeoutIntervalForResource),
+            sessionSendsLaunchEvents: configuration.sessionSendsLaunchEvents)
     }
 
     /// The path bgd should read `path` from: itself when it is in the container, else a copy
@@ -114,8 +120,12 @@ public final class BackgroundURLSession: Sendable {
     public func upload(
         fileAt file: URL, to url: URL, httpMethod: String = "POST"
     ) async throws -> (Int?, BackgroundURLSessionTask) {
+        // Staged before the submission, not during it: the session's events wait only for the
+        // request itself, not for a copy of a large file.
+        let (path, staged) = try await stagedInContainer(file.standardizedFileURL.path)
+        defer { if let staged { try? FileManager.default.removeItem(atPath: staged) } }
         let (task, outcome) = try await submitAndWait {
-            try await uploadTask(fromFile: file, to: url, httpMethod: httpMethod)
+            try await submit(upload(path, to: url, httpMethod: httpMethod, taskDescription: nil))
         }
         if let error = outcome.error { throw error }
         return (outcome.statusCode, task)
@@ -168,7 +178,8 @@ public final class BackgroundURLSession: Sendable {
     /// wait while the submission is under way (`submissionsSettled`): a transfer can end before
     /// bgd's answer says its id, and its file went to the delegate, the caller left with
     /// "success without a file". (Before, ends that came early were kept for callers not yet
-    /// waiting, guessed at: with a delegate, never.)
+    /// waiting, guessed at: with a delegate, never.) A caller cancelled stops waiting at once,
+    /// as iOS's async methods throw, and bgd is asked to cancel the transfer.
     func submitAndWait(
         _ submit: () async throws -> BackgroundURLSessionTask
     ) async throws -> (BackgroundURLSessionTask, Outcome) {
@@ -180,28 +191,39 @@ public final class BackgroundURLSession: Sendable {
             settleSubmission(waiting: nil)
             throw error
         }
+        let id = task.taskIdentifier
         let outcome = await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                settleSubmission(waiting: (task.taskIdentifier, continuation))
-            }
+            await withCheckedContinuation { continuation in settleSubmission(waiting: (id, continuation)) }
         } onCancel: {
-            Task { try? await self.cancel(task) }  // its end, cancelled, resumes the wait
+            state.withLock { $0.waiters.removeValue(forKey: id) }?.resume(returning: Self.cancelledByCaller)
+            Task { try? await self.cancel(task) }
         }
         return (task, outcome)
     }
 
+    private static let cancelledByCaller = Outcome(
+        file: nil, error: TransferError(.cancelled, "the caller was cancelled"), statusCode: nil)
+
     /// One submission is over: its caller waits now (or it failed), and the events held for it
     /// go on once none is under way.
+    /// A caller already cancelled is not made to wait (checked under the lock the cancellation
+    /// handler takes: one or the other resumes it, never both).
     private func settleSubmission(waiting: (TransferID, CheckedContinuation<Outcome, Never>)?) {
-        let settled = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            if let (id, continuation) = waiting { state.waiters[id] = continuation }
+        let (settled, cancelled) = state.withLock { state -> ([CheckedContinuation<Void, Never>], Bool) in
+            let cancelled = waiting != nil && Task.isCancelled
+            if let (id, continuation) = waiting, !cancelled { state.waiters[id] = continuation }
             state.submitting -= 1
-            guard state.submitting == 0 else { return [] }
+            guard state.submitting == 0 else { return ([], cancelled) }
             defer { state.settledWaiters.removeAll() }
-            return state.settledWaiters
+            return (state.settledWaiters, cancelled)
         }
         for waiter in settled { waiter.resume() }
+        if cancelled { waiting?.1.resume(returning: Self.cancelledByCaller) }
     }
+
+    /// Whether a caller is between its submission and its wait: the session's events then go
+    /// through its own queue, off the stream's loop, to wait for it there.
+    var hasSubmissionsUnderWay: Bool { state.withLock { $0.submitting > 0 } }
 
     /// Returns once no caller is between its submission and its wait: an event delivered then
     /// finds the caller whose transfer it is.

@@ -74,14 +74,16 @@ public struct HistoryPruner: Service {
         // everything stamped before it.
         _ = jumps.forwardJump()
         if !jumps.isSaved { await saveSteps() }
-        await step("carrying events across the clock's step") {
-            let jump = jumps.uncarried
-            try await carryForward(across: jump)
-            jumps.markCarried(jump)
+        try await step("carrying events across the clock's step") {
+            // In order: events stamped before two jumps are carried across both.
+            for jump in jumps.uncarried {
+                try await carryForward(across: jump)
+                jumps.markCarried(jump)
+            }
         }
         let ages = jumps.ages()
-        await step("expiring unacknowledged events") { try await expireUnacknowledged(ages: ages) }
-        await step("cancelling abandoned pauses") { try await expireAbandonedPauses(ages: ages) }
+        try await step("expiring unacknowledged events") { try await expireUnacknowledged(ages: ages) }
+        try await step("cancelling abandoned pauses") { try await expireAbandonedPauses(ages: ages) }
         let report = try await store.prune(configuration.retention, ages: ages)
         if report.rowsDeleted > 0 {
             logger.info(
@@ -98,9 +100,11 @@ public struct HistoryPruner: Service {
     /// One step before the prune. One that fails is said, and the pass goes on: a step that
     /// failed at every pass (a row that cannot be read) stopped every later one, and so all
     /// pruning, for good.
-    private func step(_ name: String, _ body: () async throws -> Void) async {
+    private func step(_ name: String, _ body: () async throws -> Void) async throws {
         do {
             try await body()
+        } catch where error is CancellationError || Task.isCancelled {
+            throw CancellationError()  // bgd is stopping: not a failed step
         } catch {
             logger.error("A pruning step failed; the pass goes on", metadata: ["step": "\(name)", "error": "\(error)"])
         }
@@ -130,19 +134,17 @@ public struct HistoryPruner: Service {
         }
     }
 
-    /// The wall clock was set `jump` seconds forward since the last pass: the open events
-    /// stamped before it (all those stamped by `now - jump`) are moved on by as much, so that
+    /// The wall clock was set forward by `jump`: the open events stamped before it (by the
+    /// reading before the jump, whenever the carry is made) are moved on by as much, so that
     /// none expires, and no unclaimed download is removed, for days that did not pass. Before, a
     /// device that booted with its clock in the past and was set right by NTP lost them at the
     /// next pass. A jump while bgd was not running is not seen (nothing measured the time between).
     /// (While bgd runs, `StampAges` alone would keep them; the moved stamps outlast a restart.)
-    private func carryForward(across jump: TimeInterval) async throws {
-        guard jump > 0 else { return }
-        let moved = try await store.carryForwardSessionEvents(
-            createdBy: clock.now.addingTimeInterval(-jump), by: jump)
+    private func carryForward(across jump: WallClockJumps.Jump) async throws {
+        let moved = try await store.carryForwardSessionEvents(createdBy: jump.before, by: jump.seconds)
         logger.notice(
             "The wall clock was set forward: unacknowledged events keep the time they had",
-            metadata: ["jump.seconds": "\(Int(jump))", "events": "\(moved)"])
+            metadata: ["jump.seconds": "\(Int(jump.seconds))", "events": "\(moved)"])
     }
 
     /// Transfers paused with no progress for `retention.history` are cancelled: the app that
@@ -156,6 +158,8 @@ public struct HistoryPruner: Service {
         for id in try await store.pausedTransfers(idleFor: configuration.retention.history, ages: ages) {
             do {
                 if try await expirePaused(id) { expired += 1 }
+            } catch where error is CancellationError || Task.isCancelled {
+                throw CancellationError()
             } catch {
                 failure = error
             }

@@ -20,7 +20,7 @@ final class WallClockJumps: Sendable {
     /// whether the store holds the steps as they are, and the jumps whose events are not yet
     /// carried forward.
     private let last:
-        Mutex<(now: Date, elapsed: Duration, steps: [Step], restored: Bool, saved: Bool, uncarried: TimeInterval)>
+        Mutex<(now: Date, elapsed: Duration, steps: [Step], restored: Bool, saved: Bool, uncarried: [Jump])>
 
     private struct Step {
         var before: Date
@@ -39,7 +39,7 @@ final class WallClockJumps: Sendable {
     init(clock: any WallClock, remembered: Duration = .zero) {
         self.clock = clock
         self.remembered = remembered
-        last = Mutex((clock.now, clock.elapsed, [], false, true, 0))
+        last = Mutex((clock.now, clock.elapsed, [], false, true, []))
     }
 
     /// Seconds the wall clock was set forward since the last call (or since this was made);
@@ -57,7 +57,7 @@ final class WallClockJumps: Sendable {
             last.steps.append(Step(before: now.addingTimeInterval(-jump), at: elapsed, seenAt: now))
             last.steps = Array(last.steps.suffix(Self.stepsKept))
             last.saved = false  // until the store holds this step too
-            last.uncarried += jump
+            last.uncarried.append(Jump(before: now.addingTimeInterval(-jump), seconds: jump))
             return jump
         }
     }
@@ -67,10 +67,16 @@ final class WallClockJumps: Sendable {
         last.withLock { $0.steps.map { WallClockStep(before: $0.before, seenAt: $0.seenAt) } }
     }
 
-    /// Seconds of forward jumps whose open events are not yet carried forward (a carry the
-    /// store did not take is tried again at the next pass).
-    var uncarried: TimeInterval { last.withLock { $0.uncarried } }
-    func markCarried(_ jump: TimeInterval) { last.withLock { $0.uncarried -= jump } }
+    /// A forward jump: the wall clock's reading before it, and by how much.
+    struct Jump: Equatable {
+        var before: Date
+        var seconds: TimeInterval
+    }
+
+    /// The forward jumps whose open events are not yet carried forward, oldest first (a carry
+    /// the store did not take is tried again at the next pass, with the jump's own cutoff).
+    var uncarried: [Jump] { last.withLock { $0.uncarried } }
+    func markCarried(_ jump: Jump) { last.withLock { $0.uncarried.removeAll { $0 == jump } } }
 
     /// Whether `restore` has run (a pruner takes back the saved steps at its first pass).
     var isRestored: Bool { last.withLock { $0.restored } }
