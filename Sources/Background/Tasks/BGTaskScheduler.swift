@@ -110,6 +110,8 @@ public final class BGTask: Sendable {
 
     private struct State {
         var expirationHandler: (@Sendable () -> Void)?
+        /// bgd said the time is up: a handler set after that runs at once.
+        var expired = false
         var success: Bool?
         var waiter: CheckedContinuation<Bool?, Never>?
     }
@@ -120,10 +122,19 @@ public final class BGTask: Sendable {
         self.kind = kind
     }
 
-    /// Runs when the task's time is about to end (or its conditions stopped holding).
+    /// Runs when the task's time is about to end (or its conditions stopped holding) — at once
+    /// when set after that: the launch handler runs in a task of its own, and bgd's word can
+    /// come before it sets this. Before, such a handler never ran, no answer came, and the
+    /// task ran on to its deadline.
     public var expirationHandler: (@Sendable () -> Void)? {
         get { state.withLock { $0.expirationHandler } }
-        set { state.withLock { $0.expirationHandler = newValue } }
+        set {
+            let expired = state.withLock { state in
+                state.expirationHandler = newValue
+                return state.expired
+            }
+            if expired { newValue?() }
+        }
     }
 
     /// The work is done; the first call counts.
@@ -137,7 +148,13 @@ public final class BGTask: Sendable {
         waiter?.resume(returning: success)
     }
 
-    func expire() { expirationHandler?() }
+    func expire() {
+        let handler = state.withLock { state in
+            state.expired = true
+            return state.expirationHandler
+        }
+        handler?()
+    }
 
     /// Waits for `setTaskCompleted`; nil when cancelled first (expired without an answer).
     func completion() async -> Bool? {
