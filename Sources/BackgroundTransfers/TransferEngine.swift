@@ -220,7 +220,23 @@ public final class TransferEngine: Sendable {
         head: ResponseHead, destination: String, observer: Observer
     ) async throws -> Outcome {
         let id = transfer.record.id
-        var file = try PartialFile(path: transfer.partialPath, offset: offset)
+        var file: PartialFile
+        do {
+            file = try PartialFile(path: transfer.partialPath, offset: offset)
+        } catch let failure as PartialFile.Failure where Self.notAFile.contains(failure.code) {
+            // Something else at the download's place: a link, a FIFO or a directory the app put
+            // in its container. Never followed nor written through; the transfer fails, said so,
+            // rather than fail each attempt until the no-progress timeout (a day).
+            try await drain(body)
+            _ = SafeFiles.remove(transfer.partialPath)
+            return .failed(
+                TransferError(.fileError, "not bgd's partial file at the download's place (\(failure))"),
+                statusCode: nil)
+        } catch {
+            // A full disk waits for room, as a write that finds it full does.
+            try await drain(body)
+            return try Self.outcome(of: error, waitsForConnectivity: transfer.request.waitsForConnectivity)
+        }
         var saved = checkpoint
         var lastProgress = offset
         do {
@@ -392,6 +408,9 @@ public final class TransferEngine: Sendable {
             from: transfer.request.url, method: method, request: request,
             send: { try await client.execute($0, timeout: .hours(24 * 7)) }, drain: drain)
     }
+
+    /// What opening a path finds when a link, a FIFO or a directory is there, not a file.
+    static let notAFile: Set<Int32> = [ELOOP, ENXIO, EISDIR, ENOTDIR]
 
     /// A network-level failure: TLS and a redirect `Redirects` refused are final, and so is a host that cannot be
     /// reached when the transfer does not wait for connectivity; the rest is worth retrying.

@@ -112,18 +112,23 @@ struct TransferFilesTests {
         }
     }
 
+    /// The app com.example.sly registered, and its download of `url` handed to bgd to start a
+    /// minute on (the transfer tests' clock): time for the test to tamper with its container.
+    func laterDownload(_ url: URL, _ daemon: TestDaemon) async throws -> TransferID {
+        let app = try await daemon.register("com.example.sly", command: ["/bin/true"], interval: .never)
+        let body = Data(#"{"session":"s","url":"\#(url.absoluteString)","earliestBegin":"2026-01-05T09:01:00Z"}"#.utf8)
+        let created = try await RawHTTP.request(
+            daemon.socketPath, .POST, "/v1/app/transfers", body: body, token: app.token)
+        return TransferID(Int64(try #require(created.json["id"] as? Int)))
+    }
+
     /// An app may write its container, so it may put a link where its transfers directory was,
     /// pointing at a directory it may not write itself (here one standing for
     /// ~/.config/autostart): its download still lands in its container, nothing reaches there.
     @Test func anAppCannotRedirectItsDownloadsWithALink() async throws {
         // The transfer tests' origin and daemon, the clock at TransferTests.start.
         try await TransferTests().withOrigin { origin, daemon in
-            let app = try await daemon.register("com.example.sly", command: ["/bin/true"], interval: .never)
-            let url = origin.url(seed: 70, size: 4096).absoluteString
-            let body = Data(#"{"session":"s","url":"\#(url)","earliestBegin":"2026-01-05T09:01:00Z"}"#.utf8)
-            let created = try await RawHTTP.request(
-                daemon.socketPath, .POST, "/v1/app/transfers", body: body, token: app.token)
-            let id = TransferID(Int64(try #require(created.json["id"] as? Int)))
+            let id = try await laterDownload(origin.url(seed: 70, size: 4096), daemon)
             let transfers = daemon.directory + "/state/containers/com.example.sly/transfers"
             let elsewhere = daemon.directory + "/autostart"
             try FileManager.default.createDirectory(atPath: elsewhere, withIntermediateDirectories: true)
@@ -136,6 +141,24 @@ struct TransferFilesTests {
             let kind = try FileManager.default.attributesOfItem(atPath: transfers)[.type] as? FileAttributeType
             #expect(kind == .typeDirectory, "bgd's own directory again, not a link")
             #expect(try FileManager.default.contentsOfDirectory(atPath: transfers).count == 1)
+        }
+    }
+
+    /// A link the app put at its download's partial file (here to a file it may not write
+    /// itself): nothing is written through it, and the transfer fails at its first attempt,
+    /// saying why. Before, each attempt failed to open it and was retried, for a day.
+    @Test func aLinkAtADownloadsPlaceFailsItAtOnce() async throws {
+        try await TransferTests().withOrigin { origin, daemon in
+            let id = try await laterDownload(origin.url(seed: 71, size: 4096), daemon)
+            let target = daemon.directory + "/not-the-apps"
+            try Data("kept".utf8).write(to: URL(fileURLWithPath: target))
+            let place = daemon.directory + "/state/containers/com.example.sly/transfers/\(id).partial"
+            try FileManager.default.createSymbolicLink(atPath: place, withDestinationPath: target)
+
+            let ended = try await TransferTests().waitForEnd(id, daemon, maximumRetries: 0)
+            #expect(ended.state == .failed && ended.error?.code == .fileError && ended.attempts == 1, "\(ended)")
+            #expect(try String(contentsOfFile: target, encoding: .utf8) == "kept")
+            #expect(!FileManager.default.fileExists(atPath: place), "the link is gone")
         }
     }
 
