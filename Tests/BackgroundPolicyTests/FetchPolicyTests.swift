@@ -90,6 +90,10 @@ struct FetchPolicyTests {
             for: candidate(.minimum, runs: [(0, .interrupted), (1, .interrupted), (2, .interrupted)]), now: minutes(3))
         #expect(thrice.dueAt == minutes(2 + 15 * 8))
         #expect(thrice.reasons.map(\.code).contains(.backoffAfterFailure))
+        // Said as what it was: bgd stopping, not the app failing.
+        let said = thrice.reasons.map(\.detail)
+        #expect(said.contains { $0.contains("3 recent run(s) were cut short by bgd stopping") }, "\(said)")
+        #expect(!said.contains { $0.contains("failed or crashed") }, "\(said)")
     }
 
     @Test func aRunInFlightIsNotPlanned() {

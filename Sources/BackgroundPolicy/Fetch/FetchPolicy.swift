@@ -209,7 +209,10 @@ public struct FetchPolicy: Sendable {
 
         let trouble = candidate.recentRuns.prefix { !$0.outcome.isSuccess }
         let overruns = trouble.filter { $0.outcome == .expired }.count
-        let failures = trouble.count - overruns
+        // bgd stopping under a run three times running is counted (a run that takes bgd down
+        // must not loop), but said as what it is, not as the app's failure.
+        let interruptions = trouble.filter { $0.outcome == .interrupted }.count
+        let failures = trouble.count - overruns - interruptions
         var stretch = 1
         if !trouble.isEmpty {
             stretch = min(configuration.maximumStretch, 1 << min(trouble.count, 30))
@@ -218,6 +221,13 @@ public struct FetchPolicy: Sendable {
                     DecisionReason(
                         .backoffAfterFailure,
                         "\(failures) recent run(s) failed or crashed; interval stretched ×\(stretch)"))
+            }
+            if interruptions > 0 {
+                reasons.append(
+                    DecisionReason(
+                        .backoffAfterFailure,
+                        "\(interruptions) recent run(s) were cut short by bgd stopping; interval stretched ×\(stretch)")
+                )
             }
             if overruns > 0 {
                 reasons.append(
