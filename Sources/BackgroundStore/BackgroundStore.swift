@@ -26,7 +26,24 @@ public struct BackgroundStore: Sendable {
             writer, readers: WorkerThreads(count: 1, name: "bgd-store-read"),
             writers: WorkerThreads(count: 1, name: "bgd-store"))
         self.commits = commits
+        // A file a newer bgd has written (an upgrade rolled back): refused, not written by rules
+        // older than its own. GRDB's migrator passes over migrations it does not know, and the
+        // newer bgd, run again later, would take its one-time mends for done.
+        let unknown = try writer.read { db -> Set<String> in
+            guard try db.tableExists("grdb_migrations") else { return [] }  // a new file
+            return try Set(String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations"))
+                .subtracting(Self.migrator.migrations)
+        }
+        guard unknown.isEmpty else { throw MadeByANewerBgd(migrations: unknown.sorted()) }
         try Self.migrator.migrate(writer)
+    }
+
+    /// The store was written by a newer bgd than this one.
+    public struct MadeByANewerBgd: Error, CustomStringConvertible {
+        public var migrations: [String]
+        public var description: String {
+            "the state database was written by a newer bgd (its schema has steps this bgd does not know: \(migrations.joined(separator: ", "))): run that bgd again, or move the state directory aside to start this one afresh (apps must then be registered again)"
+        }
     }
 
     /// How hard a commit tries to reach the disk. `full` survives power loss (an fsync per

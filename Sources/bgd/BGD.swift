@@ -518,6 +518,9 @@ struct BGD: AsyncParsableCommand {
         } catch let error as BackgroundStore.Damaged {
             FileHandle.standardError.write(Data("bgd: \(error)\n".utf8))
             throw ExitCode(78)  // EX_CONFIG: starting again will not mend it
+        } catch let error as BackgroundStore.MadeByANewerBgd {
+            FileHandle.standardError.write(Data("bgd: \(error)\n".utf8))
+            throw ExitCode(78)  // as a damaged store: starting again will not mend it
         } catch {
             FileHandle.standardError.write(Data("bgd: cannot start: \(error)\n".utf8))
             throw ExitCode.failure

@@ -1,9 +1,11 @@
 import Background
 import BackgroundDaemon
 import BackgroundModel
+import BackgroundStore
 import BackgroundTesting
 import BackgroundTransfers
 import Foundation
+import GRDB
 import NIOHTTP1
 import Testing
 
@@ -325,6 +327,27 @@ struct APIBadInputTests {
             refused.standardError.contains("\(file) is not a database SQLite can read")
                 && refused.standardError.contains("move it"), "\(refused.standardError)")
         #expect(try String(contentsOfFile: file, encoding: .utf8) == junk, "the file is left as it was")
+    }
+
+    /// A state file a newer bgd wrote (an upgrade rolled back): this bgd says so, exits 78, and
+    /// writes nothing in it. Before, it opened it and wrote by its older rules, and the newer
+    /// bgd, run again, took its one-time mends for done.
+    @Test func aStoreANewerBgdWroteIsRefused() async throws {
+        let directory = TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try FileManager.default.createDirectory(atPath: directory + "/state", withIntermediateDirectories: true)
+        let file = directory + "/state/bgd.sqlite"
+        _ = try BackgroundStore.open(atPath: file, durability: .normal)
+        let database = try DatabaseQueue(path: file)
+        try await database.write { db in
+            try db.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('fromTheFuture')")
+        }
+        try database.close()
+        let refused = try await Command.bgd(onStateIn: directory)
+        #expect(refused.status == 78, "\(refused.standardError)")
+        #expect(
+            refused.standardError.contains("written by a newer bgd") && refused.standardError.contains("fromTheFuture"),
+            "\(refused.standardError)")
     }
 }
 
