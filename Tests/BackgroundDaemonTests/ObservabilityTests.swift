@@ -250,12 +250,14 @@ struct ObservabilityTests {
 
     /// What systemd told bgd is bgd's: an app it launches does not inherit the notify socket or
     /// the watchdog (an app using sd_notify would have systemd log a refused message at each
-    /// launch, or with NotifyAccess=all speak for bgd).
+    /// launch, or with NotifyAccess=all speak for bgd), nor bgd's invocation, directories or
+    /// credentials (an app would have written in bgd's state and read its secrets).
     @Test func anAppBgdLaunchesDoesNotInheritWhatSystemdToldBgd() async throws {
         let journald = TemporaryDirectory.make() + "/no-journald"
         let (directory, notify, daemon) = try await startedAsSystemdWould([
             "WATCHDOG_USEC": "60000000", "INVOCATION_ID": "0123456789abcdef", "JOURNAL_STREAM": "8:1234",
-            "BGD_JOURNAL_SOCKET": journald,
+            "BGD_JOURNAL_SOCKET": journald, "CREDENTIALS_DIRECTORY": "/run/credentials/bgd.service",
+            "STATE_DIRECTORY": "/var/lib/bgd", "RUNTIME_DIRECTORY": "/run/bgd", "LANG": "C.UTF-8",
         ])
         #expect(await notify.record(within: 10) { $0.hasPrefix("READY=1") } != nil)
         let admin = DaemonClient(socketPath: directory + "/bgd.sock")
@@ -278,10 +280,14 @@ struct ObservabilityTests {
                 String($0.prefix { $0 != "=" })
             })
         #expect(names.contains("BGD_APP_ID") && names.contains("PATH"), "\(names)")
-        for name in ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "JOURNAL_STREAM"] {
+        for name in [
+            "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "JOURNAL_STREAM", "INVOCATION_ID",
+            "CREDENTIALS_DIRECTORY",
+            "STATE_DIRECTORY", "RUNTIME_DIRECTORY",
+        ] {
             #expect(!names.contains(name), "\(name) reached the app")
         }
-        #expect(names.contains("INVOCATION_ID"), "the rest of bgd's environment is the app's")
+        #expect(names.contains("LANG"), "the rest of bgd's environment is the app's")
         daemon.signal(SIGTERM)
         _ = await daemon.waitForExit()
     }

@@ -18,14 +18,22 @@ public enum LaunchEnvironment {
     public static let run = "BGD_RUN_ID"
 
     /// What of bgd's own environment a launched process does not inherit: bgd's (`BGD_*`, set
-    /// anew for the app) and what systemd tells the service it starts about its notify socket,
+    /// anew for the app) and what systemd tells the service it starts — about its notify socket,
     /// watchdog and journal stream (an app using sd_notify would have systemd log a refused
     /// message at every launch; one whose logger looks for `JOURNAL_STREAM` sent its lines to the
-    /// journal as bgd's, not to its launch log, where its stderr is). bgd reads these all along,
-    /// so they stay in its own environment; socket activation's `LISTEN_*` are removed from it at
-    /// start (`ActivatedSocket.take`). The rest (PATH, HOME, locale) is the app's.
+    /// journal as bgd's, not to its launch log, where its stderr is), its invocation, its
+    /// sockets (`LISTEN_*`, removed at start too: `ActivatedSocket.take`), and its own
+    /// directories and credentials (`StateDirectory=`, `LoadCredential=` in a unit an operator
+    /// writes: an app would have written in bgd's state, and read bgd's secrets). bgd reads some
+    /// of these all along, so they stay in its own environment. The rest (PATH, HOME, locale) is
+    /// the app's.
     public static func inherits(_ name: String) -> Bool {
-        !name.hasPrefix("BGD_")
-            && !["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "JOURNAL_STREAM"].contains(name)
+        !name.hasPrefix("BGD_") && !name.hasPrefix("LISTEN_") && !systemdServiceVariables.contains(name)
     }
+
+    private static let systemdServiceVariables: Set<String> = [
+        "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "JOURNAL_STREAM", "INVOCATION_ID", "SYSTEMD_EXEC_PID",
+        "MANAGERPID", "CREDENTIALS_DIRECTORY", "STATE_DIRECTORY", "RUNTIME_DIRECTORY", "CACHE_DIRECTORY",
+        "LOGS_DIRECTORY", "CONFIGURATION_DIRECTORY",
+    ]
 }
