@@ -205,9 +205,8 @@ public final class BackgroundURLSession: Sendable {
         file: nil, error: TransferError(.cancelled, "the caller was cancelled"), statusCode: nil)
 
     /// One submission is over: its caller waits now (or it failed), and the events held for it
-    /// go on once none is under way.
-    /// A caller already cancelled is not made to wait (checked under the lock the cancellation
-    /// handler takes: one or the other resumes it, never both).
+    /// go on once none is under way. A caller already cancelled is not made to wait (checked
+    /// under the lock the cancellation handler takes: one or the other resumes it, never both).
     private func settleSubmission(waiting: (TransferID, CheckedContinuation<Outcome, Never>)?) {
         let (settled, cancelled) = state.withLock { state -> ([CheckedContinuation<Void, Never>], Bool) in
             let cancelled = waiting != nil && Task.isCancelled
