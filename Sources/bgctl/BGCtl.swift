@@ -44,7 +44,8 @@ struct BGCtl: AsyncParsableCommand {
             }
         } catch {
             let status = exitCode(for: error)
-            if status != .success, CommandLine.arguments.dropFirst().contains("--json") {
+            // bgctl's own --json, not one of the app's arguments after `--`.
+            if status != .success, CommandLine.arguments.dropFirst().prefix(while: { $0 != "--" }).contains("--json") {
                 failCommand(
                     status == .validationFailure ? "usage" : "failed", message(for: error), json: true,
                     exit: status.rawValue)

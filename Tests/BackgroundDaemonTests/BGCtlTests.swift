@@ -577,6 +577,12 @@ struct BGCtlTests {
             }
             let json = try await bgctl(daemon, "register", "--manifest", directory + "/bad.json", "--json")
             #expect(json.standardError.contains(#""error":"fileUnreadable""#), "\(json.standardError)")
+            // An app's own --json, after `--`, is not bgctl's: the usage error is said as usual.
+            let appsJSON = try await bgctl(
+                daemon, "register", "com.example.json", "--interval", "bogus", "--", "/bin/true", "--json")
+            #expect(
+                appsJSON.status == 64 && appsJSON.standardError.contains("Usage:")
+                    && !appsJSON.standardError.contains(#""error":"usage""#), "\(appsJSON.standardError)")
         }
     }
 
