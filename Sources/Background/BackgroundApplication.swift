@@ -51,7 +51,7 @@ public final class BackgroundApplication: Sendable {
         var announcedSessions: Set<String> = []
         /// The lifecycle as this process knows it (bgd's word wins when it sends one).
         var applicationState: ApplicationState = .active
-        /// Counts the app's transitions, and whether bgd has not taken the last one.
+        /// Counts the app's transitions; whether a report failed and waits to be told again.
         var stateVersion = 0
         var stateUnreported = false
         var backgroundDeadline: Date?

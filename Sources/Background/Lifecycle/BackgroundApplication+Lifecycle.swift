@@ -60,7 +60,6 @@ extension BackgroundApplication {
             state.applicationState = newState
             state.backgroundDeadline = nil  // bgd's answer says
             state.stateVersion += 1
-            state.stateUnreported = true
             return Array(state.lifecycleObservers.values)
         }
         for observer in observers { observer.yield(notification) }
@@ -95,7 +94,10 @@ extension BackgroundApplication {
         }
     }
 
-    /// Whether bgd has not taken the app's last transition yet.
+    /// Whether a report of the app's state failed and bgd has not taken one since. (Only a
+    /// failed one: a hello that came while a transition's report was on its way sent a second
+    /// report, read before it — bgd was told the older state, then the newer again, and its
+    /// background time started afresh.)
     var isStateUnreported: Bool { state.withLock { $0.stateUnreported } }
 
     @discardableResult
