@@ -69,13 +69,21 @@ public final class BackgroundURLSession: Sendable {
     public func uploadTask(
         fromFile file: URL, to url: URL, httpMethod: String = "POST", taskDescription: String? = nil
     ) async throws -> BackgroundURLSessionTask {
+        try await withFileInContainer(file) { path in
+            try await submit(uploadRequest(path, to: url, httpMethod: httpMethod, taskDescription: taskDescription))
+        }
+    }
+
+    /// Runs `body` with the path bgd should read `file` from (`stagedInContainer`), and removes
+    /// the staged copy after.
+    private func withFileInContainer<T>(_ file: URL, _ body: (String) async throws -> T) async throws -> T {
         let (path, staged) = try await stagedInContainer(file.standardizedFileURL.path)
         defer { if let staged { try? FileManager.default.removeItem(atPath: staged) } }
-        return try await submit(upload(path, to: url, httpMethod: httpMethod, taskDescription: taskDescription))
+        return try await body(path)
     }
 
     /// The request to upload the file at `path` (in the container).
-    private func upload(
+    private func uploadRequest(
         _ path: String, to url: URL, httpMethod: String, taskDescription: String?
     ) -> TransferRequest {
         TransferRequest(
@@ -122,10 +130,10 @@ public final class BackgroundURLSession: Sendable {
     ) async throws -> (Int?, BackgroundURLSessionTask) {
         // Staged before the submission, not during it: the session's events wait only for the
         // request itself, not for a copy of a large file.
-        let (path, staged) = try await stagedInContainer(file.standardizedFileURL.path)
-        defer { if let staged { try? FileManager.default.removeItem(atPath: staged) } }
-        let (task, outcome) = try await submitAndWait {
-            try await submit(upload(path, to: url, httpMethod: httpMethod, taskDescription: nil))
+        let (task, outcome) = try await withFileInContainer(file) { path in
+            try await submitAndWait {
+                try await submit(uploadRequest(path, to: url, httpMethod: httpMethod, taskDescription: nil))
+            }
         }
         if let error = outcome.error { throw error }
         return (outcome.statusCode, task)
