@@ -312,11 +312,10 @@ struct TransferHandOffTests {
         try await TestDaemon.with(clock: clock, directory: directory) { daemon in
             let pass = await Self.activity(of: daemon) { daemon.daemon.pruneDoorbell.ring() }
             #expect(!pass.contains { if case .eventsExpired = $0 { true } else { false } }, "\(pass)")
-            let open = try await daemon.store.openEvents(for: app)
-            // Once, in a loaded CI run, 2 of the 3 were open (none expired): cause not found yet.
-            withKnownIssue("one of the three events closed under load, cause unknown", isIntermittent: true) {
-                #expect(open.count == 3, "\(open)")
-            }
+            // None expired. (Not "all three open": under load the app is sometimes launched after
+            // the jump and acknowledges the first before the first bgd stops, which is its right.)
+            let outbox = try await daemon.store.outbox(for: app)
+            #expect(outbox.count == 3 && outbox.allSatisfy { $0.closedBy != "expired" }, "\(outbox)")
         }
     }
 
