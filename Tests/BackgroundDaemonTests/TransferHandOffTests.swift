@@ -157,6 +157,9 @@ struct TransferHandOffTests {
             let open = try await daemon.store.openEvents(for: AppID(rawValue: Self.app)!)
             #expect(open.map(\.kind) == ["downloadFinished", "transferCompleted", "sessionEventsFinished"])
             #expect(log(daemon).isEmpty)
+            // Nor does a bgd started later launch it for them (it launched every app with
+            // waiting events at each start).
+            #expect(await daemon.daemon.transferService.sendsLaunchEvents(AppID(rawValue: Self.app)!) == false)
         }
     }
 

@@ -104,8 +104,10 @@ public actor TransferService: Service {
 
     public func run() async throws {
         // Events a previous bgd committed but never got to an app (it stopped between the two):
-        // launch the app for them now, as their transfer's end would have.
-        for app in (try? await store.appsWithWaitingSessionEvents()) ?? [] {
+        // launch the app for them now, as their transfer's end would have — only if it would
+        // have (a session with `sessionSendsLaunchEvents` off waits for the app to connect).
+        // Before, every such app was launched at every start of bgd.
+        for app in (try? await store.appsWithWaitingSessionEvents()) ?? [] where await sendsLaunchEvents(app) {
             logger.info("Delivering transfer events left from before", metadata: ["app.id": "\(app)"])
             await coordinator.deliverEvents(to: app)
         }
@@ -453,6 +455,23 @@ public actor TransferService: Service {
                 "Cannot record a failed transfer",
                 metadata: ["transfer.id": "\(transfer.record.id)", "error": "\(error)"])
         }
+    }
+
+    /// Whether any of the app's waiting transfer events is of a session that launches the app
+    /// for its events (as `announce` decides; a transfer no longer known counts as one that does).
+    package func sendsLaunchEvents(_ app: AppID) async -> Bool {
+        let waiting = (try? await store.openEvents(for: app)) ?? []
+        let transfers = waiting.compactMap { event -> TransferID? in
+            switch event.body {
+            case .downloadFinished(let transfer, _, _, _), .transferCompleted(let transfer, _, _, _, _): transfer
+            default: nil
+            }
+        }
+        guard !transfers.isEmpty else { return true }
+        for transfer in Set(transfers) {
+            if (try? await store.transfer(transfer))?.request.sessionSendsLaunchEvents ?? true { return true }
+        }
+        return false
     }
 
     /// The ending is committed with its events: now tell (or launch) the app. With
